@@ -1,0 +1,1 @@
+"""npu-migrate: CUDA -> Ascend NPU source migration."""

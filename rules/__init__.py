@@ -1,0 +1,1 @@
+"""Rule families. Installed as ``npu_migrate.rules``."""
