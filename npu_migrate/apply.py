@@ -1,0 +1,37 @@
+"""Apply the edits that rules recorded, in one transform over the original tree."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import libcst as cst
+
+from npu_migrate.context import Edit
+
+
+class EditApplier(cst.CSTTransformer):
+    """Replacements are applied on leave, innermost first, so a rule that rewrites
+    a call keeps the argument another rule rewrote (replacements given as
+    functions of the updated node compose). Insertions splice statements around
+    their anchor statement."""
+
+    def __init__(self, edits: Iterable[Edit]) -> None:
+        super().__init__()
+        self.replacements: dict[cst.CSTNode, list] = defaultdict(list)
+        self.before: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
+        self.after: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
+        for edit in sorted(edits, key=lambda e: e.rule):
+            if edit.replacement is not None:
+                self.replacements[edit.node].append(edit.replacement)
+            self.before[edit.node].extend(edit.before)
+            self.after[edit.node].extend(edit.after)
+
+    def on_leave(self, original_node, updated_node):
+        for replacement in self.replacements.get(original_node, ()):
+            updated_node = replacement(updated_node) if callable(replacement) else replacement
+        before = self.before.get(original_node)
+        after = self.after.get(original_node)
+        if before or after:
+            return cst.FlattenSentinel([*(before or ()), updated_node, *(after or ())])
+        return updated_node

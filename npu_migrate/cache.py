@@ -1,0 +1,64 @@
+"""A per-file result cache, like ruff's.
+
+Entries are keyed by a hash of the file's bytes, its path, the tool version and
+the settings (rule selection, config, project facts). They live in
+``.npu_migrate_cache/`` at the project root, which gets its own ``.gitignore``.
+A missing, stale or corrupt entry is simply recomputed and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from npu_migrate import __version__
+from npu_migrate.model import FileResult
+
+DIRNAME = ".npu_migrate_cache"
+
+
+class Cache:
+    def __init__(self, directory: Path, settings_key: str) -> None:
+        self.directory = directory / __version__
+        self.settings_key = settings_key
+        self._ready = False
+
+    def key(self, path: str, data: bytes) -> str:
+        digest = hashlib.blake2b(digest_size=20)
+        for part in (__version__, self.settings_key, path):
+            digest.update(part.encode("utf-8", "surrogateescape"))
+            digest.update(b"\0")
+        digest.update(data)
+        return digest.hexdigest()
+
+    def _entry(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, path: str, key: str) -> FileResult | None:
+        try:
+            data = json.loads(self._entry(key).read_text(encoding="utf-8"))
+            return FileResult.from_cache(path, data)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, result: FileResult) -> None:
+        if result.error is not None:
+            return
+        entry = self._entry(key)
+        try:
+            if not self._ready:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                gitignore = self.directory.parent / ".gitignore"
+                if not gitignore.exists():
+                    gitignore.write_text("# Created by npu-migrate.\n*\n", encoding="utf-8")
+                self._ready = True
+            entry.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(result.to_cache(), handle)
+            os.replace(tmp, entry)
+        except OSError:
+            pass  # a read-only project still works, just without a cache

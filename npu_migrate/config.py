@@ -1,0 +1,93 @@
+"""``[tool.npu-migrate]`` in the nearest ``pyproject.toml``.
+
+The nearest file that has a ``[tool.npu-migrate]`` table wins, searching upward
+from the common parent of the paths given on the command line (as ruff does).
+Globs in ``exclude`` and ``per-file-ignores`` are relative to that file's
+directory. Command-line flags replace the configured values.
+
+    [tool.npu-migrate]
+    select = ["NPU"]
+    ignore = ["NPU404"]
+    exclude = ["third_party/**", "legacy_*.py"]
+    per-file-ignores = { "tests/**" = ["NPU9"] }
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+KEYS = {"select", "ignore", "exclude", "per-file-ignores"}
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass
+class Config:
+    root: Path
+    path: Path | None = None
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _common_parent(paths: list[str]) -> Path:
+    resolved = [Path(p).absolute() for p in paths] or [Path.cwd()]
+    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    return Path(os.path.commonpath([str(d) for d in dirs]))
+
+
+def _string_list(value, key: str, path: Path) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: [tool.npu-migrate] {key} must be a list of strings")
+    return value
+
+
+def load_config(paths: list[str], explicit: str | None = None) -> Config:
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    else:
+        start = _common_parent(paths)
+        candidates = [d / "pyproject.toml" for d in (start, *start.parents)]
+    for candidate in candidates:
+        if not candidate.is_file():
+            if explicit is not None:
+                raise ConfigError(f"{candidate}: no such config file")
+            continue
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{candidate}: cannot read config: {exc}") from None
+        table = data.get("tool", {}).get("npu-migrate")
+        if table is None:
+            if explicit is not None:
+                return Config(root=candidate.parent.absolute(), path=candidate)
+            continue
+        return _parse(table, candidate)
+    return Config(root=Path.cwd())
+
+
+def _parse(table: dict, path: Path) -> Config:
+    unknown = set(table) - KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.npu-migrate]: {', '.join(sorted(unknown))}")
+    config = Config(root=path.parent.absolute(), path=path)
+    if "select" in table:
+        config.select = _string_list(table["select"], "select", path)
+    config.ignore = _string_list(table.get("ignore", []), "ignore", path)
+    config.exclude = _string_list(table.get("exclude", []), "exclude", path)
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{path}: [tool.npu-migrate] per-file-ignores must be a table of glob = [codes]")
+    config.per_file_ignores = {k: _string_list(v, f"per-file-ignores.{k}", path) for k, v in per_file.items()}
+    return config

@@ -1,0 +1,140 @@
+"""Per-file state shared by every rule in one batched pass.
+
+Metadata is resolved lazily and at most once per file: most files that pass the
+prefilter need qualified names and parents only; positions are resolved once,
+after the pass, for the nodes that were fixed or reported; scopes only when a
+rule asks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+
+from npu_migrate.facts import ProjectFacts
+from npu_migrate.names import ImportTable, ImportTableResolver, ScopeResolver
+from npu_migrate.rule import Replacement
+
+
+@dataclass
+class Edit:
+    rule: str
+    node: cst.CSTNode
+    anchor: cst.CSTNode
+    message: str
+    needs_torch_npu: bool
+    replacement: Replacement | None = None
+    before: tuple[cst.BaseStatement, ...] = ()
+    after: tuple[cst.BaseStatement, ...] = ()
+
+
+@dataclass
+class FindingRecord:
+    rule: str
+    node: cst.CSTNode
+    message: str
+    suggestion: str
+
+
+@dataclass
+class ImportRequest:
+    rule: str
+    module: str
+    obj: str | None
+    asname: str | None
+
+
+@dataclass
+class FileContext:
+    path: str
+    text: str
+    wrapper: MetadataWrapper
+    imports: ImportTable
+    resolver: ImportTableResolver | ScopeResolver
+    facts: ProjectFacts = field(default_factory=ProjectFacts)
+    edits: list[Edit] = field(default_factory=list)
+    findings: list[FindingRecord] = field(default_factory=list)
+    import_requests: list[ImportRequest] = field(default_factory=list)
+    _parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    _stack: list[cst.CSTNode] = field(default_factory=list)
+    _positions: object = None
+    _scopes: object = None
+
+    @property
+    def module(self) -> cst.Module:
+        return self.wrapper.module
+
+    # -- traversal bookkeeping (called by the engine around the batched visit) ------
+
+    def before_visit(self, node: cst.CSTNode) -> None:
+        if self._stack:
+            self._parents[node] = self._stack[-1]
+        self._stack.append(node)
+
+    def after_leave(self, node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+    # -- metadata ------------------------------------------------------------------
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """Dotted qualified name of a Name/Attribute *read* (``torch.cuda.synchronize``),
+        resolved through the file's imports; None for anything else."""
+        if isinstance(node, cst.Name) and not self._is_access(node):
+            return None
+        return self.resolver.qualified_name(node)
+
+    def _is_access(self, node: cst.Name) -> bool:
+        parent = self._parents.get(node)
+        if isinstance(parent, cst.Attribute):
+            return parent.value is node
+        if isinstance(parent, (cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName)):
+            return not (getattr(parent, "keyword", None) is node or getattr(parent, "name", None) is node)
+        return True
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self._parents.get(node)
+        while current is not None:
+            yield current
+            current = self._parents.get(current)
+
+    def enclosing_statement(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        """The statement (simple line or compound) that contains ``node``."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, cst.BaseStatement):
+            current = self._parents.get(current)
+        return current
+
+    def scope(self, node: cst.CSTNode):
+        """libcst ScopeProvider scope of ``node`` (resolved on first use)."""
+        if self._scopes is None:
+            self._scopes = self.wrapper.resolve(ScopeProvider)
+        return self._scopes.get(node)
+
+    def position(self, node: cst.CSTNode) -> CodeRange:
+        if self._positions is None:
+            self._positions = self.wrapper.resolve(PositionProvider)
+        return self._positions[node]
+
+    # -- recording (rules call these through Rule helpers) ---------------------------
+
+    def record_replace(self, rule, node, new, message, needs_torch_npu, anchor) -> None:
+        self.edits.append(Edit(rule, node, anchor, message, needs_torch_npu, replacement=new))
+
+    def record_insert(self, rule, statement, before, after, message, needs_torch_npu, anchor) -> None:
+        if not isinstance(statement, cst.BaseStatement):
+            statement = self.enclosing_statement(statement)
+        self.edits.append(
+            Edit(rule, statement, anchor, message, needs_torch_npu, before=before, after=after)
+        )
+
+    def record_import(self, rule, module, obj, asname) -> None:
+        self.import_requests.append(ImportRequest(rule, module, obj, asname))
+
+    def record_finding(self, rule, node, message, suggestion) -> None:
+        self.findings.append(FindingRecord(rule, node, message, suggestion))

@@ -1,0 +1,91 @@
+"""Small libcst helpers that several rule families share."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+
+def call_arg(call: cst.Call, keyword: str | None = None, position: int | None = None) -> cst.Arg | None:
+    """The argument passed as ``keyword=`` or at ``position`` (0-based), if any."""
+    if keyword is not None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return arg
+    if position is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if any(a.star for a in call.args if a.keyword is None):
+            # *args before the position make the index unknowable
+            first_star = next(i for i, a in enumerate(call.args) if a.star == "*")
+            if first_star <= position:
+                return None
+        if position < len(positional):
+            return positional[position]
+    return None
+
+
+def string_value(node: cst.CSTNode | None) -> str | None:
+    """The value of a plain (non-f, non-bytes) string literal, else None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd escapes: not a string we can reason about
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def with_string_value(node: cst.SimpleString, value: str) -> cst.SimpleString:
+    """Same prefix and quotes, new contents (``value`` must not need escaping)."""
+    return node.with_changes(value=f"{node.prefix}{node.quote}{value}{node.quote}")
+
+
+def replace_string(node: cst.CSTNode, old: str, new: str) -> cst.CSTNode:
+    """Replace ``old`` by ``new`` inside every string part of ``node`` (plain or f-string
+    literal text), keeping prefixes and quotes."""
+
+    class _Replace(cst.CSTTransformer):
+        def leave_SimpleString(self, original, updated):
+            return updated.with_changes(value=updated.value.replace(old, new))
+
+        def leave_FormattedStringText(self, original, updated):
+            return updated.with_changes(value=updated.value.replace(old, new))
+
+    return node.visit(_Replace())
+
+
+def rename_attribute(node: cst.CSTNode, old: str, new: str) -> cst.CSTNode:
+    """In a dotted chain ``a.old.b``, rename the first segment equal to ``old``."""
+    names: list[cst.Attribute] = []
+    current = node
+    while isinstance(current, cst.Attribute):
+        names.append(current)
+        current = current.value
+    if isinstance(current, cst.Name) and current.value == old:
+        return _rebuild(node, current, current.with_changes(value=new))
+    for attribute in reversed(names):
+        if attribute.attr.value == old:
+            return _rebuild(node, attribute, attribute.with_changes(attr=attribute.attr.with_changes(value=new)))
+    return node
+
+
+def _rebuild(root: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNode) -> cst.CSTNode:
+    if root is target:
+        return replacement
+    assert isinstance(root, cst.Attribute)
+    return root.with_changes(value=_rebuild(root.value, target, replacement))
+
+
+MAIN_GUARD = m.If(
+    test=m.Comparison(
+        left=m.Name("__name__"),
+        comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=m.SimpleString())],
+    )
+)
+
+
+def is_main_guard(node: cst.CSTNode) -> bool:
+    if not m.matches(node, MAIN_GUARD):
+        return False
+    comparator = node.test.comparisons[0].comparator
+    return string_value(comparator) == "__main__"

@@ -1,0 +1,131 @@
+"""Which files to process.
+
+* Directories are searched recursively for ``*.py``.
+* ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``,
+  ``__pycache__`` and tool caches are skipped, and so is whatever the
+  ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
+* ``exclude`` globs (gitignore syntax) are relative to the config root.
+* A file named explicitly on the command line is always processed.
+* Paths that do not exist and broken symlinks become one-line errors.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+SKIP_DIRS = {
+    ".git", ".hg", ".svn", "__pycache__", "build", "dist", ".venv", "venv", ".tox", ".nox",
+    ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".npu_migrate_cache", "node_modules",
+    "site-packages",
+}
+
+
+@dataclass
+class Discovered:
+    files: list[str] = field(default_factory=list)  # display paths, as the user will see them
+    errors: list[str] = field(default_factory=list)
+
+
+def _display(path: Path) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def _git_root(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+class _IgnoreStack:
+    """gitignore rules of every directory from the git root down."""
+
+    def __init__(self) -> None:
+        self.specs: list[tuple[Path, pathspec.PathSpec]] = []
+
+    def load(self, directory: Path) -> None:
+        gitignore = directory / ".gitignore"
+        if gitignore.is_file():
+            try:
+                lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                return
+            self.specs.append((directory, pathspec.GitIgnoreSpec.from_lines(lines)))
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        for base, spec in self.specs:
+            try:
+                rel = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            if spec.match_file(rel + "/" if is_dir else rel):
+                return True
+        return False
+
+
+def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
+    found = Discovered()
+    excluded = pathspec.GitIgnoreSpec.from_lines(exclude)
+    seen: set[Path] = set()
+
+    def is_excluded(path: Path, is_dir: bool) -> bool:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            rel = path.as_posix()
+        return excluded.match_file(rel + "/" if is_dir else rel)
+
+    def add(path: Path) -> None:
+        key = path.absolute()
+        if key not in seen:
+            seen.add(key)
+            found.files.append(_display(path))
+
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            reason = "broken symbolic link" if path.is_symlink() else "no such file or directory"
+            found.errors.append(f"{raw}: {reason}")
+            continue
+        if not path.is_dir():
+            add(path)  # named explicitly: always processed
+            continue
+        top = path.absolute()
+        ignores = _IgnoreStack()
+        git_root = _git_root(top)
+        if git_root is not None:
+            for directory in reversed((top, *top.parents)):
+                if directory == git_root or git_root in directory.parents:
+                    if directory != top:
+                        ignores.load(directory)
+        for dirpath, dirnames, filenames in os.walk(top):
+            current = Path(dirpath)
+            ignores.load(current)
+            keep = []
+            for name in sorted(dirnames):
+                sub = current / name
+                if name in SKIP_DIRS or (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
+                    continue
+                if ignores.ignored(sub, True) or is_excluded(sub, True):
+                    continue
+                keep.append(name)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                if not name.endswith(".py"):
+                    continue
+                file = current / name
+                if ignores.ignored(file, False) or is_excluded(file, False):
+                    continue
+                if not file.exists():
+                    found.errors.append(f"{_display(file)}: broken symbolic link")
+                    continue
+                add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file)
+    return found

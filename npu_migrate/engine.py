@@ -1,0 +1,255 @@
+"""Migrates one file: prefilter, one parse, one batched pass of every selected
+rule, one transform that applies their edits, and the bookkeeping around it.
+
+This module never imports torch. It is what each worker process runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import MetadataWrapper
+
+from npu_migrate.apply import EditApplier
+from npu_migrate.context import Edit, FileContext, FindingRecord
+from npu_migrate.model import FileResult, Fix, Finding
+from npu_migrate.names import (
+    BindingCollector,
+    ImportTableResolver,
+    ScopeResolver,
+    ambiguous_roots,
+    build_import_table,
+)
+from npu_migrate.prefilter import Prefilter
+from npu_migrate.registry import all_rules
+from npu_migrate.settings import Settings
+from npu_migrate.source import SourceError, decode
+from npu_migrate.suppression import is_suppressed, suppressions
+
+IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
+NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
+ANNOTATION_PREFIX = "# npu-migrate: "
+
+_NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
+_MENTIONS_NPU = re.compile(r"npu", re.IGNORECASE)
+
+
+@functools.cache
+def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
+    rules = all_rules()
+    return Prefilter(t for rid in rule_ids for t in rules[rid].triggers)
+
+
+def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> FileResult:
+    """Never raises for bad input: problems become ``FileResult.error``."""
+    result = FileResult(path=path)
+    try:
+        _migrate(result, data, settings)
+    except SourceError as exc:
+        result.error = str(exc)
+    except cst.ParserSyntaxError as exc:
+        message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+        result.error = f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {message}"
+    except RecursionError:
+        result.error = f"{path}:1: too deeply nested for the parser"
+    return result
+
+
+def _migrate(result: FileResult, data: bytes, settings: Settings) -> None:
+    path = result.path
+    text = decode(path, data)
+    rules = all_rules()
+    active = tuple(rid for rid in rules if settings.selection.active(rid, path))
+    if settings.prefilter and not _prefilter(active).may_need(text):
+        return
+    module = cst.parse_module(data)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
+    visitor_ids = [rid for rid in active if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
+
+    ctx = _run_rules(path, text, wrapper, ImportTableResolver(table), table, settings, visitor_ids)
+    if ctx is None:  # the import table could not vouch for some name: redo exactly
+        ctx = _run_rules(path, text, wrapper, ScopeResolver(wrapper), table, settings, visitor_ids)
+
+    edits, findings = _filter(ctx, active, text, path)
+    if settings.annotate:
+        edits.extend(_annotations(ctx, findings))
+    if not edits:
+        result.findings = _to_findings(ctx, findings)
+        return
+
+    new_module = module.visit(EditApplier(edits))
+    fixes = [_to_fix(ctx, e) for e in edits if not e.rule.startswith("annotate:")]
+    new_module, import_fix = _add_imports(ctx, new_module, edits, active)
+    if import_fix is not None:
+        fixes.append(import_fix)
+    new_source = new_module.bytes
+    result.findings = _to_findings(ctx, findings)
+    if new_source != data:
+        result.new_source = new_source
+        result.fixes = sorted(set(fixes))
+
+
+def _run_rules(path, text, wrapper, resolver, table, settings, rule_ids) -> FileContext | None:
+    ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver, facts=settings.facts)
+    rules = all_rules()
+    visitors = [rules[rid](ctx) for rid in rule_ids]
+    bindings = BindingCollector()
+    cst.visit_batched(wrapper.module, [*visitors, bindings], ctx.before_visit, ctx.after_leave)
+    if not resolver.exact and ambiguous_roots(resolver.roots_used, table, bindings.bound):
+        return None
+    for visitor in visitors:
+        visitor.leave_file()
+    return ctx
+
+
+def _npu_aware_chain(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The outermost if/elif chain (or conditional expression) around ``node``
+    whose tests already mention NPU, if any."""
+    found = None
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.IfExp):
+            if _MENTIONS_NPU.search(ctx.module.code_for_node(ancestor.test)):
+                found = ancestor
+        elif isinstance(ancestor, cst.If):
+            top = ancestor
+            while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
+                top = ctx.parent(top)
+            branch: cst.CSTNode | None = top
+            while isinstance(branch, cst.If):
+                if _MENTIONS_NPU.search(ctx.module.code_for_node(branch.test)):
+                    found = top
+                    break
+                branch = branch.orelse
+    return found
+
+
+def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit], list[FindingRecord]]:
+    """Drop what is suppressed, and what sits in code that already handles NPU."""
+    table = suppressions(text)
+    aware_lines: dict[int, cst.CSTNode] = {}
+
+    def keep(rule: str, node: cst.CSTNode) -> bool:
+        line = ctx.position(node).start.line
+        if is_suppressed(table, line, rule):
+            return False
+        if _npu_aware_chain(ctx, node) is not None:
+            aware_lines.setdefault(line, node)
+            return False
+        return True
+
+    edits = [e for e in ctx.edits if keep(e.rule, e.anchor)]
+    findings = [f for f in ctx.findings if keep(f.rule, f.node)]
+    if NPU_AWARE_RULE in active:
+        for line, node in sorted(aware_lines.items()):
+            if not is_suppressed(table, line, NPU_AWARE_RULE):
+                findings.append(
+                    FindingRecord(
+                        NPU_AWARE_RULE,
+                        node,
+                        "CUDA code in a branch whose sibling already handles NPU; left unchanged",
+                        "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
+                    )
+                )
+    return edits, findings
+
+
+def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
+    """``--annotate``: one TODO comment per finding above its statement (idempotent)."""
+    by_statement: dict[cst.CSTNode, list[str]] = {}
+    for finding in findings:
+        statement = ctx.enclosing_statement(finding.node)
+        if statement is None:
+            continue
+        message = " ".join(finding.message.split())
+        comment = f"{ANNOTATION_PREFIX}{finding.rule} {message}"
+        comments = by_statement.setdefault(statement, [])
+        if comment not in comments:
+            comments.append(comment)
+
+    def annotate(comments: list[str]):
+        def apply(node):
+            existing = {line.comment.value for line in node.leading_lines if line.comment is not None}
+            new = [cst.EmptyLine(comment=cst.Comment(c)) for c in comments if c not in existing]
+            return node.with_changes(leading_lines=[*node.leading_lines, *new]) if new else node
+
+        return apply
+
+    return [
+        Edit("annotate:", statement, statement, "", False, replacement=annotate(comments))
+        for statement, comments in by_statement.items()
+    ]
+
+
+def _imported_modules(stmt: cst.CSTNode) -> list[str]:
+    """Dotted module names a top-level statement imports (``from a import b`` gives ``a.b``)."""
+    names: list[str] = []
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                names.extend(cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names)
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+                module = cst.helpers.get_full_name_for_node(small.module) or ""
+                if isinstance(small.names, cst.ImportStar):
+                    names.append(module)
+                else:
+                    names.extend(f"{module}.{cst.helpers.get_full_name_for_node(a.name)}" for a in small.names)
+    return names
+
+
+def _is_torch(name: str) -> bool:
+    return name == "torch" or name.startswith("torch.")
+
+
+def _first_torch_import(module: cst.Module) -> int | None:
+    for index, stmt in enumerate(module.body):
+        if any(_is_torch(name) for name in _imported_modules(stmt)):
+            return index
+    return None
+
+
+def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], active) -> tuple[cst.Module, Fix | None]:
+    fixed_rules = {e.rule for e in edits}
+    context = CodemodContext()
+    requested = False
+    for request in ctx.import_requests:
+        if request.rule in fixed_rules:
+            AddImportsVisitor.add_needed_import(context, request.module, request.obj, request.asname)
+            requested = True
+    import_fix = None
+    needs_npu = any(e.needs_torch_npu for e in edits)
+    if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu"):
+        original = _first_torch_import(ctx.module)
+        line = ctx.position(ctx.module.body[original]).start.line if original is not None else 1
+        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device")
+        index = _first_torch_import(new_module)
+        if index is not None:
+            # Right after the file's first torch import, or right before it when that
+            # statement itself imports from torch.npu (which torch_npu creates).
+            imports_npu = any(n == "torch.npu" or n.startswith("torch.npu.") for n in _imported_modules(new_module.body[index]))
+            body = list(new_module.body)
+            body.insert(index if imports_npu else index + 1, cst.parse_statement("import torch_npu\n"))
+            new_module = new_module.with_changes(body=body)
+        else:
+            AddImportsVisitor.add_needed_import(context, "torch_npu")
+            requested = True
+    if requested:
+        new_module = AddImportsVisitor(context).transform_module(new_module)
+    return new_module, import_fix
+
+
+def _to_fix(ctx: FileContext, edit: Edit) -> Fix:
+    start = ctx.position(edit.anchor).start
+    return Fix(start.line, start.column, edit.rule, edit.message)
+
+
+def _to_findings(ctx: FileContext, findings: list[FindingRecord]) -> list[Finding]:
+    out = set()
+    for f in findings:
+        start = ctx.position(f.node).start
+        out.add(Finding(start.line, start.column, f.rule, f.message, f.suggestion))
+    return sorted(out)

@@ -1,0 +1,29 @@
+"""Facts about the whole project that single-file rules need.
+
+Some decisions cannot be made one file at a time: the epoch loop that should
+call ``sampler.set_epoch`` often lives in another file than the sampler. The CLI
+gathers these facts with a cheap text scan of every discovered file before the
+per-file work starts, and they are part of the cache key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_SET_EPOCH = re.compile(rb"\.set_epoch\s*\(")
+
+
+@dataclass(frozen=True)
+class ProjectFacts:
+    #: Some file of the project already calls ``<something>.set_epoch(...)``.
+    calls_set_epoch: bool = False
+
+    @classmethod
+    def scan(cls, sources: Iterable[bytes]) -> "ProjectFacts":
+        calls_set_epoch = any(_SET_EPOCH.search(data) for data in sources)
+        return cls(calls_set_epoch=calls_set_epoch)
+
+    def key(self) -> str:
+        return f"set_epoch={int(self.calls_set_epoch)}"

@@ -1,0 +1,219 @@
+"""Qualified-name resolution for the rules.
+
+Rules ask "what does this ``Name`` / ``Attribute`` refer to?" and get a dotted
+qualified name such as ``torch.cuda.synchronize``, resolved through aliases
+(``import torch.cuda as tc``), from-imports (``from torch.cuda import
+synchronize``) and nested imports.
+
+Two resolvers answer the same question:
+
+* :class:`ImportTableResolver` reads the file's own import statements. It costs
+  one pass over the import statements and is what runs by default.
+* :class:`ScopeResolver` uses libcst's ``QualifiedNameProvider`` (scope analysis).
+  It is exact, and about 3x the cost of parsing the file.
+
+The engine starts with the import table and records every local name it relied
+on. If any of those names is also bound by something other than an import in
+the same file (a parameter or variable called ``torch``, an alias imported twice
+with different targets), the file is re-run with :class:`ScopeResolver`. The
+two are checked against each other by ``tests/engine/test_names.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
+
+
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for a chain of Attribute/Name nodes, else None."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        return get_full_name_for_node(node)
+    return None
+
+
+def _module_name(node: cst.BaseExpression) -> str:
+    return get_full_name_for_node(node) or ""
+
+
+class ImportTable:
+    """Local name -> qualified name, from every import statement in a module."""
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, str] = {}
+        self.conflicting: set[str] = set()
+
+    def bind(self, local: str, qualified: str) -> None:
+        previous = self.bindings.get(local)
+        if previous is not None and previous != qualified:
+            self.conflicting.add(local)
+        self.bindings[local] = qualified
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = _module_name(alias.name)
+                if alias.asname is not None:
+                    self.bind(_module_name(alias.asname.name), full)
+                else:
+                    root = full.split(".", 1)[0]
+                    self.bind(root, root)
+            return
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = _module_name(node.module)
+        for alias in node.names:
+            name = _module_name(alias.name)
+            local = _module_name(alias.asname.name) if alias.asname is not None else name
+            self.bind(local, f"{module}.{name}")
+
+    def imports_module(self, module: str) -> bool:
+        """True if ``module`` (or a submodule of it) is imported somewhere."""
+        return any(q == module or q.startswith(module + ".") for q in self.bindings.values())
+
+
+class _ImportCollector(cst.CSTVisitor):
+    def __init__(self, table: ImportTable) -> None:
+        self.table = table
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self.table.add(node)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self.table.add(node)
+        return False
+
+    # Expressions never contain import statements; skipping them keeps this pass cheap.
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        for small in node.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
+                self.table.add(small)
+        return False
+
+
+def build_import_table(module: cst.Module, has_nested_imports: bool) -> ImportTable:
+    table = ImportTable()
+    if has_nested_imports:
+        module.visit(_ImportCollector(table))
+        return table
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    table.add(small)
+        elif isinstance(stmt, (cst.If, cst.Try)):
+            # `try: import x / except ImportError` and `if TYPE_CHECKING:` blocks.
+            stmt.visit(_ImportCollector(table))
+    return table
+
+
+class ImportTableResolver:
+    exact = False
+
+    def __init__(self, table: ImportTable) -> None:
+        self.table = table
+        self.roots_used: set[str] = set()
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        root, _, rest = dotted.partition(".")
+        target = self.table.bindings.get(root)
+        if target is None:
+            return None
+        self.roots_used.add(root)
+        return f"{target}.{rest}" if rest else target
+
+
+class ScopeResolver:
+    """Exact resolution through libcst's QualifiedNameProvider."""
+
+    exact = True
+
+    def __init__(self, wrapper: MetadataWrapper) -> None:
+        self._names = wrapper.resolve(QualifiedNameProvider)
+        self.roots_used: set[str] = set()
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        names = {
+            q.name for q in self._names.get(node, ()) if q.source is QualifiedNameSource.IMPORT
+        }
+        if len(names) == 1:
+            return names.pop()
+        return None
+
+
+class BindingCollector(cst.BatchableCSTVisitor):
+    """Collects names bound by anything other than an import statement."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
+
+    def _targets(self, node: cst.CSTNode | None) -> None:
+        if node is None:
+            return
+        if isinstance(node, cst.Name):
+            self.bound.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self._targets(element.value)
+        elif isinstance(node, cst.StarredElement):
+            self._targets(node.value)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._targets(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._targets(node.asname.name)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._targets(node.name.name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.bound.update(n.name.value for n in node.names)
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self.bound.add(node.name.value)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self.bound.add(node.name.value)
+
+
+def ambiguous_roots(roots_used: Iterable[str], table: ImportTable, bound: set[str]) -> set[str]:
+    """Roots whose meaning the import table alone cannot vouch for."""
+    return {r for r in roots_used if r in bound or r in table.conflicting}

@@ -1,0 +1,121 @@
+"""The base class every rule derives from.
+
+A rule is a libcst :class:`~libcst.BatchableCSTVisitor`: all selected rules walk
+the *same* parsed tree in one batched pass, and share one :class:`FileContext`
+(qualified names, parents, scopes, positions resolved once per file).
+
+Rules never mutate the tree. They record what they want through the helpers
+below; the engine applies every recorded edit in one transform afterwards, drops
+those suppressed by ``# npu-migrate: ignore`` comments or per-file ignores, and
+reports the rest with their original line and column.
+
+Each rule lives in its own module under ``rules/<family>/`` and carries its own
+documentation, in the style of Fixit and ruff:
+
+* ``id`` (stable, ``NPU101``), ``name`` (kebab-case) and a one-line ``summary``;
+* ``rationale``: why, and what an Ascend engineer needs to know (markdown);
+* ``examples``: :class:`Example` pairs. ``after=None`` means the code must stay
+  byte-identical (a VALID example). The test suite runs every example.
+* ``triggers``: words the prefilter looks for. A file that contains none of the
+  trigger words of any selected rule is not parsed at all. A tuple entry means
+  "all of these words".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Union
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from npu_migrate.context import FileContext
+
+Replacement = Union[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]]
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str
+    after: str | None = None  # None: must be left exactly as it is
+
+
+class Rule(cst.BatchableCSTVisitor):
+    id: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    rationale: ClassVar[str] = ""
+    examples: ClassVar[Sequence[Example]] = ()
+    triggers: ClassVar[Sequence[str | tuple[str, ...]]] = ()
+    #: True when the rule rewrites code; False for rules that only report.
+    fixable: ClassVar[bool] = True
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    # -- helpers for rule authors -------------------------------------------------
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        return self.ctx.qualified_name(node)
+
+    def replace(
+        self,
+        node: cst.CSTNode,
+        new: Replacement,
+        message: str,
+        *,
+        needs_torch_npu: bool = True,
+        anchor: cst.CSTNode | None = None,
+    ) -> None:
+        """Replace ``node``. ``new`` may be a node, or a function of the updated node
+        (so that edits other rules make inside ``node`` are kept)."""
+        self.ctx.record_replace(self.id, node, new, message, needs_torch_npu, anchor or node)
+
+    def insert_before(
+        self,
+        statement: cst.CSTNode,
+        new: Sequence[cst.BaseStatement],
+        message: str,
+        *,
+        needs_torch_npu: bool = False,
+        anchor: cst.CSTNode | None = None,
+    ) -> None:
+        self.ctx.record_insert(self.id, statement, tuple(new), (), message, needs_torch_npu, anchor or statement)
+
+    def insert_after(
+        self,
+        statement: cst.CSTNode,
+        new: Sequence[cst.BaseStatement],
+        message: str,
+        *,
+        needs_torch_npu: bool = False,
+        anchor: cst.CSTNode | None = None,
+    ) -> None:
+        self.ctx.record_insert(self.id, statement, (), tuple(new), message, needs_torch_npu, anchor or statement)
+
+    def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        """Add ``import module`` / ``from module import obj`` if the file ends up changed
+        by this rule (through libcst's AddImportsVisitor)."""
+        self.ctx.record_import(self.id, module, obj, asname)
+
+    def report(self, node: cst.CSTNode, message: str, suggestion: str) -> None:
+        self.ctx.record_finding(self.id, node, message, suggestion)
+
+    def leave_file(self) -> None:
+        """Called once after the batched pass, before edits are applied."""
+
+
+def rule_doc(rule: type[Rule]) -> str:
+    """The rule's documentation as markdown, for ``npu-migrate rules ID``."""
+    parts = [f"# {rule.id} ({rule.name})", "", rule.summary, ""]
+    if rule.rationale:
+        parts += [rule.rationale.strip(), ""]
+    parts.append(f"Fix available: {'yes' if rule.fixable else 'no (reports a finding)'}")
+    for example in rule.examples:
+        parts += ["", "Example:" if example.after is not None else "Left unchanged:", "```python", example.before.rstrip()]
+        if example.after is not None:
+            parts += ["```", "becomes", "```python", example.after.rstrip()]
+        parts.append("```")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,107 @@
+"""Runs the engine over many files: reading, project facts, the cache, and a
+process pool (``concurrent.futures``). One file's failure never stops the others."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+
+from npu_migrate.cache import Cache
+from npu_migrate.facts import ProjectFacts
+from npu_migrate.model import FileResult
+from npu_migrate.settings import Settings
+
+#: Below this many files to parse, a process pool costs more than it saves.
+MIN_FILES_FOR_POOL = 4
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _read(path: str) -> tuple[bytes | None, str | None]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(), None
+    except PermissionError:
+        return None, f"{path}: permission denied"
+    except IsADirectoryError:
+        return None, f"{path}: is a directory"
+    except OSError as exc:
+        return None, f"{path}: cannot read: {exc.strerror or exc}"
+
+
+def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
+    """``migrate_source``, turning a bug in a rule into a one-line error for that file."""
+    from npu_migrate.engine import migrate_source  # libcst is only imported when a file needs it
+
+    try:
+        return migrate_source(path, data, settings)
+    except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
+        return FileResult(path=path, error=f"{path}:1: internal error in npu-migrate ({type(exc).__name__}: {exc}); please report it")
+
+
+def _warm_worker() -> None:
+    from npu_migrate.registry import all_rules
+
+    all_rules()
+
+
+def run(
+    paths: list[str],
+    settings: Settings,
+    jobs: int = 1,
+    cache: Callable[[Settings], Cache] | None = None,
+    progress: Callable[[FileResult], None] | None = None,
+) -> list[FileResult]:
+    inputs: dict[str, bytes] = {}
+    results: dict[str, FileResult] = {}
+    for path in paths:
+        data, error = _read(path)
+        if error is not None:
+            results[path] = FileResult(path=path, error=error)
+        else:
+            inputs[path] = data
+    settings = replace(settings, facts=ProjectFacts.scan(inputs.values()))
+    store = cache(settings) if cache is not None else None
+
+    def done(result: FileResult) -> None:
+        results[result.path] = result
+        if progress is not None:
+            progress(result)
+
+    todo: list[tuple[str, bytes, str | None]] = []
+    for path, data in inputs.items():
+        key = store.key(path, data) if store is not None else None
+        hit = store.get(path, key) if store is not None else None
+        if hit is not None:
+            done(hit)
+        else:
+            todo.append((path, data, key))
+
+    def finish(path: str, key: str | None, result: FileResult) -> None:
+        if store is not None and key is not None:
+            store.put(key, result)
+        done(result)
+
+    if jobs <= 1 or len(todo) < MIN_FILES_FOR_POOL:
+        for path, data, key in todo:
+            finish(path, key, migrate_safely(path, data, settings))
+    else:
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker) as pool:
+                futures = {pool.submit(migrate_safely, p, d, settings): (p, k) for p, d, k in todo}
+                for future in as_completed(futures):
+                    path, key = futures[future]
+                    finish(path, key, future.result())
+        except BrokenProcessPool:
+            for path, _, _ in todo:
+                if path not in results:
+                    done(FileResult(path=path, error=f"{path}:1: internal error: a worker process died"))
+    return [results[p] for p in paths if p in results]

@@ -1,0 +1,1 @@
+"""Rules that belong to the engine rather than to one family."""

@@ -1,0 +1,45 @@
+"""Shared by NPU101 and NPU102: where a ``torch.cuda`` name is used, and how it was imported."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.context import FileContext
+from npu_migrate.names import dotted_name
+
+CUDA = "torch.cuda"
+#: torch.cuda.amp is migrated by the AMP family (NPU3xx), not by a plain rename.
+OWNED_ELSEWHERE = ("torch.cuda.amp",)
+
+
+def is_cuda_name(qualified: str | None) -> bool:
+    if qualified is None or not (qualified == CUDA or qualified.startswith(CUDA + ".")):
+        return False
+    return not any(qualified == o or qualified.startswith(o + ".") for o in OWNED_ELSEWHERE)
+
+
+def is_outermost(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Only the longest dotted chain counts: ``torch.cuda.synchronize``, not ``torch.cuda``."""
+    parent = ctx.parent(node)
+    return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+
+def in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    return any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in ctx.ancestors(node))
+
+
+def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """What the first name of ``node``'s dotted chain was imported as (``torch``,
+    ``torch.cuda``, ``torch.cuda.synchronize``...)."""
+    dotted = dotted_name(node)
+    if dotted is None:
+        return None
+    return ctx.imports.bindings.get(dotted.split(".", 1)[0])
+
+
+def cuda_uses(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
+    """The qualified ``torch.cuda...`` name of an outermost use outside imports."""
+    if not is_outermost(ctx, node) or in_import(ctx, node):
+        return None
+    qualified = ctx.qualified_name(node)
+    return qualified if is_cuda_name(qualified) else None

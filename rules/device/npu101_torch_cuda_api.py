@@ -1,0 +1,153 @@
+"""NPU101: ``torch.cuda.X`` -> ``torch.npu.X`` for every X that torch_npu provides."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from npu_migrate.cst_util import rename_attribute
+from npu_migrate.npu_api import load_api
+from npu_migrate.rule import Example, Rule
+from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
+
+_NPU_WORD = re.compile(r"\bnpu\b")
+
+
+class TorchCudaApi(Rule):
+    id = "NPU101"
+    name = "torch-cuda-api"
+    summary = "Rewrite `torch.cuda.X` to `torch.npu.X` where torch_npu provides X"
+    triggers = ("cuda",)
+    rationale = """
+`torch_npu` registers `torch.npu` with the same API as `torch.cuda` for most
+names (`is_available`, `synchronize`, `device_count`, `set_device`, memory
+statistics, RNG, streams and events, legacy tensor types...). The list of names
+comes from `npu_migrate/data/torch_npu_api.json`, generated from the published
+torch-npu wheel by `scripts/gen_torch_npu_api.py`, so the tool never emits a
+name that does not exist. Names torch_npu lacks or implements differently
+(nvtx, `get_device_capability`, `torch.cuda.nccl`, CUDA graphs...) are reported
+by NPU102 instead; `torch.cuda.amp` belongs to the AMP rules (NPU3xx).
+
+Names are resolved through the file's imports, so aliases work:
+`import torch.cuda as tc` becomes `import torch.npu as tc`,
+`from torch.cuda import synchronize` becomes `from torch.npu import synchronize`,
+and `from torch import cuda` becomes `from torch import npu` (with `cuda.X` uses
+renamed). An aliased import is rewritten only when every use through it has an
+NPU counterpart; otherwise it is left alone and the uses are reported.
+"""
+    examples = (
+        Example(
+            "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
+            "import torch\nimport torch_npu\nif torch.npu.is_available():\n    torch.npu.synchronize()\n",
+        ),
+        Example(
+            "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated())\n",
+            "import torch_npu\nfrom torch.npu import max_memory_allocated\nprint(max_memory_allocated())\n",
+        ),
+        Example("import torch\nprint('running on cuda')\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.api = load_api()
+        self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
+        self.alias_imports: dict[str, tuple[cst.CSTNode, cst.ImportAlias]] = {}
+
+    # -- uses ----------------------------------------------------------------------
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._use(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._use(node)
+
+    def _use(self, node: cst.Attribute | cst.Name) -> None:
+        qualified = cuda_uses(self.ctx, node)
+        if qualified is None:
+            return
+        binding = root_binding(self.ctx, node)
+        if binding is not None and is_cuda_name(binding):
+            # `tc.synchronize` / `synchronize`: decided per import in leave_file
+            root = (node.value if isinstance(node, cst.Name) else _root(node).value)
+            self.alias_uses.setdefault(root, []).append((node, qualified))
+            return
+        target = self.api.npu_name_for_cuda(qualified)
+        if target is None or not isinstance(node, cst.Attribute):
+            return  # NPU102 reports it
+        self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`")
+
+    # -- imports -------------------------------------------------------------------
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = cst.helpers.get_full_name_for_node(alias.name)
+            if not is_cuda_name(full):
+                continue
+            if alias.asname is None:
+                if full == CUDA:  # `import torch.cuda`: uses go through `torch`, rewritten above
+                    self.replace(alias, lambda a: a.with_changes(name=_dotted("torch.npu")), "`import torch.cuda` -> `import torch.npu`")
+                continue
+            self.alias_imports[alias.asname.name.value] = (node, alias)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = cst.helpers.get_full_name_for_node(node.module)
+        for alias in node.names:
+            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
+            if is_cuda_name(full):
+                local = (alias.asname.name if alias.asname else alias.name).value
+                self.alias_imports[local] = (node, alias)
+
+    def leave_file(self) -> None:
+        def uses_ok(local: str) -> bool:
+            return all(self.api.npu_name_for_cuda(q) for _, q in self.alias_uses.get(local, []))
+
+        from_statements: dict[cst.ImportFrom, list[tuple[str, cst.ImportAlias]]] = {}
+        for local, (statement, alias) in self.alias_imports.items():
+            if isinstance(statement, cst.Import):
+                if uses_ok(local):
+                    self.replace(alias, lambda a: a.with_changes(name=_dotted("torch.npu")), "`import torch.cuda as ...` -> `import torch.npu as ...`")
+                continue
+            from_statements.setdefault(statement, []).append((local, alias))
+        for statement, aliases in from_statements.items():
+            module = cst.helpers.get_full_name_for_node(statement.module)
+            if module == "torch":
+                for local, alias in aliases:  # `from torch import cuda`
+                    if uses_ok(local):
+                        self._from_torch_import_cuda(alias, local, self.alias_uses.get(local, []))
+                continue
+            names = [f"{module}.{cst.helpers.get_full_name_for_node(a.name)}" for _, a in aliases]
+            if len(aliases) != len(statement.names) or not all(self.api.npu_name_for_cuda(n) for n in names):
+                continue  # a mixed import: NPU102 reports the names that have no NPU counterpart
+            if not all(uses_ok(local) for local, _ in aliases):
+                continue
+            new_module = "torch.npu" + module[len(CUDA):]
+            self.replace(statement, _set_module(new_module), f"`from {module} import ...` -> `from {new_module} import ...`")
+
+    def _from_torch_import_cuda(self, alias, local, uses) -> None:
+        if alias.asname is None and not _NPU_WORD.search(self.ctx.text):
+            self.replace(alias, lambda a: a.with_changes(name=cst.Name("npu")), "`from torch import cuda` -> `from torch import npu`")
+            for node, qualified in uses:
+                self.replace(_root(node), cst.Name("npu"), f"`{qualified}` -> `torch.npu` via `npu`", needs_torch_npu=True)
+        else:
+            asname = alias.asname or cst.AsName(name=cst.Name(local))
+            self.replace(alias, lambda a: a.with_changes(name=cst.Name("npu"), asname=asname), "`from torch import cuda` -> `from torch import npu`")
+
+
+def _root(node: cst.CSTNode) -> cst.Name:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node
+
+
+def _dotted(name: str) -> cst.BaseExpression:
+    return cst.parse_expression(name)
+
+
+def _set_module(module: str):
+    def apply(statement: cst.ImportFrom) -> cst.ImportFrom:
+        return statement.with_changes(module=_dotted(module))
+
+    return apply

@@ -1,0 +1,84 @@
+"""NPU102: ``torch.cuda`` names that have no usable ``torch.npu`` counterpart."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.npu_api import load_api
+from npu_migrate.rule import Example, Rule
+
+from ._cuda_names import cuda_uses, is_cuda_name
+
+#: Specific advice for the names real training code uses most; everything else
+#: gets the generic suggestion.
+SUGGESTIONS = {
+    "torch.cuda.nvtx": "torch_npu has no NVTX; use torch_npu.profiler (mstx ranges) or drop the markers",
+    "torch.cuda.get_device_capability": (
+        "torch.npu.get_device_capability() returns None unless TORCH_NPU_DEVICE_CAPABILITY is set; "
+        "branch on the feature you need (e.g. bf16: torch.npu.is_bf16_supported()) instead of a compute capability"
+    ),
+    "torch.cuda.CUDAGraph": "use torch.npu.NPUGraph (capture semantics differ; re-validate the captured region)",
+    "torch.cuda.graph": "use torch.npu.graph with torch.npu.NPUGraph",
+    "torch.cuda.graphs": "use torch.npu.NPUGraph / torch.npu.graph",
+    "torch.cuda.make_graphed_callables": "use torch.npu.make_graphed_callables if your torch_npu provides it, else run eagerly",
+    "torch.cuda.nccl": "NCCL is not available on Ascend; use torch.distributed with backend 'hccl'",
+    "torch.cuda.jiterator": "jiterator compiles CUDA C++; write the op with torch ops or a torch_npu fused op",
+    "torch.cuda.comm": "use torch.distributed collectives (backend 'hccl')",
+    "torch.cuda.tunable": "TunableOp is CUDA/ROCm only; remove it on Ascend",
+}
+
+
+def suggestion_for(qualified: str) -> str:
+    for name in sorted(SUGGESTIONS, key=len, reverse=True):
+        if qualified == name or qualified.startswith(name + "."):
+            return SUGGESTIONS[name]
+    reason = load_api().unusable_reason(qualified.replace("torch.cuda", "torch.npu", 1))
+    if reason:
+        return reason
+    return "torch_npu has no equivalent; remove the call or guard it with `if torch.cuda.is_available():`"
+
+
+class TorchCudaApiUnavailable(Rule):
+    id = "NPU102"
+    name = "torch-cuda-api-unavailable"
+    summary = "Report `torch.cuda.X` uses that have no usable `torch.npu` counterpart"
+    fixable = False
+    triggers = ("cuda",)
+    rationale = """
+Some `torch.cuda` names do not exist in torch_npu (NVTX, `torch.cuda.nccl`,
+jiterator, TunableOp...), and some exist but behave differently: on Ascend,
+`get_device_capability()` returns None unless `TORCH_NPU_DEVICE_CAPABILITY`
+is set, so `capability >= (8, 0)` checks silently take the wrong path. Renaming
+them would produce code that fails at run time or quietly changes behaviour, so
+they are reported with a concrete suggestion instead. CUDA graphs are reported
+rather than rewritten because capture on NPU has different constraints.
+"""
+    examples = (
+        Example("import torch\ntorch.cuda.nvtx.range_push('step')  # reported\n"),
+        Example("import torch\nmajor, minor = torch.cuda.get_device_capability()  # reported\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.api = load_api()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._check(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        qualified = cuda_uses(self.ctx, node)
+        if qualified is None or self.api.npu_name_for_cuda(qualified) is not None:
+            return
+        self.report(node, f"`{qualified}` has no usable NPU counterpart", suggestion_for(qualified))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = cst.helpers.get_full_name_for_node(node.module)
+        for alias in node.names:
+            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
+            if is_cuda_name(full) and module != "torch" and self.api.npu_name_for_cuda(full) is None:
+                self.report(alias, f"`{full}` has no usable NPU counterpart", suggestion_for(full))
