@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Mapping
 
 _TABLE = "torch_npu_api.json"
 
@@ -39,7 +39,7 @@ class NpuApi:
         prefix = "torch.cuda."
         if not cuda_qualified_name.startswith(prefix):
             return None
-        candidate = "torch.npu." + cuda_qualified_name[len(prefix):]
+        candidate = "torch.npu." + cuda_qualified_name[len(prefix) :]
         if self.has(candidate) and candidate not in self.unusable:
             return candidate
         return None
@@ -47,7 +47,9 @@ class NpuApi:
 
 @functools.cache
 def load_api() -> NpuApi:
-    raw = json.loads(resources.files("npu_migrate.data").joinpath(_TABLE).read_text("utf-8"))
+    raw = json.loads(
+        resources.files("npu_migrate.data").joinpath(_TABLE).read_text("utf-8")
+    )
     modules = {key: frozenset(names) for key, names in raw["modules"].items()}
     return NpuApi(
         version=raw["torch_npu_version"],

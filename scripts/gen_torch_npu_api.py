@@ -31,7 +31,12 @@ from pathlib import Path
 
 GENERATED_BY = "scripts/gen_torch_npu_api.py"
 DEFAULT_VERSION = "2.13.0"
-DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "npu_migrate" / "data" / "torch_npu_api.json"
+DEFAULT_OUTPUT = (
+    Path(__file__).resolve().parent.parent
+    / "npu_migrate"
+    / "data"
+    / "torch_npu_api.json"
+)
 
 # Names that exist but must never be emitted as the rewrite of the same-named CUDA API.
 # Keep this small; every entry needs a reason a reviewer can check in the wheel.
@@ -61,7 +66,18 @@ UNUSABLE: dict[str, str] = {
 CPP_BOUND: dict[str, frozenset[str]] = {
     "torch_npu.npu": frozenset(
         f"{t}Tensor"
-        for t in ("Bool", "Byte", "Char", "Double", "Float", "Half", "Int", "Long", "Short", "BFloat16")
+        for t in (
+            "Bool",
+            "Byte",
+            "Char",
+            "Double",
+            "Float",
+            "Half",
+            "Int",
+            "Long",
+            "Short",
+            "BFloat16",
+        )
     ),
 }
 
@@ -89,7 +105,9 @@ _ENV_RE = re.compile(r"^(?:" + "|".join(ENV_PREFIXES) + r")[A-Z0-9_]+$")
 # Literals in the .so files that match the prefixes but are not environment variables.
 _NOT_ENV = frozenset({"HCCL_SUCCESS"})
 _ENV_BYTES_RE = re.compile(
-    rb"(?<![A-Za-z0-9_])((?:" + b"|".join(p.encode() for p in ENV_PREFIXES) + rb")[A-Z0-9_]+)\x00"
+    rb"(?<![A-Za-z0-9_])((?:"
+    + b"|".join(p.encode() for p in ENV_PREFIXES)
+    + rb")[A-Z0-9_]+)\x00"
 )
 
 
@@ -116,7 +134,9 @@ class Package:
     def tree(self, module: str) -> ast.Module | None:
         if module not in self._trees:
             path = self.path_of(module)
-            self._trees[module] = ast.parse(path.read_text("utf-8-sig"), str(path)) if path else None
+            self._trees[module] = (
+                ast.parse(path.read_text("utf-8-sig"), str(path)) if path else None
+            )
         return self._trees[module]
 
     def submodules(self, module: str) -> set[str]:
@@ -151,11 +171,17 @@ class Package:
                 isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
             ):
                 names = list(_literal_strings(node.value))
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == "__all__":
+            elif (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "__all__"
+            ):
                 names = (names or []) + list(_literal_strings(node.value))
         return names
 
-    def public_names(self, module: str, also_bound: frozenset[str] = frozenset()) -> set[str]:
+    def public_names(
+        self, module: str, also_bound: frozenset[str] = frozenset()
+    ) -> set[str]:
         """Public attributes of ``module`` once imported, as far as the sources show.
 
         ``also_bound``: names known to be bound by other means (export tables, C++).
@@ -177,7 +203,9 @@ class Package:
                 if name in bound or name in names or name in cpp:
                     names.add(name)
                 else:
-                    self.warnings.append(f"{module}.__all__ lists {name!r} but no source binds it; left out")
+                    self.warnings.append(
+                        f"{module}.__all__ lists {name!r} but no source binds it; left out"
+                    )
         self._public_cache[module] = names
         return names
 
@@ -190,7 +218,9 @@ class Package:
                 bound.add(node.name)
                 own.add(node.name)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                targets = (
+                    node.targets if isinstance(node, ast.Assign) else [node.target]
+                )
                 for target in targets:
                     for name in _target_names(target):
                         bound.add(name)
@@ -220,7 +250,9 @@ class Package:
         listed = self.dunder_all(module)
         if listed is not None:
             return set(listed)
-        return {n for n in self.public_names(module) if n not in self.submodules(module)}
+        return {
+            n for n in self.public_names(module) if n not in self.submodules(module)
+        }
 
     def config_attributes(self, module: str, object_name: str) -> set[str]:
         """Attributes a config object answers in its class's __getattr__/__setattr__."""
@@ -231,14 +263,22 @@ class Package:
         for node in tree.body:
             if (
                 isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == object_name for t in node.targets)
+                and any(
+                    isinstance(t, ast.Name) and t.id == object_name
+                    for t in node.targets
+                )
                 and isinstance(node.value, ast.Call)
             ):
                 class_ref = node.value.func
         if class_ref is None:
             return set()
-        if isinstance(class_ref, ast.Attribute) and isinstance(class_ref.value, ast.Name):
-            owner, class_name = self.resolve(module, 1, class_ref.value.id), class_ref.attr
+        if isinstance(class_ref, ast.Attribute) and isinstance(
+            class_ref.value, ast.Name
+        ):
+            owner, class_name = (
+                self.resolve(module, 1, class_ref.value.id),
+                class_ref.attr,
+            )
         elif isinstance(class_ref, ast.Name):
             owner, class_name = module, class_ref.id
         else:
@@ -250,7 +290,10 @@ class Package:
         for node in owner_tree.body:
             if isinstance(node, ast.ClassDef) and node.name == class_name:
                 for method in node.body:
-                    if isinstance(method, ast.FunctionDef) and method.name in ("__getattr__", "__setattr__"):
+                    if isinstance(method, ast.FunctionDef) and method.name in (
+                        "__getattr__",
+                        "__setattr__",
+                    ):
                         names |= _compared_strings(method)
         return names
 
@@ -305,9 +348,17 @@ def _compared_strings(function: ast.FunctionDef) -> set[str]:
     param = params[0]
     found = set()
     for node in ast.walk(function):
-        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == param:
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Name)
+            and node.left.id == param
+        ):
             for op, right in zip(node.ops, node.comparators):
-                if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+                if (
+                    isinstance(op, ast.Eq)
+                    and isinstance(right, ast.Constant)
+                    and isinstance(right.value, str)
+                ):
                     found.add(right.value)
                 elif isinstance(op, ast.In):
                     found |= set(_literal_strings(right))
@@ -344,7 +395,9 @@ def custom_op_names(root: Path) -> set[str]:
                 section = header.group(1)
                 continue
             if section == "custom":
-                m = re.match(r"^\s*-?\s*func:\s*([A-Za-z0-9_]+)(?:\.[A-Za-z0-9_]+)?\(", line)
+                m = re.match(
+                    r"^\s*-?\s*func:\s*([A-Za-z0-9_]+)(?:\.[A-Za-z0-9_]+)?\(", line
+                )
                 if m:
                     names.add(m.group(1))
     return names
@@ -356,7 +409,8 @@ def public_op_list(pkg: Package) -> set[str]:
     names: set[str] = set()
     for node in tree.body if tree else []:
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "public_npu_functions" for t in node.targets
+            isinstance(t, ast.Name) and t.id == "public_npu_functions"
+            for t in node.targets
         ):
             names |= set(_literal_strings(node.value))
     return names
@@ -391,7 +445,9 @@ def export_table_names(pkg: Package) -> set[str]:
                     and target.id == "_LAZY_PYTHON_SYMBOLS"
                     and isinstance(node.value, ast.Dict)
                 ):
-                    names |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                    names |= {
+                        k.value for k in node.value.keys if isinstance(k, ast.Constant)
+                    }
                 if (
                     isinstance(target, ast.Subscript)
                     and isinstance(target.value, ast.Name)
@@ -409,12 +465,21 @@ def torch_distributed_aliases(pkg: Package) -> set[str]:
     names: set[str] = set()
     for node in tree.body if tree else []:
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "_PUBLIC_API_ALIASES" for t in node.targets
+            isinstance(t, ast.Name) and t.id == "_PUBLIC_API_ALIASES"
+            for t in node.targets
         ):
             for element in getattr(node.value, "elts", []):
-                if isinstance(element, ast.Tuple) and element.elts and isinstance(element.elts[0], ast.Constant):
+                if (
+                    isinstance(element, ast.Tuple)
+                    and element.elts
+                    and isinstance(element.elts[0], ast.Constant)
+                ):
                     parts = str(element.elts[0].value).split(".")
-                    if len(parts) == 2 and parts[0] == "distributed" and not parts[1].startswith("_"):
+                    if (
+                        len(parts) == 2
+                        and parts[0] == "distributed"
+                        and not parts[1].startswith("_")
+                    ):
                         names.add(parts[1])
     return names
 
@@ -429,17 +494,27 @@ def privateuse1_methods(pkg: Package) -> dict[str, set[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = _dotted(node.func) or ""
-            if name.endswith("rename_privateuse1_backend") and node.args and isinstance(node.args[0], ast.Constant):
+            if (
+                name.endswith("rename_privateuse1_backend")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 backend = node.args[0].value
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("generate_methods_for_privateuse1_backend"):
+        if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith(
+            "generate_methods_for_privateuse1_backend"
+        ):
             flags = {
-                kw.arg: kw.value.value for kw in node.keywords if isinstance(kw.value, ast.Constant)
+                kw.arg: kw.value.value
+                for kw in node.keywords
+                if isinstance(kw.value, ast.Constant)
             }
             if backend is None:
                 continue
             if flags.get("for_tensor", True):
-                result.setdefault("torch.Tensor", set()).update({backend, f"is_{backend}"})
+                result.setdefault("torch.Tensor", set()).update(
+                    {backend, f"is_{backend}"}
+                )
             if flags.get("for_module", True):
                 result.setdefault("torch.nn.Module", set()).add(backend)
             if flags.get("for_storage", False):
@@ -460,12 +535,22 @@ def attribute_assignments(pkg: Package) -> dict[str, set[str]]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
-                    dotted = _dotted(target) if isinstance(target, ast.Attribute) else None
-                    if dotted and dotted.count(".") == 1 and dotted.startswith("torch_npu."):
+                    dotted = (
+                        _dotted(target) if isinstance(target, ast.Attribute) else None
+                    )
+                    if (
+                        dotted
+                        and dotted.count(".") == 1
+                        and dotted.startswith("torch_npu.")
+                    ):
                         out["torch_npu"].add(dotted.split(".")[1])
             elif isinstance(node, ast.Attribute):
                 dotted = _dotted(node)
-                if dotted and dotted.startswith("torch.ops.npu.") and dotted.count(".") == 3:
+                if (
+                    dotted
+                    and dotted.startswith("torch.ops.npu.")
+                    and dotted.count(".") == 3
+                ):
                     out["torch.ops.npu"].add(node.attr)
     return out
 
@@ -478,18 +563,32 @@ def env_vars(pkg: Package) -> set[str]:
             key = None
             if isinstance(node, ast.Call) and node.args:
                 func = _dotted(node.func) or ""
-                if func.endswith(("getenv", "environ.get", "environ.setdefault", "environ.pop")):
+                if func.endswith(
+                    ("getenv", "environ.get", "environ.setdefault", "environ.pop")
+                ):
                     key = node.args[0]
-            elif isinstance(node, ast.Subscript) and (_dotted(node.value) or "").endswith("environ"):
+            elif isinstance(node, ast.Subscript) and (
+                _dotted(node.value) or ""
+            ).endswith("environ"):
                 key = node.slice
-            elif isinstance(node, ast.Compare) and len(node.comparators) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
-                if (_dotted(node.comparators[0]) or "").endswith("environ"):
-                    key = node.left
-            if isinstance(key, ast.Constant) and isinstance(key.value, str) and _ENV_RE.match(key.value):
+            elif (
+                isinstance(node, ast.Compare)
+                and len(node.comparators) == 1
+                and isinstance(node.ops[0], (ast.In, ast.NotIn))
+                and (_dotted(node.comparators[0]) or "").endswith("environ")
+            ):
+                key = node.left
+            if (
+                isinstance(key, ast.Constant)
+                and isinstance(key.value, str)
+                and _ENV_RE.match(key.value)
+            ):
                 found.add(key.value)
     for so in sorted(pkg.root.rglob("*.so*")):
         if so.is_file():
-            found |= {m.group(1).decode() for m in _ENV_BYTES_RE.finditer(so.read_bytes())}
+            found |= {
+                m.group(1).decode() for m in _ENV_BYTES_RE.finditer(so.read_bytes())
+            }
     return found - _NOT_ENV
 
 
@@ -513,8 +612,14 @@ def extract(root: Path, version: str) -> dict:
     assigned = attribute_assignments(pkg)
     modules["torch.ops.npu"] = ops | assigned["torch.ops.npu"]
     exported = frozenset(export_table_names(pkg))
-    top = set(pkg.public_names("torch_npu", also_bound=exported)) | exported | public_ops
-    top |= {n for n in ops | documented_ops(pkg) | assigned["torch_npu"] if not n.startswith("_")}
+    top = (
+        set(pkg.public_names("torch_npu", also_bound=exported)) | exported | public_ops
+    )
+    top |= {
+        n
+        for n in ops | documented_ops(pkg) | assigned["torch_npu"]
+        if not n.startswith("_")
+    }
     modules["torch_npu"] = {n for n in top if not n.startswith("_") or n in public_ops}
 
     distributed = torch_distributed_aliases(pkg)
@@ -525,7 +630,9 @@ def extract(root: Path, version: str) -> dict:
 
     missing = sorted(n for n in UNUSABLE if not _has(modules, n))
     if missing:
-        pkg.warnings.append(f"UNUSABLE names absent from this wheel (dropped): {missing}")
+        pkg.warnings.append(
+            f"UNUSABLE names absent from this wheel (dropped): {missing}"
+        )
     table = {
         "torch_npu_version": version,
         "generated_by": GENERATED_BY,
@@ -550,8 +657,17 @@ def wheel_version(wheel: Path) -> str:
 
 def download_wheel(version: str, dest: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         f"torch-npu=={version}", "-d", str(dest)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            f"torch-npu=={version}",
+            "-d",
+            str(dest),
+        ],
         check=True,
     )
     wheels = sorted(dest.glob("torch_npu-*.whl"))
@@ -562,8 +678,14 @@ def download_wheel(version: str, dest: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default=DEFAULT_VERSION, help="torch-npu version to download (default %(default)s)")
-    parser.add_argument("--wheel", type=Path, help="use this wheel instead of downloading")
+    parser.add_argument(
+        "--version",
+        default=DEFAULT_VERSION,
+        help="torch-npu version to download (default %(default)s)",
+    )
+    parser.add_argument(
+        "--wheel", type=Path, help="use this wheel instead of downloading"
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="torch_npu_api_") as tmp:
@@ -572,7 +694,11 @@ def main(argv: list[str] | None = None) -> int:
         version = wheel_version(wheel) if args.wheel else args.version
         unpacked = tmp_path / "unpacked"
         with zipfile.ZipFile(wheel) as zf:
-            members = [m for m in zf.namelist() if m.startswith("torch_npu/") and m.endswith((".py", ".yaml", ".so"))]
+            members = [
+                m
+                for m in zf.namelist()
+                if m.startswith("torch_npu/") and m.endswith((".py", ".yaml", ".so"))
+            ]
             zf.extractall(unpacked, members)
         table = extract(unpacked, version)
     args.output.parent.mkdir(parents=True, exist_ok=True)

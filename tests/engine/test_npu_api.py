@@ -31,7 +31,13 @@ def test_table_loads_and_is_cached():
     assert api.version == "2.13.0"
     assert load_api() is api
     raw = json.loads((REPO / "npu_migrate" / "data" / "torch_npu_api.json").read_text())
-    assert set(raw) == {"torch_npu_version", "generated_by", "modules", "unusable", "env_vars"}
+    assert set(raw) == {
+        "torch_npu_version",
+        "generated_by",
+        "modules",
+        "unusable",
+        "env_vars",
+    }
     assert raw["generated_by"] == "scripts/gen_torch_npu_api.py"
     for names in raw["modules"].values():
         assert names == sorted(set(names))
@@ -40,7 +46,9 @@ def test_table_loads_and_is_cached():
 
 def test_loader_does_not_import_torch():
     code = "import sys; from npu_migrate.npu_api import load_api; load_api(); print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -104,17 +112,26 @@ def test_known_absent_names_absent(name):
 def test_npu_name_for_cuda():
     api = load_api()
     assert api.npu_name_for_cuda("torch.cuda.synchronize") == "torch.npu.synchronize"
-    assert api.npu_name_for_cuda("torch.cuda.memory.memory_allocated") == "torch.npu.memory.memory_allocated"
-    assert api.npu_name_for_cuda("torch.cuda.amp.GradScaler") == "torch.npu.amp.GradScaler"
+    assert (
+        api.npu_name_for_cuda("torch.cuda.memory.memory_allocated")
+        == "torch.npu.memory.memory_allocated"
+    )
+    assert (
+        api.npu_name_for_cuda("torch.cuda.amp.GradScaler") == "torch.npu.amp.GradScaler"
+    )
     assert api.npu_name_for_cuda("torch.cuda.graph") == "torch.npu.graph"
     assert api.npu_name_for_cuda("torch.cuda.nvtx.range_push") is None
     assert api.npu_name_for_cuda("torch.cuda.nccl.all_reduce") is None
-    assert api.npu_name_for_cuda("torch.cuda.CUDAGraph") is None  # named NPUGraph: a rule's job
+    assert (
+        api.npu_name_for_cuda("torch.cuda.CUDAGraph") is None
+    )  # named NPUGraph: a rule's job
     assert api.npu_name_for_cuda("torch.npu.synchronize") is None  # not a CUDA name
     # exists, but marked unusable
     assert api.has("torch.npu.get_device_capability")
     assert api.npu_name_for_cuda("torch.cuda.get_device_capability") is None
-    assert "TORCH_NPU_DEVICE_CAPABILITY" in api.unusable_reason("torch.npu.get_device_capability")
+    assert "TORCH_NPU_DEVICE_CAPABILITY" in api.unusable_reason(
+        "torch.npu.get_device_capability"
+    )
     assert api.unusable_reason("torch.npu.synchronize") is None
 
 
@@ -128,8 +145,14 @@ def test_every_unusable_name_exists():
 
 def test_env_vars():
     env = load_api().env_vars
-    for name in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "TORCH_HCCL_ASYNC_ERROR_HANDLING",
-                 "TORCH_HCCL_BLOCKING_WAIT", "ASCEND_RT_VISIBLE_DEVICES", "TORCH_NPU_DEVICE_CAPABILITY"):
+    for name in (
+        "HCCL_CONNECT_TIMEOUT",
+        "HCCL_EXEC_TIMEOUT",
+        "TORCH_HCCL_ASYNC_ERROR_HANDLING",
+        "TORCH_HCCL_BLOCKING_WAIT",
+        "ASCEND_RT_VISIBLE_DEVICES",
+        "TORCH_NPU_DEVICE_CAPABILITY",
+    ):
         assert name in env
     assert "NCCL_DEBUG" not in env and "HCCL_SUCCESS" not in env
 
@@ -194,7 +217,9 @@ def _build(tmp_path: Path) -> Path:
         path.write_text(text)
     lib = root / "torch_npu" / "lib"
     lib.mkdir()
-    (lib / "libfake.so").write_bytes(b"\x00TORCH_HCCL_BLOCKING_WAIT\x00XHCCL_NOPE\x00HCCL_SUCCESS\x00junk")
+    (lib / "libfake.so").write_bytes(
+        b"\x00TORCH_HCCL_BLOCKING_WAIT\x00XHCCL_NOPE\x00HCCL_SUCCESS\x00junk"
+    )
     return root
 
 
@@ -203,27 +228,65 @@ def test_extract_synthetic_tree(gen, tmp_path, capsys):
     mods = table["modules"]
     assert table["torch_npu_version"] == "9.9.9"
     assert mods["torch.npu"] == sorted(
-        ["synchronize", "FloatTensor", "Stream", "get_device_capability", "matmul", "npu_config",
-         "utils", "streams", "amp", "lazy_sub"]
+        [
+            "synchronize",
+            "FloatTensor",
+            "Stream",
+            "get_device_capability",
+            "matmul",
+            "npu_config",
+            "utils",
+            "streams",
+            "amp",
+            "lazy_sub",
+        ]
     )
     assert "ghost" in capsys.readouterr().err  # listed in __all__, bound nowhere
     assert mods["torch.npu.matmul"] == ["allow_hf32"]
     assert mods["torch.npu.amp"] == ["autocast", "autocast_mode", "custom_fwd"]
     assert mods["torch.npu.streams"] == ["Helper", "Stream"]
     assert mods["torch_npu.optim"] == ["NpuFusedAdamW", "adamw"]
-    assert mods["torch_npu.utils"] == ["custom_ops", "exposed_api", "save_async", "serialization"]
-    assert mods["torch.ops.npu"] == ["_npu_dropout", "npu_extra", "npu_rms_norm", "npu_swiglu"]
+    assert mods["torch_npu.utils"] == [
+        "custom_ops",
+        "exposed_api",
+        "save_async",
+        "serialization",
+    ]
+    assert mods["torch.ops.npu"] == [
+        "_npu_dropout",
+        "npu_extra",
+        "npu_rms_norm",
+        "npu_swiglu",
+    ]
     top = set(mods["torch_npu"])
-    assert {"npu_rms_norm", "npu_swiglu", "npu_extra", "npu_doc_only", "_npu_dropout", "lazy_thing",
-            "ParallelStore", "npu", "optim", "utils", "contrib"} <= top
+    assert {
+        "npu_rms_norm",
+        "npu_swiglu",
+        "npu_extra",
+        "npu_doc_only",
+        "_npu_dropout",
+        "lazy_thing",
+        "ParallelStore",
+        "npu",
+        "optim",
+        "utils",
+        "contrib",
+    } <= top
     assert "add" not in top and "should_not_count" not in top and "os" not in top
     assert mods["torch.distributed"] == ["is_hccl_available"]
     assert mods["torch.Tensor"] == ["is_npu", "npu"]
     assert mods["torch.nn.Module"] == ["npu"]
     assert "torch.UntypedStorage" not in mods
-    assert table["env_vars"] == ["HCCL_EXEC_TIMEOUT", "TORCH_HCCL_BLOCKING_WAIT", "TORCH_NPU_DEVICE_CAPABILITY"]
+    assert table["env_vars"] == [
+        "HCCL_EXEC_TIMEOUT",
+        "TORCH_HCCL_BLOCKING_WAIT",
+        "TORCH_NPU_DEVICE_CAPABILITY",
+    ]
     # UNUSABLE entries are kept only when the wheel has the name
-    assert set(table["unusable"]) == {"torch.npu.get_device_capability", "torch.npu.amp.custom_fwd"}
+    assert set(table["unusable"]) == {
+        "torch.npu.get_device_capability",
+        "torch.npu.amp.custom_fwd",
+    }
 
 
 def test_extract_is_deterministic(gen, tmp_path):
