@@ -87,8 +87,8 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
     from npu_migrate.selection import Selection
     from npu_migrate.settings import Settings
 
-    err = Console(stderr=True, highlight=False)
-    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+    out = Console(highlight=False, markup=False, soft_wrap=True)
     if write and check:
         raise click.UsageError("--write and --check cannot be combined")
     paths = list(paths) or ["."]

@@ -31,8 +31,8 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     lines = difflib.unified_diff(
         _decode(old).splitlines(keepends=True),
         _decode(new).splitlines(keepends=True),
-        fromfile=f"a/{path}",
-        tofile=f"b/{path}",
+        fromfile=f"a/{path.lstrip('/')}",
+        tofile=f"b/{path.lstrip('/')}",
     )
     out = []
     for line in lines:

@@ -1,0 +1,225 @@
+"""The command line as users run it: dry run, --write, --check, --report, config,
+selection, discovery, suppression, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CUDA = b"import torch\nn = torch.cuda.device_count()\n"
+CPU = b"import torch\nx = torch.zeros(2)\n"
+
+
+def write(root: Path, rel: str, data: bytes | str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else textwrap.dedent(data).encode())
+    return path
+
+
+def test_dry_run_prints_diff_and_changes_nothing(tmp_path, run_cli):
+    script = write(tmp_path, "train.py", CUDA)
+    result = run_cli(".")
+    assert result.exit_code == 0
+    assert "--- a/train.py" in result.output and "+n = torch.npu.device_count()" in result.output
+    assert "1 would change" in result.output
+    assert script.read_bytes() == CUDA
+
+
+def test_write_then_check_is_clean(tmp_path, run_cli):
+    write(tmp_path, "train.py", CUDA)
+    assert run_cli(".", "--check").exit_code == 1
+    assert run_cli(".", "--write").exit_code == 0
+    result = run_cli(".", "--check")
+    assert result.exit_code == 0, result.output
+    assert "0 would change" in result.output
+
+
+def test_check_prints_no_diff_unless_asked(tmp_path, run_cli):
+    write(tmp_path, "train.py", CUDA)
+    quiet = run_cli(".", "--check")
+    assert "+++" not in quiet.output and "would migrate: train.py" in quiet.output
+    assert "+++ b/train.py" in run_cli(".", "--check", "--diff").output
+
+
+def test_write_and_check_conflict(tmp_path, run_cli):
+    write(tmp_path, "train.py", CUDA)
+    assert run_cli(".", "--write", "--check").exit_code == 2
+
+
+def test_report_json(tmp_path, run_cli):
+    write(tmp_path, "train.py", b"import torch\nn = torch.cuda.device_count()\ntorch.cuda.nvtx.range_push('a')\n")
+    write(tmp_path, "cpu.py", CPU)
+    write(tmp_path, "bad.py", b"def (:\n")
+    result = run_cli(".", "--report", "report.json")
+    assert result.exit_code == 2
+    report = json.loads((tmp_path / "report.json").read_text())
+    files = {f["path"]: f for f in report["files"]}
+    assert set(files) == {"train.py", "cpu.py", "bad.py"}
+    train = files["train.py"]
+    assert train["changed"] is True and train["error"] is None
+    assert {"rule": "NPU101", "line": 2, "col": 4} == {k: train["fixes"][-1][k] for k in ("rule", "line", "col")}
+    finding = train["findings"][0]
+    assert finding["rule"] == "NPU102" and finding["line"] == 3 and finding["suggestion"]
+    assert files["cpu.py"]["changed"] is False
+    assert files["bad.py"]["error"].startswith("bad.py:1:")
+    assert report["summary"]["files_failed"] == 1
+
+
+def test_select_and_ignore(tmp_path, run_cli):
+    write(tmp_path, "train.py", CUDA)
+    assert "torch.npu" not in run_cli(".", "--select", "NPU2").output
+    assert "torch.npu" not in run_cli(".", "--ignore", "NPU101").output
+    assert "torch.npu" in run_cli(".", "--select", "NPU1").output
+
+
+def test_config_from_nearest_pyproject(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", '[tool.npu-migrate]\nignore = ["NPU101"]\nexclude = ["vendored/**"]\n'
+          '[tool.npu-migrate.per-file-ignores]\n"legacy_*.py" = ["NPU1"]\n')
+    write(tmp_path, "src/a.py", b"import torch\ntorch.cuda.nvtx.range_push('x')\nn = torch.cuda.device_count()\n")
+    write(tmp_path, "vendored/b.py", CUDA)
+    write(tmp_path, "src/legacy_c.py", b"import torch\ntorch.cuda.nvtx.range_push('x')\n")
+    result = run_cli("src", "vendored")
+    assert "torch.npu" not in result.output  # NPU101 ignored by config
+    assert "src/a.py:2:1: NPU102" in result.output
+    assert "legacy_c.py" not in result.output  # per-file-ignores
+    assert "vendored" not in result.output  # excluded
+    # command-line flags win over the config
+    assert "+n = torch.npu.device_count()" in run_cli("src", "--ignore", "NPU010").output
+
+
+def test_bad_config_is_one_line_error(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", "[tool.npu-migrate]\nselekt = ['NPU1']\n")
+    write(tmp_path, "a.py", CUDA)
+    result = run_cli(".")
+    assert result.exit_code == 2 and "unknown key(s) in [tool.npu-migrate]: selekt" in result.output
+
+
+def test_discovery_skips_ignored_and_virtualenvs(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "generated/\n*_pb2.py\n")
+    write(tmp_path, "generated/x.py", CUDA)
+    write(tmp_path, "proto_pb2.py", CUDA)
+    write(tmp_path, "venv2/pyvenv.cfg", b"home = /usr\n")
+    write(tmp_path, "venv2/lib/x.py", CUDA)
+    write(tmp_path, "build/x.py", CUDA)
+    write(tmp_path, "pkg/__pycache__/x.py", CUDA)
+    write(tmp_path, "pkg/keep.py", CUDA)
+    result = run_cli(".", "--report", "r.json")
+    paths = [f["path"] for f in json.loads((tmp_path / "r.json").read_text())["files"]]
+    assert paths == ["pkg/keep.py"]
+    # a file named explicitly is always processed
+    assert "generated/x.py" in run_cli("generated/x.py").output
+
+
+def test_suppression_comments(tmp_path, run_cli):
+    write(tmp_path, "a.py", b"import torch\n"
+                            b"n = torch.cuda.device_count()  # npu-migrate: ignore\n"
+                            b"m = torch.cuda.device_count()  # npu-migrate: ignore[NPU2]\n"
+                            b"torch.cuda.nvtx.range_push('x')  # npu-migrate: ignore[NPU102]\n")
+    result = run_cli(".")
+    assert "+m = torch.npu.device_count()" in result.output
+    assert "+n = torch.npu" not in result.output
+    assert "a.py:4:1: NPU102" not in result.output and "0 finding(s)" in result.output
+
+
+def test_parallel_jobs_match_serial(tmp_path, run_cli):
+    for i in range(12):
+        write(tmp_path, f"m{i}.py", CUDA if i % 2 else CPU)
+    serial = run_cli(".", "-j", "1", "--no-cache", "--report", "s.json")
+    parallel = run_cli(".", "-j", "2", "--no-cache", "--report", "p.json")
+    assert serial.exit_code == parallel.exit_code == 0
+    s = json.loads((tmp_path / "s.json").read_text())["files"]
+    p = json.loads((tmp_path / "p.json").read_text())["files"]
+    assert s == p and sum(f["changed"] for f in s) == 6
+
+
+def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
+    write(tmp_path, "a.py", CUDA)
+    first = run_cli(".", "--report", "1.json")
+    cache = tmp_path / ".npu_migrate_cache"
+    assert (cache / ".gitignore").read_text().strip().endswith("*")
+    entries = list(cache.rglob("*.json"))
+    assert len(entries) == 1
+    entries[0].write_text("{not json")
+    second = run_cli(".", "--report", "2.json")
+    assert first.output == second.output
+    assert json.loads((tmp_path / "1.json").read_text())["files"] == json.loads((tmp_path / "2.json").read_text())["files"]
+    assert json.loads(entries[0].read_text())  # rewritten
+    run_cli(".", "--no-cache")
+    assert list(cache.rglob("*.json")) == entries
+
+
+def test_cache_result_is_used(tmp_path, run_cli, monkeypatch):
+    write(tmp_path, "a.py", CUDA)
+    run_cli(".")
+    import npu_migrate.runner as runner
+
+    def boom(*a, **k):
+        raise AssertionError("the engine ran although the cache had the result")
+
+    monkeypatch.setattr(runner, "migrate_safely", boom)
+    assert "+n = torch.npu.device_count()" in run_cli(".").output
+
+
+def test_rules_command(run_cli):
+    listing = run_cli("rules")
+    assert listing.exit_code == 0 and "NPU101" in listing.output and "torch-cuda-api" in listing.output
+    one = run_cli("rules", "npu101")
+    assert one.exit_code == 0 and "NPU101" in one.output and "torch.npu" in one.output
+    assert run_cli("rules", "NPU999").exit_code == 2
+
+
+def test_help_and_version_do_not_import_torch_or_libcst():
+    code = (
+        "import sys\n"
+        "from npu_migrate.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "assert 'libcst' not in sys.modules, 'libcst imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "--write" in result.stdout and "--check" in result.stdout
+
+
+def test_full_run_never_imports_torch(tmp_path):
+    write(tmp_path, "a.py", CUDA)
+    code = (
+        "import sys\n"
+        "from npu_migrate.cli import main\n"
+        "try:\n    main(['--no-cache', '.'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "torch.npu.device_count" in result.stdout
+
+
+def test_console_script_entry_point(tmp_path):
+    write(tmp_path, "a.py", CUDA)
+    result = subprocess.run(["npu-migrate", "--check", "a.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+
+
+def test_bundled_example_dry_run(run_cli):
+    """The README's first command: a dry run over examples/cuda_project."""
+    repo = Path(__file__).resolve().parents[2]
+    before = {p: p.read_bytes() for p in (repo / "examples/cuda_project").glob("*.py")}
+    result = run_cli("examples/cuda_project", "--no-cache", cwd=repo)
+    assert result.exit_code == 0, result.output
+    assert "+++ b/examples/cuda_project/train.py" in result.output
+    assert "0 failed" in result.output
+    assert {p: p.read_bytes() for p in before} == before
+
+
+@pytest.mark.parametrize("flag", ["-q", "--quiet"])
+def test_quiet_prints_only_errors(tmp_path, run_cli, flag):
+    write(tmp_path, "a.py", CUDA)
+    result = run_cli(".", "--check", flag)
+    assert result.exit_code == 1 and result.output == ""
