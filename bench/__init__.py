@@ -1,0 +1,1 @@
+"""Benchmarks and audits for npu-migrate (run from the repository root, see docs/benchmarks.md)."""
