@@ -1,0 +1,59 @@
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(**extra: str) -> dict:
+    """A clean environment for a child process: no inherited launcher variables."""
+    drop = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+            "GROUP_RANK", "TORCHELASTIC_RUN_ID", "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE",
+            "ASCEND_DEVICE_ID", "DEVICE_ID", "MA_NUM_HOSTS", "VC_TASK_INDEX", "MA_NUM_GPUS",
+            "VC_WORKER_HOSTS", "NPU_RUNTIME_WATCHDOG", "NPU_RUNTIME_WATCHDOG_TIMEOUT")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests" / "runtime"), env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def write_ranktable_v1(path: Path, servers: list[tuple[str, list[int]]], status: str = "completed") -> Path:
+    rank = 0
+    server_list = []
+    for server_id, dev_ids in servers:
+        devs = []
+        for d in dev_ids:
+            devs.append({"device_id": str(d), "device_ip": f"192.168.{rank}.1", "rank_id": str(rank)})
+            rank += 1
+        server_list.append({"server_id": server_id, "host_ip": server_id, "device": devs})
+    path.write_text(json.dumps({"status": status, "version": "1.0", "server_count": str(len(servers)),
+                                "server_list": server_list}))
+    return path
+
+
+def write_ranktable_legacy(path: Path, servers: list[tuple[str, list[int]]]) -> Path:
+    instances = [
+        {"pod_name": str(i), "server_id": sid, "devices": [{"device_id": str(d), "device_ip": "1.1.1.1"} for d in devs]}
+        for i, (sid, devs) in enumerate(servers)
+    ]
+    path.write_text(json.dumps({"status": "completed", "group_count": "1", "group_list": [
+        {"group_name": "worker", "device_count": str(sum(len(d) for _, d in servers)),
+         "instance_count": str(len(servers)), "instance_list": instances}]}))
+    return path
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable
