@@ -1,0 +1,113 @@
+"""Build, cache and load the emulated NPU's C++ extension.
+
+The extension is compiled with ``torch.utils.cpp_extension`` into a cache
+directory keyed by a hash of its sources, the compile flags, the torch version
+and the Python version, so a second run on the same machine only loads the
+shared library. The cache root is ``$NPU_MIGRATE_EMULATOR_CACHE`` or
+``~/.cache/npu-migrate/emulator``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+EXT_NAME = "npu_migrate_emu"
+CSRC_DIR = Path(__file__).resolve().parent / "csrc"
+SOURCES = ("emu_device.cpp", "emu_autocast.cpp")
+# Lean flags: the build must stay quick on 2-core CI machines.
+CFLAGS = ("-O1", "-g0")
+_COMPLETE_MARKER = ".npu_migrate_complete"
+
+_loaded_path: str | None = None
+
+
+class BuildError(RuntimeError):
+    """The emulator extension could not be compiled."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get("NPU_MIGRATE_EMULATOR_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "npu-migrate" / "emulator"
+
+
+def cache_key() -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for name in SOURCES:
+        h.update(name.encode())
+        h.update((CSRC_DIR / name).read_bytes())
+    h.update(" ".join(CFLAGS).encode())
+    h.update(torch.__version__.encode())
+    h.update(sys.version.split()[0].encode())
+    h.update(platform.machine().encode())
+    return h.hexdigest()[:20]
+
+
+def build_dir() -> Path:
+    return cache_root() / cache_key()
+
+
+def library_path() -> Path:
+    return build_dir() / f"{EXT_NAME}.so"
+
+
+def is_built() -> bool:
+    d = build_dir()
+    return (d / _COMPLETE_MARKER).exists() and (d / f"{EXT_NAME}.so").exists()
+
+
+def build(verbose: bool = False) -> Path:
+    """Compile the extension into the cache (no-op when already cached); return the .so path."""
+    if is_built():
+        return library_path()
+    try:
+        import torch.utils.cpp_extension as cpp_extension
+    except ImportError as exc:  # pragma: no cover - torch is a hard requirement here
+        raise BuildError("the emulator needs torch: pip install 'npu-migrate[emulate]'") from exc
+    d = build_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    try:
+        # cpp_extension serialises concurrent builds of one directory with a lock file.
+        path = cpp_extension.load(
+            name=EXT_NAME,
+            sources=[str(CSRC_DIR / s) for s in SOURCES],
+            build_directory=str(d),
+            extra_cflags=list(CFLAGS),
+            is_python_module=False,
+            verbose=verbose,
+        )
+    except Exception as exc:
+        hint = ""
+        if "ninja" in str(exc).lower():
+            hint = " (the build needs ninja: pip install 'npu-migrate[emulate]')"
+        raise BuildError(f"building the emulated NPU extension failed{hint}: {exc}") from exc
+    (d / _COMPLETE_MARKER).write_text(f"built in {time.monotonic() - start:.1f}s\n")
+    global _loaded_path
+    _loaded_path = str(path)
+    return Path(path)
+
+
+def load() -> str:
+    """Load the extension into this process, building it first if needed."""
+    global _loaded_path
+    if _loaded_path is not None:
+        return _loaded_path
+    import torch
+
+    if not is_built():
+        build()
+        if _loaded_path is not None:  # cpp_extension.load already loaded it
+            return _loaded_path
+    path = str(library_path())
+    torch.ops.load_library(path)
+    _loaded_path = path
+    return path
