@@ -142,9 +142,10 @@ class ScopeResolver:
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         if not isinstance(node, (cst.Name, cst.Attribute)):
             return None
-        names = {
-            q.name for q in self._names.get(node, ()) if q.source is QualifiedNameSource.IMPORT
-        }
+        value = self._names.get(node, ())
+        if callable(value):  # libcst >= 1.2 resolves this provider lazily
+            value = value()
+        names = {q.name for q in value if q.source is QualifiedNameSource.IMPORT}
         if len(names) == 1:
             return names.pop()
         return None

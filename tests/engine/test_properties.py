@@ -1,0 +1,105 @@
+"""Properties over generated input (hypothesis):
+
+* code with no CUDA relevance is never touched, however it is formatted;
+* around a CUDA line, every unrelated line survives byte for byte;
+* for any mix of the rule fixtures, the output parses and a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.selection import Selection
+from npu_migrate.settings import Settings
+
+ALL = Settings(selection=Selection.create(["ALL"]))
+FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "rules").glob("*/*.before.py"))
+
+identifiers = st.sampled_from(["x", "model", "data", "loss", "step", "np", "cfg", "device_name", "gpu_count", "cudnn_ok"])
+numbers = st.integers(min_value=-5, max_value=500).map(str)
+words = st.text(alphabet=st.sampled_from("abcdefghij XYZ_:-0123"), max_size=12)
+strings = st.tuples(st.sampled_from(["'", '"', "'''"]), words).map(lambda q: f"{q[0]}{q[1]}{q[0]}")
+comments = st.sampled_from(["", "  # comment", "  # uses the GPU? no", "    #   odd   spacing"])
+newlines = st.sampled_from(["\n", "\r\n"])
+
+
+@st.composite
+def unrelated_line(draw) -> str:
+    a, b = draw(identifiers), draw(identifiers)
+    form = draw(st.integers(0, 7))
+    line = [
+        f"{a} = {draw(numbers)}",
+        f"{a} = {draw(strings)}",
+        f"{a}({b}, key={draw(strings)})",
+        f"{a}.{b} = [{draw(numbers)}, {draw(numbers)}]",
+        f"import {a}",
+        f"from {a} import {b}",
+        f"print(f'{{{a}}} on device {draw(words)}')",
+        f"{a} = torch.zeros({draw(numbers)}).to('cpu')",
+    ][form]
+    return line + draw(comments)
+
+
+@st.composite
+def unrelated_module(draw) -> str:
+    nl = draw(newlines)
+    lines = ["import torch"] + draw(st.lists(unrelated_line(), min_size=1, max_size=25))
+    return nl.join(lines) + nl
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(unrelated_module())
+def test_unrelated_code_is_never_touched(source):
+    result = migrate_source("gen.py", source.encode(), ALL)
+    assert result.error is None
+    assert result.new_source is None
+    assert result.fixes == [] and result.findings == []
+
+
+CUDA_LINES = [
+    "n = torch.cuda.device_count()",
+    "torch.cuda.synchronize()",
+    "y = x.cuda()",
+    "dev = torch.device('cuda')",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(unrelated_module(), st.sampled_from(CUDA_LINES), st.integers(min_value=1, max_value=30))
+def test_lines_around_a_fix_are_byte_identical(source, cuda_line, where):
+    nl = "\r\n" if source.endswith("\r\n") else "\n"
+    lines = source.split(nl)
+    where = min(where, len(lines) - 1)
+    lines.insert(where, cuda_line)
+    data = nl.join(lines).encode()
+    result = migrate_source("gen.py", data, ALL)
+    assert result.error is None
+    out = (result.new_source or data).decode().split(nl)
+    matcher = difflib.SequenceMatcher(a=lines, b=out, autojunk=False)
+    removed = [lines[i] for tag, i1, i2, _, _ in matcher.get_opcodes() if tag in ("replace", "delete") for i in range(i1, i2)]
+    assert removed in ([], [cuda_line]), removed
+    again = migrate_source("gen.py", nl.join(out).encode(), ALL)
+    assert again.new_source is None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(FIXTURES), min_size=1, max_size=4, unique=True))
+def test_any_mix_of_fixtures_converges_in_one_run(paths):
+    data = b"\n".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in paths)
+    try:
+        ast.parse(data)
+    except SyntaxError:
+        return  # e.g. a fixture with `from __future__` concatenated after another one
+    first = migrate_source("mix.py", data, ALL)
+    assert first.error is None, first.error
+    output = first.new_source or data
+    ast.parse(output)
+    second = migrate_source("mix.py", output, ALL)
+    assert second.error is None
+    assert second.new_source is None, "a second run changed the file again"
