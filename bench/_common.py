@@ -39,7 +39,7 @@ def npu_migrate_cmd() -> list[str]:
 class Measured:
     returncode: int
     seconds: float
-    maxrss_mb: float
+    rss_mb: float
     stdout: str
     stderr: str
 

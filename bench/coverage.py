@@ -1,0 +1,515 @@
+"""Coverage audit: which CUDA-isms are left after ``npu-migrate --write``, and were they reported?
+
+Steps, on a scratch copy of the corpus (the cache is never written):
+
+1. ``npu-migrate <copy> --write --report r1.json`` (the migration a user runs);
+2. ``npu-migrate <copy> --check --report r2.json`` must exit 0 (idempotency);
+3. every output file must parse (``ast.parse``) when its original did;
+4. every output file is scanned with :mod:`tokenize` for CUDA-isms left in
+   code (see :func:`scan`); each one is *reported* when the first run's report
+   has a finding on the original line it came from, else it is *silent*.
+
+Output lines are mapped back to original lines with ``difflib.SequenceMatcher``
+opcodes, because the report a user reads is the one of the migrating run, and
+its line numbers are those of the original file. The second run's report
+(on the output) is only a cross-check: a leftover it reports but the first run
+did not was silent when it mattered (counted as "late").
+
+    python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N]
+
+Exit status 0 when there are no silent leftovers, no parse failures and no
+idempotency failures, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tokenize
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import RESULTS_DIR, load_report, markdown_table, npu_migrate_cmd
+from bench.corpus import Project, default_cache_dir, ensure_corpus, parse_projects, python_files
+
+# --------------------------------------------------------------------------- scanner
+
+PATTERNS = (
+    "torch.cuda",            # torch.cuda.X, import torch.cuda, from torch import cuda, alias.X
+    "torch.cuda.amp",        # the deprecated AMP namespace, in any import form
+    ".cuda()",               # x.cuda(...)
+    ".is_cuda",              # x.is_cuda
+    "'cuda' device string",  # 'cuda', 'cuda:0', f'cuda:{i}', 'cuda:%d', 'cuda:{}'
+    "nccl backend",          # 'nccl', Backend.NCCL
+    "CUDA_VISIBLE_DEVICES",  # the string 'CUDA_VISIBLE_DEVICES'
+)
+
+_DEVICE_RE = re.compile(r"cuda(:(\d+|\{[^{}]*\}|%[dis]))?")
+_STRING_PREFIX_RE = re.compile(r"^([rRbBuUfF]*)('''|\"\"\"|'|\")")
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python >= 3.12
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
+
+
+@dataclass(frozen=True)
+class Hit:
+    line: int          # 1-based physical line of the match
+    col: int
+    pattern: str
+    stmt_start: int    # first and last physical line of the enclosing logical line
+    stmt_end: int
+
+
+def _string_value(text: str) -> str | None:
+    """The value of a string literal's source; f-strings give their raw body; bytes give None."""
+    m = _STRING_PREFIX_RE.match(text)
+    if not m:
+        return None
+    prefix = m.group(1).lower()
+    if "b" in prefix:
+        return None
+    if "f" in prefix:
+        quote = m.group(2)
+        return text[len(m.group(0)):-len(quote)] if text.endswith(quote) else None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _string_pattern(value: str) -> str | None:
+    if _DEVICE_RE.fullmatch(value):
+        return "'cuda' device string"
+    if value == "nccl":
+        return "nccl backend"
+    if value == "CUDA_VISIBLE_DEVICES":
+        return "CUDA_VISIBLE_DEVICES"
+    return None
+
+
+def _import_aliases(tree: ast.AST | None) -> tuple[set[str], dict[str, str], list[tuple[int, str]]]:
+    """Names bound to torch, names bound to torch.cuda(.amp), and 'from torch import cuda' hits."""
+    torch_names = {"torch"}
+    cuda_names: dict[str, str] = {}
+    extra: list[tuple[int, str]] = []
+    if tree is None:
+        return torch_names, cuda_names, extra
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch" and a.asname:
+                    torch_names.add(a.asname)
+                elif a.name in ("torch.cuda", "torch.cuda.amp") and a.asname:
+                    cuda_names[a.asname] = "torch.cuda.amp" if a.name.endswith("amp") else "torch.cuda"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            for a in node.names:
+                if node.module == "torch" and a.name == "cuda":
+                    cuda_names[a.asname or "cuda"] = "torch.cuda"
+                    extra.append((node.lineno, "torch.cuda"))
+                elif node.module == "torch.cuda" and a.name == "amp":
+                    cuda_names[a.asname or "amp"] = "torch.cuda.amp"
+    return torch_names, cuda_names, extra
+
+
+def scan(data: bytes) -> list[Hit]:
+    """CUDA-isms in code: comments, docstrings and prose strings never count.
+
+    Counted: a ``torch``-alias chain ``torch.cuda[.amp]`` (which also covers
+    ``import torch.cuda`` and ``from torch.cuda[.amp] import ...``); ``from torch
+    import cuda`` and attribute uses of names bound to torch.cuda; ``.cuda(``;
+    ``.is_cuda``; ``Backend.NCCL``; string literals whose whole value is a device
+    string ('cuda', 'cuda:0', f'cuda:{i}', 'cuda:%d'), 'nccl' or
+    'CUDA_VISIBLE_DEVICES'. Raises ``tokenize.TokenError``/``SyntaxError`` on
+    untokenizable input.
+    """
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        tree = None
+    torch_names, cuda_names, extra = _import_aliases(tree)
+    source_lines = data.decode(tokenize.detect_encoding(io.BytesIO(data).readline)[0],
+                               errors="replace").splitlines(keepends=True)
+
+    toks = [t for t in tokenize.tokenize(io.BytesIO(data).readline) if t.type not in _SKIP]
+    raw: list[tuple[int, int, str, int]] = []  # (line, col, pattern, token index)
+
+    def text_between(start, end) -> str:
+        (r1, c1), (r2, c2) = start, end
+        if r1 == r2:
+            return source_lines[r1 - 1][c1:c2]
+        return source_lines[r1 - 1][c1:] + "".join(source_lines[r1:r2 - 1]) + source_lines[r2 - 1][:c2]
+
+    def is_docstring(i: int, j: int) -> bool:
+        """tokens i..j form one string expression statement on their own."""
+        before = toks[i - 1].type if i > 0 else tokenize.NEWLINE
+        after = toks[j + 1].type if j + 1 < len(toks) else tokenize.ENDMARKER
+        return before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) and \
+            after in (tokenize.NEWLINE, tokenize.ENDMARKER)
+
+    def tok_is(k: int, typ: int, s: str | None = None) -> bool:
+        return 0 <= k < len(toks) and toks[k].type == typ and (s is None or toks[k].string == s)
+
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if _FSTRING_START is not None and t.type == _FSTRING_START:
+            depth, j = 1, i + 1
+            while j < len(toks) and depth:
+                depth += (toks[j].type == _FSTRING_START) - (toks[j].type == _FSTRING_END)
+                j += 1
+            j -= 1
+            value = _string_value(text_between(t.start, toks[j].end))
+            pat = _string_pattern(value) if value is not None else None
+            if pat and not is_docstring(i, j):
+                raw.append((t.start[0], t.start[1], pat, i))
+            i = j + 1
+            continue
+        if t.type == tokenize.STRING:
+            value = _string_value(t.string)
+            pat = _string_pattern(value) if value is not None else None
+            if pat and not is_docstring(i, i):
+                raw.append((t.start[0], t.start[1], pat, i))
+        elif t.type == tokenize.NAME and t.string == "Backend" and tok_is(i + 1, tokenize.OP, ".") \
+                and tok_is(i + 2, tokenize.NAME, "NCCL"):
+            raw.append((t.start[0], t.start[1], "nccl backend", i))
+        elif t.type == tokenize.NAME and not tok_is(i - 1, tokenize.OP, "."):
+            # start of a dotted chain
+            if t.string in torch_names and tok_is(i + 1, tokenize.OP, ".") and tok_is(i + 2, tokenize.NAME, "cuda"):
+                amp = tok_is(i + 3, tokenize.OP, ".") and tok_is(i + 4, tokenize.NAME, "amp")
+                raw.append((t.start[0], t.start[1], "torch.cuda.amp" if amp else "torch.cuda", i))
+            elif t.string in cuda_names and tok_is(i + 1, tokenize.OP, "."):
+                raw.append((t.start[0], t.start[1], cuda_names[t.string], i))
+        elif t.type == tokenize.OP and t.string == ".":
+            nxt = toks[i + 1] if i + 1 < len(toks) else None
+            if nxt is not None and nxt.type == tokenize.NAME:
+                if nxt.string == "cuda" and tok_is(i + 2, tokenize.OP, "("):
+                    raw.append((nxt.start[0], nxt.start[1], ".cuda()", i))
+                elif nxt.string == "is_cuda":
+                    raw.append((nxt.start[0], nxt.start[1], ".is_cuda", i))
+        i += 1
+
+    # logical-line spans: a statement runs from the token after a NEWLINE up to the next NEWLINE
+    starts: list[int] = []
+    ends: list[int] = []
+    begin = None
+    for t in toks:
+        if t.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        if begin is None:
+            begin = t.start[0]
+        if t.type == tokenize.NEWLINE:
+            starts.append(begin)
+            ends.append(t.start[0])
+            begin = None
+
+    def span(line: int) -> tuple[int, int]:
+        import bisect
+        k = bisect.bisect_right(starts, line) - 1
+        if 0 <= k and starts[k] <= line <= ends[k]:
+            return starts[k], ends[k]
+        return line, line
+
+    hits = [Hit(line, col, pat, *span(line)) for line, col, pat, _ in raw]
+    hits += [Hit(line, 0, pat, *span(line)) for line, pat in extra]
+    hits.sort(key=lambda h: (h.line, h.col))
+    return hits
+
+
+# --------------------------------------------------------------------------- line mapping
+
+def line_map(orig: list[str], out: list[str]) -> list[tuple[int, int] | None]:
+    """For each output line (index 0 = line 1): the original line range [a, b) it comes from, 1-based.
+
+    Equal lines map to themselves; lines of a replaced block map to the whole
+    replaced original block; inserted lines map to None (the tool wrote them).
+    """
+    mapping: list[tuple[int, int] | None] = [None] * len(out)
+    matcher = difflib.SequenceMatcher(None, orig, out, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for k in range(j2 - j1):
+                mapping[j1 + k] = (i1 + k + 1, i1 + k + 2)
+        elif tag == "replace":
+            for k in range(j1, j2):
+                mapping[k] = (i1 + 1, i2 + 1)
+    return mapping
+
+
+# --------------------------------------------------------------------------- audit
+
+@dataclass
+class Leftover:
+    path: str
+    line: int               # output line
+    orig_lines: tuple[int, int] | None
+    pattern: str
+    text: str
+    status: str             # "reported-line", "reported-stmt", "silent", "introduced"
+    late: bool = False      # silent in run 1 but reported by the second run
+
+
+@dataclass
+class Audit:
+    files: int = 0
+    lines: int = 0
+    changed: int = 0
+    tool_errors: list[tuple[str, str]] = field(default_factory=list)
+    parse_failures: list[tuple[str, str]] = field(default_factory=list)
+    orig_unparsable: int = 0
+    idempotency_failures: list[str] = field(default_factory=list)
+    check_exit: int | None = None
+    write_exit: int | None = None
+    before: Counter = field(default_factory=Counter)          # (project, pattern) -> count in originals
+    leftovers: list[Leftover] = field(default_factory=list)
+    project_of: dict = field(default_factory=dict)
+    fixes: Counter = field(default_factory=Counter)
+    findings: Counter = field(default_factory=Counter)
+    scan_errors: list[tuple[str, str]] = field(default_factory=list)
+    seconds_write: float = 0.0
+
+    @property
+    def silent(self) -> list[Leftover]:
+        return [x for x in self.leftovers if x.status in ("silent", "introduced")]
+
+    def ok(self) -> bool:
+        return not (self.silent or self.parse_failures or self.idempotency_failures or self.check_exit not in (0,))
+
+
+def _parses(data: bytes) -> str | None:
+    try:
+        ast.parse(data)
+    except (SyntaxError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _norm(path: str) -> str:
+    p = Path(path).as_posix()
+    return p[2:] if p.startswith("./") else p
+
+
+def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path | None = None,
+          log=print) -> Audit:
+    result = Audit()
+    own_scratch = scratch is None
+    work = Path(tempfile.mkdtemp(prefix="npu-migrate-coverage-")) if own_scratch else Path(scratch)
+    try:
+        rels: list[tuple[Project, Path, str]] = []
+        for p in projects:
+            for rel in python_files(p.root, sample):
+                key = f"{p.label}/{rel.as_posix()}"
+                dest = work / key
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p.root / rel, dest)
+                rels.append((p, rel, key))
+                result.project_of[key] = p.name
+        result.files = len(rels)
+        targets = [p.label for p in projects] if sample == 1 else [key for _, _, key in rels]
+        jobs_args = ["--jobs", str(jobs)] if jobs else []
+        r1, r2 = work / "report-write.json", work / "report-check.json"
+
+        log(f"npu-migrate --write on a scratch copy of {len(rels):,} files ...")
+        start = time.perf_counter()
+        proc = subprocess.run(npu_migrate_cmd() + targets + ["--write", "--no-diff", "--no-cache", "-q",
+                                                             "--report", str(r1)] + jobs_args,
+                              cwd=work, capture_output=True, text=True, errors="replace")
+        result.seconds_write = time.perf_counter() - start
+        result.write_exit = proc.returncode
+        if not r1.is_file():
+            raise RuntimeError(f"npu-migrate --write wrote no report (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        rep1 = load_report(r1)["by_path"]
+
+        log("npu-migrate --check on the output (idempotency) ...")
+        proc2 = subprocess.run(npu_migrate_cmd() + targets + ["--check", "--no-diff", "--no-cache", "-q",
+                                                              "--report", str(r2)] + jobs_args,
+                               cwd=work, capture_output=True, text=True, errors="replace")
+        result.check_exit = proc2.returncode
+        rep2 = load_report(r2)["by_path"] if r2.is_file() else {}
+        result.idempotency_failures = sorted(k for k, e in rep2.items() if e.get("changed"))
+        if proc2.returncode == 1 and not result.idempotency_failures:
+            result.idempotency_failures = ["(--check exited 1 but its report marks no file changed)"]
+
+        for entry in rep1.values():
+            for fix in entry.get("fixes") or []:
+                result.fixes[fix.get("rule", "?")] += 1
+            for f in entry.get("findings") or []:
+                result.findings[f.get("rule", "?")] += 1
+            if entry.get("error"):
+                result.tool_errors.append((_norm(entry["path"]), str(entry["error"])))
+
+        log("scanning outputs ...")
+        for p, rel, key in rels:
+            orig = (p.root / rel).read_bytes()
+            out = (work / key).read_bytes()
+            result.lines += orig.count(b"\n")
+            changed = orig != out
+            result.changed += changed
+            orig_err = _parses(orig)
+            if orig_err:
+                result.orig_unparsable += 1
+            elif changed:
+                err = _parses(out)
+                if err:
+                    result.parse_failures.append((key, err))
+            try:
+                before = scan(orig)
+                hits = scan(out) if changed else before
+            except (tokenize.TokenError, SyntaxError, IndentationError) as exc:
+                result.scan_errors.append((key, f"{type(exc).__name__}: {exc}"))
+                continue
+            for h in before:
+                result.before[(p.name, h.pattern)] += 1
+            if not hits:
+                continue
+            entry1 = rep1.get(key) or {}
+            entry2 = rep2.get(key) or {}
+            found1 = {f.get("line") for f in entry1.get("findings") or []}
+            found2 = {f.get("line") for f in entry2.get("findings") or []}
+            out_lines = out.decode("utf-8", errors="replace").splitlines()
+            if changed:
+                mapping = line_map(orig.decode("utf-8", errors="replace").splitlines(), out_lines)
+            else:
+                mapping = [(k + 1, k + 2) for k in range(len(out_lines))]
+
+            def orig_range(a: int, b: int) -> tuple[int, int] | None:
+                """original lines covering output lines a..b (1-based, inclusive)."""
+                spans = [mapping[k - 1] for k in range(a, b + 1) if 0 < k <= len(mapping) and mapping[k - 1]]
+                if not spans:
+                    return None
+                return min(s[0] for s in spans), max(s[1] for s in spans)
+
+            for h in hits:
+                line_rng = orig_range(h.line, h.line)
+                stmt_rng = orig_range(h.stmt_start, h.stmt_end)
+                if line_rng is None:
+                    status = "introduced"
+                elif any(line_rng[0] <= n < line_rng[1] for n in found1):
+                    status = "reported-line"
+                elif stmt_rng and any(stmt_rng[0] <= n < stmt_rng[1] for n in found1):
+                    status = "reported-stmt"
+                else:
+                    status = "silent"
+                late = status == "silent" and any(h.stmt_start <= n <= h.stmt_end for n in found2)
+                text = out_lines[h.line - 1].strip() if h.line <= len(out_lines) else ""
+                result.leftovers.append(Leftover(key, h.line, line_rng, h.pattern, text, status, late))
+    finally:
+        if own_scratch:
+            shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+# --------------------------------------------------------------------------- rendering
+
+def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000) -> str:
+    names = [p.name for p in projects]
+    left = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers)
+    rep = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers if x.status.startswith("reported"))
+    sil = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers if x.status in ("silent", "introduced"))
+
+    def rows(keys, key_fn):
+        out = []
+        for k in keys:
+            sel = lambda c: sum(v for kk, v in c.items() if key_fn(kk) == k)  # noqa: E731
+            out.append([k, sel(a.before), sel(left), sel(rep), sel(sil)])
+        out.append(["**total**", sum(a.before.values()), sum(left.values()), sum(rep.values()), sum(sil.values())])
+        return out
+
+    header = ["", "before (originals)", "left after --write", "left, reported", "left, silent"]
+    lines = [
+        "# npu-migrate coverage audit",
+        "",
+        f"Corpus: {', '.join(p.label for p in projects)}" + (f"; one file in {sample}" if sample > 1 else "")
+        + f" ({a.files:,} files, {a.lines:,} lines); {a.changed:,} files changed by `--write` "
+        f"({a.seconds_write:.1f} s). Measured {time.strftime('%Y-%m-%d %H:%M')}.",
+        "",
+        f"- silent leftovers: **{len(a.silent)}** (goal 0)"
+        + (f", of which {sum(x.status == 'introduced' for x in a.silent)} on lines the tool inserted" if a.silent else ""),
+        f"- parse failures (original parsed, output does not): **{len(a.parse_failures)}** (goal 0); "
+        f"originals Python {sys.version_info.major}.{sys.version_info.minor} cannot parse: {a.orig_unparsable}",
+        f"- idempotency failures (files `--check` would change again): **{len(a.idempotency_failures)}** "
+        f"(goal 0); `--check` exit status {a.check_exit}",
+        f"- files the tool could not process (report `error`): {len(a.tool_errors)}; `--write` exit status {a.write_exit}",
+        f"- leftovers reported only on another line of the same statement: "
+        f"{sum(x.status == 'reported-stmt' for x in a.leftovers)}; silent ones the second run reports (late): "
+        f"{sum(x.late for x in a.leftovers)}",
+        "",
+        "## Per project",
+        "",
+        markdown_table(["project"] + header[1:], rows(names, lambda k: k[0])),
+        "",
+        "## Per pattern",
+        "",
+        markdown_table(["pattern"] + header[1:], rows(list(PATTERNS), lambda k: k[1])),
+        "",
+        "## Fixes and findings per rule (first run)",
+        "",
+        markdown_table(["rule", "fixes", "findings"],
+                       [[r, a.fixes.get(r, 0), a.findings.get(r, 0)] for r in sorted(set(a.fixes) | set(a.findings))]
+                       + [["**total**", sum(a.fixes.values()), sum(a.findings.values())]]),
+        "",
+    ]
+    for title, items in (("Parse failures", a.parse_failures), ("Tool errors", a.tool_errors),
+                         ("Idempotency failures", [(x, "") for x in a.idempotency_failures]),
+                         ("Files the audit could not tokenize", a.scan_errors)):
+        if items:
+            lines += [f"## {title}", ""] + [f"- `{k}` {v}".rstrip() for k, v in items[:max_list]] + [""]
+    if a.silent:
+        lines += ["## Silent leftovers", "", "`file:line` of the output, `[original line]`, pattern, text:", ""]
+        for x in a.silent[:max_list]:
+            where = f"[{x.orig_lines[0]}]" if x.orig_lines else "[inserted]"
+            lines.append(f"- `{x.path}:{x.line}` {where} {x.pattern}: `{x.text[:160]}`")
+        if len(a.silent) > max_list:
+            lines.append(f"- ... and {len(a.silent) - max_list} more (all are printed by the script)")
+        lines.append("")
+    lines += [
+        "A leftover is *reported* when the first run's report has a finding on the original line the output "
+        "line maps to (difflib opcodes), or on another line of the same statement; lines the tool inserted "
+        "have no original and count as silent.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="npu-migrate coverage audit")
+    ap.add_argument("--projects", help="comma-separated subset, e.g. accelerate,timm")
+    ap.add_argument("--sample", type=int, default=1, help="take every Nth file (default 1: all)")
+    ap.add_argument("--jobs", type=int, default=0, help="--jobs for npu-migrate (default: its own)")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="corpus cache (default %s)" % default_cache_dir())
+    ap.add_argument("--output", type=Path, default=RESULTS_DIR / "coverage.md")
+    ap.add_argument("--json", type=Path, help="also write every leftover as JSON here")
+    args = ap.parse_args(argv)
+    projects = ensure_corpus(parse_projects(args.projects), args.cache_dir)
+    if not projects:
+        print("no project could be downloaded", file=sys.stderr)
+        return 2
+    a = audit(projects, args.sample, args.jobs, log=lambda m: print(m, file=sys.stderr))
+    text = render(a, projects, args.sample)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    print(text)
+    if a.silent:
+        print(f"All {len(a.silent)} silent leftovers:")
+        for x in a.silent:
+            print(f"{x.path}:{x.line}: [{x.pattern}] {x.text}")
+    if args.json:
+        args.json.write_text(json.dumps([x.__dict__ for x in a.leftovers], indent=1), encoding="utf-8")
+    print(f"written to {args.output}", file=sys.stderr)
+    return 0 if a.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

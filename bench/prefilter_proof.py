@@ -1,0 +1,133 @@
+"""Proof that the token prefilter never hides a change or a finding.
+
+Runs npu-migrate twice over the corpus as a dry run with ``--report``: once as
+shipped, once with ``--no-prefilter`` (every file parsed). The per-file reports
+must be identical; a file that the full run changes or reports on but the
+prefiltered run passes over is a prefilter miss. Exit 1 on any difference.
+
+    python -m bench.prefilter_proof [--projects accelerate] [--sample N] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import load_report, npu_migrate_cmd
+from bench.corpus import Project, default_cache_dir, ensure_corpus, parse_projects, python_files
+
+
+@dataclass
+class Proof:
+    files: int = 0
+    seconds_prefilter: float = 0.0
+    seconds_full: float = 0.0
+    exit_prefilter: int | None = None
+    exit_full: int | None = None
+    busy_full: int = 0          # files with a change, a fix, a finding or an error in the full run
+    missed: list[str] = field(default_factory=list)   # busy in the full run, quiet in the prefiltered one
+    differ: list[str] = field(default_factory=list)   # both busy, but not the same entries
+    extra: list[str] = field(default_factory=list)    # busy only in the prefiltered run (should not happen)
+
+    def ok(self) -> bool:
+        return not (self.missed or self.differ or self.extra) and self.exit_prefilter == self.exit_full
+
+
+def _key(entry: dict | None) -> tuple:
+    """What must agree between the two runs for one file."""
+    if not entry:
+        return (False, None, (), ())
+    fixes = tuple(sorted((f.get("rule"), f.get("line"), f.get("col"), f.get("message")) for f in entry.get("fixes") or []))
+    finds = tuple(sorted((f.get("rule"), f.get("line"), f.get("col"), f.get("message"), f.get("suggestion"))
+                         for f in entry.get("findings") or []))
+    return (bool(entry.get("changed")), entry.get("error") or None, fixes, finds)
+
+
+_QUIET = (False, None, (), ())
+
+
+def compare(prefiltered: dict[str, dict], full: dict[str, dict], proof: Proof) -> Proof:
+    for path in sorted(set(prefiltered) | set(full)):
+        a, b = _key(prefiltered.get(path)), _key(full.get(path))
+        if b != _QUIET:
+            proof.busy_full += 1
+        if a == b:
+            continue
+        if a == _QUIET:
+            proof.missed.append(path)
+        elif b == _QUIET:
+            proof.extra.append(path)
+        else:
+            proof.differ.append(path)
+    return proof
+
+
+def prove(projects: list[Project], sample: int = 1, jobs: int = 0, log=print) -> Proof:
+    src = projects[0].root.parent
+    files = [f"{p.root.name}/{rel.as_posix()}" for p in projects for rel in python_files(p.root, sample)]
+    targets = [p.root.name for p in projects] if sample == 1 else files
+    proof = Proof(files=len(files))
+    work = Path(tempfile.mkdtemp(prefix="npu-migrate-prefilter-"))
+    try:
+        reports = {}
+        for label, extra in (("prefilter", []), ("full", ["--no-prefilter"])):
+            report = work / f"{label}.json"
+            log(f"npu-migrate dry run ({label}) on {len(files):,} files ...")
+            cmd = npu_migrate_cmd() + targets + ["--no-diff", "-q", "--no-cache", "--report", str(report)] + extra
+            if jobs:
+                cmd += ["--jobs", str(jobs)]
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=src, capture_output=True, text=True, errors="replace")
+            seconds = time.perf_counter() - start
+            if not report.is_file():
+                raise RuntimeError(f"{label} run wrote no report (exit {proc.returncode}): {proc.stderr[-2000:]}")
+            reports[label] = {p: e for p, e in load_report(report)["by_path"].items()}
+            setattr(proof, f"seconds_{label}", seconds)
+            setattr(proof, f"exit_{label}", proc.returncode)
+        compare(reports["prefilter"], reports["full"], proof)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return proof
+
+
+def render(proof: Proof) -> str:
+    out = [
+        f"files: {proof.files:,}; files with a change, fix, finding or error (full run): {proof.busy_full:,}",
+        f"prefiltered run: {proof.seconds_prefilter:.1f} s (exit {proof.exit_prefilter}); "
+        f"full run (--no-prefilter): {proof.seconds_full:.1f} s (exit {proof.exit_full})",
+        f"missed by the prefilter: {len(proof.missed)}; reports differ: {len(proof.differ)}; "
+        f"only in the prefiltered run: {len(proof.extra)}",
+    ]
+    for title, items in (("MISSED", proof.missed), ("DIFFER", proof.differ), ("EXTRA", proof.extra)):
+        out += [f"{title}: {path}" for path in items]
+    out.append("identical reports: " + ("yes" if proof.ok() else "NO"))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="the prefilter must not change any report")
+    ap.add_argument("--projects", help="comma-separated subset, e.g. accelerate,timm")
+    ap.add_argument("--sample", type=int, default=1, help="take every Nth file (default 1: all)")
+    ap.add_argument("--jobs", type=int, default=0, help="--jobs for npu-migrate (default: its own)")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="corpus cache (default %s)" % default_cache_dir())
+    args = ap.parse_args(argv)
+    projects = ensure_corpus(parse_projects(args.projects), args.cache_dir)
+    if not projects:
+        print("no project could be downloaded", file=sys.stderr)
+        return 2
+    proof = prove(projects, args.sample, args.jobs, log=lambda m: print(m, file=sys.stderr))
+    print(render(proof))
+    return 0 if proof.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
