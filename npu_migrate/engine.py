@@ -167,6 +167,10 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         return True
 
     edits = [e for e in ctx.edits if keep(e.rule, e.anchor)]
+    rules = all_rules()
+    dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
+    if dependent and all(e.rule in dependent for e in edits):
+        edits = []
     findings = [f for f in ctx.findings if keep(f.rule, f.node)]
     if NPU_AWARE_RULE in active:
         for line, node in sorted(aware_lines.items()):

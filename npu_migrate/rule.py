@@ -39,6 +39,8 @@ Replacement = Union[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]]
 class Example:
     before: str
     after: str | None = None  # None: must be left exactly as it is
+    #: Other rules selected together with this one when the example is checked.
+    also: tuple[str, ...] = ()
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -50,6 +52,9 @@ class Rule(cst.BatchableCSTVisitor):
     triggers: ClassVar[Sequence[str | tuple[str, ...]]] = ()
     #: True when the rule rewrites code; False for rules that only report.
     fixable: ClassVar[bool] = True
+    #: The rule's edits are dropped unless some other rule's edit survives in the
+    #: same file (e.g. injecting the runtime shim into files the tool migrated).
+    only_with_other_fixes: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__()

@@ -62,7 +62,8 @@ RULE_EXAMPLES = [(rid, i, ex) for rid, rule in all_rules().items() for i, ex in 
 @pytest.mark.parametrize("rid,index,example", RULE_EXAMPLES, ids=[f"{r}-{i}" for r, i, _ in RULE_EXAMPLES])
 def test_documented_examples(rid, index, example):
     """The examples shown by `npu-migrate rules ID` are true."""
-    settings = Settings(selection=Selection.create([rid, "NPU100"]) if rid != "NPU010" else Selection.create(["ALL"]))
+    codes = ["ALL"] if rid == "NPU010" else [rid, "NPU100", *example.also]
+    settings = Settings(selection=Selection.create(codes))
     result = migrate_source("example.py", example.before.encode(), settings)
     assert result.error is None
     if example.after is None:

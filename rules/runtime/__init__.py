@@ -1,0 +1,1 @@
+"""Injection of the npu_runtime shim (NPU7xx)."""

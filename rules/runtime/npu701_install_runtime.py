@@ -1,0 +1,93 @@
+"""NPU701: call ``npu_runtime.install()`` at the start of migrated entry points."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.cst_util import is_main_guard
+from npu_migrate.rule import Example, Rule
+
+INSTALL = "npu_runtime.install()"
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )
+
+
+class _FindsBackward(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.found = True
+        return not self.found
+
+
+def _trains(loop: cst.CSTNode) -> bool:
+    finder = _FindsBackward()
+    loop.visit(finder)
+    return finder.found
+
+
+class InstallRuntime(Rule):
+    id = "NPU701"
+    name = "install-runtime"
+    summary = "Insert `import npu_runtime` and one `npu_runtime.install()` call into migrated entry-point scripts"
+    triggers = ("__main__", "backward")
+    only_with_other_fixes = True
+    rationale = """
+A migrated script must keep training on Ascend clusters, where ranks arrive in
+launcher-specific ways (ModelArts `MA_*`/`VC_*`, per-card ranktables, the Ascend
+Operator's node RANK and `{0,1,2,3}` LOCAL_RANK), HCCL timeouts default to values
+that make hangs burn half an hour, and jobs are restarted after failures.
+`npu_runtime.install()` (shipped with npu-migrate, see the README's runtime
+section) imports torch_npu when present, fills HCCL defaults that are unset,
+turns launcher variables into torchrun's so the script's own
+`init_process_group()` works unchanged, and starts a hang watchdog fed by every
+optimizer step (disable with `NPU_RUNTIME_WATCHDOG=0`).
+
+Where: only in files this run migrated for other reasons (never in a file that
+would otherwise stay untouched), and only in entry points:
+
+* a file with an `if __name__ == "__main__":` guard gets the call as the first
+  statement of the guard, so importing the module (tests, notebooks) stays free
+  of side effects;
+* a script with a top-level training loop (a module-level `for`/`while` that
+  calls `.backward()`) gets it right after its top-level imports.
+
+A file that already mentions `npu_runtime` is left alone, so the rule is
+idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
+if the training image should not install npu-migrate.
+"""
+    examples = (
+        Example(
+            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n\nif __name__ == '__main__':\n    main()\n",
+            "import torch\nimport torch_npu\nimport npu_runtime\n\ndef main():\n    torch.npu.synchronize()\n\n"
+            "if __name__ == '__main__':\n    npu_runtime.install()\n    main()\n",
+            also=("NPU101",),
+        ),
+        Example("import torch\n\ndef helper():\n    torch.cuda.synchronize()\n"),
+    )
+
+    def leave_file(self) -> None:
+        if "npu_runtime" in self.ctx.text:
+            return
+        body = self.ctx.module.body
+        guard = next((s for s in body if is_main_guard(s)), None)
+        message = "call npu_runtime.install() at the start of the entry point"
+        if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
+            self.insert_before(guard.body.body[0], [cst.parse_statement(INSTALL + "\n")], message, anchor=guard)
+        else:
+            loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s)), None)
+            if loop is None:
+                return
+            imports = [s for s in body[: body.index(loop)] if _is_import(s)]
+            statement = cst.parse_statement(INSTALL + "\n")
+            if imports:
+                self.insert_after(imports[-1], [statement], message, anchor=loop)
+            else:
+                self.insert_before(loop, [statement], message, anchor=loop)
+        self.add_import("npu_runtime")
