@@ -1,0 +1,1 @@
+"""Distributed rules: NCCL -> HCCL (NPU2xx)."""
