@@ -14,10 +14,10 @@ def call_arg(call: cst.Call, keyword: str | None = None, position: int | None = 
                 return arg
     if position is not None:
         positional = [a for a in call.args if a.keyword is None and not a.star]
-        if any(a.star for a in call.args if a.keyword is None):
-            # *args before the position make the index unknowable
+        if any(a.star == "*" for a in call.args):
+            # *args before the position make the index unknowable (``**kwargs`` does not)
             first_star = next(i for i, a in enumerate(call.args) if a.star == "*")
-            if first_star <= position:
+            if sum(1 for a in call.args[:first_star] if a.keyword is None) <= position:
                 return None
         if position < len(positional):
             return positional[position]
