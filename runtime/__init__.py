@@ -1,1 +1,28 @@
-"""npu_runtime."""
+"""npu_runtime: keep a migrated training script running on Ascend clusters.
+
+Standard library and torch only; torch_npu is used when importable. Importing this
+package does not import torch (every submodule imports it lazily).
+"""
+
+from __future__ import annotations
+
+from .checkpoint import CheckpointManager, ResumePoint, resume_batches
+from .distributed import DistInfo, init_distributed
+from .errors import CheckpointError, LaunchError, RanktableError
+from .install import install
+from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
+from .watchdog import Watchdog
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointManager",
+    "DistInfo",
+    "LaunchError",
+    "RanktableError",
+    "ResumePoint",
+    "WATCHDOG_EXIT_CODE",
+    "Watchdog",
+    "init_distributed",
+    "install",
+    "resume_batches",
+]
