@@ -1,0 +1,1 @@
+"""Checkpoint rules: GradScaler state in checkpoints, `torch.load` of CUDA-saved files."""

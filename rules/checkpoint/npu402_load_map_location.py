@@ -1,0 +1,127 @@
+"""NPU402: ``torch.load`` without ``map_location`` -> ``map_location="cpu"``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.cst_util import call_arg
+from npu_migrate.rule import Example, Rule
+
+from ._common import insert_item, quote_for, string_literal
+
+#: qualified name -> 0-based position of its ``map_location`` parameter
+LOADERS = {
+    "torch.load": 1,
+    "torch.serialization.load": 1,
+    "torch.jit.load": 1,
+    "torch.hub.load_state_dict_from_url": 2,
+    "torch.utils.model_zoo.load_url": 2,
+}
+
+
+class LoadMapLocation(Rule):
+    id = "NPU402"
+    name = "load-map-location"
+    summary = 'Add `map_location="cpu"` to `torch.load` calls that have none, so CUDA-saved checkpoints load on NPU machines'
+    triggers = ("load", "load_state_dict_from_url", "load_url")
+    rationale = """
+Users bring checkpoints that were saved on CUDA devices. Such a file records
+`cuda:N` as the location of every tensor, and `torch.load` without
+`map_location` tries to restore them there: on an Ascend machine (no CUDA)
+the load fails with "Attempting to deserialize object on a CUDA device".
+
+The rule adds `map_location="cpu"` where no map location is given. CPU is the
+one location that exists everywhere, and it is what the training code needs
+anyway: `model.load_state_dict(sd)` and `optimizer.load_state_dict(sd)` copy
+the values onto the device of the parameters they restore, so the tensors end
+up on the NPU without further changes. (Mapping straight to `"npu"` would work
+too, but loads a second copy of the weights into device memory next to the
+model's own, and is wrong for files loaded on a CPU-only data or eval node.)
+The edit uses no NPU API, so it does not add `import torch_npu`.
+
+Covered calls (in every import form): `torch.load`, `torch.jit.load`,
+`torch.hub.load_state_dict_from_url` and `torch.utils.model_zoo.load_url`,
+which all take a `map_location` and fail the same way.
+
+- A `map_location` given by keyword or by position (`torch.load(f, "cpu")`) is
+  left alone; one that names CUDA (`map_location="cuda:0"`) is the device
+  rules' business. An explicit `map_location=None` means "no mapping" and is
+  rewritten like a missing one.
+- `torch.load(f, **kwargs)` (or `*args` reaching the map_location position):
+  whether a map location is passed cannot be known, so the call is reported, not
+  changed.
+- Quotes: double quotes, unless every string literal in the call uses single
+  quotes; then `'cpu'`.
+- The new argument goes last, in the call's own layout (one argument per line
+  and trailing commas are kept).
+"""
+    examples = (
+        Example(
+            'import torch\nstate = torch.load("ckpt.pt")\n',
+            'import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n',
+        ),
+        Example(
+            "from torch import load\nsd = load(path, weights_only=True)\n",
+            'from torch import load\nsd = load(path, weights_only=True, map_location="cpu")\n',
+        ),
+        Example("import torch\nsd = torch.load(path, map_location=device)\n"),
+        Example("import torch\nsd = torch.load(path, 'cpu')\n"),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.qualified_name(node.func)
+        position = LOADERS.get(qualified or "")
+        if position is None:
+            return
+        present = call_arg(node, "map_location", position)
+        if present is not None:
+            if _is_none(present.value):
+                quote = quote_for(node)
+                self.replace(
+                    present,
+                    lambda arg: arg.with_changes(value=string_literal("cpu", quote)),
+                    f"`{qualified}`: map_location=None -> \"cpu\", so CUDA-saved tensors load on any machine",
+                    needs_torch_npu=False,
+                )
+            return
+        if any(arg.star == "**" for arg in node.args) or _star_reaches(node, position):
+            self.report(
+                node,
+                f"`{qualified}` gets `*args`/`**kwargs`: cannot tell whether a map_location is passed",
+                'make sure the call passes map_location="cpu" (a CUDA-saved checkpoint fails to load on NPU without it)',
+            )
+            return
+        quote = quote_for(node)
+        self.replace(
+            node,
+            lambda call: _add_map_location(call, quote),
+            f"`{qualified}`: added map_location=\"cpu\", so CUDA-saved checkpoints load on NPU machines",
+            needs_torch_npu=False,
+        )
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _star_reaches(call: cst.Call, position: int) -> bool:
+    positional = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            continue
+        if arg.star == "*":
+            return positional <= position
+        positional += 1
+    return False
+
+
+def _add_map_location(call: cst.Call, quote: str) -> cst.Call:
+    if call_arg(call, "map_location") is not None:
+        return call
+    new = cst.Arg(
+        keyword=cst.Name("map_location"),
+        value=string_literal("cpu", quote),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    args = insert_item(call.args, len(call.args) - 1, new, call.whitespace_before_args)
+    return call.with_changes(args=args)
