@@ -38,8 +38,10 @@ def npu_migrate_cmd() -> list[str]:
 @dataclass
 class Measured:
     returncode: int
-    seconds: float
-    rss_mb: float
+    seconds: float       # wall time of the command
+    cpu_s: float         # user + system CPU time of the command's whole process tree
+    rss_mb: float        # peak RSS of its largest process
+    load: float          # 1-minute load average when it finished (other work on the machine)
     stdout: str
     stderr: str
 
@@ -53,7 +55,7 @@ def measure(cmd: list[str], cwd: Path | str | None = None, env: dict | None = No
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"measuring wrapper failed ({proc.returncode}): {proc.stderr[-2000:]}")
     data = json.loads(lines[-1])
-    return Measured(data["rc"], data["seconds"], data["maxrss_kb"] / 1024.0,
+    return Measured(data["rc"], data["seconds"], data["cpu_s"], data["maxrss_kb"] / 1024.0, data["load"],
                     "\n".join(lines[:-1]), proc.stderr)
 
 
@@ -100,7 +102,8 @@ def _wrapper_main(argv: list[str]) -> int:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     # Linux reports ru_maxrss in KiB (macOS in bytes).
     maxrss_kb = usage.ru_maxrss / 1024 if sys.platform == "darwin" else usage.ru_maxrss
-    print(json.dumps({"rc": proc.returncode, "seconds": seconds, "maxrss_kb": maxrss_kb}))
+    print(json.dumps({"rc": proc.returncode, "seconds": seconds, "maxrss_kb": maxrss_kb,
+                      "cpu_s": usage.ru_utime + usage.ru_stime, "load": os.getloadavg()[0]}))
     return 0
 
 

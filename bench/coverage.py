@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import tokenize
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +43,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RESULTS_DIR, load_report, markdown_table, npu_migrate_cmd
-from bench.corpus import Project, default_cache_dir, ensure_corpus, parse_projects, python_files
+from bench.corpus import (
+    Project,
+    default_cache_dir,
+    ensure_corpus,
+    parse_projects,
+    python_files,
+)
 
 # --------------------------------------------------------------------------- scanner
 
@@ -297,9 +303,17 @@ def _parses(data: bytes) -> str | None:
     return None
 
 
+def _orig_range(mapping: list, a: int, b: int) -> tuple[int, int] | None:
+    """The original lines [start, end) covering output lines a..b (1-based, inclusive)."""
+    spans = [mapping[k - 1] for k in range(a, b + 1) if 0 < k <= len(mapping) and mapping[k - 1]]
+    if not spans:
+        return None
+    return min(s[0] for s in spans), max(s[1] for s in spans)
+
+
 def _norm(path: str) -> str:
     p = Path(path).as_posix()
-    return p[2:] if p.startswith("./") else p
+    return p.removeprefix("./")
 
 
 def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path | None = None,
@@ -385,16 +399,9 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
             else:
                 mapping = [(k + 1, k + 2) for k in range(len(out_lines))]
 
-            def orig_range(a: int, b: int) -> tuple[int, int] | None:
-                """original lines covering output lines a..b (1-based, inclusive)."""
-                spans = [mapping[k - 1] for k in range(a, b + 1) if 0 < k <= len(mapping) and mapping[k - 1]]
-                if not spans:
-                    return None
-                return min(s[0] for s in spans), max(s[1] for s in spans)
-
             for h in hits:
-                line_rng = orig_range(h.line, h.line)
-                stmt_rng = orig_range(h.stmt_start, h.stmt_end)
+                line_rng = _orig_range(mapping, h.line, h.line)
+                stmt_rng = _orig_range(mapping, h.stmt_start, h.stmt_end)
                 if line_rng is None:
                     status = "introduced"
                 elif any(line_rng[0] <= n < line_rng[1] for n in found1):
@@ -421,10 +428,10 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
     sil = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers if x.status in ("silent", "introduced"))
 
     def rows(keys, key_fn):
-        out = []
-        for k in keys:
-            sel = lambda c: sum(v for kk, v in c.items() if key_fn(kk) == k)  # noqa: E731
-            out.append([k, sel(a.before), sel(left), sel(rep), sel(sil)])
+        def total(counter, k):
+            return sum(v for kk, v in counter.items() if key_fn(kk) == k)
+
+        out = [[k, total(a.before, k), total(left, k), total(rep, k), total(sil, k)] for k in keys]
         out.append(["**total**", sum(a.before.values()), sum(left.values()), sum(rep.values()), sum(sil.values())])
         return out
 
@@ -488,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--projects", help="comma-separated subset, e.g. accelerate,timm")
     ap.add_argument("--sample", type=int, default=1, help="take every Nth file (default 1: all)")
     ap.add_argument("--jobs", type=int, default=0, help="--jobs for npu-migrate (default: its own)")
-    ap.add_argument("--cache-dir", type=Path, default=None, help="corpus cache (default %s)" % default_cache_dir())
+    ap.add_argument("--cache-dir", type=Path, default=None, help=f"corpus cache (default {default_cache_dir()})")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "coverage.md")
     ap.add_argument("--json", type=Path, help="also write every leftover as JSON here")
     args = ap.parse_args(argv)

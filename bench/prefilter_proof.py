@@ -23,7 +23,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import load_report, npu_migrate_cmd
-from bench.corpus import Project, default_cache_dir, ensure_corpus, parse_projects, python_files
+from bench.corpus import (
+    Project,
+    default_cache_dir,
+    ensure_corpus,
+    parse_projects,
+    python_files,
+)
 
 
 @dataclass
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--projects", help="comma-separated subset, e.g. accelerate,timm")
     ap.add_argument("--sample", type=int, default=1, help="take every Nth file (default 1: all)")
     ap.add_argument("--jobs", type=int, default=0, help="--jobs for npu-migrate (default: its own)")
-    ap.add_argument("--cache-dir", type=Path, default=None, help="corpus cache (default %s)" % default_cache_dir())
+    ap.add_argument("--cache-dir", type=Path, default=None, help=f"corpus cache (default {default_cache_dir()})")
     args = ap.parse_args(argv)
     projects = ensure_corpus(parse_projects(args.projects), args.cache_dir)
     if not projects:

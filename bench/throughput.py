@@ -37,8 +37,21 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import RESULTS_DIR, load_report, markdown_table, measure, npu_migrate_cmd
-from bench.corpus import Project, default_cache_dir, ensure_corpus, parse_projects, python_files
+from bench._common import (
+    RESULTS_DIR,
+    Measured,
+    load_report,
+    markdown_table,
+    measure,
+    npu_migrate_cmd,
+)
+from bench.corpus import (
+    Project,
+    default_cache_dir,
+    ensure_corpus,
+    parse_projects,
+    python_files,
+)
 
 GOALS = {
     "jobs1": 0.60,   # npu-migrate --jobs 1 <= 0.6 x floor
@@ -58,6 +71,16 @@ class Row:
     rss_mb: float | None
     note: str = ""
     extra: dict = field(default_factory=dict)
+    cpu_s: float | None = None
+    load: float | None = None
+
+    @classmethod
+    def of(cls, name: str, files: int | None, lines: int | None, m: Measured, note: str = "",
+           key: str | None = None, **extra) -> Row:
+        row = cls(name, files, lines, m.seconds, m.rss_mb, note, dict(extra), m.cpu_s, m.load)
+        if key:
+            row.extra["key"] = key
+        return row
 
     def lines_per_s(self) -> str:
         if not self.lines or not self.seconds:
@@ -79,7 +102,7 @@ def floor_worker(list_file: Path) -> dict:
         data = Path(name).read_bytes()
         lines += data.count(b"\n")
         try:
-            libcst.parse_module(data).bytes
+            _ = libcst.parse_module(data).bytes
         except Exception:  # noqa: BLE001 - count every file libcst rejects
             errors += 1
     return {"files": len(names), "parse_errors": errors, "seconds_in_loop": time.perf_counter() - start}
@@ -160,8 +183,9 @@ def run(projects: list[Project], sample: int, repeat_single: int = 5, skip: set[
             info = json.loads(m.stdout.strip().splitlines()[-1]) if m.returncode == 0 else {}
             note = _check_rc(m, "floor") or (f"{info['parse_errors']} files libcst cannot parse"
                                              if info.get("parse_errors") else "")
-            rows.append(Row("libcst parse+codegen (floor), 1 process", len(files), lines, m.seconds,
-                            m.rss_mb, note, info))
+            rows.append(Row.of("libcst parse+codegen (floor), 1 process", len(files), lines, m, note,
+                               key="floor", parse_errors=info.get("parse_errors"),
+                               seconds_in_loop=info.get("seconds_in_loop")))
 
         for jobs in (1, 2):
             key = f"jobs{jobs}"
@@ -170,35 +194,33 @@ def run(projects: list[Project], sample: int, repeat_single: int = 5, skip: set[
             log(f"npu-migrate dry run --report --no-cache --jobs {jobs} ...")
             report = work / f"report-j{jobs}.json"
             m = measure(_tool(*args, "--report", str(report), "--no-cache", "--jobs", str(jobs)), cwd=src)
-            rows.append(Row(f"npu-migrate dry run, --jobs {jobs}, cold (--no-cache)", _report_files(report),
-                            lines, m.seconds, m.rss_mb, _check_rc(m, key, (0, 2))))
-            rows[-1].extra["key"] = key
+            rows.append(Row.of(f"npu-migrate dry run, --jobs {jobs}, cold (--no-cache)", _report_files(report),
+                               lines, m, _check_rc(m, key, (0, 2)), key=key))
 
         if "warm" not in skip:
             cache = work / "cache"
             log("npu-migrate with cache: populate, then warm re-run (--jobs 1) ...")
             m1 = measure(_tool(*args, "--report", str(work / "r-pop.json"), "--cache-dir", str(cache),
                                "--jobs", "1"), cwd=src)
-            rows.append(Row("npu-migrate, cache populate, --jobs 1", _report_files(work / "r-pop.json"), lines,
-                            m1.seconds, m1.rss_mb, _check_rc(m1, "populate", (0, 2))))
+            rows.append(Row.of("npu-migrate, cache populate, --jobs 1", _report_files(work / "r-pop.json"), lines,
+                               m1, _check_rc(m1, "populate", (0, 2))))
             m2 = measure(_tool(*args, "--report", str(work / "r-warm.json"), "--cache-dir", str(cache),
                                "--jobs", "1"), cwd=src)
-            rows.append(Row("npu-migrate, warm re-run (cache), --jobs 1", _report_files(work / "r-warm.json"),
-                            lines, m2.seconds, m2.rss_mb, _check_rc(m2, "warm", (0, 2))))
-            rows[-1].extra["key"] = "warm"
+            rows.append(Row.of("npu-migrate, warm re-run (cache), --jobs 1", _report_files(work / "r-warm.json"),
+                               lines, m2, _check_rc(m2, "warm", (0, 2)), key="warm"))
 
         if "single" not in skip:
             one = pick_single_file(projects, files, src)
             log(f"single file, {repeat_single} runs: {one} ...")
-            times, rss = [], []
-            for _ in range(repeat_single):
-                m = measure(_tool(one, "--no-cache"), cwd=src)
-                times.append(m.seconds)
-                rss.append(m.rss_mb)
-            rows.append(Row(f"npu-migrate one file (median of {repeat_single}, incl. interpreter start)", 1,
-                            _count(src / one), statistics.median(times), max(rss),
-                            _check_rc(m, "single", (0, 2)) or f"`{one}`, min {min(times):.3f} s"))
-            rows[-1].extra["key"] = "single"
+            runs = [measure(_tool(one, "--no-cache"), cwd=src) for _ in range(max(1, repeat_single))]
+            times = [m.seconds for m in runs]
+            median = Measured(runs[-1].returncode, statistics.median(times),
+                              statistics.median(m.cpu_s for m in runs), max(m.rss_mb for m in runs),
+                              max(m.load for m in runs), "", "")
+            rows.append(Row.of(f"npu-migrate one file (median of {len(runs)}, incl. interpreter start)", 1,
+                               _count(src / one), median,
+                               _check_rc(runs[-1], "single", (0, 1, 2)) or f"`{one}`, min {min(times):.3f} s",
+                               key="single"))
             meta["single_file"] = one
 
         if "ruff" not in skip:
@@ -213,22 +235,27 @@ def run(projects: list[Project], sample: int, repeat_single: int = 5, skip: set[
                                        cwd=src, capture_output=True, text=True).stdout
                 n_ruff = sum(1 for line in shown.splitlines() if line.strip().endswith(".py"))
                 m = measure([ruff, "check", "--isolated", "--select", "E9", "--no-cache", "--quiet", *args], cwd=src)
-                rows.append(Row(f"ruff check --select E9 --no-cache ({version})", n_ruff, lines, m.seconds,
-                                m.rss_mb, _check_rc(m, "ruff", (0, 1))))
+                rows.append(Row.of(f"ruff check --select E9 --no-cache ({version})", n_ruff, lines, m,
+                                   _check_rc(m, "ruff", (0, 1)), key="ruff"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return rows, meta
 
 
 def render(rows: list[Row], meta: dict, projects: list[Project], sample: int) -> str:
-    floor = next((r.seconds for r in rows if r.name.startswith("libcst")), None)
+    floor_row = next((r for r in rows if r.extra.get("key") == "floor"), None)
+    floor = floor_row.seconds if floor_row else None
+    floor_cpu = floor_row.cpu_s if floor_row else None
     cold1 = next((r.seconds for r in rows if r.extra.get("key") == "jobs1"), None)
     table = []
     for r in rows:
         table.append([r.name, "" if r.files is None else f"{r.files:,}", "" if r.lines is None else f"{r.lines:,}",
-                      f"{r.seconds:.2f}" if r.seconds else "", r.lines_per_s(),
+                      f"{r.seconds:.2f}" if r.seconds else "", "" if r.cpu_s is None else f"{r.cpu_s:.2f}",
+                      r.lines_per_s(),
                       f"{r.seconds / floor:.3f}x" if floor and r.seconds else "n/a",
-                      "" if r.rss_mb is None else f"{r.rss_mb:.0f}", r.note])
+                      f"{r.cpu_s / floor_cpu:.3f}x" if floor_cpu and r.cpu_s else "n/a",
+                      "" if r.rss_mb is None else f"{r.rss_mb:.0f}",
+                      "" if r.load is None else f"{r.load:.1f}", r.note])
     text = [
         "# npu-migrate throughput",
         "",
@@ -237,7 +264,8 @@ def render(rows: list[Row], meta: dict, projects: list[Project], sample: int) ->
         f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}; "
         f"measured {time.strftime('%Y-%m-%d %H:%M')}. Tool: `{' '.join(npu_migrate_cmd())}`.",
         "",
-        markdown_table(["run", "files", "lines", "seconds", "lines/s", "vs floor", "peak RSS MB", "note"], table),
+        markdown_table(["run", "files", "lines", "wall s", "CPU s", "lines/s (wall)", "wall vs floor",
+                        "CPU vs floor", "peak RSS MB", "load", "note"], table),
         "",
         "Goals:",
     ]
@@ -265,9 +293,11 @@ def render(rows: list[Row], meta: dict, projects: list[Project], sample: int) ->
     text += goals or ["- (no goal could be evaluated)"]
     text += [
         "",
-        "Seconds are wall time of the command (interpreter start included); peak RSS is "
-        "`getrusage(RUSAGE_CHILDREN).ru_maxrss` taken in a fresh wrapper process, i.e. the largest "
-        "single process of the run (the parent or one worker).",
+        "Wall s is the wall time of the command (interpreter start included); CPU s is the user + system "
+        "time of its whole process tree, which other load on the machine disturbs much less (but it does "
+        "not show what --jobs 2 gains). Peak RSS is `getrusage(RUSAGE_CHILDREN).ru_maxrss` taken in a fresh "
+        "wrapper process, i.e. the largest single process of the run (the parent or one worker). Load is "
+        "the 1-minute load average when the run ended: above the CPU count, wall times are inflated.",
     ]
     return "\n".join(text) + "\n"
 
@@ -280,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="npu-migrate throughput against the libcst floor")
     ap.add_argument("--projects", help="comma-separated subset, e.g. accelerate,timm")
     ap.add_argument("--sample", type=int, default=1, help="take every Nth file (default 1: all)")
-    ap.add_argument("--cache-dir", type=Path, default=None, help="corpus cache (default %s)" % default_cache_dir())
+    ap.add_argument("--cache-dir", type=Path, default=None, help=f"corpus cache (default {default_cache_dir()})")
     ap.add_argument("--skip", default="", help="rows to leave out: floor,jobs1,jobs2,warm,single,ruff")
     ap.add_argument("--repeat-single", type=int, default=5)
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "throughput.md")
