@@ -129,7 +129,9 @@ struct EmuDeviceAllocator final : c10::Allocator {
   }
 };
 
-static EmuDeviceAllocator g_device_allocator;
+// Allocators, guard and hooks are leaked on purpose: torch keeps raw pointers
+// to them and may use them during interpreter shutdown.
+static EmuDeviceAllocator& g_device_allocator = *new EmuDeviceAllocator();
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
 
 // Page-locked host memory does not exist here; the host allocator only
@@ -169,7 +171,7 @@ struct EmuHostAllocator final : c10::Allocator {
   }
 };
 
-static EmuHostAllocator g_host_allocator;
+static EmuHostAllocator& g_host_allocator = *new EmuHostAllocator();
 
 // ---------------------------------------------------------- device guard --
 
@@ -293,8 +295,7 @@ struct EmuHooks final : at::PrivateUse1HooksInterface {
 };
 
 static bool register_hooks() {
-  static EmuHooks hooks;
-  at::RegisterPrivateUse1HooksInterface(&hooks);
+  at::RegisterPrivateUse1HooksInterface(new EmuHooks());
   return true;
 }
 static const bool g_hooks_registered = register_hooks();
@@ -438,10 +439,72 @@ static at::Tensor& emu_set_storage_offset(at::Tensor& self, at::Storage src,
   return at::native::set_storage_cpu_(self, std::move(src), offset, size, stride);
 }
 
+// native_batch_norm updates running_mean/running_var in place, but its schema
+// does not mark them as written, so the generic fallback would update CPU
+// copies and drop the result. Run the CPU kernel on host aliases instead.
+static void check_same_device(const at::Tensor& ref, const std::optional<at::Tensor>& t) {
+  if (t.has_value() && t->defined() && t->device() != ref.device()) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least "
+                "two devices, ", ref.device(), " and ", t->device(), "!");
+  }
+}
+
+static std::optional<at::Tensor> host_opt(const std::optional<at::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return std::nullopt;
+  return host_alias(*t);
+}
+
+static std::tuple<at::Tensor, at::Tensor, at::Tensor> emu_native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  for (const auto* t : {&weight, &bias, &running_mean, &running_var}) check_same_device(input, *t);
+  const c10::DeviceGuard guard(input.device());
+  auto out = at::native_batch_norm(host_alias(input), host_opt(weight), host_opt(bias),
+                                   host_opt(running_mean), host_opt(running_var), training,
+                                   momentum, eps);
+  auto to_dev = [&](const at::Tensor& t) { return t.to(input.device()); };
+  return {to_dev(std::get<0>(out)), to_dev(std::get<1>(out)), to_dev(std::get<2>(out))};
+}
+
 static std::atomic<int64_t> g_fallback_calls{0};
+
+// Accelerators reject kernels whose tensor arguments live on different devices.
+// CPU 0-dim tensors are accepted (as CUDA accepts them as scalars), and so are
+// CPU index tensors of the indexing ops, which CUDA moves to the device.
+static void check_devices(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name().name;
+  if (name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
+      name == "aten::_index_put_impl_") {
+    return;
+  }
+  std::optional<c10::Device> first;
+  auto visit = [&](const at::Tensor& t) {
+    if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return;
+    if (!first.has_value()) {
+      first = t.device();
+    } else if (t.device() != *first) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least "
+                  "two devices, ", *first, " and ", t.device(), "!");
+    }
+  };
+  const auto n = op.schema().arguments().size();
+  for (const auto& iv : torch::jit::last(*stack, n)) {
+    if (iv.isTensor()) {
+      visit(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      for (const at::Tensor& t : iv.toTensorList()) visit(t);
+    } else if (iv.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList()) {
+        if (t.has_value()) visit(*t);
+      }
+    }
+  }
+}
 
 static void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   check_denied(op.schema().operator_name());
+  check_devices(op, stack);
   g_fallback_calls.fetch_add(1, std::memory_order_relaxed);
   at::native::cpu_fallback(op, stack);
 }
@@ -456,6 +519,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", emu_copy_from);
   m.impl("_copy_from_and_resize", emu_copy_from_and_resize);
   m.impl("_local_scalar_dense", emu_local_scalar_dense);
+  m.impl("native_batch_norm", emu_native_batch_norm);
   m.impl("set_.source_Tensor", emu_set_tensor);
   m.impl("set_.source_Storage", emu_set_storage);
   m.impl("set_.source_Storage_storage_offset", emu_set_storage_offset);

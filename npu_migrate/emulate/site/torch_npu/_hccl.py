@@ -31,45 +31,61 @@ def _back(dsts, srcs) -> None:
             d.copy_(s)
 
 
-class ProcessGroupHCCL(c10d.Backend):
+def _check_npu(tensors, op: str) -> None:
+    for t in tensors:
+        if isinstance(t, (list, tuple)):
+            _check_npu(t, op)
+        elif t.device.type != "npu":
+            raise RuntimeError(
+                f"hccl {op}: expected npu tensors but got a tensor on {t.device}; "
+                "HCCL only communicates device tensors (emulated by npu-migrate)"
+            )
+
+
+class ProcessGroupHCCL(dist.ProcessGroup):
     """Emulated HCCL: gloo underneath, npu tensors staged through host memory."""
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
 
-    def name(self) -> str:  # pragma: no cover - trivial
+    def getBackendName(self) -> str:
         return "hccl"
 
-    def _get_backend_name(self) -> str:
+    def name(self) -> str:
         return "hccl"
 
     # -- collectives ------------------------------------------------------
     def allreduce(self, tensors, opts=None):
+        _check_npu(tensors, "allreduce")
         host = _host(tensors)
         self._gloo.allreduce(host, opts or c10d.AllreduceOptions()).wait()
         _back(tensors, host)
         return _done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
+        _check_npu(tensors, "allreduce_coalesced")
         host = _host(tensors)
         self._gloo.allreduce_coalesced(host, opts or c10d.AllreduceCoalescedOptions()).wait()
         _back(tensors, host)
         return _done(tensors)
 
     def broadcast(self, tensors, opts=None):
+        _check_npu(tensors, "broadcast")
         host = _host(tensors)
         self._gloo.broadcast(host, opts or c10d.BroadcastOptions()).wait()
         _back(tensors, host)
         return _done(tensors)
 
     def reduce(self, tensors, opts=None):
+        _check_npu(tensors, "reduce")
         host = _host(tensors)
         self._gloo.reduce(host, opts or c10d.ReduceOptions()).wait()
         _back(tensors, host)
         return _done(tensors)
 
     def allgather(self, output_lists, inputs, opts=None):
+        _check_npu([output_lists, inputs], "allgather")
         host_out = [_host(outs) for outs in output_lists]
         self._gloo.allgather(host_out, _host(inputs), opts or c10d.AllgatherOptions()).wait()
         for outs, hosts in zip(output_lists, host_out):
@@ -77,6 +93,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done(output_lists)
 
     def _allgather_base(self, output, input, opts=None):
+        _check_npu([output, input], "_allgather_base")
         host_out = output.detach().to("cpu")
         self._gloo._allgather_base(host_out, input.detach().to("cpu"),
                                    opts or c10d.AllgatherOptions()).wait()
@@ -89,6 +106,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done(outputs)
 
     def gather(self, output_lists, inputs, opts=None):
+        _check_npu([output_lists, inputs], "gather")
         host_out = [_host(outs) for outs in output_lists]
         self._gloo.gather(host_out, _host(inputs), opts or c10d.GatherOptions()).wait()
         for outs, hosts in zip(output_lists, host_out):
@@ -96,6 +114,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done(output_lists)
 
     def scatter(self, outputs, input_lists, opts=None):
+        _check_npu([outputs, input_lists], "scatter")
         host_out = _host(outputs)
         host_in = [_host(ins) for ins in input_lists]
         self._gloo.scatter(host_out, host_in, opts or c10d.ScatterOptions()).wait()
@@ -103,6 +122,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done(outputs)
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
+        _check_npu([outputs, input_lists], "reduce_scatter")
         host_out = _host(outputs)
         host_in = [_host(ins) for ins in input_lists]
         self._gloo.reduce_scatter(host_out, host_in, opts or c10d.ReduceScatterOptions()).wait()
@@ -110,6 +130,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done(outputs)
 
     def _reduce_scatter_base(self, output, input, opts=None):
+        _check_npu([output, input], "_reduce_scatter_base")
         host_out = output.detach().to("cpu")
         self._gloo._reduce_scatter_base(host_out, input.detach().to("cpu"),
                                         opts or c10d.ReduceScatterOptions()).wait()
@@ -117,6 +138,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done([output])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        _check_npu([output, input], "alltoall_base")
         host_out = output.detach().to("cpu")
         self._gloo.alltoall_base(host_out, input.detach().to("cpu"), output_split_sizes,
                                  input_split_sizes, opts or c10d.AllToAllOptions()).wait()
@@ -124,6 +146,7 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done([output])
 
     def alltoall(self, outputs, inputs, opts=None):
+        _check_npu([outputs, inputs], "alltoall")
         host_out = _host(outputs)
         self._gloo.alltoall(host_out, _host(inputs), opts or c10d.AllToAllOptions()).wait()
         _back(outputs, host_out)
@@ -134,10 +157,12 @@ class ProcessGroupHCCL(c10d.Backend):
         return _done([])
 
     def send(self, tensors, dst, tag=0):
+        _check_npu(tensors, "send")
         self._gloo.send(_host(tensors), dst, tag).wait()
         return _done(tensors)
 
     def recv(self, tensors, src, tag=0):
+        _check_npu(tensors, "recv")
         host = _host(tensors)
         self._gloo.recv(host, src, tag).wait()
         _back(tensors, host)

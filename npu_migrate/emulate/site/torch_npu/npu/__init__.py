@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .._names import NPU_ALL, api_table_names, unimplemented
+from npu_migrate.emulate.api_names import NPU_ALL, api_table_names, unimplemented
 from . import amp  # noqa: F401  (torch.npu.amp)
 
 _EMULATED_TOTAL_MEMORY = int(

@@ -1,0 +1,66 @@
+"""DDP training used by the emulator tests.
+
+Under ``npu-migrate emulate --nproc 2`` it trains on npu with backend hccl;
+under plain torchrun with ``--cpu`` it trains on CPU with gloo. Rank 0 writes
+the final parameters and the per-step losses to OUT.
+"""
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+parser = argparse.ArgumentParser()
+parser.add_argument("out")
+parser.add_argument("--cpu", action="store_true")
+parser.add_argument("--steps", type=int, default=5)
+ns = parser.parse_args()
+
+local_rank = int(os.environ["LOCAL_RANK"])
+if ns.cpu:
+    dist.init_process_group("gloo")
+    device = torch.device("cpu")
+else:
+    import torch_npu  # noqa: F401
+
+    torch.npu.set_device(local_rank)
+    dist.init_process_group("hccl")
+    device = torch.device(f"npu:{local_rank}")
+
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+ddp = DDP(model, device_ids=None if ns.cpu else [local_rank])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+
+gen = torch.Generator().manual_seed(100 + rank)
+losses = []
+for _ in range(ns.steps):
+    x = torch.randn(8, 16, generator=gen).to(device)
+    y = torch.randn(8, 4, generator=gen).to(device)
+    loss = nn.functional.mse_loss(ddp(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    reduced = loss.detach().clone()
+    dist.all_reduce(reduced)
+    losses.append(reduced.item())
+
+gathered = [torch.zeros(2, device=device) for _ in range(dist.get_world_size())]
+dist.all_gather(gathered, torch.full((2,), float(rank), device=device))
+dist.barrier()
+if rank == 0:
+    torch.save(
+        {
+            "params": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "losses": losses,
+            "gathered": [g.cpu() for g in gathered],
+            "backend": dist.get_backend(),
+            "device": str(next(model.parameters()).device),
+        },
+        ns.out,
+    )
+dist.destroy_process_group()
