@@ -90,6 +90,8 @@ def main():
     mgr.wait()
     params = {k: v for k, v in (model.module if info.world_size > 1 else model).state_dict().items()}
     torch.save(params, f"{args.out}.rank{info.rank}.params.pt")
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
     return 0
 
 
