@@ -1,0 +1,1 @@
+"""AMP rules: torch.cuda.amp -> torch.amp with "npu" (NPU3xx)."""

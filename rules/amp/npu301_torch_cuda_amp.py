@@ -1,0 +1,268 @@
+"""NPU301: ``torch.cuda.amp`` -> the device-generic ``torch.amp`` API with ``"npu"``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from npu_migrate.rule import Example, Rule
+
+from ..device._cuda_names import in_import, is_outermost
+from ._common import (
+    MODULES,
+    TARGETS,
+    autocast_args_ok,
+    autocast_call,
+    bare_custom_decorator,
+    cuda_root_to_torch,
+    custom_call,
+    drop_cuda,
+    in_amp,
+    scaler_call,
+)
+
+_TYPE_CHECKS = frozenset({"isinstance", "issubclass"})
+
+
+def _suggestion(qualified: str) -> str:
+    kind, target = TARGETS.get(qualified, (None, None))
+    if kind == "autocast":
+        return f'use `{target}("npu", ...)` (or `functools.partial({target}, "npu")` where a callable is passed around)'
+    if kind == "scaler":
+        return f'use `{target}("npu", ...)`'
+    if kind == "custom":
+        return f'use `@{target}(device_type="npu", ...)`'
+    return 'use the device-generic torch.amp API with device "npu" (torch.amp.autocast("npu"), torch.amp.GradScaler("npu"))'
+
+
+class TorchCudaAmp(Rule):
+    id = "NPU301"
+    name = "torch-cuda-amp"
+    summary = 'Rewrite `torch.cuda.amp.autocast/GradScaler/custom_fwd/custom_bwd` to `torch.amp` with device "npu"'
+    triggers = ("amp",)
+    rationale = """
+`torch.cuda.amp.*` is deprecated in torch 2.13 (it warns and points to
+`torch.amp.autocast("cuda", ...)`) and runs on CUDA only. The target is the
+device-generic `torch.amp` API with the device `"npu"`:
+
+- `torch.cuda.amp.autocast(...)` -> `torch.amp.autocast("npu", ...)`. torch_npu's
+  own `torch.npu.amp.autocast` is a thin subclass that calls
+  `torch.amp.autocast_mode.autocast.__init__("npu", ...)` and says in its docstring
+  that it equals `torch.autocast("npu", ...)` (`torch_npu/npu/amp/autocast_mode.py`).
+  Positional arguments become keywords (`enabled=`, `dtype=`, `cache_enabled=`),
+  because `torch.amp.autocast`'s second parameter is `dtype`.
+- `torch.cuda.amp.GradScaler(...)` -> `torch.amp.GradScaler("npu", ...)`; the
+  other parameters keep their order. Its unscale and update kernels
+  (`_amp_foreach_non_finite_check_and_unscale_`, `_amp_update_scale_`) are NPU ops in
+  torch_npu 2.13, and its `state_dict` keeps the CUDA format, so existing
+  checkpoints load. (`torch.npu.amp.GradScaler` also exists: a subclass with a
+  `dynamic` flag and an all-reduced overflow count, which prints on every
+  scale change; use it by hand if you need those.)
+- `custom_fwd` / `custom_bwd` -> `torch.amp.custom_fwd(device_type="npu", ...)`:
+  torch_npu deprecates its own `torch.npu.amp.custom_fwd/bwd` with a FutureWarning
+  that names exactly this form. The bare decorator `@custom_fwd` becomes
+  `@custom_fwd(device_type="npu")`; `cast_inputs=` is kept.
+
+Every import form works. `torch.cuda.amp.X` chains lose their `cuda` segment
+(`torch.amp.X`); import statements are rewritten in place instead of adding new
+ones: `from torch.cuda.amp import autocast, GradScaler` -> `from torch.amp import
+autocast, GradScaler`, `from torch.cuda import amp` -> `from torch import amp`,
+`import torch.cuda.amp as amp` -> `import torch.amp as amp`; the calls through
+them get `"npu"`. A name is only rewritten when every use of it in the file is a
+call, a decorator, a type annotation or an `isinstance` check: `ctx = autocast`
+and then `ctx(enabled=...)` would lose the device, so then the import and its
+uses are left alone and reported. Other `torch.cuda.amp` names (`common`,
+`amp_definitely_not_available`...) are reported. The device string inside an
+already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
+"""
+    examples = (
+        Example(
+            "import torch\nscaler = torch.cuda.amp.GradScaler(init_scale=2.0**14)\nwith torch.cuda.amp.autocast(dtype=torch.bfloat16):\n    pass\n",
+            'import torch\nimport torch_npu\nscaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\nwith torch.amp.autocast("npu", dtype=torch.bfloat16):\n    pass\n',
+        ),
+        Example(
+            "from torch.cuda.amp import autocast, custom_fwd\n\n@custom_fwd\ndef forward(ctx, x):\n    with autocast(False):\n        return x\n",
+            'from torch.amp import autocast, custom_fwd\nimport torch_npu\n\n@custom_fwd(device_type="npu")\ndef forward(ctx, x):\n    with autocast("npu", enabled=False):\n        return x\n',
+        ),
+        Example("import torch\nwith torch.autocast(device_type=x.device.type):\n    pass\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        #: local name bound by an import to something under torch.cuda.amp -> its uses
+        self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
+        #: local name -> (import statement, alias, imported qualified name)
+        self.alias_imports: dict[str, tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = {}
+
+    # -- uses -----------------------------------------------------------------------
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._use(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._use(node)
+
+    def _use(self, node: cst.Attribute | cst.Name) -> None:
+        if not is_outermost(self.ctx, node) or in_import(self.ctx, node):
+            return
+        qualified = self.qualified_name(node)
+        if not in_amp(qualified):
+            return
+        root = _root(node)
+        binding = self.ctx.imports.bindings.get(root.value) if root is not None else None
+        if binding == "torch" and isinstance(node, cst.Attribute):
+            self._rewrite_use(node, qualified, drop_cuda)
+        elif binding == "torch.cuda" and isinstance(node, cst.Attribute) and self._torch_is_free():
+            if self._rewrite_use(node, qualified, cuda_root_to_torch):
+                self.add_import("torch")
+        elif binding is not None and in_amp(binding):
+            self.alias_uses.setdefault(root.value, []).append((node, qualified))
+        else:
+            self.report(node, f"`{qualified}` runs on CUDA only", _suggestion(qualified))
+
+    def _torch_is_free(self) -> bool:
+        return self.ctx.imports.bindings.get("torch", "torch") == "torch"
+
+    def _usage(self, node: cst.CSTNode, qualified: str) -> tuple[str, cst.CSTNode | None] | None:
+        """How ``node`` is used: ("call", Call), ("decorator", Decorator), ("type", None);
+        None when it cannot be rewritten safely."""
+        kind = TARGETS.get(qualified, (None,))[0]
+        if kind is None:
+            return None
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            if kind == "autocast" and not autocast_args_ok(parent):
+                return None
+            return ("call", parent)
+        if isinstance(parent, cst.Decorator):
+            return ("decorator", parent) if kind == "custom" else None
+        if kind in ("autocast", "scaler") and self._is_type_use(node):
+            return ("type", None)
+        return None
+
+    def _is_type_use(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, cst.Annotation):
+                return True
+            if isinstance(ancestor, cst.Arg):
+                call = self.ctx.parent(ancestor)
+                return (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Name)
+                    and call.func.value in _TYPE_CHECKS
+                    and len(call.args) == 2
+                    and call.args[1] is ancestor
+                )
+            if not isinstance(ancestor, (cst.Tuple, cst.Element)):
+                return False
+        return False
+
+    def _rewrite_use(self, node: cst.CSTNode, qualified: str, rename: Callable | None) -> bool:
+        usage = self._usage(node, qualified)
+        if usage is None:
+            self.report(node, f"`{qualified}` is used in a way npu-migrate cannot rewrite safely", _suggestion(qualified))
+            return False
+        kind, target = TARGETS[qualified]
+        how, holder = usage
+        message = f"`{qualified}` -> `{target}`" + (' with "npu"' if how != "type" else "")
+        if rename is not None:
+            self.replace(node, rename, message)
+        if how == "call":
+            transform = {"autocast": autocast_call, "scaler": scaler_call, "custom": custom_call}[kind]
+            self.replace(holder, transform, message, anchor=node)
+        elif how == "decorator":
+            self.replace(holder, bare_custom_decorator, message, anchor=node)
+        return True
+
+    # -- imports ----------------------------------------------------------------------
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = cst.helpers.get_full_name_for_node(alias.name)
+            if not in_amp(full):
+                continue
+            if alias.asname is None:
+                # `import torch.cuda.amp`: uses go through `torch`; torch imports
+                # torch.amp itself, so the statement can name it instead.
+                if full in MODULES:
+                    new = MODULES[full]
+                    self.replace(alias, lambda a, new=new: a.with_changes(name=cst.parse_expression(new)), f"`import {full}` -> `import {new}`")
+                continue
+            self.alias_imports[alias.asname.name.value] = (node, alias, full)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None:
+            return
+        module = cst.helpers.get_full_name_for_node(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            if in_amp(module):
+                self.report(node, f"`from {module} import *` brings in CUDA-only AMP names", _suggestion(module))
+            return
+        for alias in node.names:
+            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
+            if in_amp(full):
+                local = (alias.asname.name if alias.asname else alias.name).value
+                self.alias_imports[local] = (node, alias, full)
+
+    def leave_file(self) -> None:
+        by_statement: dict[cst.CSTNode, list[str]] = {}
+        for local, (statement, _, _) in self.alias_imports.items():
+            by_statement.setdefault(statement, []).append(local)
+        for statement, locals_ in by_statement.items():
+            if isinstance(statement, cst.Import):
+                for local in locals_:
+                    self._import_alias(statement, local)
+            else:
+                self._import_from(statement, locals_)
+
+    def _safe(self, local: str, imported: str) -> bool:
+        """Every use through ``local`` can be rewritten (and the name itself has a target)."""
+        if imported not in MODULES and imported not in TARGETS:
+            return False
+        return all(self._usage(node, q) is not None for node, q in self.alias_uses.get(local, []))
+
+    def _rewrite_uses(self, local: str) -> None:
+        for node, qualified in self.alias_uses.get(local, []):
+            self._rewrite_use(node, qualified, None)
+
+    def _report_uses(self, local: str, statement: cst.CSTNode, alias: cst.ImportAlias, imported: str) -> None:
+        why = f"left unchanged: not every use of `{local}` in this file can be rewritten"
+        self.report(alias, f"`{imported}` runs on CUDA only; {why}", _suggestion(imported))
+        for node, qualified in self.alias_uses.get(local, []):
+            self.report(node, f"`{qualified}` runs on CUDA only; {why}", _suggestion(qualified))
+
+    def _import_alias(self, statement: cst.Import, local: str) -> None:
+        _, alias, imported = self.alias_imports[local]
+        if imported in MODULES and self._safe(local, imported):
+            new = MODULES[imported]
+            self.replace(alias, lambda a: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
+            self._rewrite_uses(local)
+        else:
+            self._report_uses(local, statement, alias, imported)
+
+    def _import_from(self, statement: cst.ImportFrom, locals_: list[str]) -> None:
+        module = cst.helpers.get_full_name_for_node(statement.module)
+        entries = [self.alias_imports[local] for local in locals_]
+        ok = len(entries) == len(statement.names) and all(self._safe(local, e[2]) for local, e in zip(locals_, entries))
+        if module == "torch.cuda":
+            new_module = "torch"  # `from torch.cuda import amp`
+        else:
+            new_module = MODULES.get(module)
+        if not ok or new_module is None:
+            for local, (_, alias, imported) in zip(locals_, entries):
+                self._report_uses(local, statement, alias, imported)
+            return
+        self.replace(
+            statement,
+            lambda s: s.with_changes(module=cst.parse_expression(new_module)),
+            f"`from {module} import ...` -> `from {new_module} import ...`",
+        )
+        for local in locals_:
+            self._rewrite_uses(local)
+
+
+def _root(node: cst.CSTNode) -> cst.Name | None:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
