@@ -129,7 +129,7 @@ class CudaOnlyPackage(Rule):
         hits = [name for name in imported_names(node) if self.is_target(name)]
         if not hits:
             return
-        self._imported.update(p for p in self.packages if any(within(h, [p]) for h in hits))
+        self._imported.update(hits)
         shown = ", ".join(f"`{h}`" for h in hits)
         where = guard(self.ctx, node, imports=True)
         if where is not None:
@@ -174,8 +174,7 @@ class CudaOnlyPackage(Rule):
         seen: set[cst.CSTNode] = set()
         for node, qualified in self._through_parent:
             statement = self.ctx.enclosing_statement(node)
-            package = next(p for p in self.packages if within(qualified, [p]))
-            if package in self._imported or statement in seen:
+            if within(qualified, self._imported) or statement in seen:
                 continue
             seen.add(statement)
             self.report(node, f"`{qualified}`: {self.problem}", self.import_suggestion)

@@ -63,6 +63,8 @@ numerics and memory use.
     def _check(self, node: cst.CSTNode, backend: cst.Arg | None, what: str) -> None:
         if backend is not None and backend.star:
             return
+        if backend is None and isinstance(node, cst.Call) and any(arg.star for arg in node.args):
+            return  # backend may come from *args / **kwargs
         if backend is None:
             self.report(node, f"`{what}` without a backend uses inductor, which needs triton-ascend on NPU", SUGGESTION)
             return
