@@ -1,0 +1,30 @@
+"""Shared by the backend-flag rules (NPU6xx)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.context import FileContext
+
+from ..device._cuda_names import in_import, is_outermost
+
+
+def flag_use(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
+    """Qualified name of an outermost Name/Attribute chain outside import statements."""
+    if not is_outermost(ctx, node) or in_import(ctx, node):
+        return None
+    return ctx.qualified_name(node)
+
+
+def torch_root(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """The local name under which ``torch`` itself is reachable for a rewrite of ``node``:
+    the chain's own root when it is bound to ``torch`` (``import torch as th``), else
+    ``torch`` when that name is free (the caller then adds ``import torch``)."""
+    root = node
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if isinstance(root, cst.Name) and ctx.imports.bindings.get(root.value) == "torch":
+        return root.value
+    if ctx.imports.bindings.get("torch", "torch") == "torch":
+        return "torch"
+    return None
