@@ -27,5 +27,6 @@ if your project imports torch_npu in one central place.
         Example(
             "import torch\nx = torch.zeros(2).cuda()\n",
             "import torch\nimport torch_npu\nx = torch.zeros(2).npu()\n",
+            also=("NPU103",),
         ),
     )

@@ -118,13 +118,35 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
                     if uses_ok(local):
                         self._from_torch_import_cuda(alias, local, self.alias_uses.get(local, []))
                 continue
-            names = [f"{module}.{cst.helpers.get_full_name_for_node(a.name)}" for _, a in aliases]
-            if len(aliases) != len(statement.names) or not all(self.api.npu_name_for_cuda(n) for n in names):
-                continue  # a mixed import: NPU102 reports the names that have no NPU counterpart
-            if not all(uses_ok(local) for local, _ in aliases):
-                continue
             new_module = "torch.npu" + module[len(CUDA):]
-            self.replace(statement, _set_module(new_module), f"`from {module} import ...` -> `from {new_module} import ...`")
+            movable = [
+                alias
+                for local, alias in aliases
+                if self.api.npu_name_for_cuda(f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}")
+                and uses_ok(local)
+            ]
+            if not movable:
+                continue
+            if len(movable) == len(aliases) == len(statement.names):
+                self.replace(statement, _set_module(new_module), f"`from {module} import ...` -> `from {new_module} import ...`")
+                continue
+            # A mixed import: the names torch_npu has move to their own `from torch.npu... import`;
+            # the rest stay (NPU102 reports them).
+            self._split(statement, movable, module, new_module)
+
+    def _split(self, statement: cst.ImportFrom, movable: list[cst.ImportAlias], module: str, new_module: str) -> None:
+        moved = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in movable]
+        names = ", ".join(cst.Module([]).code_for_node(a) for a in moved)
+        new_statement = cst.parse_statement(f"from {new_module} import {names}\n")
+
+        def keep_rest(node: cst.ImportFrom) -> cst.ImportFrom:
+            kept = [a for a, original in zip(node.names, statement.names) if original not in movable]
+            last_comma = node.names[-1].comma if isinstance(node.lpar, cst.LeftParen) else cst.MaybeSentinel.DEFAULT
+            kept[-1] = kept[-1].with_changes(comma=last_comma)
+            return node.with_changes(names=kept)
+
+        self.replace(statement, keep_rest, f"`from {module} import ...`: names torch_npu has moved to `from {new_module} import ...`")
+        self.insert_after(statement, [new_statement], f"`from {new_module} import {names}`", needs_torch_npu=True)
 
     def _from_torch_import_cuda(self, alias, local, uses) -> None:
         if alias.asname is None and not _NPU_WORD.search(self.ctx.text):

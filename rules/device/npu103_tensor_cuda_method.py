@@ -1,0 +1,100 @@
+"""NPU103: ``x.cuda(...)`` -> ``x.npu(...)`` and ``x.is_cuda`` -> ``x.is_npu``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.rule import Example, Rule
+
+#: the module itself, not a method of a tensor or module
+_MODULES = ("torch.cuda",)
+
+
+class TensorCudaMethod(Rule):
+    id = "NPU103"
+    name = "tensor-cuda-method"
+    summary = "Rewrite `x.cuda(...)` to `x.npu(...)` and `x.is_cuda` to `x.is_npu`"
+    triggers = ("cuda", "is_cuda")
+    rationale = """
+torch_npu registers `Tensor.npu`, `Module.npu`, `PackedSequence.npu`, the
+storages' `npu` and the `Tensor.is_npu` property (through torch's
+`generate_methods_for_privateuse1_backend`). They take the same arguments as
+their CUDA twins: a device (an index, `'npu:N'` or a `torch.device`),
+`non_blocking` and `memory_format`, so arguments are kept as they are
+(`x.cuda(args.gpu, non_blocking=True)` -> `x.npu(args.gpu, non_blocking=True)`;
+an index means "NPU number N").
+
+Any receiver counts: in training code a `.cuda(...)` call is the tensor or
+module method, and the vendor's own runtime patcher aliases exactly these
+(`Tensor.cuda` -> `Tensor.npu`, `Module.cuda` -> `Module.npu`, `is_cuda` ->
+`is_npu`). Left alone:
+- `torch.cuda` itself (the module; NPU101 handles it);
+- an attribute `x.cuda` that is *not called* (often a flag such as
+  `self.cuda = torch.cuda.is_available()`), except `torch.Tensor.cuda` /
+  `torch.nn.Module.cuda` named through torch;
+- calls of an `is_cuda()` method (a user-defined helper, not the tensor
+  property): reported.
+
+A class in the file that defines its own `cuda()` (or `is_cuda`) is reported:
+calls rewritten to `.npu()` no longer reach that method, so give the class an
+`npu` method too.
+"""
+    examples = (
+        Example(
+            "import torch\nmodel = Net().cuda()\nfor x, y in loader:\n    x = x.cuda(non_blocking=True)\n",
+            "import torch\nimport torch_npu\nmodel = Net().npu()\nfor x, y in loader:\n    x = x.npu(non_blocking=True)\n",
+        ),
+        Example(
+            "import torch\nif images.is_cuda:\n    images = images.cuda(args.gpu)\n",
+            "import torch\nimport torch_npu\nif images.is_npu:\n    images = images.npu(args.gpu)\n",
+        ),
+        Example("import torch\nself.cuda = torch.cuda.is_available()\n"),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        attr = func.attr.value
+        if attr == "cuda":
+            if self.qualified_name(func) in _MODULES:
+                return
+            self.replace(func, _rename("npu"), "`.cuda(...)` -> `.npu(...)`")
+        elif attr == "is_cuda":
+            self.report(
+                node,
+                "`is_cuda()` is called like a method: a helper of this project, not the tensor property; left unchanged",
+                "make the helper also accept NPU tensors (`t.is_npu`), or test `t.device.type == 'npu'`",
+            )
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        parent = self.ctx.parent(node)
+        called = isinstance(parent, cst.Call) and parent.func is node
+        attr = node.attr.value
+        if attr == "is_cuda" and not called:
+            if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and getattr(parent, "target", None) is node:
+                return  # `self.is_cuda = ...`: an attribute of the project's own
+            self.replace(node, _rename("is_npu"), "`.is_cuda` -> `.is_npu`")
+        elif attr == "cuda" and not called:
+            qualified = self.qualified_name(node)
+            if qualified in ("torch.Tensor.cuda", "torch.nn.Module.cuda"):
+                self.replace(node, _rename("npu"), f"`{qualified}` -> `{qualified[:-4]}npu`")
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value not in ("cuda", "is_cuda"):
+            return
+        if not any(isinstance(a, cst.ClassDef) for a in self.ctx.ancestors(node)):
+            return
+        new = "npu" if node.name.value == "cuda" else "is_npu"
+        self.report(
+            node.name,
+            f"this class defines its own `{node.name.value}`; calls rewritten to `.{new}` will not reach it",
+            f"add `{new} = {node.name.value}` in the class body (or rename the method to `{new}`)",
+        )
+
+
+def _rename(name: str):
+    def apply(attribute: cst.Attribute) -> cst.Attribute:
+        return attribute.with_changes(attr=attribute.attr.with_changes(value=name))
+
+    return apply

@@ -1,0 +1,98 @@
+"""NPU104: ``'cuda'`` device strings -> ``'npu'`` where they are used as a device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.rule import Example, Rule
+
+from ._device_strings import Verdict, analysis, literal_is_device, swap
+
+
+class CudaDeviceString(Rule):
+    id = "NPU104"
+    name = "cuda-device-string"
+    summary = "Rewrite `'cuda'` / `'cuda:N'` / `f'cuda:{i}'` to `'npu...'` where the string is used as a device"
+    triggers = ("cuda",)
+    rationale = """
+On Ascend the device type is `npu`: `torch.device('npu:0')`, `x.to('npu')`,
+`torch.autocast('npu')`, `map_location='npu:0'`. A `'cuda'` device string fails
+there (`torch.device('cuda')` raises when torch was not built with CUDA), so
+each one that is *used as a device* is rewritten, keeping quotes, string
+prefixes and the rest of the text (`'cuda:0'` -> `'npu:0'`, `f"cuda:{rank}"`
+-> `f"npu:{rank}"`, `'cuda:%d' % i`, `'cuda:' + str(i)`, `'cuda:{}'.format(i)`).
+
+A string counts as a device when its value reaches, possibly through a
+conditional expression, `or`, formatting, a lambda, a tuple or a dict:
+- `torch.device(...)` (both forms: `torch.device('cuda', i)`), `.to(...)`,
+  `.cuda(...)`, a positional argument of `torch.cuda.*`, the `map_location` of
+  `torch.load` (strings, `{'cuda:0': 'cuda:1'}` dicts, lambdas);
+- any keyword that names a device (`device=`, `device_type=`, `map_location=`,
+  `pin_memory_device=`, `output_device=`...), so `torch.Generator(device=...)`,
+  `torch.amp.custom_fwd(device_type=...)` and factories are covered;
+- the device type of `torch.autocast`, `torch.amp.autocast`,
+  `torch.amp.GradScaler`, `torch.get_autocast_dtype`, `torch.set_autocast_enabled`...,
+  `torch.set_default_device`, `torch.Generator`;
+- a comparison with a device expression: `x.device.type == 'cuda'`,
+  `'cuda' in str(device)`, `device.type in ('cuda', 'xpu')`, `args.device != 'cuda'`,
+  `str(device).startswith('cuda')`;
+- a name, attribute, dict key or parameter that names a device (`device = 'cuda'`,
+  `self.device = ...`, `{"device": "cuda"}`, `def f(device='cuda')`,
+  `cfg.get('device', 'cuda')`, an argparse `--device` default or choices), or a
+  function whose name does (`return 'cuda'` in `get_device()`);
+- any other name whose uses reach one of the above (followed through scopes,
+  up to three assignments deep);
+- `'cuda' if torch.cuda.is_available() else 'cpu'` wherever it stands.
+
+Everything else is left alone: messages (print, logging, exceptions), docstrings,
+comments, dictionary lookups. Strings that look like a device but whose use
+cannot be proven are reported by NPU108 instead. Code that already names
+`'npu'` next to the string (`device.type in ('cuda', 'npu')`) is left alone, and
+so is code in an if/elif chain with an NPU branch (NPU010).
+
+Integer devices (`.to(local_rank)`, `torch.device(0)`, `device=0`) are not
+touched: since torch 2.x an integer device means "index N of the current
+accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
+`at::getAccelerator`), which is the NPU once torch_npu is imported.
+"""
+    examples = (
+        Example(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
+            "import torch\nimport torch_npu\ndevice = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n",
+        ),
+        Example(
+            'import torch\nstate = torch.load(path, map_location=f"cuda:{rank}")\n',
+            'import torch\nimport torch_npu\nstate = torch.load(path, map_location=f"npu:{rank}")\n',
+        ),
+        Example(
+            "import torch\nif x.device.type == 'cuda':\n    pass\n",
+            "import torch\nimport torch_npu\nif x.device.type == 'npu':\n    pass\n",
+        ),
+        Example("import torch\nprint('cuda')\nlogger.info(f'moved to cuda:{rank}')\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.candidates: list[cst.CSTNode] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # Resolve now: the engine checks, after the pass, which import names were relied on.
+        self.qualified_name(node.func)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.ConcatenatedString) and parent.left is not node:
+            return
+        if literal_is_device(node):
+            self.candidates.append(node)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        if literal_is_device(node):
+            self.candidates.append(node)
+
+    def leave_file(self) -> None:
+        device_strings = analysis(self.ctx)
+        for literal in self.candidates:
+            if device_strings.classify(literal) is Verdict.REWRITE:
+                text = self.ctx.module.code_for_node(literal)
+                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}")

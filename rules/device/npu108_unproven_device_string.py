@@ -1,0 +1,64 @@
+"""NPU108: report ``'cuda'`` strings that may be devices but could not be proven to be."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.rule import Example, Rule
+
+from ._device_strings import Verdict, analysis, literal_is_device
+
+
+class UnprovenDeviceString(Rule):
+    id = "NPU108"
+    name = "unproven-device-string"
+    summary = "Report `'cuda'` / `'cuda:N'` strings that look like a device where NPU104 cannot prove the use"
+    fixable = False
+    triggers = ("cuda",)
+    rationale = """
+NPU104 rewrites a `'cuda'` string only where it can see it used as a device.
+A string whose value is exactly a CUDA device (`'cuda'`, `'cuda:1'`,
+`f"cuda:{i}"`) but whose use it cannot follow (passed to a function of another
+module, a dictionary key, a name that only leaves the file, a `backend = 'cuda'`
+that is only compared with other names) is reported here, so no device string
+is left behind silently. Messages (print, logging, exceptions) and docstrings
+are not reported.
+
+Fix by hand: write `'npu'` where it is a device; better, derive it at run time
+(`torch.accelerator.current_accelerator().type`), which works on both. Silence a
+line that is not a device with `# npu-migrate: ignore[NPU108]`.
+"""
+    examples = (
+        Example("import torch\nBACKENDS = {'cuda': 'nccl', 'cpu': 'gloo'}  # reported\n"),
+        Example("import torch\nprint('cuda')\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.candidates: list[cst.CSTNode] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.qualified_name(node.func)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.ConcatenatedString) and parent.left is not node:
+            return
+        if literal_is_device(node):
+            self.candidates.append(node)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        if literal_is_device(node):
+            self.candidates.append(node)
+
+    def leave_file(self) -> None:
+        device_strings = analysis(self.ctx)
+        for literal in self.candidates:
+            if device_strings.classify(literal) is Verdict.UNKNOWN:
+                text = self.ctx.module.code_for_node(literal)
+                self.report(
+                    literal,
+                    f"{text} looks like a CUDA device, but its use as a device could not be proven; left unchanged",
+                    "if it is a device write 'npu' (or use torch.accelerator.current_accelerator().type); "
+                    "otherwise add `# npu-migrate: ignore[NPU108]`",
+                )
