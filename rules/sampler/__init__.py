@@ -1,0 +1,1 @@
+"""DistributedSampler rules: shard shuffled loaders under DDP, call `set_epoch`."""

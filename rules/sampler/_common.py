@@ -1,0 +1,133 @@
+"""Helpers for the DistributedSampler rules: loaders, samplers and epoch loops."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from npu_migrate.cst_util import call_arg
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+SAMPLERS = frozenset({"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"})
+DISTRIBUTED = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.init_process_group",
+        "torch.distributed.distributed_c10d.init_process_group",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+    }
+)
+
+#: calls that wrap a loader without changing what one pass over it means
+WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar"})
+_EPOCH = re.compile(r"epoch", re.IGNORECASE)
+_SCOPE_BOUNDARY = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def function_of(ctx, node: cst.CSTNode) -> cst.CSTNode:
+    """The innermost function, class body or lambda around ``node``, else the module."""
+    return next((a for a in ctx.ancestors(node) if isinstance(a, _SCOPE_BOUNDARY)), ctx.module)
+
+
+def iterates(node: cst.CSTNode, loader: str) -> bool:
+    """``loader``, ``enumerate(loader)``, ``tqdm(enumerate(loader), ...)``..."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        return cst.helpers.get_full_name_for_node(node) == loader
+    if isinstance(node, cst.Call):
+        name = cst.helpers.get_full_name_for_node(node.func) or ""
+        if name.rsplit(".", 1)[-1] not in WRAPPERS:
+            return False
+        first = call_arg(node, None, 0)
+        return first is not None and iterates(first.value, loader)
+    return False
+
+
+def is_range_loop(loop: cst.For) -> bool:
+    it = loop.iter
+    if isinstance(it, cst.Call) and isinstance(it.func, (cst.Name, cst.Attribute)):
+        name = (cst.helpers.get_full_name_for_node(it.func) or "").rsplit(".", 1)[-1]
+        if name == "range" or name == "trange":
+            return True
+        if name == "tqdm":  # tqdm(range(...))
+            first = call_arg(it, None, 0)
+            return first is not None and isinstance(first.value, cst.Call) and is_range_loop(loop.with_changes(iter=first.value))
+    return False
+
+
+@dataclass
+class EpochLoop:
+    loop: cst.For | None
+    why: str  # when loop is None
+
+
+def find_epoch_loop(ctx, fors: list[cst.For], loader: str, created_at: cst.CSTNode) -> EpochLoop:
+    """The ``for <epoch> in range(...)`` loop, in the same function as ``created_at``
+    and after it, that runs one pass over ``loader`` per iteration: its body holds
+    ``for ... in loader`` (possibly through enumerate/tqdm), or passes ``loader`` to
+    a call when the loop variable is called ``*epoch*``."""
+    home = function_of(ctx, created_at)
+    start = ctx.position(created_at).end.line
+    candidates: list[cst.For] = []
+    for loop in fors:
+        if function_of(ctx, loop) is not home or not is_range_loop(loop):
+            continue
+        if ctx.position(loop).start.line <= start or any(a is loop for a in ctx.ancestors(created_at)):
+            continue
+        if _uses_loader(loop, loader, bool(_EPOCH.search(_target(loop) or ""))):
+            candidates.append(loop)
+    # the outermost loops: an inner range loop inside an epoch loop is a step loop
+    outer = [c for c in candidates if not any(a in candidates for a in ctx.ancestors(c))]
+    if not outer:
+        return EpochLoop(None, f"no `for epoch in range(...)` loop over `{loader}` found after it in the same function")
+    if len(outer) > 1:
+        return EpochLoop(None, f"several epoch loops iterate over `{loader}`")
+    loop = outer[0]
+    target = _target(loop)
+    if target is None or target == "_":
+        return EpochLoop(None, "the epoch loop has no usable loop variable")
+    if not isinstance(loop.body, cst.IndentedBlock):
+        return EpochLoop(None, "the epoch loop body is on the same line")
+    return EpochLoop(loop, "")
+
+
+def _target(loop: cst.For) -> str | None:
+    return loop.target.value if isinstance(loop.target, cst.Name) else None
+
+
+def _uses_loader(loop: cst.For, loader: str, epoch_named: bool) -> bool:
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_FunctionDef(self, node) -> bool:
+            return False
+
+        def visit_ClassDef(self, node) -> bool:
+            return False
+
+        def visit_Lambda(self, node) -> bool:
+            return False
+
+        def visit_For(self, node: cst.For) -> bool:
+            nonlocal found
+            if iterates(node.iter, loader):
+                found = True
+            return not found
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            nonlocal found
+            if epoch_named and iterates(node.value, loader):
+                found = True
+            return not found
+
+    loop.body.visit(_Find())
+    return found
+
+
+def set_epoch_statement(ctx, receiver: str, loop: cst.For) -> cst.BaseStatement:
+    return cst.parse_statement(f"{receiver}.set_epoch({_target(loop)})\n", config=ctx.module.config_for_parsing)
