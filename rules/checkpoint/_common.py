@@ -14,7 +14,12 @@ def _is_multiline(whitespace: cst.BaseParenthesizableWhitespace | None) -> bool:
     return isinstance(whitespace, cst.ParenthesizedWhitespace)
 
 
-def insert_item(items: Sequence[T], index: int, new: T, opening: cst.BaseParenthesizableWhitespace | None) -> list[T]:
+def insert_item(
+    items: Sequence[T],
+    index: int,
+    new: T,
+    opening: cst.BaseParenthesizableWhitespace | None,
+) -> list[T]:
     """``items`` (call arguments or dict elements) with ``new`` inserted after
     position ``index`` (``-1``: first), laid out like its neighbours.
 
@@ -30,7 +35,9 @@ def insert_item(items: Sequence[T], index: int, new: T, opening: cst.BaseParenth
         index = 0
         items.insert(0, new)
         first = items[1]
-        sep = _separator_like(first.comma if isinstance(first.comma, cst.Comma) else None, opening)
+        sep = _separator_like(
+            first.comma if isinstance(first.comma, cst.Comma) else None, opening
+        )
         items[0] = new.with_changes(comma=sep)
         return items
     anchor = items[index]
@@ -41,7 +48,11 @@ def insert_item(items: Sequence[T], index: int, new: T, opening: cst.BaseParenth
         # the anchor was last: it gets an item separator like the one before it, and
         # the new last item inherits the anchor's trailing comma (if any) and the
         # whitespace before the closing bracket
-        previous = items[index - 1].comma if index > 0 and isinstance(items[index - 1].comma, cst.Comma) else None
+        previous = (
+            items[index - 1].comma
+            if index > 0 and isinstance(items[index - 1].comma, cst.Comma)
+            else None
+        )
         new = new.with_changes(comma=anchor.comma)
         if isinstance(anchor, cst.Arg):
             new = new.with_changes(whitespace_after_arg=anchor.whitespace_after_arg)
@@ -51,7 +62,9 @@ def insert_item(items: Sequence[T], index: int, new: T, opening: cst.BaseParenth
     return items
 
 
-def _separator_like(comma: cst.Comma | None, opening: cst.BaseParenthesizableWhitespace | None) -> cst.Comma:
+def _separator_like(
+    comma: cst.Comma | None, opening: cst.BaseParenthesizableWhitespace | None
+) -> cst.Comma:
     if comma is not None:
         return comma
     if _is_multiline(opening):
@@ -93,7 +106,9 @@ def is_pure_reference(node: cst.CSTNode) -> bool:
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             return False
         index = node.slice[0].slice.value
-        return isinstance(index, (cst.SimpleString, cst.Integer)) and is_pure_reference(node.value)
+        return isinstance(index, (cst.SimpleString, cst.Integer)) and is_pure_reference(
+            node.value
+        )
     return False
 
 

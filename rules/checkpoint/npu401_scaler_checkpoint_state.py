@@ -123,27 +123,27 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         Example(
             "import torch\n"
             "scaler = torch.cuda.amp.GradScaler()\n"
-            "torch.save({\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict()}, path)\n",
+            'torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)\n',
             "import torch\n"
             "scaler = torch.cuda.amp.GradScaler()\n"
-            "torch.save({\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict(), \"scaler\": scaler.state_dict()}, path)\n",
+            'torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, path)\n',
         ),
         Example(
             "import torch\n"
-            "scaler = torch.amp.GradScaler(\"npu\")\n"
-            "ckpt = torch.load(path, map_location=\"cpu\")\n"
-            "optimizer.load_state_dict(ckpt[\"optimizer\"])\n",
+            'scaler = torch.amp.GradScaler("npu")\n'
+            'ckpt = torch.load(path, map_location="cpu")\n'
+            'optimizer.load_state_dict(ckpt["optimizer"])\n',
             "import torch\n"
-            "scaler = torch.amp.GradScaler(\"npu\")\n"
-            "ckpt = torch.load(path, map_location=\"cpu\")\n"
-            "optimizer.load_state_dict(ckpt[\"optimizer\"])\n"
-            "if \"scaler\" in ckpt:\n"
-            "    scaler.load_state_dict(ckpt[\"scaler\"])\n",
+            'scaler = torch.amp.GradScaler("npu")\n'
+            'ckpt = torch.load(path, map_location="cpu")\n'
+            'optimizer.load_state_dict(ckpt["optimizer"])\n'
+            'if "scaler" in ckpt:\n'
+            '    scaler.load_state_dict(ckpt["scaler"])\n',
         ),
         Example(
             "import torch\n"
             "scaler = torch.cuda.amp.GradScaler()\n"
-            "torch.save({\"optimizer\": optimizer.state_dict(), \"scaler\": scaler.state_dict()}, path)\n"
+            'torch.save({"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, path)\n'
         ),
     )
 
@@ -152,7 +152,9 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         self.creations: list[cst.Call] = []
         self.saves: list[cst.Call] = []
         self.loads: list[cst.Call] = []
-        self.attribute_assigns: list[tuple[cst.Attribute, cst.BaseExpression | None]] = []
+        self.attribute_assigns: list[
+            tuple[cst.Attribute, cst.BaseExpression | None]
+        ] = []
 
     # -- collection ------------------------------------------------------------------
 
@@ -169,15 +171,23 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            if isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name):
-                self.attribute_assigns.append((target.target, node.value if len(node.targets) == 1 else None))
+            if isinstance(target.target, cst.Attribute) and isinstance(
+                target.target.value, cst.Name
+            ):
+                self.attribute_assigns.append(
+                    (target.target, node.value if len(node.targets) == 1 else None)
+                )
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if isinstance(node.target, cst.Attribute) and isinstance(node.target.value, cst.Name):
+        if isinstance(node.target, cst.Attribute) and isinstance(
+            node.target.value, cst.Name
+        ):
             self.attribute_assigns.append((node.target, node.value))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.target, cst.Attribute) and isinstance(node.target.value, cst.Name):
+        if isinstance(node.target, cst.Attribute) and isinstance(
+            node.target.value, cst.Name
+        ):
             self.attribute_assigns.append((node.target, None))
 
     # -- decisions ---------------------------------------------------------------------
@@ -214,11 +224,20 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             parent = self.ctx.parent(call)
             while isinstance(parent, cst.IfExp):
                 value, parent = parent, self.ctx.parent(parent)
-            if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is value:
-                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            if (
+                isinstance(parent, (cst.Assign, cst.AnnAssign))
+                and parent.value is value
+            ):
+                targets = (
+                    [t.target for t in parent.targets]
+                    if isinstance(parent, cst.Assign)
+                    else [parent.target]
+                )
                 for target in targets:
                     if isinstance(target, cst.Name):
-                        self.name_targets[target] = self._creation_kind(value) == "optional"
+                        self.name_targets[target] = (
+                            self._creation_kind(value) == "optional"
+                        )
                         self.names.add(target.value)
         # self.<attr> scalers per class: (class, attr) -> optional?, or None when
         # some method of the class also assigns it something else
@@ -226,7 +245,9 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         for target, value in self.attribute_assigns:
             method = self._method_of(target)
             if method is not None and target.value.value == method[1]:
-                kinds.setdefault((method[0], target.attr.value), []).append(self._creation_kind(value))
+                kinds.setdefault((method[0], target.attr.value), []).append(
+                    self._creation_kind(value)
+                )
         self.attributes: dict[tuple[cst.ClassDef, str], bool | None] = {
             key: (None if None in found else "optional" in found)
             for key, found in kinds.items()
@@ -235,7 +256,14 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
 
     def _method_of(self, node: cst.CSTNode) -> tuple[cst.ClassDef, str] | None:
         """(class, name of the first parameter) when ``node`` sits directly in a method."""
-        function = next((a for a in self.ctx.ancestors(node) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
+        function = next(
+            (
+                a
+                for a in self.ctx.ancestors(node)
+                if isinstance(a, (cst.FunctionDef, cst.Lambda))
+            ),
+            None,
+        )
         if not isinstance(function, cst.FunctionDef):
             return None
         block = self.ctx.parent(function)
@@ -243,7 +271,8 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         if not isinstance(klass, cst.ClassDef) or not function.params.params:
             return None
         if any(
-            isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators
+            isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+            for d in function.decorators
         ):
             return None
         return klass, function.params.params[0].name.value
@@ -260,7 +289,9 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         method = self._method_of(site)
         if method is not None:
             klass, receiver = method
-            for (owner, attr), optional in sorted(self.attributes.items(), key=lambda kv: kv[0][1]):
+            for (owner, attr), optional in sorted(
+                self.attributes.items(), key=lambda kv: kv[0][1]
+            ):
                 if owner is klass and optional is not None:
                     found.append(_Scaler(f"{receiver}.{attr}", optional))
         return found
@@ -274,7 +305,11 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             node = getattr(assignment, "node", None)
             if node not in self.name_targets:
                 return None
-            if assignment.scope is scope and self.ctx.position(node).start.line >= self.ctx.position(site).start.line:
+            if (
+                assignment.scope is scope
+                and self.ctx.position(node).start.line
+                >= self.ctx.position(site).start.line
+            ):
                 return None  # assigned only after the site in the same scope
             optional = optional or self.name_targets[node]
         return _Scaler(name, optional)
@@ -287,9 +322,14 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         if len(scalers) == 1 and not scalers[0].optional:
             return scalers[0], ""
         if len(scalers) > 1:
-            return None, "several GradScalers are in scope here: " + ", ".join(s.expression for s in scalers)
+            return None, "several GradScalers are in scope here: " + ", ".join(
+                s.expression for s in scalers
+            )
         if scalers:
-            return None, f"`{scalers[0].expression}` may be None here (conditional GradScaler)"
+            return (
+                None,
+                f"`{scalers[0].expression}` may be None here (conditional GradScaler)",
+            )
         return None, "the file creates a GradScaler, but none is in scope here"
 
     # -- save --------------------------------------------------------------------------
@@ -314,19 +354,37 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 has_spread = True
                 continue
             entries.append((_key(element.key), element.value))
-            if _mentions_scaler(self.ctx, element.key) or _mentions_scaler(self.ctx, element.value):
+            if _mentions_scaler(self.ctx, element.key) or _mentions_scaler(
+                self.ctx, element.value
+            ):
                 return
-        index = next((i for i, e in enumerate(literal.elements) if isinstance(e, cst.DictElement) and _is_optimizer_state(_key(e.key), e.value)), None)
+        index = next(
+            (
+                i
+                for i, e in enumerate(literal.elements)
+                if isinstance(e, cst.DictElement)
+                and _is_optimizer_state(_key(e.key), e.value)
+            ),
+            None,
+        )
         if index is None:
             return
         optimizer_key = _key(literal.elements[index].key)
         key = scaler_key(optimizer_key)
         scaler, why = self._pick(save)
         if scaler is None or has_spread:
-            why = why if scaler is None else "the checkpoint dict has `**` entries that may already hold the scaler state"
+            why = (
+                why
+                if scaler is None
+                else "the checkpoint dict has `**` entries that may already hold the scaler state"
+            )
             self._report_save(save, key, scaler, why)
             return
-        quote = literal.elements[index].key.quote if isinstance(literal.elements[index].key, cst.SimpleString) else '"'
+        quote = (
+            literal.elements[index].key.quote
+            if isinstance(literal.elements[index].key, cst.SimpleString)
+            else '"'
+        )
         optimizer_element = literal.elements[index]
 
         def add(node: cst.Dict) -> cst.Dict:
@@ -336,20 +394,42 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 whitespace_before_colon=optimizer_element.whitespace_before_colon,
                 whitespace_after_colon=optimizer_element.whitespace_after_colon,
             )
-            return node.with_changes(elements=insert_item(node.elements, index, element, node.lbrace.whitespace_after))
+            return node.with_changes(
+                elements=insert_item(
+                    node.elements, index, element, node.lbrace.whitespace_after
+                )
+            )
 
-        self.replace(literal, add, f"checkpoint also saves the GradScaler state (`{key}`)", needs_torch_npu=False, anchor=save)
+        self.replace(
+            literal,
+            add,
+            f"checkpoint also saves the GradScaler state (`{key}`)",
+            needs_torch_npu=False,
+            anchor=save,
+        )
 
     def _save_dict_call(self, save: cst.Call, call: cst.Call) -> None:
         if any(_mentions_scaler(self.ctx, a) for a in call.args):
             return
-        index = next((i for i, a in enumerate(call.args) if a.keyword is not None and _is_optimizer_state(a.keyword.value, a.value)), None)
+        index = next(
+            (
+                i
+                for i, a in enumerate(call.args)
+                if a.keyword is not None
+                and _is_optimizer_state(a.keyword.value, a.value)
+            ),
+            None,
+        )
         if index is None:
             return
         key = scaler_key(call.args[index].keyword.value)
         scaler, why = self._pick(save)
         if scaler is None or any(a.star or a.keyword is None for a in call.args):
-            why = why if scaler is None else "`dict(...)` gets positional or `**` arguments that may already hold the scaler state"
+            why = (
+                why
+                if scaler is None
+                else "`dict(...)` gets positional or `**` arguments that may already hold the scaler state"
+            )
             self._report_save(save, key, scaler, why)
             return
         optimizer_arg = call.args[index]
@@ -360,9 +440,17 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 value=cst.parse_expression(f"{scaler.expression}.state_dict()"),
                 equal=optimizer_arg.equal,
             )
-            return node.with_changes(args=insert_item(node.args, index, arg, node.whitespace_before_args))
+            return node.with_changes(
+                args=insert_item(node.args, index, arg, node.whitespace_before_args)
+            )
 
-        self.replace(call, add, f"checkpoint also saves the GradScaler state (`{key}`)", needs_torch_npu=False, anchor=save)
+        self.replace(
+            call,
+            add,
+            f"checkpoint also saves the GradScaler state (`{key}`)",
+            needs_torch_npu=False,
+            anchor=save,
+        )
 
     def _save_name(self, save: cst.Call, name: cst.Name) -> None:
         scope = self.ctx.scope(save)
@@ -372,8 +460,14 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         if len(assignments) != 1 or assignments[0].scope is not scope:
             return
         target = getattr(assignments[0], "node", None)
-        assign = self.ctx.parent(self.ctx.parent(target)) if target is not None else None
-        if not isinstance(target, cst.Name) or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        assign = (
+            self.ctx.parent(self.ctx.parent(target)) if target is not None else None
+        )
+        if (
+            not isinstance(target, cst.Name)
+            or not isinstance(assign, cst.Assign)
+            or len(assign.targets) != 1
+        ):
             return
         value = assign.value
         if not (isinstance(value, cst.Dict) or _is_dict_call(value)):
@@ -386,19 +480,32 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 continue
             subscript = self.ctx.parent(node)
             statement = self.ctx.enclosing_statement(node)
-            if isinstance(subscript, cst.Subscript) and isinstance(self.ctx.parent(subscript), cst.AssignTarget):
+            if isinstance(subscript, cst.Subscript) and isinstance(
+                self.ctx.parent(subscript), cst.AssignTarget
+            ):
                 assign_node = self.ctx.parent(self.ctx.parent(subscript))
                 key = _subscript_key(subscript)
                 stores.append((key, assign_node.value, statement, subscript))
-                if _SCALER.search(key or "") or _mentions_scaler(self.ctx, assign_node.value):
+                if _SCALER.search(key or "") or _mentions_scaler(
+                    self.ctx, assign_node.value
+                ):
                     return
-            elif statement is not None and _SCALER.search(self.ctx.module.code_for_node(statement)):
+            elif statement is not None and _SCALER.search(
+                self.ctx.module.code_for_node(statement)
+            ):
                 return  # `state.update(scaler=...)` and the like
         if isinstance(value, cst.Dict):
-            if any(isinstance(e, cst.DictElement) and _is_optimizer_state(_key(e.key), e.value) for e in value.elements):
+            if any(
+                isinstance(e, cst.DictElement)
+                and _is_optimizer_state(_key(e.key), e.value)
+                for e in value.elements
+            ):
                 self._save_literal(save, value)
                 return
-        elif any(a.keyword is not None and _is_optimizer_state(a.keyword.value, a.value) for a in value.args):
+        elif any(
+            a.keyword is not None and _is_optimizer_state(a.keyword.value, a.value)
+            for a in value.args
+        ):
             self._save_dict_call(save, value)
             return
         for key, stored, statement, subscript in stores:
@@ -409,8 +516,17 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
     def _save_store(self, save, dict_name, optimizer_key, statement, subscript) -> None:
         key = scaler_key(optimizer_key)
         scaler, why = self._pick(save)
-        if scaler is None or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-            self._report_save(save, key, scaler, why or "the optimizer entry is not stored on a line of its own")
+        if (
+            scaler is None
+            or not isinstance(statement, cst.SimpleStatementLine)
+            or len(statement.body) != 1
+        ):
+            self._report_save(
+                save,
+                key,
+                scaler,
+                why or "the optimizer entry is not stored on a line of its own",
+            )
             return
         index = subscript.slice[0].slice.value
         quote = index.quote if isinstance(index, cst.SimpleString) else '"'
@@ -439,13 +555,21 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
 
     def _check_load(self, load: cst.Call) -> None:
         receiver = dotted(load.func.value)
-        if receiver is None or _SCALER.search(receiver) or len(load.args) != 1 or load.args[0].keyword or load.args[0].star:
+        if (
+            receiver is None
+            or _SCALER.search(receiver)
+            or len(load.args) != 1
+            or load.args[0].keyword
+            or load.args[0].star
+        ):
             return
         argument = load.args[0].value
         if not isinstance(argument, cst.Subscript) or not is_pure_reference(argument):
             return
         optimizer_key = _subscript_key(argument)
-        if optimizer_key is None or not (_OPTIMIZER.search(optimizer_key) or _OPTIMIZER.search(receiver)):
+        if optimizer_key is None or not (
+            _OPTIMIZER.search(optimizer_key) or _OPTIMIZER.search(receiver)
+        ):
             return
         if self._restores_scaler(load):
             return
@@ -485,18 +609,35 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         )
 
     def _restores_scaler(self, load: cst.Call) -> bool:
-        function = next((a for a in self.ctx.ancestors(load) if isinstance(a, cst.FunctionDef)), None)
+        function = next(
+            (a for a in self.ctx.ancestors(load) if isinstance(a, cst.FunctionDef)),
+            None,
+        )
         for other in self.loads:
             receiver = dotted(other.func.value) or ""
             if not _SCALER.search(receiver):
                 continue
-            if next((a for a in self.ctx.ancestors(other) if isinstance(a, cst.FunctionDef)), None) is function:
+            if (
+                next(
+                    (
+                        a
+                        for a in self.ctx.ancestors(other)
+                        if isinstance(a, cst.FunctionDef)
+                    ),
+                    None,
+                )
+                is function
+            ):
                 return True
         return False
 
 
 def _is_dict_call(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict"
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == "dict"
+    )
 
 
 def _key(node: cst.CSTNode | None) -> str | None:

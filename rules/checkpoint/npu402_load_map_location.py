@@ -80,7 +80,7 @@ which all take a `map_location` and fail the same way.
                 self.replace(
                     present,
                     lambda arg: arg.with_changes(value=string_literal("cpu", quote)),
-                    f"`{qualified}`: map_location=None -> \"cpu\", so CUDA-saved tensors load on any machine",
+                    f'`{qualified}`: map_location=None -> "cpu", so CUDA-saved tensors load on any machine',
                     needs_torch_npu=False,
                 )
             return
@@ -95,7 +95,7 @@ which all take a `map_location` and fail the same way.
         self.replace(
             node,
             lambda call: _add_map_location(call, quote),
-            f"`{qualified}`: added map_location=\"cpu\", so CUDA-saved checkpoints load on NPU machines",
+            f'`{qualified}`: added map_location="cpu", so CUDA-saved checkpoints load on NPU machines',
             needs_torch_npu=False,
         )
 
@@ -121,7 +121,10 @@ def _add_map_location(call: cst.Call, quote: str) -> cst.Call:
     new = cst.Arg(
         keyword=cst.Name("map_location"),
         value=string_literal("cpu", quote),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""),
+            whitespace_after=cst.SimpleWhitespace(""),
+        ),
     )
     args = insert_item(call.args, len(call.args) - 1, new, call.whitespace_before_args)
     return call.with_changes(args=args)

@@ -9,8 +9,15 @@ import libcst as cst
 
 from npu_migrate.cst_util import call_arg
 
-DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-SAMPLERS = frozenset({"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"})
+DATALOADERS = frozenset(
+    {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+)
+SAMPLERS = frozenset(
+    {
+        "torch.utils.data.DistributedSampler",
+        "torch.utils.data.distributed.DistributedSampler",
+    }
+)
 DISTRIBUTED = frozenset(
     {
         "torch.nn.parallel.DistributedDataParallel",
@@ -25,14 +32,18 @@ DISTRIBUTED = frozenset(
 )
 
 #: calls that wrap a loader without changing what one pass over it means
-WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar"})
+WRAPPERS = frozenset(
+    {"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar"}
+)
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
 _SCOPE_BOUNDARY = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
 def function_of(ctx, node: cst.CSTNode) -> cst.CSTNode:
     """The innermost function, class body or lambda around ``node``, else the module."""
-    return next((a for a in ctx.ancestors(node) if isinstance(a, _SCOPE_BOUNDARY)), ctx.module)
+    return next(
+        (a for a in ctx.ancestors(node) if isinstance(a, _SCOPE_BOUNDARY)), ctx.module
+    )
 
 
 def iterates(node: cst.CSTNode, loader: str) -> bool:
@@ -56,7 +67,11 @@ def is_range_loop(loop: cst.For) -> bool:
             return True
         if name == "tqdm":  # tqdm(range(...))
             first = call_arg(it, None, 0)
-            return first is not None and isinstance(first.value, cst.Call) and is_range_loop(loop.with_changes(iter=first.value))
+            return (
+                first is not None
+                and isinstance(first.value, cst.Call)
+                and is_range_loop(loop.with_changes(iter=first.value))
+            )
     return False
 
 
@@ -66,7 +81,9 @@ class EpochLoop:
     why: str  # when loop is None
 
 
-def find_epoch_loop(ctx, fors: list[cst.For], loader: str, created_at: cst.CSTNode) -> EpochLoop:
+def find_epoch_loop(
+    ctx, fors: list[cst.For], loader: str, created_at: cst.CSTNode
+) -> EpochLoop:
     """The ``for <epoch> in range(...)`` loop, in the same function as ``created_at``
     and after it, that runs one pass over ``loader`` per iteration: its body holds
     ``for ... in loader`` (possibly through enumerate/tqdm), or passes ``loader`` to
@@ -77,14 +94,21 @@ def find_epoch_loop(ctx, fors: list[cst.For], loader: str, created_at: cst.CSTNo
     for loop in fors:
         if function_of(ctx, loop) is not home or not is_range_loop(loop):
             continue
-        if ctx.position(loop).start.line <= start or any(a is loop for a in ctx.ancestors(created_at)):
+        if ctx.position(loop).start.line <= start or any(
+            a is loop for a in ctx.ancestors(created_at)
+        ):
             continue
         if _uses_loader(loop, loader, bool(_EPOCH.search(_target(loop) or ""))):
             candidates.append(loop)
     # the outermost loops: an inner range loop inside an epoch loop is a step loop
-    outer = [c for c in candidates if not any(a in candidates for a in ctx.ancestors(c))]
+    outer = [
+        c for c in candidates if not any(a in candidates for a in ctx.ancestors(c))
+    ]
     if not outer:
-        return EpochLoop(None, f"no `for epoch in range(...)` loop over `{loader}` found after it in the same function")
+        return EpochLoop(
+            None,
+            f"no `for epoch in range(...)` loop over `{loader}` found after it in the same function",
+        )
     if len(outer) > 1:
         return EpochLoop(None, f"several epoch loops iterate over `{loader}`")
     loop = outer[0]
@@ -130,4 +154,6 @@ def _uses_loader(loop: cst.For, loader: str, epoch_named: bool) -> bool:
 
 
 def set_epoch_statement(ctx, receiver: str, loop: cst.For) -> cst.BaseStatement:
-    return cst.parse_statement(f"{receiver}.set_epoch({_target(loop)})\n", config=ctx.module.config_for_parsing)
+    return cst.parse_statement(
+        f"{receiver}.set_epoch({_target(loop)})\n", config=ctx.module.config_for_parsing
+    )

@@ -5,15 +5,28 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+from npu_migrate.rules.checkpoint._common import dotted, is_pure_reference
 
 from npu_migrate.cst_util import call_arg, is_main_guard
 from npu_migrate.rule import Example, Rule
-from npu_migrate.rules.checkpoint._common import dotted, is_pure_reference
 
-from ._common import DATALOADERS, DISTRIBUTED, SAMPLERS, find_epoch_loop, set_epoch_statement
+from ._common import (
+    DATALOADERS,
+    DISTRIBUTED,
+    SAMPLERS,
+    find_epoch_loop,
+    set_epoch_statement,
+)
 
 _SUFFIX = re.compile(r"_?(?:data_?loader|loader|dl)$", re.IGNORECASE)
-_COMPREHENSIONS = (cst.Lambda, cst.CompFor, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_COMPREHENSIONS = (
+    cst.Lambda,
+    cst.CompFor,
+    cst.ListComp,
+    cst.SetComp,
+    cst.DictComp,
+    cst.GeneratorExp,
+)
 
 
 class DistributedSamplerForShuffle(Rule):
@@ -88,7 +101,9 @@ files without DDP. The edit uses no NPU API.
             "    for batch in train_loader:\n"
             "        step(batch)\n",
         ),
-        Example("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)  # no DDP here\n"),
+        Example(
+            "from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)  # no DDP here\n"
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -129,7 +144,10 @@ files without DDP. The edit uses no NPU API.
         shuffle = call_arg(loader, "shuffle", 2)
         if shuffle is None or any(a.star == "*" for a in loader.args):
             return
-        if call_arg(loader, "sampler", 3) is not None or call_arg(loader, "batch_sampler", 4) is not None:
+        if (
+            call_arg(loader, "sampler", 3) is not None
+            or call_arg(loader, "batch_sampler", 4) is not None
+        ):
             return
         value = shuffle.value
         if isinstance(value, cst.Name) and value.value in ("False", "None"):
@@ -164,13 +182,21 @@ files without DDP. The edit uses no NPU API.
                 if ancestor is statement:
                     break
                 between.append(ancestor)
-            if not isinstance(statement, cst.SimpleStatementLine) or any(isinstance(a, _COMPREHENSIONS) for a in between):
+            if not isinstance(statement, cst.SimpleStatementLine) or any(
+                isinstance(a, _COMPREHENSIONS) for a in between
+            ):
                 problem = "the loader is not built in a simple statement"
         sampler_class = self._sampler_class()
         if problem is None and sampler_class is None:
-            problem = "the name DistributedSampler is bound to something else in this file"
+            problem = (
+                "the name DistributedSampler is bound to something else in this file"
+            )
         if problem is not None:
-            self.report(loader, f"shuffled DataLoader in DDP code has no DistributedSampler ({problem})", suggestion)
+            self.report(
+                loader,
+                f"shuffled DataLoader in DDP code has no DistributedSampler ({problem})",
+                suggestion,
+            )
             return
         self._rewrite(loader, statement, shuffle, dataset.value, sampler_class)
 
@@ -188,7 +214,9 @@ files without DDP. The edit uses no NPU API.
             if len(assignments) != 1:
                 return False
             target = getattr(assignments[0], "node", None)
-            assign = self.ctx.parent(self.ctx.parent(target)) if target is not None else None
+            assign = (
+                self.ctx.parent(self.ctx.parent(target)) if target is not None else None
+            )
             if not isinstance(assign, cst.Assign):
                 return False
             value = assign.value
@@ -202,7 +230,8 @@ files without DDP. The edit uses no NPU API.
             if qualified in SAMPLERS:
                 return local
         if "DistributedSampler" in self.ctx.imports.bindings or re.search(
-            r"(?:class|def)\s+DistributedSampler\b|\bDistributedSampler\s*=", self.ctx.text
+            r"(?:class|def)\s+DistributedSampler\b|\bDistributedSampler\s*=",
+            self.ctx.text,
         ):
             return None
         return "DistributedSampler"
@@ -212,7 +241,11 @@ files without DDP. The edit uses no NPU API.
         loader_expression = None
         base = "train"
         small = statement.body[0]
-        if len(statement.body) == 1 and isinstance(small, cst.Assign) and len(small.targets) == 1:
+        if (
+            len(statement.body) == 1
+            and isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+        ):
             loader_expression = dotted(small.targets[0].target)
             if loader_expression is not None:
                 last = loader_expression.rsplit(".", 1)[-1]
@@ -221,28 +254,49 @@ files without DDP. The edit uses no NPU API.
                     base = stripped
         candidate = f"{base}_sampler"
         number = 1
-        while candidate in self.taken or re.search(rf"\b{re.escape(candidate)}\b", self.ctx.text):
+        while candidate in self.taken or re.search(
+            rf"\b{re.escape(candidate)}\b", self.ctx.text
+        ):
             number += 1
             candidate = f"{base}_sampler{number}"
         self.taken.add(candidate)
         return candidate, loader_expression
 
-    def _rewrite(self, loader, statement, shuffle: cst.Arg, dataset: cst.BaseExpression, sampler_class: str) -> None:
+    def _rewrite(
+        self,
+        loader,
+        statement,
+        shuffle: cst.Arg,
+        dataset: cst.BaseExpression,
+        sampler_class: str,
+    ) -> None:
         name, loader_expression = self._name_for(statement)
         dataset_code = self.ctx.module.code_for_node(dataset)
         new = cst.parse_statement(
-            f"{name} = {sampler_class}({dataset_code}, shuffle=True)\n", config=self.ctx.module.config_for_parsing
+            f"{name} = {sampler_class}({dataset_code}, shuffle=True)\n",
+            config=self.ctx.module.config_for_parsing,
         )
-        self.insert_before(statement, [new], f"shard the shuffled loader with `{name}`", anchor=loader)
+        self.insert_before(
+            statement, [new], f"shard the shuffled loader with `{name}`", anchor=loader
+        )
         self.replace(
             shuffle,
-            lambda arg: arg.with_changes(keyword=cst.Name("sampler"), value=cst.Name(name)),
+            lambda arg: arg.with_changes(
+                keyword=cst.Name("sampler"), value=cst.Name(name)
+            ),
             f"`shuffle=True` -> `sampler={name}` (DistributedSampler shuffles per rank)",
             needs_torch_npu=False,
         )
-        if sampler_class == "DistributedSampler" and "DistributedSampler" not in self.ctx.imports.bindings:
+        if (
+            sampler_class == "DistributedSampler"
+            and "DistributedSampler" not in self.ctx.imports.bindings
+        ):
             self.add_import("torch.utils.data.distributed", "DistributedSampler")
-        found = find_epoch_loop(self.ctx, self.fors, loader_expression, statement) if loader_expression else None
+        found = (
+            find_epoch_loop(self.ctx, self.fors, loader_expression, statement)
+            if loader_expression
+            else None
+        )
         if found is not None and found.loop is not None:
             self.insert_before(
                 found.loop.body.body[0],
@@ -269,4 +323,3 @@ def _classes(module: cst.Module) -> list[cst.ClassDef]:
 
     module.visit(_Collect())
     return found
-

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+from npu_migrate.rules.checkpoint._common import dotted
 
 from npu_migrate.cst_util import call_arg
 from npu_migrate.rule import Example, Rule
-from npu_migrate.rules.checkpoint._common import dotted
 
 from ._common import DATALOADERS, SAMPLERS, find_epoch_loop, set_epoch_statement
 
@@ -18,7 +18,9 @@ _SET_EPOCH = re.compile(r"\.\s*set_epoch\s*\(")
 class SamplerSetEpoch(Rule):
     id = "NPU502"
     name = "sampler-set-epoch"
-    summary = "Call `sampler.set_epoch(epoch)` for a DistributedSampler that never gets it"
+    summary = (
+        "Call `sampler.set_epoch(epoch)` for a DistributedSampler that never gets it"
+    )
     triggers = ("DistributedSampler",)
     rationale = """
 `DistributedSampler(shuffle=True)` seeds its permutation with `seed + epoch`,
@@ -93,7 +95,11 @@ depend on the epoch. The edit uses no NPU API.
             return
         for sampler in self.samplers:
             shuffle = call_arg(sampler, "shuffle", 3)
-            if shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value == "False":
+            if (
+                shuffle is not None
+                and isinstance(shuffle.value, cst.Name)
+                and shuffle.value.value == "False"
+            ):
                 continue
             self._check(sampler)
 
@@ -133,7 +139,11 @@ depend on the epoch. The edit uses no NPU API.
 
     def _bound_name(self, call: cst.Call) -> str | None:
         parent = self.ctx.parent(call)
-        if isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1:
+        if (
+            isinstance(parent, cst.Assign)
+            and parent.value is call
+            and len(parent.targets) == 1
+        ):
             return dotted(parent.targets[0].target)
         if isinstance(parent, cst.AnnAssign) and parent.value is call:
             return dotted(parent.target)
