@@ -189,9 +189,12 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
 def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
     """``--annotate``: one TODO comment per finding above its statement (idempotent)."""
     by_statement: dict[cst.CSTNode, list[str]] = {}
+    # Comments above a file's first statement are parsed into Module.header, not
+    # into the statement's leading_lines: count them too, or a re-run adds them again.
+    header = {line.comment.value for line in ctx.module.header if line.comment is not None}
     for finding in findings:
         statement = ctx.enclosing_statement(finding.node)
-        if statement is None:
+        if statement is None or finding.rule == NPU_AWARE_RULE:  # NPU010: nothing to do there
             continue
         message = " ".join(finding.message.split())
         comment = f"{ANNOTATION_PREFIX}{finding.rule} {message}"
@@ -199,16 +202,18 @@ def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
         if comment not in comments:
             comments.append(comment)
 
-    def annotate(comments: list[str]):
+    def annotate(comments: list[str], first: bool):
         def apply(node):
             existing = {line.comment.value for line in node.leading_lines if line.comment is not None}
+            if first:
+                existing |= header
             new = [cst.EmptyLine(comment=cst.Comment(c)) for c in comments if c not in existing]
             return node.with_changes(leading_lines=[*node.leading_lines, *new]) if new else node
 
         return apply
 
     return [
-        Edit("annotate:", statement, statement, "", False, replacement=annotate(comments))
+        Edit("annotate:", statement, statement, "", False, replacement=annotate(comments, statement is ctx.module.body[0]))
         for statement, comments in by_statement.items()
     ]
 
