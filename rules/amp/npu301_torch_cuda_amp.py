@@ -111,6 +111,8 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             return
         root = _root(node)
         binding = self.ctx.imports.bindings.get(root.value) if root is not None else None
+        if root is not None and root.value in self.ctx.imports.conflicting:
+            binding = None  # imported twice with different targets: do not guess which one this is
         if binding == "torch" and isinstance(node, cst.Attribute):
             self._rewrite_use(node, qualified, drop_cuda)
         elif binding == "torch.cuda" and isinstance(node, cst.Attribute) and self._torch_is_free():
@@ -189,7 +191,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
                     new = MODULES[full]
                     self.replace(alias, lambda a, new=new: a.with_changes(name=cst.parse_expression(new)), f"`import {full}` -> `import {new}`")
                 continue
-            self.alias_imports[alias.asname.name.value] = (node, alias, full)
+            self._record_import(alias.asname.name.value, node, alias, full)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None:
@@ -203,7 +205,14 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
             if in_amp(full):
                 local = (alias.asname.name if alias.asname else alias.name).value
-                self.alias_imports[local] = (node, alias, full)
+                self._record_import(local, node, alias, full)
+
+    def _record_import(self, local: str, statement, alias: cst.ImportAlias, full: str) -> None:
+        if local in self.ctx.imports.conflicting:
+            # the same name is imported elsewhere with another target: uses cannot be attributed
+            self.report(alias, f"`{full}` runs on CUDA only; `{local}` is also imported from elsewhere, left unchanged", _suggestion(full))
+            return
+        self.alias_imports[local] = (statement, alias, full)
 
     def leave_file(self) -> None:
         by_statement: dict[cst.CSTNode, list[str]] = {}
