@@ -527,6 +527,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // unimplemented convolution_overrideable: run them on CPU instead.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  // The composite mse_loss reduces through an out= call that makes the CPU
+  // kernel warn about resizing a 0-dim output; use the CPU kernel directly.
+  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
