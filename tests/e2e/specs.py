@@ -1,0 +1,74 @@
+"""What each end-to-end training script is, how it is run and how closely its
+migrated run must match its CPU reference (see docs/e2e.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXACT = None  # fp32 programs: losses and every parameter/buffer bit for bit
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """For float16 autocast. The emulated NPU casts with CUDA's autocast op lists,
+    the CPU reference with the CPU's (which keep different ops in float32), so the
+    two programs round differently; the bound is on the absolute difference."""
+
+    loss_atol: float
+    state_atol: float
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    covers: str
+    distributed: bool = False
+    tolerance: Tolerance | None = EXACT
+    # findings npu-migrate may report without the script being rejected
+    informational: frozenset[str] = frozenset()
+    # a finding that rejects the script (it is not expected to run as migrated)
+    rejected_by: str | None = None
+    # arguments for an uninterrupted run, a run that stops and saves, and its resume
+    resume: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
+    resume_nproc: int = 1
+    # extra-notes that exist only in the migrated run (accelerator statistics)
+    npu_only_notes: frozenset[str] = field(default_factory=frozenset)
+
+
+AMP_TOLERANCE = Tolerance(loss_atol=2e-3, state_atol=2e-3)
+
+SCRIPTS = (
+    Script(
+        "ddp_amp_resume",
+        "DDP + torch.cuda.amp + GradScaler/RNG state in the checkpoint, exact resume, map_location=cuda:N",
+        distributed=True,
+        tolerance=AMP_TOLERANCE,
+        resume=((), ("--save", "{ckpt}", "--stop-after", "1"), ("--resume", "{ckpt}")),
+        resume_nproc=2,
+    ),
+    Script(
+        "data_parallel",
+        "nn.DataParallel(model).cuda(), cudnn flags, best-model checkpoint of model.module",
+        informational=frozenset({"NPU602"}),
+        rejected_by="NPU913",
+    ),
+    Script("device_strings", "every device-string idiom: defaults, dicts, comparisons, f/%/+/format, torch.device(x, i)"),
+    Script("alias_imports", "torch as T, torch.cuda as tcuda, from torch import cuda, renamed from-imports, nccl",
+           distributed=True),
+    Script("cuda_runtime_apis", "torch.cuda seeding, RNG state, memory stats, empty_cache, synchronize, events, dropout",
+           npu_only_notes=frozenset({"peak_memory_bytes"})),
+    Script(
+        "amp_scaler_resume",
+        "GradScaler state round trip through a checkpoint loaded without map_location",
+        tolerance=AMP_TOLERANCE,
+        resume=(("--steps", "24"), ("--steps", "24", "--stop-at", "10", "--save", "{ckpt}"),
+                ("--steps", "24", "--resume", "{ckpt}")),
+    ),
+    Script("dataloader_no_sampler", "DDP with a shuffled DataLoader and no DistributedSampler", distributed=True),
+    Script("cnn_batchnorm", "Conv2d + BatchNorm2d (running stats, eval mode), DDP buffer broadcast",
+           distributed=True, informational=frozenset({"NPU602"})),
+    Script("transformer_block", "causal transformer: SDPA, LayerNorm, GELU, tied head, AdamW, clipping, TF32 flags"),
+    Script("compile_eager", 'torch.compile(model, backend="eager") on a .cuda() model'),
+)
+
+BY_NAME = {s.name: s for s in SCRIPTS}
