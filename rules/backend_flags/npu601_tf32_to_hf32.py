@@ -35,7 +35,7 @@ convolution on. So `torch.backends.cuda.matmul.allow_tf32` becomes
 through every import alias (`from torch.backends import cudnn`).
 
 Leaving them as they are is a silent no-op on NPU, and so is the tempting
-`torch.npu.matmul.allow_tf32 = True`: the `matmul` object accepts any attribute
+setting `allow_tf32` on the `torch.npu.matmul` object: it accepts any attribute
 and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
 `allow_fp16/bf16_reduced_precision_reduction` have no NPU switch and are reported.
 """

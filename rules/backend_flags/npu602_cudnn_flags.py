@@ -20,11 +20,11 @@ ADVICE = {
         "deterministic collectives"
     ),
     f"{CUDNN}.enabled": "no effect on NPU (there is no cuDNN); convolutions run on CANN kernels whatever its value",
-    f"{CUDNN}.version": "there is no cuDNN on NPU; for the software stack report torch.version.cann (set by torch_npu) and torch_npu.__version__",
+    f"{CUDNN}.version": "there is no cuDNN on NPU; for the software stack report torch.version.cann (set by torch_npu) and importlib.metadata.version('torch-npu')",
     f"{CUDNN}.is_available": "False on NPU; test torch.npu.is_available() if the check guards accelerator code",
     "torch.version.cuda": (
         "None on the CPU torch build that torch_npu runs on, so `if torch.version.cuda:` branches are skipped; "
-        "on NPU use torch.version.cann (the CANN version, set when torch_npu is imported) or torch_npu.__version__"
+        "on NPU use torch.version.cann (the CANN version, set when torch_npu is imported) or importlib.metadata.version('torch-npu')"
     ),
     "torch.backends.cuda.is_built": "False on the CPU torch build torch_npu needs; use torch.npu.is_available()",
     "torch.backends.cuda.preferred_linalg_library": "CUDA-only (cuSOLVER/MAGMA choice); no NPU counterpart, remove it",
@@ -53,7 +53,7 @@ equivalent:
   across devices;
 - `benchmark` -> nothing to do (CANN compiles and caches operators itself);
 - `torch.version.cuda` -> `torch.version.cann`, which torch_npu sets at import
-  (`utils/collect_env.py::_add_collect_env_methods`), or `torch_npu.__version__`.
+  (`utils/collect_env.py::_add_collect_env_methods`), or `importlib.metadata.version('torch-npu')`.
 
 Nothing is rewritten: whether the line should go, stay for CUDA runs, or turn
 into a deterministic-mode switch is the author's decision. `allow_tf32` is

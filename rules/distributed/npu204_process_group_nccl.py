@@ -14,7 +14,7 @@ _PREFIXES = (
     "torch._C._distributed_c10d.ProcessGroupNCCL",
 )
 SUGGESTION = (
-    "the HCCL process group is torch_npu._C._distributed_c10d.ProcessGroupHCCL (options: "
+    "the HCCL process group is ProcessGroupHCCL from torch_npu's private C extension module _C._distributed_c10d (options: "
     "ProcessGroupHCCL.Options, passed as pg_options to init_process_group/new_group with backend='hccl'); "
     "its options differ from NCCL's, so port the settings by hand, or drop the direct use and let backend='hccl' create it"
 )
@@ -30,7 +30,7 @@ class ProcessGroupNccl(Rule):
 `torch.distributed.ProcessGroupNCCL` (often `ProcessGroupNCCL.Options()` for
 `is_high_priority_stream`, or `isinstance(pg, ProcessGroupNCCL)` checks) does not
 exist without NCCL. torch_npu's process group is
-`torch_npu._C._distributed_c10d.ProcessGroupHCCL`, with its own `Options`
+`ProcessGroupHCCL` in torch_npu's private `_C._distributed_c10d` module, with its own `Options`
 (`torch_npu/_init/registry/distributed.py` builds one for every hccl group),
 but it is a private module and its options are not NCCL's, so the use is
 reported, not rewritten. `torch_npu.contrib.transfer_to_npu` aliases the name at
