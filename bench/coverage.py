@@ -77,6 +77,7 @@ class Hit:
     pattern: str
     stmt_start: int    # first and last physical line of the enclosing logical line
     stmt_end: int
+    generic: bool = False  # a string with its NPU counterpart in the same brackets / statement
 
 
 def _string_value(text: str) -> str | None:
@@ -95,6 +96,9 @@ def _string_value(text: str) -> str | None:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     return value if isinstance(value, str) else None
+
+
+_COUNTERPART_RE = re.compile(r"npu(:(\d+|\{[^{}]*\}|%[dis]))?|hccl|ASCEND_RT_VISIBLE_DEVICES|ASCEND_VISIBLE_DEVICES")
 
 
 def _string_pattern(value: str) -> str | None:
@@ -152,6 +156,25 @@ def scan(data: bytes) -> list[Hit]:
 
     toks = [t for t in tokenize.tokenize(io.BytesIO(data).readline) if t.type not in _SKIP]
     raw: list[tuple[int, int, str, int]] = []  # (line, col, pattern, token index)
+    # Device-generic code names the NPU next to CUDA: ("cuda", "npu", "xpu"), "hccl" if npu else "nccl".
+    # Per bracket group (the base entry is the logical line): [has an NPU counterpart, raw indexes].
+    groups: list[list] = [[False, []]]
+    generic: set[int] = set()
+
+    def close_group() -> None:
+        has_npu, members = groups.pop()
+        if has_npu:
+            generic.update(members)
+
+    def string_hit(line: int, col: int, value: str | None, i: int, j: int) -> None:
+        if value is None or is_docstring(i, j):
+            return
+        if _COUNTERPART_RE.fullmatch(value):
+            groups[-1][0] = True
+        pat = _string_pattern(value)
+        if pat:
+            groups[-1][1].append(len(raw))
+            raw.append((line, col, pat, i))
 
     def text_between(start, end) -> str:
         (r1, c1), (r2, c2) = start, end
@@ -178,17 +201,19 @@ def scan(data: bytes) -> list[Hit]:
                 depth += (toks[j].type == _FSTRING_START) - (toks[j].type == _FSTRING_END)
                 j += 1
             j -= 1
-            value = _string_value(text_between(t.start, toks[j].end))
-            pat = _string_pattern(value) if value is not None else None
-            if pat and not is_docstring(i, j):
-                raw.append((t.start[0], t.start[1], pat, i))
+            string_hit(t.start[0], t.start[1], _string_value(text_between(t.start, toks[j].end)), i, j)
             i = j + 1
             continue
+        if t.type == tokenize.OP and t.string in "([{":
+            groups.append([False, []])
+        elif t.type == tokenize.OP and t.string in ")]}" and len(groups) > 1:
+            close_group()
+        elif t.type == tokenize.NEWLINE:
+            while groups:
+                close_group()
+            groups.append([False, []])
         if t.type == tokenize.STRING:
-            value = _string_value(t.string)
-            pat = _string_pattern(value) if value is not None else None
-            if pat and not is_docstring(i, i):
-                raw.append((t.start[0], t.start[1], pat, i))
+            string_hit(t.start[0], t.start[1], _string_value(t.string), i, i)
         elif t.type == tokenize.NAME and t.string == "Backend" and tok_is(i + 1, tokenize.OP, ".") \
                 and tok_is(i + 2, tokenize.NAME, "NCCL"):
             raw.append((t.start[0], t.start[1], "nccl backend", i))
@@ -229,7 +254,9 @@ def scan(data: bytes) -> list[Hit]:
             return starts[k], ends[k]
         return line, line
 
-    hits = [Hit(line, col, pat, *span(line)) for line, col, pat, _ in raw]
+    while groups:
+        close_group()
+    hits = [Hit(line, col, pat, *span(line), k in generic) for k, (line, col, pat, _) in enumerate(raw)]
     hits += [Hit(line, 0, pat, *span(line)) for line, pat in extra]
     hits.sort(key=lambda h: (h.line, h.col))
     return hits
@@ -264,7 +291,7 @@ class Leftover:
     orig_lines: tuple[int, int] | None
     pattern: str
     text: str
-    status: str             # "reported-line", "reported-stmt", "silent", "introduced"
+    status: str             # "reported-line", "reported-stmt", "generic", "silent", "introduced"
     late: bool = False      # silent in run 1 but reported by the second run
 
 
@@ -408,6 +435,8 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                     status = "reported-line"
                 elif stmt_rng and any(stmt_rng[0] <= n < stmt_rng[1] for n in found1):
                     status = "reported-stmt"
+                elif h.generic:
+                    status = "generic"
                 else:
                     status = "silent"
                 late = status == "silent" and any(h.stmt_start <= n <= h.stmt_end for n in found2)
@@ -425,17 +454,19 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
     names = [p.name for p in projects]
     left = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers)
     rep = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers if x.status.startswith("reported"))
+    gen = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers if x.status == "generic")
     sil = Counter((a.project_of[x.path], x.pattern) for x in a.leftovers if x.status in ("silent", "introduced"))
 
     def rows(keys, key_fn):
         def total(counter, k):
             return sum(v for kk, v in counter.items() if key_fn(kk) == k)
 
-        out = [[k, total(a.before, k), total(left, k), total(rep, k), total(sil, k)] for k in keys]
-        out.append(["**total**", sum(a.before.values()), sum(left.values()), sum(rep.values()), sum(sil.values())])
+        out = [[k] + [total(c, k) for c in (a.before, left, rep, gen, sil)] for k in keys]
+        out.append(["**total**"] + [sum(c.values()) for c in (a.before, left, rep, gen, sil)])
         return out
 
-    header = ["", "before (originals)", "left after --write", "left, reported", "left, silent"]
+    header = ["", "before (originals)", "left after --write", "left, reported",
+              "left, unreported, NPU counterpart beside it", "left, silent"]
     lines = [
         "# npu-migrate coverage audit",
         "",
@@ -485,7 +516,9 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
     lines += [
         "A leftover is *reported* when the first run's report has a finding on the original line the output "
         "line maps to (difflib opcodes), or on another line of the same statement; lines the tool inserted "
-        "have no original and count as silent.",
+        "have no original and count as silent. A device string with its NPU counterpart in the same brackets "
+        "or statement (`(\"cuda\", \"npu\", \"xpu\")`, `\"hccl\" if npu else \"nccl\"`) is device-generic code: "
+        "counted apart, not as silent.",
     ]
     return "\n".join(lines) + "\n"
 

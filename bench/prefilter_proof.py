@@ -43,6 +43,7 @@ class Proof:
     missed: list[str] = field(default_factory=list)   # busy in the full run, quiet in the prefiltered one
     differ: list[str] = field(default_factory=list)   # both busy, but not the same entries
     extra: list[str] = field(default_factory=list)    # busy only in the prefiltered run (should not happen)
+    details: dict[str, list[str]] = field(default_factory=dict)  # path -> what differs
 
     def ok(self) -> bool:
         return not (self.missed or self.differ or self.extra) and self.exit_prefilter == self.exit_full
@@ -61,6 +62,18 @@ def _key(entry: dict | None) -> tuple:
 _QUIET = (False, None, (), ())
 
 
+def _explain(prefiltered: tuple, full: tuple) -> list[str]:
+    out = []
+    if prefiltered[0] != full[0]:
+        out.append(f"changed: prefiltered {prefiltered[0]}, full {full[0]}")
+    if prefiltered[1] != full[1]:
+        out.append(f"error: prefiltered {prefiltered[1]!r}, full {full[1]!r}")
+    for kind, a, b in (("fix", prefiltered[2], full[2]), ("finding", prefiltered[3], full[3])):
+        out += [f"{kind} only in the full run: {item}" for item in sorted(set(b) - set(a), key=repr)]
+        out += [f"{kind} only in the prefiltered run: {item}" for item in sorted(set(a) - set(b), key=repr)]
+    return out
+
+
 def compare(prefiltered: dict[str, dict], full: dict[str, dict], proof: Proof) -> Proof:
     for path in sorted(set(prefiltered) | set(full)):
         a, b = _key(prefiltered.get(path)), _key(full.get(path))
@@ -68,6 +81,7 @@ def compare(prefiltered: dict[str, dict], full: dict[str, dict], proof: Proof) -
             proof.busy_full += 1
         if a == b:
             continue
+        proof.details[path] = _explain(a, b)
         if a == _QUIET:
             proof.missed.append(path)
         elif b == _QUIET:
@@ -114,7 +128,9 @@ def render(proof: Proof) -> str:
         f"only in the prefiltered run: {len(proof.extra)}",
     ]
     for title, items in (("MISSED", proof.missed), ("DIFFER", proof.differ), ("EXTRA", proof.extra)):
-        out += [f"{title}: {path}" for path in items]
+        for path in items:
+            out.append(f"{title}: {path}")
+            out += [f"    {line}" for line in proof.details.get(path, [])[:20]]
     out.append("identical reports: " + ("yes" if proof.ok() else "NO"))
     return "\n".join(out)
 

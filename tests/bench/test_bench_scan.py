@@ -88,3 +88,15 @@ def test_line_map_equal_replace_insert():
     assert m[3] == (3, 4)
     assert m[4] is None            # inserted by the tool
     assert m[5] == (4, 5)
+
+
+def test_device_strings_beside_their_npu_counterpart_are_marked_generic():
+    src = (
+        'a = ("xpu", "cuda", "npu")\n'                    # same brackets: generic
+        'b = "hccl" if is_npu else "nccl"\n'              # same statement: generic
+        'c = torch.device("cuda")\n'                      # no counterpart
+        'd = foo("cuda", ["npu"])\n'                      # counterpart only in an inner group
+        'e = ["npu"]; f = "cuda"\n'                       # same physical line, other group
+    )
+    assert [(h.line, h.generic) for h in scan(src.encode())] == [
+        (1, True), (2, True), (3, False), (4, False), (5, False)]
