@@ -25,7 +25,7 @@ def is_outermost(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 
 def in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
-    return any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in ctx.ancestors(node))
+    return ctx.in_import(node)
 
 
 def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -39,7 +39,9 @@ def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
 
 def cuda_uses(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
     """The qualified ``torch.cuda...`` name of an outermost use outside imports."""
-    if not is_outermost(ctx, node) or in_import(ctx, node):
+    if not is_outermost(ctx, node):
         return None
     qualified = ctx.qualified_name(node)
-    return qualified if is_cuda_name(qualified) else None
+    if not is_cuda_name(qualified) or in_import(ctx, node):
+        return None
+    return qualified

@@ -12,6 +12,8 @@ the place where the value is consumed, and classifies that place:
   ``device`` or a name whose uses reach one of those...);
 * ``AWARE``: the code already names ``'npu'`` next to it (left alone, silently);
 * ``PROSE``: a message (print, logging, exceptions, docstrings): left alone;
+* ``MAP_KEY``: a key of a ``map_location`` dict, which names the device a
+  checkpoint was *saved* on (still ``'cuda:N'`` for GPU checkpoints): reported;
 * ``UNKNOWN``: everything else. NPU108 reports those, so no CUDA device string
   is left behind silently.
 
@@ -77,6 +79,7 @@ class Verdict(Enum):
     AWARE = "aware"
     PROSE = "prose"
     UNKNOWN = "unknown"
+    MAP_KEY = "map_key"  # a key of a map_location dict: the device a checkpoint was saved on
 
 
 def is_device_word(name: str | None) -> bool:
@@ -155,22 +158,43 @@ class DeviceAnalysis:
 
     # -- walking up --------------------------------------------------------------------
 
+    def _is_map_location(self, arg: cst.CSTNode | None) -> bool:
+        if not isinstance(arg, cst.Arg):
+            return False
+        if arg.keyword is not None:
+            return arg.keyword.value == "map_location"
+        call = self.ctx.parent(arg)
+        if not isinstance(call, cst.Call) or self.ctx.qualified_name(call.func) != "torch.load":
+            return False
+        positional = [a for a in call.args if a.keyword is None]
+        return arg in positional and positional.index(arg) == 1
+
     def _walk(self, start: cst.CSTNode, depth: int) -> Verdict:
+        dict_key = False
+
+        def finish(verdict: Verdict, consumer: cst.CSTNode | None = None) -> Verdict:
+            if dict_key and verdict is Verdict.REWRITE:
+                # A key of `map_location={'cuda:0': ...}` names where the checkpoint was
+                # *saved*: on a GPU for the checkpoints users bring along. Other dicts keyed
+                # by device type (`{'cuda': check, 'xpu': ...}`) change meaning if renamed.
+                return Verdict.MAP_KEY if self._is_map_location(consumer) else Verdict.UNKNOWN
+            return verdict
+
         ctx = self.ctx
         node = start
         proven = False  # passed through `x if torch.cuda.is_available() else y`
         while True:
             parent = ctx.parent(node)
             if parent is None:
-                return Verdict.UNKNOWN
+                return finish(Verdict.UNKNOWN)
             if isinstance(parent, cst.ConcatenatedString):
                 node = parent
                 continue
             if isinstance(parent, cst.IfExp):
                 if node is parent.test:
-                    return self._fallback(proven)
+                    return finish(self._fallback(proven))
                 if self._mentions_npu(parent):
-                    return Verdict.AWARE
+                    return finish(Verdict.AWARE)
                 proven = proven or self._tests_cuda(parent.test)
                 node = parent
                 continue
@@ -181,52 +205,51 @@ class DeviceAnalysis:
                 if node is parent.left and isinstance(parent.operator, (cst.Add, cst.Modulo)):
                     node = parent
                     continue
-                return self._fallback(proven)
+                return finish(self._fallback(proven))
             if isinstance(parent, cst.Attribute) and parent.value is node:
                 call = ctx.parent(parent)
                 if parent.attr.value == "format" and isinstance(call, cst.Call) and call.func is parent:
                     node = call
                     continue
-                if parent.attr.value in ("startswith", "endswith") and isinstance(call, cst.Call):
-                    return self._fallback(proven)
-                return self._fallback(proven)
+                return finish(self._fallback(proven))
             if isinstance(parent, cst.Lambda):
                 node = parent
                 continue
             if isinstance(parent, cst.Element):  # in a tuple/list/set display
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container):
-                    return Verdict.AWARE
+                    return finish(Verdict.AWARE)
                 node = container
                 continue
             if isinstance(parent, cst.DictElement):
                 if node is parent.value and is_device_word(string_value(parent.key)):
-                    return Verdict.REWRITE
+                    return finish(Verdict.REWRITE)
+                dict_key = dict_key or node is parent.key
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container):
-                    return Verdict.AWARE
+                    return finish(Verdict.AWARE)
                 node = container
                 continue
             if isinstance(parent, (cst.Arg,)):
-                return self._argument(parent, node, proven, depth)
+                return finish(self._argument(parent, node, proven, depth), parent)
             if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-                return self._comparison(parent, node, proven)
+                return finish(self._comparison(parent, node, proven))
             if isinstance(parent, (cst.Assign, cst.AnnAssign)) and node is parent.value:
-                return self._assignment(parent, proven, depth)
+                return finish(self._assignment(parent, proven, depth))
             if isinstance(parent, cst.Param) and node is parent.default:
                 if is_device_word(parent.name.value):
-                    return Verdict.REWRITE
-                return self._flow(parent, proven, depth)
+                    return finish(Verdict.REWRITE)
+                return finish(self._flow(parent, proven, depth))
             if isinstance(parent, cst.Return):
                 function = next((a for a in ctx.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
                 if function is not None and is_device_word(function.name.value):
-                    return Verdict.REWRITE
-                return self._fallback(proven)
+                    return finish(Verdict.REWRITE)
+                return finish(self._fallback(proven))
             if isinstance(parent, cst.Expr) and start is node and depth == 0:
                 return Verdict.PROSE  # a bare string statement: a docstring or a comment-like string
             if isinstance(parent, cst.FormattedStringExpression):
                 return Verdict.PROSE  # f"running on {'cuda'}"
-            return self._fallback(proven)
+            return finish(self._fallback(proven))
 
     @staticmethod
     def _fallback(proven: bool) -> Verdict:
@@ -374,9 +397,9 @@ class DeviceAnalysis:
             attr = node.attr.value
             if is_device_word(attr):
                 return True
-            if attr == "type":
-                return self.is_device_expr(node.value) or self._is_accelerator_call(node.value)
-            return False
+            # `<anything>.type` compared with 'cuda' is a device type (`x.device.type`,
+            # `accelerator.type`, `torch.accelerator.current_accelerator().type`)
+            return attr in ("type", "device_type")
         if isinstance(node, cst.Call):
             callee = _callee_word(node.func)
             qualified = self.ctx.qualified_name(node.func)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.cst_util import string_value
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
 
@@ -73,6 +74,20 @@ rather than rewritten because capture on NPU has different constraints.
         if qualified is None or self.api.npu_name_for_cuda(qualified) is not None:
             return
         self.report(node, f"`{qualified}` has no usable NPU counterpart", suggestion_for(qualified))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``getattr(torch, "cuda")``: the module reached by a string, which no rename can follow."""
+        if not (isinstance(node.func, cst.Name) and node.func.value == "getattr" and len(node.args) >= 2):
+            return
+        owner = self.ctx.qualified_name(node.args[0].value)
+        if owner in ("torch", "torch.cuda") and string_value(node.args[1].value) is not None:
+            name = f"{owner}.{string_value(node.args[1].value)}"
+            if is_cuda_name(name):
+                self.report(
+                    node,
+                    f"`{name}` is reached through getattr with a string; left unchanged",
+                    "use torch.npu (or torch.get_device_module('npu')) on Ascend",
+                )
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):

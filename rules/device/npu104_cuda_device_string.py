@@ -26,7 +26,8 @@ A string counts as a device when its value reaches, possibly through a
 conditional expression, `or`, formatting, a lambda, a tuple or a dict:
 - `torch.device(...)` (both forms: `torch.device('cuda', i)`), `.to(...)`,
   `.cuda(...)`, a positional argument of `torch.cuda.*`, the `map_location` of
-  `torch.load` (strings, `{'cuda:0': 'cuda:1'}` dicts, lambdas);
+  `torch.load` (strings, the *values* of `{'cuda:0': 'cuda:1'}` dicts, lambdas;
+  the keys name where the checkpoint was saved, so NPU108 reports them);
 - any keyword that names a device (`device=`, `device_type=`, `map_location=`,
   `pin_memory_device=`, `output_device=`...), so `torch.Generator(device=...)`,
   `torch.amp.custom_fwd(device_type=...)` and factories are covered;

@@ -6,7 +6,7 @@ import libcst as cst
 
 from npu_migrate.rule import Example, Rule
 
-from ._device_strings import Verdict, analysis, literal_is_device
+from ._device_strings import Verdict, analysis, literal_is_device, swap
 
 
 class UnprovenDeviceString(Rule):
@@ -21,7 +21,9 @@ A string whose value is exactly a CUDA device (`'cuda'`, `'cuda:1'`,
 `f"cuda:{i}"`) but whose use it cannot follow (passed to a function of another
 module, a dictionary key, a name that only leaves the file, a `backend = 'cuda'`
 that is only compared with other names) is reported here, so no device string
-is left behind silently. Messages (print, logging, exceptions) and docstrings
+is left behind silently. Keys of `map_location` dicts are reported too: they
+name the device a checkpoint was *saved* on, which stays `'cuda:N'` for
+checkpoints trained on GPUs (NPU104 rewrites the values). Messages (print, logging, exceptions) and docstrings
 are not reported.
 
 Fix by hand: write `'npu'` where it is a device; better, derive it at run time
@@ -54,8 +56,16 @@ line that is not a device with `# npu-migrate: ignore[NPU108]`.
     def leave_file(self) -> None:
         device_strings = analysis(self.ctx)
         for literal in self.candidates:
-            if device_strings.classify(literal) is Verdict.UNKNOWN:
-                text = self.ctx.module.code_for_node(literal)
+            verdict = device_strings.classify(literal)
+            text = self.ctx.module.code_for_node(literal)
+            if verdict is Verdict.MAP_KEY:
+                self.report(
+                    literal,
+                    f"map_location key {text} names the device the checkpoint was saved on; left unchanged",
+                    f"keep {text} for checkpoints saved on GPUs; for checkpoints saved on NPUs add the same "
+                    f"entry with key {self.ctx.module.code_for_node(swap(literal))}",
+                )
+            elif verdict is Verdict.UNKNOWN:
                 self.report(
                     literal,
                     f"{text} looks like a CUDA device, but its use as a device could not be proven; left unchanged",
