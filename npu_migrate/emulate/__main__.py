@@ -11,12 +11,22 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m npu_migrate.emulate",
         description="Run a script on npu-migrate's emulated NPU (CPU-backed torch_npu stand-in).",
     )
-    parser.add_argument("--nproc", type=int, default=1, help="workers for a torchrun job (default 1)")
-    parser.add_argument("--strict", action="store_true",
-                        help="forbid float64 on npu and raise on NPU_MIGRATE_EMULATOR_DENY_OPS")
-    parser.add_argument("--build-only", action="store_true",
-                        help="build (or find in the cache) the C++ extension and exit")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show the compiler output")
+    parser.add_argument(
+        "--nproc", type=int, default=1, help="workers for a torchrun job (default 1)"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="forbid float64 on npu and raise on NPU_MIGRATE_EMULATOR_DENY_OPS",
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build (or find in the cache) the C++ extension and exit",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show the compiler output"
+    )
     parser.add_argument("script", nargs="?")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)

@@ -69,9 +69,11 @@ def build(verbose: bool = False) -> Path:
     if is_built():
         return library_path()
     try:
-        import torch.utils.cpp_extension as cpp_extension
+        from torch.utils import cpp_extension
     except ImportError as exc:  # pragma: no cover - torch is a hard requirement here
-        raise BuildError("the emulator needs torch: pip install 'npu-migrate[emulate]'") from exc
+        raise BuildError(
+            "the emulator needs torch: pip install 'npu-migrate[emulate]'"
+        ) from exc
     d = build_dir()
     d.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -89,7 +91,9 @@ def build(verbose: bool = False) -> Path:
         hint = ""
         if "ninja" in str(exc).lower():
             hint = " (the build needs ninja: pip install 'npu-migrate[emulate]')"
-        raise BuildError(f"building the emulated NPU extension failed{hint}: {exc}") from exc
+        raise BuildError(
+            f"building the emulated NPU extension failed{hint}: {exc}"
+        ) from exc
     (d / _COMPLETE_MARKER).write_text(f"built in {time.monotonic() - start:.1f}s\n")
     global _loaded_path
     _loaded_path = str(path)

@@ -33,7 +33,9 @@ def child_search_path(script: str, env: dict[str, str]) -> list[str]:
     return entries
 
 
-def child_env(nproc: int = 1, strict: bool = False, base: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(
+    nproc: int = 1, strict: bool = False, base: dict[str, str] | None = None
+) -> dict[str, str]:
     """Environment for processes that run on the emulated NPU."""
     env = dict(os.environ if base is None else base)
     old = env.get("PYTHONPATH", "")
@@ -80,11 +82,17 @@ def run(script: str, args: list[str], nproc: int = 1, strict: bool = False) -> i
         cmd = [sys.executable, script, *args]
     else:
         cmd = [
-            sys.executable, "-m", "torch.distributed.run",
-            "--nproc-per-node", str(nproc),
-            "--master-addr", "127.0.0.1",
-            "--master-port", str(_free_port()),
-            script, *args,
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(nproc),
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(_free_port()),
+            script,
+            *args,
         ]
     try:
         return subprocess.call(cmd, env=env)

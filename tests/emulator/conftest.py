@@ -28,20 +28,37 @@ def emulator_build() -> Path:
 
 def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    for key in ("NPU_MIGRATE_EMULATOR_STRICT", "NPU_MIGRATE_EMULATOR_DENY_OPS",
-                "NPU_MIGRATE_EMULATOR_DEVICES", "NPU_MIGRATE_EMULATOR"):
+    for key in (
+        "NPU_MIGRATE_EMULATOR_STRICT",
+        "NPU_MIGRATE_EMULATOR_DENY_OPS",
+        "NPU_MIGRATE_EMULATOR_DEVICES",
+        "NPU_MIGRATE_EMULATOR",
+    ):
         env.pop(key, None)
     env.update(extra or {})
     return env
 
 
-def run_emulated(script: Path | str, *args: str, nproc: int = 1, strict: bool = False,
-                 env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_emulated(
+    script: Path | str,
+    *args: str,
+    nproc: int = 1,
+    strict: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "npu_migrate.emulate", "--nproc", str(nproc)]
     if strict:
         cmd.append("--strict")
     cmd += [str(script), *args]
-    return subprocess.run(cmd, env=_clean_env(env), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        cmd,
+        env=_clean_env(env),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def json_report(proc: subprocess.CompletedProcess) -> dict:
@@ -51,10 +68,15 @@ def json_report(proc: subprocess.CompletedProcess) -> dict:
 
 @pytest.fixture(scope="session")
 def basics(emulator_build) -> dict:
-    return json_report(run_emulated(SCRIPTS / "probe_basics.py",
-                                    env={"NPU_MIGRATE_EMULATOR_DEVICES": "2"}))
+    return json_report(
+        run_emulated(
+            SCRIPTS / "probe_basics.py", env={"NPU_MIGRATE_EMULATOR_DEVICES": "2"}
+        )
+    )
 
 
 @pytest.fixture(scope="session")
 def training(emulator_build) -> dict:
-    return json_report(run_emulated(SCRIPTS / "train_compare.py", "fp32", "cnn", "amp", "lstm"))
+    return json_report(
+        run_emulated(SCRIPTS / "train_compare.py", "fp32", "cnn", "amp", "lstm")
+    )

@@ -19,7 +19,9 @@ def test_tensors_live_on_npu(basics):
 
 
 def test_the_stand_in_is_the_one_imported_and_autoloads_with_torch(basics):
-    assert basics["torch_npu_file"].endswith("npu_migrate/emulate/site/torch_npu/__init__.py")
+    assert basics["torch_npu_file"].endswith(
+        "npu_migrate/emulate/site/torch_npu/__init__.py"
+    )
     # Like torch_npu 2.13 (entry point in group torch.backends), `import torch` loads it.
     assert basics["autoloaded"] is True
 
@@ -113,3 +115,17 @@ def test_npu_all_matches_the_real_torch_npu_names(basics):
     assert basics["npu_all"] == list(NPU_ALL)
     assert set(basics["implemented"]) <= set(NPU_ALL)
     assert len(basics["implemented"]) >= 60
+
+
+def test_every_exposed_name_exists_in_the_real_api_table(basics):
+    from npu_migrate.emulate.api_names import api_table_names
+
+    for module, names in basics["exposed"].items():
+        table = api_table_names(module)
+        assert table, f"{module} missing from npu_migrate/data/torch_npu_api.json"
+        assert names, module
+        assert set(names) <= table, (module, sorted(set(names) - table))
+
+
+def test_table_names_outside_all_raise_not_implemented(basics):
+    assert basics["table_only_name"]["type"] == "NotImplementedError"

@@ -18,14 +18,22 @@ from .conftest import SCRIPTS, json_report, run_emulated
 def _fake_real_torch_npu(root: Path) -> Path:
     pkg = root / "torch_npu"
     pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("raise SystemExit('the fake real torch_npu was imported')\n")
+    (pkg / "__init__.py").write_text(
+        "raise SystemExit('the fake real torch_npu was imported')\n"
+    )
     return pkg
 
 
 def test_plain_interpreter_cannot_import_torch_npu(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", "import torch_npu"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch_npu"],
+        env=env,
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0
     assert "No module named 'torch_npu'" in proc.stderr
 
@@ -34,7 +42,9 @@ def test_stand_in_is_not_on_the_normal_path():
     assert find_real_torch_npu(sys.path) is None
     assert str(SITE_DIR) not in sys.path
     # ...but it is what the launcher's children see first.
-    assert launcher.child_env(base={})["PYTHONPATH"].split(os.pathsep)[0] == str(SITE_DIR)
+    assert launcher.child_env(base={})["PYTHONPATH"].split(os.pathsep)[0] == str(
+        SITE_DIR
+    )
 
 
 def test_refuses_when_a_real_torch_npu_is_on_pythonpath(tmp_path, monkeypatch, capsys):
@@ -53,8 +63,12 @@ def test_refuses_when_a_torch_npu_sits_next_to_the_script(tmp_path):
     _fake_real_torch_npu(tmp_path)
     script = tmp_path / "train.py"
     script.write_text("print('ran')\n")
-    proc = subprocess.run([sys.executable, "-m", "npu_migrate.emulate", str(script)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_migrate.emulate", str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == launcher.EXIT_REFUSED
     assert "refusing to run" in proc.stderr
     assert "ran" not in proc.stdout
@@ -96,8 +110,13 @@ def test_exit_code_and_arguments_pass_through(emulator_build, tmp_path):
 
 @pytest.mark.slow
 def test_second_build_is_a_cache_hit(emulator_build):
-    proc = subprocess.run([sys.executable, "-m", "npu_migrate.emulate", "--build-only"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_migrate.emulate", "--build-only"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("cached:")
     assert str(emulator_build) in proc.stdout
@@ -105,8 +124,13 @@ def test_second_build_is_a_cache_hit(emulator_build):
 
 @pytest.mark.slow
 def test_strict_mode_rejects_float64_and_denied_ops(emulator_build):
-    r = json_report(run_emulated(SCRIPTS / "probe_strict.py", strict=True,
-                                 env={"NPU_MIGRATE_EMULATOR_DENY_OPS": "median, aten::sort"}))
+    r = json_report(
+        run_emulated(
+            SCRIPTS / "probe_strict.py",
+            strict=True,
+            env={"NPU_MIGRATE_EMULATOR_DENY_OPS": "median, aten::sort"},
+        )
+    )
     assert r["float32"]["ok"] is True
     for key in ("factory_f64", "to_double", "cpu_f64_to_npu"):
         assert r[key]["ok"] is False and r[key]["type"] == "TypeError", key
@@ -119,7 +143,10 @@ def test_strict_mode_rejects_float64_and_denied_ops(emulator_build):
 
 @pytest.mark.slow
 def test_without_strict_float64_and_deny_list_are_inactive(emulator_build):
-    r = json_report(run_emulated(SCRIPTS / "probe_strict.py",
-                                 env={"NPU_MIGRATE_EMULATOR_DENY_OPS": "median"}))
+    r = json_report(
+        run_emulated(
+            SCRIPTS / "probe_strict.py", env={"NPU_MIGRATE_EMULATOR_DENY_OPS": "median"}
+        )
+    )
     assert r["factory_f64"] == {"ok": True, "value": "torch.float64"}
     assert r["denied_op"]["ok"] is True

@@ -4,8 +4,8 @@ scale backs off, as on an accelerator. Prints a JSON report."""
 import json
 
 import torch
-import torch.nn as nn
 import torch_npu  # noqa: F401
+from torch import nn
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).npu()
@@ -29,17 +29,22 @@ for step in range(10):
     losses.append(loss.item())
     if step == 0:
         changed_after_first = any(
-            not torch.equal(a, p.detach().cpu()) for a, p in zip(start, model.parameters())
+            not torch.equal(a, p.detach().cpu())
+            for a, p in zip(start, model.parameters())
         )
 legacy = torch.npu.amp.GradScaler()
 with torch.npu.amp.autocast():
     legacy_dtype = str(model(x).dtype)
-print(json.dumps({
-    "scales": scales,
-    "losses": losses,
-    "dtypes": sorted(dtypes),
-    "first_step_skipped": not changed_after_first,
-    "legacy_scaler_device": legacy._device,
-    "legacy_autocast_dtype": legacy_dtype,
-    "scale_on_npu": str(scaler._scale.device),
-}))
+print(
+    json.dumps(
+        {
+            "scales": scales,
+            "losses": losses,
+            "dtypes": sorted(dtypes),
+            "first_step_skipped": not changed_after_first,
+            "legacy_scaler_device": legacy._device,
+            "legacy_autocast_dtype": legacy_dtype,
+            "scale_on_npu": str(scaler._scale.device),
+        }
+    )
+)

@@ -12,11 +12,11 @@ import sys
 import tempfile
 
 autoloaded_before_import = None
-import torch  # noqa: E402
+import torch
 
 autoloaded_before_import = "torch_npu" in sys.modules and hasattr(torch, "npu")
-import torch.nn as nn  # noqa: E402
-import torch_npu  # noqa: E402
+import torch_npu
+from torch import nn
 
 report = {"autoloaded": autoloaded_before_import, "torch_npu_file": torch_npu.__file__}
 
@@ -38,9 +38,13 @@ report["is_npu"] = [a.is_npu, torch.ones(1).is_npu]
 report["sum"] = (a + b).sum().item()
 report["module_npu"] = str(next(nn.Linear(2, 2).npu().parameters()).device)
 report["mix"] = outcome(lambda: (a + torch.ones(6)).sum().item())
-report["mix_matmul"] = outcome(lambda: nn.Linear(6, 2).npu()(torch.ones(1, 6)).sum().item())
+report["mix_matmul"] = outcome(
+    lambda: nn.Linear(6, 2).npu()(torch.ones(1, 6)).sum().item()
+)
 report["cuda_tensor"] = outcome(lambda: str(torch.ones(2).cuda().device))
-report["cuda_module"] = outcome(lambda: str(next(nn.Linear(2, 2).cuda().parameters()).device))
+report["cuda_module"] = outcome(
+    lambda: str(next(nn.Linear(2, 2).cuda().parameters()).device)
+)
 report["npu_to_cpu"] = a.cpu().tolist()
 
 # device management --------------------------------------------------------
@@ -54,8 +58,12 @@ with torch.npu.device(0):
 report["after_device_ctx"] = torch.npu.current_device()
 torch.npu.set_device("npu:0")
 report["set_bad_device"] = outcome(lambda: torch.npu.set_device(7))
-report["tensor_bad_device"] = outcome(lambda: str(torch.zeros(1, device="npu:7").device))
-report["cross_device"] = outcome(lambda: (torch.ones(1, device="npu:0") + torch.ones(1, device="npu:1")).item())
+report["tensor_bad_device"] = outcome(
+    lambda: str(torch.zeros(1, device="npu:7").device)
+)
+report["cross_device"] = outcome(
+    lambda: (torch.ones(1, device="npu:0") + torch.ones(1, device="npu:1")).item()
+)
 torch.npu.synchronize()
 
 # memory counters ----------------------------------------------------------
@@ -71,10 +79,13 @@ report["memory"] = {
     "peak_ge": torch.npu.max_memory_allocated() - before,
     "stats_key": torch.npu.memory_stats()["allocated_bytes.all.current"] == after,
     "mem_get_info": list(torch.npu.mem_get_info()),
-    "device1_untouched": torch.npu.memory_allocated(1) == 0 or torch.npu.memory_allocated(1) < 64,
+    "device1_untouched": torch.npu.memory_allocated(1) == 0
+    or torch.npu.memory_allocated(1) < 64,
 }
 torch.npu.reset_peak_memory_stats()
-report["memory"]["peak_after_reset"] = torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+report["memory"]["peak_after_reset"] = (
+    torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+)
 
 # RNG ----------------------------------------------------------------------
 torch.npu.manual_seed(123)
@@ -121,13 +132,17 @@ report["load"] = {
     "from_cpu_ckpt_device": str(from_cpu["weight"].device),
     "values_equal": torch.equal(loaded["t"].cpu(), a.cpu()),
     "state_equal": all(
-        torch.equal(v.cpu(), model.state_dict()[k].cpu()) for k, v in fresh.state_dict().items()
+        torch.equal(v.cpu(), model.state_dict()[k].cpu())
+        for k, v in fresh.state_dict().items()
     ),
 }
 with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "ckpt.pt")
     torch.save(model.state_dict(), path)
-    report["load"]["file_device"] = str(torch.load(path, map_location="npu:0")["0.weight"].device)
+    report["load"]["file_device"] = str(
+        torch.load(path, map_location="npu:0")["0.weight"].device
+    )
+
 
 # torch.compile (eager backend) -------------------------------------------
 def f(x):
@@ -161,25 +176,87 @@ report["capability"] = torch.npu.get_device_capability()
 report["bf16"] = torch.npu.is_bf16_supported()
 report["amp_dtypes"] = [str(t) for t in torch.npu.get_amp_supported_dtype()]
 emitted = [
-    "synchronize", "set_device", "device_count", "current_device", "is_available",
-    "empty_cache", "manual_seed", "manual_seed_all", "memory_allocated",
-    "max_memory_allocated", "reset_peak_memory_stats", "get_rng_state",
-    "get_rng_state_all", "set_rng_state", "set_rng_state_all", "Stream", "Event",
-    "current_stream", "get_device_name", "get_device_properties", "mem_get_info",
-    "is_bf16_supported", "utilization", "memory_reserved", "max_memory_reserved",
-    "memory_stats", "seed", "initial_seed", "default_stream", "stream", "device",
-    "get_device_capability", "set_compile_mode", "config", "matmul", "conv",
+    "synchronize",
+    "set_device",
+    "device_count",
+    "current_device",
+    "is_available",
+    "empty_cache",
+    "manual_seed",
+    "manual_seed_all",
+    "memory_allocated",
+    "max_memory_allocated",
+    "reset_peak_memory_stats",
+    "get_rng_state",
+    "get_rng_state_all",
+    "set_rng_state",
+    "set_rng_state_all",
+    "Stream",
+    "Event",
+    "current_stream",
+    "get_device_name",
+    "get_device_properties",
+    "mem_get_info",
+    "is_bf16_supported",
+    "utilization",
+    "memory_reserved",
+    "max_memory_reserved",
+    "memory_stats",
+    "seed",
+    "initial_seed",
+    "default_stream",
+    "stream",
+    "device",
+    "get_device_capability",
+    "set_compile_mode",
+    "config",
+    "matmul",
+    "conv",
 ]
 report["emitted_missing"] = [
-    n for n in emitted
-    if not hasattr(torch.npu, n) or getattr(getattr(torch.npu, n), "__npu_migrate_unimplemented__", False)
+    n
+    for n in emitted
+    if not hasattr(torch.npu, n)
+    or getattr(getattr(torch.npu, n), "__npu_migrate_unimplemented__", False)
 ]
 report["amp_missing"] = [
-    n for n in ("autocast", "GradScaler", "custom_fwd", "custom_bwd") if not hasattr(torch.npu.amp, n)
+    n
+    for n in ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
+    if not hasattr(torch.npu.amp, n)
 ]
 report["npu_all"] = list(torch.npu.__all__)
 report["implemented"] = sorted(
-    n for n in torch.npu.__all__ if not getattr(getattr(torch.npu, n), "__npu_migrate_unimplemented__", False)
+    n
+    for n in torch.npu.__all__
+    if not getattr(getattr(torch.npu, n), "__npu_migrate_unimplemented__", False)
 )
-report["fallback_calls_positive"] = torch_npu.fallback_calls() > 0
+report["fallback_calls_positive"] = torch_npu._emulator.fallback_calls() > 0
+
+
+def exposed(mod, prefix):
+    """Public names a module exposes itself (not modules, not helpers it imported)."""
+    out = []
+    for name in dir(mod):
+        if name.startswith("_"):
+            continue
+        obj = getattr(mod, name)
+        if isinstance(obj, type(json)):
+            if obj.__name__.startswith(prefix):
+                out.append(name)
+            continue
+        owner = getattr(obj, "__module__", None) or type(obj).__module__
+        if name in getattr(mod, "__all__", ()) or str(owner).startswith(prefix):
+            out.append(name)
+    return sorted(out)
+
+
+report["exposed"] = {
+    "torch.npu": exposed(torch.npu, "torch_npu"),
+    "torch.npu.amp": exposed(torch.npu.amp, "torch_npu"),
+    "torch_npu": exposed(torch_npu, "torch_npu"),
+    "torch.npu.matmul": ["allow_hf32"],
+    "torch.npu.conv": ["allow_hf32"],
+    "torch.npu.config": ["allow_internal_format"],
+}
+report["table_only_name"] = outcome(lambda: torch.npu.graphs)
 print(json.dumps(report))

@@ -15,12 +15,22 @@ def outcome(fn):
 
 
 x = torch.randn(4, device="npu")
-print(json.dumps({
-    "float32": outcome(lambda: (x * 2).sum().item() is not None),
-    "factory_f64": outcome(lambda: str(torch.zeros(3, dtype=torch.float64, device="npu").dtype)),
-    "to_double": outcome(lambda: str(x.double().dtype)),
-    "cpu_f64_to_npu": outcome(lambda: str(torch.zeros(2, dtype=torch.float64).npu().dtype)),
-    "cpu_f64_stays_ok": outcome(lambda: torch.zeros(2, dtype=torch.float64).sum().item()),
-    "denied_op": outcome(lambda: x.median().item() is not None),
-    "allowed_op": outcome(lambda: x.max().item() is not None),
-}))
+print(
+    json.dumps(
+        {
+            "float32": outcome(lambda: (x * 2).sum().item() is not None),
+            "factory_f64": outcome(
+                lambda: str(torch.zeros(3, dtype=torch.float64, device="npu").dtype)
+            ),
+            "to_double": outcome(lambda: str(x.double().dtype)),
+            "cpu_f64_to_npu": outcome(
+                lambda: str(torch.zeros(2, dtype=torch.float64).npu().dtype)
+            ),
+            "cpu_f64_stays_ok": outcome(
+                lambda: torch.zeros(2, dtype=torch.float64).sum().item()
+            ),
+            "denied_op": outcome(lambda: x.median().item() is not None),
+            "allowed_op": outcome(lambda: x.max().item() is not None),
+        }
+    )
+)

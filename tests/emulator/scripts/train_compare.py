@@ -9,19 +9,28 @@ import json
 import sys
 
 import torch
-import torch.nn as nn
 import torch_npu  # noqa: F401
+from torch import nn
 
 
 def mlp():
-    return nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3))
+    return nn.Sequential(
+        nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3)
+    )
 
 
 def cnn():
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(8, 3),
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 3),
     )
 
 
@@ -38,9 +47,13 @@ class LSTMNet(nn.Module):
 
 def batch(mode, gen):
     if mode == "cnn":
-        return torch.randn(4, 3, 8, 8, generator=gen), torch.randint(0, 3, (4,), generator=gen)
+        return torch.randn(4, 3, 8, 8, generator=gen), torch.randint(
+            0, 3, (4,), generator=gen
+        )
     if mode == "lstm":
-        return torch.randn(4, 5, 6, generator=gen), torch.randint(0, 3, (4,), generator=gen)
+        return torch.randn(4, 5, 6, generator=gen), torch.randint(
+            0, 3, (4,), generator=gen
+        )
     return torch.randn(16, 10, generator=gen), torch.randint(0, 3, (16,), generator=gen)
 
 

@@ -9,22 +9,18 @@ directory on the path. Importing it registers a PrivateUse1 device named
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from npu_migrate.emulate import build as _build
 
 __version__ = "2.13.0+npu_migrate.emulated"
-EMULATED = True
 
 _build.load()
 
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
 
-from . import npu  # noqa: E402
-from . import _hccl, _rnn  # noqa: E402
+from . import _emulator, _hccl, _rnn, npu
 
 torch._register_device_module("npu", npu)
 torch.utils.generate_methods_for_privateuse1_backend(
@@ -34,31 +30,12 @@ _hccl.register()
 _rnn.register()
 
 
-def _configure_strict() -> None:
-    strict = os.environ.get("NPU_MIGRATE_EMULATOR_STRICT", "").strip().lower() in {"1", "true", "yes", "on"}
-    deny = [
-        op.strip()
-        for op in os.environ.get("NPU_MIGRATE_EMULATOR_DENY_OPS", "").replace(";", ",").split(",")
-        if op.strip()
-    ]
-    torch.ops.npu_emu.set_strict(strict, deny if strict else [])
-
-
-_configure_strict()
-
-
-def set_strict(enabled: bool, deny_ops=()) -> None:
-    """Switch strict mode at run time (no float64 on npu; *deny_ops* raise NotImplementedError)."""
-    torch.ops.npu_emu.set_strict(bool(enabled), list(deny_ops) if enabled else [])
-
-
-def fallback_calls() -> int:
-    """How many op calls have gone through the CPU fallback so far (a rough coverage signal)."""
-    return int(torch.ops.npu_emu.fallback_calls())
+_emulator.configure_strict_from_env()
 
 
 def __getattr__(name: str):
-    if name.startswith("npu_") or name in {"optim", "contrib", "profiler", "utils", "onnx", "op_plugin"}:
+    table = _emulator.torch_npu_names()
+    if name.startswith("npu_") or name in table:
         raise NotImplementedError(
             f"torch_npu.{name} is not emulated by the npu-migrate emulated NPU "
             "(npu-migrate emulate): fused Ascend kernels and vendor extras only run on "

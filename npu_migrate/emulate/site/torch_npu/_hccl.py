@@ -66,7 +66,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def allreduce_coalesced(self, tensors, opts=None):
         _check_npu(tensors, "allreduce_coalesced")
         host = _host(tensors)
-        self._gloo.allreduce_coalesced(host, opts or c10d.AllreduceCoalescedOptions()).wait()
+        self._gloo.allreduce_coalesced(
+            host, opts or c10d.AllreduceCoalescedOptions()
+        ).wait()
         _back(tensors, host)
         return _done(tensors)
 
@@ -87,7 +89,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def allgather(self, output_lists, inputs, opts=None):
         _check_npu([output_lists, inputs], "allgather")
         host_out = [_host(outs) for outs in output_lists]
-        self._gloo.allgather(host_out, _host(inputs), opts or c10d.AllgatherOptions()).wait()
+        self._gloo.allgather(
+            host_out, _host(inputs), opts or c10d.AllgatherOptions()
+        ).wait()
         for outs, hosts in zip(output_lists, host_out):
             _back(outs, hosts)
         return _done(output_lists)
@@ -95,8 +99,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def _allgather_base(self, output, input, opts=None):
         _check_npu([output, input], "_allgather_base")
         host_out = output.detach().to("cpu")
-        self._gloo._allgather_base(host_out, input.detach().to("cpu"),
-                                   opts or c10d.AllgatherOptions()).wait()
+        self._gloo._allgather_base(
+            host_out, input.detach().to("cpu"), opts or c10d.AllgatherOptions()
+        ).wait()
         _back([output], [host_out])
         return _done([output])
 
@@ -125,30 +130,42 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         _check_npu([outputs, input_lists], "reduce_scatter")
         host_out = _host(outputs)
         host_in = [_host(ins) for ins in input_lists]
-        self._gloo.reduce_scatter(host_out, host_in, opts or c10d.ReduceScatterOptions()).wait()
+        self._gloo.reduce_scatter(
+            host_out, host_in, opts or c10d.ReduceScatterOptions()
+        ).wait()
         _back(outputs, host_out)
         return _done(outputs)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         _check_npu([output, input], "_reduce_scatter_base")
         host_out = output.detach().to("cpu")
-        self._gloo._reduce_scatter_base(host_out, input.detach().to("cpu"),
-                                        opts or c10d.ReduceScatterOptions()).wait()
+        self._gloo._reduce_scatter_base(
+            host_out, input.detach().to("cpu"), opts or c10d.ReduceScatterOptions()
+        ).wait()
         _back([output], [host_out])
         return _done([output])
 
-    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+    def alltoall_base(
+        self, output, input, output_split_sizes, input_split_sizes, opts=None
+    ):
         _check_npu([output, input], "alltoall_base")
         host_out = output.detach().to("cpu")
-        self._gloo.alltoall_base(host_out, input.detach().to("cpu"), output_split_sizes,
-                                 input_split_sizes, opts or c10d.AllToAllOptions()).wait()
+        self._gloo.alltoall_base(
+            host_out,
+            input.detach().to("cpu"),
+            output_split_sizes,
+            input_split_sizes,
+            opts or c10d.AllToAllOptions(),
+        ).wait()
         _back([output], [host_out])
         return _done([output])
 
     def alltoall(self, outputs, inputs, opts=None):
         _check_npu([outputs, inputs], "alltoall")
         host_out = _host(outputs)
-        self._gloo.alltoall(host_out, _host(inputs), opts or c10d.AllToAllOptions()).wait()
+        self._gloo.alltoall(
+            host_out, _host(inputs), opts or c10d.AllToAllOptions()
+        ).wait()
         _back(outputs, host_out)
         return _done(outputs)
 

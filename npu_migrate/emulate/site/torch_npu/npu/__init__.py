@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from npu_migrate.emulate.api_names import NPU_ALL, api_table_names, unimplemented
+
 from . import amp  # noqa: F401  (torch.npu.amp)
 
 _EMULATED_TOTAL_MEMORY = int(
@@ -231,7 +232,9 @@ class Event:
     """An npu event. Kernels complete in order, so an event is done once recorded;
     timing uses host clock stamps taken at record()."""
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False, **kwargs):
+    def __init__(
+        self, enable_timing=False, blocking=False, interprocess=False, **kwargs
+    ):
         self.enable_timing = enable_timing
         self.blocking = blocking
         self.interprocess = interprocess
@@ -250,11 +253,15 @@ class Event:
     def synchronize(self) -> None:
         return None
 
-    def elapsed_time(self, end_event: "Event") -> float:
+    def elapsed_time(self, end_event: Event) -> float:
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+            raise RuntimeError(
+                "Both events must be created with argument 'enable_timing=True'."
+            )
         if self._stamp is None or end_event._stamp is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            raise RuntimeError(
+                "Both events must be recorded before calculating elapsed time."
+            )
         return (end_event._stamp - self._stamp) * 1000.0
 
 
@@ -398,7 +405,7 @@ def reset_accumulated_memory_stats(device=None) -> None:
     _ops().reset_counts(_check_index(_get_device_index(device)))
 
 
-def memory_stats(device=None) -> "OrderedDict[str, int]":
+def memory_stats(device=None) -> OrderedDict[str, int]:
     allocated, peak, n_alloc, n_free = _stats(device)
     out: OrderedDict[str, int] = OrderedDict()
     for kind in ("allocated_bytes", "reserved_bytes", "active_bytes"):
@@ -475,7 +482,9 @@ class _HF32Switch:
     @allow_hf32.setter
     def allow_hf32(self, value: bool) -> None:
         if not isinstance(value, bool):
-            raise TypeError(f"allow_hf32 must be a bool, but got {type(value).__name__}")
+            raise TypeError(
+                f"allow_hf32 must be a bool, but got {type(value).__name__}"
+            )
         object.__setattr__(self, "_allow_hf32", value)
 
 
@@ -556,7 +565,8 @@ def __getattr__(name: str):
     global _TABLE
     if not name.startswith("__"):
         if _TABLE is None:
-            _TABLE = api_table_names("torch_npu.npu") or frozenset()
+            _TABLE = api_table_names("torch.npu") or frozenset()
         if name in _TABLE:
-            return unimplemented(f"torch.npu.{name}")
+            # A real torch_npu name outside __all__ (often a submodule): fail at access.
+            unimplemented(f"torch.npu.{name}")()
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
