@@ -14,13 +14,13 @@ from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
 from .watchdog import Watchdog
 
 __all__ = [
+    "WATCHDOG_EXIT_CODE",
     "CheckpointError",
     "CheckpointManager",
     "DistInfo",
     "LaunchError",
     "RanktableError",
     "ResumePoint",
-    "WATCHDOG_EXIT_CODE",
     "Watchdog",
     "init_distributed",
     "install",

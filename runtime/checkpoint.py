@@ -27,8 +27,9 @@ import shutil
 import threading
 import time
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from . import rng as _rng
 from .errors import CheckpointError
@@ -281,7 +282,7 @@ class CheckpointManager:
     def _finalize_bg(self, tmp: str, final: str, step: int) -> None:
         try:
             self._finalize(tmp, final, step)
-        except BaseException as exc:  # surfaced by wait()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by wait() on the caller thread
             log.error("npu_runtime: checkpoint step %d failed: %s", step, exc)
             self._pending_error = exc
 
@@ -422,7 +423,10 @@ class CheckpointManager:
 
     def _load_sharded(self, path: str, objects: dict[str, Any]) -> None:
         import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            get_state_dict,
+            set_state_dict,
+        )
 
         model = _unwrap(objects["model"])
         opt = objects.get("optimizer")
@@ -462,7 +466,7 @@ def resume_batches(iterable: Iterable[Any], skip: int) -> Iterator[Any]:
     yield from it
 
 
-_live: "list[CheckpointManager]" = []
+_live: list[CheckpointManager] = []
 
 
 def _register_for_exit(mgr: CheckpointManager) -> None:

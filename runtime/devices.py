@@ -25,7 +25,7 @@ def import_torch_npu() -> bool:
             import torch_npu  # noqa: F401
         except ImportError:
             _torch_npu_state = False
-        except Exception as exc:  # e.g. OSError: libhccl.so missing without CANN
+        except Exception as exc:  # noqa: BLE001 - e.g. OSError: libhccl.so missing without CANN
             log.warning("npu_runtime: torch_npu is installed but failed to import: %s", exc)
             _torch_npu_state = False
         else:
@@ -44,7 +44,7 @@ def is_available(device_type: str) -> bool:
     mod = module_for(device_type)
     try:
         return bool(mod is not None and mod.is_available() and mod.device_count() > 0)
-    except Exception:  # a half-registered backend must not break the CPU path
+    except Exception:  # noqa: BLE001 - a half-registered backend must not break the CPU path
         return False
 
 
@@ -71,5 +71,5 @@ def is_initialized(device_type: str) -> bool:
     probe = getattr(mod, "is_initialized", None)
     try:
         return bool(probe()) if probe is not None else is_available(device_type)
-    except Exception:
+    except Exception:  # noqa: BLE001 - probing a backend must never raise
         return False

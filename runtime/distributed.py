@@ -6,8 +6,9 @@ import datetime as _dt
 import logging
 import os
 import socket
+from collections.abc import MutableMapping
 from dataclasses import dataclass
-from typing import Any, MutableMapping
+from typing import Any
 
 from . import devices
 from . import env as _env

@@ -20,8 +20,8 @@ example from ``torch.multiprocessing.spawn``) or launch torchrun inside the node
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from . import ranktable as _rt
 from .errors import LaunchError

@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, MutableMapping
+from typing import Any
 
 from . import env as _env
 from .errors import LaunchError
@@ -23,7 +24,7 @@ from .errors import LaunchError
 log = logging.getLogger("npu_runtime")
 
 _lock = threading.Lock()
-_result: "InstallReport | None" = None
+_result: InstallReport | None = None
 
 
 @dataclass

@@ -26,7 +26,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 log = logging.getLogger("npu_runtime")
 
@@ -40,7 +41,8 @@ ENV_ENABLE = "NPU_RUNTIME_WATCHDOG"
 ENV_TIMEOUT = "NPU_RUNTIME_WATCHDOG_TIMEOUT"
 ENV_DIR = "NPU_RUNTIME_WATCHDOG_DIR"
 
-_active: "Watchdog | None" = None
+_monotonic = time.monotonic  # bound once: the per-step hook does one call and one store
+_active: Watchdog | None = None
 _active_lock = threading.Lock()
 
 
@@ -49,7 +51,7 @@ def enabled_by_env(environ: Any = None) -> bool:
     return environ.get(ENV_ENABLE, "1").strip().lower() not in ("0", "false", "off", "no", "")
 
 
-def active() -> "Watchdog | None":
+def active() -> Watchdog | None:
     """The started watchdog of this process, if any."""
     return _active
 
@@ -99,10 +101,10 @@ class Watchdog:
 
     # ---------------------------------------------------------------- feeding
     def beat(self) -> None:
-        self.last_beat = time.monotonic()
+        self.last_beat = _monotonic()
 
     def _optimizer_hook(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        self.last_beat = time.monotonic()
+        self.last_beat = _monotonic()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -118,7 +120,7 @@ class Watchdog:
                     self.last_beat = time.monotonic()
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self) -> "Watchdog":
+    def start(self) -> Watchdog:
         global _active
         if self._thread is not None:
             return self
@@ -147,10 +149,10 @@ class Watchdog:
             if _active is self:
                 _active = None
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:  # noqa: PYI034
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ---------------------------------------------------------------- checker thread
@@ -202,8 +204,6 @@ class Watchdog:
 
 def _stderr_fd() -> int:
     for stream in (sys.stderr, sys.__stderr__):
-        try:
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # replaced/closed streams
             return stream.fileno()  # type: ignore[union-attr]
-        except Exception:
-            continue
     return 2

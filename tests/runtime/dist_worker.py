@@ -8,10 +8,9 @@ import argparse
 import json
 import os
 
+import npu_runtime
 import torch
 import torch.distributed as dist
-
-import npu_runtime
 
 
 def main():

@@ -8,7 +8,6 @@ import random
 import numpy as np
 import pytest
 import torch
-
 from npu_runtime import CheckpointError, CheckpointManager, resume_batches
 from npu_runtime.checkpoint import LATEST, MANIFEST, STATE_FILE, step_dirname
 
@@ -108,7 +107,7 @@ def _three(tmp_path):
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "no_manifest", "garbage_manifest", "empty_state"])
 def test_corrupt_newest_is_skipped(tmp_path, caplog, damage):
-    mgr, model = _three(tmp_path)
+    _mgr, model = _three(tmp_path)
     newest = tmp_path / step_dirname(3)
     state = newest / STATE_FILE
     data = bytearray(state.read_bytes())
@@ -131,7 +130,7 @@ def test_corrupt_newest_is_skipped(tmp_path, caplog, damage):
 
 def test_flip_is_caught_only_by_the_checksum(tmp_path):
     """torch.load alone accepts a flipped payload byte; the manifest crc must catch it."""
-    mgr, model = _three(tmp_path)
+    _mgr, model = _three(tmp_path)
     state = tmp_path / step_dirname(3) / STATE_FILE
     data = bytearray(state.read_bytes())
     data[len(data) // 2] ^= 0x40

@@ -5,12 +5,13 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, strategies as st
-
-from conftest import write_ranktable_legacy, write_ranktable_v1
+from hypothesis import given
+from hypothesis import strategies as st
 from npu_runtime import env as E
 from npu_runtime import ranktable as R
 from npu_runtime.errors import LaunchError, RanktableError
+
+from ._helpers import write_ranktable_legacy, write_ranktable_v1
 
 
 def test_single_process_when_nothing_is_set():

@@ -1,15 +1,16 @@
 """install(): idempotent, cheap, translates launcher variables, never creates a group."""
 
+import importlib
 import time
 
 import pytest
 import torch.distributed as dist
 
-from conftest import write_ranktable_v1
-import importlib
+from ._helpers import write_ranktable_v1
 
 install_mod = importlib.import_module("npu_runtime.install")
 from npu_runtime import watchdog as wd_mod
+
 install = install_mod.install
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from conftest import REPO, child_env, free_port
 from npu_runtime import CheckpointManager
+
+from ._helpers import REPO, child_env, free_port
 
 TOY = str(REPO / "tests" / "runtime" / "toy_train.py")
 
@@ -22,7 +22,7 @@ def _run(args, env=None, check=True, nproc=None):
                "--master_addr=127.0.0.1", f"--master_port={free_port()}", TOY, *args]
     else:
         cmd = [sys.executable, TOY, *args]
-    proc = subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=180, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -38,11 +38,18 @@ def _params_equal(a: Path, b: Path, rank=0):
     return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    """One uninterrupted 15-step run, shared by the single-process resume cases."""
+    d = tmp_path_factory.mktemp("straight")
+    _run(["--ckpt", str(d / "ck"), "--out", str(d / "straight"), "--steps", "15"])
+    return d / "straight"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [8, 12])  # 8: mid-epoch (batch 2 of 6); 12: on an epoch boundary
-def test_sigkill_and_resume_is_bit_identical(tmp_path, kill_at):
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    _run(["--ckpt", str(tmp_path / "a"), "--out", str(straight), "--steps", "15"])
+def test_sigkill_and_resume_is_bit_identical(tmp_path, kill_at, straight_run):
+    straight, resumed = straight_run, tmp_path / "resumed"
     killed = _run(["--ckpt", str(tmp_path / "b"), "--out", str(resumed), "--steps", "15",
                    "--save-at", str(kill_at), "--kill-at", str(kill_at)], check=False)
     assert killed.returncode == -signal.SIGKILL

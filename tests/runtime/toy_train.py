@@ -11,11 +11,10 @@ import random
 import signal
 import sys
 
+import npu_runtime as nr
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
-
-import npu_runtime as nr
 
 
 class Noisy(Dataset):
@@ -63,7 +62,7 @@ def main():
     if rp is not None:
         step, epoch0, skip = rp.step, rp.epoch, rp.batch_in_epoch
         print(f"rank {info.rank} resumed at step {step} epoch {epoch0} batch {skip}", flush=True)
-    out = open(f"{args.out}.rank{info.rank}", "a")
+    out = open(f"{args.out}.rank{info.rank}", "a")  # noqa: SIM115 - open for the whole run
     epoch = epoch0
     while step < args.steps:
         sampler.set_epoch(epoch)

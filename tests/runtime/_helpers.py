@@ -1,10 +1,9 @@
+"""Helpers shared by the runtime tests: clean child environments, free ports, ranktable files."""
+
 import json
 import os
 import socket
-import sys
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +21,6 @@ def child_env(**extra: str) -> dict:
             "ASCEND_DEVICE_ID", "DEVICE_ID", "MA_NUM_HOSTS", "VC_TASK_INDEX", "MA_NUM_GPUS",
             "VC_WORKER_HOSTS", "NPU_RUNTIME_WATCHDOG", "NPU_RUNTIME_WATCHDOG_TIMEOUT")
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests" / "runtime"), env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
@@ -53,7 +51,3 @@ def write_ranktable_legacy(path: Path, servers: list[tuple[str, list[int]]]) -> 
          "instance_count": str(len(servers)), "instance_list": instances}]}))
     return path
 
-
-@pytest.fixture
-def python() -> str:
-    return sys.executable
