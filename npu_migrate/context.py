@@ -62,6 +62,9 @@ class FileContext:
     _stack: list[cst.CSTNode] = field(default_factory=list)
     _positions: object = None
     _scopes: object = None
+    _names: dict[cst.CSTNode, str | None] = field(default_factory=dict)
+    _import_nodes: set[cst.CSTNode] = field(default_factory=set)
+    _import_depth: int = 0
 
     @property
     def module(self) -> cst.Module:
@@ -73,18 +76,35 @@ class FileContext:
         if self._stack:
             self._parents[node] = self._stack[-1]
         self._stack.append(node)
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            self._import_depth += 1
+        if self._import_depth:
+            self._import_nodes.add(node)
 
     def after_leave(self, node: cst.CSTNode) -> None:
         self._stack.pop()
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            self._import_depth -= 1
+
+    def in_import(self, node: cst.CSTNode) -> bool:
+        """True for nodes inside an ``import`` / ``from ... import`` statement."""
+        return node in self._import_nodes
 
     # -- metadata ------------------------------------------------------------------
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """Dotted qualified name of a Name/Attribute *read* (``torch.cuda.synchronize``),
         resolved through the file's imports; None for anything else."""
+        try:
+            return self._names[node]
+        except KeyError:
+            pass
         if isinstance(node, cst.Name) and not self._is_access(node):
-            return None
-        return self.resolver.qualified_name(node)
+            name = None
+        else:
+            name = self.resolver.qualified_name(node)
+        self._names[node] = name
+        return name
 
     def _is_access(self, node: cst.Name) -> bool:
         parent = self._parents.get(node)

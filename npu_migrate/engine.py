@@ -42,7 +42,7 @@ _MENTIONS_NPU = re.compile(r"npu", re.IGNORECASE)
 @functools.cache
 def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
     rules = all_rules()
-    return Prefilter(t for rid in rule_ids for t in rules[rid].triggers)
+    return Prefilter({rid: rules[rid].triggers for rid in rule_ids})
 
 
 def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> FileResult:
@@ -87,13 +87,14 @@ def _migrate(result: FileResult, data: bytes, settings: Settings) -> None:
     text = decode(path, data)
     rules = all_rules()
     active = tuple(rid for rid in rules if settings.selection.active(rid, path))
-    if settings.prefilter and not _prefilter(active).may_need(text):
+    needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
+    if not needed:
         _check_syntax(data)  # skipped files still get their syntax errors reported
         return
     module = cst.parse_module(data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
-    visitor_ids = [rid for rid in active if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
+    visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
 
     ctx = _run_rules(path, text, wrapper, ImportTableResolver(table), table, settings, visitor_ids)
     if ctx is None:  # the import table could not vouch for some name: redo exactly

@@ -27,6 +27,8 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
+from npu_migrate.rule import CachedVisitorLookup
+
 
 def dotted_name(node: cst.CSTNode) -> str | None:
     """``a.b.c`` for a chain of Attribute/Name nodes, else None."""
@@ -111,6 +113,17 @@ def build_import_table(module: cst.Module, has_nested_imports: bool) -> ImportTa
     return table
 
 
+#: Top-level packages whose names rules act on. A shadowed or conflicting root only
+#: forces the exact resolver when it resolves into one of these; a try/except
+#: fallback such as ``try: from datasets import Dataset / except: Dataset = None``
+#: is common in real code and irrelevant to the migration.
+WATCHED_PACKAGES = frozenset({
+    "torch", "torch_npu", "npu_runtime", "os", "subprocess", "argparse",
+    "apex", "flash_attn", "xformers", "triton", "bitsandbytes", "cupy", "pynvml", "nvidia",
+    "deepspeed", "transformer_engine", "tensorrt", "accelerate",
+})
+
+
 class ImportTableResolver:
     exact = False
 
@@ -126,7 +139,8 @@ class ImportTableResolver:
         target = self.table.bindings.get(root)
         if target is None:
             return None
-        self.roots_used.add(root)
+        if target.split(".", 1)[0] in WATCHED_PACKAGES:
+            self.roots_used.add(root)
         return f"{target}.{rest}" if rest else target
 
 
@@ -151,7 +165,7 @@ class ScopeResolver:
         return None
 
 
-class BindingCollector(cst.BatchableCSTVisitor):
+class BindingCollector(CachedVisitorLookup, cst.BatchableCSTVisitor):
     """Collects names bound by anything other than an import statement."""
 
     def __init__(self) -> None:

@@ -15,7 +15,7 @@ never skips a file that a full parse would change or report.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 
 
 def _word(trigger: str) -> str:
@@ -24,23 +24,47 @@ def _word(trigger: str) -> str:
     return re.escape(trigger) + r"\b"
 
 
+def _present(trigger: str, found: set[str]) -> bool:
+    if trigger.endswith("*"):
+        return any(word.startswith(trigger[:-1]) for word in found)
+    return trigger in found
+
+
 class Prefilter:
-    def __init__(self, triggers: Iterable[str | Sequence[str]]) -> None:
-        singles: set[str] = set()
-        groups: set[tuple[str, ...]] = set()
-        for trigger in triggers:
-            if isinstance(trigger, str):
-                singles.add(trigger)
-            elif len(trigger) == 1:
-                singles.add(trigger[0])
-            else:
-                groups.add(tuple(sorted(trigger)))
-        self._single = (
-            re.compile(r"\b(?:" + "|".join(_word(w) for w in sorted(singles)) + ")") if singles else None
-        )
-        self._groups = [tuple(re.compile(r"\b" + _word(w)) for w in group) for group in sorted(groups)]
+    """Which rules can fire on a text, from the trigger words it contains.
+
+    ``rules`` maps a rule id to its triggers. A rule without triggers always
+    counts as needed when some other rule is (it depends on their fixes).
+    """
+
+    def __init__(self, rules: Mapping[str, Sequence[str | Sequence[str]]]) -> None:
+        self._rules: dict[str, list[tuple[str, ...]]] = {}
+        self._always: list[str] = []
+        words: set[str] = set()
+        for rule_id, triggers in rules.items():
+            groups = [(t,) if isinstance(t, str) else tuple(t) for t in triggers]
+            if not groups:
+                self._always.append(rule_id)
+                continue
+            self._rules[rule_id] = groups
+            words.update(w for group in groups for w in group)
+        # Longest first, so that a prefix trigger does not hide a longer word.
+        alternatives = "|".join(_word(w) for w in sorted(words, key=len, reverse=True))
+        self._pattern = re.compile(r"\b(?:" + alternatives + ")") if words else None
+
+    def rules_needed(self, text: str) -> list[str]:
+        """Rule ids that may fire on ``text`` (empty: the file cannot need a change)."""
+        if self._pattern is None:
+            return []
+        found = set(self._pattern.findall(text))
+        if not found:
+            return []
+        needed = [
+            rule_id
+            for rule_id, groups in self._rules.items()
+            if any(all(_present(word, found) for word in group) for group in groups)
+        ]
+        return needed + self._always if needed else []
 
     def may_need(self, text: str) -> bool:
-        if self._single is not None and self._single.search(text):
-            return True
-        return any(all(pattern.search(text) for pattern in group) for group in self._groups)
+        return bool(self.rules_needed(text))

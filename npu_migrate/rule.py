@@ -23,6 +23,7 @@ documentation, in the style of Fixit and ruff:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Union
@@ -43,7 +44,27 @@ class Example:
     also: tuple[str, ...] = ()
 
 
-class Rule(cst.BatchableCSTVisitor):
+@functools.cache
+def _visitor_names(cls: type) -> tuple[str, ...]:
+    return tuple(
+        name for name in dir(cls)
+        if name.startswith(("visit_", "leave_"))
+        and name != "leave_file"
+        and callable(getattr(cls, name))
+        and not getattr(getattr(cls, name), "_is_no_op", False)
+    )
+
+
+class CachedVisitorLookup:
+    """libcst looks a batched visitor's visit_/leave_ methods up with
+    ``inspect.getmembers`` for every instance; rules are instantiated per file, so
+    look them up once per class instead."""
+
+    def get_visitors(self):
+        return {name: getattr(self, name) for name in _visitor_names(type(self))}
+
+
+class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
     id: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]

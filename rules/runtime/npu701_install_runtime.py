@@ -36,7 +36,7 @@ class InstallRuntime(Rule):
     id = "NPU701"
     name = "install-runtime"
     summary = "Insert `import npu_runtime` and one `npu_runtime.install()` call into migrated entry-point scripts"
-    triggers = ("__main__", "backward")
+    triggers = ()  # it only acts on files other rules changed
     only_with_other_fixes = True
     rationale = """
 A migrated script must keep training on Ascend clusters, where ranks arrive in
