@@ -26,6 +26,8 @@ class NpuApi:
 
     def has(self, qualified_name: str) -> bool:
         """True if ``qualified_name`` (a module or an attribute of one) exists in torch-npu."""
+        if qualified_name.startswith("torch_npu.npu."):  # torch.npu is torch_npu.npu
+            qualified_name = "torch.npu." + qualified_name[len("torch_npu.npu.") :]
         if qualified_name in self.modules:
             return True
         module, _, name = qualified_name.rpartition(".")
