@@ -165,6 +165,8 @@ def scan(data: bytes) -> list[Hit]:
         has_npu, members = groups.pop()
         if has_npu:
             generic.update(members)
+            if groups:  # an enclosing group (or the statement) names the NPU through this one
+                groups[-1][0] = True
 
     def string_hit(line: int, col: int, value: str | None, i: int, j: int) -> None:
         if value is None or is_docstring(i, j):
@@ -414,6 +416,9 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                 continue
             for h in before:
                 result.before[(p.name, h.pattern)] += 1
+            # device-generic only where the original already named the NPU there: an "npu" the tool
+            # wrote next to a CUDA string it left must not hide that string
+            orig_generic = {(h.line, h.col) for h in before if h.generic}
             if not hits:
                 continue
             entry1 = rep1.get(key) or {}
@@ -421,8 +426,9 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
             found1 = {f.get("line") for f in entry1.get("findings") or []}
             found2 = {f.get("line") for f in entry2.get("findings") or []}
             out_lines = out.decode("utf-8", errors="replace").splitlines()
+            orig_text = orig.decode("utf-8", errors="replace").splitlines() if changed else out_lines
             if changed:
-                mapping = line_map(orig.decode("utf-8", errors="replace").splitlines(), out_lines)
+                mapping = line_map(orig_text, out_lines)
             else:
                 mapping = [(k + 1, k + 2) for k in range(len(out_lines))]
 
@@ -435,7 +441,9 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                     status = "reported-line"
                 elif stmt_rng and any(stmt_rng[0] <= n < stmt_rng[1] for n in found1):
                     status = "reported-stmt"
-                elif h.generic:
+                elif h.generic and line_rng and line_rng[1] - line_rng[0] == 1 \
+                        and orig_text[line_rng[0] - 1] == out_lines[h.line - 1] \
+                        and (line_rng[0], h.col) in orig_generic:
                     status = "generic"
                 else:
                     status = "silent"

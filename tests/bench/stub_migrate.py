@@ -32,6 +32,9 @@ def migrate(text):
         if ".cuda(" in line:
             fixes.append({"rule": "NPU110", "line": n, "col": line.index(".cuda("), "message": ".cuda()"})
             line = line.replace(".cuda(", ".npu(")
+        if '"cuda:0"' in line:
+            fixes.append({"rule": "NPU120", "line": n, "col": line.index('"cuda:0"'), "message": "device"})
+            line = line.replace('"cuda:0"', '"npu:0"')
         if '"nccl"' in line:
             findings.append({"rule": "NPU900", "line": n, "col": line.index('"nccl"'), "message": "nccl",
                              "suggestion": "hccl"})

@@ -115,3 +115,14 @@ def test_measure_reports_wall_time_and_peak_rss_of_the_child():
     assert m.returncode == 0 and m.stdout.strip() == "ok"
     assert m.seconds >= 0.2
     assert 150 <= m.rss_mb < 400
+
+
+def test_only_counterparts_present_in_the_original_make_a_leftover_generic(fake_corpus):
+    # g.py: device-generic code the tool leaves alone; h.py: the tool itself writes "npu:0"
+    # beside a "cuda" it leaves: that one must stay silent
+    (fake_corpus[0].root / "g.py").write_text('DEVICES = ("cuda", "npu")\n')
+    (fake_corpus[0].root / "h.py").write_text('pair = ("cuda:0", "cuda")\n')
+    a = coverage.audit(fake_corpus, log=lambda m: None)
+    status = {(x.path, x.pattern): x.status for x in a.leftovers if x.path.endswith(("g.py", "h.py"))}
+    assert status == {("fake-1.0/g.py", "'cuda' device string"): "generic",
+                      ("fake-1.0/h.py", "'cuda' device string"): "silent"}

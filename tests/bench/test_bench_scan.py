@@ -95,8 +95,9 @@ def test_device_strings_beside_their_npu_counterpart_are_marked_generic():
         'a = ("xpu", "cuda", "npu")\n'                    # same brackets: generic
         'b = "hccl" if is_npu else "nccl"\n'              # same statement: generic
         'c = torch.device("cuda")\n'                      # no counterpart
-        'd = foo("cuda", ["npu"])\n'                      # counterpart only in an inner group
-        'e = ["npu"]; f = "cuda"\n'                       # same physical line, other group
+        'd = foo("cuda", ["npu"])\n'                      # counterpart in a group inside the call
+        'e = [torch.device("cuda"), ["npu"]]\n'          # counterpart in a sibling group only
+        'f = x if x in {"npu", "xpu"} else "cuda"\n'      # statement level, counterpart inside
     )
     assert [(h.line, h.generic) for h in scan(src.encode())] == [
-        (1, True), (2, True), (3, False), (4, False), (5, False)]
+        (1, True), (2, True), (3, False), (4, True), (5, False), (6, True)]
