@@ -315,6 +315,7 @@ class Audit:
     findings: Counter = field(default_factory=Counter)
     scan_errors: list[tuple[str, str]] = field(default_factory=list)
     seconds_write: float = 0.0
+    unlisted: list[str] = field(default_factory=list)   # corpus files missing from the --write report
 
     @property
     def silent(self) -> list[Leftover]:
@@ -394,6 +395,7 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
             if entry.get("error"):
                 result.tool_errors.append((_norm(entry["path"]), str(entry["error"])))
 
+        result.unlisted = sorted(key for _, _, key in rels if key not in rep1)
         log("scanning outputs ...")
         for p, rel, key in rels:
             orig = (p.root / rel).read_bytes()
@@ -488,7 +490,8 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
         f"originals Python {sys.version_info.major}.{sys.version_info.minor} cannot parse: {a.orig_unparsable}",
         f"- idempotency failures (files `--check` would change again): **{len(a.idempotency_failures)}** "
         f"(goal 0); `--check` exit status {a.check_exit}",
-        f"- files the tool could not process (report `error`): {len(a.tool_errors)}; `--write` exit status {a.write_exit}",
+        f"- files the tool could not process (report `error`): {len(a.tool_errors)}; `--write` exit status {a.write_exit}; "
+        f"corpus files missing from its report: {len(a.unlisted)}",
         f"- leftovers reported only on another line of the same statement: "
         f"{sum(x.status == 'reported-stmt' for x in a.leftovers)}; silent ones the second run reports (late): "
         f"{sum(x.late for x in a.leftovers)}",
@@ -510,6 +513,7 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
     ]
     for title, items in (("Parse failures", a.parse_failures), ("Tool errors", a.tool_errors),
                          ("Idempotency failures", [(x, "") for x in a.idempotency_failures]),
+                         ("Corpus files missing from the report", [(x, "") for x in a.unlisted]),
                          ("Files the audit could not tokenize", a.scan_errors)):
         if items:
             lines += [f"## {title}", ""] + [f"- `{k}` {v}".rstrip() for k, v in items[:max_list]] + [""]

@@ -44,6 +44,7 @@ def test_audit_classifies_fixed_reported_and_silent(fake_corpus):
     assert [x.path for x in a.silent] == ["fake-1.0/b.py"]
     assert a.fixes == {"NPU101": 1, "NPU110": 1} and a.findings == {"NPU900": 1}
     assert not a.parse_failures and not a.idempotency_failures and a.check_exit == 0
+    assert a.unlisted == [] and a.tool_errors == []
     assert not a.ok()  # one silent leftover
     text = coverage.render(a, fake_corpus, 1)
     assert "`fake-1.0/b.py:4` [4] 'cuda' device string: `dev = torch.device('cuda')`" in text

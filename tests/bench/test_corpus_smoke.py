@@ -34,6 +34,7 @@ def test_the_audit_saw_real_work(audit):
     assert sum(audit.before.values()) > 50
     assert audit.changed > 0 and sum(audit.fixes.values()) > 0
     assert audit.write_exit == 0 and audit.tool_errors == []
+    assert audit.unlisted == []  # every corpus file went through the tool
 
 
 def test_every_output_parses(audit):
