@@ -23,7 +23,11 @@ LOAD_SUGGESTION = (
 
 
 def _is_cuda_source(value: str | None) -> bool:
-    return value is not None and value.rstrip().lower().endswith(_CUDA_SUFFIXES)
+    """A file name or glob ending in .cu/.cuh; a bare ".cu" is an extension test, not a file."""
+    if value is None:
+        return False
+    value = value.strip().lower()
+    return value.endswith(_CUDA_SUFFIXES) and value not in _CUDA_SUFFIXES
 
 
 def _names_cuda_source(node: cst.CSTNode | None) -> bool:

@@ -157,3 +157,8 @@ def test_odd_but_valid_code_never_crashes(source):
 def test_shadowed_torch_inside_a_function_is_not_reported():
     source = "import torch\ndef outer():\n    torch = Fake()\n    return torch.compile(m)\n"
     assert findings(source) == []
+
+
+def test_bare_cuda_extension_strings_are_extension_tests_not_files():
+    assert findings("CUDA_EXTS = ['.cu', '.cuh']\nok = path.endswith('.cu')\n") == []
+    assert [f.line for f in findings("srcs = glob.glob('*.cu')\n")] == [1]
