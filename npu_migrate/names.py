@@ -137,8 +137,8 @@ class ImportTableResolver:
             return None
         root, _, rest = dotted.partition(".")
         target = self.table.bindings.get(root)
-        if target is None:
-            return None
+        if target is None or root in self.table.conflicting:
+            return None  # two different imports: QualifiedNameProvider would not decide either
         if target.split(".", 1)[0] in WATCHED_PACKAGES:
             self.roots_used.add(root)
         return f"{target}.{rest}" if rest else target
@@ -166,13 +166,33 @@ class ScopeResolver:
 
 
 class BindingCollector(CachedVisitorLookup, cst.BatchableCSTVisitor):
-    """Collects names bound by anything other than an import statement."""
+    """Collects names bound inside functions, lambdas, classes and comprehensions
+    by anything other than an import statement.
+
+    Only those can shadow a module-level import at the place it is used. A
+    module-level rebinding (``try: import x / except ImportError: x = None``)
+    does not need the exact resolver: QualifiedNameProvider reports both the
+    import and the assignment there, and the engine acts on the import either way.
+    """
+
+    _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
     def __init__(self) -> None:
         self.bound: set[str] = set()
+        self._depth = 0
+
+    def _enter(self) -> None:
+        self._depth += 1
+
+    def _leave(self, original_node: cst.CSTNode) -> None:
+        self._depth -= 1
+
+    visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = lambda self, node: self._enter()
+    leave_Lambda = leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = _leave
+    leave_FunctionDef = leave_ClassDef = _leave
 
     def _targets(self, node: cst.CSTNode | None) -> None:
-        if node is None:
+        if node is None or not self._depth:
             return
         if isinstance(node, cst.Name):
             self.bound.add(node.value)
@@ -212,23 +232,25 @@ class BindingCollector(CachedVisitorLookup, cst.BatchableCSTVisitor):
         self.bound.add(node.name.value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.bound.add(node.name.value)
+        self._targets(node.name)
+        self._enter()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.bound.add(node.name.value)
+        self._targets(node.name)
+        self._enter()
 
     def visit_Global(self, node: cst.Global) -> None:
         self.bound.update(n.name.value for n in node.names)
 
     def visit_MatchAs(self, node: cst.MatchAs) -> None:
         if node.name is not None:
-            self.bound.add(node.name.value)
+            self._targets(node.name)
 
     def visit_MatchStar(self, node: cst.MatchStar) -> None:
         if node.name is not None:
-            self.bound.add(node.name.value)
+            self._targets(node.name)
 
 
 def ambiguous_roots(roots_used: Iterable[str], table: ImportTable, bound: set[str]) -> set[str]:
     """Roots whose meaning the import table alone cannot vouch for."""
-    return {r for r in roots_used if r in bound or r in table.conflicting}
+    return {r for r in roots_used if r in bound}

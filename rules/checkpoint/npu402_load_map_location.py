@@ -23,7 +23,7 @@ class LoadMapLocation(Rule):
     id = "NPU402"
     name = "load-map-location"
     summary = 'Add `map_location="cpu"` to `torch.load` calls that have none, so CUDA-saved checkpoints load on NPU machines'
-    triggers = ("load", "load_state_dict_from_url", "load_url")
+    triggers = (("torch", "load"), ("torch", "load_state_dict_from_url"), ("torch", "load_url"))
     rationale = """
 Users bring checkpoints that were saved on CUDA devices. Such a file records
 `cuda:N` as the location of every tensor, and `torch.load` without

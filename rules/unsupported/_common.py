@@ -25,7 +25,7 @@ def best_match(qualified: str, table: Mapping[str, str]) -> str | None:
 
 
 def in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
-    return any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in ctx.ancestors(node))
+    return ctx.in_import(node)
 
 
 def is_outermost(ctx: FileContext, node: cst.CSTNode) -> bool:

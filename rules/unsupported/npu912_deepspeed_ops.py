@@ -36,7 +36,7 @@ class DeepspeedOps(CudaOnlyPackage):
         "torch_npu.npu_fusion_attention for attention), or one of the ops DeepSpeed builds for NPU "
         "(deepspeed.ops.adam.FusedAdam, DeepSpeedCPUAdam, FusedLamb, FusedLion)"
     )
-    triggers = ("deepspeed",)
+    triggers = (("deepspeed", "ops"),)
     rationale = """
 DeepSpeed selects op builders per accelerator. With torch_npu installed its NPU
 accelerator builds FusedAdam, CPUAdam, CPUAdagrad, FusedLamb, FusedLion, CPULion,

@@ -29,7 +29,7 @@ class TorchCompileInductor(Rule):
     name = "torch-compile-inductor"
     summary = "Report torch.compile with the inductor backend (also the default); suggest backend=\"npu\""
     fixable = False
-    triggers = ("compile", "_dynamo")
+    triggers = (("torch", "compile"), ("torch", "_dynamo"))
     rationale = """
 `torch.compile` defaults to inductor, which generates Triton kernels for GPUs.
 torch_npu 2.13 registers an inductor device backend for `npu`, but it needs the
