@@ -1,13 +1,14 @@
 """A per-file result cache, like ruff's.
 
-Entries are keyed by a hash of the file's bytes, its path, the tool version and
-the settings (rule selection, config, project facts). They live in
+Entries are keyed by a hash of the file's bytes, its path, the tool version, a
+fingerprint of the engine's and rules' sources, and the settings (rule selection, config, project facts). They live in
 ``.npu_migrate_cache/`` at the project root, which gets its own ``.gitignore``.
 A missing, stale or corrupt entry is simply recomputed and rewritten.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,15 +21,33 @@ from npu_migrate.model import FileResult
 DIRNAME = ".npu_migrate_cache"
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of the engine's and the rules' own sources and data, so that an
+    editable install or a patched rule never serves stale results."""
+    import npu_migrate
+    import npu_migrate.rules
+
+    digest = hashlib.blake2b(digest_size=16)
+    roots = [Path(npu_migrate.__file__).parent, *map(Path, npu_migrate.rules.__path__)]
+    for root in roots:
+        for file in sorted(root.rglob("*")):
+            if file.suffix in (".py", ".json") and "emulate" not in file.parts:
+                digest.update(file.relative_to(root).as_posix().encode())
+                digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
 class Cache:
     def __init__(self, directory: Path, settings_key: str) -> None:
         self.directory = directory / __version__
         self.settings_key = settings_key
         self._ready = False
+        self._code = code_fingerprint()
 
     def key(self, path: str, data: bytes) -> str:
         digest = hashlib.blake2b(digest_size=20)
-        for part in (__version__, self.settings_key, path):
+        for part in (__version__, self._code, self.settings_key, path):
             digest.update(part.encode("utf-8", "surrogateescape"))
             digest.update(b"\0")
         digest.update(data)
