@@ -9,7 +9,7 @@ import libcst as cst
 from npu_migrate.cst_util import rename_attribute
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
-from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
+from ._cuda_names import CUDA, cuda_uses, is_cuda_name, is_outermost, root_binding
 
 _NPU_WORD = re.compile(r"\bnpu\b")
 
@@ -65,6 +65,7 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
     def _use(self, node: cst.Attribute | cst.Name) -> None:
         qualified = cuda_uses(self.ctx, node)
         if qualified is None:
+            self._owned_elsewhere_use(node)
             return
         binding = root_binding(self.ctx, node)
         if binding is not None and is_cuda_name(binding):
@@ -76,6 +77,20 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         if target is None or not isinstance(node, cst.Attribute):
             return  # NPU102 reports it
         self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`")
+
+    def _owned_elsewhere_use(self, node: cst.Attribute | cst.Name) -> None:
+        """A use such as ``cuda.amp.autocast`` through a ``torch.cuda`` alias: the AMP
+        rules own it, so the alias import must stay (recorded as a use with no
+        counterpart)."""
+        if not is_outermost(self.ctx, node):
+            return
+        binding = root_binding(self.ctx, node)
+        if binding is None or not is_cuda_name(binding):
+            return
+        qualified = self.ctx.qualified_name(node)
+        if qualified is not None and qualified != binding and not is_cuda_name(qualified) and not self.ctx.in_import(node):
+            root = node.value if isinstance(node, cst.Name) else _root(node).value
+            self.alias_uses.setdefault(root, []).append((node, qualified))
 
     # -- imports -------------------------------------------------------------------
 
@@ -102,7 +117,10 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
 
     def leave_file(self) -> None:
         def uses_ok(local: str) -> bool:
-            return all(self.api.npu_name_for_cuda(q) for _, q in self.alias_uses.get(local, []))
+            ok = all(is_cuda_name(q) and self.api.npu_name_for_cuda(q) for _, q in self.alias_uses.get(local, []))
+            if not ok:
+                self._report_kept_alias(local)
+            return ok
 
         from_statements: dict[cst.ImportFrom, list[tuple[str, cst.ImportAlias]]] = {}
         for local, (statement, alias) in self.alias_imports.items():
@@ -147,6 +165,18 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
 
         self.replace(statement, keep_rest, f"`from {module} import ...`: names torch_npu has moved to `from {new_module} import ...`")
         self.insert_after(statement, [new_statement], f"`from {new_module} import {names}`", needs_torch_npu=True)
+
+    def _report_kept_alias(self, local: str) -> None:
+        """The alias stays because some use has no plain NPU counterpart; say so at the
+        uses that would otherwise have been rewritten, so none is left silent."""
+        for node, qualified in self.alias_uses.get(local, []):
+            target = self.api.npu_name_for_cuda(qualified) if is_cuda_name(qualified) else None
+            if target is not None:
+                self.report(
+                    node,
+                    f"`{qualified}` not rewritten: the `{local}` import is also used for names without a plain NPU counterpart",
+                    f"use `{target}` here, and migrate the other uses of `{local}` (see the findings on them)",
+                )
 
     def _from_torch_import_cuda(self, alias, local, uses) -> None:
         if alias.asname is None and not _NPU_WORD.search(self.ctx.text):
