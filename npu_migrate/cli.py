@@ -120,12 +120,12 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
         sys.exit(EXIT_OK)
 
     from npu_migrate.cache import DIRNAME, Cache
-    from npu_migrate.runner import default_jobs, run
+    from npu_migrate.runner import default_jobs
 
     cache_factory = None
     if not no_cache:
         cache_root = Path(cache_dir) if cache_dir else cfg.root / DIRNAME
-        cache_factory = lambda s: Cache(cache_root, s.key())  # noqa: E731
+        cache_factory = lambda s: Cache(cache_root, s.key())
 
     results = _run_with_progress(found.files, settings, jobs or default_jobs(), cache_factory, err, quiet)
     mode = "write" if write else "check" if check else "diff"

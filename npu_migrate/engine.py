@@ -17,7 +17,7 @@ from libcst.metadata import MetadataWrapper
 
 from npu_migrate.apply import EditApplier
 from npu_migrate.context import Edit, FileContext, FindingRecord
-from npu_migrate.model import FileResult, Fix, Finding
+from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.names import (
     BindingCollector,
     ImportTableResolver,

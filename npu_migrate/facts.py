@@ -21,7 +21,7 @@ class ProjectFacts:
     calls_set_epoch: bool = False
 
     @classmethod
-    def scan(cls, sources: Iterable[bytes]) -> "ProjectFacts":
+    def scan(cls, sources: Iterable[bytes]) -> ProjectFacts:
         calls_set_epoch = any(_SET_EPOCH.search(data) for data in sources)
         return cls(calls_set_epoch=calls_set_epoch)
 

@@ -74,7 +74,7 @@ class FileResult:
         }
 
     @classmethod
-    def from_cache(cls, path: str, data: dict) -> "FileResult":
+    def from_cache(cls, path: str, data: dict) -> FileResult:
         new_source = data["new_source"]
         return cls(
             path=path,

@@ -37,7 +37,7 @@ class Selection:
         select: Iterable[str] | None = None,
         ignore: Iterable[str] | None = None,
         per_file_ignores: Mapping[str, Iterable[str]] | None = None,
-    ) -> "Selection":
+    ) -> Selection:
         return cls(
             select=_normalise(select) if select is not None else ("",),
             ignore=_normalise(ignore or ()),

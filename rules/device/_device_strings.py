@@ -30,6 +30,7 @@ import libcst as cst
 
 from npu_migrate.context import FileContext
 from npu_migrate.cst_util import string_value
+from npu_migrate.rule import Rule
 
 #: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
 DEVICE_VALUE = re.compile(r"cuda(?::(?:\d+|%[dis]|\{[^{}]*\})?)?")
@@ -433,3 +434,28 @@ def analysis(ctx: FileContext) -> DeviceAnalysis:
         held = (ctx, DeviceAnalysis(ctx))
         _ANALYSES[id(ctx)] = held
     return held[1]
+
+
+class DeviceLiteralRule(Rule):
+    """Shared by NPU104 (rewrites) and NPU108 (reports): collects every literal that
+    looks like a CUDA device during the pass; subclasses decide in ``leave_file``
+    with the file-wide :func:`analysis`."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.candidates: list[cst.CSTNode] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # Resolve now: the engine checks, after the pass, which import names were relied on.
+        self.qualified_name(node.func)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.ConcatenatedString) and parent.left is not node:
+            return
+        if literal_is_device(node):
+            self.candidates.append(node)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        if literal_is_device(node):
+            self.candidates.append(node)

@@ -9,6 +9,7 @@ import libcst as cst
 from npu_migrate.cst_util import rename_attribute
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
+
 from ._cuda_names import CUDA, cuda_uses, is_cuda_name, is_outermost, root_binding
 
 _NPU_WORD = re.compile(r"\bnpu\b")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from npu_migrate.rule import Example
 
-from npu_migrate.rule import Example, Rule
-
-from ._device_strings import Verdict, analysis, literal_is_device, swap
+from ._device_strings import DeviceLiteralRule, Verdict, analysis, swap
 
 
-class CudaDeviceString(Rule):
+class CudaDeviceString(DeviceLiteralRule):
     id = "NPU104"
     name = "cuda-device-string"
     summary = "Rewrite `'cuda'` / `'cuda:N'` / `f'cuda:{i}'` to `'npu...'` where the string is used as a device"
@@ -71,25 +69,6 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
         ),
         Example("import torch\nprint('cuda')\nlogger.info(f'moved to cuda:{rank}')\n"),
     )
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self.candidates: list[cst.CSTNode] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        # Resolve now: the engine checks, after the pass, which import names were relied on.
-        self.qualified_name(node.func)
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        parent = self.ctx.parent(node)
-        if isinstance(parent, cst.ConcatenatedString) and parent.left is not node:
-            return
-        if literal_is_device(node):
-            self.candidates.append(node)
-
-    def visit_FormattedString(self, node: cst.FormattedString) -> None:
-        if literal_is_device(node):
-            self.candidates.append(node)
 
     def leave_file(self) -> None:
         device_strings = analysis(self.ctx)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from npu_migrate.rule import Example
 
-from npu_migrate.rule import Example, Rule
-
-from ._device_strings import Verdict, analysis, literal_is_device, swap
+from ._device_strings import DeviceLiteralRule, Verdict, analysis, swap
 
 
-class UnprovenDeviceString(Rule):
+class UnprovenDeviceString(DeviceLiteralRule):
     id = "NPU108"
     name = "unproven-device-string"
     summary = "Report `'cuda'` / `'cuda:N'` strings that look like a device where NPU104 cannot prove the use"
@@ -34,24 +32,6 @@ line that is not a device with `# npu-migrate: ignore[NPU108]`.
         Example("import torch\nBACKENDS = {'cuda': 'nccl', 'cpu': 'gloo'}  # reported\n"),
         Example("import torch\nprint('cuda')\n"),
     )
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self.candidates: list[cst.CSTNode] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.qualified_name(node.func)
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        parent = self.ctx.parent(node)
-        if isinstance(parent, cst.ConcatenatedString) and parent.left is not node:
-            return
-        if literal_is_device(node):
-            self.candidates.append(node)
-
-    def visit_FormattedString(self, node: cst.FormattedString) -> None:
-        if literal_is_device(node):
-            self.candidates.append(node)
 
     def leave_file(self) -> None:
         device_strings = analysis(self.ctx)

@@ -6,8 +6,8 @@ import libcst as cst
 
 from npu_migrate.rule import Example, Rule
 
-from ._common import C10D, DIST
 from ..device._cuda_names import in_import, is_outermost
+from ._common import C10D, DIST
 
 OLD = "is_nccl_available"
 NEW = "is_hccl_available"

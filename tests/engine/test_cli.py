@@ -158,7 +158,7 @@ def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
 def test_cache_result_is_used(tmp_path, run_cli, monkeypatch):
     write(tmp_path, "a.py", CUDA)
     run_cli(".")
-    import npu_migrate.runner as runner
+    from npu_migrate import runner
 
     def boom(*a, **k):
         raise AssertionError("the engine ran although the cache had the result")

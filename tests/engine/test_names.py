@@ -10,7 +10,12 @@ import pytest
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.engine import migrate_source
-from npu_migrate.names import BindingCollector, ImportTableResolver, ScopeResolver, build_import_table
+from npu_migrate.names import (
+    BindingCollector,
+    ImportTableResolver,
+    ScopeResolver,
+    build_import_table,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

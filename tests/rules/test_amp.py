@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 
 import pytest
-
 from npu_migrate.rules.amp._common import MODULES, TARGETS
 
 from ._run import run

@@ -18,9 +18,9 @@ import ast
 import re
 from pathlib import Path
 
+import npu_migrate.rules as rules_package
 import pytest
 
-import npu_migrate.rules as rules_package
 from npu_migrate.npu_api import load_api
 from npu_migrate.registry import all_rules
 

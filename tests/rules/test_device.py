@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import libcst as cst
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from npu_migrate.rules.device._device_strings import (
+    is_device_word,
+    literal_is_device,
+    swap,
+)
 
 from npu_migrate.engine import migrate_source
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
-from npu_migrate.rules.device._device_strings import is_device_word, literal_is_device, swap
 
 DEVICE = Settings(selection=Selection.create(["NPU1"]))
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from npu_migrate.rules.distributed._common import hccl_backend, mentions_nccl
+from npu_migrate.rules.distributed.npu203_nccl_env_vars import (
+    ADVICE,
+    SAME_MEANING,
+    hccl_name,
+)
 
 from npu_migrate.npu_api import load_api
-from npu_migrate.rules.distributed._common import hccl_backend, mentions_nccl
-from npu_migrate.rules.distributed.npu203_nccl_env_vars import ADVICE, SAME_MEANING, hccl_name
 
 from ._run import run
 
