@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 
 def call_arg(call: cst.Call, keyword: str | None = None, position: int | None = None) -> cst.Arg | None:
@@ -76,16 +75,14 @@ def _rebuild(root: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNode) -
     return root.with_changes(value=_rebuild(root.value, target, replacement))
 
 
-MAIN_GUARD = m.If(
-    test=m.Comparison(
-        left=m.Name("__name__"),
-        comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=m.SimpleString())],
-    )
-)
-
-
 def is_main_guard(node: cst.CSTNode) -> bool:
-    if not m.matches(node, MAIN_GUARD):
+    """``if __name__ == "__main__":`` (either operand order, any quotes)."""
+    if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):
         return False
-    comparator = node.test.comparisons[0].comparator
-    return string_value(comparator) == "__main__"
+    test = node.test
+    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
+    strings = [s for s in sides if string_value(s) == "__main__"]
+    return len(names) == 1 and len(strings) == 1
