@@ -80,3 +80,8 @@ def training(emulator_build) -> dict:
     return json_report(
         run_emulated(SCRIPTS / "train_compare.py", "fp32", "cnn", "amp", "lstm")
     )
+
+
+@pytest.fixture(scope="session")
+def op_parity(emulator_build) -> dict:
+    return json_report(run_emulated(SCRIPTS / "op_parity.py"))

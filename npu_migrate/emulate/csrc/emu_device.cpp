@@ -12,6 +12,8 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -467,6 +469,41 @@ static std::tuple<at::Tensor, at::Tensor, at::Tensor> emu_native_batch_norm(
   return {to_dev(std::get<0>(out)), to_dev(std::get<1>(out)), to_dev(std::get<2>(out))};
 }
 
+// scaled_dot_product_attention (CompositeImplicitAutograd) asks a per-device
+// stub which kernel to use and takes the unfused math path on devices with no
+// stub. Answer as the CPU stub answers for the same tensors, so npu takes the
+// kernel CPU takes (_scaled_dot_product_flash_attention_for_cpu, whose CPU
+// kernel and backward then run through the fallback). The CPU rules only read
+// metadata (shapes, strides, dtypes, requires_grad), so they see CPU aliases.
+static at::Tensor choice_alias(const at::Tensor& t) {
+  at::Tensor h = t.numel() == 0
+                     ? at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU))
+                     : host_alias(t);
+  if (t.requires_grad()) h.set_requires_grad(true);
+  return h;
+}
+
+static int64_t emu_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
+                                    const at::Tensor& value,
+                                    const std::optional<at::Tensor>& attn_mask, double dropout_p,
+                                    bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = choice_alias(*attn_mask);
+  // The CPU stub's kernel, called directly (the stub's own CPU lookup is not
+  // exported from libtorch).
+  return at::native::_fused_sdp_choice_cpp(choice_alias(query), choice_alias(key),
+                                           choice_alias(value), mask, dropout_p, is_causal,
+                                           scale, enable_gqa);
+}
+
+}  // namespace npu_emu
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &npu_emu::emu_fused_sdp_choice)
+}  // namespace at::native
+
+namespace npu_emu {
+
 static std::atomic<int64_t> g_fallback_calls{0};
 
 // Accelerators reject kernels whose tensor arguments live on different devices.
@@ -530,6 +567,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // The composite mse_loss reduces through an out= call that makes the CPU
   // kernel warn about resizing a 0-dim output; use the CPU kernel directly.
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  // Ops with a CPU kernel whose other registrations are math decompositions.
+  // Without a PrivateUse1 kernel the dispatcher prefers those decompositions
+  // (CompositeExplicitAutograd for the backend key; CompositeImplicitAutograd
+  // for the autograd key, which also replaces the derivative formula) over
+  // the boxed fallback, so npu would round differently from CPU. Registering
+  // the fallback makes npu take the CPU kernel and the CPU autograd formula.
+  // (Found by comparing the computed dispatch tables of CPU and PrivateUse1.)
+  for (const char* name : {"native_layer_norm", "native_group_norm", "silu_backward",
+                           "mish_backward", "addr"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
