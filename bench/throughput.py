@@ -38,6 +38,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
+    REPO_ROOT,
     RESULTS_DIR,
     Measured,
     load_report,
@@ -130,6 +131,13 @@ def _targets(projects: list[Project], sample: int) -> tuple[list[str], list[str]
     return args, files, lines
 
 
+def _source_stamp() -> float:
+    """Newest mtime of the engine and rule sources: the tool's cache is keyed on them, so an edit
+    between the populating and the warm run (a shared working tree) invalidates the warm figure."""
+    stamps = [f.stat().st_mtime for d in ("npu_migrate", "rules") for f in (REPO_ROOT / d).rglob("*.py")]
+    return max(stamps, default=0.0)
+
+
 def _count(path: Path) -> int:
     data = path.read_bytes()
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
@@ -200,6 +208,7 @@ def run(projects: list[Project], sample: int, repeat_single: int = 5, skip: set[
         if "warm" not in skip:
             cache = work / "cache"
             log("npu-migrate with cache: populate, then warm re-run (--jobs 1) ...")
+            stamp = _source_stamp()
             m1 = measure(_tool(*args, "--report", str(work / "r-pop.json"), "--cache-dir", str(cache),
                                "--jobs", "1"), cwd=src)
             rows.append(Row.of("npu-migrate, cache populate, --jobs 1", _report_files(work / "r-pop.json"), lines,
@@ -207,7 +216,9 @@ def run(projects: list[Project], sample: int, repeat_single: int = 5, skip: set[
             m2 = measure(_tool(*args, "--report", str(work / "r-warm.json"), "--cache-dir", str(cache),
                                "--jobs", "1"), cwd=src)
             rows.append(Row.of("npu-migrate, warm re-run (cache), --jobs 1", _report_files(work / "r-warm.json"),
-                               lines, m2, _check_rc(m2, "warm", (0, 2)), key="warm"))
+                               lines, m2, _check_rc(m2, "warm", (0, 2))
+                               or ("INVALID: engine/rule sources were edited during the run"
+                                   if _source_stamp() != stamp else ""), key="warm"))
 
         if "single" not in skip:
             one = pick_single_file(projects, files, src)
@@ -277,7 +288,9 @@ def render(rows: list[Row], meta: dict, projects: list[Project], sample: int) ->
                 val = by_key[key].seconds / floor
                 goals.append(f"- {label}: {val:.3f}x floor (goal <= {GOALS[key]}x): "
                              f"{'met' if val <= GOALS[key] else 'NOT met'}")
-    if "warm" in by_key and cold1:
+    if "warm" in by_key and by_key["warm"].note.startswith("INVALID"):
+        goals.append("- warm re-run: not evaluated, the engine or rule sources changed between the two runs")
+    elif "warm" in by_key and cold1:
         val = by_key["warm"].seconds / cold1
         goals.append(f"- warm re-run: {val:.1%} of the cold --jobs 1 run (goal <= {GOALS['warm']:.0%}): "
                      f"{'met' if val <= GOALS['warm'] else 'NOT met'}")
