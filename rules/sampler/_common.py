@@ -153,7 +153,53 @@ def _uses_loader(loop: cst.For, loader: str, epoch_named: bool) -> bool:
     return found
 
 
-def set_epoch_statement(ctx, receiver: str, loop: cst.For) -> cst.BaseStatement:
-    return cst.parse_statement(
-        f"{receiver}.set_epoch({_target(loop)})\n", config=ctx.module.config_for_parsing
+def set_epoch_statement(
+    ctx, receiver: str, loop: cst.For, guard: str | None = None
+) -> cst.BaseStatement:
+    """``receiver.set_epoch(<loop variable>)``, under ``if guard:`` when given."""
+    call = f"{receiver}.set_epoch({_target(loop)})\n"
+    if guard is not None:
+        call = f"if {guard}:\n{ctx.module.default_indent}{call}"
+    return cst.parse_statement(call, config=ctx.module.config_for_parsing)
+
+
+def set_epoch_line(receiver: str, guard: str | None) -> str:
+    """The same statement on one line, for suggestions."""
+    call = f"{receiver}.set_epoch(epoch)"
+    return call if guard is None else f"if {guard}: {call}"
+
+
+def _imported_here(ctx, scope, local: str) -> bool:
+    """``local`` is bound only by import statements where ``scope`` reads it."""
+    if local in ctx.imports.conflicting:
+        return False
+    if scope is None:
+        return True
+    assignments = scope[local]
+    return bool(assignments) and all(
+        isinstance(a.node, (cst.Import, cst.ImportFrom)) for a in assignments
     )
+
+
+def is_initialized_call(ctx, at: cst.CSTNode) -> tuple[str, bool] | None:
+    """Code that calls ``torch.distributed.is_initialized()`` where ``at`` is, and
+    whether ``import torch.distributed`` must be added for it; None when ``torch``
+    means something else there.
+
+    The file's own spelling wins: ``dist.is_initialized()`` for
+    ``import torch.distributed as dist`` / ``from torch import distributed as dist``,
+    ``is_initialized()`` when imported by name, ``torch.distributed.is_initialized()``
+    when ``torch`` (or an alias of it) is imported."""
+    bindings = ctx.imports.bindings
+    scope = ctx.scope(at)
+    for wanted, template in (
+        ("torch.distributed", "{}.is_initialized()"),
+        ("torch.distributed.is_initialized", "{}()"),
+        ("torch", "{}.distributed.is_initialized()"),
+    ):
+        for local, qualified in bindings.items():
+            if qualified == wanted and _imported_here(ctx, scope, local):
+                return template.format(local), False
+    if "torch" in bindings or (scope is not None and "torch" in scope):
+        return None
+    return "torch.distributed.is_initialized()", True

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import dotted, is_pure_reference
 
-from npu_migrate.cst_util import call_arg, is_main_guard
+from npu_migrate.cst_util import call_arg
 from npu_migrate.rule import Example, Rule
 
 from ._common import (
@@ -15,7 +15,17 @@ from ._common import (
     DISTRIBUTED,
     SAMPLERS,
     find_epoch_loop,
+    function_of,
+    is_initialized_call,
+    set_epoch_line,
     set_epoch_statement,
+)
+
+_INIT = frozenset(
+    {
+        "torch.distributed.init_process_group",
+        "torch.distributed.distributed_c10d.init_process_group",
+    }
 )
 
 _SUFFIX = re.compile(r"_?(?:data_?loader|loader|dl)$", re.IGNORECASE)
@@ -51,29 +61,48 @@ In a file that uses DDP (`DistributedDataParallel`, FSDP or
 `torch.distributed.init_process_group`, in any import form), a `DataLoader`
 call with `shuffle=True` (the literal) and no `sampler` / `batch_sampler`:
 
-- gets `train_sampler = DistributedSampler(dataset, shuffle=True)` as a new
-  statement right before the one that builds the loader. The name follows the
-  loader (`val_loader` -> `val_sampler`; otherwise `train_sampler`), with a
-  number added if the file already uses it;
-- `shuffle=True` becomes `sampler=train_sampler` (the DataLoader refuses both);
+- gets `train_sampler = DistributedSampler(dataset, shuffle=True) if
+  dist.is_initialized() else None` as a new statement right before the one that
+  builds the loader. The name follows the loader (`val_loader` ->
+  `val_sampler`; otherwise `train_sampler`), with a number added if the file
+  already uses it;
+- `shuffle=True` becomes `shuffle=train_sampler is None,
+  sampler=train_sampler`;
 - `from torch.utils.data.distributed import DistributedSampler` is added,
   unless the file already imports it;
-- `train_sampler.set_epoch(epoch)` becomes the first statement of the epoch
-  loop: the `for epoch in range(...)` loop after it, in the same function, whose
-  body iterates over the loader (`for b in loader`, `enumerate(loader)`,
-  `tqdm(loader)`), or passes the loader to a call when the loop variable is
-  named `*epoch*` (`train_one_epoch(model, loader, epoch)`). Without set_epoch
-  the sampler repeats the same order every epoch.
+- `if train_sampler is not None: train_sampler.set_epoch(epoch)` becomes the
+  first statement of the epoch loop: the `for epoch in range(...)` loop after
+  it, in the same function, whose body iterates over the loader
+  (`for b in loader`, `enumerate(loader)`, `tqdm(loader)`), or passes the loader
+  to a call when the loop variable is named `*epoch*`
+  (`train_one_epoch(model, loader, epoch)`). Without set_epoch the sampler
+  repeats the same order every epoch.
+
+Why the conditional form: the same training script is usually run both as
+`python train.py` (one process, no process group) and under torchrun, and
+`DistributedSampler()` raises "Default process group has not been
+initialized" in the first case. With `... if is_initialized() else None` one
+process keeps exactly what it had (the DataLoader shuffles, since
+`shuffle=None is None`), and a distributed run gets the shards. This also makes
+scripts that only initialise DDP under an `if` (`if args.distributed:`,
+`if "RANK" in os.environ:`) safe to rewrite. The DataLoader refuses
+`shuffle=True` together with a sampler, hence the `is None` test rather than
+a second keyword. `is_initialized` is spelled the way the file imports
+`torch.distributed` (`dist.is_initialized()`, `is_initialized()`,
+`torch.distributed.is_initialized()`); a file that imports neither gets
+`import torch.distributed`.
 
 Reported instead of rewritten: `shuffle=<expression>` (it may be True at run
 time), a positional shuffle, `**kwargs` that may carry a sampler, a dataset
 that is not a plain name or attribute (it would be built twice), a loader
-built inside a lambda, comprehension or compound-statement header, and files
-whose every DDP / init call sits under an `if` (the script also runs without
-torch.distributed, where `DistributedSampler()` raises: use
-`DistributedSampler(ds) if dist.is_initialized() else None` and
-`shuffle=(sampler is None)`). When no epoch loop is found the loader is still
-rewritten and the missing `set_epoch` call is reported with the exact line.
+built inside a lambda, comprehension or compound-statement header, a loader
+built before `init_process_group` in the same function (`is_initialized()`
+would still be False there, and the sampler silently None), and a name
+`torch` (or `DistributedSampler`) bound to something else. When no epoch loop
+is found the loader is still rewritten and the missing `set_epoch` call is
+reported with the exact line (`if isinstance(loader.sampler,
+DistributedSampler): loader.sampler.set_epoch(epoch)`, since in one process
+the loader holds its own RandomSampler).
 
 Left alone: loaders with a `sampler` or `batch_sampler`, `shuffle=False`,
 an `IterableDataset` (which the DataLoader refuses to shuffle anyway), and
@@ -81,23 +110,28 @@ files without DDP. The edit uses no NPU API.
 """
     examples = (
         Example(
+            "import os\n"
             "import torch.distributed as dist\n"
             "from torch.utils.data import DataLoader\n"
             "\n"
-            "dist.init_process_group('hccl')\n"
+            "if \"RANK\" in os.environ:\n"
+            "    dist.init_process_group('hccl')\n"
             "train_loader = DataLoader(train_set, batch_size=32, shuffle=True)\n"
             "for epoch in range(10):\n"
             "    for batch in train_loader:\n"
             "        step(batch)\n",
+            "import os\n"
             "import torch.distributed as dist\n"
             "from torch.utils.data import DataLoader\n"
             "from torch.utils.data.distributed import DistributedSampler\n"
             "\n"
-            "dist.init_process_group('hccl')\n"
-            "train_sampler = DistributedSampler(train_set, shuffle=True)\n"
-            "train_loader = DataLoader(train_set, batch_size=32, sampler=train_sampler)\n"
+            "if \"RANK\" in os.environ:\n"
+            "    dist.init_process_group('hccl')\n"
+            "train_sampler = DistributedSampler(train_set, shuffle=True) if dist.is_initialized() else None\n"
+            "train_loader = DataLoader(train_set, batch_size=32, shuffle=train_sampler is None, sampler=train_sampler)\n"
             "for epoch in range(10):\n"
-            "    train_sampler.set_epoch(epoch)\n"
+            "    if train_sampler is not None:\n"
+            "        train_sampler.set_epoch(epoch)\n"
             "    for batch in train_loader:\n"
             "        step(batch)\n",
         ),
@@ -110,6 +144,7 @@ files without DDP. The edit uses no NPU API.
         super().__init__(ctx)
         self.loaders: list[cst.Call] = []
         self.distributed: list[cst.Call] = []
+        self.inits: list[cst.Call] = []
         self.fors: list[cst.For] = []
         self.taken: set[str] = set()
 
@@ -119,6 +154,8 @@ files without DDP. The edit uses no NPU API.
             self.loaders.append(node)
         elif qualified in DISTRIBUTED:
             self.distributed.append(node)
+            if qualified in _INIT:
+                self.inits.append(node)
 
     def visit_For(self, node: cst.For) -> None:
         self.fors.append(node)
@@ -126,21 +163,21 @@ files without DDP. The edit uses no NPU API.
     def leave_file(self) -> None:
         if not self.distributed or not self.loaders:
             return
-        conditional = all(self._conditional(call) for call in self.distributed)
         for loader in self.loaders:
-            self._check(loader, conditional)
+            self._check(loader)
 
-    def _conditional(self, node: cst.CSTNode) -> bool:
-        for ancestor in self.ctx.ancestors(node):
-            if isinstance(ancestor, cst.IfExp):
-                return True
-            if isinstance(ancestor, cst.If) and not is_main_guard(ancestor):
-                test = self.ctx.module.code_for_node(ancestor.test)
-                if "is_initialized" not in test:
-                    return True
-        return False
+    def _initialised_later(self, statement: cst.CSTNode) -> bool:
+        """An ``init_process_group`` call after the loader's statement, in its function:
+        ``is_initialized()`` would still be False where the sampler is built."""
+        home = function_of(self.ctx, statement)
+        end = self.ctx.position(statement).end.line
+        return any(
+            function_of(self.ctx, init) is home
+            and self.ctx.position(init).start.line > end
+            for init in self.inits
+        )
 
-    def _check(self, loader: cst.Call, conditional: bool) -> None:
+    def _check(self, loader: cst.Call) -> None:
         shuffle = call_arg(loader, "shuffle", 2)
         if shuffle is None or any(a.star == "*" for a in loader.args):
             return
@@ -157,8 +194,9 @@ files without DDP. The edit uses no NPU API.
         if dataset is not None and self._iterable_dataset(dataset.value):
             return
         suggestion = (
-            "give the loader `sampler=DistributedSampler(dataset, shuffle=True)` instead of `shuffle=True`, "
-            "and call `sampler.set_epoch(epoch)` at the start of every epoch"
+            "sampler = DistributedSampler(dataset, shuffle=True) if dist.is_initialized() else None; "
+            "pass `shuffle=sampler is None, sampler=sampler` to the loader, and start every epoch with "
+            "`if sampler is not None: sampler.set_epoch(epoch)`"
         )
         problem = None
         if any(a.star == "**" for a in loader.args):
@@ -169,12 +207,6 @@ files without DDP. The edit uses no NPU API.
             problem = "`shuffle` is passed by position"
         elif dataset is None or not is_pure_reference(dataset.value):
             problem = "the dataset is not a plain name (bind it to a variable first)"
-        elif conditional:
-            problem = "DDP is only used under a condition, and DistributedSampler() fails when torch.distributed is not initialized"
-            suggestion = (
-                "sampler = DistributedSampler(dataset, shuffle=True) if dist.is_initialized() else None; "
-                "pass `sampler=sampler, shuffle=(sampler is None)`, and call `sampler.set_epoch(epoch)` when it is not None"
-            )
         statement = self.ctx.enclosing_statement(loader)
         if problem is None:
             between = []
@@ -186,11 +218,17 @@ files without DDP. The edit uses no NPU API.
                 isinstance(a, _COMPREHENSIONS) for a in between
             ):
                 problem = "the loader is not built in a simple statement"
+        if problem is None and self._initialised_later(statement):
+            problem = "the process group is initialised after the loader is built, where `is_initialized()` is still False"
+            suggestion = "build the loader after `init_process_group(...)`; then " + suggestion
         sampler_class = self._sampler_class()
         if problem is None and sampler_class is None:
             problem = (
                 "the name DistributedSampler is bound to something else in this file"
             )
+        check = self._is_initialized(loader) if problem is None else None
+        if problem is None and check is None:
+            problem = "the name `torch` is bound to something else here"
         if problem is not None:
             self.report(
                 loader,
@@ -198,7 +236,16 @@ files without DDP. The edit uses no NPU API.
                 suggestion,
             )
             return
-        self._rewrite(loader, statement, shuffle, dataset.value, sampler_class)
+        self._rewrite(loader, statement, dataset.value, sampler_class, check)
+
+    def _is_initialized(self, loader: cst.Call) -> str | None:
+        found = is_initialized_call(self.ctx, loader)
+        if found is None:
+            return None
+        code, needs_import = found
+        if needs_import:
+            self.add_import("torch.distributed")
+        return code
 
     def _iterable_dataset(self, node: cst.CSTNode) -> bool:
         if "IterableDataset" not in self.ctx.text:
@@ -266,25 +313,34 @@ files without DDP. The edit uses no NPU API.
         self,
         loader,
         statement,
-        shuffle: cst.Arg,
         dataset: cst.BaseExpression,
         sampler_class: str,
+        check: str,
     ) -> None:
         name, loader_expression = self._name_for(statement)
         dataset_code = self.ctx.module.code_for_node(dataset)
         new = cst.parse_statement(
-            f"{name} = {sampler_class}({dataset_code}, shuffle=True)\n",
+            f"{name} = {sampler_class}({dataset_code}, shuffle=True) if {check} else None\n",
             config=self.ctx.module.config_for_parsing,
-        )
+        ).with_changes(leading_lines=statement.leading_lines)
+        message = f"shard the shuffled loader with `{name}` when torch.distributed is initialized"
+        if statement.leading_lines:
+            # blank lines and comments above the loader now go above its sampler
+            # (same anchor and message: reported as one fix)
+            self.replace(
+                statement,
+                lambda line: line.with_changes(leading_lines=()),
+                message,
+                needs_torch_npu=False,
+                anchor=loader,
+            )
         self.insert_before(
-            statement, [new], f"shard the shuffled loader with `{name}`", anchor=loader
+            statement, [new], message, anchor=loader, needs_torch_npu=False
         )
         self.replace(
-            shuffle,
-            lambda arg: arg.with_changes(
-                keyword=cst.Name("sampler"), value=cst.Name(name)
-            ),
-            f"`shuffle=True` -> `sampler={name}` (DistributedSampler shuffles per rank)",
+            loader,
+            lambda call: _with_sampler(call, name),
+            f"`shuffle=True` -> `shuffle={name} is None, sampler={name}` (DistributedSampler shuffles per rank)",
             needs_torch_npu=False,
         )
         if (
@@ -300,18 +356,49 @@ files without DDP. The edit uses no NPU API.
         if found is not None and found.loop is not None:
             self.insert_before(
                 found.loop.body.body[0],
-                [set_epoch_statement(self.ctx, name, found.loop)],
+                [set_epoch_statement(self.ctx, name, found.loop, f"{name} is not None")],
                 f"`{name}.set_epoch(...)` so each epoch gets a new order",
                 anchor=found.loop,
+                needs_torch_npu=False,
             )
             return
         why = found.why if found is not None else "the loader is not assigned to a name"
-        receiver = f"{loader_expression}.sampler" if loader_expression else name
+        if loader_expression:
+            # the sampler's name is local here; the loop may be elsewhere
+            receiver = f"{loader_expression}.sampler"
+            guard = f"isinstance({receiver}, {sampler_class})"
+        else:
+            receiver, guard = name, f"{name} is not None"
         self.report(
             loader,
             f"added a DistributedSampler, but cannot place its set_epoch call ({why})",
-            f"add `{receiver}.set_epoch(epoch)` as the first statement of the epoch loop",
+            f"add `{set_epoch_line(receiver, guard)}` as the first statement of the epoch loop",
         )
+
+
+def _with_sampler(call: cst.Call, name: str) -> cst.Call:
+    """``shuffle=True`` -> ``shuffle=<name> is None, sampler=<name>``: the DataLoader
+    refuses ``shuffle=True`` together with a sampler, and shuffles itself when
+    there is none (one process)."""
+    args = list(call.args)
+    index = next(
+        i
+        for i, a in enumerate(args)
+        if a.keyword is not None and a.keyword.value == "shuffle"
+    )
+    shuffle = args[index]
+    comma, after = shuffle.comma, shuffle.whitespace_after_arg
+    if not isinstance(comma, cst.Comma) and index > 0:
+        # the last argument: separate it like the others; what came before `)` follows sampler=
+        comma, after = args[index - 1].comma, cst.SimpleWhitespace("")
+    test = cst.Comparison(
+        cst.Name(name), [cst.ComparisonTarget(cst.Is(), cst.Name("None"))]
+    )
+    args[index : index + 1] = [
+        shuffle.with_changes(value=test, comma=comma, whitespace_after_arg=after),
+        shuffle.with_changes(keyword=cst.Name("sampler"), value=cst.Name(name)),
+    ]
+    return call.with_changes(args=args)
 
 
 def _classes(module: cst.Module) -> list[cst.ClassDef]:

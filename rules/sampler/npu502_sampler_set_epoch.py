@@ -10,7 +10,14 @@ from npu_migrate.rules.checkpoint._common import dotted
 from npu_migrate.cst_util import call_arg
 from npu_migrate.rule import Example, Rule
 
-from ._common import DATALOADERS, SAMPLERS, find_epoch_loop, set_epoch_statement
+from ._common import (
+    DATALOADERS,
+    SAMPLERS,
+    find_epoch_loop,
+    function_of,
+    set_epoch_line,
+    set_epoch_statement,
+)
 
 _SET_EPOCH = re.compile(r"\.\s*set_epoch\s*\(")
 
@@ -49,6 +56,21 @@ of every file for `.set_epoch(`, done once before the per-file work):
 - The loop is not found and the project never calls `set_epoch`: a finding on
   the sampler with the exact line to add.
 
+The call is guarded only when the sampler may be missing at run time, as in
+scripts that also run in one process without a process group:
+
+- plain `sampler.set_epoch(epoch)` when the name only ever holds
+  DistributedSamplers;
+- `if sampler is not None: sampler.set_epoch(epoch)` when it may also be None
+  (`DistributedSampler(ds) if dist.is_initialized() else None`, or
+  `sampler = None` before an `if` that builds it, in the same function; for
+  an attribute such as `self.sampler`, anywhere in the file);
+- `if isinstance(sampler, DistributedSampler): sampler.set_epoch(epoch)` when
+  it may hold something else (another sampler, a parameter, a helper's result),
+  and for `loader.sampler` when the loader was given
+  `DistributedSampler(ds) if ... else None` inline (given None, the loader
+  makes its own RandomSampler, which has no set_epoch).
+
 Samplers created with `shuffle=False` are left alone: their order does not
 depend on the epoch. The edit uses no NPU API.
 """
@@ -69,6 +91,24 @@ depend on the epoch. The edit uses no NPU API.
             "        train_step(batch)\n",
         ),
         Example(
+            "import torch.distributed as dist\n"
+            "from torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(dataset) if dist.is_initialized() else None\n"
+            "loader = DataLoader(dataset, shuffle=sampler is None, sampler=sampler)\n"
+            "for epoch in range(epochs):\n"
+            "    for batch in loader:\n"
+            "        train_step(batch)\n",
+            "import torch.distributed as dist\n"
+            "from torch.utils.data import DataLoader, DistributedSampler\n"
+            "sampler = DistributedSampler(dataset) if dist.is_initialized() else None\n"
+            "loader = DataLoader(dataset, shuffle=sampler is None, sampler=sampler)\n"
+            "for epoch in range(epochs):\n"
+            "    if sampler is not None:\n"
+            "        sampler.set_epoch(epoch)\n"
+            "    for batch in loader:\n"
+            "        train_step(batch)\n",
+        ),
+        Example(
             "from torch.utils.data import DistributedSampler\n"
             "sampler = DistributedSampler(dataset, shuffle=False)\n"
         ),
@@ -79,6 +119,9 @@ depend on the epoch. The edit uses no NPU API.
         self.samplers: list[cst.Call] = []
         self.loaders: list[cst.Call] = []
         self.fors: list[cst.For] = []
+        # (loop, receiver) pairs already given a set_epoch call: two samplers bound
+        # to the same name (`if cfg.x: sampler = DistributedSampler(...)`) need one
+        self.placed: set[tuple[int, str]] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
@@ -104,25 +147,35 @@ depend on the epoch. The edit uses no NPU API.
             self._check(sampler)
 
     def _check(self, sampler: cst.Call) -> None:
-        name = self._bound_name(sampler)
+        # `x if cond else None`: the expression that holds the sampler, or None
+        held, alternative = _held_by(self.ctx, sampler)
+        name = self._bound_name(held)
         receiver, loader_name, loader_statement = name, None, None
+        inline = False
         for loader in self.loaders:
             arg = call_arg(loader, "sampler", 3)
             if arg is None:
                 continue
-            if arg.value is sampler or (name is not None and dotted(arg.value) == name):
+            if arg.value is held or (name is not None and dotted(arg.value) == name):
                 loader_name = self._bound_name(loader)
                 loader_statement = self.ctx.enclosing_statement(loader)
-                if arg.value is sampler and loader_name is not None:
+                inline = arg.value is held
+                if inline and loader_name is not None:
                     receiver = f"{loader_name}.sampler"
                 break
+        guard = None
+        if receiver is not None:
+            guard = self._guard(sampler, held, alternative, receiver, inline)
         why = "it feeds no DataLoader assigned to a name in this file"
         if loader_name is not None and receiver is not None:
             found = find_epoch_loop(self.ctx, self.fors, loader_name, loader_statement)
             if found.loop is not None:
+                if (id(found.loop), receiver) in self.placed:
+                    return
+                self.placed.add((id(found.loop), receiver))
                 self.insert_before(
                     found.loop.body.body[0],
-                    [set_epoch_statement(self.ctx, receiver, found.loop)],
+                    [set_epoch_statement(self.ctx, receiver, found.loop, guard)],
                     f"`{receiver}.set_epoch(...)` so each epoch gets a new order",
                     anchor=found.loop,
                 )
@@ -134,10 +187,89 @@ depend on the epoch. The edit uses no NPU API.
         self.report(
             sampler,
             f"DistributedSampler.set_epoch is never called in this project, so every epoch repeats the same order ({why})",
-            f"add `{shown}.set_epoch(epoch)` as the first statement of the epoch loop",
+            f"add `{set_epoch_line(shown, guard)}` as the first statement of the epoch loop",
         )
 
-    def _bound_name(self, call: cst.Call) -> str | None:
+    def _guard(
+        self,
+        sampler: cst.Call,
+        held: cst.CSTNode,
+        alternative: cst.CSTNode | None,
+        receiver: str,
+        inline: bool,
+    ) -> str | None:
+        """None when ``receiver`` is always this DistributedSampler; ``receiver is not
+        None`` when it may also be None (single-process runs); an isinstance test
+        when it may be another sampler, or the DataLoader's default one."""
+        if inline:
+            # given None, the loader makes its own Random/SequentialSampler
+            kinds = {"other"} if alternative is not None else set()
+        else:
+            kinds = {_kind(alternative)} if alternative is not None else set()
+            kinds |= self._other_values(sampler, held, receiver)
+        if "other" in kinds:
+            klass = self.ctx.module.code_for_node(sampler.func)
+            return f"isinstance({receiver}, {klass})"
+        if "none" in kinds:
+            return f"{receiver} is not None"
+        return None
+
+    def _other_values(
+        self, sampler: cst.Call, held: cst.CSTNode, receiver: str
+    ) -> set[str]:
+        """What else the sampler's name is given: in its function for a plain name,
+        anywhere in the file for an attribute (``self.sampler = None`` in __init__)."""
+        home = function_of(self.ctx, sampler) if "." not in receiver else self.ctx.module
+        kinds: set[str] = set()
+        rules_self = self
+
+        class _Values(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                # a plain name is local to its function; an attribute may be set anywhere
+                return node is home or "." in receiver
+
+            def visit_Lambda(self, node) -> bool:
+                return False
+
+            def visit_Param(self, node: cst.Param) -> None:
+                if node.name.value == receiver:
+                    kinds.add("other")  # whatever the caller passes
+
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if node.value is held:
+                    return
+                for target in node.targets:
+                    if dotted(target.target) == receiver:
+                        kinds.add(_value_kind(node.value, rules_self))
+                    elif _binds_in(target.target, receiver):
+                        kinds.add("other")
+
+            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+                if node.value is not held and dotted(node.target) == receiver:
+                    kinds.add(
+                        "none" if node.value is None else _value_kind(node.value, rules_self)
+                    )
+
+            def visit_AugAssign(self, node: cst.AugAssign) -> None:
+                if dotted(node.target) == receiver:
+                    kinds.add("other")
+
+            def visit_For(self, node: cst.For) -> None:
+                if _binds_in(node.target, receiver):
+                    kinds.add("other")
+
+            def visit_WithItem(self, node: cst.WithItem) -> None:
+                if node.asname is not None and _binds_in(node.asname.name, receiver):
+                    kinds.add("other")
+
+            def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+                if dotted(node.target) == receiver:
+                    kinds.add(_value_kind(node.value, rules_self))
+
+        home.visit(_Values())
+        return kinds
+
+    def _bound_name(self, call: cst.CSTNode) -> str | None:
         parent = self.ctx.parent(call)
         if (
             isinstance(parent, cst.Assign)
@@ -148,3 +280,41 @@ depend on the epoch. The edit uses no NPU API.
         if isinstance(parent, cst.AnnAssign) and parent.value is call:
             return dotted(parent.target)
         return None
+
+
+def _held_by(ctx, sampler: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode | None]:
+    """The expression whose value is the sampler, and the other branch when that
+    is a conditional expression (``DistributedSampler(ds) if dist.is_initialized() else None``)."""
+    parent = ctx.parent(sampler)
+    if isinstance(parent, cst.IfExp):
+        if parent.body is sampler:
+            return parent, parent.orelse
+        if parent.orelse is sampler:
+            return parent, parent.body
+    return sampler, None
+
+
+def _kind(node: cst.CSTNode) -> str:
+    return "none" if isinstance(node, cst.Name) and node.value == "None" else "other"
+
+
+def _value_kind(node: cst.CSTNode, rule: SamplerSetEpoch) -> str:
+    """"none", "sampler" (another DistributedSampler, or a conditional of those and
+    None) or "other"."""
+    if isinstance(node, cst.Name) and node.value == "None":
+        return "none"
+    if isinstance(node, cst.Call) and rule.qualified_name(node.func) in SAMPLERS:
+        return "sampler"
+    if isinstance(node, cst.IfExp):
+        kinds = {_value_kind(node.body, rule), _value_kind(node.orelse, rule)}
+        return "other" if "other" in kinds else ("none" if "none" in kinds else "sampler")
+    return "other"
+
+
+def _binds_in(target: cst.CSTNode, name: str) -> bool:
+    """``name`` is one of the names a tuple/list/starred target binds."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_in(e.value, name) for e in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _binds_in(target.value, name)
+    return dotted(target) == name
