@@ -274,8 +274,19 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
             AddImportsVisitor.add_needed_import(context, "torch_npu")
             requested = True
     if requested:
-        new_module = AddImportsVisitor(context).transform_module(new_module)
+        new_module = _run_codemod(AddImportsVisitor(context), new_module)
     return new_module, import_fix
+
+
+def _run_codemod(transformer, module: cst.Module) -> cst.Module:
+    """``Codemod.transform_module`` without its defensive deep copy of the tree
+    (the tree is ours and freshly built; the copy cost more than the visit)."""
+    from dataclasses import replace
+
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    transformer.context = replace(transformer.context, wrapper=wrapper)
+    with transformer.resolve(wrapper):
+        return wrapper.module.visit(transformer)
 
 
 def _to_fix(ctx: FileContext, edit: Edit) -> Fix:

@@ -53,7 +53,8 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         super().__init__(ctx)
         self.api = load_api()
         self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
-        self.alias_imports: dict[str, tuple[cst.CSTNode, cst.ImportAlias]] = {}
+        # local name -> every import statement binding it to a torch.cuda name
+        self.alias_imports: dict[str, list[tuple[cst.CSTNode, cst.ImportAlias]]] = {}
 
     # -- uses ----------------------------------------------------------------------
 
@@ -104,7 +105,7 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
                 if full == CUDA:  # `import torch.cuda`: uses go through `torch`, rewritten above
                     self.replace(alias, lambda a: a.with_changes(name=_dotted("torch.npu")), "`import torch.cuda` -> `import torch.npu`")
                 continue
-            self.alias_imports[alias.asname.name.value] = (node, alias)
+            self.alias_imports.setdefault(alias.asname.name.value, []).append((node, alias))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
@@ -114,7 +115,7 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
             if is_cuda_name(full):
                 local = (alias.asname.name if alias.asname else alias.name).value
-                self.alias_imports[local] = (node, alias)
+                self.alias_imports.setdefault(local, []).append((node, alias))
 
     def leave_file(self) -> None:
         def uses_ok(local: str) -> bool:
@@ -124,7 +125,8 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             return ok
 
         from_statements: dict[cst.ImportFrom, list[tuple[str, cst.ImportAlias]]] = {}
-        for local, (statement, alias) in self.alias_imports.items():
+        bindings = [(local, st, al) for local, found in self.alias_imports.items() for st, al in found]
+        for local, statement, alias in bindings:
             if isinstance(statement, cst.Import):
                 if uses_ok(local):
                     self.replace(alias, lambda a: a.with_changes(name=_dotted("torch.npu")), "`import torch.cuda as ...` -> `import torch.npu as ...`")
