@@ -86,3 +86,15 @@ def test_two_process_ddp_with_hccl_equals_gloo_on_cpu(emulator_build, tmp_path):
     for name, value in cpu["params"].items():
         assert torch.equal(npu["params"][name], value), name
     assert [g.tolist() for g in npu["gathered"]] == [[0.0, 0.0], [1.0, 1.0]]
+    # The hccl group declares npu (as on hardware), so object collectives and
+    # barrier stage through npu tensors, and give what gloo gives on CPU.
+    assert npu["device_types"] == ["npu"]
+    assert npu["broadcast_objects"] == [{"from": 1, "step": 5}, "rank1"]
+    assert npu["broadcast_objects"] == cpu["broadcast_objects"]
+    assert npu["all_gather_objects"] == [
+        {"rank": r, "loss": npu["losses"][-1]} for r in range(2)
+    ]
+    assert npu["all_gather_objects"] == cpu["all_gather_objects"]
+    # ... while a CPU tensor handed to hccl still fails, as on hardware.
+    assert cpu["cpu_tensor_collective"] == "accepted"
+    assert "expected npu tensors" in npu["cpu_tensor_collective"]

@@ -6,6 +6,7 @@ the final parameters and the per-step losses to OUT.
 """
 
 import argparse
+import gc
 import os
 
 import torch
@@ -52,6 +53,18 @@ for _ in range(ns.steps):
 gathered = [torch.zeros(2, device=device) for _ in range(dist.get_world_size())]
 dist.all_gather(gathered, torch.full((2,), float(rank), device=device))
 dist.barrier()
+
+# Object collectives pick their staging device from the group's device types.
+objects = [{"from": rank, "step": len(losses)}, f"rank{rank}"]
+dist.broadcast_object_list(objects, src=1)
+everyone = [None] * dist.get_world_size()
+dist.all_gather_object(everyone, {"rank": rank, "loss": losses[-1]})
+try:
+    dist.all_reduce(torch.ones(1))  # a CPU tensor
+    cpu_tensor_collective = "accepted"
+except RuntimeError as exc:
+    cpu_tensor_collective = str(exc)
+dist.barrier()
 if rank == 0:
     torch.save(
         {
@@ -60,7 +73,17 @@ if rank == 0:
             "gathered": [g.cpu() for g in gathered],
             "backend": dist.get_backend(),
             "device": str(next(model.parameters()).device),
+            "device_types": [str(d) for d in dist.group.WORLD._device_types],
+            "broadcast_objects": objects,
+            "all_gather_objects": everyone,
+            "cpu_tensor_collective": cpu_tensor_collective,
         },
         ns.out,
     )
+# Free DDP (which holds the process group) before destroying the group: a gloo
+# group left for interpreter shutdown to collect sometimes aborts the process
+# ("terminate called without an active exception": a gloo worker thread is
+# cancelled while Python finalizes).
+del ddp
+gc.collect()
 dist.destroy_process_group()

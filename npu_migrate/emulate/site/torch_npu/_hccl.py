@@ -48,6 +48,16 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        # init_process_group hands a ProcessGroup subclass back as the group
+        # itself, without registering any device on it. torch then sees no
+        # device types and stages object collectives and barrier through CPU
+        # tensors, which HCCL rejects. Declare npu, as ProcessGroupHCCL does on
+        # hardware; the inner gloo backend stands behind it so that lookups by
+        # device (pg._get_backend(npu)) find a real c10d Backend. Collectives
+        # still go through the methods below.
+        self._register_backend(
+            torch.device("npu"), c10d.ProcessGroup.BackendType.CUSTOM, self._gloo
+        )
 
     def getBackendName(self) -> str:
         return "hccl"
