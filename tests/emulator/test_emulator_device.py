@@ -26,6 +26,19 @@ def test_the_stand_in_is_the_one_imported_and_autoloads_with_torch(basics):
     assert basics["autoloaded"] is True
 
 
+def test_module_to_npu_keeps_tied_weights(basics):
+    # As with CUDA, moving a module swaps each parameter's data in place, so a
+    # head tied to the embedding stays tied (otherwise training diverges from CPU).
+    assert basics["tied_after_npu"] == {
+        "still_tied": True,
+        "same_parameter_object": True,
+        "device": "npu:0",
+        "n_params": 1,
+    }
+    assert basics["tied_after_cpu"] is True
+    assert basics["shallow_copy_compatible"] is True
+
+
 @pytest.mark.parametrize("key", ["mix", "mix_matmul"])
 def test_tensor_left_on_cpu_fails_like_hardware(basics, key):
     assert basics[key]["ok"] is False

@@ -504,6 +504,23 @@ REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &npu_emu::emu_fused_sdp_ch
 
 namespace npu_emu {
 
+// Module.to() moves a parameter by swapping its data in place (param.data =
+// moved) only when torch says the two tensors have compatible shallow-copy
+// types; otherwise it makes a new Parameter per module, which unties shared
+// weights (a tied LM head stops being the embedding). torch's own rule counts
+// CPU and CUDA as interchangeable dense tensors but not PrivateUse1, so extend
+// it to npu, as on an accelerator.
+static bool dense_cpu_or_npu(c10::DispatchKeySet ks) {
+  return ks.has(c10::DispatchKey::Dense) &&
+         (ks.has_backend(c10::BackendComponent::CPUBit) ||
+          ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+}
+
+static bool emu_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  return dense_cpu_or_npu(self.key_set()) && dense_cpu_or_npu(from.key_set());
+}
+
 static std::atomic<int64_t> g_fallback_calls{0};
 
 // Accelerators reject kernels whose tensor arguments live on different devices.
@@ -557,6 +574,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", emu_copy_from_and_resize);
   m.impl("_local_scalar_dense", emu_local_scalar_dense);
   m.impl("native_batch_norm", emu_native_batch_norm);
+  m.impl("_has_compatible_shallow_copy_type", emu_has_compatible_shallow_copy_type);
   m.impl("set_.source_Tensor", emu_set_tensor);
   m.impl("set_.source_Storage", emu_set_storage);
   m.impl("set_.source_Storage_storage_offset", emu_set_storage_offset);

@@ -37,6 +37,30 @@ report["factory_device"] = str(b.device)
 report["is_npu"] = [a.is_npu, torch.ones(1).is_npu]
 report["sum"] = (a + b).sum().item()
 report["module_npu"] = str(next(nn.Linear(2, 2).npu().parameters()).device)
+
+
+class Tied(nn.Module):  # a weight-tied LM head, as in GPT-style models
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(5, 3)
+        self.head = nn.Linear(3, 5, bias=False)
+        self.head.weight = self.emb.weight
+
+
+tied = Tied()
+param = tied.emb.weight
+tied.npu()
+report["tied_after_npu"] = {
+    "still_tied": tied.head.weight is tied.emb.weight,
+    "same_parameter_object": tied.emb.weight is param,
+    "device": str(param.device),
+    "n_params": len(list(tied.parameters())),
+}
+tied.cpu()
+report["tied_after_cpu"] = tied.head.weight is tied.emb.weight and str(param.device) == "cpu"
+report["shallow_copy_compatible"] = torch._has_compatible_shallow_copy_type(
+    torch.zeros(1), torch.zeros(1, device="npu")
+)
 report["mix"] = outcome(lambda: (a + torch.ones(6)).sum().item())
 report["mix_matmul"] = outcome(
     lambda: nn.Linear(6, 2).npu()(torch.ones(1, 6)).sum().item()
