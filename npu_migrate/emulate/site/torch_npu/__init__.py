@@ -9,6 +9,8 @@ directory on the path. Importing it registers a PrivateUse1 device named
 
 from __future__ import annotations
 
+import atexit
+
 import torch
 
 from npu_migrate.emulate import build as _build
@@ -31,6 +33,20 @@ _rnn.register()
 
 
 _emulator.configure_strict_from_env()
+
+
+def _collect_before_shutdown() -> None:
+    # A process group that only a reference cycle keeps alive (DDP holds its
+    # group) is otherwise freed by the garbage collection inside interpreter
+    # finalization; gloo's worker threads are then cancelled while they wait
+    # for the GIL, and the process aborts ("terminate called without an active
+    # exception") after the script has finished. Collect while Python is whole.
+    import gc
+
+    gc.collect()
+
+
+atexit.register(_collect_before_shutdown)
 
 
 def __getattr__(name: str):
