@@ -1,8 +1,9 @@
 """Which files to process.
 
 * Directories are searched recursively for ``*.py``.
-* ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``,
-  ``__pycache__`` and tool caches are skipped, and so is whatever the
+* ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``
+  (unless it is a package, with an ``__init__.py``), ``__pycache__`` and tool caches
+  are skipped, and so is whatever the
   ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
 * A file named explicitly on the command line is always processed.
@@ -22,6 +23,10 @@ SKIP_DIRS = {
     ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".npu_migrate_cache", "node_modules",
     "site-packages",
 }
+
+#: `build/` and `dist/` are skipped as build output, unless they are Python packages
+#: (mmengine has `mmengine/dist/`, a package of distributed helpers).
+PACKAGE_NAMES_OK = {"build", "dist"}
 
 
 @dataclass
@@ -112,7 +117,9 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             keep = []
             for name in sorted(dirnames):
                 sub = current / name
-                if name in SKIP_DIRS or (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
+                if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (sub / "__init__.py").exists()):
+                    continue
+                if (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue

@@ -67,18 +67,42 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
                 "make the helper also accept NPU tensors (`t.is_npu`), or test `t.device.type == 'npu'`",
             )
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.is_cuda_reads: list[cst.Attribute] = []
+        self.own_is_cuda: set[str] = set()  # receivers that assign their own `.is_cuda`
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         parent = self.ctx.parent(node)
         called = isinstance(parent, cst.Call) and parent.func is node
         attr = node.attr.value
         if attr == "is_cuda" and not called:
-            if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and getattr(parent, "target", None) is node:
-                return  # `self.is_cuda = ...`: an attribute of the project's own
-            self.replace(node, _rename("is_npu"), "`.is_cuda` -> `.is_npu`")
+            if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)) and getattr(parent, "target", None) is node:
+                # `self.is_cuda = ...`: an attribute of the project's own, not the tensor property
+                self.own_is_cuda.add(self.ctx.module.code_for_node(node.value))
+                self.report(
+                    node,
+                    "this object defines its own `is_cuda` attribute; it and its reads are left unchanged",
+                    "if it means 'on the accelerator', compute it from the NPU (`device.type == 'npu'`) and rename it",
+                )
+                return
+            self.is_cuda_reads.append(node)
         elif attr == "cuda" and not called:
             qualified = self.qualified_name(node)
             if qualified in ("torch.Tensor.cuda", "torch.nn.Module.cuda"):
                 self.replace(node, _rename("npu"), f"`{qualified}` -> `{qualified[:-4]}npu`")
+
+    def leave_file(self) -> None:
+        for node in self.is_cuda_reads:
+            receiver = self.ctx.module.code_for_node(node.value)
+            if receiver in self.own_is_cuda:
+                self.report(
+                    node,
+                    f"`{receiver}.is_cuda` reads this project's own attribute; left unchanged",
+                    "rename the attribute and its reads together if it should follow the NPU",
+                )
+            else:
+                self.replace(node, _rename("is_npu"), "`.is_cuda` -> `.is_npu`")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value not in ("cuda", "is_cuda"):

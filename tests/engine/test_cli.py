@@ -110,9 +110,10 @@ def test_discovery_skips_ignored_and_virtualenvs(tmp_path, run_cli):
     write(tmp_path, "build/x.py", CUDA)
     write(tmp_path, "pkg/__pycache__/x.py", CUDA)
     write(tmp_path, "pkg/keep.py", CUDA)
+    write(tmp_path, "pkg/dist/__init__.py", CUDA)  # a package named dist is code, not build output
     result = run_cli(".", "--report", "r.json")
     paths = [f["path"] for f in json.loads((tmp_path / "r.json").read_text())["files"]]
-    assert paths == ["pkg/keep.py"]
+    assert paths == ["pkg/keep.py", "pkg/dist/__init__.py"]
     # a file named explicitly is always processed
     assert "generated/x.py" in run_cli("generated/x.py").output
 
