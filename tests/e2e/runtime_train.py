@@ -15,7 +15,7 @@ import time
 import npu_runtime as nr
 import torch
 import torch.distributed as dist
-import torch.nn as nn
+from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
