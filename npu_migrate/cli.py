@@ -71,7 +71,7 @@ def main() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
 @click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR", help="Copy the npu_runtime package into DIR.")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
-@click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
+@click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff, if --diff is given).")
 @click.option("-v", "--verbose", is_flag=True, help="Print suggestions, per-file status and timing.")
 def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, annotate, config, no_cache,
             cache_dir, vendor_runtime, no_prefilter, quiet, verbose) -> None:
@@ -129,7 +129,7 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
 
     results = _run_with_progress(found.files, settings, jobs or default_jobs(), cache_factory, err, quiet)
     mode = "write" if write else "check" if check else "diff"
-    show_diff = diff if diff is not None else mode == "diff"
+    show_diff = diff if diff is not None else (mode == "diff" and not quiet)
 
     for result in results:
         if result.error is not None:

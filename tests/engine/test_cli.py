@@ -224,3 +224,12 @@ def test_quiet_prints_only_errors(tmp_path, run_cli, flag):
     write(tmp_path, "a.py", CUDA)
     result = run_cli(".", "--check", flag)
     assert result.exit_code == 1 and result.output == ""
+
+
+def test_quiet_dry_run_prints_nothing_but_errors(tmp_path, run_cli):
+    write(tmp_path, "a.py", CUDA)
+    write(tmp_path, "bad.py", b"def (:\n")
+    result = run_cli(".", "-q")
+    assert result.exit_code == 2
+    assert [line for line in result.output.splitlines()] == [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert "+++" in run_cli(".", "-q", "--diff").output
