@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.context import FileContext
+from npu_migrate.rule import Rule
 
 from ..device._cuda_names import in_import, is_outermost
 
@@ -28,3 +29,23 @@ def torch_root(ctx: FileContext, node: cst.CSTNode) -> str | None:
     if ctx.imports.bindings.get("torch", "torch") == "torch":
         return "torch"
     return None
+
+
+class FlagUseRule(Rule):
+    """Base of the NPU6xx rules: ``check`` sees every outermost dotted use outside imports
+    (``torch.backends.cudnn.benchmark``, ``cudnn.benchmark`` via an alias) with its
+    qualified name."""
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._use(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._use(node)
+
+    def _use(self, node: cst.Attribute | cst.Name) -> None:
+        qualified = flag_use(self.ctx, node)
+        if qualified is not None:
+            self.check(node, qualified)
+
+    def check(self, node: cst.Attribute | cst.Name, qualified: str) -> None:
+        raise NotImplementedError

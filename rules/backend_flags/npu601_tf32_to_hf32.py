@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.rule import Example, Rule
+from npu_migrate.rule import Example
 
-from ._common import flag_use, torch_root
+from ._common import FlagUseRule, torch_root
 
 TARGETS = {
     "torch.backends.cuda.matmul.allow_tf32": "npu.matmul.allow_hf32",
@@ -18,7 +18,7 @@ REDUCED_PRECISION = (
 )
 
 
-class Tf32ToHf32(Rule):
+class Tf32ToHf32(FlagUseRule):
     id = "NPU601"
     name = "tf32-to-hf32"
     summary = "Rewrite the TF32 switches to `torch.npu.matmul.allow_hf32` / `torch.npu.conv.allow_hf32`"
@@ -47,14 +47,7 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
         Example("import torch\ntorch.set_float32_matmul_precision('high')\n"),
     )
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.Attribute | cst.Name) -> None:
-        qualified = flag_use(self.ctx, node)
+    def check(self, node: cst.Attribute | cst.Name, qualified: str) -> None:
         if qualified in REDUCED_PRECISION:
             self.report(node, f"`{qualified}` has no NPU switch", "remove it; on NPU the closest control is torch.npu.matmul.allow_hf32")
             return

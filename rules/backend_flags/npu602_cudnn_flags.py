@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.rule import Example, Rule
+from npu_migrate.rule import Example
 
-from ._common import flag_use
+from ._common import FlagUseRule
 
 CUDNN = "torch.backends.cudnn"
 ADVICE = {
@@ -33,7 +33,7 @@ ADVICE = {
 GENERIC = "cuDNN settings have no effect on NPU; remove the line or keep it for CUDA runs only"
 
 
-class CudnnFlags(Rule):
+class CudnnFlags(FlagUseRule):
     id = "NPU602"
     name = "cudnn-flags"
     summary = "Report cudnn flags, `torch.version.cuda` and other CUDA backend switches, with what to use on NPU"
@@ -64,15 +64,8 @@ NPU601's (it has a real counterpart).
         Example("from torch.backends import cudnn\ncudnn.benchmark = True  # reported\n"),
     )
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.Attribute | cst.Name) -> None:
-        qualified = flag_use(self.ctx, node)
-        if qualified is None or qualified == f"{CUDNN}.allow_tf32":
+    def check(self, node: cst.Attribute | cst.Name, qualified: str) -> None:
+        if qualified == f"{CUDNN}.allow_tf32":
             return
         advice = next((ADVICE[k] for k in ADVICE if qualified == k or qualified.startswith(k + ".")), None)
         if advice is None and (qualified == CUDNN or qualified.startswith(CUDNN + ".")):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.rule import Example, Rule
+from npu_migrate.rule import Example
 
-from ._common import flag_use
+from ._common import FlagUseRule
 
 _CUDA = "torch.backends.cuda"
 SDP_NAMES = frozenset(
@@ -34,7 +34,7 @@ SUGGESTION = (
 )
 
 
-class SdpKernelFlags(Rule):
+class SdpKernelFlags(FlagUseRule):
     id = "NPU603"
     name = "sdp-kernel-flags"
     summary = "Report `torch.backends.cuda` SDPA kernel switches (`sdp_kernel`, `enable_flash_sdp`...) and point to `torch_npu.npu_fusion_attention`"
@@ -56,15 +56,8 @@ generic) is left alone.
         Example("import torch\nwith torch.backends.cuda.sdp_kernel(enable_math=False):  # reported\n    pass\n"),
     )
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.Attribute | cst.Name) -> None:
-        qualified = flag_use(self.ctx, node)
-        if qualified is None or not qualified.startswith(_CUDA + "."):
+    def check(self, node: cst.Attribute | cst.Name, qualified: str) -> None:
+        if not qualified.startswith(_CUDA + "."):
             return
         if qualified[len(_CUDA) + 1 :].split(".", 1)[0] in SDP_NAMES:
             self.report(node, f"`{qualified}` selects a CUDA attention kernel", SUGGESTION)

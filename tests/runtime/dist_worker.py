@@ -6,6 +6,7 @@ script's own torch.distributed.init_process_group("gloo") with env://, unchanged
 
 import argparse
 import json
+import sys
 import os
 
 import npu_runtime
@@ -34,7 +35,10 @@ def main():
     dist.all_reduce(t)
     report["allreduce"] = t.item()
     report["HCCL_CONNECT_TIMEOUT"] = os.environ.get("HCCL_CONNECT_TIMEOUT")
-    print("REPORT " + json.dumps(report), flush=True)
+    # One write() per line: two ranks share torchrun's stdout, and print() may split
+    # the text and the newline into two writes that interleave with the other rank.
+    sys.stdout.write("REPORT " + json.dumps(report) + "\n")
+    sys.stdout.flush()
     dist.barrier()
     dist.destroy_process_group()
 
