@@ -35,7 +35,7 @@ class _DefaultToMigrate(click.Group):
     """``npu-migrate PATH...`` means ``npu-migrate migrate PATH...``."""
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("--version",)):
+        if not args or (args[0] not in self.commands and args[0] not in ("--version", "-h", "--help")):
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
 

@@ -233,3 +233,10 @@ def test_quiet_dry_run_prints_nothing_but_errors(tmp_path, run_cli):
     assert result.exit_code == 2
     assert [line for line in result.output.splitlines()] == [line for line in result.output.splitlines() if line.startswith("error:")]
     assert "+++" in run_cli(".", "-q", "--diff").output
+
+
+def test_help_shows_the_default_command_as_the_tool_itself():
+    result = subprocess.run(["npu-migrate", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage: npu-migrate [OPTIONS] [PATHS]...")
+    assert "npu-migrate rules" in result.stdout and "npu-migrate emulate" in result.stdout
