@@ -90,6 +90,18 @@ class FileContext:
         """True for nodes inside an ``import`` / ``from ... import`` statement."""
         return node in self._import_nodes
 
+    def is_outermost(self, node: cst.CSTNode) -> bool:
+        """Only the longest dotted chain counts: ``torch.cuda.synchronize``, not ``torch.cuda``."""
+        parent = self._parents.get(node)
+        return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+    def use_name(self, node: cst.CSTNode) -> str | None:
+        """Qualified name of an outermost Name/Attribute read outside import statements
+        (the shape most rules match on), else None."""
+        if not self.is_outermost(node) or node in self._import_nodes:
+            return None
+        return self.qualified_name(node)
+
     # -- metadata ------------------------------------------------------------------
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:

@@ -8,7 +8,6 @@ import libcst as cst
 
 from npu_migrate.rule import Example, Rule
 
-from ..device._cuda_names import in_import, is_outermost
 from ._common import (
     MODULES,
     TARGETS,
@@ -104,9 +103,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         self._use(node)
 
     def _use(self, node: cst.Attribute | cst.Name) -> None:
-        if not is_outermost(self.ctx, node) or in_import(self.ctx, node):
-            return
-        qualified = self.qualified_name(node)
+        qualified = self.ctx.use_name(node)
         if not in_amp(qualified):
             return
         root = _root(node)

@@ -7,14 +7,10 @@ import libcst as cst
 from npu_migrate.context import FileContext
 from npu_migrate.rule import Rule
 
-from ..device._cuda_names import in_import, is_outermost
-
 
 def flag_use(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
     """Qualified name of an outermost Name/Attribute chain outside import statements."""
-    if not is_outermost(ctx, node) or in_import(ctx, node):
-        return None
-    return ctx.qualified_name(node)
+    return ctx.use_name(node)
 
 
 def torch_root(ctx: FileContext, node: cst.CSTNode) -> str | None:

@@ -18,16 +18,6 @@ def is_cuda_name(qualified: str | None) -> bool:
     return not any(qualified == o or qualified.startswith(o + ".") for o in OWNED_ELSEWHERE)
 
 
-def is_outermost(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """Only the longest dotted chain counts: ``torch.cuda.synchronize``, not ``torch.cuda``."""
-    parent = ctx.parent(node)
-    return not (isinstance(parent, cst.Attribute) and parent.value is node)
-
-
-def in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
-    return ctx.in_import(node)
-
-
 def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """What the first name of ``node``'s dotted chain was imported as (``torch``,
     ``torch.cuda``, ``torch.cuda.synchronize``...)."""
@@ -39,9 +29,9 @@ def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
 
 def cuda_uses(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
     """The qualified ``torch.cuda...`` name of an outermost use outside imports."""
-    if not is_outermost(ctx, node):
+    if not ctx.is_outermost(node):
         return None
     qualified = ctx.qualified_name(node)
-    if not is_cuda_name(qualified) or in_import(ctx, node):
+    if not is_cuda_name(qualified) or ctx.in_import(node):
         return None
     return qualified

@@ -10,7 +10,7 @@ from npu_migrate.cst_util import rename_attribute
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
 
-from ._cuda_names import CUDA, cuda_uses, is_cuda_name, is_outermost, root_binding
+from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
 
 _NPU_WORD = re.compile(r"\bnpu\b")
 
@@ -84,7 +84,7 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         """A use such as ``cuda.amp.autocast`` through a ``torch.cuda`` alias: the AMP
         rules own it, so the alias import must stay (recorded as a use with no
         counterpart)."""
-        if not is_outermost(self.ctx, node):
+        if not self.ctx.is_outermost(node):
             return
         binding = root_binding(self.ctx, node)
         if binding is None or not is_cuda_name(binding):

@@ -6,7 +6,6 @@ import libcst as cst
 
 from npu_migrate.rule import Example, Rule
 
-from ..device._cuda_names import in_import, is_outermost
 from ._common import C10D, DIST
 
 OLD = "is_nccl_available"
@@ -53,9 +52,7 @@ alias only on `torch.distributed`.
         self._use(node)
 
     def _use(self, node: cst.Attribute | cst.Name) -> None:
-        if not is_outermost(self.ctx, node) or in_import(self.ctx, node):
-            return
-        qualified = self.qualified_name(node)
+        qualified = self.ctx.use_name(node)
         if qualified == f"{C10D}.{OLD}":
             self.report(node, f"`{qualified}` is False on Ascend", f"use `{TARGET}()` (added by torch_npu)")
         elif qualified == f"{DIST}.{OLD}":

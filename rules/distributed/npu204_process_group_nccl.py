@@ -6,8 +6,6 @@ import libcst as cst
 
 from npu_migrate.rule import Example, Rule
 
-from ..device._cuda_names import in_import, is_outermost
-
 _PREFIXES = (
     "torch.distributed.ProcessGroupNCCL",
     "torch.distributed.distributed_c10d.ProcessGroupNCCL",
@@ -45,9 +43,7 @@ run time; a static migration should not depend on that.
         self._check(node)
 
     def _check(self, node: cst.CSTNode) -> None:
-        if not is_outermost(self.ctx, node) or in_import(self.ctx, node):
-            return
-        qualified = self.qualified_name(node)
+        qualified = self.ctx.use_name(node)
         if qualified and any(qualified == p or qualified.startswith(p + ".") for p in _PREFIXES):
             self.report(node, f"`{qualified}` does not exist on Ascend", SUGGESTION)
 

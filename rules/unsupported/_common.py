@@ -24,16 +24,6 @@ def best_match(qualified: str, table: Mapping[str, str]) -> str | None:
     return table[max(matches, key=len)] if matches else None
 
 
-def in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
-    return ctx.in_import(node)
-
-
-def is_outermost(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """Only the longest dotted chain counts (``te.pytorch.Linear``, not ``te.pytorch``)."""
-    parent = ctx.parent(node)
-    return not (isinstance(parent, cst.Attribute) and parent.value is node)
-
-
 _CHECKS = frozenset({"isinstance", "issubclass", "hasattr", "callable", "getattr", "id", "type"})
 
 
@@ -150,10 +140,10 @@ class CudaOnlyPackage(Rule):
         self._use(node)
 
     def _use(self, node: cst.Name | cst.Attribute) -> None:
-        if not is_outermost(self.ctx, node):
+        if not self.ctx.is_outermost(node):
             return
         qualified = self.qualified_name(node)
-        if qualified is None or not self.is_target(qualified) or in_import(self.ctx, node):
+        if qualified is None or not self.is_target(qualified) or self.ctx.in_import(node):
             return
         suggestion = best_match(qualified, self.uses)
         if suggestion is not None:

@@ -7,8 +7,6 @@ import libcst as cst
 from npu_migrate.cst_util import call_arg, string_value
 from npu_migrate.rule import Example, Rule
 
-from ._common import in_import, is_outermost
-
 CPP_EXTENSION = "torch.utils.cpp_extension"
 _CUDA_SUFFIXES = (".cu", ".cuh")
 EXTENSION_SUGGESTION = (
@@ -96,13 +94,13 @@ Plain `CppExtension` and `BuildExtension` are left alone: they work with torch_n
         self._use(node)
 
     def _use(self, node: cst.CSTNode) -> None:
-        if not is_outermost(self.ctx, node):
+        if not self.ctx.is_outermost(node):
             return
         qualified = self.qualified_name(node)
-        if qualified == f"{CPP_EXTENSION}.CUDAExtension" and not in_import(self.ctx, node):
+        if qualified == f"{CPP_EXTENSION}.CUDAExtension" and not self.ctx.in_import(node):
             self._mark(node)
             self.report(node, "`CUDAExtension` builds CUDA kernels, which cannot be compiled for Ascend", EXTENSION_SUGGESTION)
-        elif qualified == f"{CPP_EXTENSION}.CUDA_HOME" and not in_import(self.ctx, node):
+        elif qualified == f"{CPP_EXTENSION}.CUDA_HOME" and not self.ctx.in_import(node):
             self.report(
                 node,
                 "`CUDA_HOME` is None without a CUDA toolkit",
