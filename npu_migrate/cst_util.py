@@ -5,6 +5,20 @@ from __future__ import annotations
 import libcst as cst
 
 
+def from_import_names(node: cst.ImportFrom) -> list[tuple[cst.ImportAlias, str, str]]:
+    """``(alias, qualified name, local name)`` for each name of an absolute
+    ``from a.b import c as d`` (here ``("a.b.c", "d")``); empty for relative and star imports."""
+    if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        return []
+    module = cst.helpers.get_full_name_for_node(node.module)
+    out = []
+    for alias in node.names:
+        name = cst.helpers.get_full_name_for_node(alias.name)
+        local = cst.helpers.get_full_name_for_node(alias.asname.name) if alias.asname is not None else name
+        out.append((alias, f"{module}.{name}", local))
+    return out
+
+
 def call_arg(call: cst.Call, keyword: str | None = None, position: int | None = None) -> cst.Arg | None:
     """The argument passed as ``keyword=`` or at ``position`` (0-based), if any."""
     if keyword is not None:

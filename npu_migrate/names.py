@@ -27,6 +27,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
+from npu_migrate.cst_util import from_import_names
 from npu_migrate.rule import CachedVisitorLookup
 
 
@@ -64,13 +65,8 @@ class ImportTable:
                     root = full.split(".", 1)[0]
                     self.bind(root, root)
             return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = _module_name(node.module)
-        for alias in node.names:
-            name = _module_name(alias.name)
-            local = _module_name(alias.asname.name) if alias.asname is not None else name
-            self.bind(local, f"{module}.{name}")
+        for _, qualified, local in from_import_names(node):
+            self.bind(local, qualified)
 
     def imports_module(self, module: str) -> bool:
         """True if ``module`` (or a submodule of it) is imported somewhere."""

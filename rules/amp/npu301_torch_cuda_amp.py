@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from npu_migrate.cst_util import from_import_names
 from npu_migrate.rule import Example, Rule
 
 from ._common import (
@@ -198,10 +199,8 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             if in_amp(module):
                 self.report(node, f"`from {module} import *` brings in CUDA-only AMP names", _suggestion(module))
             return
-        for alias in node.names:
-            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
+        for alias, full, local in from_import_names(node):
             if in_amp(full):
-                local = (alias.asname.name if alias.asname else alias.name).value
                 self._record_import(local, node, alias, full)
 
     def _record_import(self, local: str, statement, alias: cst.ImportAlias, full: str) -> None:

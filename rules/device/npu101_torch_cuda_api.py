@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import rename_attribute
+from npu_migrate.cst_util import from_import_names, rename_attribute
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
 
@@ -108,13 +108,8 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             self.alias_imports.setdefault(alias.asname.name.value, []).append((node, alias))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = cst.helpers.get_full_name_for_node(node.module)
-        for alias in node.names:
-            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
+        for alias, full, local in from_import_names(node):
             if is_cuda_name(full):
-                local = (alias.asname.name if alias.asname else alias.name).value
                 self.alias_imports.setdefault(local, []).append((node, alias))
 
     def leave_file(self) -> None:

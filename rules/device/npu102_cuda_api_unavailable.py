@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.cst_util import string_value
+from npu_migrate.cst_util import from_import_names, string_value
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
 
@@ -90,10 +90,6 @@ rather than rewritten because capture on NPU has different constraints.
                 )
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = cst.helpers.get_full_name_for_node(node.module)
-        for alias in node.names:
-            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
-            if is_cuda_name(full) and module != "torch" and self.api.npu_name_for_cuda(full) is None:
+        for alias, full, _ in from_import_names(node):
+            if is_cuda_name(full) and full != "torch.cuda" and self.api.npu_name_for_cuda(full) is None:
                 self.report(alias, f"`{full}` has no usable NPU counterpart", suggestion_for(full))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.cst_util import from_import_names
 from npu_migrate.rule import Example, Rule
 
 _PREFIXES = (
@@ -48,10 +49,6 @@ run time; a static migration should not depend on that.
             self.report(node, f"`{qualified}` does not exist on Ascend", SUGGESTION)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = cst.helpers.get_full_name_for_node(node.module)
-        for alias in node.names:
-            full = f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}"
+        for alias, full, _ in from_import_names(node):
             if full in _PREFIXES:
                 self.report(alias, f"`{full}` does not exist on Ascend", SUGGESTION)
