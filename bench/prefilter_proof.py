@@ -1,9 +1,11 @@
-"""Proof that the token prefilter never hides a change or a finding.
+"""Proof that the token prefilter and elision never hide or alter a change or a finding.
 
 Runs npu-migrate twice over the corpus as a dry run with ``--report``: once as
-shipped, once with ``--no-prefilter`` (every file parsed). The per-file reports
-must be identical; a file that the full run changes or reports on but the
-prefiltered run passes over is a prefilter miss. Exit 1 on any difference.
+shipped, once with ``--no-prefilter`` (every file parsed, and parsed whole: no
+definitions elided, see ``npu_migrate/elision.py``). The per-file reports and
+the per-file diffs must be identical; a file that the full run changes or
+reports on but the prefiltered run passes over is a prefilter miss. Exit 1 on
+any difference.
 
     python -m bench.prefilter_proof [--projects accelerate] [--sample N] [--jobs N]
 """
@@ -49,6 +51,18 @@ class Proof:
         return not (self.missed or self.differ or self.extra) and self.exit_prefilter == self.exit_full
 
 
+def split_diffs(output: str) -> dict[str, str]:
+    """The dry run's unified diffs, by path (``--- a/<path>`` starts one)."""
+    diffs: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in output.splitlines(keepends=True):
+        if line.startswith("--- a/"):
+            current = diffs.setdefault(line[len("--- a/"):].rstrip("\r\n"), [])
+        if current is not None:
+            current.append(line)
+    return {path: "".join(lines) for path, lines in diffs.items()}
+
+
 def _key(entry: dict | None) -> tuple:
     """What must agree between the two runs for one file."""
     if not entry:
@@ -74,14 +88,16 @@ def _explain(prefiltered: tuple, full: tuple) -> list[str]:
     return out
 
 
-def compare(prefiltered: dict[str, dict], full: dict[str, dict], proof: Proof) -> Proof:
+def compare(prefiltered: dict[str, dict], full: dict[str, dict], proof: Proof,
+            diffs: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> Proof:
     for path in sorted(set(prefiltered) | set(full)):
         a, b = _key(prefiltered.get(path)), _key(full.get(path))
         if b != _QUIET:
             proof.busy_full += 1
-        if a == b:
+        same_diff = diffs[0].get(path) == diffs[1].get(path)
+        if a == b and same_diff:
             continue
-        proof.details[path] = _explain(a, b)
+        proof.details[path] = _explain(a, b) + ([] if same_diff else ["the diffs differ"])
         if a == _QUIET:
             proof.missed.append(path)
         elif b == _QUIET:
@@ -99,10 +115,11 @@ def prove(projects: list[Project], sample: int = 1, jobs: int = 0, log=print) ->
     work = Path(tempfile.mkdtemp(prefix="npu-migrate-prefilter-"))
     try:
         reports = {}
+        diffs = {}
         for label, extra in (("prefilter", []), ("full", ["--no-prefilter"])):
             report = work / f"{label}.json"
             log(f"npu-migrate dry run ({label}) on {len(files):,} files ...")
-            cmd = npu_migrate_cmd() + targets + ["--no-diff", "-q", "--no-cache", "--report", str(report)] + extra
+            cmd = npu_migrate_cmd() + targets + ["-q", "--no-cache", "--report", str(report)] + extra
             if jobs:
                 cmd += ["--jobs", str(jobs)]
             start = time.perf_counter()
@@ -111,9 +128,10 @@ def prove(projects: list[Project], sample: int = 1, jobs: int = 0, log=print) ->
             if not report.is_file():
                 raise RuntimeError(f"{label} run wrote no report (exit {proc.returncode}): {proc.stderr[-2000:]}")
             reports[label] = {p: e for p, e in load_report(report)["by_path"].items()}
+            diffs[label] = split_diffs(proc.stdout)
             setattr(proof, f"seconds_{label}", seconds)
             setattr(proof, f"exit_{label}", proc.returncode)
-        compare(reports["prefilter"], reports["full"], proof)
+        compare(reports["prefilter"], reports["full"], proof, (diffs["prefilter"], diffs["full"]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return proof
@@ -131,7 +149,7 @@ def render(proof: Proof) -> str:
         for path in items:
             out.append(f"{title}: {path}")
             out += [f"    {line}" for line in proof.details.get(path, [])[:20]]
-    out.append("identical reports: " + ("yes" if proof.ok() else "NO"))
+    out.append("identical reports and diffs: " + ("yes" if proof.ok() else "NO"))
     return "\n".join(out)
 
 

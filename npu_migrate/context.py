@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+
+from npu_migrate.elision import Reduced
 
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.names import ImportTable, ImportTableResolver, ScopeResolver
@@ -55,6 +57,8 @@ class FileContext:
     imports: ImportTable
     resolver: ImportTableResolver | ScopeResolver
     facts: ProjectFacts = field(default_factory=ProjectFacts)
+    #: Set when the parsed module is a reduced copy of the file (positions map back).
+    reduced: Reduced | None = None
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)
@@ -149,9 +153,17 @@ class FileContext:
         return self._scopes.get(node)
 
     def position(self, node: cst.CSTNode) -> CodeRange:
+        """Where ``node`` is in the original file."""
         if self._positions is None:
             self._positions = self.wrapper.resolve(PositionProvider)
-        return self._positions[node]
+        where = self._positions[node]
+        if self.reduced is None:
+            return where
+        line = self.reduced.original_line
+        return CodeRange(
+            CodePosition(line(where.start.line), where.start.column),
+            CodePosition(line(where.end.line), where.end.column),
+        )
 
     # -- recording (rules call these through Rule helpers) ---------------------------
 

@@ -13,6 +13,7 @@ import re
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from npu_migrate import elision
 from npu_migrate.apply import EditApplier
 from npu_migrate.context import Edit, FileContext, FindingRecord
 from npu_migrate.model import FileResult, Finding, Fix
@@ -47,7 +48,11 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
     """Never raises for bad input: problems become ``FileResult.error``."""
     result = FileResult(path=path)
     try:
-        _migrate(result, data, settings)
+        try:
+            _migrate(result, data, settings, elide=settings.prefilter)
+        except elision.ElisionError:  # an edit swallowed a placeholder: do it the long way
+            result = FileResult(path=path)
+            _migrate(result, data, settings, elide=False)
     except SourceError as exc:
         result.error = str(exc)
     except cst.ParserSyntaxError as exc:
@@ -80,7 +85,23 @@ def _check_syntax(data: bytes) -> None:
         cst.parse_module(data)  # raises ParserSyntaxError if the file is really broken
 
 
-def _migrate(result: FileResult, data: bytes, settings: Settings) -> None:
+def _reduce(data: bytes, text: str, needed: list[str]) -> elision.Reduced | None:
+    """The file with the definitions no needed rule can act on left out (None: parse it all)."""
+    rules = all_rules()
+    triggers: list = []
+    for rule_id in needed:
+        words = rules[rule_id].local_words()
+        if words is None:
+            return None
+        triggers.extend(words)
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # libcst decides (and reports)
+    return elision.reduce(data, text, tree, triggers)
+
+
+def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
     path = result.path
     text = decode(path, data)
     rules = all_rules()
@@ -89,14 +110,17 @@ def _migrate(result: FileResult, data: bytes, settings: Settings) -> None:
     if not needed:
         _check_syntax(data)  # skipped files still get their syntax errors reported
         return
-    module = cst.parse_module(data)
+    reduced = _reduce(data, text, needed) if elide else None
+    module = cst.parse_module(reduced.data if reduced is not None else data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
     visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
 
-    ctx = _run_rules(path, text, wrapper, ImportTableResolver(table), table, settings, visitor_ids)
+    run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
+                            rule_ids=visitor_ids, reduced=reduced)
+    ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
-        ctx = _run_rules(path, text, wrapper, ScopeResolver(wrapper), table, settings, visitor_ids)
+        ctx = run(ScopeResolver(wrapper))
 
     edits, findings = _filter(ctx, active, text, path)
     if settings.annotate:
@@ -110,15 +134,16 @@ def _migrate(result: FileResult, data: bytes, settings: Settings) -> None:
     new_module, import_fix = _add_imports(ctx, new_module, edits, active)
     if import_fix is not None:
         fixes.append(import_fix)
-    new_source = new_module.bytes
+    new_source = new_module.bytes if reduced is None else reduced.restore(new_module.bytes)
     result.findings = _to_findings(ctx, findings)
     if new_source != data:
         result.new_source = new_source
         result.fixes = sorted(set(fixes))
 
 
-def _run_rules(path, text, wrapper, resolver, table, settings, rule_ids) -> FileContext | None:
-    ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver, facts=settings.facts)
+def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced) -> FileContext | None:
+    ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
+                      facts=settings.facts, reduced=reduced)
     rules = all_rules()
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()

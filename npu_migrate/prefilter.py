@@ -18,7 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 
-def _word(trigger: str) -> str:
+def word_pattern(trigger: str) -> str:
+    """The regex for one trigger word (``NCCL_*`` is a prefix)."""
     if trigger.endswith("*"):
         return re.escape(trigger[:-1]) + r"\w*"
     return re.escape(trigger) + r"\b"
@@ -49,7 +50,7 @@ class Prefilter:
             self._rules[rule_id] = groups
             words.update(w for group in groups for w in group)
         # Longest first, so that a prefix trigger does not hide a longer word.
-        alternatives = "|".join(_word(w) for w in sorted(words, key=len, reverse=True))
+        alternatives = "|".join(word_pattern(w) for w in sorted(words, key=len, reverse=True))
         self._pattern = re.compile(r"\b(?:" + alternatives + ")") if words else None
 
     def rules_needed(self, text: str) -> list[str]:

@@ -19,11 +19,15 @@ documentation, in the style of Fixit and ruff:
 * ``triggers``: words the prefilter looks for. A file that contains none of the
   trigger words of any selected rule is not parsed at all. A tuple entry means
   "all of these words".
+* ``local_triggers`` / ``whole_file``: what must appear inside a function or
+  class for the rule to act there (see :meth:`Rule.local_words` and
+  ``npu_migrate/elision.py``); definitions without any are not parsed.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Union
@@ -76,10 +80,30 @@ class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
     #: The rule's edits are dropped unless some other rule's edit survives in the
     #: same file (e.g. injecting the runtime shim into files the tool migrated).
     only_with_other_fixes: ClassVar[bool] = False
+    #: Words (trigger syntax) or compiled regexes, one of which appears inside any
+    #: function or class the rule acts on, or whose contents it reads. Empty: derived
+    #: from ``triggers`` (see :meth:`local_words`).
+    local_triggers: ClassVar[Sequence[str | re.Pattern[str]]] = ()
+    #: The rule's decisions need every function of the file: files it may act on are
+    #: parsed whole.
+    whole_file: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__()
         self.ctx = ctx
+
+    @classmethod
+    def local_words(cls) -> tuple[str | re.Pattern[str], ...] | None:
+        """What decides whether a function or class must be parsed for this rule
+        (None: the whole file). By default the trigger words; for a tuple trigger
+        such as ``("torch", "load")`` only its last word, which is the one written
+        where the rule acts (the others need only be somewhere in the file, usually
+        in its imports)."""
+        if cls.whole_file:
+            return None
+        if cls.local_triggers:
+            return tuple(cls.local_triggers)
+        return tuple(t if isinstance(t, str) else t[-1] for t in cls.triggers)
 
     # -- helpers for rule authors -------------------------------------------------
 

@@ -70,6 +70,7 @@ class ScalerCheckpointState(Rule):
         ("ShardedGradScaler", "state_dict"),
         ("ShardedGradScaler", "load_state_dict"),
     )
+    whole_file = True  # follows objects across functions
     rationale = """
 A GradScaler carries state that training depends on: the current loss scale
 and the count of steps since it last grew. A checkpoint that stores the

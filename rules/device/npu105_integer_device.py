@@ -30,6 +30,14 @@ class IntegerDevice(Rule):
     name = "integer-device"
     summary = "Make integer device indices explicit NPU devices: `.to(local_rank)` -> `.to(f\"npu:{local_rank}\")`"
     triggers = ("cuda",)
+    #: Where it acts: `.to(0)` / `torch.device(0)` (comments may sit before the index),
+    #: any `device=0`, and every mention of an index-like name (all of a name's
+    #: assignments in the file decide whether it is an int).
+    local_triggers = (
+        re.compile(r"\b(?:to|device)\((?:\s|#[^\r\n]*)*\(*\s*\d"),
+        re.compile(r"\bdevice\s*=(?:\s|#[^\r\n]*)*\(*\s*\d"),
+        re.compile(r"\b" + _INDEX_NAME.pattern.strip("^$") + r"\b"),
+    )
     rationale = """
 CUDA code often passes a bare index as the device: `model.to(local_rank)`,
 `x.to(0)`, `torch.device(args.gpu)`. What an integer means depends on the torch

@@ -37,6 +37,7 @@ class InstallRuntime(Rule):
     name = "install-runtime"
     summary = "Insert `import npu_runtime` and one `npu_runtime.install()` call into migrated entry-point scripts"
     triggers = ()  # it only acts on files other rules changed
+    local_triggers = ("npu_runtime",)  # an existing install() call anywhere in the file
     only_with_other_fixes = True
     rationale = """
 A migrated script must keep training on Ascend clusters, where ranks arrive in

@@ -49,6 +49,7 @@ class DistributedSamplerForShuffle(Rule):
         ("DataLoader", "shuffle", "FullyShardedDataParallel"),
         ("DataLoader", "shuffle", "fully_shard"),
     )
+    whole_file = True  # a loader, its epoch loop and the DDP setup live in different functions
     rationale = """
 Under DDP every rank runs the same script. A `DataLoader(dataset,
 shuffle=True)` without a sampler makes every rank draw from the *whole*

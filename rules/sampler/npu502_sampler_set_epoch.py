@@ -29,6 +29,7 @@ class SamplerSetEpoch(Rule):
         "Call `sampler.set_epoch(epoch)` for a DistributedSampler that never gets it"
     )
     triggers = ("DistributedSampler",)
+    whole_file = True  # a sampler, its loader and the epoch loop live in different functions
     rationale = """
 `DistributedSampler(shuffle=True)` seeds its permutation with `seed + epoch`,
 and `epoch` only changes through `sampler.set_epoch(epoch)`. Without that

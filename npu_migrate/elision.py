@@ -1,0 +1,264 @@
+"""Parses only the functions and classes a rule can act on.
+
+Parsing with libcst, the batched rule pass and the metadata all cost in
+proportion to the code parsed, and in a file that passes the prefilter most
+functions and methods still never mention CUDA (a model file with one
+``torch.cuda.is_available()``). So before libcst sees a file, CPython's own
+parser (``ast``, several times faster) gives the extent of every top-level
+function and class and of every method of a top-level class, and each one that
+no needed rule can act on is replaced by a one-line placeholder::
+
+    pass  # __npu_migrate_elided_3__
+
+libcst parses that reduced module; the rules run and the edits are applied on
+it; then every placeholder line is swapped back for the original bytes of its
+definition, which were never parsed and cannot have changed. Positions are
+mapped back to the original lines.
+
+A definition is kept (parsed) when any of these holds:
+
+* it contains a local trigger of a rule the prefilter found needed
+  (:meth:`Rule.local_words`: by default the rule's trigger words);
+* it mentions a name that a module-level import or assignment binds to
+  something containing such a trigger (``from torch.cuda import amp as A``
+  binds ``A``; ``DEV = "cuda"`` binds ``DEV``), followed to a fixed point,
+  because rules follow names from their binding to their uses;
+* it contains ``global`` (it may rebind a module-level name) or imports one of
+  the watched packages (the import table is file-wide).
+
+Module-level statements other than definitions are always kept, as are class
+bodies apart from their methods. A rule whose decisions need the whole file
+(``whole_file = True``) turns elision off for the files it may act on, and so
+does ``--no-prefilter``: ``bench/prefilter_proof.py`` compares the two on the
+whole corpus and requires identical results.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from npu_migrate.names import WATCHED_PACKAGES
+from npu_migrate.prefilter import word_pattern
+
+_BYTE_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_TEXT_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_INDENT = re.compile(rb"[ \t\f]*")
+_PLACEHOLDER = re.compile(rb"[ \t\f]*pass  # __npu_migrate_elided_(\d+)__(?:\r\n|\r|\n)?")
+_ALWAYS_KEEP = re.compile(r"\bglobal\b")
+_IMPORT = re.compile(r"\bimport\b")
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCKS = (ast.If, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+class ElisionError(Exception):
+    """The placeholders did not survive the transform (the caller parses the whole file)."""
+
+
+@dataclass
+class Reduced:
+    """A module with some definitions replaced by placeholders."""
+
+    data: bytes
+    #: ``line_map[i]`` is the original line of reduced line ``i + 1``.
+    line_map: list[int]
+    #: Placeholder number -> the original bytes it stands for.
+    pieces: list[bytes]
+
+    def original_line(self, line: int) -> int:
+        return self.line_map[line - 1] if 0 < line <= len(self.line_map) else line
+
+    def restore(self, new_data: bytes) -> bytes:
+        """``new_data`` (the transformed reduced module) with every placeholder swapped back."""
+        out: list[bytes] = []
+        expected = 0
+        for line in _BYTE_LINE.findall(new_data):
+            match = _PLACEHOLDER.fullmatch(line)
+            if match is None:
+                out.append(line)
+                continue
+            if int(match.group(1)) != expected:
+                raise ElisionError(f"placeholder {match.group(1)} out of order")
+            out.append(self.pieces[expected])
+            expected += 1
+        if expected != len(self.pieces):
+            raise ElisionError(f"{len(self.pieces) - expected} placeholder(s) lost")
+        return b"".join(out)
+
+
+def _start(node: ast.stmt) -> int:
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+
+
+def _block_bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
+    yield node.body
+    yield getattr(node, "orelse", [])
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
+    yield getattr(node, "finalbody", [])
+
+
+def _module_level(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run at module level (into if/try/with/for/while bodies), definitions excluded."""
+    for node in body:
+        if isinstance(node, _DEFINITIONS):
+            continue
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, *_BLOCKS)):
+            for block in _block_bodies(node):
+                yield from _module_level(block)
+
+
+def _target_names(node: ast.expr | None) -> Iterator[str]:
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        for element in node.elts:
+            yield from _target_names(element)
+    elif isinstance(node, ast.Starred):
+        yield from _target_names(node.value)
+
+
+def _bound_names(node: ast.stmt) -> Iterator[str]:
+    """Names a module-level simple statement (or the header of a block) binds."""
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            yield from _target_names(target)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+        yield from _target_names(node.target)
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        for item in node.items:
+            yield from _target_names(item.optional_vars)
+    elif isinstance(node, ast.Expr):
+        for sub in ast.walk(node.value):
+            if isinstance(sub, ast.NamedExpr):
+                yield from _target_names(sub.target)
+
+
+def _header_end(node: ast.stmt) -> int:
+    """Last line of a statement's own text (a block's header, not its body)."""
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, *_BLOCKS)):
+        body = getattr(node, "body", None)
+        return max(node.lineno, body[0].lineno - 1) if body else node.lineno
+    return node.end_lineno or node.lineno
+
+
+def _imported_aliases(body: Sequence[ast.stmt]) -> Iterator[tuple[str, str]]:
+    """(full dotted name, local name) for module-level imports that bind a name of their own
+    (``import a.b as c``, ``from a import b``); a plain ``import a.b`` is always spelled in full."""
+    for node in _module_level(body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    yield alias.name, alias.asname
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    yield f"{node.module or ''}.{alias.name}", alias.asname or alias.name
+
+
+def _imports_watched(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Import):
+            for alias in sub.names:
+                if {alias.name.split(".")[0], (alias.asname or "").split(".")[0]} & WATCHED_PACKAGES:
+                    return True
+        elif isinstance(sub, ast.ImportFrom):
+            roots = {(sub.module or "").split(".")[0]} | {(a.asname or a.name) for a in sub.names}
+            if roots & WATCHED_PACKAGES:
+                return True
+    return False
+
+
+class _Words:
+    """One regex for the local triggers plus the names bound from them."""
+
+    def __init__(self, triggers: Iterable[str | re.Pattern[str]]) -> None:
+        self._parts = [t.pattern if isinstance(t, re.Pattern) else word_pattern(t) for t in triggers]
+        self.names: set[str] = set()
+        self._compile()
+
+    def _compile(self) -> None:
+        parts = self._parts + [re.escape(n) + r"\b" for n in sorted(self.names)]
+        self.pattern = re.compile(r"\b(?:" + "|".join(parts) + ")") if parts else None
+
+    def search(self, text: str) -> bool:
+        return self.pattern is not None and self.pattern.search(text) is not None
+
+    def add_names(self, names: Iterable[str]) -> bool:
+        new = set(names) - self.names
+        if new:
+            self.names |= new
+            self._compile()
+        return bool(new)
+
+
+def reduce(
+    data: bytes, text: str, tree: ast.Module, triggers: Sequence[str | re.Pattern[str]]
+) -> Reduced | None:
+    """``data`` with the definitions that cannot matter replaced; None when nothing can go."""
+    if b"__npu_migrate_elided_" in data:  # our own marker in the source: never guess
+        return None
+    text_lines = _TEXT_LINE.findall(text)
+    words = _Words(triggers)
+
+    def lines(first: int, last: int) -> str:
+        return "".join(text_lines[first - 1 : last])
+
+    words.add_names(local for full, local in _imported_aliases(tree.body) if words.search(full))
+    statements = [n for n in _module_level(tree.body) if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    changed = True
+    while changed:  # DEV = "cuda"; DEVICE = DEV; ... until no new name
+        changed = words.add_names(
+            name
+            for node in statements
+            if words.search(lines(node.lineno, _header_end(node)))
+            for name in _bound_names(node)
+        )
+
+    elided: list[tuple[int, int]] = []
+
+    def needed(node: ast.stmt, segment: str) -> bool:
+        if words.search(segment) or _ALWAYS_KEEP.search(segment):
+            return True
+        return bool(_IMPORT.search(segment)) and _imports_watched(node)
+
+    def visit(body: Sequence[ast.stmt], in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, _DEFINITIONS):
+                first, last = _start(node), node.end_lineno or node.lineno
+                if not needed(node, lines(first, last)):
+                    elided.append((first, last))
+                elif isinstance(node, ast.ClassDef) and not in_class:
+                    visit(node.body, True)
+            elif not in_class and isinstance(node, _BLOCKS):
+                for block in _block_bodies(node):
+                    visit(block, False)
+
+    visit(tree.body, False)
+    if not elided:
+        return None
+    return _replace(data, sorted(elided))
+
+
+def _replace(data: bytes, elided: list[tuple[int, int]]) -> Reduced:
+    byte_lines = _BYTE_LINE.findall(data)
+    out: list[bytes] = []
+    line_map: list[int] = []
+    pieces: list[bytes] = []
+    line = 1
+    for first, last in elided:
+        out.extend(byte_lines[line - 1 : first - 1])
+        line_map.extend(range(line, first))
+        segment = byte_lines[first - 1 : last]
+        ending = segment[-1][len(segment[-1].rstrip(b"\r\n")) :]
+        indent = _INDENT.match(segment[0]).group()
+        out.append(b"%spass  # __npu_migrate_elided_%d__%s" % (indent, len(pieces), ending))
+        line_map.append(first)
+        pieces.append(b"".join(segment))
+        line = last + 1
+    out.extend(byte_lines[line - 1 :])
+    line_map.extend(range(line, len(byte_lines) + 1))
+    return Reduced(b"".join(out), line_map, pieces)
