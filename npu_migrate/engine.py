@@ -13,7 +13,7 @@ import re
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from npu_migrate import elision
+from npu_migrate import elision, walk
 from npu_migrate.apply import EditApplier
 from npu_migrate.context import Edit, FileContext, FindingRecord
 from npu_migrate.model import FileResult, Finding, Fix
@@ -147,7 +147,7 @@ def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, redu
     rules = all_rules()
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()
-    cst.visit_batched(wrapper.module, [*visitors, bindings], ctx.before_visit, ctx.after_leave)
+    walk.visit_batched(wrapper.module, [*visitors, bindings], ctx.before_visit, ctx.after_leave)
     if not resolver.exact and ambiguous_roots(resolver.roots_used, table, bindings.bound):
         return None
     for visitor in visitors:
