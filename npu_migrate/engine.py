@@ -296,8 +296,47 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         context = CodemodContext()
         for module, obj, asname in needed:
             AddImportsVisitor.add_needed_import(context, module, obj, asname)
-        new_module = _run_codemod(AddImportsVisitor(context), new_module)
+        new_module = add_imports_at_top(AddImportsVisitor(context), new_module)
     return new_module, import_fix
+
+
+def _is_single_import(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))
+    )
+
+
+def _is_docstring_or_strict(statement: cst.BaseStatement) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    if isinstance(small, cst.Expr):
+        return isinstance(small.value, cst.SimpleString)
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and small.targets[0].target.value == "__strict__"
+    )
+
+
+def add_imports_at_top(visitor, module: cst.Module) -> cst.Module:
+    """Run libcst's AddImportsVisitor on the head of the module only.
+
+    It reads and rewrites nothing but the leading docstring, the import block
+    right after it and the first statement after that block (where it inserts),
+    yet it walks and rebuilds the whole tree twice; on a large file that cost
+    more than everything else. The tail is put back unchanged.
+    ``tests/engine/test_add_imports.py`` compares this with a whole-module run.
+    """
+    body = module.body
+    end = 1 if body and _is_docstring_or_strict(body[0]) else 0
+    while end < len(body) and _is_single_import(body[end]):
+        end += 1
+    head = _run_codemod(visitor, module.with_changes(body=body[: end + 1]))
+    return head.with_changes(body=[*head.body, *body[end + 1 :]])
 
 
 def _run_codemod(transformer, module: cst.Module) -> cst.Module:
