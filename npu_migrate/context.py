@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from npu_migrate.elision import Reduced
+from npu_migrate.positions import StatementPositions
 
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.names import ImportTable, ImportTableResolver, ScopeResolver
@@ -59,12 +60,16 @@ class FileContext:
     facts: ProjectFacts = field(default_factory=ProjectFacts)
     #: Set when the parsed module is a reduced copy of the file (positions map back).
     reduced: Reduced | None = None
+    #: First line of each top-level statement in the parsed module (from ``ast``), which
+    #: lets positions be found statement by statement; None: whole-module positions.
+    statement_starts: list[int] | None = None
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)
     _parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     _stack: list[cst.CSTNode] = field(default_factory=list)
     _positions: object = None
+    _statement_positions: StatementPositions | None = None
     _scopes: object = None
     _names: dict[cst.CSTNode, str | None] = field(default_factory=dict)
     _import_nodes: set[cst.CSTNode] = field(default_factory=set)
@@ -154,9 +159,12 @@ class FileContext:
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is in the original file."""
-        if self._positions is None:
-            self._positions = self.wrapper.resolve(PositionProvider)
-        where = self._positions[node]
+        if self.statement_starts is None:
+            where = self._whole_position(node)
+        else:
+            if self._statement_positions is None:
+                self._statement_positions = StatementPositions(self.module, self.statement_starts, self._whole_position)
+            where = self._statement_positions.get(node, self._top_statement(node))
         if self.reduced is None:
             return where
         line = self.reduced.original_line
@@ -164,6 +172,22 @@ class FileContext:
             CodePosition(line(where.start.line), where.start.column),
             CodePosition(line(where.end.line), where.end.column),
         )
+
+    def _whole_position(self, node: cst.CSTNode) -> CodeRange:
+        if self._positions is None:
+            self._positions = self.wrapper.resolve(PositionProvider)
+        return self._positions[node]
+
+    def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The module-level statement that contains ``node`` (None for the module itself)."""
+        current = node
+        while True:
+            parent = self._parents.get(current)
+            if parent is None:
+                return None
+            if parent is self.module:
+                return current
+            current = parent
 
     # -- recording (rules call these through Rule helpers) ---------------------------
 

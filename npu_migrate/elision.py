@@ -18,11 +18,15 @@ mapped back to the original lines.
 A definition is kept (parsed) when any of these holds:
 
 * it contains a local trigger of a rule the prefilter found needed
-  (:meth:`Rule.local_words`: by default the rule's trigger words);
+  (:meth:`Rule.local_words`: by default the rule's trigger words), or spells
+  one of its ``local_names`` (``torch.load``, or ``th.load`` after ``import
+  torch as th``: every import of the file counts);
 * it mentions a name that a module-level import or assignment binds to
   something containing such a trigger (``from torch.cuda import amp as A``
   binds ``A``; ``DEV = "cuda"`` binds ``DEV``), followed to a fixed point,
-  because rules follow names from their binding to their uses;
+  because rules follow names from their binding to their uses. For an
+  assignment only the code counts: identifiers and strings without spaces, not
+  a docstring-like string that mentions CUDA in prose;
 * it contains ``global`` (it may rebind a module-level name) or imports one of
   the watched packages (the import table is file-wide).
 
@@ -69,6 +73,13 @@ class Reduced:
 
     def original_line(self, line: int) -> int:
         return self.line_map[line - 1] if 0 < line <= len(self.line_map) else line
+
+    def reduced_line(self, original: int) -> int | None:
+        """Where an original line that was kept (or begins a placeholder) is now."""
+        inverse = self.__dict__.get("_inverse")
+        if inverse is None:
+            inverse = self.__dict__["_inverse"] = {o: r for r, o in enumerate(self.line_map, 1)}
+        return inverse.get(original)
 
     def restore(self, new_data: bytes) -> bytes:
         """``new_data`` (the transformed reduced module) with every placeholder swapped back."""
@@ -172,20 +183,104 @@ def _imports_watched(node: ast.AST) -> bool:
     return False
 
 
-class _Words:
-    """One regex for the local triggers plus the names bound from them."""
+def _all_imports(body: Sequence[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth (statement bodies only: imports are statements)."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                yield from _all_imports(block)
+        for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+            yield from _all_imports(part.body)
 
-    def __init__(self, triggers: Iterable[str | re.Pattern[str]]) -> None:
+
+def _bindings(tree: ast.Module) -> Iterator[tuple[str, str]]:
+    """(local name, qualified name) for every absolute import in the file."""
+    for node in _all_imports(tree.body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    yield alias.asname, alias.name
+                else:
+                    root = alias.name.split(".")[0]
+                    yield root, root
+        elif node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    yield alias.asname or alias.name, f"{node.module}.{alias.name}"
+
+
+def _dotted(name: str) -> str:
+    return r"\s*\.\s*".join(re.escape(part) for part in name.split(".")) + r"\b"
+
+
+def spellings(names: Iterable[str], tree: ast.Module) -> set[str]:
+    """Regexes for how ``names`` can be written in this file: in full, or through its imports."""
+    names = set(names)
+    out = {_dotted(name) for name in names}
+    if names:
+        for local, qualified in _bindings(tree):
+            for name in names:
+                if name == qualified or name.startswith(qualified + "."):
+                    out.add(_dotted(local + name[len(qualified):]))
+                elif qualified.startswith(name + "."):  # `from torch.cuda.amp import autocast`
+                    out.add(_dotted(local))
+    return out
+
+
+def _is_prose(value: str) -> bool:
+    return any(c.isspace() for c in value.strip())
+
+
+def _code_words(node: ast.stmt) -> str:
+    """The identifiers and non-prose strings of a statement (of a block's header only),
+    space-separated: no comments, no docstring-like prose."""
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        roots: list[ast.AST] = [node.target, node.iter]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        roots = list(node.items)
+    else:
+        roots = [node]
+    parts: list[str] = []
+    for sub in (s for root in roots for s in ast.walk(root)):
+        if isinstance(sub, ast.Name):
+            parts.append(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            parts.append(sub.attr)
+        elif isinstance(sub, ast.keyword) and sub.arg:
+            parts.append(sub.arg)
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and not _is_prose(sub.value):
+            parts.append(sub.value)
+    return " ".join(parts)
+
+
+class _Words:
+    """One regex for the local triggers, the spellings of local names, and the names bound from them."""
+
+    def __init__(self, triggers: Iterable[str | re.Pattern[str]], spelled: Iterable[str] = ()) -> None:
         self._parts = [t.pattern if isinstance(t, re.Pattern) else word_pattern(t) for t in triggers]
+        self._spelled = sorted(spelled)
         self.names: set[str] = set()
         self._compile()
 
     def _compile(self) -> None:
         parts = self._parts + [re.escape(n) + r"\b" for n in sorted(self.names)]
+        self.flow = re.compile(r"\b(?:" + "|".join(parts) + ")") if parts else None
+        parts += self._spelled
         self.pattern = re.compile(r"\b(?:" + "|".join(parts) + ")") if parts else None
 
     def search(self, text: str) -> bool:
         return self.pattern is not None and self.pattern.search(text) is not None
+
+    def flows_from(self, node: ast.stmt, text: str) -> bool:
+        """Whether a module-level statement binds something worth following: its code,
+        not its prose, contains a trigger or an already followed name."""
+        if self.flow is None or self.flow.search(text) is None:
+            return False
+        return self.flow.search(_code_words(node)) is not None
 
     def add_names(self, names: Iterable[str]) -> bool:
         new = set(names) - self.names
@@ -196,26 +291,26 @@ class _Words:
 
 
 def reduce(
-    data: bytes, text: str, tree: ast.Module, triggers: Sequence[str | re.Pattern[str]]
+    data: bytes, text: str, tree: ast.Module, triggers: Sequence[str | re.Pattern[str]], names: Sequence[str] = ()
 ) -> Reduced | None:
     """``data`` with the definitions that cannot matter replaced; None when nothing can go."""
     if b"__npu_migrate_elided_" in data:  # our own marker in the source: never guess
         return None
     text_lines = _TEXT_LINE.findall(text)
-    words = _Words(triggers)
+    words = _Words(triggers, spellings(names, tree))
 
     def lines(first: int, last: int) -> str:
         return "".join(text_lines[first - 1 : last])
 
     words.add_names(local for full, local in _imported_aliases(tree.body) if words.search(full))
-    statements = [n for n in _module_level(tree.body) if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    binders = [(n, bound) for n in _module_level(tree.body) if (bound := list(_bound_names(n)))]
     changed = True
     while changed:  # DEV = "cuda"; DEVICE = DEV; ... until no new name
         changed = words.add_names(
             name
-            for node in statements
-            if words.search(lines(node.lineno, _header_end(node)))
-            for name in _bound_names(node)
+            for node, bound in binders
+            if words.flows_from(node, lines(node.lineno, _header_end(node)))
+            for name in bound
         )
 
     elided: list[tuple[int, int]] = []

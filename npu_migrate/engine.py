@@ -24,6 +24,7 @@ from npu_migrate.names import (
     ambiguous_roots,
     build_import_table,
 )
+from npu_migrate.positions import statement_starts
 from npu_migrate.prefilter import Prefilter
 from npu_migrate.registry import all_rules
 from npu_migrate.settings import Settings
@@ -85,20 +86,36 @@ def _check_syntax(data: bytes) -> None:
         cst.parse_module(data)  # raises ParserSyntaxError if the file is really broken
 
 
-def _reduce(data: bytes, text: str, needed: list[str]) -> elision.Reduced | None:
+def _python_ast(data: bytes) -> ast.Module | None:
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # libcst decides (and reports)
+
+
+def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elision.Reduced | None:
     """The file with the definitions no needed rule can act on left out (None: parse it all)."""
     rules = all_rules()
     triggers: list = []
+    names: list[str] = []
     for rule_id in needed:
         words = rules[rule_id].local_words()
         if words is None:
             return None
         triggers.extend(words)
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None  # libcst decides (and reports)
-    return elision.reduce(data, text, tree, triggers)
+        names.extend(rules[rule_id].local_names)
+    return elision.reduce(data, text, tree, triggers, names)
+
+
+def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> list[int] | None:
+    """First lines of the parsed module's top-level statements (see npu_migrate/positions.py)."""
+    if tree is None:
+        return None
+    starts = statement_starts(tree)
+    if reduced is None:
+        return starts
+    moved = [reduced.reduced_line(line) for line in starts]
+    return None if None in moved else moved
 
 
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
@@ -110,14 +127,15 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     if not needed:
         _check_syntax(data)  # skipped files still get their syntax errors reported
         return
-    reduced = _reduce(data, text, needed) if elide else None
+    tree = _python_ast(data) if elide else None
+    reduced = _reduce(data, text, needed, tree) if tree is not None else None
     module = cst.parse_module(reduced.data if reduced is not None else data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
     visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
-                            rule_ids=visitor_ids, reduced=reduced)
+                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
         ctx = run(ScopeResolver(wrapper))
@@ -141,9 +159,9 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         result.fixes = sorted(set(fixes))
 
 
-def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced) -> FileContext | None:
+def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
-                      facts=settings.facts, reduced=reduced)
+                      facts=settings.facts, reduced=reduced, statement_starts=starts)
     rules = all_rules()
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()

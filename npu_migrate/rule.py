@@ -84,6 +84,11 @@ class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
     #: function or class the rule acts on, or whose contents it reads. Empty: derived
     #: from ``triggers`` (see :meth:`local_words`).
     local_triggers: ClassVar[Sequence[str | re.Pattern[str]]] = ()
+    #: Qualified names (or prefixes) the rule acts on, such as ``torch.load``: a
+    #: definition is parsed if it spells one, in full or through the file's imports
+    #: (``th.load`` after ``import torch as th``). Replaces the trigger words as local
+    #: triggers where a word alone (``load``, ``compile``) is everywhere.
+    local_names: ClassVar[Sequence[str]] = ()
     #: The rule's decisions need every function of the file: files it may act on are
     #: parsed whole.
     whole_file: ClassVar[bool] = False
@@ -101,7 +106,7 @@ class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
         in its imports)."""
         if cls.whole_file:
             return None
-        if cls.local_triggers:
+        if cls.local_triggers or cls.local_names:
             return tuple(cls.local_triggers)
         return tuple(t if isinstance(t, str) else t[-1] for t in cls.triggers)
 

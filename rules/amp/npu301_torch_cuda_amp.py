@@ -41,6 +41,7 @@ class TorchCudaAmp(Rule):
     name = "torch-cuda-amp"
     summary = 'Rewrite `torch.cuda.amp.autocast/GradScaler/custom_fwd/custom_bwd` to `torch.amp` with device "npu"'
     triggers = ("amp",)
+    local_names = ("torch.cuda.amp",)  # in any import form; `amp` alone is also torch.amp
     rationale = """
 `torch.cuda.amp.*` is deprecated in torch 2.13 (it warns and points to
 `torch.amp.autocast("cuda", ...)`) and runs on CUDA only. The target is the

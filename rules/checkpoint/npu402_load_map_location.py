@@ -24,6 +24,7 @@ class LoadMapLocation(Rule):
     name = "load-map-location"
     summary = 'Add `map_location="cpu"` to `torch.load` calls that have none, so CUDA-saved checkpoints load on NPU machines'
     triggers = (("torch", "load"), ("torch", "load_state_dict_from_url"), ("torch", "load_url"))
+    local_names = tuple(LOADERS)  # `load` alone is every `json.load`
     rationale = """
 Users bring checkpoints that were saved on CUDA devices. Such a file records
 `cuda:N` as the location of every tensor, and `torch.load` without

@@ -30,13 +30,13 @@ class IntegerDevice(Rule):
     name = "integer-device"
     summary = "Make integer device indices explicit NPU devices: `.to(local_rank)` -> `.to(f\"npu:{local_rank}\")`"
     triggers = ("cuda",)
-    #: Where it acts: `.to(0)` / `torch.device(0)` (comments may sit before the index),
-    #: any `device=0`, and every mention of an index-like name (all of a name's
-    #: assignments in the file decide whether it is an int).
+    #: Where it acts: `.to(0)` / `torch.device(0)` / `device=0`, or the same with an
+    #: index-like name (`args.gpu`; comments may sit before it), and every assignment
+    #: to an index-like name (all of them decide whether the name is an int).
     local_triggers = (
-        re.compile(r"\b(?:to|device)\((?:\s|#[^\r\n]*)*\(*\s*\d"),
-        re.compile(r"\bdevice\s*=(?:\s|#[^\r\n]*)*\(*\s*\d"),
-        re.compile(r"\b" + _INDEX_NAME.pattern.strip("^$") + r"\b"),
+        re.compile(r"\b(?:(?:to|device)\(|device\s*=)(?:\s|#[^\r\n]*)*\(*\s*(?:\d|(?:[\w.]*\.)?"
+                   + _INDEX_NAME.pattern.strip("^$") + r"\b)"),
+        re.compile(r"\b" + _INDEX_NAME.pattern.strip("^$") + r"\s*=(?!=)"),
     )
     rationale = """
 CUDA code often passes a bare index as the device: `model.to(local_rank)`,

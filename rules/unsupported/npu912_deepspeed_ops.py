@@ -37,6 +37,7 @@ class DeepspeedOps(CudaOnlyPackage):
         "(deepspeed.ops.adam.FusedAdam, DeepSpeedCPUAdam, FusedLamb, FusedLion)"
     )
     triggers = (("deepspeed", "ops"),)
+    local_names = ("deepspeed.ops",)  # `ops` alone is every `torch.ops`
     rationale = """
 DeepSpeed selects op builders per accelerator. With torch_npu installed its NPU
 accelerator builds FusedAdam, CPUAdam, CPUAdagrad, FusedLamb, FusedLion, CPULion,

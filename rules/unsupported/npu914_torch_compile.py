@@ -30,6 +30,7 @@ class TorchCompileInductor(Rule):
     summary = "Report torch.compile with the inductor backend (also the default); suggest backend=\"npu\""
     fixable = False
     triggers = (("torch", "compile"), ("torch", "_dynamo"))
+    local_names = (COMPILE, "torch._dynamo")  # `compile` alone is every `re.compile`
     rationale = """
 `torch.compile` defaults to inductor, which generates Triton kernels for GPUs.
 torch_npu 2.13 registers an inductor device backend for `npu`, but it needs the

@@ -1,0 +1,93 @@
+"""Statement-by-statement positions (npu_migrate/positions.py) equal libcst's
+whole-module PositionProvider for every node, in whole and in reduced modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from npu_migrate import elision, walk
+from npu_migrate.positions import StatementPositions, statement_starts
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
+           if p.stat().st_size > 100]
+ODD = [
+    b"a = 1; b = 2\nc = (1,\n     2); d = 3\nif a: x = 1; y = 2\n",
+    b"# header comment\n\n\n@dec\n\n# between\n@other(1,\n       2)\nclass A:\n\tdef f(self):\n\t\treturn 1\n",
+    b"x = 1;\ny = 2 ;  z = 3  # trailing\r\nwhile x:\r\n    pass\r\nelse:\r\n    pass\r\n",
+    b"\xef\xbb\xbfimport os\nasync def f():\n    async with a as b:\n        await b\n",
+    b"def f():\n    return '''\nmulti\nline'''\n\n\n\n\nx = f()\n",
+    b"match x:\n    case 1:\n        pass\nx = 2",
+]
+
+
+def _compare(module: cst.Module, starts: list[int]) -> int:
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = []
+
+    def before(node):
+        if stack:
+            parents[node] = stack[-1]
+        stack.append(node)
+
+    walk.visit_batched(module, [], before, lambda node: stack.pop())
+    whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    fallbacks = []
+
+    def fallback(node):
+        fallbacks.append(node)
+        return whole[node]
+
+    positions = StatementPositions(module, starts, fallback)
+    for node in parents:
+        top = node
+        while parents.get(top) is not module:
+            top = parents[top]
+        assert positions.get(node, top) == whole[node], module.code_for_node(node)[:80]
+    assert not fallbacks
+    return len(parents)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_whole_files(path):
+    data = path.read_bytes()
+    _compare(cst.parse_module(data), statement_starts(ast.parse(data)))
+
+
+@pytest.mark.parametrize("data", ODD)
+def test_odd_layouts(data):
+    assert _compare(cst.parse_module(data), statement_starts(ast.parse(data))) > 3
+
+
+def _reduce(path: Path) -> elision.Reduced | None:
+    data = path.read_bytes()
+    return elision.reduce(data, data.decode(), ast.parse(data), ["cuda", "nccl", "amp"])
+
+
+#: Files where something is elided (most rule fixtures are short scripts with nothing to leave out).
+REDUCIBLE = [p for p in SOURCES if _reduce(p) is not None]
+
+
+@pytest.mark.parametrize("path", REDUCIBLE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_reduced_modules(path):
+    reduced = _reduce(path)
+    starts = [reduced.reduced_line(line) for line in statement_starts(ast.parse(path.read_bytes()))]
+    _compare(cst.parse_module(reduced.data), starts)
+
+
+def test_reduced_modules_are_exercised():
+    assert len(REDUCIBLE) >= 20
+
+
+def test_a_mismatched_grouping_falls_back_to_the_whole_module():
+    module = cst.parse_module(b"a = 1\nb = 2\n")
+    whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    used = []
+    positions = StatementPositions(module, [1], lambda n: used.append(n) or whole[n])
+    statement = module.body[1]
+    assert positions.get(statement, statement) == whole[statement] and used == [statement]
