@@ -96,6 +96,8 @@ def run(
         for path, data, key in todo:
             finish(path, key, migrate_safely(path, data, settings))
     else:
+        # Largest files first, so that no worker starts a long file when the others are done.
+        todo.sort(key=lambda item: len(item[1]), reverse=True)
         try:
             with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker) as pool:
                 futures = {pool.submit(migrate_safely, p, d, settings): (p, k) for p, d, k in todo}

@@ -127,3 +127,15 @@ def test_only_counterparts_present_in_the_original_make_a_leftover_generic(fake_
     status = {(x.path, x.pattern): x.status for x in a.leftovers if x.path.endswith(("g.py", "h.py"))}
     assert status == {("fake-1.0/g.py", "'cuda' device string"): "generic",
                       ("fake-1.0/h.py", "'cuda' device string"): "silent"}
+
+
+def test_prefilter_compare_catches_different_diffs_with_equal_reports():
+    busy = {"changed": True, "error": None, "fixes": [{"rule": "NPU101", "line": 1, "col": 0, "message": "m"}],
+            "findings": []}
+    diffs_a = prefilter_proof.split_diffs("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- a/y.py\n+++ b/y.py\n")
+    diffs_b = dict(diffs_a, **{"x.py": diffs_a["x.py"].replace("+b", "+c")})
+    assert set(diffs_a) == {"x.py", "y.py"}
+    proof = prefilter_proof.compare({"x.py": busy}, {"x.py": busy}, prefilter_proof.Proof(), (diffs_a, diffs_b))
+    assert proof.differ == ["x.py"] and "the diffs differ" in proof.details["x.py"]
+    same = prefilter_proof.compare({"x.py": busy}, {"x.py": busy}, prefilter_proof.Proof(), (diffs_a, dict(diffs_a)))
+    assert not same.differ and not same.details

@@ -95,6 +95,50 @@ def test_what_a_rule_may_read_is_kept(source):
     assert _reduced(source) is None
 
 
+def _kept(source: bytes, triggers=(), names=()) -> list[str]:
+    """Names of the top-level definitions that survive elision."""
+    reduced = elision.reduce(source, source.decode(), ast.parse(source), list(triggers), list(names))
+    tree = ast.parse(reduced.data if reduced is not None else source)
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+
+
+def test_local_names_are_found_through_the_files_imports():
+    source = (
+        b"import json\nimport torch as th\nfrom torch.cuda.amp import autocast as ac\n"
+        b"def a(p):\n    return th.load(p)\n"
+        b"def b(p):\n    return json.load(p)\n"
+        b"def c():\n    with ac():\n        pass\n"
+        b"def d(p):\n    return torch . load(p)  # spelled in full, spaced\n"
+        b"def e():\n    return 'load'\n"
+    )
+    assert _kept(source, names=["torch.load"]) == ["a", "d"]
+    assert _kept(source, names=["torch.cuda.amp"]) == ["c"]
+
+
+def test_prose_does_not_make_a_name_worth_following():
+    source = (
+        b'EXAMPLE = """\n    >>> pipe.to("cuda")\n"""\n'
+        b"DEVICE = 'cuda'\n"
+        b"def a():\n    return EXAMPLE\n"
+        b"def b(x):\n    return x.to(DEVICE)\n"
+    )
+    assert _kept(source, triggers=["cuda"]) == ["b"]
+
+
+def test_integer_device_sites():
+    from npu_migrate.rules.device.npu105_integer_device import IntegerDevice
+
+    source = (
+        b"def a(x):\n    return x.to(0)\n"
+        b"def b(x, args):\n    return x.to(  # comment\n        args.local_rank)\n"
+        b"def c(rank):\n    print(rank)\n"
+        b"def d():\n    gpu = 1\n"
+        b"def e(x):\n    return x.to(torch.float16)\n"
+        b"def f(x):\n    return torch.device(rank)\n"
+    )
+    assert _kept(source, triggers=IntegerDevice.local_words()) == ["a", "b", "d", "f"]
+
+
 def test_own_marker_in_the_source_disables_elision():
     assert _reduced(b"x = 'cuda'\ndef f():\n    pass  # __npu_migrate_elided_0__\n") is None
 
@@ -133,6 +177,10 @@ PADDING = [
     "def uses_rank(x, rank):\n    return x.to(rank)\n",
     "async def fetch():\n    return await other()\n",
     "def shadow(torch):\n    return torch\n",
+    "def read(path):\n    import json\n    return json.load(open(path))\n",
+    "def pattern():\n    import re\n    return re.compile('cuda|npu')\n",
+    "DOC = '''Runs on cuda when it can.'''\n\ndef doc():\n    return DOC\n",
+    "def gpu_index(args):\n    return args.gpu\n",
 ]
 
 
