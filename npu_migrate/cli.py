@@ -174,9 +174,9 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
 
 
 def _validate_codes(codes: list[str], flag: str) -> None:
-    from npu_migrate.registry import all_rules
+    from npu_migrate.registry import rule_ids
 
-    known = all_rules()
+    known = rule_ids()
     for code in codes:
         upper = code.upper()
         if upper != "ALL" and not any(rid.startswith(upper) for rid in known):

@@ -241,3 +241,28 @@ def test_help_shows_the_default_command_as_the_tool_itself():
     assert result.stdout.startswith("Usage: npu-migrate [OPTIONS] [PATHS]...")
     text = " ".join(result.stdout.split())  # the epilog is wrapped to the terminal width
     assert "npu-migrate rules" in text and "npu-migrate emulate" in text
+
+
+def test_rule_ids_from_file_names_match_the_rule_classes():
+    from npu_migrate.registry import all_rules, rule_ids
+
+    assert rule_ids() == list(all_rules()) and len(rule_ids()) > 30
+    for rule_id, cls in all_rules().items():
+        assert cls.__module__.rsplit(".", 1)[1].startswith(rule_id.lower() + "_")
+
+
+def test_a_run_the_cache_answers_does_not_import_libcst(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
+    code = (
+        "import sys; from npu_migrate.cli import main\n"
+        "try:\n    main([{args}])\nexcept SystemExit:\n    pass\n"
+        "print('libcst' in sys.modules)"
+    )
+    args = f"{str(tmp_path)!r}, '-q', '--select', 'NPU1', '--cache-dir', {str(tmp_path / 'cache')!r}"
+    first = subprocess.run([sys.executable, "-c", code.format(args=args)], capture_output=True, text=True)
+    second = subprocess.run([sys.executable, "-c", code.format(args=args)], capture_output=True, text=True)
+    assert first.stdout.strip().endswith("True")  # the cold run parsed the file
+    assert second.stdout.strip().endswith("False"), second.stderr
