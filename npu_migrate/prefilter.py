@@ -18,6 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 
+_WORD = re.compile(r"\w+")
+
+
 def word_pattern(trigger: str) -> str:
     """The regex for one trigger word (``NCCL_*`` is a prefix)."""
     if trigger.endswith("*"):
@@ -49,15 +52,24 @@ class Prefilter:
                 continue
             self._rules[rule_id] = groups
             words.update(w for group in groups for w in group)
-        # Longest first, so that a prefix trigger does not hide a longer word.
-        alternatives = "|".join(word_pattern(w) for w in sorted(words, key=len, reverse=True))
-        self._pattern = re.compile(r"\b(?:" + alternatives + ")") if words else None
+        # Plain identifiers are looked up in the set of the text's words (one C-level
+        # scan); the few others (prefixes, `nvidia-smi`) get a regex, run only when
+        # their literal part occurs at all.
+        self._plain = frozenset(w for w in words if _WORD.fullmatch(w))
+        self._special = [(w.rstrip("*"), re.compile(r"\b" + word_pattern(w))) for w in sorted(words - self._plain)]
+
+    def words_in(self, text: str) -> set[str]:
+        """The trigger words in ``text``, matched on word boundaries (a prefix trigger
+        gives the whole word it starts)."""
+        found = set(self._plain.intersection(_WORD.findall(text)))
+        for literal, pattern in self._special:
+            if literal in text:
+                found.update(pattern.findall(text))
+        return found
 
     def rules_needed(self, text: str) -> list[str]:
         """Rule ids that may fire on ``text`` (empty: the file cannot need a change)."""
-        if self._pattern is None:
-            return []
-        found = set(self._pattern.findall(text))
+        found = self.words_in(text)
         if not found:
             return []
         needed = [
