@@ -14,10 +14,16 @@ class EditApplier(cst.CSTTransformer):
     """Replacements are applied on leave, innermost first, so a rule that rewrites
     a call keeps the argument another rule rewrote (replacements given as
     functions of the updated node compose). Insertions splice statements around
-    their anchor statement."""
+    their anchor statement.
 
-    def __init__(self, edits: Iterable[Edit]) -> None:
+    ``path``, when given, holds every edited node and all its ancestors: the
+    transform does not descend anywhere else, so only the nodes on the way to an
+    edit are rebuilt instead of the whole tree.
+    """
+
+    def __init__(self, edits: Iterable[Edit], path: set[cst.CSTNode] | None = None) -> None:
         super().__init__()
+        self.path = path
         self.replacements: dict[cst.CSTNode, list] = defaultdict(list)
         self.before: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
         self.after: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
@@ -26,6 +32,9 @@ class EditApplier(cst.CSTTransformer):
                 self.replacements[edit.node].append(edit.replacement)
             self.before[edit.node].extend(edit.before)
             self.after[edit.node].extend(edit.after)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return self.path is None or node in self.path
 
     def on_leave(self, original_node, updated_node):
         for replacement in self.replacements.get(original_node, ()):

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from npu_migrate.elision import Reduced
-from npu_migrate.positions import StatementPositions
+from npu_migrate.positions import Starts, StatementPositions
 
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.names import ImportTable, ImportTableResolver, ScopeResolver
@@ -60,9 +60,9 @@ class FileContext:
     facts: ProjectFacts = field(default_factory=ProjectFacts)
     #: Set when the parsed module is a reduced copy of the file (positions map back).
     reduced: Reduced | None = None
-    #: First line of each top-level statement in the parsed module (from ``ast``), which
-    #: lets positions be found statement by statement; None: whole-module positions.
-    statement_starts: list[int] | None = None
+    #: Where statements start in the parsed module (from ``ast``), which lets positions
+    #: be found statement by statement; None: whole-module positions.
+    statement_starts: Starts | None = None
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)
@@ -164,7 +164,7 @@ class FileContext:
         else:
             if self._statement_positions is None:
                 self._statement_positions = StatementPositions(self.module, self.statement_starts, self._whole_position)
-            where = self._statement_positions.get(node, self._top_statement(node))
+            where = self._statement_positions.get(node, *self._outer_statements(node))
         if self.reduced is None:
             return where
         line = self.reduced.original_line
@@ -178,16 +178,20 @@ class FileContext:
             self._positions = self.wrapper.resolve(PositionProvider)
         return self._positions[node]
 
-    def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The module-level statement that contains ``node`` (None for the module itself)."""
-        current = node
+    def _outer_statements(self, node: cst.CSTNode) -> tuple[cst.CSTNode | None, cst.CSTNode | None]:
+        """The module-level statement that contains ``node`` and, if that is a class,
+        the statement of its body that does (None where there is none)."""
+        chain = [node]
         while True:
-            parent = self._parents.get(current)
+            parent = self._parents.get(chain[-1])
             if parent is None:
-                return None
+                return None, None
             if parent is self.module:
-                return current
-            current = parent
+                top = chain[-1]
+                if isinstance(top, cst.ClassDef) and len(chain) >= 3 and chain[-2] is top.body:
+                    return top, chain[-3]
+                return top, None
+            chain.append(parent)
 
     # -- recording (rules call these through Rule helpers) ---------------------------
 

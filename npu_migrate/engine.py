@@ -24,7 +24,7 @@ from npu_migrate.names import (
     ambiguous_roots,
     build_import_table,
 )
-from npu_migrate.positions import statement_starts
+from npu_migrate.positions import Starts
 from npu_migrate.prefilter import Prefilter
 from npu_migrate.registry import all_rules
 from npu_migrate.settings import Settings
@@ -107,15 +107,12 @@ def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elis
     return elision.reduce(data, text, tree, triggers, names)
 
 
-def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> list[int] | None:
-    """First lines of the parsed module's top-level statements (see npu_migrate/positions.py)."""
+def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts | None:
+    """Where the parsed module's statements start (see npu_migrate/positions.py)."""
     if tree is None:
         return None
-    starts = statement_starts(tree)
-    if reduced is None:
-        return starts
-    moved = [reduced.reduced_line(line) for line in starts]
-    return None if None in moved else moved
+    starts = Starts.of(tree)
+    return starts if reduced is None else starts.moved(reduced.reduced_line)
 
 
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
@@ -147,7 +144,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         result.findings = _to_findings(ctx, findings)
         return
 
-    new_module = module.visit(EditApplier(edits))
+    new_module = module.visit(EditApplier(edits, _paths_to(ctx, edits)))
     fixes = [_to_fix(ctx, e) for e in edits if not e.rule.startswith("annotate:")]
     new_module, import_fix = _add_imports(ctx, new_module, edits, active)
     if import_fix is not None:
@@ -366,6 +363,18 @@ def _run_codemod(transformer, module: cst.Module) -> cst.Module:
     transformer.context = replace(transformer.context, wrapper=wrapper)
     with transformer.resolve(wrapper):
         return wrapper.module.visit(transformer)
+
+
+def _paths_to(ctx: FileContext, edits: list[Edit]) -> set[cst.CSTNode] | None:
+    """The edited nodes and their ancestors (None: some node's ancestors are unknown)."""
+    path: set[cst.CSTNode] = {ctx.module}
+    for edit in edits:
+        node = edit.node
+        if node is not ctx.module and ctx.parent(node) is None:
+            return None
+        path.add(node)
+        path.update(ctx.ancestors(node))
+    return path
 
 
 def _to_fix(ctx: FileContext, edit: Edit) -> Fix:

@@ -218,3 +218,12 @@ def test_a_swallowed_placeholder_falls_back_to_the_whole_file(monkeypatch):
     monkeypatch.setattr(elision.Reduced, "restore", broken)
     _same(migrate_source("p.py", source, ALL), expected)
     assert expected.new_source is not None and b"def unrelated():\n    return 1\n" in expected.new_source
+
+
+@pytest.mark.parametrize("path", [p for p in FIXTURE_FILES if p.name.endswith(".before.py")],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_applying_edits_only_along_their_paths_changes_nothing(path, monkeypatch):
+    data = path.read_bytes()
+    expected = migrate_source(str(path), data, ALL)
+    monkeypatch.setattr(engine, "_paths_to", lambda ctx, edits: None)  # rebuild the whole tree
+    _same(migrate_source(str(path), data, ALL), expected)

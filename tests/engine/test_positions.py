@@ -11,7 +11,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from npu_migrate import elision, walk
-from npu_migrate.positions import StatementPositions, statement_starts
+from npu_migrate.positions import Starts, StatementPositions
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
@@ -20,13 +20,17 @@ ODD = [
     b"a = 1; b = 2\nc = (1,\n     2); d = 3\nif a: x = 1; y = 2\n",
     b"# header comment\n\n\n@dec\n\n# between\n@other(1,\n       2)\nclass A:\n\tdef f(self):\n\t\treturn 1\n",
     b"x = 1;\ny = 2 ;  z = 3  # trailing\r\nwhile x:\r\n    pass\r\nelse:\r\n    pass\r\n",
+    b"class A(\n    Base,\n):  # trailing\n    '''Doc.'''\n    x = 1; y = 2\n\n    # about f\n    @staticmethod\n"
+    b"    # between\n    def f():\n        return (1,\n  2)\n    class B: pass\n\n\n",
+    b"class T:\n\tdef f(self):\n\t\tif x:\n\t\t\treturn '''\nraw\n'''\n\t@property\n\tdef g(self): return 1\n",
+    b"@dec\nclass C: x = 1\nclass D:\n\n    pass\n",
     b"\xef\xbb\xbfimport os\nasync def f():\n    async with a as b:\n        await b\n",
     b"def f():\n    return '''\nmulti\nline'''\n\n\n\n\nx = f()\n",
     b"match x:\n    case 1:\n        pass\nx = 2",
 ]
 
 
-def _compare(module: cst.Module, starts: list[int]) -> int:
+def _compare(module: cst.Module, starts: Starts) -> int:
     parents: dict[cst.CSTNode, cst.CSTNode] = {}
     stack: list[cst.CSTNode] = []
 
@@ -45,10 +49,12 @@ def _compare(module: cst.Module, starts: list[int]) -> int:
 
     positions = StatementPositions(module, starts, fallback)
     for node in parents:
-        top = node
-        while parents.get(top) is not module:
-            top = parents[top]
-        assert positions.get(node, top) == whole[node], module.code_for_node(node)[:80]
+        chain = [node]
+        while parents.get(chain[-1]) is not module:
+            chain.append(parents[chain[-1]])
+        top = chain[-1]
+        member = chain[-3] if isinstance(top, cst.ClassDef) and len(chain) >= 3 and chain[-2] is top.body else None
+        assert positions.get(node, top, member) == whole[node], module.code_for_node(node)[:80]
     assert not fallbacks
     return len(parents)
 
@@ -56,12 +62,12 @@ def _compare(module: cst.Module, starts: list[int]) -> int:
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_whole_files(path):
     data = path.read_bytes()
-    _compare(cst.parse_module(data), statement_starts(ast.parse(data)))
+    _compare(cst.parse_module(data), Starts.of(ast.parse(data)))
 
 
 @pytest.mark.parametrize("data", ODD)
 def test_odd_layouts(data):
-    assert _compare(cst.parse_module(data), statement_starts(ast.parse(data))) > 3
+    assert _compare(cst.parse_module(data), Starts.of(ast.parse(data))) > 3
 
 
 def _reduce(path: Path) -> elision.Reduced | None:
@@ -76,7 +82,7 @@ REDUCIBLE = [p for p in SOURCES if _reduce(p) is not None]
 @pytest.mark.parametrize("path", REDUCIBLE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_reduced_modules(path):
     reduced = _reduce(path)
-    starts = [reduced.reduced_line(line) for line in statement_starts(ast.parse(path.read_bytes()))]
+    starts = Starts.of(ast.parse(path.read_bytes())).moved(reduced.reduced_line)
     _compare(cst.parse_module(reduced.data), starts)
 
 
@@ -88,6 +94,19 @@ def test_a_mismatched_grouping_falls_back_to_the_whole_module():
     module = cst.parse_module(b"a = 1\nb = 2\n")
     whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     used = []
-    positions = StatementPositions(module, [1], lambda n: used.append(n) or whole[n])
+    positions = StatementPositions(module, Starts([1], {}), lambda n: used.append(n) or whole[n])
     statement = module.body[1]
     assert positions.get(statement, statement) == whole[statement] and used == [statement]
+
+
+def test_nodes_in_methods_are_placed_from_the_method_alone():
+    data = b"import torch\n\nclass Big:\n    x = 1\n\n    @property\n    def f(self):\n        return torch.cuda.is_available()\n\n    def g(self):\n        pass\n"
+    module = cst.parse_module(data)
+    whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = StatementPositions(module, Starts.of(ast.parse(data)), lambda n: pytest.fail("whole-module fallback"))
+    cls = module.body[1]
+    method = cls.body.body[1]
+    call = method.body.body[0].body[0].value
+    assert positions.get(call, cls, method) == whole[call]
+    assert whole[call].start.line == 8
+    assert id(method) in positions._cache and id(cls) not in positions._cache  # the class was not generated whole
