@@ -38,6 +38,10 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
 class Cache:
     def __init__(self, directory: Path, settings_key: str) -> None:
         self.directory = directory / __version__
@@ -45,12 +49,12 @@ class Cache:
         self._ready = False
         self._code = code_fingerprint()
 
-    def key(self, path: str, data: bytes) -> str:
+    def key(self, path: str, content: str) -> str:
+        """The entry for ``path`` with content digest ``content`` (:func:`content_digest`)."""
         digest = hashlib.blake2b(digest_size=20)
-        for part in (__version__, self._code, self.settings_key, path):
+        for part in (__version__, self._code, self.settings_key, path, content):
             digest.update(part.encode("utf-8", "surrogateescape"))
             digest.update(b"\0")
-        digest.update(data)
         return digest.hexdigest()
 
     def _entry(self, key: str) -> Path:

@@ -22,7 +22,10 @@ class ProjectFacts:
 
     @classmethod
     def scan(cls, sources: Iterable[bytes]) -> ProjectFacts:
-        calls_set_epoch = any(_SET_EPOCH.search(data) for data in sources)
+        """Facts from every source (all of ``sources`` is consumed, even once a fact is known)."""
+        calls_set_epoch = False
+        for data in sources:
+            calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
         return cls(calls_set_epoch=calls_set_epoch)
 
     def key(self) -> str:

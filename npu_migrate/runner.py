@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 
-from npu_migrate.cache import Cache
+from npu_migrate.cache import Cache, content_digest
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.model import FileResult
 from npu_migrate.settings import Settings
@@ -49,6 +49,14 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
         return FileResult(path=path, error=f"{path}:1: internal error in npu-migrate ({type(exc).__name__}: {exc}); please report it")
 
 
+def migrate_path(path: str, settings: Settings) -> tuple[FileResult, str | None]:
+    """Read and migrate one file (what a worker does); also the digest of what it read."""
+    data, error = _read(path)
+    if error is not None:
+        return FileResult(path=path, error=error), None
+    return migrate_safely(path, data, settings), content_digest(data)
+
+
 def _warm_worker() -> None:
     from npu_migrate.registry import all_rules
 
@@ -62,15 +70,24 @@ def run(
     cache: Callable[[Settings], Cache] | None = None,
     progress: Callable[[FileResult], None] | None = None,
 ) -> list[FileResult]:
-    inputs: dict[str, bytes] = {}
+    """Migrate ``paths``. Files are read once for the project facts and the cache
+    keys (only their digests are kept), and again where they are migrated, so
+    memory does not grow with the size of the tree."""
     results: dict[str, FileResult] = {}
-    for path in paths:
-        data, error = _read(path)
-        if error is not None:
-            results[path] = FileResult(path=path, error=error)
-        else:
-            inputs[path] = data
-    settings = replace(settings, facts=ProjectFacts.scan(inputs.values()))
+    digests: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+
+    def contents():
+        for path in paths:
+            data, error = _read(path)
+            if error is not None:
+                results[path] = FileResult(path=path, error=error)
+                continue
+            digests[path] = content_digest(data)
+            sizes[path] = len(data)
+            yield data
+
+    settings = replace(settings, facts=ProjectFacts.scan(contents()))
     store = cache(settings) if cache is not None else None
 
     def done(result: FileResult) -> None:
@@ -78,34 +95,36 @@ def run(
         if progress is not None:
             progress(result)
 
-    todo: list[tuple[str, bytes, str | None]] = []
-    for path, data in inputs.items():
-        key = store.key(path, data) if store is not None else None
+    todo: list[tuple[str, str | None]] = []
+    for path, digest in digests.items():
+        key = store.key(path, digest) if store is not None else None
         hit = store.get(path, key) if store is not None else None
         if hit is not None:
             done(hit)
         else:
-            todo.append((path, data, key))
+            todo.append((path, key))
 
-    def finish(path: str, key: str | None, result: FileResult) -> None:
-        if store is not None and key is not None:
+    def finish(path: str, key: str | None, outcome: tuple[FileResult, str | None]) -> None:
+        result, digest = outcome
+        # Cached only if the file still has the bytes the key was made from.
+        if store is not None and key is not None and digest == digests[path]:
             store.put(key, result)
         done(result)
 
     if jobs <= 1 or len(todo) < MIN_FILES_FOR_POOL:
-        for path, data, key in todo:
-            finish(path, key, migrate_safely(path, data, settings))
+        for path, key in todo:
+            finish(path, key, migrate_path(path, settings))
     else:
         # Largest files first, so that no worker starts a long file when the others are done.
-        todo.sort(key=lambda item: len(item[1]), reverse=True)
+        todo.sort(key=lambda item: sizes[item[0]], reverse=True)
         try:
             with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker) as pool:
-                futures = {pool.submit(migrate_safely, p, d, settings): (p, k) for p, d, k in todo}
+                futures = {pool.submit(migrate_path, p, settings): (p, k) for p, k in todo}
                 for future in as_completed(futures):
                     path, key = futures[future]
                     finish(path, key, future.result())
         except BrokenProcessPool:
-            for path, _, _ in todo:
+            for path, _ in todo:
                 if path not in results:
                     done(FileResult(path=path, error=f"{path}:1: internal error: a worker process died"))
     return [results[p] for p in paths if p in results]

@@ -266,3 +266,28 @@ def test_a_run_the_cache_answers_does_not_import_libcst(tmp_path):
     second = subprocess.run([sys.executable, "-c", code.format(args=args)], capture_output=True, text=True)
     assert first.stdout.strip().endswith("True")  # the cold run parsed the file
     assert second.stdout.strip().endswith("False"), second.stderr
+
+
+def test_a_file_that_changes_during_the_run_is_not_cached_under_its_old_content(tmp_path, monkeypatch):
+    from npu_migrate import runner
+    from npu_migrate.cache import Cache
+    from npu_migrate.settings import Settings
+
+    path = tmp_path / "a.py"
+    path.write_bytes(CUDA)
+    real_read, reads = runner._read, []
+
+    def read(p):
+        reads.append(p)
+        if len(reads) == 2:  # between the digest pass and the migration, the file is edited
+            path.write_bytes(b"x = 1\n")
+        return real_read(p)
+
+    monkeypatch.setattr(runner, "_read", read)
+    store = {}
+    results = runner.run([str(path)], Settings(), cache=lambda s: store.setdefault("c", Cache(tmp_path / "c", s.key())))
+    assert len(reads) == 2 and results[0].new_source is None  # migrated what is on disk now
+    assert not list((tmp_path / "c").rglob("*.json"))  # but not cached under the first content's key
+    monkeypatch.setattr(runner, "_read", real_read)
+    runner.run([str(path)], Settings(), cache=lambda s: store["c"])
+    assert len(list((tmp_path / "c").rglob("*.json"))) == 1  # a steady file is cached
