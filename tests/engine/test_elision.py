@@ -227,3 +227,25 @@ def test_applying_edits_only_along_their_paths_changes_nothing(path, monkeypatch
     expected = migrate_source(str(path), data, ALL)
     monkeypatch.setattr(engine, "_paths_to", lambda ctx, edits: None)  # rebuild the whole tree
     _same(migrate_source(str(path), data, ALL), expected)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # latin-1 cookie, a non-ASCII byte inside an elided function
+        b"# -*- coding: latin-1 -*-\nimport torch\n\ndef greet():\n    return 'gr\xfc\xdf'\n\nx = torch.cuda.is_available()\n",
+        # BOM, and the elided definition is the first line of the file
+        b"\xef\xbb\xbfdef first():\n    return 1\nimport torch\ny = torch.cuda.device_count()\n",
+        # CRLF with a class whose methods are partly elided
+        b"import torch\r\nclass M:\r\n    def a(self):\r\n        return 1\r\n    def b(self):\r\n        return torch.cuda.is_available()\r\n",
+    ],
+)
+@pytest.mark.parametrize("annotate", [False, True])
+def test_encodings_and_annotations_survive_elision(source, annotate, monkeypatch):
+    settings = Settings(selection=Selection.create(["ALL"]), annotate=annotate)
+    result = migrate_source("e.py", source, settings)
+    assert result.error is None and result.new_source is not None
+    _same(result, _whole(monkeypatch, "e.py", source, settings))
+    # everything the rules did not touch is still there, byte for byte
+    untouched = [line for line in source.splitlines(keepends=True) if b"cuda" not in line and b"import torch" not in line]
+    assert all(line in result.new_source for line in untouched)
