@@ -3,8 +3,8 @@ what libcst's AddImportsVisitor gives on the whole module."""
 
 from __future__ import annotations
 
-import pytest
 import libcst as cst
+import pytest
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 

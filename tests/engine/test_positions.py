@@ -20,8 +20,10 @@ ODD = [
     b"a = 1; b = 2\nc = (1,\n     2); d = 3\nif a: x = 1; y = 2\n",
     b"# header comment\n\n\n@dec\n\n# between\n@other(1,\n       2)\nclass A:\n\tdef f(self):\n\t\treturn 1\n",
     b"x = 1;\ny = 2 ;  z = 3  # trailing\r\nwhile x:\r\n    pass\r\nelse:\r\n    pass\r\n",
-    b"class A(\n    Base,\n):  # trailing\n    '''Doc.'''\n    x = 1; y = 2\n\n    # about f\n    @staticmethod\n"
-    b"    # between\n    def f():\n        return (1,\n  2)\n    class B: pass\n\n\n",
+    (
+        b"class A(\n    Base,\n):  # trailing\n    '''Doc.'''\n    x = 1; y = 2\n\n    # about f\n    @staticmethod\n"
+        b"    # between\n    def f():\n        return (1,\n  2)\n    class B: pass\n\n\n"
+    ),
     b"class T:\n\tdef f(self):\n\t\tif x:\n\t\t\treturn '''\nraw\n'''\n\t@property\n\tdef g(self): return 1\n",
     b"@dec\nclass C: x = 1\nclass D:\n\n    pass\n",
     b"\xef\xbb\xbfimport os\nasync def f():\n    async with a as b:\n        await b\n",
