@@ -315,6 +315,31 @@ def render(rows: list[Row], meta: dict, projects: list[Project], sample: int) ->
     return "\n".join(text) + "\n"
 
 
+README_START = "<!-- bench.throughput: start (written by python -m bench.throughput) -->"
+README_END = "<!-- bench.throughput: end -->"
+
+
+def readme_block(text: str) -> str:
+    """The table and the goal verdicts of a rendered report (what goes into the README)."""
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("| run |"))
+    goals = lines.index("Goals:")
+    last = goals + 1
+    while last < len(lines) and lines[last].startswith("- "):
+        last += 1
+    corpus = next(line for line in lines if line.startswith("Corpus:"))
+    machine = next(line for line in lines if line.startswith("Machine:"))
+    return "\n".join([corpus, machine, "", *lines[first:last]])
+
+
+def update_readme(readme: str, block: str) -> str:
+    """``readme`` with the text between the throughput markers replaced by ``block``."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the README has no {README_START!r} ... {README_END!r} block")
+    return readme[: start + len(README_START)] + "\n" + block + "\n" + readme[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--floor-worker"]:
@@ -327,6 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="rows to leave out: floor,jobs1,jobs2,warm,single,ruff")
     ap.add_argument("--repeat-single", type=int, default=5)
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "throughput.md")
+    ap.add_argument("--readme", type=Path, default=None,
+                    help="write the table into this README's throughput block "
+                         "(default: README.md for a whole-corpus run; never for --sample/--projects)")
+    ap.add_argument("--no-readme", action="store_true", help="leave the README alone")
     args = ap.parse_args(argv)
     projects = ensure_corpus(parse_projects(args.projects), args.cache_dir)
     if not projects:
@@ -339,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(text, encoding="utf-8")
     print(text)
     print(f"written to {args.output}", file=sys.stderr)
+    readme = args.readme
+    if readme is None and args.sample == 1 and not args.projects:
+        readme = REPO_ROOT / "README.md"
+    if readme is not None and not args.no_readme:
+        readme.write_text(update_readme(readme.read_text(encoding="utf-8"), readme_block(text)), encoding="utf-8")
+        print(f"table written into {readme}", file=sys.stderr)
     return 0
 
 

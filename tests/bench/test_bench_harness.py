@@ -110,6 +110,16 @@ def test_throughput_rows_and_markdown(fake_corpus, tmp_path):
     assert text.count("\n| ") == len(rows) + 1
     assert "1.000x" in text and "Goals:" in text and "warm re-run:" in text
 
+    # ... and the same table goes into the README's block, replacing what was there
+    block = throughput.readme_block(text)
+    assert block.startswith("Corpus:") and block.count("\n| ") == len(rows) + 1 and "- --jobs 1:" in block
+    readme = f"# x\n\n{throughput.README_START}\nold table\n{throughput.README_END}\n\nafter\n"
+    updated = throughput.update_readme(readme, block)
+    assert "old table" not in updated and block in updated and updated.endswith("\nafter\n")
+    assert throughput.update_readme(updated, block) == updated
+    with pytest.raises(ValueError):
+        throughput.update_readme("# no block\n", block)
+
 
 def test_measure_reports_wall_time_and_peak_rss_of_the_child():
     m = measure([sys.executable, "-c", "import time; b = bytearray(150 * 2**20); time.sleep(0.2); print('ok')"])
