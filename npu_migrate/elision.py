@@ -132,6 +132,21 @@ def _target_names(node: ast.expr | None) -> Iterator[str]:
         yield from _target_names(node.value)
 
 
+def _header(node: ast.stmt) -> list[ast.AST]:
+    """A statement's own parts: all of a simple statement, a block's header only."""
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [node.target, node.iter]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return list(node.items)
+    if isinstance(node, (ast.If, ast.While)):
+        return [node.test]
+    if hasattr(ast, "Match") and isinstance(node, ast.Match):
+        return [node.subject]
+    if isinstance(node, (ast.Try, *_BLOCKS)):
+        return []
+    return [node]
+
+
 def _bound_names(node: ast.stmt) -> Iterator[str]:
     """Names a module-level simple statement (or the header of a block) binds."""
     if isinstance(node, ast.Assign):
@@ -142,10 +157,9 @@ def _bound_names(node: ast.stmt) -> Iterator[str]:
     elif isinstance(node, (ast.With, ast.AsyncWith)):
         for item in node.items:
             yield from _target_names(item.optional_vars)
-    elif isinstance(node, ast.Expr):
-        for sub in ast.walk(node.value):
-            if isinstance(sub, ast.NamedExpr):
-                yield from _target_names(sub.target)
+    for sub in (s for part in _header(node) for s in ast.walk(part)):
+        if isinstance(sub, ast.NamedExpr):  # `if (dev := "cuda"): ...`
+            yield from _target_names(sub.target)
 
 
 def _header_end(node: ast.stmt) -> int:
@@ -238,14 +252,8 @@ def _is_prose(value: str) -> bool:
 def _code_words(node: ast.stmt) -> str:
     """The identifiers and non-prose strings of a statement (of a block's header only),
     space-separated: no comments, no docstring-like prose."""
-    if isinstance(node, (ast.For, ast.AsyncFor)):
-        roots: list[ast.AST] = [node.target, node.iter]
-    elif isinstance(node, (ast.With, ast.AsyncWith)):
-        roots = list(node.items)
-    else:
-        roots = [node]
     parts: list[str] = []
-    for sub in (s for root in roots for s in ast.walk(root)):
+    for sub in (s for root in _header(node) for s in ast.walk(root)):
         if isinstance(sub, ast.Name):
             parts.append(sub.id)
         elif isinstance(sub, ast.Attribute):

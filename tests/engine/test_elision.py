@@ -249,3 +249,8 @@ def test_encodings_and_annotations_survive_elision(source, annotate, monkeypatch
     # everything the rules did not touch is still there, byte for byte
     untouched = [line for line in source.splitlines(keepends=True) if b"cuda" not in line and b"import torch" not in line]
     assert all(line in result.new_source for line in untouched)
+
+
+def test_a_walrus_in_a_module_level_condition_is_followed():
+    source = b"if (DEV := 'cuda'):\n    pass\ndef a(x):\n    return x.to(DEV)\ndef b():\n    return 1\n"
+    assert _kept(source, triggers=["cuda"]) == ["a"]
