@@ -19,6 +19,15 @@ def from_import_names(node: cst.ImportFrom) -> list[tuple[cst.ImportAlias, str, 
     return out
 
 
+def last_name(node: cst.CSTNode) -> str | None:
+    """``b`` for ``a.b``, ``a`` for ``a`` (a callee's or an index's own name), else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
 def call_arg(call: cst.Call, keyword: str | None = None, position: int | None = None) -> cst.Arg | None:
     """The argument passed as ``keyword=`` or at ``position`` (0-based), if any."""
     if keyword is not None:

@@ -29,7 +29,7 @@ from enum import Enum
 import libcst as cst
 
 from npu_migrate.context import FileContext
-from npu_migrate.cst_util import string_value
+from npu_migrate.cst_util import last_name, string_value
 from npu_migrate.rule import Rule
 
 #: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
@@ -117,14 +117,6 @@ def swap(node: cst.CSTNode) -> cst.CSTNode:
             new_first = first.with_changes(value="npu" + first.value[4:])
             return node.with_changes(parts=[new_first, *node.parts[1:]])
     return node
-
-
-def _callee_word(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 def _strings_in(node: cst.CSTNode) -> list[str]:
@@ -288,7 +280,7 @@ class DeviceAnalysis:
         if not isinstance(call, cst.Call):
             return self._fallback(proven)
         keyword = arg.keyword.value if arg.keyword is not None else None
-        callee = _callee_word(call.func)
+        callee = last_name(call.func)
         qualified = self.ctx.qualified_name(call.func)
         if callee in _PROSE_CALLS or (callee or "").endswith(("Error", "Exception", "Warning")):
             return Verdict.PROSE
@@ -402,7 +394,7 @@ class DeviceAnalysis:
             # `accelerator.type`, `torch.accelerator.current_accelerator().type`)
             return attr in ("type", "device_type")
         if isinstance(node, cst.Call):
-            callee = _callee_word(node.func)
+            callee = last_name(node.func)
             qualified = self.ctx.qualified_name(node.func)
             if qualified in ("torch.device",) or self._is_accelerator_call(node):
                 return True

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import call_arg
+from npu_migrate.cst_util import call_arg, last_name
 from npu_migrate.rule import Example, Rule
 
 #: Names that hold a device *index* in real training code.
@@ -15,7 +15,7 @@ _INDEX_NAME = re.compile(r"^(local_rank|rank|gpu|gpus?_id|gpu_idx|device_id|devi
 
 def _index_name(node: cst.BaseExpression) -> str | None:
     """``local_rank`` / ``args.gpu`` / ``self.local_rank``: the last name, if it says "index"."""
-    last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else None
+    last = last_name(node)
     return last if last is not None and _INDEX_NAME.match(last) else None
 
 

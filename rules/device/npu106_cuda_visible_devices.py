@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.cst_util import string_value
+from npu_migrate.cst_util import last_name, string_value
 from npu_migrate.rule import Example, Rule
 
 OLD = "CUDA_VISIBLE_DEVICES"
@@ -104,7 +104,7 @@ The edit does not need `import torch_npu`.
                 return verdict
             call = ctx.parent(parent)
             position = [a for a in call.args if a.keyword is None].index(parent) if parent.keyword is None else None
-            callee = _callee(call.func)
+            callee = last_name(call.func)
             if position == 0 and callee in _ENV_FUNCTIONS:
                 return "rewrite"
             return "report"
@@ -127,20 +127,12 @@ The edit does not need `import torch_npu`.
         call = self.ctx.parent(arg)
         if not isinstance(call, cst.Call):
             return "report"
-        callee = _callee(call.func) or ""
+        callee = last_name(call.func) or ""
         if callee in _PROSE_CALLS or callee.endswith(("Error", "Exception", "Warning")):
             return "prose"
         if arg.keyword is not None and arg.keyword.value in ("help", "msg", "message", "description"):
             return "prose"
         return None
-
-
-def _callee(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 def _swap(node: cst.SimpleString) -> cst.SimpleString:

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import string_value
+from npu_migrate.cst_util import last_name, string_value
 from npu_migrate.npu_api import load_api
 from npu_migrate.rule import Example, Rule
 
@@ -88,7 +88,7 @@ Reported instead:
             call = ctx.parent(parent)
             if not isinstance(call, cst.Call):
                 return "other"
-            callee = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", None)
+            callee = last_name(call.func)
             if callee in _PROSE_CALLS or str(callee).endswith(("Error", "Exception", "Warning")):
                 return "prose"
             if self.qualified_name(call.func) == "torch.set_default_tensor_type":
