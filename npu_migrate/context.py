@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
 from npu_migrate.elision import Reduced
-from npu_migrate.positions import Starts, StatementPositions
-
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.names import ImportTable, ImportTableResolver, ScopeResolver
+from npu_migrate.positions import Starts, StatementPositions, outer_statements, relined
 from npu_migrate.rule import Replacement
 
 
@@ -164,34 +163,13 @@ class FileContext:
         else:
             if self._statement_positions is None:
                 self._statement_positions = StatementPositions(self.module, self.statement_starts, self._whole_position)
-            where = self._statement_positions.get(node, *self._outer_statements(node))
-        if self.reduced is None:
-            return where
-        line = self.reduced.original_line
-        return CodeRange(
-            CodePosition(line(where.start.line), where.start.column),
-            CodePosition(line(where.end.line), where.end.column),
-        )
+            where = self._statement_positions.get(node, *outer_statements([node, *self.ancestors(node)], self.module))
+        return where if self.reduced is None else relined(where, self.reduced.original_line)
 
     def _whole_position(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
             self._positions = self.wrapper.resolve(PositionProvider)
         return self._positions[node]
-
-    def _outer_statements(self, node: cst.CSTNode) -> tuple[cst.CSTNode | None, cst.CSTNode | None]:
-        """The module-level statement that contains ``node`` and, if that is a class,
-        the statement of its body that does (None where there is none)."""
-        chain = [node]
-        while True:
-            parent = self._parents.get(chain[-1])
-            if parent is None:
-                return None, None
-            if parent is self.module:
-                top = chain[-1]
-                if isinstance(top, cst.ClassDef) and len(chain) >= 3 and chain[-2] is top.body:
-                    return top, chain[-3]
-                return top, None
-            chain.append(parent)
 
     # -- recording (rules call these through Rule helpers) ---------------------------
 

@@ -54,7 +54,10 @@ _PLACEHOLDER = re.compile(rb"[ \t\f]*pass  # __npu_migrate_elided_(\d+)__(?:\r\n
 _ALWAYS_KEEP = re.compile(r"\bglobal\b")
 _IMPORT = re.compile(r"\bimport\b")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: Blocks whose bodies may hold definitions that elision looks into.
 _BLOCKS = (ast.If, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+#: Blocks whose bodies run at module level when they stand there.
+_MODULE_BLOCKS = (*_BLOCKS, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
 
 
 class ElisionError(Exception):
@@ -99,16 +102,19 @@ class Reduced:
         return b"".join(out)
 
 
-def _start(node: ast.stmt) -> int:
+def first_line(node: ast.stmt) -> int:
+    """A statement's first line: its first decorator's, for a decorated definition."""
     return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 
 
 def _block_bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
-    yield node.body
-    yield getattr(node, "orelse", [])
-    for handler in getattr(node, "handlers", ()):
-        yield handler.body
-    yield getattr(node, "finalbody", [])
+    """The statement lists directly inside ``node`` (bodies, else/finally, handlers, cases)."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(node, field, None)
+        if isinstance(block, list):
+            yield block
+    for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+        yield part.body
 
 
 def _module_level(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
@@ -117,7 +123,7 @@ def _module_level(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
         if isinstance(node, _DEFINITIONS):
             continue
         yield node
-        if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, *_BLOCKS)):
+        if isinstance(node, _MODULE_BLOCKS):
             for block in _block_bodies(node):
                 yield from _module_level(block)
 
@@ -164,28 +170,15 @@ def _bound_names(node: ast.stmt) -> Iterator[str]:
 
 def _header_end(node: ast.stmt) -> int:
     """Last line of a statement's own text (a block's header, not its body)."""
-    if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, *_BLOCKS)):
+    if isinstance(node, _MODULE_BLOCKS):
         body = getattr(node, "body", None)
         return max(node.lineno, body[0].lineno - 1) if body else node.lineno
     return node.end_lineno or node.lineno
 
 
-def _imported_aliases(body: Sequence[ast.stmt]) -> Iterator[tuple[str, str]]:
-    """(full dotted name, local name) for module-level imports that bind a name of their own
-    (``import a.b as c``, ``from a import b``); a plain ``import a.b`` is always spelled in full."""
-    for node in _module_level(body):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    yield alias.name, alias.asname
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if alias.name != "*":
-                    yield f"{node.module or ''}.{alias.name}", alias.asname or alias.name
-
-
-def _imports_watched(node: ast.AST) -> bool:
-    for sub in ast.walk(node):
+def _imports_watched(node: ast.stmt) -> bool:
+    """Whether a definition imports (or binds a name of) a watched package anywhere inside."""
+    for sub in _all_imports(_block_bodies(node)):
         if isinstance(sub, ast.Import):
             for alias in sub.names:
                 if {alias.name.split(".")[0], (alias.asname or "").split(".")[0]} & WATCHED_PACKAGES:
@@ -197,23 +190,21 @@ def _imports_watched(node: ast.AST) -> bool:
     return False
 
 
-def _all_imports(body: Sequence[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement, at any depth (statement bodies only: imports are statements)."""
-    for node in body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list):
-                yield from _all_imports(block)
-        for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
-            yield from _all_imports(part.body)
+def _all_imports(blocks: Iterable[list[ast.stmt]]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement in ``blocks``, at any depth (statement lists only: imports
+    are statements)."""
+    for block in blocks:
+        for node in block:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+            else:
+                yield from _all_imports(_block_bodies(node))
 
 
-def _bindings(tree: ast.Module) -> Iterator[tuple[str, str]]:
-    """(local name, qualified name) for every absolute import in the file."""
-    for node in _all_imports(tree.body):
+def _import_bindings(imports: Iterable[ast.Import | ast.ImportFrom]) -> Iterator[tuple[str, str]]:
+    """(local name, dotted name it is bound to) for each name the imports bind: ``import
+    a.b`` binds ``a`` to ``a``; a relative import's dotted name keeps its leading dots."""
+    for node in imports:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -221,10 +212,11 @@ def _bindings(tree: ast.Module) -> Iterator[tuple[str, str]]:
                 else:
                     root = alias.name.split(".")[0]
                     yield root, root
-        elif node.module and not node.level:
+        else:
+            base = "." * node.level + (f"{node.module}." if node.module else "")
             for alias in node.names:
                 if alias.name != "*":
-                    yield alias.asname or alias.name, f"{node.module}.{alias.name}"
+                    yield alias.asname or alias.name, base + alias.name
 
 
 def _dotted(name: str) -> str:
@@ -236,7 +228,7 @@ def spellings(names: Iterable[str], tree: ast.Module) -> set[str]:
     names = set(names)
     out = {_dotted(name) for name in names}
     if names:
-        for local, qualified in _bindings(tree):
+        for local, qualified in _import_bindings(_all_imports([tree.body])):
             for name in names:
                 if name == qualified or name.startswith(qualified + "."):
                     out.add(_dotted(local + name[len(qualified):]))
@@ -310,7 +302,10 @@ def reduce(
     def lines(first: int, last: int) -> str:
         return "".join(text_lines[first - 1 : last])
 
-    words.add_names(local for full, local in _imported_aliases(tree.body) if words.search(full))
+    # Module-level imports that bind a name of their own (`import a.b as c`, `from a import b`);
+    # a plain `import a.b` is always spelled in full where it is used.
+    module_imports = (n for n in _module_level(tree.body) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    words.add_names(local for local, full in _import_bindings(module_imports) if full != local and words.search(full))
     binders = [(n, bound) for n in _module_level(tree.body) if (bound := list(_bound_names(n)))]
     changed = True
     while changed:  # DEV = "cuda"; DEVICE = DEV; ... until no new name
@@ -331,7 +326,7 @@ def reduce(
     def visit(body: Sequence[ast.stmt], in_class: bool) -> None:
         for node in body:
             if isinstance(node, _DEFINITIONS):
-                first, last = _start(node), node.end_lineno or node.lineno
+                first, last = first_line(node), node.end_lineno or node.lineno
                 if not needed(node, lines(first, last)):
                     elided.append((first, last))
                 elif isinstance(node, ast.ClassDef) and not in_class:

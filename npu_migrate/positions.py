@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from npu_migrate.elision import first_line
+
 _COMPOUND = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
     ast.With, ast.AsyncWith, ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
@@ -37,13 +39,31 @@ def _grouped(body: list[ast.stmt]) -> list[tuple[int, ast.stmt]]:
     previous_end, previous_simple = 0, False
     for node in body:
         compound = isinstance(node, _COMPOUND)
-        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        first = first_line(node)
         if previous_simple and not compound and first == previous_end:
             previous_end = node.end_lineno or first  # `a = 1; b = 2`: one SimpleStatementLine
             continue
         groups.append((first, node))
         previous_end, previous_simple = node.end_lineno or first, not compound
     return groups
+
+
+def relined(where: CodeRange, line: Callable[[int], int]) -> CodeRange:
+    """``where`` with both line numbers passed through ``line`` (columns unchanged)."""
+    return CodeRange(CodePosition(line(where.start.line), where.start.column),
+                     CodePosition(line(where.end.line), where.end.column))
+
+
+def outer_statements(chain: list[cst.CSTNode], module: cst.Module) -> tuple[cst.CSTNode | None, cst.CSTNode | None]:
+    """For ``chain`` (a node, then its ancestors up to ``module``): the module-level
+    statement that holds the node and, if that is a class, the statement of its body
+    that does (None where there is none)."""
+    if len(chain) < 2 or chain[-1] is not module:
+        return None, None
+    top = chain[-2]
+    if isinstance(top, cst.ClassDef) and len(chain) >= 4 and chain[-3] is top.body:
+        return top, chain[-4]
+    return top, None
 
 
 @dataclass
@@ -110,10 +130,7 @@ class StatementPositions:
         if where is None:
             return self._whole(node)
         shift = held[1]
-        return CodeRange(
-            CodePosition(where.start.line + shift, where.start.column),
-            CodePosition(where.end.line + shift, where.end.column),
-        )
+        return relined(where, lambda line: line + shift)
 
     def _statement(self, statement: cst.CSTNode) -> tuple[dict, int] | None:
         start = self._start.get(id(statement))

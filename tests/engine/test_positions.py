@@ -11,7 +11,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from npu_migrate import elision, walk
-from npu_migrate.positions import Starts, StatementPositions
+from npu_migrate.positions import Starts, StatementPositions, outer_statements
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
@@ -52,10 +52,10 @@ def _compare(module: cst.Module, starts: Starts) -> int:
     positions = StatementPositions(module, starts, fallback)
     for node in parents:
         chain = [node]
-        while parents.get(chain[-1]) is not module:
+        while chain[-1] in parents:
             chain.append(parents[chain[-1]])
-        top = chain[-1]
-        member = chain[-3] if isinstance(top, cst.ClassDef) and len(chain) >= 3 and chain[-2] is top.body else None
+        top, member = outer_statements(chain, module)
+        assert top is not None
         assert positions.get(node, top, member) == whole[node], module.code_for_node(node)[:80]
     assert not fallbacks
     return len(parents)
@@ -112,3 +112,15 @@ def test_nodes_in_methods_are_placed_from_the_method_alone():
     assert positions.get(call, cls, method) == whole[call]
     assert whole[call].start.line == 8
     assert id(method) in positions._cache and id(cls) not in positions._cache  # the class was not generated whole
+
+
+def test_outer_statements():
+    module = cst.parse_module(b"class A:\n    def f(self):\n        return 1\nx = 2\n")
+    cls, x = module.body
+    method = cls.body.body[0]
+    ret = method.body.body[0]
+    assert outer_statements([ret, method.body, method, cls.body, cls, module], module) == (cls, method)
+    assert outer_statements([cls.body, cls, module], module) == (cls, None)
+    assert outer_statements([x, module], module) == (x, None)
+    assert outer_statements([module], module) == (None, None)
+    assert outer_statements([ret, method.body, method], module) == (None, None)  # ancestors unknown
