@@ -14,6 +14,7 @@ import sys
 import npu_runtime as nr
 import numpy as np
 import torch
+import torch.distributed.nn as _group_defaults  # noqa: F401  (before any group: see the end of main)
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 
@@ -29,6 +30,14 @@ class Noisy(Dataset):
     def __getitem__(self, i):
         scale = 1.0 + 0.1 * random.random() + 0.1 * float(np.random.rand())
         return self.x[i] * scale + 0.01 * torch.randn(8), self.y[i]
+
+
+def _gloo_threads() -> int:
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as fh:
+            names.append(fh.read())
+    return sum("gloo" in name for name in names)
 
 
 def main():
@@ -90,7 +99,12 @@ def main():
     params = {k: v for k, v in (model.module if info.world_size > 1 else model).state_dict().items()}
     torch.save(params, f"{args.out}.rank{info.rank}.params.pt")
     torch.distributed.barrier()
+    # Teardown order (docs/e2e.md, "Exit aborts"): drop DDP before destroying the
+    # group, so that destroy_process_group frees it from Python, not DDP's reducer.
+    del model
     torch.distributed.destroy_process_group()
+    # Freed now, its gloo threads joined: none is left to abort the shutdown.
+    assert _gloo_threads() == 0, f"{_gloo_threads()} gloo threads outlived destroy_process_group"
     return 0
 
 
