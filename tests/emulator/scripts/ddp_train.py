@@ -6,11 +6,11 @@ the final parameters and the per-step losses to OUT.
 """
 
 import argparse
-import gc
 import os
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn as _group_defaults  # noqa: F401  (before any group: see the end)
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -80,10 +80,7 @@ if rank == 0:
         },
         ns.out,
     )
-# Free DDP (which holds the process group) before destroying the group: a gloo
-# group left for interpreter shutdown to collect sometimes aborts the process
-# ("terminate called without an active exception": a gloo worker thread is
-# cancelled while Python finalizes).
+# Free DDP before destroying the group, so that Python frees the group and gloo's
+# threads are joined before shutdown (docs/e2e.md, "Exit aborts").
 del ddp
-gc.collect()
 dist.destroy_process_group()

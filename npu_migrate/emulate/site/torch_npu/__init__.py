@@ -9,8 +9,6 @@ directory on the path. Importing it registers a PrivateUse1 device named
 
 from __future__ import annotations
 
-import atexit
-
 import torch
 
 from npu_migrate.emulate import build as _build
@@ -35,18 +33,14 @@ _rnn.register()
 _emulator.configure_strict_from_env()
 
 
-def _collect_before_shutdown() -> None:
-    # A process group that only a reference cycle keeps alive (DDP holds its
-    # group) is otherwise freed by the garbage collection inside interpreter
-    # finalization; gloo's worker threads are then cancelled while they wait
-    # for the GIL, and the process aborts ("terminate called without an active
-    # exception") after the script has finished. Collect while Python is whole.
-    import gc
-
-    gc.collect()
-
-
-atexit.register(_collect_before_shutdown)
+# torch.distributed.nn gives its functions group=WORLD default arguments, evaluated
+# at import. DDP imports it lazily, after init_process_group, and the defaults then
+# keep the default group alive past destroy_process_group; its gloo worker threads
+# live into interpreter shutdown, where one that drops a finished work aborts the
+# process ("terminate called without an active exception"). Scripts import
+# torch_npu before they create a group, so importing the module here keeps the
+# defaults None. npu_runtime.init_distributed does the same for real torch_npu.
+import torch.distributed.nn as _group_defaults  # noqa: F401
 
 
 def __getattr__(name: str):

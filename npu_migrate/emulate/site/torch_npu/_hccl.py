@@ -8,6 +8,8 @@ routed here; a CPU tensor handed to an hccl group fails, as on hardware.
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from datetime import timedelta
 
 import torch
@@ -42,12 +44,85 @@ def _check_npu(tensors, op: str) -> None:
             )
 
 
+@contextmanager
+def _autograd_context_hidden():
+    """Take the context that ``backward()`` stashes in thread-local state out of it.
+
+    Every gloo work snapshots the thread-local state of the thread that queues
+    it, and during backward that state holds a ``contextvars.Context``. Gloo
+    never runs Python, so it does not need it (see ``_GlooCalls``).
+    """
+    tls = torch._C
+    if not tls._is_key_in_tls("context"):
+        yield
+        return
+    context = tls._get_obj_in_tls("context")
+    tls._remove_obj_from_tls("context")
+    try:
+        yield
+    finally:
+        tls._stash_obj_in_tls("context", context)
+
+
+def _tensors_in(values) -> list[torch.Tensor]:
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(_tensors_in(value))
+    return found
+
+
+class _GlooCalls:
+    """The inner gloo backend, called so that its worker threads never need the GIL.
+
+    A gloo worker thread drops each finished work some time after ``wait()``
+    returns. If it drops the last reference to a Python object (a host tensor
+    staged here, or the context that ``backward()`` stashes), it must take the
+    GIL: after interpreter shutdown began that aborts the process ("terminate
+    called without an active exception"), and while the main thread holds the
+    GIL to free the group (DDP's reducer letting go of it), it deadlocks. So the
+    context is hidden from gloo, every tensor handed to gloo stays referenced
+    here until gloo has let go of it, and ``drain()`` waits for that before the
+    group is destroyed. docs/e2e.md ("Exit aborts") has the whole chain.
+    """
+
+    def __init__(self, gloo) -> None:
+        self.backend = gloo
+        self._held: list[torch.Tensor] = []
+
+    def __getattr__(self, name: str):
+        method = getattr(self.backend, name)
+
+        def call(*args, **kwargs):
+            self._held.extend(_tensors_in(args))
+            with _autograd_context_hidden():
+                work = method(*args, **kwargs)
+            self._release_finished()
+            return work
+
+        return call
+
+    def _release_finished(self) -> None:
+        # use count 1: only this list still holds the tensor; gloo has dropped its work.
+        self._held = [t for t in self._held if t._use_count() > 1]
+
+    def drain(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        self._release_finished()
+        while self._held and time.monotonic() < deadline:
+            time.sleep(0.001)  # lets gloo's threads take the GIL they may need
+            self._release_finished()
+        self._held.clear()
+
+
 class ProcessGroupHCCL(dist.ProcessGroup):
     """Emulated HCCL: gloo underneath, npu tensors staged through host memory."""
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
-        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._gloo = _GlooCalls(dist.ProcessGroupGloo(store, rank, size, timeout))
         # init_process_group hands a ProcessGroup subclass back as the group
         # itself, without registering any device on it. torch then sees no
         # device types and stages object collectives and barrier through CPU
@@ -56,11 +131,17 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         # device (pg._get_backend(npu)) find a real c10d Backend. Collectives
         # still go through the methods below.
         self._register_backend(
-            torch.device("npu"), c10d.ProcessGroup.BackendType.CUSTOM, self._gloo
+            torch.device("npu"), c10d.ProcessGroup.BackendType.CUSTOM, self._gloo.backend
         )
 
     def getBackendName(self) -> str:
         return "hccl"
+
+    def shutdown(self) -> None:
+        # destroy_process_group calls this while the interpreter is whole and the
+        # main thread can give up the GIL: let gloo finish dropping its works now.
+        self._gloo.drain()
+        super().shutdown()
 
     def name(self) -> str:
         return "hccl"
