@@ -67,14 +67,6 @@ class Run:
         return f"$ {' '.join(self.cmd)}\nexit {self.returncode}\n{self.output[-6000:]}"
 
 
-#: A process that finished its script can still abort while the interpreter shuts
-#: down, when a C++ worker thread (gloo, autograd) drops the last reference to a
-#: tensor Python created and needs the GIL that finalization took away
-#: (pytorch/pytorch#179291 describes the mechanism). We saw it in about 1 of 50
-#: two-process runs. Such a run is repeated once; a second abort fails the test.
-EXIT_ABORT = "terminate called without an active exception"
-
-
 def _start(cmd: list[str], cwd: Path, env) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=cwd, env=subprocess_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -93,13 +85,7 @@ def _finish(cmd: list[str], proc: subprocess.Popen) -> Run:
 def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[Run]:
     """Run commands concurrently (each is single-threaded) and wait for all."""
     procs = [_start(c, cwd, env) for c in cmds]
-    runs = [_finish(cmd, proc) for cmd, proc in zip(cmds, procs)]
-    for index, run in enumerate(runs):
-        if run.returncode != 0 and EXIT_ABORT in run.output:
-            again = _finish(run.cmd, _start(run.cmd, cwd, env))
-            again.output = f"[first run aborted at exit ({EXIT_ABORT!r}); repeated once]\n" + again.output
-            runs[index] = again
-    return runs
+    return [_finish(cmd, proc) for cmd, proc in zip(cmds, procs)]
 
 
 def load_result(path: Path) -> dict:
