@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from .conftest import SCRIPTS, json_report, run_emulated
+
 pytestmark = pytest.mark.slow
 
 MISMATCH = "Expected all tensors to be on the same device"
@@ -142,3 +144,11 @@ def test_every_exposed_name_exists_in_the_real_api_table(basics):
 
 def test_table_names_outside_all_raise_not_implemented(basics):
     assert basics["table_only_name"]["type"] == "NotImplementedError"
+
+
+def test_shutdown_waits_until_torch_threads_release_python_objects(emulator_build):
+    report = json_report(run_emulated(SCRIPTS / "probe_shutdown.py"))
+    assert report["grad"] == [3.0] * 4 and report["backward_tls_clean"]
+    assert report["followed"] == 1  # the helper thread's context, still in its TLS
+    assert report["waited_s"] >= 0.4 and report["left"] == 0  # held until the thread let go
+    assert 0.3 <= report["gave_up_after_s"] < 5

@@ -20,7 +20,7 @@ _build.load()
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
 
-from . import _emulator, _hccl, _rnn, npu
+from . import _emulator, _hccl, _rnn, _shutdown, npu
 
 torch._register_device_module("npu", npu)
 torch.utils.generate_methods_for_privateuse1_backend(
@@ -33,14 +33,7 @@ _rnn.register()
 _emulator.configure_strict_from_env()
 
 
-# torch.distributed.nn gives its functions group=WORLD default arguments, evaluated
-# at import. DDP imports it lazily, after init_process_group, and the defaults then
-# keep the default group alive past destroy_process_group; its gloo worker threads
-# live into interpreter shutdown, where one that drops a finished work aborts the
-# process ("terminate called without an active exception"). Scripts import
-# torch_npu before they create a group, so importing the module here keeps the
-# defaults None. npu_runtime.init_distributed does the same for real torch_npu.
-import torch.distributed.nn as _group_defaults  # noqa: F401
+_shutdown.install()
 
 
 def __getattr__(name: str):
