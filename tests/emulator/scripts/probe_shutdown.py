@@ -1,11 +1,10 @@
-"""How the stand-in torch_npu holds shutdown for torch's threads (see its _shutdown.py).
+"""The stand-in torch_npu's exit handshake with the npu autograd thread (its _shutdown.py).
 
-A helper thread stashes a context the way backward() does and keeps it in its
-thread-local state for a while, standing in for a device thread that has not yet
-released its graph task. Prints one JSON report.
+A backward on another Python thread keeps the npu device thread busy in a
+gradient hook until a timer releases it. settle_autograd_threads() must return
+only after the device thread has finished that task. Prints one JSON report.
 """
 
-import contextvars
 import json
 import threading
 import time
@@ -16,38 +15,31 @@ from torch_npu import _shutdown
 
 HOLD_S = 0.5
 report = {}
-
-x = torch.ones(4, device="npu", requires_grad=True)
-(x * 3).sum().backward()
-report["grad"] = x.grad.cpu().tolist()
-report["backward_tls_clean"] = not torch._C._is_key_in_tls("context")
-
-stashed, release = threading.Event(), threading.Event()
+entered, release = threading.Event(), threading.Event()
 
 
-def device_thread_stand_in():
-    torch._C._stash_obj_in_tls("context", contextvars.copy_context())
-    stashed.set()
+def blocking_hook(grad):
+    report["hook_thread"] = threading.current_thread().name
+    entered.set()
     release.wait()
-    torch._C._remove_obj_from_tls("context")
+    return grad
 
 
-helper = threading.Thread(target=device_thread_stand_in)
-helper.start()
-stashed.wait()
-report["followed"] = len(_shutdown._held_by_torch())
+def busy_backward():
+    x = torch.ones(3, device="npu", requires_grad=True)
+    y = x * 2
+    y.register_hook(blocking_hook)
+    y.sum().backward()
+    report["busy_done_s"] = time.monotonic() - start
+
+
+start = time.monotonic()
+worker = threading.Thread(target=busy_backward, name="busy-backward")
+worker.start()
+entered.wait()
 threading.Timer(HOLD_S, release.set).start()
-start = time.monotonic()
-_shutdown.wait_for_torch_threads(timeout_s=30)
-report["waited_s"] = time.monotonic() - start
-report["left"] = len(_shutdown._contexts)
-helper.join()
-
-# A context torch never lets go of: the wait gives up after its timeout.
-torch._C._stash_obj_in_tls("context", contextvars.copy_context())
-start = time.monotonic()
-_shutdown.wait_for_torch_threads(timeout_s=0.3)
-report["gave_up_after_s"] = time.monotonic() - start
-torch._C._remove_obj_from_tls("context")
-
+_shutdown.settle_autograd_threads()
+report["settled_s"] = time.monotonic() - start
+worker.join()
+report["stashed_nothing"] = not torch._C._is_key_in_tls("context")
 print(json.dumps(report))

@@ -5,13 +5,14 @@ Once interpreter finalisation has begun it cannot, the thread is cancelled, and
 the process aborts ("terminate called without an active exception") after the
 script has finished. Two such releases happen late on the emulated NPU:
 
-- ``backward()`` stashes a ``contextvars.Context`` in thread-local state, and
-  the graph task that runs on the npu device thread keeps a copy. The device
-  thread releases the graph task shortly *after* ``backward()`` has returned,
-  so a script that ends right after its last step can be in finalisation by
-  then. ``install()`` follows each stashed context (a pass-through wrapper around
-  ``torch._C._stash_obj_in_tls``), and an ``atexit`` handler waits, with the
-  GIL free, until torch no longer holds any of them.
+- The autograd thread of each npu device releases a finished graph task shortly
+  *after* ``backward()`` has returned, and the task's thread-local state holds
+  the ``contextvars.Context`` that ``backward()`` stashes. A script that ends
+  right after its last step can be in finalisation by then. At exit,
+  ``settle_autograd_threads()`` runs one tiny backward on every npu device,
+  straight through the engine (so nothing is stashed). A device thread takes
+  tasks in order, so once that backward has returned, the thread has released
+  every earlier graph task, with the GIL free while the main thread waited.
 - DDP imports ``torch.distributed.nn`` after ``init_process_group``; its
   functions' ``group=group.WORLD`` default arguments would then keep the group,
   and gloo's threads, alive into finalisation. ``install()`` imports it first,
@@ -23,40 +24,30 @@ docs/e2e.md ("Exit aborts") has the whole chain.
 from __future__ import annotations
 
 import atexit
-import sys
-import time
+import ctypes
 
-#: Contexts stashed by backward(); an entry is dropped once torch has let go of it.
-_contexts: list[object] = []
-_ONLY_OURS = 2  # the list's reference and getrefcount's argument
-
-
-def _held_by_torch() -> list[object]:
-    held = [i for i in range(len(_contexts)) if sys.getrefcount(_contexts[i]) > _ONLY_OURS]
-    _contexts[:] = [_contexts[i] for i in held]
-    return _contexts
+#: Tensors of the settling backwards. The device thread releases its last graph
+#: task, which refers to them, after the backward returned: their Python objects
+#: must never be freed, or that release would need the GIL again.
+_kept: list = []
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_kept))
 
 
-def _follow_stashed_contexts(stash):
-    def stash_and_follow(key, obj):
-        if key == "context":
-            _held_by_torch()
-            _contexts.append(obj)
-        return stash(key, obj)
+def settle_autograd_threads() -> None:
+    """Return once every npu autograd thread has released the graph tasks it ran."""
+    import torch
+    from torch.autograd.variable import Variable
 
-    return stash_and_follow
-
-
-def wait_for_torch_threads(timeout_s: float = 30.0) -> None:
-    """Return once torch's threads hold none of the stashed contexts, or after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while _held_by_torch() and time.monotonic() < deadline:
-        time.sleep(0.001)  # the GIL is free: a device thread can finish its release
-    _contexts.clear()
+    for index in range(torch.npu.device_count()):
+        leaf = torch.ones(1, device=f"npu:{index}", requires_grad=True)
+        with torch.enable_grad():
+            out = leaf * 2
+        grad = torch.ones_like(out)
+        _kept.extend((leaf, out, grad))
+        Variable._execution_engine.run_backward((out,), (grad,), False, False, (), False, True)
 
 
 def install() -> None:
-    import torch.distributed.nn  # before any group exists: see above
+    import torch.distributed.nn  # noqa: F401  (before any group exists: see above)
 
-    torch._C._stash_obj_in_tls = _follow_stashed_contexts(torch._C._stash_obj_in_tls)
-    atexit.register(wait_for_torch_threads)
+    atexit.register(settle_autograd_threads)
