@@ -67,25 +67,20 @@ class Run:
         return f"$ {' '.join(self.cmd)}\nexit {self.returncode}\n{self.output[-6000:]}"
 
 
-def _start(cmd: list[str], cwd: Path, env) -> subprocess.Popen:
-    return subprocess.Popen(cmd, cwd=cwd, env=subprocess_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def _finish(cmd: list[str], proc: subprocess.Popen) -> Run:
-    try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        out += f"\n[killed after {RUN_TIMEOUT_S}s]"
-    return Run(cmd, proc.returncode, out)
-
-
 def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[Run]:
     """Run commands concurrently (each is single-threaded) and wait for all."""
-    procs = [_start(c, cwd, env) for c in cmds]
-    return [_finish(cmd, proc) for cmd, proc in zip(cmds, procs)]
+    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(env), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for c in cmds]
+    runs = []
+    for cmd, proc in zip(cmds, procs):
+        try:
+            out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            out += f"\n[killed after {RUN_TIMEOUT_S}s]"
+        runs.append(Run(cmd, proc.returncode, out))
+    return runs
 
 
 def load_result(path: Path) -> dict:
