@@ -2,7 +2,7 @@
 
 Runs npu-migrate twice over the corpus as a dry run with ``--report``: once as
 shipped, once with ``--no-prefilter`` (every file parsed, and parsed whole: no
-definitions elided, see ``npu_migrate/elision.py``). The per-file reports and
+definitions elided, see ``npu_migrate/python/elision.py``). The per-file reports and
 the per-file diffs must be identical; a file that the full run changes or
 reports on but the prefiltered run passes over is a prefilter miss. Exit 1 on
 any difference.

@@ -7,11 +7,10 @@ import importlib
 import os
 import pkgutil
 import re
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from npu_migrate.rule import Rule
+    from npu_migrate.python.rule import Rule
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -26,7 +25,7 @@ def _subclasses(cls: type) -> list[type]:
 def all_rules() -> dict[str, type[Rule]]:
     """Rule id -> rule class, sorted by id."""
     import npu_migrate.rules as package
-    from npu_migrate.rule import Rule
+    from npu_migrate.python.rule import Rule
 
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         importlib.import_module(info.name)

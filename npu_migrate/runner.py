@@ -39,7 +39,7 @@ def _read(path: str) -> tuple[bytes | None, str | None]:
 
 def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     """``migrate_source``, turning a bug in a rule into a one-line error for that file."""
-    from npu_migrate.engine import (
+    from npu_migrate.python.engine import (
         migrate_source,  # libcst is only imported when a file needs it
     )
 

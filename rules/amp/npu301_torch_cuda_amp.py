@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from npu_migrate.cst_util import from_import_names
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import from_import_names
+from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
     MODULES,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.context import FileContext
-from npu_migrate.rule import Rule
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.rule import Rule
 
 
 def flag_use(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:

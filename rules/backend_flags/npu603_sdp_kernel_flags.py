@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.rule import Example
+from npu_migrate.python.rule import Example
 
 from ._common import FlagUseRule
 

@@ -6,8 +6,8 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import string_value
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import string_value
+from npu_migrate.python.rule import Example, Rule
 
 _COMMAND = re.compile(r"^\s*(?:\S*/)?nvidia-smi(?:\s|$)")
 _WORD = re.compile(r"(?<![\w-])nvidia-smi(?![\w-])")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.cst_util import call_arg
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.rule import Example, Rule
 
 from ._common import insert_item, quote_for, string_literal
 

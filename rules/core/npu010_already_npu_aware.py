@@ -1,6 +1,6 @@
 """NPU010: code that already handles NPU is left alone."""
 
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.rule import Example, Rule
 
 
 class AlreadyNpuAware(Rule):

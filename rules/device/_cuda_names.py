@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.context import FileContext
-from npu_migrate.names import dotted_name
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.names import dotted_name
 
 CUDA = "torch.cuda"
 #: torch.cuda.amp is migrated by the AMP family (NPU3xx), not by a plain rename.

@@ -28,9 +28,9 @@ from enum import Enum
 
 import libcst as cst
 
-from npu_migrate.context import FileContext
-from npu_migrate.cst_util import last_name, string_value
-from npu_migrate.rule import Rule
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.python.rule import Rule
 
 #: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
 DEVICE_VALUE = re.compile(r"cuda(?::(?:\d+|%[dis]|\{[^{}]*\})?)?")

@@ -1,6 +1,6 @@
 """NPU100: add ``import torch_npu`` where the migrated file uses an NPU API."""
 
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.rule import Example, Rule
 
 
 class ImportTorchNpu(Rule):

@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import from_import_names, rename_attribute
 from npu_migrate.npu_api import load_api
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import from_import_names, rename_attribute
+from npu_migrate.python.rule import Example, Rule
 
 from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
 

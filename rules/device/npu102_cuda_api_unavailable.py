@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.cst_util import from_import_names, string_value
 from npu_migrate.npu_api import load_api
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import from_import_names, string_value
+from npu_migrate.python.rule import Example, Rule
 
 from ._cuda_names import cuda_uses, is_cuda_name
 

@@ -6,8 +6,8 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import call_arg, last_name
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import call_arg, last_name
+from npu_migrate.python.rule import Example, Rule
 
 #: Names that hold a device *index* in real training code.
 _INDEX_NAME = re.compile(r"^(local_rank|rank|gpu|gpus?_id|gpu_idx|device_id|device_idx|device_index|dev_id|local_gpu|cuda_id)$")

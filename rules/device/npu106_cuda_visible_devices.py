@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.cst_util import last_name, string_value
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.python.rule import Example, Rule
+from npu_migrate.tables.env_vars import SAME_MEANING
 
 OLD = "CUDA_VISIBLE_DEVICES"
-NEW = "ASCEND_RT_VISIBLE_DEVICES"
+NEW = SAME_MEANING[OLD]
 
 #: functions and methods whose first argument is an environment variable name
 _ENV_FUNCTIONS = {"getenv", "putenv", "unsetenv", "setenv", "delenv", "get", "pop", "setdefault", "__contains__"}

@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import last_name, string_value
 from npu_migrate.npu_api import load_api
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.python.rule import Example, Rule
 
 _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 _PROSE_CALLS = {"print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log", "write"}

@@ -1,8 +1,7 @@
-"""Shared by the distributed rules (NPU2xx): backend strings and where they go."""
+"""Shared by the distributed rules (NPU2xx): where backend strings go in torch's APIs
+(the strings themselves: ``npu_migrate/tables/backends.py``)."""
 
 from __future__ import annotations
-
-import re
 
 DIST = "torch.distributed"
 C10D = "torch.distributed.distributed_c10d"
@@ -25,37 +24,3 @@ BACKEND_NCCL = (f"{DIST}.Backend.NCCL", f"{C10D}.Backend.NCCL")
 ARGPARSE_BACKEND_OPTIONS = frozenset(
     {"backend", "dist-backend", "dist_backend", "distributed-backend", "distributed_backend", "ddp-backend", "ddp_backend"}
 )
-
-_PAIR = re.compile(r"^([a-z]+):([a-z]+)$")
-
-
-def hccl_backend(value: str) -> str | None:
-    """The Ascend spelling of a backend string, or None if it needs no change
-    or cannot be mapped. ``nccl`` -> ``hccl``; ``cpu:gloo,cuda:nccl`` -> ``cpu:gloo,npu:hccl``."""
-    if value == "nccl":
-        return "hccl"
-    if "," not in value and ":" not in value:
-        return None
-    parts = []
-    for part in value.split(","):
-        match = _PAIR.match(part.strip())
-        if match is None:
-            return None
-        device, backend = match.groups()
-        if device == "cuda":
-            device = "npu"
-        if backend == "nccl":
-            backend = "hccl"
-        parts.append(part.replace(match.group(0), f"{device}:{backend}"))
-    new = ",".join(parts)
-    return new if new != value else None
-
-
-def mentions_nccl(value: str) -> bool:
-    """The whole string is a backend spec naming nccl: ``"nccl"``, ``"NCCL"``,
-    ``"cpu:gloo,cuda:nccl"`` (not prose that happens to contain the word)."""
-    value = value.strip().lower()
-    if value == "nccl":
-        return True
-    pairs = [_PAIR.match(part.strip()) for part in value.split(",")]
-    return all(pairs) and any(p.group(2) == "nccl" for p in pairs)

@@ -5,17 +5,11 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import Assignment
 
-from npu_migrate.cst_util import call_arg, string_value, with_string_value
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import call_arg, string_value, with_string_value
+from npu_migrate.python.rule import Example, Rule
+from npu_migrate.tables.backends import hccl_backend, mentions_nccl
 
-from ._common import (
-    ARGPARSE_BACKEND_OPTIONS,
-    BACKEND_NCCL,
-    BACKEND_PARAMS,
-    GET_BACKEND,
-    hccl_backend,
-    mentions_nccl,
-)
+from ._common import ARGPARSE_BACKEND_OPTIONS, BACKEND_NCCL, BACKEND_PARAMS, GET_BACKEND
 
 #: keyword arguments and dict keys that name a process-group backend in any API
 #: (torch, Lightning's ``process_group_backend``, accelerate's ``InitProcessGroupKwargs``...)

@@ -6,48 +6,12 @@ import re
 
 import libcst as cst
 
-from npu_migrate.cst_util import string_value, with_string_value
 from npu_migrate.npu_api import load_api
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import string_value, with_string_value
+from npu_migrate.python.rule import Example, Rule
+from npu_migrate.tables.env_vars import advice, ascend_name
 
 _ENV_NAME = re.compile(r"^(TORCH_)?NCCL_[A-Z0-9_]+$")
-
-#: NCCL_X whose HCCL_X counterpart has the same meaning and value format. The
-#: first three are ProcessGroup watchdog switches that torch_npu reads under both
-#: spellings (libtorch_npu.so literals); HCCL_SOCKET_IFNAME is read by HCCL itself
-#: (CANN environment-variable reference), not by torch_npu.
-SAME_MEANING = {
-    "NCCL_ASYNC_ERROR_HANDLING": "HCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_BLOCKING_WAIT": "HCCL_BLOCKING_WAIT",
-    "NCCL_DESYNC_DEBUG": "HCCL_DESYNC_DEBUG",
-    "NCCL_SOCKET_IFNAME": "HCCL_SOCKET_IFNAME",
-}
-
-#: NCCL variables with no drop-in counterpart: what to do instead.
-ADVICE = {
-    "NCCL_DEBUG": (
-        "HCCL has no NCCL_DEBUG; CANN logging is set with ASCEND_GLOBAL_LOG_LEVEL "
-        "(0 debug, 1 info, 2 warning, 3 error), which covers all of CANN, not only collectives"
-    ),
-    "NCCL_DEBUG_SUBSYS": "no HCCL counterpart; use ASCEND_GLOBAL_LOG_LEVEL for CANN logs",
-    "NCCL_DEBUG_FILE": "no HCCL counterpart; CANN writes its logs under ~/ascend/log",
-    "NCCL_BUFFSIZE": "use HCCL_BUFFSIZE, but its unit is megabytes (default 200) while NCCL_BUFFSIZE is in bytes: convert the value",
-    "NCCL_ALGO": "HCCL_ALGO exists but takes a different syntax (per level, e.g. 'level0:NA;level1:ring'); set it by hand or drop it",
-    "NCCL_IB_TC": "the closest is HCCL_RDMA_TC (RDMA traffic class); check the value range in the CANN docs before setting it",
-    "NCCL_IB_SL": "the closest is HCCL_RDMA_SL (RDMA service level); check the value range in the CANN docs before setting it",
-    "NCCL_TIMEOUT": "HCCL uses HCCL_CONNECT_TIMEOUT (link setup, default 120 s) and HCCL_EXEC_TIMEOUT (per collective, default 1836 s)",
-    "NCCL_IB_TIMEOUT": "HCCL uses HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT (seconds); NCCL_IB_TIMEOUT is an exponent, do not copy its value",
-}
-GENERIC = "no HCCL counterpart in torch_npu 2.13; remove it, or look up the HCCL setting in the CANN environment-variable reference"
-
-
-def hccl_name(name: str, env_vars: frozenset[str]) -> str | None:
-    """The Ascend variable that means the same as ``name``, if there is one."""
-    if name.startswith("TORCH_NCCL_"):
-        candidate = "TORCH_HCCL_" + name[len("TORCH_NCCL_") :]
-        return candidate if candidate in env_vars else None
-    return SAME_MEANING.get(name)
-
 
 class NcclEnvVars(Rule):
     id = "NPU203"
@@ -99,8 +63,8 @@ f-strings are not touched (`.sh` launchers are outside this tool's scope).
             self._handle(node.keyword, node.keyword.value, lambda n, new: n.with_changes(value=new))
 
     def _handle(self, node: cst.CSTNode, value: str, rename) -> None:
-        new = hccl_name(value, self.env_vars)
+        new = ascend_name(value, self.env_vars)
         if new is not None:
             self.replace(node, lambda n: rename(n, new), f"`{value}` -> `{new}`", needs_torch_npu=False)
             return
-        self.report(node, f"`{value}` has no effect on Ascend (HCCL does not read NCCL variables)", ADVICE.get(value, GENERIC))
+        self.report(node, f"`{value}` has no effect on Ascend (HCCL does not read NCCL variables)", advice(value))

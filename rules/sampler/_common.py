@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from npu_migrate.cst_util import call_arg
+from npu_migrate.python.cst_util import call_arg
 
 DATALOADERS = frozenset(
     {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}

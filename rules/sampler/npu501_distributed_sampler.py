@@ -7,8 +7,8 @@ import re
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import dotted, is_pure_reference
 
-from npu_migrate.cst_util import call_arg
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
     DATALOADERS,

@@ -8,9 +8,9 @@ from typing import ClassVar
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from npu_migrate.context import FileContext
-from npu_migrate.names import dotted_name
-from npu_migrate.rule import Rule
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.names import dotted_name
+from npu_migrate.python.rule import Rule
 
 
 def within(qualified: str, prefixes: Iterable[str]) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npu_migrate.rule import Example
+from npu_migrate.python.rule import Example
 
 from ._common import CudaOnlyPackage
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.cst_util import call_arg, string_value
-from npu_migrate.rule import Example, Rule
+from npu_migrate.python.cst_util import call_arg, string_value
+from npu_migrate.python.rule import Example, Rule
 
 #: Backends that work on Ascend: device-generic debugging backends and torch_npu's own
 #: (entry points of the torch-npu 2.13.0 wheel, group torch_dynamo_backends).

@@ -8,7 +8,7 @@ import pytest
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from npu_migrate import engine
+from npu_migrate.python import engine
 
 MODULES = [
     "",

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+#: The console script installed next to the interpreter running the tests (a venv's bin/).
+CONSOLE_SCRIPT = Path(sys.executable).parent / "npu-migrate"
+
 CUDA = b"import torch\nn = torch.cuda.device_count()\n"
 CPU = b"import torch\nx = torch.zeros(2)\n"
 
@@ -204,7 +207,8 @@ def test_full_run_never_imports_torch(tmp_path):
 
 def test_console_script_entry_point(tmp_path):
     write(tmp_path, "a.py", CUDA)
-    result = subprocess.run(["npu-migrate", "--check", "a.py"], capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run([str(CONSOLE_SCRIPT), "--check", "a.py"], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120)
     assert result.returncode == 1, result.stderr
 
 
@@ -236,7 +240,7 @@ def test_quiet_dry_run_prints_nothing_but_errors(tmp_path, run_cli):
 
 
 def test_help_shows_the_default_command_as_the_tool_itself():
-    result = subprocess.run(["npu-migrate", "--help"], capture_output=True, text=True)
+    result = subprocess.run([str(CONSOLE_SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
     assert result.stdout.startswith("Usage: npu-migrate [OPTIONS] [PATHS]...")
     text = " ".join(result.stdout.split())  # the epilog is wrapped to the terminal width

@@ -1,4 +1,4 @@
-"""Elision (npu_migrate/elision.py): definitions no needed rule can act on are not
+"""Elision (npu_migrate/python/elision.py): definitions no needed rule can act on are not
 parsed, and the result is exactly the result of parsing the whole file."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_migrate import elision, engine
-from npu_migrate.engine import migrate_source
+from npu_migrate.python import elision, engine
+from npu_migrate.python.engine import migrate_source
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 

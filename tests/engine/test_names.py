@@ -9,8 +9,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper
 
-from npu_migrate.engine import migrate_source
-from npu_migrate.names import (
+from npu_migrate.python.engine import migrate_source
+from npu_migrate.python.names import (
     BindingCollector,
     ImportTableResolver,
     ScopeResolver,

@@ -1,4 +1,4 @@
-"""Statement-by-statement positions (npu_migrate/positions.py) equal libcst's
+"""Statement-by-statement positions (npu_migrate/python/positions.py) equal libcst's
 whole-module PositionProvider for every node, in whole and in reduced modules."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from npu_migrate import elision, walk
-from npu_migrate.positions import Starts, StatementPositions, outer_statements
+from npu_migrate.python import elision, walk
+from npu_migrate.python.positions import Starts, StatementPositions, outer_statements
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))

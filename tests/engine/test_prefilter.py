@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.prefilter import Prefilter, word_pattern
+from npu_migrate.python.prefilter import Prefilter, word_pattern
 from npu_migrate.registry import all_rules
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.python.engine import migrate_source
 
 CUDA_LINE = "x = torch.cuda.device_count()"
 

@@ -1,4 +1,4 @@
-"""The read-only walk (npu_migrate/walk.py) visits what libcst's visit_batched
+"""The read-only walk (npu_migrate/python/walk.py) visits what libcst's visit_batched
 visits, in the same order, trivia aside."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from npu_migrate import walk
-from npu_migrate.names import BindingCollector
+from npu_migrate.python import walk
+from npu_migrate.python.names import BindingCollector
+from npu_migrate.python.rule import CachedVisitorLookup, _visitor_names
 from npu_migrate.registry import all_rules
-from npu_migrate.rule import CachedVisitorLookup, _visitor_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))

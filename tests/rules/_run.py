@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.python.engine import migrate_source
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.python.engine import migrate_source
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 

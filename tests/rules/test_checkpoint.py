@@ -12,7 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from npu_migrate.rules.checkpoint.npu401_scaler_checkpoint_state import scaler_key
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.python.engine import migrate_source
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 

@@ -12,7 +12,7 @@ from npu_migrate.rules.device._device_strings import (
     swap,
 )
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.python.engine import migrate_source
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 

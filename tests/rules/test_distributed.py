@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from npu_migrate.rules.distributed._common import hccl_backend, mentions_nccl
-from npu_migrate.rules.distributed.npu203_nccl_env_vars import (
-    ADVICE,
-    SAME_MEANING,
-    hccl_name,
-)
 
 from npu_migrate.npu_api import load_api
+from npu_migrate.tables.backends import hccl_backend, mentions_nccl
+from npu_migrate.tables.env_vars import ADVICE, SAME_MEANING, ascend_name
 
 from ._run import run
 
@@ -40,10 +36,10 @@ def test_plain_backend_strings():
 def test_env_var_targets_exist_in_the_wheel_or_are_documented():
     env_vars = load_api().env_vars
     for old, new in SAME_MEANING.items():
-        assert new in env_vars or new == "HCCL_SOCKET_IFNAME", (old, new)
-    assert hccl_name("TORCH_NCCL_BLOCKING_WAIT", env_vars) == "TORCH_HCCL_BLOCKING_WAIT"
-    assert hccl_name("TORCH_NCCL_AVOID_RECORD_STREAMS", env_vars) is None
-    assert hccl_name("NCCL_BUFFSIZE", env_vars) is None and "NCCL_BUFFSIZE" in ADVICE
+        assert new in env_vars or new in ("HCCL_SOCKET_IFNAME", "ASCEND_RT_VISIBLE_DEVICES"), (old, new)
+    assert ascend_name("TORCH_NCCL_BLOCKING_WAIT", env_vars) == "TORCH_HCCL_BLOCKING_WAIT"
+    assert ascend_name("TORCH_NCCL_AVOID_RECORD_STREAMS", env_vars) is None
+    assert ascend_name("NCCL_BUFFSIZE", env_vars) is None and "NCCL_BUFFSIZE" in ADVICE
 
 
 def test_backend_through_a_chain_of_variables():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.python.engine import migrate_source
 from npu_migrate.registry import all_rules
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings

@@ -6,8 +6,8 @@ script's own torch.distributed.init_process_group("gloo") with env://, unchanged
 
 import argparse
 import json
-import sys
 import os
+import sys
 
 import npu_runtime
 import torch

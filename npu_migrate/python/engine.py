@@ -13,23 +13,23 @@ import re
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from npu_migrate import elision, walk
-from npu_migrate.apply import EditApplier
-from npu_migrate.context import Edit, FileContext, FindingRecord
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.names import (
+from npu_migrate.python import elision, walk
+from npu_migrate.python.apply import EditApplier
+from npu_migrate.python.context import Edit, FileContext, FindingRecord
+from npu_migrate.python.names import (
     BindingCollector,
     ImportTableResolver,
     ScopeResolver,
     ambiguous_roots,
     build_import_table,
 )
-from npu_migrate.positions import Starts
-from npu_migrate.prefilter import Prefilter
+from npu_migrate.python.positions import Starts
+from npu_migrate.python.prefilter import Prefilter
+from npu_migrate.python.source import SourceError, decode
+from npu_migrate.python.suppression import is_suppressed, suppressions
 from npu_migrate.registry import all_rules
 from npu_migrate.settings import Settings
-from npu_migrate.source import SourceError, decode
-from npu_migrate.suppression import is_suppressed, suppressions
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
@@ -108,7 +108,7 @@ def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elis
 
 
 def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts | None:
-    """Where the parsed module's statements start (see npu_migrate/positions.py)."""
+    """Where the parsed module's statements start (see npu_migrate/python/positions.py)."""
     if tree is None:
         return None
     starts = Starts.of(tree)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-
 _WORD = re.compile(r"\w+")
 
 

@@ -14,11 +14,16 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
-from npu_migrate.elision import Reduced
 from npu_migrate.facts import ProjectFacts
-from npu_migrate.names import ImportTable, ImportTableResolver, ScopeResolver
-from npu_migrate.positions import Starts, StatementPositions, outer_statements, relined
-from npu_migrate.rule import Replacement
+from npu_migrate.python.elision import Reduced
+from npu_migrate.python.names import ImportTable, ImportTableResolver, ScopeResolver
+from npu_migrate.python.positions import (
+    Starts,
+    StatementPositions,
+    outer_statements,
+    relined,
+)
+from npu_migrate.python.rule import Replacement
 
 
 @dataclass

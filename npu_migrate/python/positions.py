@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from npu_migrate.elision import first_line
+from npu_migrate.python.elision import first_line
 
 _COMPOUND = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,

@@ -44,8 +44,8 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from npu_migrate.names import WATCHED_PACKAGES
-from npu_migrate.prefilter import word_pattern
+from npu_migrate.python.names import WATCHED_PACKAGES
+from npu_migrate.python.prefilter import word_pattern
 
 _BYTE_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _TEXT_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")

@@ -21,7 +21,7 @@ documentation, in the style of Fixit and ruff:
   "all of these words".
 * ``local_triggers`` / ``whole_file``: what must appear inside a function or
   class for the rule to act there (see :meth:`Rule.local_words` and
-  ``npu_migrate/elision.py``); definitions without any are not parsed.
+  ``npu_migrate/python/elision.py``); definitions without any are not parsed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, ClassVar, Union
 import libcst as cst
 
 if TYPE_CHECKING:
-    from npu_migrate.context import FileContext
+    from npu_migrate.python.context import FileContext
 
 Replacement = Union[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]]
 

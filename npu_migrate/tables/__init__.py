@@ -1,0 +1,11 @@
+"""CUDA -> Ascend facts shared by every front end (Python, shell, config files, ...).
+
+One table per subject, so a fact lives in one place and the Python rules and the
+other front ends agree:
+
+* ``env_vars``: environment variables (``CUDA_VISIBLE_DEVICES``, ``NCCL_*``,
+  ``TORCH_NCCL_*``) and their Ascend counterparts, or what to do instead;
+* ``backends``: process-group backend strings (``nccl`` -> ``hccl``, ``cuda:nccl`` -> ``npu:hccl``).
+
+Nothing here imports libcst or torch.
+"""
