@@ -8,6 +8,7 @@ rule asks for them.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -67,6 +68,8 @@ class FileContext:
     #: Where statements start in the parsed module (from ``ast``), which lets positions
     #: be found statement by statement; None: whole-module positions.
     statement_starts: Starts | None = None
+    #: CPython's ``ast`` of the whole original file, when the engine already has it.
+    python_tree: ast.Module | None = None
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)
@@ -78,6 +81,8 @@ class FileContext:
     _names: dict[cst.CSTNode, str | None] = field(default_factory=dict)
     _import_nodes: set[cst.CSTNode] = field(default_factory=set)
     _import_depth: int = 0
+    _python_tree_failed: bool = False
+    _cuda_only_index: object = None
 
     @property
     def module(self) -> cst.Module:
@@ -138,6 +143,16 @@ class FileContext:
         if isinstance(parent, (cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName)):
             return not (getattr(parent, "keyword", None) is node or getattr(parent, "name", None) is node)
         return True
+
+    def python_ast(self) -> ast.Module | None:
+        """CPython's ``ast`` of the whole original file (never the reduced module elision
+        parses); None when CPython cannot parse it."""
+        if self.python_tree is None and not self._python_tree_failed:
+            try:
+                self.python_tree = ast.parse(self.text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._python_tree_failed = True
+        return self.python_tree
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)

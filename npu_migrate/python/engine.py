@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.python import elision, walk
+from npu_migrate.python import cuda_only, elision, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import Edit, FileContext, FindingRecord
 from npu_migrate.python.names import (
@@ -33,10 +33,12 @@ from npu_migrate.settings import Settings
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
+KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
+#: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
+_TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
 ANNOTATION_PREFIX = "# npu-migrate: "
 
 _NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
-_MENTIONS_NPU = re.compile(r"npu", re.IGNORECASE)
 
 
 @functools.cache
@@ -129,10 +131,10 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     module = cst.parse_module(reduced.data if reduced is not None else data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
-    visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
+    visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE, KERNEL_GATE_RULE)]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
-                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced))
+                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced), tree=tree)
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
         ctx = run(ScopeResolver(wrapper))
@@ -156,9 +158,9 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         result.fixes = sorted(set(fixes))
 
 
-def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts) -> FileContext | None:
+def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts, tree) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
-                      facts=settings.facts, reduced=reduced, statement_starts=starts)
+                      facts=settings.facts, reduced=reduced, statement_starts=starts, python_tree=tree)
     rules = all_rules()
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()
@@ -170,50 +172,38 @@ def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, redu
     return ctx
 
 
-def _npu_aware_chain(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
-    """The outermost if/elif chain (or conditional expression) around ``node``
-    whose tests already mention NPU, if any."""
-    found = None
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, cst.IfExp):
-            if _MENTIONS_NPU.search(ctx.module.code_for_node(ancestor.test)):
-                found = ancestor
-        elif isinstance(ancestor, cst.If):
-            top = ancestor
-            while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
-                top = ctx.parent(top)
-            branch: cst.CSTNode | None = top
-            while isinstance(branch, cst.If):
-                if _MENTIONS_NPU.search(ctx.module.code_for_node(branch.test)):
-                    found = top
-                    break
-                branch = branch.orelse
-    return found
-
-
 def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit], list[FindingRecord]]:
-    """Drop what is suppressed, and what sits in code that already handles NPU."""
+    """Drop what is suppressed, the CUDA tests that gate CUDA-only code (NPU011), and
+    what sits in code that already handles NPU (NPU010)."""
     table = suppressions(text)
+
+    def line(node: cst.CSTNode) -> int:
+        return ctx.position(node).start.line
+
+    edits = [e for e in ctx.edits if not is_suppressed(table, line(e.anchor), e.rule)]
+    findings = [f for f in ctx.findings if not is_suppressed(table, line(f.node), f.rule)]
+    edits, gate_findings = _kernel_gates(ctx, edits, line)
+    if KERNEL_GATE_RULE in active:
+        findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
+
+    edited = npu_aware.edited_nodes(ctx, [e.anchor for e in edits] + [e.node for e in edits])
     aware_lines: dict[int, cst.CSTNode] = {}
 
-    def keep(rule: str, node: cst.CSTNode) -> bool:
-        line = ctx.position(node).start.line
-        if is_suppressed(table, line, rule):
-            return False
-        if _npu_aware_chain(ctx, node) is not None:
-            aware_lines.setdefault(line, node)
-            return False
-        return True
+    def outside_aware_chain(node: cst.CSTNode) -> bool:
+        if npu_aware.aware_chain(ctx, node, edited) is None:
+            return True
+        aware_lines.setdefault(line(node), node)
+        return False
 
-    edits = [e for e in ctx.edits if keep(e.rule, e.anchor)]
+    edits = [e for e in edits if outside_aware_chain(e.anchor)]
     rules = all_rules()
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
-    if dependent and all(e.rule in dependent for e in edits):
-        edits = []
-    findings = [f for f in ctx.findings if keep(f.rule, f.node)]
+    if dependent and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
+        edits = [e for e in edits if e.rule not in dependent]
+    findings = [f for f in findings if outside_aware_chain(f.node)]
     if NPU_AWARE_RULE in active:
-        for line, node in sorted(aware_lines.items()):
-            if not is_suppressed(table, line, NPU_AWARE_RULE):
+        for number, node in sorted(aware_lines.items()):
+            if not is_suppressed(table, number, NPU_AWARE_RULE):
                 findings.append(
                     FindingRecord(
                         NPU_AWARE_RULE,
@@ -223,6 +213,52 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     )
                 )
     return edits, findings
+
+
+def _moves_to_device(edit: Edit) -> bool:
+    """Device work a skipped branch would lose: ``.cuda()``, device values, ``set_device``."""
+    if edit.rule in ("NPU104", "NPU105"):
+        return True
+    if edit.rule == "NPU103":
+        return isinstance(edit.node, cst.Attribute) and edit.node.attr.value == "cuda"
+    if edit.rule == "NPU101":
+        return isinstance(edit.node, cst.Attribute) and edit.node.attr.value == "set_device"
+    return False
+
+
+def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Edits of CUDA tests that keep CUDA-only code from other devices are dropped and
+    reported (NPU011); see ``npu_migrate/python/cuda_only.py``."""
+    candidates = [e for e in edits if e.rule in _TEST_REWRITES]
+    if not candidates:
+        return edits, []
+    migrated = {(line(e.anchor), e.rule) for e in edits}
+    gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
+    for edit in candidates:
+        gate = cuda_only.kernel_gate(ctx, edit.anchor, migrated)
+        if gate is not None:
+            gates.setdefault(gate.test, (gate, []))[1].append(edit)
+    dropped: set[int] = set()
+    findings = []
+    for gate, group in gates.values():
+        members = {id(e) for e in group}
+        if not gate.has_fallback and any(
+            _moves_to_device(e) and any(a <= line(e.anchor) <= b for a, b in gate.guarded)
+            for e in edits if id(e) not in members
+        ):
+            continue  # skipping the branch on NPU would lose its device work: rewrite the test
+        dropped |= members
+        test = ctx.module.code_for_node(gate.test)
+        shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
+        findings.append(FindingRecord(
+            KERNEL_GATE_RULE,
+            group[0].anchor,
+            f"`{shown}` guards `{gate.kernel.name}` ({gate.kernel.kind}); left as a CUDA test, "
+            f"so on NPU {gate.fallback}",
+            "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
+            "(a torch_npu fused op or an Ascend C kernel)",
+        ))
+    return [e for e in edits if id(e) not in dropped], findings
 
 
 def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
