@@ -538,11 +538,11 @@ class _GateFinder:
                 rest = holder[holder.index(statement) + 1:]
                 use = self.use(rest)
                 if use is not None:
-                    return use, f"the early `return` at line {statement.body[-1].lineno} is taken instead", _span(rest), True
+                    return use, "the early `return` is taken instead", _span(rest), True
             use = self.use(guarded)
             if use is None:
                 return None
-            return use, f"the `if` branch at line {statement.lineno} runs instead", _span(guarded), True
+            return use, "the `if` branch runs instead", _span(guarded), True
         use = self.use(statement.body)
         if use is None:
             return None
@@ -550,12 +550,12 @@ class _GateFinder:
         if not orelse:
             after = holder[holder.index(statement) + 1:] if holder is not None and statement in holder else []
             if after and statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)):
-                return use, f"the code after this `if` (line {after[0].lineno}) runs instead", _span(statement.body), True
+                return use, "the code after this `if` runs instead", _span(statement.body), True
             return use, "the block is skipped", _span(statement.body), False
         first = orelse[0]
         if len(orelse) == 1 and isinstance(first, ast.If) and self._is_elif(first):
-            return use, f"the `elif` branch at line {first.lineno} runs instead", _span(statement.body), True
-        return use, f"the `else` branch at line {first.lineno} runs instead", _span(statement.body), True
+            return use, "the `elif` branch runs instead", _span(statement.body), True
+        return use, "the `else` branch runs instead", _span(statement.body), True
 
     def _is_elif(self, node: ast.If) -> bool:
         source = self.ctx.text.splitlines()[node.lineno - 1] if node.lineno else ""
@@ -705,4 +705,4 @@ def _registered_with(finder: _GateFinder, call: ast.Call, is_predicate) -> tuple
     if use is None:
         return None
     callee = _dotted(call.func) or "the call"
-    return use, f"`{callee}` (line {call.lineno}) does not use it", _span([call]), True
+    return use, f"`{callee}(...)` does not use it", _span([call]), True

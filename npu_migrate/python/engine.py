@@ -39,12 +39,15 @@ _TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
 ANNOTATION_PREFIX = "# npu-migrate: "
 
 _NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
+#: A file about a device (see ``Rule.only_in_device_files``).
+_DEVICE_FILE = re.compile(r"\b(?:cuda|npu|is_npu|torch_npu)\b")
 
 
 @functools.cache
 def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
     rules = all_rules()
-    return Prefilter({rid: rules[rid].triggers for rid in rule_ids})
+    followers = [rid for rid in rule_ids if rules[rid].only_in_device_files]
+    return Prefilter({rid: rules[rid].triggers for rid in rule_ids}, followers)
 
 
 def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> FileResult:
@@ -181,7 +184,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         return ctx.position(node).start.line
 
     edits = [e for e in ctx.edits if not is_suppressed(table, line(e.anchor), e.rule)]
-    findings = [f for f in ctx.findings if not is_suppressed(table, line(f.node), f.rule)]
+    # (a rule may report under the id of another, which must be selected too)
+    findings = [f for f in ctx.findings if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
@@ -196,11 +200,15 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         return False
 
     edits = [e for e in edits if outside_aware_chain(e.anchor)]
+    findings = [f for f in findings if outside_aware_chain(f.node)]
     rules = all_rules()
+    device_only = {rid for rid in active if rules[rid].only_in_device_files}
+    if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
+        edits = [e for e in edits if e.rule not in device_only]
+        findings = [f for f in findings if f.rule not in device_only]
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
     if dependent and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
         edits = [e for e in edits if e.rule not in dependent]
-    findings = [f for f in findings if outside_aware_chain(f.node)]
     if NPU_AWARE_RULE in active:
         for number, node in sorted(aware_lines.items()):
             if not is_suppressed(table, number, NPU_AWARE_RULE):

@@ -94,7 +94,9 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         #: local name bound by an import to something under torch.cuda.amp -> its uses
         self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
         #: local name -> (import statement, alias, imported qualified name)
-        self.alias_imports: dict[str, tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = {}
+        self._rewritten: set[str] = set()
+        #: local name -> every import statement binding it (a name imported in two functions)
+        self.alias_imports: dict[str, list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]]] = {}
 
     # -- uses -----------------------------------------------------------------------
 
@@ -209,18 +211,29 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             # the same name is imported elsewhere with another target: uses cannot be attributed
             self.report(alias, f"`{full}` runs on CUDA only; `{local}` is also imported from elsewhere, left unchanged", _suggestion(full))
             return
-        self.alias_imports[local] = (statement, alias, full)
+        self.alias_imports.setdefault(local, []).append((statement, alias, full))
 
     def leave_file(self) -> None:
-        by_statement: dict[cst.CSTNode, list[str]] = {}
-        for local, (statement, _, _) in self.alias_imports.items():
-            by_statement.setdefault(statement, []).append(local)
-        for statement, locals_ in by_statement.items():
-            if isinstance(statement, cst.Import):
-                for local in locals_:
-                    self._import_alias(statement, local)
+        by_statement: dict[cst.CSTNode, list[tuple[str, cst.ImportAlias, str]]] = {}
+        for local, bindings in self.alias_imports.items():
+            for statement, alias, full in bindings:
+                by_statement.setdefault(statement, []).append((local, alias, full))
+        ok = {statement: self._rewritable(statement, entries) for statement, entries in by_statement.items()}
+        # A name imported by several statements moves all of them or none: one left on
+        # torch.cuda.amp next to one moved to torch.amp would bind it two ways.
+        changed = True
+        while changed:
+            changed = False
+            for statement, entries in by_statement.items():
+                if ok[statement] and any(not ok[other] for local, _, _ in entries for other, _, _ in self.alias_imports[local]):
+                    ok[statement] = False
+                    changed = True
+        for statement, entries in by_statement.items():
+            if ok[statement]:
+                self._move(statement, entries)
             else:
-                self._import_from(statement, locals_)
+                for local, alias, imported in entries:
+                    self._report_uses(local, statement, alias, imported)
 
     def _safe(self, local: str, imported: str) -> bool:
         """Every use through ``local`` can be rewritten (and the name itself has a target)."""
@@ -238,34 +251,34 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         for node, qualified in self.alias_uses.get(local, []):
             self.report(node, f"`{qualified}` runs on CUDA only; {why}", _suggestion(qualified))
 
-    def _import_alias(self, statement: cst.Import, local: str) -> None:
-        _, alias, imported = self.alias_imports[local]
-        if imported in MODULES and self._safe(local, imported):
-            new = MODULES[imported]
-            self.replace(alias, lambda a: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
-            self._rewrite_uses(local)
-        else:
-            self._report_uses(local, statement, alias, imported)
-
-    def _import_from(self, statement: cst.ImportFrom, locals_: list[str]) -> None:
+    def _rewritable(self, statement: cst.Import | cst.ImportFrom, entries) -> bool:
+        if isinstance(statement, cst.Import):
+            return all(imported in MODULES and self._safe(local, imported) for local, _, imported in entries)
         module = cst.helpers.get_full_name_for_node(statement.module)
-        entries = [self.alias_imports[local] for local in locals_]
-        ok = len(entries) == len(statement.names) and all(self._safe(local, e[2]) for local, e in zip(locals_, entries))
-        if module == "torch.cuda":
-            new_module = "torch"  # `from torch.cuda import amp`
-        else:
-            new_module = MODULES.get(module)
-        if not ok or new_module is None:
-            for local, (_, alias, imported) in zip(locals_, entries):
-                self._report_uses(local, statement, alias, imported)
-            return
-        self.replace(
-            statement,
-            lambda s: s.with_changes(module=cst.parse_expression(new_module)),
-            f"`from {module} import ...` -> `from {new_module} import ...`",
+        new_module = "torch" if module == "torch.cuda" else MODULES.get(module)
+        return (
+            new_module is not None
+            and len(entries) == len(statement.names)
+            and all(self._safe(local, imported) for local, _, imported in entries)
         )
-        for local in locals_:
-            self._rewrite_uses(local)
+
+    def _move(self, statement: cst.Import | cst.ImportFrom, entries) -> None:
+        if isinstance(statement, cst.Import):
+            for _, alias, imported in entries:
+                new = MODULES[imported]
+                self.replace(alias, lambda a, new=new: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
+        else:
+            module = cst.helpers.get_full_name_for_node(statement.module)
+            new_module = "torch" if module == "torch.cuda" else MODULES[module]  # `from torch.cuda import amp`
+            self.replace(
+                statement,
+                lambda s: s.with_changes(module=cst.parse_expression(new_module)),
+                f"`from {module} import ...` -> `from {new_module} import ...`",
+            )
+        for local in dict.fromkeys(local for local, _, _ in entries):
+            if local not in self._rewritten:
+                self._rewritten.add(local)
+                self._rewrite_uses(local)
 
 
 def _root(node: cst.CSTNode) -> cst.Name | None:

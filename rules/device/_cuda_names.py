@@ -27,9 +27,18 @@ def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
     return ctx.imports.bindings.get(dotted.split(".", 1)[0])
 
 
+def _is_chain(node: cst.CSTNode) -> bool:
+    """``a.b.c``: names and attributes only, not ``a.b(0).c`` (an attribute of a result)."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
 def cuda_uses(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
-    """The qualified ``torch.cuda...`` name of an outermost use outside imports."""
-    if not ctx.is_outermost(node):
+    """The qualified ``torch.cuda...`` name of an outermost use outside imports.
+    ``torch.cuda.get_device_properties(0).total_memory`` is a use of
+    ``torch.cuda.get_device_properties``; the attribute of its result is not one."""
+    if not ctx.is_outermost(node) or not _is_chain(node):
         return None
     qualified = ctx.qualified_name(node)
     if not is_cuda_name(qualified) or ctx.in_import(node):

@@ -112,9 +112,18 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             if is_cuda_name(full):
                 self.alias_imports.setdefault(local, []).append((node, alias))
 
+    def _rewritten_elsewhere(self, node: cst.CSTNode) -> bool:
+        """Another rule replaces this use (``cuda.amp.autocast()`` -> ``torch.amp.autocast("npu")``),
+        so it no longer goes through the alias."""
+        replaced = {e.node for e in self.ctx.edits if e.rule != self.id and e.replacement is not None}
+        return any(n in replaced for n in (node, *self.ctx.ancestors(node)))
+
     def leave_file(self) -> None:
         def uses_ok(local: str) -> bool:
-            ok = all(is_cuda_name(q) and self.api.npu_name_for_cuda(q) for _, q in self.alias_uses.get(local, []))
+            ok = all(
+                (is_cuda_name(q) and self.api.npu_name_for_cuda(q)) or self._rewritten_elsewhere(n)
+                for n, q in self.alias_uses.get(local, [])
+            )
             if not ok:
                 self._report_kept_alias(local)
             return ok

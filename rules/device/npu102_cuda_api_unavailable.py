@@ -44,7 +44,7 @@ class TorchCudaApiUnavailable(Rule):
     name = "torch-cuda-api-unavailable"
     summary = "Report `torch.cuda.X` uses that have no usable `torch.npu` counterpart"
     fixable = False
-    triggers = ("cuda",)
+    triggers = ("cuda", "npu")
     rationale = """
 Some `torch.cuda` names do not exist in torch_npu (NVTX, `torch.cuda.nccl`,
 jiterator, TunableOp...), and some exist but behave differently: on Ascend,
@@ -70,6 +70,21 @@ rather than rewritten because capture on NPU has different constraints.
         self._check(node)
 
     def _check(self, node: cst.CSTNode) -> None:
+        # also once rewritten: a second run over migrated code still reports it
+        if (
+            isinstance(node, cst.Attribute)
+            and node.attr.value in ("major", "minor")
+            and isinstance(node.value, cst.Call)
+            and self.ctx.qualified_name(node.value.func) in ("torch.cuda.get_device_properties", "torch.npu.get_device_properties")
+        ):
+            self.report(
+                node,
+                f"`.{node.attr.value}` of `get_device_properties(...)`: NPU device properties have no compute "
+                "capability (torch_npu's `_NPUDeviceProperties` has name, total_memory, cube_core_num, "
+                "vector_core_num, L2_cache_size)",
+                SUGGESTIONS["torch.cuda.get_device_capability"],
+            )
+            return
         qualified = cuda_uses(self.ctx, node)
         if qualified is None or self.api.npu_name_for_cuda(qualified) is not None:
             return

@@ -29,7 +29,8 @@ class IntegerDevice(Rule):
     id = "NPU105"
     name = "integer-device"
     summary = "Make integer device indices explicit NPU devices: `.to(local_rank)` -> `.to(f\"npu:{local_rank}\")`"
-    triggers = ("cuda",)
+    triggers = ("cuda", "npu", "is_npu", "torch_npu")
+    only_in_device_files = True
     #: Where it acts: `.to(0)` / `torch.device(0)` / `device=0`, or the same with an
     #: index-like name (`args.gpu`; comments may sit before it), and every assignment
     #: to an index-like name (all of them decide whether the name is an int).
@@ -53,8 +54,11 @@ run-time patcher is known to miss it. The migrated code says what it means:
   replacement;
 * anything else passed to `.to()` (a device, a dtype, a tensor) is left alone.
 
-Only files that mention CUDA are looked at: in device-generic code an index is
-already correct.
+Only files about a device are looked at: files that name CUDA or the NPU
+(`cuda`, `npu`, `is_npu`, `torch_npu`), and files this run migrates in a way
+that needs torch_npu. In device-generic code an index is already correct; and
+since migrated code names the NPU where the original named CUDA, a second run
+over it reports the same names as the first.
 """
     examples = (
         Example(

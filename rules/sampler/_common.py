@@ -35,6 +35,11 @@ DISTRIBUTED = frozenset(
 WRAPPERS = frozenset(
     {"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar"}
 )
+#: The finding for a DistributedSampler whose set_epoch call is missing and cannot be
+#: placed; NPU501 reports it under this id too, for the sampler it inserts.
+SET_EPOCH_RULE = "NPU502"
+NEVER_CALLED = "DistributedSampler.set_epoch is never called in this project, so every epoch repeats the same order ({why})"
+
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
 _SCOPE_BOUNDARY = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 

@@ -13,7 +13,9 @@ from npu_migrate.python.rule import Example, Rule
 from ._common import (
     DATALOADERS,
     DISTRIBUTED,
+    NEVER_CALLED,
     SAMPLERS,
+    SET_EPOCH_RULE,
     find_epoch_loop,
     function_of,
     is_initialized_call,
@@ -370,9 +372,12 @@ files without DDP. The edit uses no NPU API.
             guard = f"isinstance({receiver}, {sampler_class})"
         else:
             receiver, guard = name, f"{name} is not None"
-        self.report(
+        # Reported as NPU502 reports it, so a second run over the output (where the sampler
+        # exists and NPU502 finds it) reports the same finding.
+        self.ctx.record_finding(
+            SET_EPOCH_RULE,
             loader,
-            f"added a DistributedSampler, but cannot place its set_epoch call ({why})",
+            NEVER_CALLED.format(why=why),
             f"add `{set_epoch_line(receiver, guard)}` as the first statement of the epoch loop",
         )
 

@@ -12,6 +12,7 @@ from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
     DATALOADERS,
+    NEVER_CALLED,
     SAMPLERS,
     find_epoch_loop,
     function_of,
@@ -19,7 +20,21 @@ from ._common import (
     set_epoch_statement,
 )
 
-_SET_EPOCH = re.compile(r"\.\s*set_epoch\s*\(")
+_SET_EPOCH = re.compile(r"([A-Za-z_][\w.]*)\s*\.\s*set_epoch\s*\(")
+
+
+def _set_epoch_receivers(text: str) -> set[str]:
+    """What ``.set_epoch(...)`` is called on in ``text`` (``sampler``, ``loader.sampler``)."""
+    return set(_SET_EPOCH.findall(text))
+
+
+def _names_one_of(receiver: str, names) -> bool:
+    """``receiver`` is one of ``names``, also spelled through ``self.`` or another owner
+    (``self.train_sampler`` for ``train_sampler``)."""
+    tails = {n.rsplit(".", 2)[-1] if not n.endswith(".sampler") else n.rsplit(".", 2)[-2] + ".sampler"
+             for n in names if n}
+    tail = receiver.rsplit(".", 2)[-1] if not receiver.endswith(".sampler") else ".".join(receiver.rsplit(".", 2)[-2:])
+    return receiver in names or tail in tails
 
 
 class SamplerSetEpoch(Rule):
@@ -120,6 +135,7 @@ depend on the epoch. The edit uses no NPU API.
         self.samplers: list[cst.Call] = []
         self.loaders: list[cst.Call] = []
         self.fors: list[cst.For] = []
+        self.calls: set[str] = set()
         # (loop, receiver) pairs already given a set_epoch call: two samplers bound
         # to the same name (`if cfg.x: sampler = DistributedSampler(...)`) need one
         self.placed: set[tuple[int, str]] = set()
@@ -135,8 +151,13 @@ depend on the epoch. The edit uses no NPU API.
         self.fors.append(node)
 
     def leave_file(self) -> None:
-        if not self.samplers or _SET_EPOCH.search(self.ctx.text):
+        if not self.samplers:
             return
+        self.calls = _set_epoch_receivers(self.ctx.text)
+        known = {self._bound_name(_held_by(self.ctx, s)[0]) for s in self.samplers}
+        known |= {f"{self._bound_name(loader)}.sampler" for loader in self.loaders}
+        if any(not _names_one_of(call, known - {None}) for call in self.calls):
+            return  # set_epoch on something this file cannot relate to its samplers: trust it
         for sampler in self.samplers:
             shuffle = call_arg(sampler, "shuffle", 3)
             if (
@@ -164,6 +185,8 @@ depend on the epoch. The edit uses no NPU API.
                 if inline and loader_name is not None:
                     receiver = f"{loader_name}.sampler"
                 break
+        if any(_names_one_of(call, {name, receiver, loader_name and f"{loader_name}.sampler"}) for call in self.calls):
+            return  # this sampler's set_epoch is already called
         guard = None
         if receiver is not None:
             guard = self._guard(sampler, held, alternative, receiver, inline)
@@ -182,12 +205,12 @@ depend on the epoch. The edit uses no NPU API.
                 )
                 return
             why = found.why
-        if self.ctx.facts.calls_set_epoch:
+        if self.ctx.facts.calls_set_epoch and not _as_npu501_inserts_it(self.ctx, held, alternative):
             return  # another file of the project calls set_epoch: most likely on this sampler
         shown = receiver or (f"{loader_name}.sampler" if loader_name else "sampler")
         self.report(
             sampler,
-            f"DistributedSampler.set_epoch is never called in this project, so every epoch repeats the same order ({why})",
+            NEVER_CALLED.format(why=why),
             f"add `{set_epoch_line(shown, guard)}` as the first statement of the epoch loop",
         )
 
@@ -281,6 +304,18 @@ depend on the epoch. The edit uses no NPU API.
         if isinstance(parent, cst.AnnAssign) and parent.value is call:
             return dotted(parent.target)
         return None
+
+
+def _as_npu501_inserts_it(ctx, held: cst.CSTNode, alternative: cst.CSTNode | None) -> bool:
+    """``DistributedSampler(...) if dist.is_initialized() else None``: the sampler NPU501
+    adds, which no other file can be calling set_epoch on."""
+    return (
+        isinstance(held, cst.IfExp)
+        and alternative is not None
+        and _kind(alternative) == "none"
+        and isinstance(held.test, cst.Call)
+        and ctx.qualified_name(held.test.func) == "torch.distributed.is_initialized"
+    )
 
 
 def _held_by(ctx, sampler: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode | None]:
