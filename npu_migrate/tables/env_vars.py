@@ -4,23 +4,52 @@ Sources: the CANN environment-variable reference and torch_npu 2.13 (the
 ``env_vars`` list of ``npu_migrate/data/torch_npu_api.json`` holds every variable
 libtorch_npu reads). See ../shared/NOTES.md, "Environment variables with an
 Ascend counterpart".
+
+A plain data module: the Python rules (NPU106 for CUDA variables, NPU203 for
+NCCL ones) and the other front ends (shell scripts) read the same tables through
+:func:`ascend_name` and :func:`advice`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-#: Variables whose Ascend counterpart has the same meaning and value format.
-#: The first three NCCL ones are ProcessGroup watchdog switches that torch_npu
-#: reads under both spellings (libtorch_npu.so literals); HCCL_SOCKET_IFNAME is
-#: read by HCCL itself (CANN environment-variable reference), not by torch_npu.
-SAME_MEANING = {
+#: CUDA runtime and PyTorch-on-CUDA variables whose Ascend counterpart has the same
+#: meaning and value format. ASCEND_LAUNCH_BLOCKING (1: synchronous ops, no task
+#: queue) and PYTORCH_NPU_ALLOC_CONF (the caching allocator's options:
+#: expandable_segments, max_split_size_mb, garbage_collection_threshold,
+#: roundup_power2_divisions) are read by torch_npu 2.13 (libtorch_npu.so literals).
+CUDA_SAME_MEANING = {
     "CUDA_VISIBLE_DEVICES": "ASCEND_RT_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING": "ASCEND_LAUNCH_BLOCKING",
+    "PYTORCH_CUDA_ALLOC_CONF": "PYTORCH_NPU_ALLOC_CONF",
+}
+
+#: CUDA variables with no Ascend counterpart: what to do instead.
+CUDA_ADVICE = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": (
+        "no documented CANN counterpart: the NPU runtime does not read it. Megatron-LM asserts it is 1 "
+        "before overlapping communication with computation; keep setting it where that assert runs "
+        "(harmless on NPU), drop it elsewhere"
+    ),
+}
+
+#: Every CUDA variable the tool renames or reports.
+CUDA_VARIABLES = (*CUDA_SAME_MEANING, *CUDA_ADVICE)
+
+#: NCCL variables whose HCCL counterpart has the same meaning and value format.
+#: The first three are ProcessGroup watchdog switches that torch_npu reads under
+#: both spellings (libtorch_npu.so literals); HCCL_SOCKET_IFNAME is read by HCCL
+#: itself (CANN environment-variable reference), not by torch_npu.
+NCCL_SAME_MEANING = {
     "NCCL_ASYNC_ERROR_HANDLING": "HCCL_ASYNC_ERROR_HANDLING",
     "NCCL_BLOCKING_WAIT": "HCCL_BLOCKING_WAIT",
     "NCCL_DESYNC_DEBUG": "HCCL_DESYNC_DEBUG",
     "NCCL_SOCKET_IFNAME": "HCCL_SOCKET_IFNAME",
 }
+
+#: Variables whose Ascend counterpart has the same meaning and value format.
+SAME_MEANING = {**CUDA_SAME_MEANING, **NCCL_SAME_MEANING}
 
 #: NCCL variables with no drop-in counterpart: what to do instead.
 ADVICE = {
@@ -53,4 +82,4 @@ def ascend_name(name: str, torch_npu_env_vars: Collection[str]) -> str | None:
 
 def advice(name: str) -> str:
     """What to do about a variable that has no Ascend counterpart."""
-    return ADVICE.get(name, GENERIC_NCCL)
+    return CUDA_ADVICE.get(name) or ADVICE.get(name, GENERIC_NCCL)

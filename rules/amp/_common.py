@@ -44,7 +44,7 @@ def _keyword(name: str, value: cst.BaseExpression, comma=cst.MaybeSentinel.DEFAU
     )
 
 
-def _with_first_arg(call: cst.Call, first: cst.Arg) -> cst.Call:
+def with_first_arg(call: cst.Call, first: cst.Arg) -> cst.Call:
     if call.args:
         # one argument per line stays one argument per line
         after = call.whitespace_before_args
@@ -72,13 +72,13 @@ def autocast_call(call: cst.Call) -> cst.Call:
             arg = _keyword(AUTOCAST_POSITIONAL[position], arg.value, arg.comma)
             position += 1
         args.append(arg)
-    return _with_first_arg(call.with_changes(args=args), cst.Arg(cst.SimpleString(NPU)))
+    return with_first_arg(call.with_changes(args=args), cst.Arg(cst.SimpleString(NPU)))
 
 
 def scaler_call(call: cst.Call) -> cst.Call:
     """``GradScaler(init_scale)`` -> ``GradScaler("npu", init_scale)``: the device comes
     first in torch.amp.GradScaler and the other parameters keep their order."""
-    return _with_first_arg(call, cst.Arg(cst.SimpleString(NPU)))
+    return with_first_arg(call, cst.Arg(cst.SimpleString(NPU)))
 
 
 def custom_call(call: cst.Call) -> cst.Call:

@@ -7,12 +7,24 @@ import re
 import libcst as cst
 
 from npu_migrate.npu_api import load_api
-from npu_migrate.python.cst_util import from_import_names, rename_attribute
+from npu_migrate.python.cst_util import (
+    call_arg,
+    from_import_names,
+    last_name,
+    rename_attribute,
+    string_value,
+    with_string_value,
+)
 from npu_migrate.python.rule import Example, Rule
 
 from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
 
 _NPU_WORD = re.compile(r"\bnpu\b")
+#: ``mock.patch``, ``mock.patch.object``'s sibling forms, pytest-mock's ``mocker.patch``,
+#: ``monkeypatch.setattr``/``delattr`` with a dotted string target
+_PATCHERS = frozenset({"patch", "setattr", "delattr"})
+#: ``torch.cuda.X[.Y]`` at the end of a dotted patch target (``pkg.train.torch.cuda.X``)
+_PATCH_TARGET = re.compile(r"(?:(?<=\.)|^)torch\.cuda\.([A-Za-z_][\w.]*)$")
 
 
 class TorchCudaApi(Rule):
@@ -28,7 +40,15 @@ comes from `npu_migrate/data/torch_npu_api.json`, generated from the published
 torch-npu wheel by `scripts/gen_torch_npu_api.py`, so the tool never emits a
 name that does not exist. Names torch_npu lacks or implements differently
 (nvtx, `get_device_capability`, `torch.cuda.nccl`, CUDA graphs...) are reported
-by NPU102 instead; `torch.cuda.amp` belongs to the AMP rules (NPU3xx).
+by NPU102 instead; `torch.cuda.amp` belongs to the AMP rules (NPU3xx). The module
+itself (`hasattr(torch.cuda, "X")`, `mock.patch.object(torch.cuda, "X")`) becomes
+`torch.npu`.
+
+Test code patches these calls by name: `mock.patch("torch.cuda.is_available")`,
+`mocker.patch("pkg.train.torch.cuda.device_count")`,
+`monkeypatch.setattr("torch.cuda.synchronize", ...)`. Once the patched call is
+rewritten, a patch of the old name no longer takes effect and the test silently
+tests something else, so such target strings are rewritten with it.
 
 Names are resolved through the file's imports, so aliases work:
 `import torch.cuda as tc` becomes `import torch.npu as tc`,
@@ -93,6 +113,29 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         if qualified is not None and qualified != binding and not is_cuda_name(qualified) and not self.ctx.in_import(node):
             root = node.value if isinstance(node, cst.Name) else _root(node).value
             self.alias_uses.setdefault(root, []).append((node, qualified))
+
+    # -- mock.patch("torch.cuda.X") targets -------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``mock.patch("torch.cuda.is_available")``, ``mocker.patch("pkg.mod.torch.cuda.X")``,
+        ``monkeypatch.setattr("torch.cuda.X", ...)``: once the patched call is rewritten to
+        ``torch.npu.X``, a patch of the old name silently stops taking effect."""
+        if last_name(node.func) not in _PATCHERS or not isinstance(node.func, (cst.Attribute, cst.Name)):
+            return
+        target = call_arg(node, "target", 0)
+        value = string_value(target.value) if target is not None else None
+        if value is None or not isinstance(target.value, cst.SimpleString):
+            return
+        match = _PATCH_TARGET.search(value)
+        if match is None:
+            return
+        cuda_name = "torch.cuda." + match.group(1)
+        npu_name = self.api.npu_name_for_cuda(cuda_name)
+        if npu_name is None:
+            return  # not rewritten (NPU102 reports its uses), so the patch still applies
+        new = value[: match.start()] + npu_name + value[match.end():]
+        self.replace(target.value, lambda n: with_string_value(n, new),
+                     f"patch target `{value}` -> `{new}` (the patched call is rewritten to `{npu_name}`)")
 
     # -- imports -------------------------------------------------------------------
 
