@@ -9,6 +9,8 @@ rule asks for them.
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -73,6 +75,9 @@ class FileContext:
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)
+    #: Set by NPU100: the file already uses the NPU API (what, for the message)
+    #: without importing torch_npu.
+    uses_npu_unimported: str | None = None
     _parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     _stack: list[cst.CSTNode] = field(default_factory=list)
     _positions: object = None
@@ -82,6 +87,7 @@ class FileContext:
     _import_nodes: set[cst.CSTNode] = field(default_factory=set)
     _import_depth: int = 0
     _python_tree_failed: bool = False
+    _quote: str | None = None
     _cuda_only_index: object = None
 
     @property
@@ -143,6 +149,14 @@ class FileContext:
         if isinstance(parent, (cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName)):
             return not (getattr(parent, "keyword", None) is node or getattr(parent, "name", None) is node)
         return True
+
+    @property
+    def quote(self) -> str:
+        """The quote character new strings get: the one most of the file's one-line
+        string literals use (double quotes on a tie, black's and ruff's default)."""
+        if self._quote is None:
+            self._quote = preferred_quote(self.text)
+        return self._quote
 
     def python_ast(self) -> ast.Module | None:
         """CPython's ``ast`` of the whole original file (never the reduced module elision
@@ -208,3 +222,21 @@ class FileContext:
 
     def record_finding(self, rule, node, message, suggestion) -> None:
         self.findings.append(FindingRecord(rule, node, message, suggestion))
+
+
+
+def preferred_quote(text: str) -> str:
+    """``'`` when more one-line string literals of ``text`` use single quotes than
+    double quotes, else ``"``."""
+    counts = {"'": 0, '"': 0}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type != tokenize.STRING:
+                continue
+            body = token.string.lstrip("rRbBuUfF")
+            if not body or body[:3] in ("\'\'\'", '"""'):
+                continue
+            counts[body[0]] += 1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return "'" if counts["'"] > counts['"'] else '"'

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.python import cuda_only, elision, npu_aware, walk
+from npu_migrate.python import cuda_only, elision, imports, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import Edit, FileContext, FindingRecord
 from npu_migrate.python.names import (
@@ -46,7 +46,7 @@ _DEVICE_FILE = re.compile(r"\b(?:cuda|npu|is_npu|torch_npu)\b")
 @functools.cache
 def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
     rules = all_rules()
-    followers = [rid for rid in rule_ids if rules[rid].only_in_device_files]
+    followers = [rid for rid in rule_ids if rules[rid].runs_with_other_rules]
     return Prefilter({rid: rules[rid].triggers for rid in rule_ids}, followers)
 
 
@@ -134,7 +134,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     module = cst.parse_module(reduced.data if reduced is not None else data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
-    visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE, KERNEL_GATE_RULE)]
+    visitor_ids = [rid for rid in needed if rid not in (NPU_AWARE_RULE, KERNEL_GATE_RULE)]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
                             rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced), tree=tree)
@@ -145,7 +145,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     edits, findings = _filter(ctx, active, text, path)
     if settings.annotate:
         edits.extend(_annotations(ctx, findings))
-    if not edits:
+    if not edits and ctx.uses_npu_unimported is None:
         result.findings = _to_findings(ctx, findings)
         return
 
@@ -301,52 +301,48 @@ def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
     ]
 
 
-def _imported_modules(stmt: cst.CSTNode) -> list[str]:
-    """Dotted module names a top-level statement imports (``from a import b`` gives ``a.b``)."""
-    names: list[str] = []
-    if isinstance(stmt, cst.SimpleStatementLine):
-        for small in stmt.body:
-            if isinstance(small, cst.Import):
-                names.extend(cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names)
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-                module = cst.helpers.get_full_name_for_node(small.module) or ""
-                if isinstance(small.names, cst.ImportStar):
-                    names.append(module)
-                else:
-                    names.extend(f"{module}.{cst.helpers.get_full_name_for_node(a.name)}" for a in small.names)
-    return names
-
-
-def _is_torch(name: str) -> bool:
-    return name == "torch" or name.startswith("torch.")
-
-
 def _first_torch_import(module: cst.Module) -> int | None:
     for index, stmt in enumerate(module.body):
-        if any(_is_torch(name) for name in _imported_modules(stmt)):
+        if any(name == "torch" or name.startswith("torch.") for name in imports.imported_modules(stmt)):
             return index
     return None
 
 
 def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], active) -> tuple[cst.Module, Fix | None]:
     fixed_rules = {e.rule for e in edits}
-    needed = [(r.module, r.obj, r.asname) for r in ctx.import_requests if r.rule in fixed_rules]
+    needed = []
+    for request in ctx.import_requests:
+        if request.rule not in fixed_rules:
+            continue
+        if request.obj is None and request.asname is None:
+            # `import torch`, `import torch.distributed`: next to the imports of its package
+            if imports.imports_plainly(new_module, request.module):
+                continue
+            code = f"import {request.module}\n"
+            placed = imports.insert_import(new_module, request.module, code, near=request.module.split(".", 1)[0])
+            if placed is None:  # a package of its own (npu_runtime): the third-party block of torch
+                placed = imports.insert_import(new_module, request.module, code, near="torch")
+            if placed is not None:
+                new_module = placed
+                continue
+        needed.append((request.module, request.obj, request.asname))
     import_fix = None
-    needs_npu = any(e.needs_torch_npu for e in edits)
+    needs_npu = any(e.needs_torch_npu for e in edits) or ctx.uses_npu_unimported is not None
+    added_at_top = False
     if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu"):
         original = _first_torch_import(ctx.module)
         line = ctx.position(ctx.module.body[original]).start.line if original is not None else 1
-        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device")
-        index = _first_torch_import(new_module)
-        if index is not None:
-            # Right after the file's first torch import, or right before it when that
-            # statement itself imports from torch.npu (which torch_npu creates).
-            imports_npu = any(n == "torch.npu" or n.startswith("torch.npu.") for n in _imported_modules(new_module.body[index]))
-            body = list(new_module.body)
-            body.insert(index if imports_npu else index + 1, cst.parse_statement("import torch_npu\n"))
-            new_module = new_module.with_changes(body=body)
+        if any(e.needs_torch_npu for e in edits):
+            message = "added `import torch_npu`, which registers the npu device"
+        else:
+            message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
+        import_fix = Fix(line, 0, IMPORT_RULE, message)
+        placed = imports.insert_torch_npu(new_module)
+        if placed is not None:
+            new_module = placed
         else:
             needed.append(("torch_npu", None, None))
+            added_at_top = True
     if needed:
         # libcst.codemod pulls in libcst.matchers (~0.13 s of import time): only when needed.
         from libcst.codemod import CodemodContext
@@ -356,6 +352,8 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         for module, obj, asname in needed:
             AddImportsVisitor.add_needed_import(context, module, obj, asname)
         new_module = add_imports_at_top(AddImportsVisitor(context), new_module)
+        if added_at_top:
+            new_module = imports.keep_torch_npu(new_module)
     return new_module, import_fix
 
 

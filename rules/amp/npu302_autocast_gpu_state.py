@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.cst_util import string_literal
 from npu_migrate.python.rule import Example, Rule
 
-from ._common import NPU, with_first_arg
+from ._common import with_first_arg
 
 #: old name -> (new name, number of arguments the old CUDA-implicit form takes)
 HELPERS = {
@@ -58,11 +59,11 @@ import order.)
     examples = (
         Example(
             "import torch\nif torch.is_autocast_enabled():\n    x = x.to(torch.get_autocast_gpu_dtype())\n",
-            'import torch\nimport torch_npu\nif torch.is_autocast_enabled("npu"):\n    x = x.to(torch.get_autocast_dtype("npu"))\n',
+            'import torch\nimport torch_npu  # noqa: F401\nif torch.is_autocast_enabled("npu"):\n    x = x.to(torch.get_autocast_dtype("npu"))\n',
         ),
         Example(
             "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nscaler = ShardedGradScaler(init_scale=2.0**10)\n",
-            'from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nimport torch_npu\nscaler = ShardedGradScaler("npu", init_scale=2.0**10)\n',
+            'import torch_npu  # noqa: F401\nfrom torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nscaler = ShardedGradScaler("npu", init_scale=2.0**10)\n',
         ),
         Example("import torch\nprint(torch.is_autocast_enabled('cpu'), torch.get_autocast_dtype('cpu'))\n"),
     )
@@ -83,7 +84,7 @@ import order.)
 
         def rewrite(call: cst.Call) -> cst.Call:
             func = call.func.with_changes(attr=cst.Name(new_name))
-            first = cst.Arg(cst.SimpleString(NPU))
+            first = cst.Arg(string_literal("npu", self.ctx.quote))
             if call.args:
                 first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             return call.with_changes(func=func, args=[first, *call.args])
@@ -95,5 +96,5 @@ import order.)
             return  # a device is given (or positional arguments make it unknowable)
 
         short = qualified.rsplit(".", 1)[1]
-        self.replace(node, lambda call: with_first_arg(call, cst.Arg(cst.SimpleString(NPU))),
+        self.replace(node, lambda call: with_first_arg(call, cst.Arg(string_literal("npu", self.ctx.quote))),
                      f'`{short}()` defaults to device "cuda" -> `{short}("npu", ...)`')

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.cst_util import call_arg, string_literal
 from npu_migrate.python.rule import Example, Rule
 
-from ._common import insert_item, quote_for, string_literal
+from ._common import insert_item, quote_for
 
 #: qualified name -> 0-based position of its ``map_location`` parameter
 LOADERS = {
@@ -51,8 +51,8 @@ which all take a `map_location` and fail the same way.
 - `torch.load(f, **kwargs)` (or `*args` reaching the map_location position):
   whether a map location is passed cannot be known, so the call is reported, not
   changed.
-- Quotes: double quotes, unless every string literal in the call uses single
-  quotes; then `'cpu'`.
+- Quotes: those of the string literals in the call when they all agree, else
+  the ones most of the file uses (`'cpu'` in a file written with single quotes).
 - The new argument goes last, in the call's own layout (one argument per line
   and trailing commas are kept).
 
@@ -83,7 +83,7 @@ training scripts (lightning has a few); keep them as they were with
         present = call_arg(node, "map_location", position)
         if present is not None:
             if _is_none(present.value):
-                quote = quote_for(node)
+                quote = quote_for(node, self.ctx.quote)
                 self.replace(
                     present,
                     lambda arg: arg.with_changes(value=string_literal("cpu", quote)),
@@ -98,7 +98,7 @@ training scripts (lightning has a few); keep them as they were with
                 'make sure the call passes map_location="cpu" (a CUDA-saved checkpoint fails to load on NPU without it)',
             )
             return
-        quote = quote_for(node)
+        quote = quote_for(node, self.ctx.quote)
         self.replace(
             node,
             lambda call: _add_map_location(call, quote),

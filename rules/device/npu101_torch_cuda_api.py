@@ -60,11 +60,11 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
     examples = (
         Example(
             "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
-            "import torch\nimport torch_npu\nif torch.npu.is_available():\n    torch.npu.synchronize()\n",
+            "import torch\nimport torch_npu  # noqa: F401\nif torch.npu.is_available():\n    torch.npu.synchronize()\n",
         ),
         Example(
             "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated())\n",
-            "import torch_npu\nfrom torch.npu import max_memory_allocated\nprint(max_memory_allocated())\n",
+            "import torch_npu  # noqa: F401\nfrom torch.npu import max_memory_allocated\nprint(max_memory_allocated())\n",
         ),
         Example("import torch\nprint('running on cuda')\n"),
     )

@@ -66,7 +66,7 @@ if the training image should not install npu-migrate.
     examples = (
         Example(
             "import torch\n\ndef main():\n    torch.cuda.synchronize()\n\nif __name__ == '__main__':\n    main()\n",
-            "import torch\nimport torch_npu\nimport npu_runtime\n\ndef main():\n    torch.npu.synchronize()\n\n"
+            "import npu_runtime\nimport torch\nimport torch_npu  # noqa: F401\n\ndef main():\n    torch.npu.synchronize()\n\n"
             "if __name__ == '__main__':\n    npu_runtime.install()\n    main()\n",
             also=("NPU101",),
         ),
@@ -79,20 +79,17 @@ if the training image should not install npu-migrate.
         body = self.ctx.module.body
         guard = next((s for s in body if is_main_guard(s)), None)
         message = "call npu_runtime.install() at the start of the entry point"
-        importing = cst.parse_statement("import npu_runtime\n")
         install = cst.parse_statement(INSTALL + "\n")
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
             self.insert_before(guard.body.body[0], [install], message, anchor=guard)
-            placed, added = guard, [importing]
         else:
             loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s)), None)
             if loop is None:
                 return
-            placed, added = loop, [importing, install]
-        # The import (and, for a top-level loop, the call) goes right after the last
-        # top-level import statement before the entry point.
-        imports = [s for s in body[: body.index(placed)] if _is_import(s)]
-        if imports:
-            self.insert_after(imports[-1], added, message, anchor=placed)
-        else:
-            self.insert_before(body[0], added, message, anchor=placed)
+            # the call goes right after the last top-level import before the loop
+            imports = [s for s in body[: body.index(loop)] if _is_import(s)]
+            if imports:
+                self.insert_after(imports[-1], [install], message, anchor=loop)
+            else:
+                self.insert_before(body[0], [install], message, anchor=loop)
+        self.add_import("npu_runtime")  # placed with the file's imports (npu_migrate/python/imports.py)

@@ -23,7 +23,7 @@ def migrate(data: bytes) -> bytes:
 def test_crlf_is_preserved_including_inserted_lines():
     src = b"import torch\r\n# keep 'this' comment\r\nx = torch.cuda.device_count()  # trailing\r\n"
     out = migrate(src)
-    assert out == b"import torch\r\nimport torch_npu\r\n# keep 'this' comment\r\nx = torch.npu.device_count()  # trailing\r\n"
+    assert out == b"import torch\r\nimport torch_npu  # noqa: F401\r\n# keep 'this' comment\r\nx = torch.npu.device_count()  # trailing\r\n"
 
 
 def test_latin1_cookie_and_bytes_survive():
@@ -39,7 +39,7 @@ def test_latin1_cookie_and_bytes_survive():
 def test_utf8_bom_is_kept():
     src = b"\xef\xbb\xbfimport torch\nn = torch.cuda.device_count()\n"
     out = migrate(src)
-    assert out.startswith(b"\xef\xbb\xbfimport torch\nimport torch_npu\n")
+    assert out.startswith(b"\xef\xbb\xbfimport torch\nimport torch_npu  # noqa: F401\n")
 
 
 def test_formatting_quotes_and_comments_untouched():
@@ -51,7 +51,7 @@ def test_formatting_quotes_and_comments_untouched():
         b"    return torch.cuda.is_available( )\n"
     )
     out = migrate(src).decode()
-    assert out == src.decode().replace("import torch  # the framework\n", "import torch  # the framework\nimport torch_npu\n").replace(
+    assert out == src.decode().replace("import torch  # the framework\n", "import torch  # the framework\nimport torch_npu  # noqa: F401\n").replace(
         "return torch.cuda.is_available( )", "return torch.npu.is_available( )"
     )
 
