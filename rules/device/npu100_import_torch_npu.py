@@ -105,7 +105,7 @@ torch_npu in one central place.
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "npu" and self.ctx.qualified_name(func) is None:
+        if isinstance(func, cst.Attribute) and func.attr.value == "npu":
             self._use(node, "`.npu()`")
         qualified = self.ctx.qualified_name(func)
         device = call_arg(node, None, 0) if qualified == "torch.device" or last_name(func) == "to" else None

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import libcst as cst
 
 from npu_migrate.python.cst_util import is_main_guard
 from npu_migrate.python.rule import Example, Rule
 
 INSTALL = "npu_runtime.install()"
+
+#: Test modules, by pytest's and unittest's conventions (file name, or a ``tests/``
+#: or ``test/`` directory right above the file).
+_TEST_FILE = re.compile(r"(?:^test_.*|.*_test|^conftest|^tests?)\.py$")
+_TEST_DIRECTORIES = frozenset({"test", "tests", "testing"})
+#: Test code by its content: pytest imported at module level, a unittest.TestCase.
+_TEST_CODE = re.compile(r"^(?:import pytest\b|from pytest\b)|\bunittest\.TestCase\b|^from unittest import .*\bTestCase\b",
+                        re.MULTILINE)
+#: The file trains: a backward pass, or the set-up of distributed training.
+_TRAINS = re.compile(r"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.spawn\s*\(")
+
+
+def is_test_module(path: str, text: str) -> bool:
+    name = os.path.basename(path)
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return bool(_TEST_FILE.match(name)) or parent in _TEST_DIRECTORIES or bool(_TEST_CODE.search(text))
 
 
 def _is_import(statement: cst.CSTNode) -> bool:
@@ -50,14 +69,31 @@ turns launcher variables into torchrun's so the script's own
 `init_process_group()` works unchanged, and starts a hang watchdog fed by every
 optimizer step (disable with `NPU_RUNTIME_WATCHDOG=0`).
 
-Where: only in files this run migrated for other reasons (never in a file that
-would otherwise stay untouched), and only in entry points:
+Where: only in training entry points that this run migrates for the NPU:
 
-* a file with an `if __name__ == "__main__":` guard gets the call as the first
-  statement of the guard, so importing the module (tests, notebooks) stays free
-  of side effects;
-* a script with a top-level training loop (a module-level `for`/`while` that
-  calls `.backward()`) gets it right after its top-level imports.
+* the file is changed by another rule in a way that needs torch_npu (a file
+  whose only change is `map_location="cpu"` or a renamed `CUDA_VISIBLE_DEVICES`
+  runs fine without the runtime, and is never touched just to add it);
+* the file trains: it calls `.backward()`, or sets up distributed training
+  (`init_process_group(...)`, `mp.spawn(...)`); evaluation and export scripts,
+  and launchers whose training lives elsewhere without distributed set-up, do
+  not get it;
+* it is an entry point: an `if __name__ == "__main__":` guard gets the call as
+  its first statement, so importing the module (tests, notebooks) stays free of
+  side effects; a script with a top-level training loop (a module-level
+  `for`/`while` that calls `.backward()`) gets it right after its top-level
+  imports;
+* never in tests: files named like pytest or unittest modules (`test_*.py`,
+  `*_test.py`, `conftest.py`, `tests.py`), files right inside a `tests/`,
+  `test/` or `testing/` directory, and files that import pytest at module level
+  or define a `unittest.TestCase`. A test runs in its runner's process; the
+  runtime's launcher handling and watchdog belong to real training jobs.
+
+Workers started with `torch.multiprocessing.spawn` / `mp.Process` run the
+module again as `__mp_main__`, where the `__main__` guard (and so the call) does
+not run; they are not injected into: `npu_runtime.install()` in the parent
+carries over into spawned children by itself (see docs/runtime.md), so one call
+in the parent's entry point covers them.
 
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
@@ -65,8 +101,8 @@ if the training image should not install npu-migrate.
 """
     examples = (
         Example(
-            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n\nif __name__ == '__main__':\n    main()\n",
-            "import npu_runtime\nimport torch\nimport torch_npu  # noqa: F401\n\ndef main():\n    torch.npu.synchronize()\n\n"
+            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n",
+            "import npu_runtime\nimport torch\nimport torch_npu  # noqa: F401\n\ndef main():\n    torch.npu.synchronize()\n    loss.backward()\n\n"
             "if __name__ == '__main__':\n    npu_runtime.install()\n    main()\n",
             also=("NPU101",),
         ),
@@ -74,7 +110,8 @@ if the training image should not install npu-migrate.
     )
 
     def leave_file(self) -> None:
-        if "npu_runtime" in self.ctx.text:
+        text = self.ctx.text
+        if "npu_runtime" in text or not _TRAINS.search(text) or is_test_module(self.ctx.path, text):
             return
         body = self.ctx.module.body
         guard = next((s for s in body if is_main_guard(s)), None)
