@@ -14,6 +14,7 @@ Two passes:
 from __future__ import annotations
 
 import socket
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -161,8 +162,9 @@ def _agree(ctx: Context) -> None:
         same = _same_address if quantity == "master address" else (lambda a, b: a == b)
         if all(same(group[0].value, c.value) for c in group[1:]):
             continue
-        if all(c.source.split()[0] in reported for c in group):
-            continue  # the resolver already named these sources
+        majority = Counter(str(c.value) for c in group).most_common(1)[0][0]
+        if all(c.source.split()[0] in reported for c in group if str(c.value) != majority):
+            continue  # the resolver already named the odd ones out
         stated = ", ".join(f"{c.source} says {c.value}" for c in group)
         ctx.problem(AREA, f"the sources disagree on the {quantity}: {stated}", _FIXES[quantity])
 
