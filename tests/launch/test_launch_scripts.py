@@ -103,11 +103,16 @@ def test_the_environment_overrides_every_default(project, recorder):
     assert call["env"]["HCCL_CONNECT_TIMEOUT"] == "600" and call["env"]["HCCL_IF_BASE_PORT"] == "61000"
 
 
-def test_a_multi_node_launcher_refuses_to_start_without_master_addr(project, recorder):
-    out = _write(project, nodes=2, cards=8)
-    proc, calls = _run(out / "torchrun.sh", recorder, {})
+@pytest.mark.parametrize(("script", "nodes", "message"), [
+    ("torchrun.sh", 2, "set MASTER_ADDR to the address of node 0"),  # multi-node: no default master
+    ("torch_npu_run.sh", 2, "set MASTER_ADDR to the address of node 0"),
+    ("ranktable.sh", 1, "set RANK_TABLE_FILE to the HCCL ranktable"),
+])
+def test_a_launcher_refuses_to_start_without_what_it_cannot_guess(project, recorder, script, nodes, message):
+    out = _write(project, nodes=nodes, cards=2)
+    proc, calls = _run(out / script, recorder, {})
     assert proc.returncode != 0 and calls == []
-    assert "set MASTER_ADDR to the address of node 0" in proc.stderr
+    assert message in proc.stderr
 
 
 def test_a_single_node_launcher_needs_nothing(project, recorder):
@@ -149,13 +154,6 @@ def test_ranktable_launcher_stops_the_other_ranks_when_one_fails(project, record
     assert proc.returncode == 3, proc.stderr
     assert "a rank exited with status 3: stopping the others" in proc.stderr
     assert len(calls) == 4
-
-
-def test_ranktable_launcher_requires_the_table(project, recorder):
-    out = _write(project, nodes=1, cards=2)
-    proc, calls = _run(out / "ranktable.sh", recorder, {})
-    assert proc.returncode != 0 and calls == []
-    assert "set RANK_TABLE_FILE to the HCCL ranktable" in proc.stderr
 
 
 def test_modelarts_boot_script_maps_the_platform_variables(project, recorder):

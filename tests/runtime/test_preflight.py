@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from npu_runtime.preflight.cli import main
 
+from ._helpers import free_port, write_ranktable_v1
+
 THIS_HOST = "127.0.0.1"
 OTHER_HOST = "10.0.0.2"
 
@@ -48,27 +50,13 @@ def hccn_tool(state: dict) -> str:
     return ("#!/bin/sh\ncase \"$3\" in\n"
             f"-link) printf 'link status: '; {_case('$2', state['link'], 'UP')}; echo;;\n"
             f"-net_health) printf 'net health status: '; {_case('$2', state['health'], 'Success')}; echo;;\n"
-            f"-ip) printf 'ipaddr:'; {_case('$2', state['ip'], '192.168.100.$((101 + $2))')}; "
+            f"-ip) printf 'ipaddr:'; {_case('$2', state['ip'], '192.168.$2.1')}; "
             "printf '\\nnetmask:255.255.255.0\\n';;\nesac\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def _table(servers: list[tuple[str, list[int]]], **top) -> dict:
-    rank = 0
-    server_list = []
-    for server_id, devices in servers:
-        entries = []
-        for dev in devices:
-            entries.append({"device_id": str(dev), "device_ip": f"192.168.100.{101 + dev}", "rank_id": str(rank)})
-            rank += 1
-        server_list.append({"server_id": server_id, "device": entries})
-    return {"status": "completed", "version": "1.0", "server_count": str(len(servers)), "server_list": server_list,
-            **top}
+def _table(tmp_path: Path, servers: list[tuple[str, list[int]]]) -> dict:
+    """A version 1.0 ranktable (device_ip 192.168.<rank>.1) as a document to plant faults in."""
+    return json.loads(write_ranktable_v1(tmp_path / "ranktable-source.json", servers).read_text(encoding="utf-8"))
 
 
 @dataclass
@@ -119,7 +107,7 @@ def _clean_sysctl() -> dict[str, str]:
 def torchrun_node(tmp_path) -> Node:
     """Node 0 of 2 x 8, just before the torchrun launcher starts."""
     return Node(tmp_path, env={"HCCL_CONNECT_TIMEOUT": "1200"},
-                flags={"nodes": "2", "cards": "8", "node-rank": "0", "master": f"{THIS_HOST}:{_free_port()}"},
+                flags={"nodes": "2", "cards": "8", "node-rank": "0", "master": f"{THIS_HOST}:{free_port()}"},
                 sysctl=_clean_sysctl(), npu_smi={"count": 8, "health": {}},
                 hccn={"link": {}, "health": {}, "ip": {}})
 
@@ -131,7 +119,7 @@ def ranktable_node(tmp_path) -> Node:
                 flags={"nodes": "2", "cards": "8", "node-rank": "0"},
                 sysctl=_clean_sysctl(), npu_smi={"count": 8, "health": {}},
                 hccn={"link": {}, "health": {}, "ip": {}},
-                table=_table([(THIS_HOST, list(range(8))), (OTHER_HOST, list(range(8)))]))
+                table=_table(tmp_path, [(THIS_HOST, list(range(8))), (OTHER_HOST, list(range(8)))]))
 
 
 @pytest.mark.parametrize("which", ["torchrun_node", "ranktable_node"])
@@ -162,99 +150,119 @@ def _assert_one(node: Node, area: str, *expected: str) -> str:
     return line
 
 
-# --- planted faults: the ranktable --------------------------------------------------
+# --- planted faults: (what to change on the node, the one line expected) ----------------
+
+DELETE = object()
+DEV0, DEV1 = ("table", "server_list", 0, "device"), ("table", "server_list", 1, "device")
+
+ON_RANKTABLE_NODE = {
+    "ranktable not completed": ({("table", "status"): "initializing"},
+                                "ranktable", "field status is 'initializing'", "wait until the scheduler"),
+    "duplicate ranks": ({(*DEV1, 0, "rank_id"): "3"}, "ranktable", "duplicate rank_id [3]"),
+    "ranks not dense": ({(*DEV1, 7, "rank_id"): "20"}, "ranktable", "are not 0..15"),
+    "device id beyond the NPUs": ({(*DEV1, 7, "device_id"): "9"}, "ranktable",
+                                  "rank_id 15 on server 10.0.0.2 has device_id 9, outside 0..7", "npu-smi lists 8 NPUs"),
+    "device twice on a server": ({(*DEV1, 7, "device_id"): "6"}, "ranktable",
+                                 "server 10.0.0.2 gives device_id 6 to 2 ranks"),
+    "this host not listed": ({("table", "server_list", 0, "server_id"): "10.0.0.9",
+                              ("table", "server_list", 0, "host_ip"): "10.0.0.9"}, "launch env",
+                             "no server_id/host_ip matches this host", "NPU_RUNTIME_HOST_IP"),
+    "card on the wrong device": ({(*DEV0, 0, "rank_id"): "1", (*DEV0, 1, "rank_id"): "0"}, "launch env",
+                                 "card 0 of node 0 would start as RANK_ID=0", "gives device_id 1 to RANK_ID=0"),
+    "no device ip between servers": ({(*DEV1, 2, "device_ip"): DELETE}, "ranktable",
+                                     "rank_id 10 (server 10.0.0.2, device 2) has no device_ip"),
+    "RANK_SIZE differs from the table": ({("env", "RANK_SIZE"): "8"}, "launch env", "RANK_SIZE=8 but ranktable",
+                                         "lists 16 devices"),
+    "HCCL_CONNECT_TIMEOUT unset": ({("env", "HCCL_CONNECT_TIMEOUT"): DELETE}, "hccl",
+                                   "HCCL_CONNECT_TIMEOUT is unset (HCCL waits 120 s) with a ranktable",
+                                   "export HCCL_CONNECT_TIMEOUT=1200"),
+    "HCCL_CONNECT_TIMEOUT short": ({("env", "HCCL_CONNECT_TIMEOUT"): "200"}, "hccl",
+                                   "HCCL_CONNECT_TIMEOUT=200 with a ranktable", "torch_npu warns below 300"),
+    "RoCE address differs": ({("hccn", "ip"): {"1": "192.168.100.250"}}, "roce",
+                             "NPU 1: hccn_tool -i 1 -ip -g says 192.168.100.250",
+                             "the ranktable gives device_ip 192.168.1.1"),
+}
+
+ON_TORCHRUN_NODE = {
+    "sources disagree on the world size": ({("env", "WORLD_SIZE"): "8"}, "launch env", "disagree on the world size",
+                                           "WORLD_SIZE says 8", "--nodes x --cards says 16"),
+    "sources disagree on NPUs per node": ({("env", "MA_NUM_GPUS"): "4"}, "launch env",
+                                          "disagree on the NPUs per node", "MA_NUM_GPUS says 4", "--cards says 8"),
+    "sources disagree on the master": ({("env", "MASTER_ADDR"): "192.0.2.77"}, "launch env",
+                                       "disagree on the master address", "MASTER_ADDR says 192.0.2.77"),
+    "CUDA_VISIBLE_DEVICES left over": ({("env", "CUDA_VISIBLE_DEVICES"): "0,1"}, "launch env",
+                                       "CUDA_VISIBLE_DEVICES='0,1' is set, but NPUs ignore it",
+                                       "ASCEND_RT_VISIBLE_DEVICES"),
+    "fewer visible NPUs than processes": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,1,2,3"}, "launch env",
+                                          "shows 4 NPU(s) but the job starts 8 process(es) per node"),
+    "unsupported NPUs per node": ({("flags", "cards"): "6", ("flags", "nodes"): "1"}, "npus",
+                                  "6 processes (NPUs) per node", "use 1, 2, 4, 8 NPUs per node"),
+    "HCCL ports not reserved": ({("sysctl", "net.ipv4.ip_local_reserved_ports"): "8080"}, "sysctl",
+                                "HCCL's ports 60000-60015 are not all reserved",
+                                "sysctl -w net.ipv4.ip_local_reserved_ports=8080,60000-60015"),
+    "HCCL base port moves the range": ({("env", "HCCL_IF_BASE_PORT"): "50000"}, "sysctl",
+                                       "HCCL's ports 50000-50015 are not all reserved",
+                                       "ip_local_reserved_ports=60000-60015,50000-50015"),
+    "somaxconn below the job": ({("sysctl", "net.core.somaxconn"): "8"}, "sysctl",
+                                "net.core.somaxconn=8 is below the job's 16 processes",
+                                "sysctl -w net.core.somaxconn=65535"),
+    "SYN backlog below the job": ({("sysctl", "net.ipv4.tcp_max_syn_backlog"): "10"}, "sysctl",
+                                  "net.ipv4.tcp_max_syn_backlog=10 is below the job's 16 processes"),
+    "MASTER_PORT among HCCL's ports": ({("flags", "master"): f"{THIS_HOST}:60005"}, "hccl",
+                                       "MASTER_PORT 60005 is one of HCCL's ports 60000-60015"),
+    "master does not resolve": ({("flags", "master"): "no-such-master.invalid:29500", ("flags", "node-rank"): "1"},
+                                "rendezvous", "MASTER_ADDR no-such-master.invalid does not resolve"),
+    # TEST-NET-1 addresses never answer.
+    "master unreachable": ({("flags", "master"): "192.0.2.10:29500", ("flags", "node-rank"): "1"}, "rendezvous",
+                           "cannot reach MASTER_ADDR 192.0.2.10:29500", "open TCP port 29500"),
+    "node 0 away from the master": ({("flags", "master"): "192.0.2.10:29500"}, "rendezvous",
+                                    "this is node 0, which hosts the rendezvous", "is not an address of this host"),
+    "master address on node 1": ({("flags", "node-rank"): "1"}, "rendezvous", "is this host, but this is node 1"),
+    "unhealthy NPU": ({("npu_smi", "health"): {"3": "Alarm"}}, "npus", "NPU 3 reports health Alarm",
+                      "ASCEND_RT_VISIBLE_DEVICES"),
+    "fewer NPUs than processes": ({("npu_smi", "count"): 4}, "npus",
+                                  "starts 8 processes per node but npu-smi lists 4 NPU(s)"),
+    "NPU driver broken": ({("npu_smi", "fail"): True}, "npus",
+                          "`npu-smi info -l` failed (exit 1): dcmi module initialize failed"),
+    "NPU link down": ({("hccn", "link"): {"2": "DOWN"}}, "roce", "NPU 2: link is DOWN", "optical module"),
+    "NPU network unhealthy": ({("hccn", "health"): {"5": "Init"}}, "roce", "NPU 5: net health is Init",
+                              "hccn_tool -i 5 -netdetect -g"),
+}
 
 
-def test_ranktable_not_completed(ranktable_node):
-    ranktable_node.table["status"] = "initializing"
-    _assert_one(ranktable_node, "ranktable", "field status is 'initializing'", "wait until the scheduler")
+def _plant(node: Node, changes: dict[tuple, object]) -> None:
+    for (attr, *path), value in changes.items():
+        parent, key = (node, attr) if not path else (getattr(node, attr), path[-1])
+        for step in path[:-1]:
+            parent = parent[step]
+        if value is DELETE:
+            del parent[key]
+        elif parent is node:
+            setattr(node, key, value)
+        else:
+            parent[key] = value
 
 
-def test_ranktable_duplicate_ranks(ranktable_node):
-    ranktable_node.table["server_list"][1]["device"][0]["rank_id"] = "3"
-    _assert_one(ranktable_node, "ranktable", "duplicate rank_id [3]")
+@pytest.mark.parametrize("fault", ON_RANKTABLE_NODE)
+def test_planted_fault_on_a_ranktable_node(ranktable_node, fault):
+    changes, area, *expected = ON_RANKTABLE_NODE[fault]
+    _plant(ranktable_node, changes)
+    _assert_one(ranktable_node, area, *expected)
 
 
-def test_ranktable_ranks_not_dense(ranktable_node):
-    ranktable_node.table["server_list"][1]["device"][7]["rank_id"] = "20"
-    _assert_one(ranktable_node, "ranktable", "are not 0..15")
-
-
-def test_ranktable_device_id_beyond_the_node_npus(ranktable_node):
-    ranktable_node.table["server_list"][1]["device"][7]["device_id"] = "9"
-    _assert_one(ranktable_node, "ranktable", "rank_id 15 on server 10.0.0.2 has device_id 9, outside 0..7",
-                "npu-smi lists 8 NPUs")
-
-
-def test_ranktable_same_device_twice_on_a_server(ranktable_node):
-    ranktable_node.table["server_list"][1]["device"][7]["device_id"] = "6"
-    _assert_one(ranktable_node, "ranktable", "server 10.0.0.2 gives device_id 6 to 2 ranks")
-
-
-def test_ranktable_without_this_host(ranktable_node):
-    ranktable_node.table["server_list"][0]["server_id"] = "10.0.0.9"
-    _assert_one(ranktable_node, "launch env", "no server_id/host_ip matches this host", "NPU_RUNTIME_HOST_IP")
-
-
-def test_ranktable_card_on_the_wrong_device(ranktable_node):
-    devices = ranktable_node.table["server_list"][0]["device"]
-    devices[0]["rank_id"], devices[1]["rank_id"] = "1", "0"
-    _assert_one(ranktable_node, "launch env", "card 0 of node 0 would start as RANK_ID=0",
-                "gives device_id 1 to RANK_ID=0")
+@pytest.mark.parametrize("fault", ON_TORCHRUN_NODE)
+def test_planted_fault_on_a_torchrun_node(torchrun_node, fault):
+    changes, area, *expected = ON_TORCHRUN_NODE[fault]
+    _plant(torchrun_node, changes)
+    _assert_one(torchrun_node, area, *expected)
 
 
 def test_ranktable_unsupported_npus_per_server(tmp_path, ranktable_node):
-    ranktable_node.table = _table([(THIS_HOST, [0, 1, 2]), (OTHER_HOST, [0, 1, 2])])
+    ranktable_node.table = _table(tmp_path, [(THIS_HOST, [0, 1, 2]), (OTHER_HOST, [0, 1, 2])])
     ranktable_node.env["RANK_SIZE"] = "6"
     ranktable_node.flags["cards"] = "3"
     _assert_one(ranktable_node, "ranktable", "server 127.0.0.1 has 3 NPUs",
                 "Atlas training servers take 1, 2, 4, 8 NPUs per server")
-
-
-def test_ranktable_without_device_ips_between_servers(ranktable_node):
-    del ranktable_node.table["server_list"][1]["device"][2]["device_ip"]
-    _assert_one(ranktable_node, "ranktable", "rank_id 10 (server 10.0.0.2, device 2) has no device_ip")
-
-
-def test_ranktable_size_differs_from_rank_size(ranktable_node):
-    ranktable_node.env["RANK_SIZE"] = "8"
-    _assert_one(ranktable_node, "launch env", "RANK_SIZE=8 but ranktable", "lists 16 devices")
-
-
-def test_hccl_connect_timeout_unset_with_a_ranktable(ranktable_node):
-    del ranktable_node.env["HCCL_CONNECT_TIMEOUT"]
-    _assert_one(ranktable_node, "hccl", "HCCL_CONNECT_TIMEOUT is unset (HCCL waits 120 s) with a ranktable",
-                "export HCCL_CONNECT_TIMEOUT=1200")
-
-
-def test_hccl_connect_timeout_short_with_a_ranktable(ranktable_node):
-    ranktable_node.env["HCCL_CONNECT_TIMEOUT"] = "200"
-    _assert_one(ranktable_node, "hccl", "HCCL_CONNECT_TIMEOUT=200 with a ranktable", "torch_npu warns below 300")
-
-
-def test_roce_address_differs_from_the_ranktable(ranktable_node):
-    ranktable_node.hccn["ip"] = {"1": "192.168.100.250"}
-    _assert_one(ranktable_node, "roce", "NPU 1: hccn_tool -i 1 -ip -g says 192.168.100.250",
-                "the ranktable gives device_ip 192.168.100.102")
-
-
-# --- planted faults: launch environment ------------------------------------------
-
-
-def test_sources_disagree_on_the_world_size(torchrun_node):
-    torchrun_node.env["WORLD_SIZE"] = "8"
-    _assert_one(torchrun_node, "launch env", "disagree on the world size", "WORLD_SIZE says 8",
-                "--nodes x --cards says 16")
-
-
-def test_sources_disagree_on_npus_per_node(torchrun_node):
-    torchrun_node.env.update({"MA_NUM_GPUS": "4"})
-    _assert_one(torchrun_node, "launch env", "disagree on the NPUs per node", "MA_NUM_GPUS says 4", "--cards says 8")
-
-
-def test_sources_disagree_on_the_master(torchrun_node):
-    torchrun_node.env["MASTER_ADDR"] = "192.0.2.77"
-    _assert_one(torchrun_node, "launch env", "disagree on the master address", "MASTER_ADDR says 192.0.2.77")
 
 
 def test_an_environment_init_distributed_would_reject(tmp_path):
@@ -264,7 +272,7 @@ def test_an_environment_init_distributed_would_reject(tmp_path):
 
 def test_volcano_pod_environment_is_understood(torchrun_node):
     # The env and svc plugins of the generated Volcano Job, on its second pod.
-    torchrun_node.flags.update({"node-rank": "1", "master": f"job-worker-0.job:{_free_port()}"})
+    torchrun_node.flags.update({"node-rank": "1", "master": f"job-worker-0.job:{free_port()}"})
     torchrun_node.env.update({"VC_TASK_INDEX": "1", "VK_TASK_INDEX": "1", "VC_WORKER_NUM": "2",
                               "VC_WORKER_HOSTS": "job-worker-0.job,job-worker-1.job"})
     code, lines, _ = torchrun_node.run()
@@ -276,52 +284,9 @@ def test_volcano_pod_environment_is_understood(torchrun_node):
     assert any("disagree on the node rank" in line and "VC_TASK_INDEX says 0" in line for line in lines), lines
 
 
-def test_cuda_visible_devices_left_over(torchrun_node):
-    torchrun_node.env["CUDA_VISIBLE_DEVICES"] = "0,1"
-    _assert_one(torchrun_node, "launch env", "CUDA_VISIBLE_DEVICES='0,1' is set, but NPUs ignore it",
-                "ASCEND_RT_VISIBLE_DEVICES")
-
-
-def test_fewer_visible_npus_than_processes(torchrun_node):
-    torchrun_node.env["ASCEND_RT_VISIBLE_DEVICES"] = "0,1,2,3"
-    _assert_one(torchrun_node, "launch env", "shows 4 NPU(s) but the job starts 8 process(es) per node")
-
-
-def test_unsupported_npus_per_node(torchrun_node):
-    torchrun_node.flags["cards"] = "6"
-    torchrun_node.flags["nodes"] = "1"
-    _assert_one(torchrun_node, "npus", "6 processes (NPUs) per node", "use 1, 2, 4, 8 NPUs per node")
-
-
-# --- planted faults: the node ---------------------------------------------------------
-
-
-def test_hccl_ports_not_reserved(torchrun_node):
-    torchrun_node.sysctl["net.ipv4.ip_local_reserved_ports"] = "8080"
-    _assert_one(torchrun_node, "sysctl", "HCCL's ports 60000-60015 are not all reserved",
-                "sysctl -w net.ipv4.ip_local_reserved_ports=8080,60000-60015")
-
-
 def test_hccl_ports_outside_the_ephemeral_range_need_no_reservation(torchrun_node):
     torchrun_node.sysctl.update({"net.ipv4.ip_local_reserved_ports": "", "net.ipv4.ip_local_port_range": "20000\t40000"})
     assert torchrun_node.run()[:2] == (0, [])
-
-
-def test_hccl_base_port_moves_the_range(torchrun_node):
-    torchrun_node.env["HCCL_IF_BASE_PORT"] = "50000"
-    _assert_one(torchrun_node, "sysctl", "HCCL's ports 50000-50015 are not all reserved",
-                "ip_local_reserved_ports=60000-60015,50000-50015")
-
-
-def test_somaxconn_below_the_job_size(torchrun_node):
-    torchrun_node.sysctl["net.core.somaxconn"] = "8"
-    _assert_one(torchrun_node, "sysctl", "net.core.somaxconn=8 is below the job's 16 processes",
-                "sysctl -w net.core.somaxconn=65535")
-
-
-def test_syn_backlog_below_the_job_size(torchrun_node):
-    torchrun_node.sysctl["net.ipv4.tcp_max_syn_backlog"] = "10"
-    _assert_one(torchrun_node, "sysctl", "net.ipv4.tcp_max_syn_backlog=10 is below the job's 16 processes")
 
 
 def test_master_port_taken(torchrun_node):
@@ -331,57 +296,6 @@ def test_master_port_taken(torchrun_node):
         holder.listen()
         _assert_one(torchrun_node, "rendezvous", f"MASTER_PORT {port} on this host (the master) is taken",
                     f"ss -ltnp 'sport = :{port}'")
-
-
-def test_master_port_inside_hccl_ports(torchrun_node):
-    torchrun_node.flags["master"] = f"{THIS_HOST}:60005"
-    _assert_one(torchrun_node, "hccl", "MASTER_PORT 60005 is one of HCCL's ports 60000-60015")
-
-
-def test_master_does_not_resolve(torchrun_node):
-    torchrun_node.flags.update({"master": "no-such-master.invalid:29500", "node-rank": "1"})
-    _assert_one(torchrun_node, "rendezvous", "MASTER_ADDR no-such-master.invalid does not resolve")
-
-
-def test_master_unreachable(torchrun_node):
-    torchrun_node.flags.update({"master": "192.0.2.10:29500", "node-rank": "1"})  # TEST-NET-1: never answers
-    _assert_one(torchrun_node, "rendezvous", "cannot reach MASTER_ADDR 192.0.2.10:29500", "open TCP port 29500")
-
-
-def test_node_zero_away_from_the_master(torchrun_node):
-    torchrun_node.flags["master"] = "192.0.2.10:29500"
-    _assert_one(torchrun_node, "rendezvous", "this is node 0, which hosts the rendezvous",
-                "is not an address of this host")
-
-
-def test_master_address_on_another_node_rank(torchrun_node):
-    torchrun_node.flags["node-rank"] = "1"
-    _assert_one(torchrun_node, "rendezvous", "is this host, but this is node 1")
-
-
-def test_unhealthy_npu(torchrun_node):
-    torchrun_node.npu_smi["health"] = {"3": "Alarm"}
-    _assert_one(torchrun_node, "npus", "NPU 3 reports health Alarm", "ASCEND_RT_VISIBLE_DEVICES")
-
-
-def test_fewer_npus_than_processes(torchrun_node):
-    torchrun_node.npu_smi["count"] = 4
-    _assert_one(torchrun_node, "npus", "starts 8 processes per node but npu-smi lists 4 NPU(s)")
-
-
-def test_npu_driver_broken(torchrun_node):
-    torchrun_node.npu_smi["fail"] = True
-    _assert_one(torchrun_node, "npus", "`npu-smi info -l` failed (exit 1): dcmi module initialize failed")
-
-
-def test_npu_link_down(torchrun_node):
-    torchrun_node.hccn["link"] = {"2": "DOWN"}
-    _assert_one(torchrun_node, "roce", "NPU 2: link is DOWN", "optical module")
-
-
-def test_npu_network_unhealthy(torchrun_node):
-    torchrun_node.hccn["health"] = {"5": "Init"}
-    _assert_one(torchrun_node, "roce", "NPU 5: net health is Init", "hccn_tool -i 5 -netdetect -g")
 
 
 def test_single_node_job_skips_the_multi_node_checks(torchrun_node):
