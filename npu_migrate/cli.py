@@ -320,14 +320,15 @@ def launch_command(entry, args, targets, nodes, cards, image, out, job_name, nam
     sys.exit(run_launch(flags, config=config, write=write, check=check, quiet=quiet))
 
 
-@main.command("preflight", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@main.command("preflight", add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def preflight_command(args: tuple[str, ...]) -> None:
     """Check this training node before a job starts (the runtime's npu_runtime.preflight).
 
-    Takes the same options as 'python -m npu_runtime.preflight' (see --help there):
-    --nodes, --cards, --node-rank, --master ADDR:PORT, ... One line per problem with
-    its fix; exit 1 if any.
+    The same program as 'python -m npu_runtime.preflight' (its --help lists the
+    options: --nodes, --cards, --node-rank, --master ADDR:PORT, ...). One line per
+    problem with its fix; exit 1 if any.
     """
     from npu_runtime.preflight.cli import main as preflight_main
 
