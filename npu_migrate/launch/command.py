@@ -44,9 +44,8 @@ def run(flags: dict, *, config: str | None, write: bool, check: bool, quiet: boo
     if flags.get("env") is not None:  # --env adds to (and overrides) the configured env
         base = table.get("env", {})
         flags = {**flags, "env": {**(base if isinstance(base, dict) else {}), **flags["env"]}}
-    source = f"[tool.npu-migrate.launch] in {_shown(cfg.path)}" if cfg.launch and cfg.path else "command-line flags"
     try:
-        plan = build_plan(table, flags, project_root(entry, cfg.root, cfg.path), source)
+        plan = build_plan(table, flags, project_root(entry, cfg.root, cfg.path))
     except PlanError as exc:
         prefix = f"{_shown(cfg.path)}: " if cfg.path and cfg.launch and "[tool.npu-migrate.launch]" in str(exc) else ""
         err.print(f"error: {prefix}{exc}")
@@ -80,6 +79,7 @@ def run(flags: dict, *, config: str | None, write: bool, check: bool, quiet: boo
         elif not quiet:
             output.print_diff(out, output.unified_diff(shown, p.old, p.artifact.data))
     if not quiet:
+        _warn_unmigrated(err, plan)
         _summary(err, plan, planned, pending, write, check)
     if failed:
         return EXIT_ERROR
@@ -95,6 +95,20 @@ def _shown(path: Path | None) -> str:
         return os.path.relpath(path)
     except ValueError:  # another drive (Windows)
         return str(path)
+
+
+def _warn_unmigrated(err: Console, plan: LaunchPlan) -> None:
+    """Per-card ranktable mode relies on npu_runtime.install() in the entry (rule NPU701)."""
+    if "ranktable" not in plan.targets:
+        return
+    try:
+        text = (plan.root / plan.entry).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if "npu_runtime" not in text:
+        err.print(f"warning: {plan.entry} does not use npu_runtime: the ranktable launcher needs "
+                  "npu_runtime.install() there to turn RANK_ID/RANK_SIZE into torch's variables "
+                  f"(npu-migrate {plan.entry} --write adds it, rule NPU701)")
 
 
 def _summary(err: Console, plan: LaunchPlan, planned, pending, write: bool, check: bool) -> None:

@@ -63,7 +63,6 @@ class LaunchPlan:
     master_port: int = 29500
     python: str = "python3"
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    source: str = "flags"  # where the settings came from, for the generated headers
 
     @property
     def world_size(self) -> int:
@@ -109,16 +108,19 @@ def _str(value, key: str, origin: dict[str, str]) -> str:
 
 
 def _relative(value: str, key: str, origin: dict[str, str], root: Path) -> str:
+    """The path as POSIX relative to the root: a flag's path is relative to the current
+    directory, a configured one to the root."""
     path = Path(value)
-    absolute = path if path.is_absolute() else Path.cwd() / path if key in origin else root / path
+    if not path.is_absolute():
+        path = (Path.cwd() if key in origin else root) / path
     try:
-        rel = absolute.resolve().relative_to(root.resolve())
+        rel = path.resolve().relative_to(root.resolve())
     except ValueError:
         raise PlanError(f"{_where(key, origin)}={value!r} is outside the project root {root}") from None
     return rel.as_posix()
 
 
-def build_plan(table: dict, flags: dict, root: Path, source: str = "flags") -> LaunchPlan:
+def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
     """Merge ``[tool.npu-migrate.launch]`` (``table``) with command-line ``flags`` (same
     keys; a flag's value wins) and validate. Flag paths are relative to the current
     directory, configured paths to the project root."""
@@ -198,7 +200,6 @@ def build_plan(table: dict, flags: dict, root: Path, source: str = "flags") -> L
         master_port=_int(merged.get("master-port", LaunchPlan.master_port), "master-port", origin, 1, 65535),
         python=_str(merged.get("python", LaunchPlan.python), "python", origin),
         env=tuple(sorted(env.items())),
-        source=source,
     )
 
 

@@ -79,12 +79,14 @@ def test_settings_come_from_pyproject_and_flags_replace_them(run_cli, project):
     assert 'cd "$(dirname "${BASH_SOURCE[0]}")/../.."' in launcher
     assert "export HCCL_BUFFSIZE=${HCCL_BUFFSIZE:-200}" in launcher
     assert "export TASK_QUEUE_ENABLE=${TASK_QUEUE_ENABLE:-2}" in launcher
-    assert "[tool.npu-migrate.launch] in pyproject.toml" in launcher
     job = yaml.safe_load((project / "deploy/launch/volcano-job.yaml").read_text(encoding="utf-8"))
     assert job["metadata"]["name"] == "resnet"
     assert job["spec"]["minAvailable"] == 2
     container = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
     assert container["args"] == ['NODE_RANK="$VC_TASK_INDEX" exec bash deploy/launch/torchrun.sh']
+    # The same configuration read from elsewhere in the project produces the same bytes.
+    assert run_cli("launch", "--nodes", "2", "--env", "TASK_QUEUE_ENABLE=2", "--check",
+                   cwd=project / "scripts").exit_code == 0
 
 
 def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(run_cli, project):
@@ -153,3 +155,10 @@ def test_generation_is_deterministic_and_a_rewrite_is_a_no_op(run_cli, project, 
     assert run_cli(*base, "--write", "--", *args, cwd=project).exit_code == 0
     assert read_files(project) == first
     assert run_cli(*base, "--check", "--", *args, cwd=project).exit_code == 0
+
+
+def test_ranktable_target_warns_when_the_entry_lacks_the_runtime(run_cli, project):
+    warned = run_cli("launch", "train.py", "-t", "ranktable", cwd=project)
+    assert warned.exit_code == 0 and "warning: train.py does not use npu_runtime" in warned.stderr
+    (project / "train.py").write_text("import npu_runtime\nnpu_runtime.install()\n", encoding="utf-8")
+    assert "warning" not in run_cli("launch", "train.py", "-t", "ranktable", cwd=project).stderr

@@ -97,7 +97,7 @@ def render(plan: LaunchPlan) -> list[Artifact]:
     path = plan.out_path(FILE)
     header = [
         f"# Volcano Job: {plan.entry} on {plan.nodes} node(s) x {plan.cards} NPU(s), one pod per node.",
-        f"# {shell.GENERATED_BY} from {plan.source}; regenerate instead of editing.",
+        f"# {shell.GENERATED_BY}; regenerate instead of editing.",
         f"# Submit: kubectl apply -f {path}",
         f"# The image holds the project at {plan.workdir} (with {plan.out_path(TORCHRUN_FILE)}), torch, torch_npu",
         "# and npu-runtime; each pod runs that launcher with NODE_RANK=$VC_TASK_INDEX.",
