@@ -111,10 +111,10 @@ _CPP_LOAD = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_i
 def _package_kinds() -> tuple[tuple[str, str], ...]:
     """``(package prefix, kind)`` of every package an NPU9xx rule reports, minus its exemptions
     (returned as ``(prefix, "")``, longest prefixes first)."""
-    from npu_migrate.registry import all_rules
+    from npu_migrate.registry import rules_for
 
     found: list[tuple[str, str]] = []
-    for rule in all_rules().values():
+    for rule in rules_for("python").values():
         packages = getattr(rule, "packages", None)
         label = getattr(rule, "label", None)
         if not packages or not label:
