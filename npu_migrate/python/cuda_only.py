@@ -25,8 +25,9 @@ resolved through the file's imports first):
   namespaces (``torch.ops.my_ext.op``);
 * a compiled extension by its module name: a ``_C`` module (``from detectron2
   import _C``, ``amp_C``), a module named like ``*_cuda``/``cuda_*``
-  (``fused_layer_norm_cuda``, ``alignment_train_cuda_binding``), a ``gpu``
-  sub-module (``lib.gpu.nms``);
+  (``fused_layer_norm_cuda``, ``alignment_train_cuda_binding``); and code of a
+  module named ``cuda`` or ``gpu`` (``numba.cuda.jit``, ``lib.gpu.nms``, a
+  package's ``accelerators.cuda`` helpers);
 * a module of the project that is Triton or CuPy code (project facts: it imports
   triton/cupy/pycuda at module level or defines ``@triton.jit`` kernels; a
   package whose ``__init__`` re-exports one counts too);
@@ -82,6 +83,7 @@ KIND_EXTENSION_BUILD = "a CUDA C++ extension build"
 KIND_TORCH_BINDING = "a CUDA-only binding of torch"
 KIND_CUSTOM_OP = "a custom operator with no NPU kernel"
 KIND_COMPILED = "a compiled CUDA extension"
+KIND_CUDA_MODULE = "code of a CUDA-specific module"
 KIND_TRITON = "a Triton kernel"
 KIND_PROJECT = "Triton/CuPy code of this project"
 KIND_JIT_BUILD = "a JIT-built CUDA extension"
@@ -149,14 +151,18 @@ def classify_name(qualified: str) -> str | None:
             return kind or None
     if any(_compiled_part(p, last=i == len(parts) - 1) for i, p in enumerate(parts)):
         return KIND_COMPILED
+    if any(p.lower() in ("cuda", "gpu") for p in parts[:-1]):
+        return KIND_CUDA_MODULE  # numba.cuda.jit, cv2.cuda.X, lightning's accelerators.cuda, lib.gpu.nms
     return None
 
 
 def _compiled_part(part: str, *, last: bool) -> bool:
     """``_C`` / ``amp_C``, ``gpu``, ``fused_layer_norm_cuda``; a last part (which may be
     a function) must not read like a predicate or a getter (``is_cuda_available``)."""
-    if part == "_C" or (part.endswith("_C") and not part.isupper()) or part == "gpu":
+    if part == "_C" or (part.endswith("_C") and not part.isupper()):
         return True
+    if part.lower() == "cuda":
+        return False  # a module named `cuda`: see KIND_CUDA_MODULE
     if not _CUDA_PART.search(part):
         return False
     return not (last and (_PREDICATE.match(part) or _QUERY.search(part)))
@@ -542,7 +548,7 @@ class _GateFinder:
             use = self.use(guarded)
             if use is None:
                 return None
-            return use, "the `if` branch runs instead", _span(guarded), True
+            return use, "the test is true and its own branch runs instead", _span(guarded), True
         use = self.use(statement.body)
         if use is None:
             return None

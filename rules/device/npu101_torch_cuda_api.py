@@ -98,7 +98,21 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         target = self.api.npu_name_for_cuda(qualified)
         if target is None or not isinstance(node, cst.Attribute):
             return  # NPU102 reports it
+        if qualified == CUDA and not self._module_use_has_counterpart(node):
+            return  # getattr(torch.cuda, "nvtx"): torch.npu has no nvtx; NPU102 reports it
         self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`")
+
+    def _module_use_has_counterpart(self, node: cst.Attribute) -> bool:
+        """``getattr(torch.cuda, "X")`` / ``hasattr(torch.cuda, "X")``: the module may be
+        renamed only if ``torch.npu.X`` exists too."""
+        arg = self.ctx.parent(node)
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                and call.func.value in ("getattr", "hasattr", "setattr", "delattr")
+                and len(call.args) >= 2 and call.args[0] is arg):
+            return True
+        name = string_value(call.args[1].value)
+        return name is None or self.api.npu_name_for_cuda(f"{CUDA}.{name}") is not None
 
     def _owned_elsewhere_use(self, node: cst.Attribute | cst.Name) -> None:
         """A use such as ``cuda.amp.autocast`` through a ``torch.cuda`` alias: the AMP

@@ -137,6 +137,8 @@ except `.major`/`.minor` of the device properties, which NPU devices lack.
         owner = self.ctx.qualified_name(node.args[0].value)
         if owner in ("torch", "torch.cuda") and string_value(node.args[1].value) is not None:
             name = f"{owner}.{string_value(node.args[1].value)}"
+            if owner == "torch.cuda" and self.api.npu_name_for_cuda(name) is not None:
+                return  # NPU101 renames the module: getattr(torch.npu, "X") works
             if is_cuda_name(name):
                 self.report(
                     node,

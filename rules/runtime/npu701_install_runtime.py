@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 
@@ -35,18 +36,39 @@ def _is_import(statement: cst.CSTNode) -> bool:
     )
 
 
-class _FindsBackward(cst.CSTVisitor):
-    def __init__(self) -> None:
+class _FindsTraining(cst.CSTVisitor):
+    """A ``.backward()`` call, or a call of one of ``trainers`` (functions of the file
+    that call ``.backward()``)."""
+
+    def __init__(self, trainers: set[str]) -> None:
+        self.trainers = trainers
         self.found = False
 
     def visit_Call(self, node: cst.Call) -> bool:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            self.found = True
+        elif isinstance(func, cst.Name) and func.value in self.trainers:
             self.found = True
         return not self.found
 
 
-def _trains(loop: cst.CSTNode) -> bool:
-    finder = _FindsBackward()
+def _training_functions(tree: ast.Module | None) -> set[str]:
+    """Module-level functions whose body calls ``.backward()`` (from the whole file:
+    elision may have left them out of the parsed module)."""
+    if tree is None:
+        return set()
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+                for c in ast.walk(node))
+    }
+
+
+def _trains(loop: cst.CSTNode, trainers: set[str]) -> bool:
+    finder = _FindsTraining(trainers)
     loop.visit(finder)
     return finder.found
 
@@ -81,8 +103,9 @@ Where: only in training entry points that this run migrates for the NPU:
 * it is an entry point: an `if __name__ == "__main__":` guard gets the call as
   its first statement, so importing the module (tests, notebooks) stays free of
   side effects; a script with a top-level training loop (a module-level
-  `for`/`while` that calls `.backward()`) gets it right after its top-level
-  imports;
+  `for`/`while` that calls `.backward()`, or a function of the file that does,
+  such as `for epoch in range(n): train(epoch)`) gets it right after its
+  top-level imports;
 * never in tests: files named like pytest or unittest modules (`test_*.py`,
   `*_test.py`, `conftest.py`, `tests.py`), files right inside a `tests/`,
   `test/` or `testing/` directory, and files that import pytest at module level
@@ -120,7 +143,8 @@ if the training image should not install npu-migrate.
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
             self.insert_before(guard.body.body[0], [install], message, anchor=guard)
         else:
-            loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s)), None)
+            trainers = _training_functions(self.ctx.python_ast())
+            loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s, trainers)), None)
             if loop is None:
                 return
             # the call goes right after the last top-level import before the loop

@@ -102,3 +102,19 @@ def test_a_file_whose_migration_needs_no_npu_does_not_get_it():
     result = migrate_source("train.py", LOAD_ONLY.encode(), SETTINGS)
     assert result.new_source is not None and b'map_location="cpu"' in result.new_source
     assert b"npu_runtime" not in result.new_source
+
+
+def test_a_top_level_loop_that_calls_the_files_training_function_gets_it():
+    source = (
+        "import torch\n\nmodel = Net().cuda()\n\n\ndef train(epoch):\n    loss = model(batch).sum()\n    loss.backward()\n\n\n"
+        "for epoch in range(10):\n    train(epoch)\n"
+    )
+    assert injected("main.py", source)
+
+
+def test_a_top_level_loop_that_does_not_train_does_not_get_it():
+    source = (
+        "import torch\n\nmodel = Net().cuda()\n\n\ndef train(epoch):\n    model(batch).sum().backward()\n\n\n"
+        "for name in ('a', 'b'):\n    register(name)\n"
+    )
+    assert not injected("registry.py", source)
