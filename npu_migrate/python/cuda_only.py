@@ -179,7 +179,8 @@ class CudaOnly:
 
 # -- the file's names ----------------------------------------------------------------
 
-def _dotted(node: ast.AST) -> str | None:
+def ast_dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of ``ast`` Attribute/Name nodes, else None."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -270,7 +271,7 @@ class FileIndex:
         statements = list(_module_level(tree.body))
         definitions = [n for n in statements if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for node in definitions:
-            if any(self.resolve(_dotted(d.func if isinstance(d, ast.Call) else d) or "") in _TRITON_DECORATORS
+            if any(self.resolve(ast_dotted_name(d.func if isinstance(d, ast.Call) else d) or "") in _TRITON_DECORATORS
                    for d in node.decorator_list):
                 self.local[node.name] = KIND_TRITON
         for _ in range(3):  # wrappers of wrappers
@@ -296,7 +297,7 @@ class FileIndex:
             return False
         value = node.value
         kind = None
-        if isinstance(value, ast.Call) and self.resolve(_dotted(value.func) or "") in _CPP_LOAD and _cuda_sources(value):
+        if isinstance(value, ast.Call) and self.resolve(ast_dotted_name(value.func) or "") in _CPP_LOAD and _cuda_sources(value):
             kind = KIND_JIT_BUILD
         else:
             use = self.first_use([value], propagate_only=True)
@@ -353,7 +354,7 @@ class FileIndex:
                 if kind is not None:
                     return CudaOnly(qualified, kind, line)
             return None
-        dotted = _dotted(node)
+        dotted = ast_dotted_name(node)
         if dotted is None:
             return None
         kind = self.kind_of(dotted)
@@ -381,7 +382,7 @@ def _walk_uses(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
             continue
-        if isinstance(node, (ast.Name, ast.Attribute)) and _dotted(node) is not None:
+        if isinstance(node, (ast.Name, ast.Attribute)) and ast_dotted_name(node) is not None:
             yield node
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass", "hasattr"):
@@ -664,7 +665,7 @@ def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode) -> tu
             scope = _enclosing_function(finder.index.tree, line)
             found = finder.via_tests(scope, lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
         elif isinstance(target, cst.Attribute):
-            found = finder.via_tests(finder.index.tree, lambda n, t=text: isinstance(n, ast.Attribute) and _dotted(n) == t)
+            found = finder.via_tests(finder.index.tree, lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)
         else:
             continue
         if found is not None:
@@ -710,5 +711,5 @@ def _registered_with(finder: _GateFinder, call: ast.Call, is_predicate) -> tuple
     use = finder.use([v for v in values if not is_predicate(v)])
     if use is None:
         return None
-    callee = _dotted(call.func) or "the call"
+    callee = ast_dotted_name(call.func) or "the call"
     return use, f"`{callee}(...)` does not use it", _span([call]), True
