@@ -6,7 +6,9 @@
   are skipped, and so is whatever the
   ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
-* A file named explicitly on the command line is always processed.
+* A file named explicitly on the command line is always processed, unless
+  ``force_exclude`` is set (``--force-exclude``, for pre-commit, which names every
+  staged file): then ``exclude`` and the skipped directories apply to it too.
 * Paths that do not exist and broken symlinks become one-line errors.
 """
 
@@ -76,10 +78,15 @@ class _IgnoreStack:
         return False
 
 
-def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
-    found = Discovered()
+def _skipped_dir(directory: Path) -> bool:
+    name = directory.name
+    if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
+        return True
+    return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info")
+
+
+def _matcher(exclude: list[str], root: Path):
     excluded = pathspec.GitIgnoreSpec.from_lines(exclude)
-    seen: set[Path] = set()
 
     def is_excluded(path: Path, is_dir: bool) -> bool:
         try:
@@ -87,6 +94,26 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
         except ValueError:
             rel = path.as_posix()
         return excluded.match_file(rel + "/" if is_dir else rel)
+
+    return is_excluded
+
+
+def force_excluded(path: str, exclude: list[str], root: Path) -> bool:
+    """Whether ``--force-exclude`` drops ``path`` although it was named explicitly:
+    ``exclude`` matches it or a directory above it (below ``root``), or such a
+    directory is one discovery skips."""
+    is_excluded = _matcher(exclude, root)
+    full = Path(path).absolute()
+    return is_excluded(full, False) or any(
+        is_excluded(parent, True) or _skipped_dir(parent)
+        for parent in full.parents if parent == root or root in parent.parents
+    )
+
+
+def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False) -> Discovered:
+    found = Discovered()
+    is_excluded = _matcher(exclude, root)
+    seen: set[Path] = set()
 
     def add(path: Path) -> None:
         key = path.absolute()
@@ -101,7 +128,9 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             found.errors.append(f"{raw}: {reason}")
             continue
         if not path.is_dir():
-            add(path)  # named explicitly: always processed
+            if force_exclude and force_excluded(raw, exclude, root):
+                continue
+            add(path)  # named explicitly: processed unless force_exclude says otherwise
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -117,9 +146,7 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             keep = []
             for name in sorted(dirnames):
                 sub = current / name
-                if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (sub / "__init__.py").exists()):
-                    continue
-                if (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
+                if _skipped_dir(sub):
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue

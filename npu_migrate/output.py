@@ -19,7 +19,8 @@ from npu_migrate.model import FileResult
 _STYLES = {"+": "green", "-": "red", "@": "cyan"}
 
 
-def _decode(data: bytes) -> str:
+def decode_text(data: bytes) -> str:
+    """The text of a source file (its coding cookie or UTF-8; latin-1 when that fails)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return data.decode(encoding)
@@ -29,8 +30,8 @@ def _decode(data: bytes) -> str:
 
 def unified_diff(path: str, old: bytes, new: bytes) -> str:
     lines = difflib.unified_diff(
-        _decode(old).splitlines(keepends=True),
-        _decode(new).splitlines(keepends=True),
+        decode_text(old).splitlines(keepends=True),
+        decode_text(new).splitlines(keepends=True),
         fromfile=f"a/{path.lstrip('/')}",
         tofile=f"b/{path.lstrip('/')}",
     )

@@ -153,7 +153,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     result.findings = _to_findings(ctx, findings)
     if new_source != data:
         result.new_source = new_source
-        result.fixes = sorted(set(fixes))
+        result.fixes = _one_per_place(fixes)
 
 
 def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts) -> FileContext | None:
@@ -291,8 +291,10 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     needs_npu = any(e.needs_torch_npu for e in edits)
     if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu"):
         original = _first_torch_import(ctx.module)
-        line = ctx.position(ctx.module.body[original]).start.line if original is not None else 1
-        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device")
+        where = ctx.position(ctx.module.body[original]) if original is not None else None
+        line, end = (where.start.line, where.end) if where is not None else (1, None)
+        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device",
+                         end.line if end else 1, end.column if end else 0)
         index = _first_torch_import(new_module)
         if index is not None:
             # Right after the file's first torch import, or right before it when that
@@ -378,13 +380,22 @@ def _paths_to(ctx: FileContext, edits: list[Edit]) -> set[cst.CSTNode] | None:
 
 
 def _to_fix(ctx: FileContext, edit: Edit) -> Fix:
-    start = ctx.position(edit.anchor).start
-    return Fix(start.line, start.column, edit.rule, edit.message)
+    where = ctx.position(edit.anchor)
+    return Fix(where.start.line, where.start.column, edit.rule, edit.message, where.end.line, where.end.column)
 
 
 def _to_findings(ctx: FileContext, findings: list[FindingRecord]) -> list[Finding]:
-    out = set()
+    out = []
     for f in findings:
-        start = ctx.position(f.node).start
-        out.add(Finding(start.line, start.column, f.rule, f.message, f.suggestion))
-    return sorted(out)
+        where = ctx.position(f.node)
+        out.append(Finding(where.start.line, where.start.column, f.rule, f.message, f.suggestion,
+                           where.end.line, where.end.column))
+    return _one_per_place(out)
+
+
+def _one_per_place(items: list) -> list:
+    """Sorted, and one per start position and text, whichever node a rule recorded it on."""
+    out: dict[tuple, object] = {}
+    for item in sorted(items, key=lambda i: (i.line, i.col, i.rule, i.message, getattr(i, "suggestion", ""), i.end)):
+        out.setdefault((item.line, item.col, item.rule, item.message, getattr(item, "suggestion", "")), item)
+    return list(out.values())
