@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 _MARKS = ("npu-migrate:", "noqa")
 _COMMENT = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
-#: flake8's syntax: codes after ``noqa:`` separated by commas and/or spaces.
-_NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)", re.IGNORECASE)
+#: flake8's syntax: codes after ``noqa:`` separated by commas and/or spaces. Any word
+#: counts as a code here, so that a mistyped ``NPU1O1`` is reported, not half-read.
+_NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>[A-Za-z]\w*(?:[\s,]+[A-Za-z]\w*)*)", re.IGNORECASE)
 _CODE = re.compile(r"[A-Za-z0-9_]+")
 _NPU = re.compile(r"NPU", re.IGNORECASE)
 
