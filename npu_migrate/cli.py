@@ -129,8 +129,8 @@ def rules_command(rule_id: str | None) -> None:
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from npu_migrate.python.rule import rule_doc
     from npu_migrate.registry import all_rules
+    from npu_migrate.rulebase import rule_doc
 
     console = Console(highlight=False)
     rules = all_rules()

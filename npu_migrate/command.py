@@ -91,12 +91,18 @@ def prepare(options: Options) -> Prepared:
 
 
 def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
-    """Discover and migrate; files that could not be found come back as errors."""
+    """Discover and migrate; files that could not be found come back as errors.
+    Discovery's warnings (a named file no front end handles, nothing to migrate)
+    are printed here, unless quiet."""
     from npu_migrate.discovery import discover
     from npu_migrate.runner import default_jobs
 
     opts = prep.options
     found = discover(opts.paths or ["."], prep.resolved.exclude, prep.root, prep.resolved.force_exclude)
+    for message in found.warnings if not opts.quiet else ():
+        err.print(f"warning: {message}")
+    if not found.files and not found.errors and not found.warnings and not opts.quiet:
+        err.print("warning: no supported files found")
     failed = [FileResult(path=message.split(":", 1)[0], error=message) for message in found.errors]
     if not found.files:
         return failed
@@ -226,8 +232,6 @@ def run(options: Options) -> int:
             return EXIT_ERROR
     results = migrate_files(prep, err)
     if not results:
-        if not options.quiet:
-            err.print("warning: no Python files found")
         return EXIT_OK
     results = apply(results, prep, out)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,

@@ -1,14 +1,8 @@
-"""Suppression comments: ``# npu-migrate: ignore``, ``# npu-migrate: ignore[NPU101,NPU2]``
-and ``# noqa: NPU101``.
+"""Suppression comments in Python files (the forms: ``npu_migrate/suppression.py``).
 
-A suppression applies to fixes and findings that start on the same line. Codes
-are matched as prefixes, like ``--select``.
-
-``# noqa`` is honoured only with NPU codes (``# noqa: NPU101``, ``# noqa: E501,
-NPU2``), as ruff users write it; a bare ``# noqa`` is left to the linter it was
-written for, because a line that silences flake8 or ruff is no reason to leave
-CUDA code unmigrated. Codes that name no rule (``ignore[NPU999]``, ``noqa: NPU99``)
-suppress nothing and are reported (NPU001), as ruff reports unknown noqa codes.
+A suppression applies to fixes and findings that start on the same line, as
+``# noqa`` does for linters. Only real comments count: tokenize tells them from
+a ``#`` inside a string.
 """
 
 from __future__ import annotations
@@ -18,15 +12,11 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-_MARKS = ("npu-migrate:", "noqa")
-_COMMENT = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
-#: flake8's syntax: codes after ``noqa:`` separated by commas and/or spaces. Any word
-#: counts as a code here, so that a mistyped ``NPU1O1`` is reported, not half-read.
-_NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>[A-Za-z]\w*(?:[\s,]+[A-Za-z]\w*)*)", re.IGNORECASE)
-_CODE = re.compile(r"[A-Za-z0-9_]+")
-_NPU = re.compile(r"NPU", re.IGNORECASE)
+from npu_migrate.suppression import ALL, MARKS, bad_codes
 
-ALL = frozenset({""})  # the empty prefix matches every rule
+_NPU = re.compile("npu", re.IGNORECASE)
+
+__all__ = ["ALL", "BadCode", "Found", "is_suppressed", "may_have_bad_codes", "parse", "suppressions"]
 
 
 @dataclass(frozen=True)
@@ -41,29 +31,18 @@ class BadCode:
 
 
 @dataclass
-class Suppressions:
+class Found:
     lines: dict[int, frozenset[str]] = field(default_factory=dict)
     bad: list[BadCode] = field(default_factory=list)
 
 
-def _codes(token: tokenize.TokenInfo, match: re.Match, noqa: bool, known: list[str] | None, out: Suppressions) -> frozenset[str]:
-    codes = []
-    for code in _CODE.finditer(match.group("codes")):
-        value = code.group().strip().upper()
-        if noqa and not value.startswith("NPU"):
-            continue  # another linter's code
-        codes.append(value)
-        if known is not None and not any(rule.startswith(value) for rule in known):
-            col = token.start[1] + match.start("codes") + code.start()
-            out.bad.append(BadCode(token.start[0], col, col + len(code.group()), code.group(), match.group().strip()))
-    return frozenset(codes)
+def parse(text: str, known: list[str] | None = None) -> Found:
+    """The suppressions of ``text``; with ``known`` (rule ids), also the codes that
+    name none of them."""
+    from npu_migrate.suppression import parse as parse_comment
 
-
-def parse(text: str, known: list[str] | None = None) -> Suppressions:
-    """The suppressions of ``text``; with ``known`` (rule ids), also the codes that name
-    none of them. Only real comments count (never a ``#`` inside a string)."""
-    found = Suppressions()
-    if not any(mark in text for mark in _MARKS):
+    found = Found()
+    if not any(mark in text for mark in MARKS):
         return found
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
@@ -72,17 +51,13 @@ def parse(text: str, known: list[str] | None = None) -> Suppressions:
     for token in tokens:
         if token.type != tokenize.COMMENT:
             continue
-        line = token.start[0]
-        match = _COMMENT.search(token.string)
-        if match:
-            codes = match.group("codes")
-            found.lines[line] = ALL if codes is None else _codes(token, match, False, known, found)
+        codes = parse_comment(token.string)
+        if codes is None:
             continue
-        match = _NOQA.search(token.string)
-        if match and _NPU.search(match.group("codes")):
-            codes = _codes(token, match, True, known, found)
-            if codes:
-                found.lines[line] = codes
+        line, col = token.start
+        found.lines[line] = codes
+        for offset, code, comment in bad_codes(token.string, known) if known is not None else ():
+            found.bad.append(BadCode(line, col + offset, col + offset + len(code), code, comment))
     return found
 
 
@@ -92,8 +67,8 @@ def suppressions(text: str) -> dict[int, frozenset[str]]:
 
 
 def may_have_bad_codes(text: str) -> bool:
-    """A cheap test before :func:`parse` with ``known``: bad codes need an NPU code."""
-    return _NPU.search(text) is not None and any(mark in text for mark in _MARKS)
+    """A cheap test before :func:`parse` with ``known``: a bad code needs a mark and "NPU"."""
+    return any(mark in text for mark in MARKS) and _NPU.search(text) is not None
 
 
 def is_suppressed(table: dict[int, frozenset[str]], line: int, rule: str) -> bool:

@@ -34,7 +34,7 @@ def _location(a: Annotation) -> dict:
 
 
 def _rules(used: list[str]) -> list[dict]:
-    from npu_migrate.python.rule import rule_doc
+    from npu_migrate.rulebase import rule_doc
     from npu_migrate.registry import all_rules
 
     rules = all_rules()
