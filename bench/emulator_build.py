@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             runs[name].append(run)
             print(f"round {round_ + 1} {name}: wall {run['wall']:.1f} s, compiler CPU {run['compiler_cpu']:.1f} s, "
                   f"load {run['load']:.1f}", file=sys.stderr, flush=True)
-    print(f"| layout | builds | median wall s | median compiler CPU s | load (1 min) |")
+    print("| layout | builds | median wall s | median compiler CPU s | load (1 min) |")
     print("| --- | --- | --- | --- | --- |")
     for name, results in runs.items():
         loads = [r["load"] for r in results]

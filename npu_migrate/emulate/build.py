@@ -81,14 +81,19 @@ class _Announce:
         self.directory, self.quiet = directory, quiet
         self._progress = None
 
-    def __enter__(self) -> _Announce:
+    def __enter__(self) -> None:
         self.start = time.monotonic()
         if self.quiet:
-            return self
+            return
         message = "building the emulated NPU (first use; cached afterwards)"
         if sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                       console=Console(stderr=True), transient=True)
@@ -96,7 +101,6 @@ class _Announce:
             self._progress.add_task(message, total=None)
         else:
             print(f"npu-migrate emulate: {message} ...", file=sys.stderr, flush=True)
-        return self
 
     def __exit__(self, kind, value, traceback) -> None:
         if self._progress is not None:

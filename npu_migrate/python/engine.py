@@ -27,7 +27,12 @@ from npu_migrate.python.names import (
 from npu_migrate.python.positions import Starts
 from npu_migrate.python.prefilter import Prefilter
 from npu_migrate.python.source import SourceError, decode
-from npu_migrate.python.suppression import is_suppressed, may_have_bad_codes, parse, suppressions
+from npu_migrate.python.suppression import (
+    is_suppressed,
+    may_have_bad_codes,
+    parse,
+    suppressions,
+)
 from npu_migrate.registry import rule_ids, rules_for
 from npu_migrate.settings import Settings
 

@@ -34,8 +34,8 @@ def _location(a: Annotation) -> dict:
 
 
 def _rules(used: list[str]) -> list[dict]:
-    from npu_migrate.rulebase import rule_doc
     from npu_migrate.registry import all_rules
+    from npu_migrate.rulebase import rule_doc
 
     rules = all_rules()
     return [

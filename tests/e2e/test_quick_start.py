@@ -37,7 +37,7 @@ def test_readme_quick_start_on_the_emulated_npu(tmp_path, emulator_build):
     outputs = []
     for line in quick_start_lines():
         command = line.replace("/tmp/demo", str(demo))
-        if command.startswith("cp ") or command.startswith("cd "):
+        if command.startswith(("cp ", "cd ")):
             command = f"cd {REPO} && {command}"
         else:
             command = f"cd {demo} && {command}"
