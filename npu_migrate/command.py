@@ -159,14 +159,14 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
 
 
 def _write(result: FileResult, original: bytes) -> FileResult:
-    from npu_migrate.reporting.relocate import relocate
+    from npu_migrate.reporting.relocate import relocate, split_for
     from npu_migrate.writer import write_atomic
 
     try:
         write_atomic(result.path, result.new_source)
     except OSError as exc:
         return replace(result, error=f"{result.path}: cannot write: {exc.strerror or exc}")
-    return replace(relocate(result, original, result.new_source), written=True)
+    return replace(relocate(result, original, result.new_source, split_for(result.path)), written=True)
 
 
 def emit(report, prep: Prepared, out: Console, err: Console) -> None:

@@ -36,7 +36,7 @@ def _migrate(name: str, data: bytes, prep: Prepared) -> FileResult:
 def run(prep: Prepared, out: Console, err: Console) -> int:
     from npu_migrate import output
     from npu_migrate.discovery import force_excluded
-    from npu_migrate.reporting.relocate import relocate
+    from npu_migrate.reporting.relocate import relocate, split_for
     from npu_migrate.reporting.report import Report
 
     opts = prep.options
@@ -55,7 +55,7 @@ def run(prep: Prepared, out: Console, err: Console) -> int:
             output.print_diff(out, output.unified_diff(name, data, new))
     else:
         _echo(new)
-        result = replace(relocate(result, data, new), written=result.changed)
+        result = replace(relocate(result, data, new, split_for(name)), written=result.changed)
     report = Report([result], "check" if opts.mode == "check" else "stdin", prep.resolved.fail_on_findings,
                     opts.show_fixes, opts.statistics, opts.verbose)
     emit(report, prep, out, err)

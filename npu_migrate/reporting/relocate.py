@@ -36,6 +36,18 @@ def whole_file(data: bytes) -> dict[int | None, str]:
     return {None: decode_text(data)}
 
 
+#: File type name (``npu_migrate/filetypes.py``) -> how its files split into parts;
+#: types not listed are one part (:func:`whole_file`).
+SPLITS: dict[str, Split] = {}
+
+
+def split_for(path: str) -> Split:
+    from npu_migrate import filetypes
+
+    file_type = filetypes.by_name(path.replace("\\", "/").rsplit("/", 1)[-1])
+    return SPLITS.get(file_type.name, whole_file) if file_type is not None else whole_file
+
+
 class PositionMap:
     """Maps (line, column) of ``old`` to ``new``; lines 1-based, columns 0-based."""
 

@@ -144,3 +144,18 @@ def test_annotate_write_points_below_the_inserted_comment(tmp_path, run_cli):
     lines = (tmp_path / "a.py").read_text().splitlines()
     assert lines[2].startswith("# npu-migrate: NPU102") and lines[3].startswith("torch.cuda.nvtx")
     assert "a.py:4:1: NPU102" in result.output
+
+
+def test_positions_in_cells_move_with_their_own_cell():
+    """A front end whose files hold several sources (notebook cells) gives each
+    part's text; a finding in cell 2 moves by what changed in cell 2 only."""
+    def cells(data: bytes) -> dict:
+        return {i + 1: part for i, part in enumerate(data.decode().split("\n---\n"))}
+
+    old = b"import torch\nx = 1\n---\ny = torch.cuda.nvtx\n"
+    new = b"import torch\nimport torch_npu\nx = 1\n---\n# npu-migrate: NPU102\ny = torch.cuda.nvtx\n"
+    result = FileResult("nb.fake", findings=[Finding(1, 4, "NPU102", "m", "s", 1, 19, cell=2),
+                                             Finding(2, 0, "NPU999", "m", "s", 2, 5)])
+    moved = relocate(result, old, new, split=cells)
+    assert moved.findings[0].line == 2 and moved.findings[0].col == 4 and moved.findings[0].cell == 2
+    assert moved.findings[1] == result.findings[1]  # no part without a cell: left alone
