@@ -149,7 +149,11 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
     done = []
     for result in results:
         if result.error is None and result.changed and (show_diff or opts.mode == "write"):
-            original = Path(result.path).read_bytes()
+            try:
+                original = Path(result.path).read_bytes()
+            except OSError as exc:  # gone or unreadable since it was migrated
+                done.append(replace(result, error=f"{result.path}: cannot read: {exc.strerror or exc}"))
+                continue
             if show_diff:
                 output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
             if opts.mode == "write":
@@ -169,24 +173,31 @@ def _write(result: FileResult, original: bytes) -> FileResult:
     return replace(relocate(result, original, result.new_source, split_for(result.path)), written=True)
 
 
-def emit(report, prep: Prepared, out: Console, err: Console) -> None:
-    """The report in the chosen format, where it was asked for; ``--report`` as JSON."""
+def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
+    """The report in the chosen format, where it was asked for; ``--report`` as JSON.
+    False when a report file could not be written (one line on stderr)."""
     from npu_migrate import reporting
     from npu_migrate.reporting import sink, text
 
     opts = prep.options
     fmt = opts.output_format
-    if opts.report:
-        sink.write(opts.report, reporting.render("json", report))
-    if opts.output_file is not None:
-        if fmt in reporting.HUMAN:
+    written = True
+    for flag, path, name in (("--report", opts.report, "json"), ("--output-file", opts.output_file, fmt)):
+        if path is None:
+            continue
+        if name in reporting.HUMAN:
             buffer = io.StringIO()
-            reporting.write_human(fmt, report, Console(file=buffer, color_system=None, highlight=False,
-                                                       markup=False, soft_wrap=True, width=200))
-            sink.write(opts.output_file, buffer.getvalue())
+            reporting.write_human(name, report, Console(file=buffer, color_system=None, highlight=False,
+                                                        markup=False, soft_wrap=True, width=200))
+            content = buffer.getvalue()
         else:
-            sink.write(opts.output_file, reporting.render(fmt, report))
-    elif fmt not in reporting.HUMAN:
+            content = reporting.render(name, report)
+        try:
+            sink.write(path, content)
+        except OSError as exc:  # checked before the run, but the disk may have filled since
+            err.print(f"error: {flag} {path}: cannot write: {exc.strerror or exc}")
+            written = False
+    if opts.output_file is None and fmt not in reporting.HUMAN:
         out.file.write(reporting.render(fmt, report))
         out.file.flush()
     if opts.quiet:
@@ -200,6 +211,7 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> None:
             if result.error is not None:
                 err.print(f"error: {result.error}")
         text.summary(report, err)
+    return written
 
 
 def exit_code(report, prep: Prepared) -> int:
@@ -236,7 +248,8 @@ def run(options: Options) -> int:
     results = apply(results, prep, out)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
                     options.verbose, time.perf_counter() - start)
-    emit(report, prep, out, err)
+    if not emit(report, prep, out, err):
+        return EXIT_ERROR
     return exit_code(report, prep)
 
 

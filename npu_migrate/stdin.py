@@ -58,7 +58,8 @@ def run(prep: Prepared, out: Console, err: Console) -> int:
         result = replace(relocate(result, data, new, split_for(name)), written=result.changed)
     report = Report([result], "check" if opts.mode == "check" else "stdin", prep.resolved.fail_on_findings,
                     opts.show_fixes, opts.statistics, opts.verbose)
-    emit(report, prep, out, err)
+    if not emit(report, prep, out, err):
+        return 2
     return exit_code(report, prep)
 
 

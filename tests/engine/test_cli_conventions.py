@@ -269,3 +269,37 @@ def test_python_dash_m_runs_the_same_cli(tmp_path):
     result = subprocess.run([sys.executable, "-m", "npu_migrate", "--check", "a.py"], cwd=tmp_path,
                             capture_output=True, timeout=120, check=False)
     assert result.returncode == 1 and b"would migrate: a.py" in result.stderr
+
+
+def test_a_report_that_cannot_be_written_at_the_end_is_one_line(tmp_path, run_cli, monkeypatch):
+    import errno
+
+    from npu_migrate.reporting import sink
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    write(tmp_path, "a.py", CUDA)
+    monkeypatch.setattr(sink, "write", full)
+    result = run_cli(".", "--report", "r.json")
+    assert result.exit_code == 2
+    assert "error: --report r.json: cannot write: No space left on device" in result.output
+
+
+def test_a_file_gone_before_its_diff_is_one_line(tmp_path, run_cli, monkeypatch):
+    from npu_migrate import runner
+
+    write(tmp_path, "a.py", CUDA)
+    write(tmp_path, "b.py", CUDA)
+    real_run = runner.run
+
+    def run_then_delete(*args, **kwargs):
+        results = real_run(*args, **kwargs)
+        (tmp_path / "a.py").unlink()
+        return results
+
+    monkeypatch.setattr(runner, "run", run_then_delete)
+    result = run_cli(".", "--no-cache")
+    assert result.exit_code == 2
+    assert "error: a.py: cannot read: No such file or directory" in result.output
+    assert "+++ b/b.py" in result.output
