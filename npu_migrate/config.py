@@ -10,6 +10,9 @@ directory. How flags combine with these values: ``npu_migrate/options.py``.
     ignore = ["NPU701"]
     exclude = ["third_party/**", "legacy_*.py"]
     per-file-ignores = { "tests/**" = ["NPU9"] }
+
+    [tool.npu-migrate.launch]          # read by `npu-migrate launch` (npu_migrate/launch/settings.py)
+    entry = "train.py"
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 LISTS = {"select", "extend-select", "ignore", "extend-ignore", "exclude", "extend-exclude"}
 SWITCHES = {"force-exclude", "fail-on-findings"}
-KEYS = {*LISTS, *SWITCHES, "per-file-ignores"}
+KEYS = {*LISTS, *SWITCHES, "per-file-ignores", "launch"}
 
 
 class ConfigError(Exception):
@@ -46,6 +49,8 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     force_exclude: bool = False
     fail_on_findings: bool = False
+    # [tool.npu-migrate.launch], validated by the launch subsystem that owns its keys.
+    launch: dict = field(default_factory=dict)
 
 
 def _common_parent(paths: list[str]) -> Path:
@@ -99,4 +104,8 @@ def _parse(table: dict, path: Path) -> Config:
     if not isinstance(per_file, dict):
         raise ConfigError(f"{path}: [tool.npu-migrate] per-file-ignores must be a table of glob = [codes]")
     config.per_file_ignores = {k: _string_list(v, f"per-file-ignores.{k}", path) for k, v in per_file.items()}
+    launch = table.get("launch", {})
+    if not isinstance(launch, dict):
+        raise ConfigError(f"{path}: [tool.npu-migrate] launch must be a table ([tool.npu-migrate.launch])")
+    config.launch = launch
     return config

@@ -26,11 +26,12 @@ def decode_text(data: bytes) -> str:
         return data.decode("latin-1")
 
 
-def unified_diff(path: str, old: bytes, new: bytes) -> str:
+def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
+    """A git-style diff; ``old=None`` is a new file (``--- /dev/null``)."""
     lines = difflib.unified_diff(
-        decode_text(old).splitlines(keepends=True),
+        decode_text(old or b"").splitlines(keepends=True),
         decode_text(new).splitlines(keepends=True),
-        fromfile=f"a/{path.lstrip('/')}",
+        fromfile="/dev/null" if old is None else f"a/{path.lstrip('/')}",
         tofile=f"b/{path.lstrip('/')}",
     )
     out = []
