@@ -7,18 +7,20 @@ Steps, on a scratch copy of the corpus (the cache is never written):
 3. every output file must parse (``ast.parse``) when its original did;
 4. every output file is scanned with :mod:`tokenize` for CUDA-isms left in
    code (see :func:`scan`); each one is *reported* when the first run's report
-   has a finding on the original line it came from, else it is *silent*;
+   has a finding on its line (or statement), else it is *silent*;
 5. the second pass: the report of step 2 (a run over the migrated output) must
    still list every unresolved construct, so a user who runs the tool on an
    already-migrated tree sees what is left for manual work. A leftover the first
-   run reported but the second does not (on its output line or statement) is
-   *lost*, and so is every first-run finding (file, rule, message) that the
-   second run does not repeat.
+   run reported but the second does not (on its line or statement) is *lost*,
+   and so is every first-run finding (file, rule, message) that the second run
+   does not repeat.
 
-Output lines are mapped back to original lines with ``difflib.SequenceMatcher``
-opcodes, because the report a user reads is the one of the migrating run, and
-its line numbers are those of the original file. A leftover the second run
-reports but the first did not was silent when it mattered (counted as "late").
+The report a user reads is the one of the migrating run; after ``--write`` its
+positions are those of the written file, where the scan looks. Output lines are
+mapped back to original lines with ``difflib.SequenceMatcher`` opcodes only to
+tell leftovers the tool introduced from those it kept. A leftover the second
+run reports but the first did not was silent when it mattered (counted as
+"late").
 
     python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N]
 
@@ -47,7 +49,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import RESULTS_DIR, load_report, markdown_table, npu_migrate_cmd
+from bench._common import (
+    RESULTS_DIR,
+    finding_line,
+    load_report,
+    markdown_table,
+    npu_migrate_cmd,
+)
 from bench.corpus import (
     Project,
     default_cache_dir,
@@ -371,11 +379,11 @@ def _orig_range(mapping: list, a: int, b: int) -> tuple[int, int] | None:
 
 
 def compare_findings(first: dict[str, dict], second: dict[str, dict], audit: Audit) -> None:
-    """The second pass, finding by finding: every (file, rule, message) of the migrating
-    run must be reported again by a run over its output. Lines are not compared (the
-    output has lines the original did not); messages must not depend on them."""
+    """The second pass, finding by finding: every finding of the migrating run (file,
+    rule, position in the written file, message) must be reported again, at the same
+    place, by a run over its output."""
     def findings(report: dict[str, dict]) -> Counter:
-        return Counter((path, f.get("rule", "?"), f.get("message", ""))
+        return Counter((path, f.get("rule", "?"), f"{f.get('line')}:{f.get('col')}: {f.get('message', '')}")
                        for path, entry in report.items() for f in entry.get("findings") or [])
 
     once, again = findings(first), findings(second)
@@ -469,8 +477,8 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                 continue
             entry1 = rep1.get(key) or {}
             entry2 = rep2.get(key) or {}
-            found1 = {f.get("line") for f in entry1.get("findings") or []}
-            found2 = {f.get("line") for f in entry2.get("findings") or []}
+            found1 = {finding_line(f) for f in entry1.get("findings") or []}
+            found2 = {finding_line(f) for f in entry2.get("findings") or []}
             out_lines = out.decode("utf-8", errors="replace").splitlines()
             orig_text = orig.decode("utf-8", errors="replace").splitlines() if changed else out_lines
             if changed:
@@ -480,12 +488,11 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
 
             for h in hits:
                 line_rng = _orig_range(mapping, h.line, h.line)
-                stmt_rng = _orig_range(mapping, h.stmt_start, h.stmt_end)
                 if line_rng is None:
                     status = "introduced"
-                elif any(line_rng[0] <= n < line_rng[1] for n in found1):
+                elif h.line in found1:
                     status = "reported-line"
-                elif stmt_rng and any(stmt_rng[0] <= n < stmt_rng[1] for n in found1):
+                elif any(h.stmt_start <= n <= h.stmt_end for n in found1):
                     status = "reported-stmt"
                 elif h.generic and line_rng and line_rng[1] - line_rng[0] == 1 \
                         and orig_text[line_rng[0] - 1] == out_lines[h.line - 1] \
