@@ -29,12 +29,9 @@ def _set_epoch_receivers(text: str) -> set[str]:
 
 
 def _names_one_of(receiver: str, names) -> bool:
-    """``receiver`` is one of ``names``, also spelled through ``self.`` or another owner
-    (``self.train_sampler`` for ``train_sampler``)."""
-    tails = {n.rsplit(".", 2)[-1] if not n.endswith(".sampler") else n.rsplit(".", 2)[-2] + ".sampler"
-             for n in names if n}
-    tail = receiver.rsplit(".", 2)[-1] if not receiver.endswith(".sampler") else ".".join(receiver.rsplit(".", 2)[-2:])
-    return receiver in names or tail in tails
+    """``receiver`` is exactly one of ``names`` (``self.loader.sampler`` is not
+    ``loader.sampler``: another object, maybe in another function)."""
+    return receiver in {n for n in names if n}
 
 
 class SamplerSetEpoch(Rule):
@@ -174,11 +171,13 @@ depend on the epoch. The edit uses no NPU API.
         name = self._bound_name(held)
         receiver, loader_name, loader_statement = name, None, None
         inline = False
+        feeds: cst.Call | None = None
         for loader in self.loaders:
             arg = call_arg(loader, "sampler", 3)
             if arg is None:
                 continue
             if arg.value is held or (name is not None and dotted(arg.value) == name):
+                feeds = loader
                 loader_name = self._bound_name(loader)
                 loader_statement = self.ctx.enclosing_statement(loader)
                 inline = arg.value is held
@@ -205,11 +204,13 @@ depend on the epoch. The edit uses no NPU API.
                 )
                 return
             why = found.why
-        if self.ctx.facts.calls_set_epoch and not _as_npu501_inserts_it(self.ctx, held, alternative):
+        inserted = _as_npu501_inserts_it(self.ctx, held, alternative)
+        if self.ctx.facts.calls_set_epoch and not inserted:
             return  # another file of the project calls set_epoch: most likely on this sampler
         shown = receiver or (f"{loader_name}.sampler" if loader_name else "sampler")
         self.report(
-            sampler,
+            # on the DataLoader, where NPU501 reported it when it added this sampler
+            feeds if inserted and feeds is not None else sampler,
             NEVER_CALLED.format(why=why),
             f"add `{set_epoch_line(shown, guard)}` as the first statement of the epoch loop",
         )
