@@ -21,7 +21,7 @@ _TEST_DIRECTORIES = frozenset({"test", "tests", "testing"})
 _TEST_CODE = re.compile(r"^(?:import pytest\b|from pytest\b)|\bunittest\.TestCase\b|^from unittest import .*\bTestCase\b",
                         re.MULTILINE)
 #: The file trains: a backward pass, or the set-up of distributed training.
-_TRAINS = re.compile(r"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.spawn\s*\(")
+_TRAINS = re.compile(r"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
 
 
 def is_test_module(path: str, text: str) -> bool:
@@ -96,8 +96,9 @@ Where: only in training entry points that this run migrates for the NPU:
 * the file is changed by another rule in a way that needs torch_npu (a file
   whose only change is `map_location="cpu"` or a renamed `CUDA_VISIBLE_DEVICES`
   runs fine without the runtime, and is never touched just to add it);
-* the file trains: it calls `.backward()`, or sets up distributed training
-  (`init_process_group(...)`, `mp.spawn(...)`); evaluation and export scripts,
+* the file trains: it calls `.backward()`, or sets up distributed or
+  multi-process training (`init_process_group(...)`, `mp.spawn(...)`,
+  `mp.Process(...)`, as in Hogwild); evaluation and export scripts,
   and launchers whose training lives elsewhere without distributed set-up, do
   not get it;
 * it is an entry point: an `if __name__ == "__main__":` guard gets the call as

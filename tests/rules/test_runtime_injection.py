@@ -118,3 +118,12 @@ def test_a_top_level_loop_that_does_not_train_does_not_get_it():
         "for name in ('a', 'b'):\n    register(name)\n"
     )
     assert not injected("registry.py", source)
+
+
+def test_a_hogwild_launcher_gets_it():
+    source = (
+        "import torch\nimport torch.multiprocessing as mp\nfrom train import train\n\n\n"
+        "if __name__ == '__main__':\n    model = Net().cuda()\n    model.share_memory()\n"
+        "    processes = [mp.Process(target=train, args=(rank, model)) for rank in range(4)]\n"
+    )
+    assert injected("main.py", source)
