@@ -32,7 +32,7 @@ resolved through the file's imports first):
   triton/cupy/pycuda at module level or defines ``@triton.jit`` kernels; a
   package whose ``__init__`` re-exports one counts too);
 * in the file itself: ``@triton.jit``/``autotune``/``heuristics`` kernels, module
-  level names assigned from CUDA-only code (``roi_align = _ROIAlign.apply``), a
+  level aliases of CUDA-only code (``roi_align = _ROIAlign.apply``), a
   ``cpp_extension.load(...)`` of CUDA sources, and functions and classes that use
   CUDA-only code without testing the device themselves (wrappers, autograd
   Functions). DataParallel and CUDAExtension do not make their callers CUDA-only.
@@ -299,7 +299,9 @@ class FileIndex:
         kind = None
         if isinstance(value, ast.Call) and self.resolve(ast_dotted_name(value.func) or "") in _CPP_LOAD and _cuda_sources(value):
             kind = KIND_JIT_BUILD
-        else:
+        elif ast_dotted_name(value) is not None:
+            # an alias of CUDA-only code (`roi_align = _ROIAlign.apply`, `nms = _C.nms`); not an
+            # object built with it (`model = ApexDDP(model)`), which is passed around as data
             use = self.first_use([value], propagate_only=True)
             kind = use.kind if use is not None else None
         if kind is None:

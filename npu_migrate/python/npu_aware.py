@@ -20,8 +20,9 @@ branch only in one of two ways:
   Migrated code holds none (a second run changes nothing), so an NPU test the
   tool wrote never makes its chain NPU-aware.
 
-``input`` and ``inputs`` do not name the NPU: only ``npu`` at the start of a word
-part counts (``npu``, ``torch_npu``, ``NPU_VISIBLE``, ``is_npu_available``).
+``input`` and ``inputs`` do not name the NPU: only ``npu`` (or ``hccl``) at the
+start of a word part counts (``npu``, ``torch_npu``, ``NPU_VISIBLE``,
+``is_npu_available``, ``is_hccl_backend``).
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ import libcst as cst
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import string_value
 
-#: ``npu`` at the start of a word or after ``_``/a non-letter: not ``input``.
-NPU_WORD = re.compile(r"(?<![a-z])npu", re.IGNORECASE)
-#: Attributes the rewrites produce (``torch.npu``, ``x.npu()``, ``x.is_npu``).
-_REWRITE_ATTRIBUTES = frozenset({"npu", "is_npu"})
-#: A device value the rewrites produce: ``npu``, ``npu:0``, ``npu:{rank}``, ``npu:%d``.
-_NPU_DEVICE = re.compile(r"npu(?::.*)?", re.DOTALL)
+#: ``npu`` (or ``hccl``, its collective library) at the start of a word or after
+#: ``_``/a non-letter: not ``input``.
+NPU_WORD = re.compile(r"(?<![a-z])(?:npu|hccl)", re.IGNORECASE)
+#: Attributes the rewrites produce (``torch.npu``, ``x.npu()``, ``x.is_npu``,
+#: ``dist.is_hccl_available``).
+_REWRITE_ATTRIBUTES = frozenset({"npu", "is_npu", "is_hccl_available"})
+#: A value the rewrites produce: ``npu``, ``npu:0``, ``npu:{rank}``, ``npu:%d``, ``hccl``.
+_NPU_DEVICE = re.compile(r"npu(?::.*)?|hccl", re.DOTALL)
 
 
 def mentions_npu(text: str) -> bool:

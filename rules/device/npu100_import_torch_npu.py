@@ -17,6 +17,21 @@ _DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type"})
 _BACKEND_CALLS = frozenset({"torch.distributed.init_process_group", "torch.distributed.new_group"})
 
 
+def _uses_npu_api(ctx, node: cst.CSTNode) -> bool:
+    """``node`` reads ``torch.npu...`` or calls ``.npu()`` (needs torch_npu to run)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            nonlocal found
+            name = ctx.qualified_name(attribute)
+            found = found or attribute.attr.value in ("npu", "is_npu") or bool(name and name.startswith("torch.npu"))
+            return not found
+
+    node.visit(_Find())
+    return found
+
+
 class ImportTorchNpu(Rule):
     id = "NPU100"
     name = "import-torch-npu"
@@ -30,10 +45,12 @@ run changes in a way that needs it (never to a file that is otherwise untouched,
 unlike the vendor tool, which adds it everywhere), and to files that already use
 one of those APIs without importing torch_npu (`torch.npu.X`, `.npu()`,
 `.is_npu`, `torch.device("npu")`, `.to("npu:0")`, `device="npu"`, the `hccl`
-backend), so `--check` fails on them. Code under an NPU test the tool never
-writes (`if is_torch_npu_available():`, a function or class named for the NPU,
+backend), so `--check` fails on them. Code that only runs on the NPU (the
+branch of a test that names it, `if device.type == "npu":`, the right side of
+`device.type == "npu" and torch.npu.X()`, a function or class named for the NPU,
 a `try` block) is how libraries use torch_npu after importing it in one central
-place: it does not count.
+place: it does not count. A test's own `torch.npu.is_available()` runs
+everywhere, so it does.
 
 How it is written: `import torch_npu  # noqa: F401`. The import is used only
 for its side effect, so linters call it unused, and `ruff --fix` (F401) would
@@ -70,23 +87,31 @@ torch_npu in one central place.
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.first_use: str | None = None
+        self.uses: list[tuple[str, str | None]] = []  # (what, receiver of an `.is_npu` read)
+        self.own_is_npu: set[str] = set()  # receivers that assign their own `.is_npu`
 
-    def _use(self, node: cst.CSTNode, what: str) -> None:
-        if self.first_use is None and not self._library_guarded(node):
-            self.first_use = what
+    def _use(self, node: cst.CSTNode, what: str, receiver: str | None = None) -> None:
+        if not self._library_guarded(node):
+            self.uses.append((what, receiver))
 
     def _library_guarded(self, node: cst.CSTNode) -> bool:
-        """Under a test, a definition or a ``try`` that says the NPU may be absent."""
+        """Code that only runs on the NPU: the branch of a test that names the NPU
+        (`if device.type == "npu":`, `if is_torch_npu_available():`), the right side of
+        an `and` whose left side names it without using the API
+        (`device.type == "npu" and torch.npu.is_available()`), a function or class
+        named for the NPU, a `try` block. A test's own `torch.npu.is_available()`
+        is not guarded: it runs everywhere."""
         ctx = self.ctx
         child = node
         for ancestor in ctx.ancestors(node):
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and npu_mentions(ctx, ancestor.test)[1]:
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and npu_mentions(ctx, ancestor.test)[0]:
                 return True
             if (
                 isinstance(ancestor, cst.BooleanOperation)
+                and isinstance(ancestor.operator, cst.And)
                 and child is ancestor.right
-                and npu_mentions(ctx, ancestor.left)[1]
+                and npu_mentions(ctx, ancestor.left)[0]
+                and not _uses_npu_api(ctx, ancestor.left)
             ):
                 return True
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)) and NPU_WORD.search(ancestor.name.value):
@@ -101,7 +126,12 @@ torch_npu in one central place.
         if name is not None and (name == "torch.npu" or name.startswith("torch.npu.")):
             self._use(node, f"`{name}`")
         elif node.attr.value == "is_npu" and name is None:
-            self._use(node, "`.is_npu`")
+            receiver = self.ctx.module.code_for_node(node.value)
+            parent = self.ctx.parent(node)
+            if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
+                self.own_is_npu.add(receiver)  # `self.is_npu = ...`: a flag of the project's own
+            else:
+                self._use(node, "`.is_npu`", receiver)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -119,5 +149,6 @@ torch_npu in one central place.
                 self._use(node, 'the "hccl" backend')
 
     def leave_file(self) -> None:
-        if self.first_use is not None and not self.ctx.imports.imports_module("torch_npu"):
-            self.ctx.uses_npu_unimported = self.first_use
+        uses = [what for what, receiver in self.uses if receiver is None or receiver not in self.own_is_npu]
+        if uses and not self.ctx.imports.imports_module("torch_npu"):
+            self.ctx.uses_npu_unimported = uses[0]

@@ -129,7 +129,22 @@ def test_check_flags_npu_code_whose_import_was_removed(tmp_path, run_cli, use):
     assert (tmp_path / "train.py").read_text() == f"import torch\nimport torch_npu  # noqa: F401\n\n{use}\n"
 
 
-def test_library_code_under_an_npu_test_is_not_flagged():
-    source = "import torch\n\nif is_torch_npu_available():\n    torch.npu.set_device(0)\n"
+@pytest.mark.parametrize("source", [
+    "import torch\n\nif is_torch_npu_available():\n    torch.npu.set_device(0)\n",
+    "import torch\n\nif device.type == 'npu':\n    torch.npu.set_device(device)\n",
+    "import torch\n\nuse_npu = device.type == 'npu' and torch.npu.is_available()\n",
+    "import torch\n\nif backend == 'hccl':\n    dev = torch.device('npu', torch.npu.current_device())\n",
+    "import torch\n\n\nclass NPUAccelerator:\n    def sync(self):\n        torch.npu.synchronize()\n",
+    "import torch\n\nself.is_npu = False\nif self.is_npu:\n    pass\n",
+])
+def test_library_code_that_only_runs_on_the_npu_is_not_flagged(source):
+    """Libraries import torch_npu in one central place and call the NPU API only
+    where they dispatch on the NPU; adding the import there would break them on GPUs."""
     result = migrate_source("lib.py", source.encode(), ALL)
     assert result.new_source is None and result.fixes == []
+
+
+def test_a_test_that_uses_the_npu_api_itself_is_flagged():
+    """`if torch.npu.is_available():` runs everywhere: it needs the import."""
+    result = migrate_source("train.py", b"import torch\n\nif torch.npu.is_available():\n    x = 1\n", ALL)
+    assert result.new_source == b"import torch\nimport torch_npu  # noqa: F401\n\nif torch.npu.is_available():\n    x = 1\n"
