@@ -61,6 +61,8 @@ def main() -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff/--no-diff", default=None, help="Print a unified diff (default: on for a dry run).")
 @click.option("--select", multiple=True, metavar="CODES", help="Rule ids or prefixes to run (comma-separated).")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Rule ids or prefixes to run in addition to the selected ones; opt-in rules (NPU802) by exact id.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule ids or prefixes to skip (comma-separated).")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching GLOB (gitignore syntax).")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: CPU count).")
@@ -73,7 +75,7 @@ def main() -> None:
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
 @click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff, if --diff is given).")
 @click.option("-v", "--verbose", is_flag=True, help="Print suggestions, per-file status and timing.")
-def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, annotate, config, no_cache,
+def migrate(paths, write, check, diff, select, extend_select, ignore, exclude, jobs, report, annotate, config, no_cache,
             cache_dir, vendor_runtime, no_prefilter, quiet, verbose) -> None:
     """Migrate PATHS (files or directories; default: the current directory).
 
@@ -100,11 +102,13 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
 
     select_codes = _split(select) if select else cfg.select
     ignore_codes = _split(ignore) if ignore else cfg.ignore
+    extend_codes = [*cfg.extend_select, *_split(extend_select)]
     _validate_codes(select_codes or [], "--select")
+    _validate_codes(extend_codes, "--extend-select")
     _validate_codes(ignore_codes, "--ignore")
     per_file = {str(Path(cfg.root, k).relative_to(Path.cwd())) if Path(cfg.root, k).is_relative_to(Path.cwd()) else k: v
                 for k, v in cfg.per_file_ignores.items()}
-    selection = Selection.create(select_codes, ignore_codes, per_file)
+    selection = Selection.create(select_codes, ignore_codes, per_file, extend_codes)
     settings = Settings(selection=selection, annotate=annotate, prefilter=not no_prefilter)
 
     if vendor_runtime:
@@ -237,13 +241,16 @@ def rules_command(rule_id: str | None) -> None:
         doc = rule_doc(rule)
         console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True)
         return
+    def summary(rule) -> str:
+        return f"(opt-in: --extend-select {rule.id}) {rule.summary}" if rule.opt_in else rule.summary
+
     if not console.is_terminal:
         for rid, rule in rules.items():
-            click.echo(f"{rid}  {rule.name:<32} {'fix' if rule.fixable else '   '}  {rule.summary}")
+            click.echo(f"{rid}  {rule.name:<32} {'fix' if rule.fixable else '   '}  {summary(rule)}")
         return
     table = Table("id", "name", "fix", "summary", box=None, show_edge=False)
     for rid, rule in rules.items():
-        table.add_row(rid, rule.name, "yes" if rule.fixable else "-", rule.summary)
+        table.add_row(rid, rule.name, "yes" if rule.fixable else "-", summary(rule))
     console.print(table)
 
 

@@ -7,6 +7,7 @@ directory. Command-line flags replace the configured values.
 
     [tool.npu-migrate]
     select = ["NPU"]
+    extend-select = ["NPU802"]   # opt-in rules are enabled by their exact id
     ignore = ["NPU404"]
     exclude = ["third_party/**", "legacy_*.py"]
     per-file-ignores = { "tests/**" = ["NPU9"] }
@@ -24,7 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-KEYS = {"select", "ignore", "exclude", "per-file-ignores"}
+KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores"}
 
 
 class ConfigError(Exception):
@@ -36,6 +37,7 @@ class Config:
     root: Path
     path: Path | None = None
     select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
@@ -84,6 +86,7 @@ def _parse(table: dict, path: Path) -> Config:
     config = Config(root=path.parent.absolute(), path=path)
     if "select" in table:
         config.select = _string_list(table["select"], "select", path)
+    config.extend_select = _string_list(table.get("extend-select", []), "extend-select", path)
     config.ignore = _string_list(table.get("ignore", []), "ignore", path)
     config.exclude = _string_list(table.get("exclude", []), "exclude", path)
     per_file = table.get("per-file-ignores", {})

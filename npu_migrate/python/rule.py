@@ -77,6 +77,10 @@ class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
     triggers: ClassVar[Sequence[str | tuple[str, ...]]] = ()
     #: True when the rule rewrites code; False for rules that only report.
     fixable: ClassVar[bool] = True
+    #: Runs only when its exact code is selected (``--extend-select NPU802``), never
+    #: through a prefix or ``ALL``: for transformations that change what a program
+    #: does, which the user must ask for (see npu_migrate/selection.py).
+    opt_in: ClassVar[bool] = False
     #: The rule's edits are dropped unless some other rule's edit survives in the
     #: same file (e.g. injecting the runtime shim into files the tool migrated).
     only_with_other_fixes: ClassVar[bool] = False
@@ -168,6 +172,11 @@ def rule_doc(rule: type[Rule]) -> str:
     if rule.rationale:
         parts += [rule.rationale.strip(), ""]
     parts.append(f"Fix available: {'yes' if rule.fixable else 'no (reports a finding)'}")
+    if rule.opt_in:
+        parts.append(
+            f"Opt-in: runs only when selected by its exact code (`--extend-select {rule.id}`, "
+            f"or `extend-select = [\"{rule.id}\"]` in `[tool.npu-migrate]`); prefixes and `ALL` do not enable it."
+        )
     for example in rule.examples:
         parts += ["", "Example:" if example.after is not None else "Left unchanged:", "```python", example.before.rstrip()]
         if example.after is not None:
