@@ -131,12 +131,14 @@ DataParallel. A model with parameters that get no gradient in some steps needs
                 "`DataParallel` -> `npu_runtime.data_parallel`: DDP on this process's NPU under torchrun, "
                 "a thin wrapper (same `.module` and `module.` keys) in one process",
                 anchor=call,
+                needs_torch_npu=False,
             )
             if not decision.whole_model:
                 self.replace(
                     call,
                     lambda node: with_keyword(node, "ddp", "False"),
                     "a submodule keeps the single-process wrapper (`ddp=False`)",
+                    needs_torch_npu=False,
                 )
             self.add_import("npu_runtime")
         if self.already_distributed():
