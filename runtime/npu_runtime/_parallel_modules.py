@@ -87,6 +87,16 @@ class TransparentDDP(DistributedDataParallel):
                 raise
             return getattr(super().__getattr__("module"), name)
 
+    # Container models (nn.Sequential, nn.ModuleList) are indexed and iterated too.
+    def __getitem__(self, index: Any) -> Any:
+        return self.module[index]
+
+    def __len__(self) -> int:
+        return len(self.module)
+
+    def __iter__(self) -> Any:
+        return iter(self.module)
+
 
 def strip_prefix(state_dict: Any, model: nn.Module) -> Any:
     """``state_dict`` without a ``module.`` prefix that every key has and ``model``'s own
