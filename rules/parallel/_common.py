@@ -21,8 +21,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import insert_item
-from npu_migrate.rules.device._device_strings import Verdict, analysis, literal_is_device
-from npu_migrate.rules.sampler._common import DATALOADERS, DISTRIBUTED, SAMPLERS, function_of
+from npu_migrate.rules.device._device_strings import (
+    Verdict,
+    analysis,
+    literal_is_device,
+)
+from npu_migrate.rules.sampler._common import DATALOADERS, DISTRIBUTED, function_of
 from npu_migrate.rules.sampler._shard import LoaderSharding
 
 from npu_migrate.python.cst_util import call_arg, is_main_guard, string_value
@@ -39,20 +43,15 @@ FUNCTIONAL = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.da
 DDP = frozenset(
     {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
 )
-#: calls that show a file already runs as one process per device
-ALREADY_DISTRIBUTED = (
-    DISTRIBUTED
-    | SAMPLERS
-    | {
-        "torch.multiprocessing.spawn",
-        "torch.multiprocessing.start_processes",
-        "torch.multiprocessing.spawn.spawn",
-        "npu_runtime.init_distributed",
-        "npu_runtime.init_data_parallel",
-        "npu_runtime.data_parallel",
-        "npu_runtime.distribute_model",
-    }
-)
+#: calls that show a file already runs as one process per device, on its own
+USER_DISTRIBUTED = DISTRIBUTED | {
+    "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+    "torch.multiprocessing.spawn.spawn",
+    "npu_runtime.init_distributed",
+}
+#: what NPU801 / NPU802 leave behind: a file holding them was converted by a run before
+CONVERTED = frozenset({"npu_runtime.data_parallel", "npu_runtime.distribute_model"})
 SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.npu.set_device"})
 INIT = "npu_runtime.init_data_parallel()"
 _DEVICE_ZERO = re.compile(r"(?:cuda|npu):0")
@@ -131,6 +130,7 @@ class ParallelConversion(Rule):
         self.data_parallel: list[cst.Call] = []
         self.loaders: list[cst.Call] = []
         self.distributed: list[cst.Call] = []
+        self.converted: dict[str, list[cst.Call]] = {name: [] for name in CONVERTED}
         self.fors: list[cst.For] = []
         self.isinstance_checks: list[cst.Call] = []
         self.set_devices: list[cst.Call] = []
@@ -143,8 +143,10 @@ class ParallelConversion(Rule):
             self.data_parallel.append(node)
         elif qualified in DATALOADERS:
             self.loaders.append(node)
-        elif qualified in ALREADY_DISTRIBUTED:
+        elif qualified in USER_DISTRIBUTED:
             self.distributed.append(node)
+        elif qualified in CONVERTED:
+            self.converted[qualified].append(node)
         elif qualified in SET_DEVICE:
             self.set_devices.append(node)
         elif isinstance(node.func, cst.Name) and node.func.value == "isinstance" and len(node.args) == 2:
@@ -166,19 +168,25 @@ class ParallelConversion(Rule):
     # -- decisions shared by NPU801 and NPU802 ------------------------------------------
 
     def already_distributed(self) -> bool:
+        """The file has its own distributed path (DDP, ``init_process_group``, ``mp.spawn``)."""
         return bool(self.distributed)
 
     def convert(self, anchor: cst.CSTNode, where: str) -> None:
         """The steps around the model wrapper: the process group at the entry point,
-        sharded loaders, and device 0 made "this process's device"."""
+        sharded loaders, and device 0 made "this process's device". On a file a
+        previous run converted, the same steps find nothing left to change and
+        report again what still needs a hand."""
         built_too_early = self.place_init(anchor)
         sharding = LoaderSharding(
             self, self.fors, where=where, built_too_early=built_too_early, per_process_batch=True
         )
         sharded = [loader for loader in self.loaders if sharding.shard(loader)]
-        if not sharded and not any(self._reported_on(loader) for loader in self.loaders):
+        handled = any(
+            self._reported_on(loader) or call_arg(loader, "sampler", 3) is not None for loader in self.loaders
+        )
+        if not sharded and not handled:
             self.report(
-                anchor,
+                _outside_branches(self.ctx, anchor),
                 f"{where}: no shuffled DataLoader in this file to shard, so under torchrun every process "
                 "reads the whole dataset (the same training as one process, without the speed-up)",
                 "give the training loader `sampler=DistributedSampler(dataset) if dist.is_initialized() else None`, "
@@ -198,7 +206,7 @@ class ParallelConversion(Rule):
             "join the process group when launched as several processes "
             "(`npu_runtime.init_data_parallel()`; one process stays as it was)"
         )
-        ready: Callable[[cst.CSTNode], str | None] = lambda statement: None  # noqa: E731
+        ready: Callable[[cst.CSTNode], str | None] = lambda statement: None
         if "init_data_parallel" in ctx.text:
             return ready
         init = cst.parse_statement(INIT + "\n", config=ctx.module.config_for_parsing)
@@ -316,6 +324,18 @@ def with_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
     return call.with_changes(args=insert_item(call.args, len(call.args) - 1, arg, call.whitespace_before_args))
+
+
+def _outside_branches(ctx, node: cst.CSTNode) -> cst.CSTNode:
+    """The outermost ``if`` around ``node`` in its function (else ``node``): a finding about
+    the whole file must not sit in a branch that a later run sees as NPU code (NPU010)."""
+    outer = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(ancestor, cst.If):
+            outer = ancestor
+    return outer
 
 
 def _top_statement(ctx, node: cst.CSTNode) -> cst.CSTNode:

@@ -15,7 +15,7 @@ class DataParallelToDdp(ParallelConversion):
     id = "NPU801"
     name = "data-parallel-to-ddp"
     summary = "Rewrite nn.DataParallel into npu_runtime.data_parallel: DDP over HCCL under torchrun, a thin wrapper in one process"
-    triggers = ("DataParallel",)
+    triggers = ("DataParallel", "data_parallel")  # data_parallel: a file converted by a run before
     rationale = """
 Ascend has no `nn.DataParallel`: one process cannot drive several NPUs (its
 replicate/scatter call `torch._C._broadcast_coalesced` and `torch._C._scatter`,
@@ -143,9 +143,10 @@ DataParallel. A model with parameters that get no gradient in some steps needs
             self.add_import("npu_runtime")
         if self.already_distributed():
             return
-        if rewritten:
-            self.convert(rewritten[0], WHERE)
-        if rewritten or self.ctx.facts.constructs_data_parallel:
+        converted = rewritten or self.converted["npu_runtime.data_parallel"]
+        if converted:
+            self.convert(converted[0], WHERE)
+        if converted or self.ctx.facts.constructs_data_parallel:
             for check in self.isinstance_checks:
                 self._accept_ddp(check)
 

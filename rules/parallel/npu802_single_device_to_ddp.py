@@ -127,7 +127,12 @@ metrics.
                 self.optimizers.append(node)
 
     def leave_file(self) -> None:
-        if self.already_distributed() or self.data_parallel or not self.backwards or not self.optimizers:
+        if self.already_distributed() or self.data_parallel or self.converted["npu_runtime.data_parallel"]:
+            return
+        if self.converted["npu_runtime.distribute_model"]:  # converted by a previous run
+            self.convert(self.converted["npu_runtime.distribute_model"][0], WHERE)
+            return
+        if not self.backwards or not self.optimizers:
             return
         if runtime_name_taken(self.ctx):
             self.report(self.optimizers[0], "not made data parallel: the name `npu_runtime` is bound to something "

@@ -101,10 +101,10 @@ class TransparentDDP(DistributedDataParallel):
 def strip_prefix(state_dict: Any, model: nn.Module) -> Any:
     """``state_dict`` without a ``module.`` prefix that every key has and ``model``'s own
     keys do not (a checkpoint of a DataParallel/DDP-wrapped model); else unchanged."""
-    keys = list(state_dict.keys())
+    keys = list(state_dict)
     if not keys or not all(k.startswith(PREFIX) for k in keys):
         return state_dict
-    if any(k.startswith(PREFIX) for k in model.state_dict().keys()):
+    if any(k.startswith(PREFIX) for k in model.state_dict()):
         return state_dict
     copy = OrderedDict(state_dict)
     metadata = getattr(state_dict, "_metadata", None)

@@ -8,22 +8,25 @@ import subprocess
 import sys
 from collections import namedtuple
 
+import npu_runtime
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from npu_runtime._parallel_modules import (
+    SingleProcessDataParallel,
+    strip_prefix,
+    to_device,
+)
 from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
-
-import npu_runtime
-from npu_runtime._parallel_modules import SingleProcessDataParallel, strip_prefix, to_device
 
 from ._helpers import REPO, child_env, free_port
 
 WORKER = str(REPO / "tests" / "runtime" / "parallel_worker.py")
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
-import parallel_worker  # noqa: E402
+import parallel_worker
 
 
 def test_importing_the_runtime_does_not_import_torch():
