@@ -22,11 +22,10 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
 
+from . import parallel_worker
 from ._helpers import REPO, child_env, free_port
 
 WORKER = str(REPO / "tests" / "runtime" / "parallel_worker.py")
-sys.path.insert(0, str(REPO / "tests" / "runtime"))
-import parallel_worker
 
 
 def test_importing_the_runtime_does_not_import_torch():
