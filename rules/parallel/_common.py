@@ -53,6 +53,21 @@ USER_DISTRIBUTED = DISTRIBUTED | {
 #: what NPU801 / NPU802 leave behind: a file holding them was converted by a run before
 CONVERTED = frozenset({"npu_runtime.data_parallel", "npu_runtime.distribute_model"})
 SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.npu.set_device"})
+#: calls that write files: one process (rank 0) does it, as under DataParallel
+WRITERS = frozenset(
+    {
+        "torch.save",
+        "os.mkdir",
+        "os.makedirs",
+        "shutil.copyfile",
+        "shutil.copy",
+        "shutil.copy2",
+        "shutil.move",
+    }
+)
+MAIN_PROCESS = "npu_runtime.is_main_process()"
+#: an ``if`` that already picks one process (``if rank == 0:``, ``if is_main_process():``)
+_ONE_PROCESS_TEST = re.compile(r"rank|is_main|main_process|master", re.IGNORECASE)
 INIT = "npu_runtime.init_data_parallel()"
 _DEVICE_ZERO = re.compile(r"(?:cuda|npu):0")
 
@@ -136,6 +151,7 @@ class ParallelConversion(Rule):
         self.set_devices: list[cst.Call] = []
         self.device_zero_calls: list[cst.Call] = []
         self.device_strings: list[cst.SimpleString] = []
+        self.writers: list[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
@@ -151,6 +167,8 @@ class ParallelConversion(Rule):
             self.set_devices.append(node)
         elif isinstance(node.func, cst.Name) and node.func.value == "isinstance" and len(node.args) == 2:
             self.isinstance_checks.append(node)
+        elif qualified in WRITERS:
+            self.writers.append(node)
         elif _is_device_zero_call(self.ctx, node, qualified):
             self.device_zero_calls.append(node)
         self.visit_call(node, qualified)
@@ -194,6 +212,7 @@ class ParallelConversion(Rule):
                 "call `sampler.set_epoch(epoch)` every epoch",
             )
         self.unpin_device_zero()
+        self.single_writer()
 
     def _reported_on(self, node: cst.CSTNode) -> bool:
         return any(f.node is node and f.rule == self.id for f in self.ctx.findings)
@@ -246,6 +265,42 @@ class ParallelConversion(Rule):
             return outside
         return ready
 
+    def single_writer(self) -> None:
+        """``torch.save(...)`` (and mkdir / copy) statements run on one process only."""
+        for call in self.writers:
+            exist_ok = call_arg(call, "exist_ok", 2) if self.qualified_name(call.func) == "os.makedirs" else None
+            if exist_ok is not None and not (isinstance(exist_ok.value, cst.Name) and exist_ok.value.value == "False"):
+                continue  # os.makedirs(..., exist_ok=True) is safe on every process
+            line = self.ctx.parent(self.ctx.parent(call))
+            statement_is_call = isinstance(self.ctx.parent(call), cst.Expr) and isinstance(line, cst.SimpleStatementLine)
+            if statement_is_call and self._one_process_already(line):
+                continue
+            name = self.ctx.module.code_for_node(call.func)
+            if not statement_is_call or len(line.body) != 1:
+                self.report(
+                    call,
+                    f"`{name}(...)` runs on every process of a job made data parallel, and is not a statement "
+                    "of its own, so it is not guarded",
+                    f"run it only when `{MAIN_PROCESS}` (rank 0, or a single process)",
+                )
+                continue
+            self.replace(
+                line,
+                lambda node: _guarded(node, self.ctx.module.default_indent),
+                f"`{name}(...)` on one process only (`{MAIN_PROCESS}`), as under DataParallel",
+                needs_torch_npu=False,
+                anchor=call,
+            )
+            self.add_import("npu_runtime")
+
+    def _one_process_already(self, line: cst.CSTNode) -> bool:
+        for ancestor in self.ctx.ancestors(line):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.If) and _ONE_PROCESS_TEST.search(self.ctx.module.code_for_node(ancestor.test)):
+                return True
+        return False
+
     def unpin_device_zero(self) -> None:
         """Device 0 written out means "the device" in a one-process script; under DDP each
         process has its own, which is the current device once ``init_data_parallel``
@@ -273,6 +328,14 @@ class ParallelConversion(Rule):
                 "drop it (npu_runtime.init_data_parallel() sets each process's own NPU) or run it only when "
                 "`not torch.distributed.is_initialized()`",
             )
+
+
+def _guarded(line: cst.SimpleStatementLine, indent: str) -> cst.If:
+    """``line`` as the body of ``if npu_runtime.is_main_process():`` (comments above stay above)."""
+    guard = cst.parse_statement(f"if {MAIN_PROCESS}:\n{indent}pass\n")
+    assert isinstance(guard, cst.If) and isinstance(guard.body, cst.IndentedBlock)
+    body = guard.body.with_changes(body=[line.with_changes(leading_lines=())])
+    return guard.with_changes(body=body, leading_lines=line.leading_lines)
 
 
 def _is_device_zero_call(ctx, node: cst.Call, qualified: str | None) -> bool:

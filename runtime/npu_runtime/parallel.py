@@ -143,6 +143,19 @@ def per_process_batch_size(batch_size: int, sampler: Any) -> int:
     return per_process
 
 
+def is_main_process() -> bool:
+    """True in a single process and on rank 0 of a job: the process that writes files.
+
+    NPU801/NPU802 put ``torch.save``, ``os.makedirs``, ``shutil.copyfile``... of a script
+    made data parallel under ``if npu_runtime.is_main_process():``, so that, as with
+    DataParallel, one process writes each checkpoint (the ranks' copies would race, and
+    differ in the device their tensors were saved from).
+    """
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+
+
 def _is_distributed_sampler(sampler: Any) -> bool:
     from torch.utils.data.distributed import DistributedSampler
 
