@@ -50,11 +50,23 @@ def emulator_cmd(script: Path, args, nproc: int = 1) -> list[str]:
     return [sys.executable, "-m", "npu_migrate.emulate", "--nproc", str(nproc), str(script), *map(str, args)]
 
 
+def torchrun_cmd(script: Path, args, nproc: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), *map(str, args)]
+
+
 def reference_cmd(script: Path, args, nproc: int = 1) -> list[str]:
     if nproc == 1:
         return [sys.executable, str(script), *map(str, args)]
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), *map(str, args)]
+    return torchrun_cmd(script, args, nproc)
+
+
+def emulator_env(nproc: int = 1) -> dict[str, str]:
+    """What ``npu-migrate emulate`` gives its processes (the stand-in torch_npu on the
+    path), for launching them some other way (torchrun with one process)."""
+    from npu_migrate.emulate.launcher import child_env
+
+    return child_env(nproc, base={})
 
 
 @dataclass
@@ -177,6 +189,14 @@ def _copy_scripts(src: Path, dst: Path) -> None:
     shutil.copy2(E2E / REPORT_MODULE, dst / REPORT_MODULE)
 
 
+def _migrate(root: Path, report_path: Path, targets: list[str], extra: list[str]) -> tuple[Run, dict]:
+    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), *extra, *targets]
+    proc = subprocess.run(cmd, cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          check=False)
+    report = load_result(report_path) if report_path.exists() else {"files": []}
+    return Run(cmd, proc.returncode, proc.stdout + proc.stderr), report
+
+
 @pytest.fixture(scope="session")
 def emulator_build() -> Path:
     """The emulator's C++ extension: built once, then found in its on-disk cache."""
@@ -187,15 +207,23 @@ def emulator_build() -> Path:
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Workspace:
-    """All scripts copied and migrated once per session, with the real CLI."""
+    """All scripts copied and migrated once per session, with the real CLI. Scripts that
+    need opt-in rules are migrated by a second run that selects them, and only them."""
+    from .specs import SCRIPTS
+
     root = tmp_path_factory.mktemp("e2e")
     original, migrated, reference = root / "original", root / "migrated", root / "reference"
     _copy_scripts(E2E / "cuda", original)
     _copy_scripts(E2E / "cuda", migrated)
     _copy_scripts(E2E / "cpu", reference)
-    report_path = root / "report.json"
-    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), "migrated"]
-    proc = subprocess.run(cmd, cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    run = Run(cmd, proc.returncode, proc.stdout + proc.stderr)
-    report = load_result(report_path) if report_path.exists() else {"files": []}
+    opt_in = [s for s in SCRIPTS if s.extend_select]
+    excluded = [arg for s in opt_in for arg in ("--exclude", f"{s.name}.py")]
+    run, report = _migrate(root, root / "report.json", ["migrated"], excluded)
+    for spec in opt_in:
+        target = f"migrated/{spec.name}.py"
+        extra_run, extra = _migrate(root, root / f"report_{spec.name}.json", [target],
+                                    ["--extend-select", ",".join(spec.extend_select)])
+        report["files"] += extra["files"]
+        if extra_run.returncode != 0:
+            run = extra_run
     return Workspace(root, original, migrated, reference, run, report)
