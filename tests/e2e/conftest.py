@@ -79,10 +79,13 @@ class Run:
         return f"$ {' '.join(self.cmd)}\nexit {self.returncode}\n{self.output[-6000:]}"
 
 
-def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[Run]:
-    """Run commands concurrently (each is single-threaded) and wait for all."""
-    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(env), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for c in cmds]
+def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None,
+            envs: list[dict[str, str] | None] | None = None) -> list[Run]:
+    """Run commands concurrently (each is single-threaded) and wait for all. ``env`` adds
+    variables to every command's environment, ``envs`` to each command's own."""
+    extras = envs if envs is not None else [env] * len(cmds)
+    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(e), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for c, e in zip(cmds, extras)]
     runs = []
     for cmd, proc in zip(cmds, procs):
         try:
