@@ -189,7 +189,8 @@ def _migrate(root: Path, folder: str, *options: str) -> tuple[Run, dict]:
     report_path = root / f"{folder}.report.json"
     cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), *options,
            folder]
-    proc = subprocess.run(cmd, cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    proc = subprocess.run(cmd, check=False, cwd=root, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
     report = load_result(report_path) if report_path.exists() else {"files": []}
     return Run(cmd, proc.returncode, proc.stdout + proc.stderr), report
 
