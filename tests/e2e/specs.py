@@ -83,6 +83,8 @@ SCRIPTS = (
            distributed=True, informational=frozenset({"NPU602"})),
     Script("transformer_block", "causal transformer: SDPA, LayerNorm, GELU, tied head, AdamW, clipping, TF32 flags"),
     Script("compile_eager", 'torch.compile(model, backend="eager") on a .cuda() model'),
+    Script("profiler_schedule", "torch.profiler with CPU+CUDA activity, schedule, tensorboard_trace_handler, "
+           "record_function: must become torch_npu.profiler and write one trace per cycle"),
     Script(
         "scaler_module_level",
         "module-level script: `checkpoint` loaded, reused and rebound to the saved dict; no scaler state saved",
