@@ -154,7 +154,11 @@ Reported, not rewritten (with the exact lines to add): the scaler is not in
 scope at the save or load site (a `save_checkpoint(model, optimizer, ...)`
 helper: pass the GradScaler to it), several scalers are in scope, the scaler may be None
 (`GradScaler() if amp else None`), the dict has `**` entries, or the load is
-not a statement of its own. Already handled, so left alone: a dict with any
+not a statement of its own. Also reported: optimizer state saved in something
+that is not a dict the rule can follow (a dataclass snapshot saved with
+`asdict(...)`, `torch.save(optimizer.state_dict(), path)`, a name a loop
+rebinds) when the function says nothing about a scaler, and an optimizer
+restored from something other than `ckpt["key"]` (`snapshot.optimizer_state`). Already handled, so left alone: a dict with any
 key or value mentioning `scaler`, and a function that already calls
 `<...scaler...>.load_state_dict`.
 
@@ -218,6 +222,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         self.steps: list[cst.Call] = []  # `<x>.step(<y>)` / `<x>.unscale_(<y>)`
         self.optimizer_names: set[str] = set()  # bound to a torch.optim.X(...) call
         self.restored: set[cst.CSTNode | None] = set()  # functions given a restore
+        self.state_dicts: list[cst.Call] = []  # every `<x>.state_dict()`
 
     # -- collection ------------------------------------------------------------------
 
@@ -228,6 +233,9 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             return
         if isinstance(func, cst.Attribute) and func.attr.value in ("step", "unscale_"):
             self.steps.append(node)
+            return
+        if _is_state_dict_call(node):
+            self.state_dicts.append(node)
             return
         qualified = self.qualified_name(func)
         if qualified in SCALER_CLASSES:
@@ -439,8 +447,44 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             self._save_literal(save, value)
         elif _is_dict_call(value):
             self._save_dict_call(save, value)
-        elif isinstance(value, cst.Name):
-            self._save_name(save, value)
+        elif not (isinstance(value, cst.Name) and self._save_name(save, value)):
+            self._save_other(save, value)
+
+    def _save_other(self, save: cst.Call, value: cst.CSTNode) -> None:
+        """A save whose object is not a dict the rule can follow (a dataclass snapshot,
+        `asdict(...)`, the optimizer's state on its own): reported when optimizer state
+        goes into it and nothing nearby mentions a scaler."""
+        if _is_state_dict_call(value):
+            if not self._is_optimizer_state(None, value):
+                return
+            source = value
+        else:
+            function = _function_of(self.ctx, save)
+            others = [s for s in self.saves if s is not save]
+            source = next(
+                (
+                    call
+                    for call in self.state_dicts
+                    if _function_of(self.ctx, call) is function
+                    and self._is_optimizer_state(None, call)
+                    and not any(inside(self.ctx, call, other) for other in others)
+                ),
+                None,
+            )
+            if source is None:
+                return
+        scope = _function_of(self.ctx, save) or self.ctx.enclosing_statement(save)
+        if _mentions_scaler(self.ctx, scope):
+            return
+        hint = self._scalers_at(save)
+        expression = hint[0].expression if len(hint) == 1 else "scaler"
+        self.report(
+            save,
+            "checkpoint holds optimizer state (line "
+            f"{self.ctx.position(source).start.line}) but not the GradScaler state",
+            f"save `{expression}.state_dict()` next to the optimizer state (pass the GradScaler "
+            f"here if needed) and restore it on resume with `{expression}.load_state_dict(...)`",
+        )
 
     def _save_literal(self, save: cst.Call, literal: cst.Dict) -> None:
         entries: list[tuple[str | None, cst.CSTNode]] = []
@@ -548,24 +592,24 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             anchor=save,
         )
 
-    def _save_name(self, save: cst.Call, name: cst.Name) -> None:
+    def _save_name(self, save: cst.Call, name: cst.Name) -> bool:
         """``torch.save(state, path)``: the dict ``state`` was bound to last, found by
         walking back from the save (a module-level script rebinds ``checkpoint`` to a
         ``torch.load`` result, to None and to the dict it saves)."""
         scope = self.ctx.scope(save)
         if scope is None:
-            return
+            return False
         assignments = list(scope[name.value])
         if not assignments or any(a.scope is not scope for a in assignments):
-            return
+            return False
         assign = reaching_assign(
             self.ctx, save, name.value, [a.node for a in assignments]
         )
         if assign is None:
-            return
+            return False
         value = assign.value
         if not (isinstance(value, cst.Dict) or _is_dict_call(value)):
-            return
+            return False
         defined_at = self.ctx.position(assign).start.line
         saved_at = self.ctx.position(save).start.line
         accesses = [
@@ -590,11 +634,11 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 if _SCALER.search(key or "") or _mentions_scaler(
                     self.ctx, assign_node.value
                 ):
-                    return
+                    return True
             elif statement is not None and _SCALER.search(
                 self.ctx.module.code_for_node(statement)
             ):
-                return  # `state.update(scaler=...)` and the like
+                return True  # `state.update(scaler=...)` and the like
         if isinstance(value, cst.Dict):
             if any(
                 isinstance(e, cst.DictElement)
@@ -602,17 +646,18 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 for e in value.elements
             ):
                 self._save_literal(save, value)
-                return
+                return True
         elif any(
             a.keyword is not None and self._is_optimizer_state(a.keyword.value, a.value)
             for a in value.args
         ):
             self._save_dict_call(save, value)
-            return
+            return True
         for key, stored, statement, subscript in stores:
             if self._is_optimizer_state(key, stored):
                 self._save_store(save, name.value, key, statement, subscript)
-                return
+                return True
+        return True
 
     def _save_store(self, save, dict_name, optimizer_key, statement, subscript) -> None:
         key = scaler_key(optimizer_key)
@@ -665,17 +710,25 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         ):
             return
         argument = load.args[0].value
-        if not isinstance(argument, cst.Subscript) or not is_pure_reference(argument):
-            return
-        optimizer_key = _subscript_key(argument)
-        if optimizer_key is None or not (
-            receiver in self.optimizers or _looks_like_optimizer(optimizer_key, receiver)
-        ):
+        followed = isinstance(argument, cst.Subscript) and is_pure_reference(argument)
+        optimizer_key = _subscript_key(argument) if followed else None
+        if not (receiver in self.optimizers or _looks_like_optimizer(optimizer_key, receiver)):
             return
         function = _function_of(self.ctx, load)
         if function in self.restored or self._restores_scaler(load):
             return
         self.restored.add(function)  # one restore per function (GANs load two optimizers)
+        if optimizer_key is None:
+            # `snapshot.optimizer_state`, `torch.load(opt_path)`, `ckpt[key]`: no key to mirror
+            hint = self._scalers_at(load)
+            expression = hint[0].expression if len(hint) == 1 else "scaler"
+            self.report(
+                load,
+                "optimizer state is restored but the GradScaler state is not",
+                f"save `{expression}.state_dict()` with the optimizer state and restore it here "
+                f"with `{expression}.load_state_dict(...)`",
+            )
+            return
         index = argument.slice[0].slice.value
         restore = _Restore(
             key=scaler_key(optimizer_key),
