@@ -10,7 +10,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Example, Rule
 
-from ._common import dotted, insert_item, is_pure_reference
+from ._common import dotted, insert_above, insert_item, is_pure_reference
 from ._flow import (
     block_body,
     child_in,
@@ -38,7 +38,12 @@ _SCALER = re.compile(r"scaler", re.IGNORECASE)
 _OPTIMIZER_KEY = re.compile(r"^(?:optimizer|optim|opt)(_state_dict|_state|_sd)?$")
 #: modules whose classes are optimizers (receivers of ``.state_dict()`` bound to them
 #: count as optimizers whatever they are called)
-_OPTIMIZER_MODULES = ("torch.optim.", "torch_npu.optim.", "apex.optimizers.", "timm.optim.")
+_OPTIMIZER_MODULES = (
+    "torch.optim.",
+    "torch_npu.optim.",
+    "apex.optimizers.",
+    "timm.optim.",
+)
 
 
 def scaler_key(optimizer_key: str | None) -> str:
@@ -73,8 +78,10 @@ def _looks_like_optimizer(key: str | None, receiver: str | None) -> bool:
 
 
 def _is_optimizer_class(qualified: str | None) -> bool:
-    return bool(qualified) and qualified.startswith(_OPTIMIZER_MODULES) and not any(
-        part in qualified for part in (".lr_scheduler", ".swa_utils")
+    return (
+        bool(qualified)
+        and qualified.startswith(_OPTIMIZER_MODULES)
+        and not any(part in qualified for part in (".lr_scheduler", ".swa_utils"))
     )
 
 
@@ -712,12 +719,17 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         argument = load.args[0].value
         followed = isinstance(argument, cst.Subscript) and is_pure_reference(argument)
         optimizer_key = _subscript_key(argument) if followed else None
-        if not (receiver in self.optimizers or _looks_like_optimizer(optimizer_key, receiver)):
+        if not (
+            receiver in self.optimizers
+            or _looks_like_optimizer(optimizer_key, receiver)
+        ):
             return
         function = _function_of(self.ctx, load)
         if function in self.restored or self._restores_scaler(load):
             return
-        self.restored.add(function)  # one restore per function (GANs load two optimizers)
+        self.restored.add(
+            function
+        )  # one restore per function (GANs load two optimizers)
         if optimizer_key is None:
             # `snapshot.optimizer_state`, `torch.load(opt_path)`, `ckpt[key]`: no key to mirror
             hint = self._scalers_at(load)
@@ -761,7 +773,9 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                     if len(created) == 1 and isinstance(created[0], cst.Name)
                     else ""
                 )
-                suggestion = f"pass the GradScaler{where} to this function, then {suggestion}"
+                suggestion = (
+                    f"pass the GradScaler{where} to this function, then {suggestion}"
+                )
             self.report(
                 load,
                 f"optimizer state is restored but the GradScaler state is not ({why})",
@@ -803,7 +817,10 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             klass, receiver = method
             by_attr: dict[str, list[tuple[cst.Attribute, cst.CSTNode | None]]] = {}
             for target, value in self.attribute_assigns:
-                if target.value.value == receiver and _function_of(self.ctx, target) is function:
+                if (
+                    target.value.value == receiver
+                    and _function_of(self.ctx, target) is function
+                ):
                     by_attr.setdefault(target.attr.value, []).append((target, value))
             for attr, assigns in sorted(by_attr.items()):
                 if (klass, attr) not in self.attributes:
@@ -813,12 +830,20 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 kinds = [self._creation_kind(v) for _, v in assigns]
                 if len(assigns) != 1 or kinds[0] is None:
                     return None
-                found.append((_Scaler(f"{receiver}.{attr}", kinds[0] == "optional"), assigns[0][0]))
+                found.append(
+                    (
+                        _Scaler(f"{receiver}.{attr}", kinds[0] == "optional"),
+                        assigns[0][0],
+                    )
+                )
         if len(found) != 1:
             return None
         scaler, target = found[0]
         statement = self.ctx.enclosing_statement(target)
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if (
+            not isinstance(statement, cst.SimpleStatementLine)
+            or len(statement.body) != 1
+        ):
             return None
         return scaler, statement
 
@@ -868,18 +893,11 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             # `ckpt = None` opens the statement that loads it, under that statement's
             # comment ("# resume from a checkpoint if there is one")
             statement, line = prologue
-            opening = cst.parse_statement(line, config=config)
-            self.insert_before(
+            insert_above(
+                self,
                 statement,
-                [opening.with_changes(leading_lines=statement.leading_lines)],
+                cst.parse_statement(line, config=config),
                 message,
-                anchor=load,
-            )
-            self.replace(
-                statement,
-                lambda node: node.with_changes(leading_lines=()),
-                message,
-                needs_torch_npu=False,
                 anchor=load,
             )
 
@@ -913,14 +931,17 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             self.ctx.position(load).start.line,
             self.ctx.position(creation).start.line,
         )
-        if any(first < self.ctx.position(n).start.line < last for n in bindings + deletions):
+        if any(
+            first < self.ctx.position(n).start.line < last for n in bindings + deletions
+        ):
             return None, None  # rebound or deleted before the scaler exists
         if holder is self.ctx.enclosing_statement(load):
             return "", None  # loaded in the same block: still there
         earlier = [
             b
             for b in bindings
-            if self.ctx.position(b).start.line < last and not inside(self.ctx, b, holder)
+            if self.ctx.position(b).start.line < last
+            and not inside(self.ctx, b, holder)
         ]
         is_none = f"{root.value} is not None"
         if not earlier:
@@ -985,11 +1006,15 @@ class _Restore:
             test = f"{guard} and {test}"
         if scaler.optional:
             test = f"{scaler.expression} is not None and {test}"
-        return f"if {test}:\n    {scaler.expression}.load_state_dict({self.code}[{key}])\n"
+        return (
+            f"if {test}:\n    {scaler.expression}.load_state_dict({self.code}[{key}])\n"
+        )
 
 
 def _function_of(ctx, node: cst.CSTNode) -> cst.FunctionDef | None:
-    return next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    return next(
+        (a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None
+    )
 
 
 def _assigns_none(ctx, binding: cst.CSTNode, name: str) -> bool:

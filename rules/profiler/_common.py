@@ -54,7 +54,14 @@ HANDLER_PARAMETERS = ("dir_name", "worker_name")
 
 #: torch.profiler.profile methods torch_npu.profiler.profile lacks
 MISSING_METHODS = frozenset(
-    {"key_averages", "events", "toggle_collection_dynamic", "prepare_trace", "start_trace", "stop_trace"}
+    {
+        "key_averages",
+        "events",
+        "toggle_collection_dynamic",
+        "prepare_trace",
+        "start_trace",
+        "stop_trace",
+    }
 )
 
 #: export_stacks metrics: torch's -> torch_npu's ("self_npu_time_total")
@@ -63,7 +70,9 @@ STACK_METRICS = {
     "self_device_time_total": "self_npu_time_total",
 }
 
-NPU_ACTIVITIES = f"activities=[{TARGET}.ProfilerActivity.CPU, {TARGET}.ProfilerActivity.NPU]"
+NPU_ACTIVITIES = (
+    f"activities=[{TARGET}.ProfilerActivity.CPU, {TARGET}.ProfilerActivity.NPU]"
+)
 #: where the operator table is on Ascend, instead of key_averages()
 OPERATOR_TABLE = (
     f"profile with {TARGET}.profile({NPU_ACTIVITIES}, "

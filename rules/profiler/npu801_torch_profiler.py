@@ -33,10 +33,14 @@ _KEYWORD_ADVICE = {
         f"drop it and pass {NPU_ACTIVITIES}",
     ),
     "experimental_config": (
-        ("torch.profiler's `experimental_config` (a Kineto/CUPTI `_ExperimentalConfig`) means nothing to "
-        "torch_npu.profiler, which takes its own"),
-        (f"pass experimental_config={TARGET}._ExperimentalConfig(profiler_level={TARGET}.ProfilerLevel.Level1, "
-        f"aic_metrics={TARGET}.AiCMetrics.PipeUtilization) (Ascend levels and AI Core counters)"),
+        (
+            "torch.profiler's `experimental_config` (a Kineto/CUPTI `_ExperimentalConfig`) means nothing to "
+            "torch_npu.profiler, which takes its own"
+        ),
+        (
+            f"pass experimental_config={TARGET}._ExperimentalConfig(profiler_level={TARGET}.ProfilerLevel.Level1, "
+            f"aic_metrics={TARGET}.AiCMetrics.PipeUtilization) (Ascend levels and AI Core counters)"
+        ),
     ),
     "acc_events": (
         "torch_npu.profiler.profile has no `acc_events` (it analyses each recording offline)",
@@ -57,7 +61,9 @@ class TorchProfiler(Rule):
         "tensorboard_trace_handler) to torch_npu.profiler where the mapping is exact"
     )
     triggers = ("profiler",)
-    whole_file = True  # one profiler object is built in one function and read in another
+    whole_file = (
+        True  # one profiler object is built in one function and read in another
+    )
     rationale = f"""
 `torch.profiler` with `ProfilerActivity.CUDA` records CUPTI kernel activity;
 on Ascend there is none, and the NPU side (operators, AI Core kernels, memory,
@@ -124,7 +130,7 @@ methods both profilers share.
             "import torch\n"
             "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:\n"
             "    model(x)\n"
-            "print(prof.key_averages().table(sort_by=\"cuda_time_total\"))  # reported\n"
+            'print(prof.key_averages().table(sort_by="cuda_time_total"))  # reported\n'
         ),
     )
 
@@ -133,7 +139,9 @@ methods both profilers share.
         self.uses: list[tuple[cst.CSTNode, str]] = []
         self.from_imports: list[cst.ImportFrom] = []
         #: local name of `import torch.profiler as tp` / `from torch import profiler` -> (statement, alias)
-        self.module_aliases: dict[str, tuple[cst.Import | cst.ImportFrom, cst.ImportAlias]] = {}
+        self.module_aliases: dict[
+            str, tuple[cst.Import | cst.ImportFrom, cst.ImportAlias]
+        ] = {}
         self.missing_calls: list[cst.Attribute] = []
         self.stack_calls: list[cst.Call] = []
         self.blockers: list[tuple[cst.CSTNode, str, str]] = []
@@ -161,7 +169,9 @@ methods both profilers share.
         for alias in node.names:
             full = normalize(cst.helpers.get_full_name_for_node(alias.name))
             if full == SOURCE and alias.asname is not None:
-                self.module_aliases[cst.helpers.get_full_name_for_node(alias.asname.name)] = (node, alias)
+                self.module_aliases[
+                    cst.helpers.get_full_name_for_node(alias.asname.name)
+                ] = (node, alias)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None:
@@ -170,13 +180,20 @@ methods both profilers share.
         if module == SOURCE:
             if isinstance(node.names, cst.ImportStar):
                 self.blockers.append(
-                    (node, "`from torch.profiler import *` hides which torch.profiler names the file uses",
-                     (f"import the names you use explicitly (from {TARGET} for profile, schedule, "
-                     "ProfilerActivity, tensorboard_trace_handler)"))
+                    (
+                        node,
+                        "`from torch.profiler import *` hides which torch.profiler names the file uses",
+                        (
+                            f"import the names you use explicitly (from {TARGET} for profile, schedule, "
+                            "ProfilerActivity, tensorboard_trace_handler)"
+                        ),
+                    )
                 )
             else:
                 self.from_imports.append(node)
-        elif cst.helpers.get_full_name_for_node(node.module) == "torch" and not isinstance(node.names, cst.ImportStar):
+        elif cst.helpers.get_full_name_for_node(
+            node.module
+        ) == "torch" and not isinstance(node.names, cst.ImportStar):
             for alias, full, local in from_import_names(node):
                 if full == SOURCE:
                     self.module_aliases[local] = (node, alias)
@@ -191,9 +208,14 @@ methods both profilers share.
             target = mapped(qualified)
             if target is None:
                 self.blockers.append(
-                    (node, f"`{qualified}` has no torch_npu.profiler counterpart",
-                     (f"use {TARGET}.profile / schedule / ProfilerActivity.NPU / tensorboard_trace_handler, "
-                     f"and {TARGET}._ExperimentalConfig for Ascend-specific settings"))
+                    (
+                        node,
+                        f"`{qualified}` has no torch_npu.profiler counterpart",
+                        (
+                            f"use {TARGET}.profile / schedule / ProfilerActivity.NPU / tensorboard_trace_handler, "
+                            f"and {TARGET}._ExperimentalConfig for Ascend-specific settings"
+                        ),
+                    )
                 )
                 continue
             actionable.append((node, qualified, target))
@@ -210,16 +232,27 @@ methods both profilers share.
         for attribute in self.missing_calls:
             method = attribute.attr.value
             self.blockers.append(
-                (attribute, (f"`{method}()`: torch_npu.profiler.profile has no `{method}()`, so this file stays on "
-                 "torch.profiler, which records no NPU activity"), OPERATOR_TABLE)
+                (
+                    attribute,
+                    (
+                        f"`{method}()`: torch_npu.profiler.profile has no `{method}()`, so this file stays on "
+                        "torch.profiler, which records no NPU activity"
+                    ),
+                    OPERATOR_TABLE,
+                )
             )
         for name in self.module_aliases.keys() | {
-            local for node in self.from_imports for _, _, local in from_import_names(node)
+            local
+            for node in self.from_imports
+            for _, _, local in from_import_names(node)
         }:
             if name in self.ctx.imports.conflicting:
                 self.blockers.append(
-                    (self.ctx.module, f"`{name}` is imported from torch.profiler and from elsewhere",
-                     f"import torch_npu.profiler names under their own names ({TARGET}.profile ...)")
+                    (
+                        self.ctx.module,
+                        f"`{name}` is imported from torch.profiler and from elsewhere",
+                        f"import torch_npu.profiler names under their own names ({TARGET}.profile ...)",
+                    )
                 )
         if self.blockers:
             self._report(actionable)
@@ -230,19 +263,28 @@ methods both profilers share.
         for arg in call.args:
             if arg.star:
                 self.blockers.append(
-                    (arg, "`**` arguments of torch.profiler.profile cannot be checked against torch_npu.profiler",
-                     f"pass the keywords explicitly ({', '.join(sorted(PROFILE_KEYWORDS))})")
+                    (
+                        arg,
+                        "`**` arguments of torch.profiler.profile cannot be checked against torch_npu.profiler",
+                        f"pass the keywords explicitly ({', '.join(sorted(PROFILE_KEYWORDS))})",
+                    )
                 )
             elif arg.keyword is None:
                 self.blockers.append(
-                    (arg, "torch.profiler.profile takes keyword arguments only", "pass it by keyword")
+                    (
+                        arg,
+                        "torch.profiler.profile takes keyword arguments only",
+                        "pass it by keyword",
+                    )
                 )
             elif arg.keyword.value not in PROFILE_KEYWORDS:
                 keyword = arg.keyword.value
                 message, suggestion = _KEYWORD_ADVICE.get(
                     keyword,
-                    (f"torch_npu.profiler.profile has no `{keyword}`",
-                     f"torch_npu.profiler.profile takes {', '.join(sorted(PROFILE_KEYWORDS))}"),
+                    (
+                        f"torch_npu.profiler.profile has no `{keyword}`",
+                        f"torch_npu.profiler.profile takes {', '.join(sorted(PROFILE_KEYWORDS))}",
+                    ),
                 )
                 self.blockers.append((arg, message, suggestion))
 
@@ -250,15 +292,26 @@ methods both profilers share.
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for arg in call.args:
             keyword = arg.keyword.value if arg.keyword is not None else None
-            if arg.star or (keyword is not None and keyword not in HANDLER_PARAMETERS) or (
-                keyword is None and positional.index(arg) >= len(HANDLER_PARAMETERS)
+            if (
+                arg.star
+                or (keyword is not None and keyword not in HANDLER_PARAMETERS)
+                or (
+                    keyword is None and positional.index(arg) >= len(HANDLER_PARAMETERS)
+                )
             ):
                 what = keyword or ("**" if arg.star else "a third positional argument")
                 self.blockers.append(
-                    (arg, (f"torch_npu.profiler.tensorboard_trace_handler has no `{what}` (it takes dir_name, "
-                     "worker_name, analyse_flag, async_mode)"),
-                     (f"call {TARGET}.tensorboard_trace_handler(dir_name, worker_name): it writes an Ascend "
-                     "profiling directory, not a gzipped .pt.trace.json"))
+                    (
+                        arg,
+                        (
+                            f"torch_npu.profiler.tensorboard_trace_handler has no `{what}` (it takes dir_name, "
+                            "worker_name, analyse_flag, async_mode)"
+                        ),
+                        (
+                            f"call {TARGET}.tensorboard_trace_handler(dir_name, worker_name): it writes an Ascend "
+                            "profiling directory, not a gzipped .pt.trace.json"
+                        ),
+                    )
                 )
 
     # -- findings ----------------------------------------------------------------------------
@@ -272,7 +325,11 @@ methods both profilers share.
                 seen.add(id(node))
                 self.report(node, message, suggestion)
                 first = first or node
-        where = self.ctx.position(first).start.line if first is not self.ctx.module else None
+        where = (
+            self.ctx.position(first).start.line
+            if first is not self.ctx.module
+            else None
+        )
         why = f" (line {where})" if where else ""
         for node, qualified, _ in actionable:
             if qualified == f"{SOURCE}.ProfilerActivity.CUDA" and id(node) not in seen:
@@ -286,8 +343,8 @@ methods both profilers share.
             if metric is not None:
                 self.report(
                     call,
-                    f"`export_stacks(..., \"{string_value(metric)}\")` exports CUDA time, which Ascend has none of",
-                    f"with {TARGET}.profile, export_stacks(path, \"self_npu_time_total\")",
+                    f'`export_stacks(..., "{string_value(metric)}")` exports CUDA time, which Ascend has none of',
+                    f'with {TARGET}.profile, export_stacks(path, "self_npu_time_total")',
                 )
 
     # -- the rewrite ------------------------------------------------------------------------
@@ -296,8 +353,13 @@ methods both profilers share.
         retargeted = self._retarget_module_aliases(actionable)
         for node, qualified, target in actionable:
             root = _root(node)
-            binding = self.ctx.imports.bindings.get(root.value) if root is not None else None
-            through_name = binding is not None and normalize(binding) not in (None, SOURCE)
+            binding = (
+                self.ctx.imports.bindings.get(root.value) if root is not None else None
+            )
+            through_name = binding is not None and normalize(binding) not in (
+                None,
+                SOURCE,
+            )
             if through_name or (root is not None and root.value in retargeted):
                 self._rename_member(node, qualified, target)
             else:
@@ -315,7 +377,7 @@ methods both profilers share.
                 self.replace(
                     metric,
                     lambda node, new=new: with_string_value(node, new),
-                    f"export_stacks metric -> \"{new}\" (torch_npu.profiler)",
+                    f'export_stacks metric -> "{new}" (torch_npu.profiler)',
                     needs_torch_npu=False,
                 )
 
@@ -361,7 +423,11 @@ methods both profilers share.
         return done
 
     def _retarget_from_import(self, statement: cst.ImportFrom) -> None:
-        moving = [alias for alias, full, _ in from_import_names(statement) if mapped(normalize(full) or "")]
+        moving = [
+            alias
+            for alias, full, _ in from_import_names(statement)
+            if mapped(normalize(full) or "")
+        ]
         if not moving:
             return
         message = f"`from torch.profiler import ...` -> `from {TARGET} import ...`"
@@ -387,7 +453,12 @@ methods both profilers share.
             names=[*moving[:-1], moving[-1].with_changes(comma=last_comma)],
         )
         self.replace(statement, keep, message, needs_torch_npu=False)
-        self.insert_after(statement, [cst.SimpleStatementLine(body=[moved])], message, anchor=statement)
+        self.insert_after(
+            statement,
+            [cst.SimpleStatementLine(body=[moved])],
+            message,
+            anchor=statement,
+        )
 
 
 def _line(ctx, node: cst.CSTNode) -> int:
@@ -411,6 +482,10 @@ def _short(qualified: str) -> str:
 def _stack_metric(call: cst.Call) -> cst.SimpleString | None:
     """The CUDA metric string passed to ``export_stacks(path, metric)``, if any."""
     arg = call_arg(call, "metric", 1)
-    if arg is not None and isinstance(arg.value, cst.SimpleString) and string_value(arg.value) in STACK_METRICS:
+    if (
+        arg is not None
+        and isinstance(arg.value, cst.SimpleString)
+        and string_value(arg.value) in STACK_METRICS
+    ):
         return arg.value
     return None

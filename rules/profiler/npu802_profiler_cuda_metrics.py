@@ -20,16 +20,22 @@ CUDA_METRICS = {
     "self_cuda_memory_usage": "self_device_memory_usage",
 }
 _AUTOGRAD_PROFILE = frozenset(
-    {"torch.autograd.profiler.profile", "torch.autograd.profiler_legacy.profile", "torch.autograd.profile"}
+    {
+        "torch.autograd.profiler.profile",
+        "torch.autograd.profiler_legacy.profile",
+        "torch.autograd.profile",
+    }
 )
 _PROFILING = re.compile(r"\b(?:profiler|key_averages)\b")
-_EMIT_NVTX = frozenset({"torch.autograd.profiler.emit_nvtx", "torch.autograd.emit_nvtx"})
+_EMIT_NVTX = frozenset(
+    {"torch.autograd.profiler.emit_nvtx", "torch.autograd.emit_nvtx"}
+)
 
 
 def _metric_advice(metric: str) -> str:
     return (
         f"{OPERATOR_TABLE}; in torch.profiler tables the device-generic name of `{metric}` is "
-        f"\"{CUDA_METRICS[metric]}\" (equal values; it is 0 where no device activity is recorded)"
+        f'"{CUDA_METRICS[metric]}" (equal values; it is 0 where no device activity is recorded)'
     )
 
 
@@ -37,7 +43,7 @@ class ProfilerCudaMetrics(Rule):
     id = "NPU802"
     name = "profiler-cuda-metrics"
     summary = (
-        "Report CUDA profiler metrics (sort_by=\"cuda_time_total\", .cuda_time_total) and CUDA-only "
+        'Report CUDA profiler metrics (sort_by="cuda_time_total", .cuda_time_total) and CUDA-only '
         "profiler switches (autograd profiler use_cuda, emit_nvtx) with the NPU equivalent"
     )
     fixable = False
@@ -70,33 +76,53 @@ torch.profiler code that maps exactly.
             "    model(x)\n"
             'print(prof.key_averages().table(sort_by="cuda_time_total"))  # reported\n'
         ),
-        Example('import torch\nprint(prof.key_averages().table(sort_by="cpu_time_total"))\n'),
+        Example(
+            'import torch\nprint(prof.key_averages().table(sort_by="cpu_time_total"))\n'
+        ),
     )
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None and node.keyword.value == "sort_by":
             metric = string_value(node.value)
             if metric in CUDA_METRICS:
-                self.report(node, f"sort_by=\"{metric}\" sorts by CUDA time or memory", _metric_advice(metric))
+                self.report(
+                    node,
+                    f'sort_by="{metric}" sorts by CUDA time or memory',
+                    _metric_advice(metric),
+                )
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         # `cuda_time` alone is too common a name for a user's own timer: fields only
         # with their `_total` / `_usage` suffix, and only in files that profile
         metric = node.attr.value
-        if metric in CUDA_METRICS and metric != "cuda_time" and _PROFILING.search(self.ctx.text):
-            self.report(node, f"`.{metric}` of a profiler event is CUDA time or memory", _metric_advice(metric))
+        if (
+            metric in CUDA_METRICS
+            and metric != "cuda_time"
+            and _PROFILING.search(self.ctx.text)
+        ):
+            self.report(
+                node,
+                f"`.{metric}` of a profiler event is CUDA time or memory",
+                _metric_advice(metric),
+            )
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
         if qualified in _AUTOGRAD_PROFILE:
             use_cuda = call_arg(node, "use_cuda", 1)
             if use_cuda is not None and not _is_false(use_cuda.value):
-                self.report(use_cuda, "the autograd profiler's `use_cuda` records CUDA events",
-                            f"on Ascend profile with {TARGET}.profile({NPU_ACTIVITIES})")
+                self.report(
+                    use_cuda,
+                    "the autograd profiler's `use_cuda` records CUDA events",
+                    f"on Ascend profile with {TARGET}.profile({NPU_ACTIVITIES})",
+                )
         elif qualified in _EMIT_NVTX:
-            self.report(node, "`emit_nvtx()` emits NVTX ranges, which Ascend tools do not read",
-                        f"mark ranges with torch.npu.mstx (range_start / range_end, mark) and collect them with "
-                        f"{TARGET}.profile(experimental_config={TARGET}._ExperimentalConfig(mstx=True))")
+            self.report(
+                node,
+                "`emit_nvtx()` emits NVTX ranges, which Ascend tools do not read",
+                f"mark ranges with torch.npu.mstx (range_start / range_end, mark) and collect them with "
+                f"{TARGET}.profile(experimental_config={TARGET}._ExperimentalConfig(mstx=True))",
+            )
 
 
 def _is_false(node: cst.CSTNode) -> bool:
