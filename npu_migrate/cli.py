@@ -114,9 +114,11 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
     found = discover(paths, [*cfg.exclude, *exclude], cfg.root)
     for message in found.errors:
         err.print(f"error: {message}")
+    for message in found.warnings if not quiet else ():
+        err.print(f"warning: {message}")
     if not found.files and not found.errors:
-        if not quiet:
-            err.print("warning: no Python files found", highlight=False)
+        if not quiet and not found.warnings:
+            err.print("warning: no supported files found", highlight=False)
         sys.exit(EXIT_OK)
 
     from npu_migrate.cache import DIRNAME, Cache
@@ -225,8 +227,8 @@ def rules_command(rule_id: str | None) -> None:
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from npu_migrate.python.rule import rule_doc
     from npu_migrate.registry import all_rules
+    from npu_migrate.rulebase import rule_doc
 
     console = Console(highlight=False)
     rules = all_rules()

@@ -1,12 +1,16 @@
 """Which files to process.
 
-* Directories are searched recursively for ``*.py``.
+* Directories are searched recursively for every supported file type
+  (``npu_migrate/filetypes.py``: ``*.py``, shell scripts by suffix or shebang,
+  Dockerfiles).
 * ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``
   (unless it is a package, with an ``__init__.py``), ``__pycache__`` and tool caches
   are skipped, and so is whatever the
   ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
-* A file named explicitly on the command line is always processed.
+* A file named explicitly on the command line is always processed if some front
+  end handles it (its name, suffix or shebang says which); otherwise it gets a
+  one-line "not a supported file type" warning.
 * Paths that do not exist and broken symlinks become one-line errors.
 """
 
@@ -17,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
+from npu_migrate import filetypes
 
 SKIP_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", "build", "dist", ".venv", "venv", ".tox", ".nox",
@@ -33,6 +39,7 @@ PACKAGE_NAMES_OK = {"build", "dist"}
 class Discovered:
     files: list[str] = field(default_factory=list)  # display paths, as the user will see them
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _display(path: Path) -> str:
@@ -101,7 +108,10 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             found.errors.append(f"{raw}: {reason}")
             continue
         if not path.is_dir():
-            add(path)  # named explicitly: always processed
+            if filetypes.detect_file(raw) is None:
+                found.warnings.append(f"{raw}: not a supported file type; skipped")
+            else:
+                add(path)  # named explicitly: processed even where excluded or ignored
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -126,13 +136,17 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
                 keep.append(name)
             dirnames[:] = keep
             for name in sorted(filenames):
-                if not name.endswith(".py"):
-                    continue
                 file = current / name
+                known = filetypes.by_name(name) is not None
+                if not known and not filetypes.may_be_script(name):
+                    continue
                 if ignores.ignored(file, False) or is_excluded(file, False):
                     continue
                 if not file.exists():
-                    found.errors.append(f"{_display(file)}: broken symbolic link")
+                    if known:
+                        found.errors.append(f"{_display(file)}: broken symbolic link")
+                    continue
+                if not known and filetypes.by_shebang(filetypes.read_head(str(file)) or b"") is None:
                     continue
                 add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file)
     return found
