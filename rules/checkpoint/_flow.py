@@ -62,8 +62,8 @@ def reaching_assign(
     """The ``name = value`` statement whose value ``name`` holds at ``use``.
 
     Walks back over the statements before ``use`` in its block, then out through
-    the ``if``/``else``/``with``/loop statements around it, up to the function or
-    module. ``bindings`` are the nodes that bind ``name`` in that scope (libcst's
+    the ``if``/``else``/``with``/loop statements and ``try`` bodies around it, up to
+    the function or module. ``bindings`` are the nodes that bind ``name`` in that scope (libcst's
     ScopeProvider). The first preceding statement that binds ``name`` decides: it is
     the answer when it is a plain ``name = value`` line, else None. A loop around
     the use that binds ``name`` anywhere is None too (a later iteration may see
@@ -79,15 +79,21 @@ def reaching_assign(
         for sibling in reversed(body[: index_in(body, current)]):
             if any(inside(ctx, b, sibling) for b in bindings):
                 return single_assign(sibling, name)
-        owner = ctx.parent(ctx.parent(current))
+        block = ctx.parent(current)
+        owner = ctx.parent(block)
         if isinstance(owner, cst.Else):
             owner = ctx.parent(owner)
+            if isinstance(owner, cst.Try):
+                return None  # a try's else: its body may have bound the name
         while isinstance(owner, cst.If) and isinstance(ctx.parent(owner), cst.If):
             owner = ctx.parent(owner)  # an elif: the chain starts at the outer `if`
         if isinstance(owner, _LOOPS):
             if any(inside(ctx, b, owner) for b in bindings):
                 return None
+        elif isinstance(owner, cst.Try):
+            if owner.body is not block:
+                return None  # an except or finally block: how much of the try ran is unknown
         elif not isinstance(owner, _PASS_THROUGH):
-            return None  # function, class, try, match...: stop there
+            return None  # function, class, match...: stop there
         current = owner
     return None

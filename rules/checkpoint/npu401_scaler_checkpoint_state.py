@@ -460,7 +460,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
     def _save_other(self, save: cst.Call, value: cst.CSTNode) -> None:
         """A save whose object is not a dict the rule can follow (a dataclass snapshot,
         `asdict(...)`, the optimizer's state on its own): reported when optimizer state
-        goes into it and nothing nearby mentions a scaler."""
+        goes into it and the function never takes the scaler's state."""
         if _is_state_dict_call(value):
             if not self._is_optimizer_state(None, value):
                 return
@@ -473,16 +473,20 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                     call
                     for call in self.state_dicts
                     if _function_of(self.ctx, call) is function
-                    and self._is_optimizer_state(None, call)
+                    and self._is_optimizer_state(self._key_of(call), call)
                     and not any(inside(self.ctx, call, other) for other in others)
                 ),
                 None,
             )
             if source is None:
                 return
-        scope = _function_of(self.ctx, save) or self.ctx.enclosing_statement(save)
-        if _mentions_scaler(self.ctx, scope):
-            return
+        function = _function_of(self.ctx, save)
+        if any(
+            _SCALER.search(dotted(call.func.value) or "")
+            and _function_of(self.ctx, call) is function
+            for call in self.state_dicts
+        ):
+            return  # the function takes the scaler's state somewhere
         hint = self._scalers_at(save)
         expression = hint[0].expression if len(hint) == 1 else "scaler"
         self.report(
@@ -492,6 +496,20 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             f"save `{expression}.state_dict()` next to the optimizer state (pass the GradScaler "
             f"here if needed) and restore it on resume with `{expression}.load_state_dict(...)`",
         )
+
+    def _key_of(self, value: cst.CSTNode) -> str | None:
+        """The key ``value`` is stored under: ``{"optimizer": value}``,
+        ``dict(optimizer=value)``, ``state["optimizer"] = value``."""
+        parent = self.ctx.parent(value)
+        if isinstance(parent, cst.DictElement) and parent.value is value:
+            return _key(parent.key)
+        if isinstance(parent, cst.Arg) and parent.keyword is not None:
+            return parent.keyword.value
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, cst.Subscript):
+                return _subscript_key(target)
+        return None
 
     def _save_literal(self, save: cst.Call, literal: cst.Dict) -> None:
         entries: list[tuple[str | None, cst.CSTNode]] = []
