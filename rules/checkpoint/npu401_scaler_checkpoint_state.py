@@ -124,10 +124,11 @@ constructor):
   literal (`state = {...}; torch.save(state, path)`), and a dict filled by
   `state["optimizer"] = opt.state_dict()` (then `state["scaler"] =
   scaler.state_dict()` is added after that line). A name is followed back
-  from the save through the statements before it and the `if`/`with`/loop
+  from the save through the statements before it and the `if`/`with`/loop/`try`
   blocks around it to the `name = {...}` it holds there, so a module-level
   script that also binds `checkpoint` to a `torch.load` result and to None
-  elsewhere is handled; a loop that rebinds the name after the save is not.
+  elsewhere is handled; a loop that rebinds the name after the save is
+  reported.
 - **Load**: `<optimizer>.load_state_dict(ckpt[KEY])` on a line of its own gets
   `if "scaler" in ckpt:` / `scaler.load_state_dict(ckpt["scaler"])` right
   after it. The guard keeps old checkpoints (without the key) loadable. One
