@@ -246,7 +246,7 @@ def test_the_scan_sees_the_suggestion_tables():
 
 
 def test_profiler_mapping_targets_exist():
-    """Every torch_npu.profiler name NPU801 can write, from its mapping table (the
+    """Every torch_npu.profiler name NPU610 can write, from its mapping table (the
     fixtures show only some of the ProfilerAction members)."""
     from npu_migrate.rules.profiler._common import NAMES, SOURCE, mapped
 

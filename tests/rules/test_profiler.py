@@ -40,7 +40,7 @@ def test_profile_moves_exactly_when_every_keyword_is_shared(shared, unshared, do
     keywords = [f"activities=[{prefix}ProfilerActivity.CPU, {prefix}ProfilerActivity.CUDA]"]
     keywords += [f"{k}=None" for k in shared + unshared]
     source = f"{header}with {prefix}profile({', '.join(keywords)}) as prof:\n    prof.step()\n"
-    out, findings = run(source, "NPU801")
+    out, findings = run(source, "NPU610")
     ast.parse(out)
     if unshared:
         assert out == source, "a file with a keyword torch_npu lacks must stay on torch.profiler"
@@ -52,7 +52,7 @@ def test_profile_moves_exactly_when_every_keyword_is_shared(shared, unshared, do
         assert "ProfilerActivity.NPU" in out and "CUDA" not in out
         assert ("torch_npu.profiler.profile(" if dotted else "from torch_npu.profiler import") in out
     # a second run reports the same findings (none once the file has moved)
-    assert _findings(out, "NPU801") == (_findings(source, "NPU801") if unshared else [])
+    assert _findings(out, "NPU610") == (_findings(source, "NPU610") if unshared else [])
 
 
 def test_one_blocker_keeps_the_whole_file_on_torch_profiler():
@@ -69,20 +69,20 @@ def test_one_blocker_keeps_the_whole_file_on_torch_profiler():
         "        model(x)\n"
         "    return prof.key_averages().table()\n"
     )
-    out, findings = run(source, "NPU801")
+    out, findings = run(source, "NPU610")
     assert out == source
-    assert [(f.line, f.rule) for f in findings] == [(3, "NPU801"), (10, "NPU801")]
+    assert [(f.line, f.rule) for f in findings] == [(3, "NPU610"), (10, "NPU610")]
 
 
 def test_neutral_names_alone_are_left_alone():
     source = "import torch\nfrom torch.profiler import record_function\nwith record_function('x'):\n    pass\n"
-    out, findings = run(source, "NPU801", "NPU802")
+    out, findings = run(source, "NPU610", "NPU611")
     assert out == source and findings == []
 
 
 def test_import_split_keeps_aliases_and_layout():
     source = "import torch\nfrom torch.profiler import record_function as rf, profile as P, ProfilerActivity\nwith P(activities=[ProfilerActivity.CUDA]):\n    pass\n"
-    out, _ = run(source, "NPU801")
+    out, _ = run(source, "NPU610")
     assert "from torch.profiler import record_function as rf\n" in out
     assert "from torch_npu.profiler import profile as P, ProfilerActivity\n" in out
     assert "ProfilerActivity.NPU" in out
@@ -112,7 +112,7 @@ def test_export_stacks_metric_keeps_its_quotes():
         "    pass\n"
         "p.export_stacks('s.txt', metric='self_cuda_time_total')\n"
     )
-    out, _ = run(source, "NPU801")
+    out, _ = run(source, "NPU610")
     assert "p.export_stacks('s.txt', metric='self_npu_time_total')" in out
 
 
@@ -129,7 +129,7 @@ def test_export_stacks_metric_keeps_its_quotes():
 )
 def test_cuda_metrics_and_switches(line, reported):
     source = f"import torch\n{line}\n"
-    out, findings = run(source, "NPU802")
+    out, findings = run(source, "NPU611")
     assert out == source
     assert bool(findings) is reported
     cst.parse_module(out)

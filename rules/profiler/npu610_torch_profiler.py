@@ -1,4 +1,4 @@
-"""NPU801: torch.profiler code becomes torch_npu.profiler code where the mapping is exact."""
+"""NPU610: torch.profiler code becomes torch_npu.profiler code where the mapping is exact."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ _KEYWORD_ADVICE = {
 
 
 class TorchProfiler(Rule):
-    id = "NPU801"
+    id = "NPU610"
     name = "torch-profiler"
     summary = (
         "Move torch.profiler profiling (profile, schedule, ProfilerActivity.CUDA, "

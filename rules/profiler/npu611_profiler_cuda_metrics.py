@@ -1,4 +1,4 @@
-"""NPU802: CUDA metrics and CUDA-only switches of the profilers, reported with the NPU equivalent."""
+"""NPU611: CUDA metrics and CUDA-only switches of the profilers, reported with the NPU equivalent."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _metric_advice(metric: str) -> str:
 
 
 class ProfilerCudaMetrics(Rule):
-    id = "NPU802"
+    id = "NPU611"
     name = "profiler-cuda-metrics"
     summary = (
         'Report CUDA profiler metrics (sort_by="cuda_time_total", .cuda_time_total) and CUDA-only '
@@ -66,7 +66,7 @@ Profiling code names CUDA in places the device rules do not touch:
   with `experimental_config={TARGET}._ExperimentalConfig(mstx=True)`.
 
 These are reported, not rewritten: the replacement changes what is measured or
-where the numbers appear, which is for the user to decide. NPU801 moves
+where the numbers appear, which is for the user to decide. NPU610 moves
 torch.profiler code that maps exactly.
 """
     examples = (
