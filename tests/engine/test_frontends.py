@@ -203,3 +203,48 @@ def test_suppressions_cover_line_ranges():
     table = Suppressions()
     table.add(3, 5, frozenset({"NPU8"}))
     assert table.suppressed(4, "NPU801") and not table.suppressed(4, "NPU101") and not table.suppressed(6, "NPU801")
+
+
+# -- front ends are loaded only when a file needs them ---------------------------
+
+_IMPORTS = (
+    "import sys\n"
+    "from npu_migrate.cli import main\n"
+    "try:\n    main(['--no-cache', '-j', '1', '.'])\nexcept SystemExit:\n    pass\n"
+    "print(sorted(m for m in ('libcst', 'tree_sitter', 'tree_sitter_bash', 'npu_migrate.shell.engine') if m in sys.modules))\n"
+)
+
+
+def _imported(tmp_path, files: dict[str, bytes]) -> str:
+    import subprocess
+    import sys
+
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    result = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_a_python_tree_never_loads_the_shell_front_end(tmp_path):
+    assert _imported(tmp_path, {"a.py": b"import torch\ntorch.cuda.synchronize()\n"}) == "['libcst']"
+
+
+def test_a_shell_tree_never_loads_libcst(tmp_path):
+    got = _imported(tmp_path, {"run.sh": b"export CUDA_VISIBLE_DEVICES=0\n"})
+    assert got == "['npu_migrate.shell.engine', 'tree_sitter', 'tree_sitter_bash']"
+
+
+def test_shell_scripts_are_found_by_suffix_and_shebang(tmp_path, run_cli):
+    launch = b"export NCCL_SOCKET_IFNAME=eth0\n"
+    (tmp_path / "run.sh").write_bytes(launch)
+    (tmp_path / "train").write_bytes(b"#!/usr/bin/env bash\n" + launch)
+    (tmp_path / "job.slurm").write_bytes(b"#!/bin/bash\n#SBATCH -N 2\n" + launch)
+    (tmp_path / "notes").write_bytes(launch)  # no shebang, no suffix: not a script
+    (tmp_path / "zsh_only").write_bytes(b"#!/bin/zsh\n" + launch)
+    result = run_cli(".", "--write")
+    assert result.exit_code == 0, result.output
+    for name in ("run.sh", "train", "job.slurm"):
+        assert b"HCCL_SOCKET_IFNAME" in (tmp_path / name).read_bytes(), name
+    assert (tmp_path / "notes").read_bytes() == launch and (tmp_path / "zsh_only").read_bytes().endswith(launch)
+    assert "3 file(s) scanned, 3 changed" in result.output
