@@ -13,16 +13,18 @@ Dockerfile.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from npu_migrate import treewalk
 from npu_migrate.edits import Recorder, finish
 from npu_migrate.model import FileResult
 from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
 from npu_migrate.shell import syntax
 from npu_migrate.shell.parser import parse
-from npu_migrate.suppression import MARK, Suppressions, parse as parse_suppression
+from npu_migrate.suppression import MARK, Suppressions
+from npu_migrate.suppression import parse as parse_suppression
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -68,8 +70,11 @@ def scan(
     suppressions: Suppressions,
     ranges: list[tuple[int, int]] | None = None,
     statement_of: Callable[[Node], int] | None = None,
+    variables: Sequence[Node] = (),
 ) -> None:
-    """Run the selected shell rules on ``data`` (only ``ranges`` of it, if given)."""
+    """Run the selected shell rules on ``data`` (only ``ranges`` of it, if given).
+    ``variables`` are nodes of another tree whose text is a variable name (a
+    Dockerfile's ``ENV NAME value``): the rules see them as ``variable_name``s."""
     active = active_rules(path, settings)
     needed = [cls for rid, cls in active.items() if rid != UNPARSED_RULE and cls.triggered(data)]
     if not needed:
@@ -78,27 +83,12 @@ def scan(
     local = Recorder()
     file = ShellFile(data, tree.root_node, local, statement_of)
     rules = [cls(file) for cls in needed]
-    handlers: dict[str, list] = {}
-    for rule in rules:
-        for name in dir(type(rule)):
-            if name.startswith("visit_"):
-                handlers.setdefault(name[len("visit_"):], []).append(getattr(rule, name))
-    want_comments = MARK.encode() in data
-    cursor = tree.walk()
-    while True:
-        node = cursor.node
-        for handler in handlers.get(node.type, ()):
+    table = treewalk.handlers(rules)
+    for node in variables:
+        for handler in table.get("variable_name", ()):
             handler(node)
-        if want_comments and node.type == "comment":
-            _suppression(node, data, suppressions)
-        if cursor.goto_first_child():
-            continue
-        while not cursor.goto_next_sibling():
-            if not cursor.goto_parent():
-                break
-        else:
-            continue
-        break
+    want_comments = MARK.encode() in data
+    treewalk.walk(tree, table, (lambda node: _suppression(node, data, suppressions)) if want_comments else None)
     for rule in rules:
         rule.leave_file()
     _keep_parsed(tree.root_node, data, local, recorder, needed, file, UNPARSED_RULE in active)
@@ -128,6 +118,8 @@ def _keep_parsed(root: Node, data: bytes, local: Recorder, recorder: Recorder, n
 
 
 def _suppression(comment: Node, data: bytes, suppressions: Suppressions) -> None:
+    if comment.type != "comment":
+        return
     codes = parse_suppression(comment.text.decode("utf-8", "replace"))
     if codes is None:
         return

@@ -184,7 +184,7 @@ def string_args(node: Node) -> list[Arg]:
             continue
         for match in re.finditer(rb"[^\s\\]+|\\\r?\n|\\.?|\s+", piece.text):
             chunk = match.group()
-            if chunk[:1].isspace() or chunk.startswith(b"\\\n") or chunk.startswith(b"\\\r"):
+            if chunk[:1].isspace() or chunk.startswith((b"\\\n", b"\\\r")):
                 flush()
             else:
                 current.append(Piece(chunk, piece.start + match.start()))

@@ -20,6 +20,13 @@ SUGGESTION = (
 )
 
 
+def _decides(parent: Node, child: Node) -> bool:
+    """``child``'s exit status decides what runs: an if/while condition, the left of ``&&``/``||``."""
+    if parent.type in _CONDITION:
+        return parent.child_by_field_name("condition") == child
+    return parent.type == "list" and bool(parent.children) and parent.children[0] == child
+
+
 class ShellNvidiaSmi(ShellRule):
     id = "NPU805"
     name = "shell-nvidia-smi"
@@ -76,9 +83,7 @@ has to be rewritten by hand.
             if parent.type == "redirected_statement":
                 if b"/dev/null" in parent.text[command.end_byte - parent.start_byte :]:
                     return False
-            elif parent.type in _CONDITION and parent.child_by_field_name("condition") == child:
-                return False
-            elif parent.type == "list" and parent.children and parent.children[0] == child:
+            elif _decides(parent, child):
                 return False
             elif parent.type in syntax.CONTAINERS:
                 return True

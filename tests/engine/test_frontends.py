@@ -221,7 +221,8 @@ def _imported(tmp_path, files: dict[str, bytes]) -> str:
 
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
-    result = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().splitlines()[-1]
 
@@ -248,3 +249,13 @@ def test_shell_scripts_are_found_by_suffix_and_shebang(tmp_path, run_cli):
         assert b"HCCL_SOCKET_IFNAME" in (tmp_path / name).read_bytes(), name
     assert (tmp_path / "notes").read_bytes() == launch and (tmp_path / "zsh_only").read_bytes().endswith(launch)
     assert "3 file(s) scanned, 3 changed" in result.output
+
+
+def test_dockerfiles_are_found_by_name(tmp_path, run_cli):
+    content = b"FROM python:3.11\nENV NCCL_SOCKET_IFNAME=eth0\n"
+    for name in ("Dockerfile", "Dockerfile.ci", "deploy.Dockerfile", "Containerfile", "Dockerfile.dockerignore"):
+        (tmp_path / name).write_bytes(content)
+    result = run_cli(".", "--write")
+    assert result.exit_code == 0, result.output
+    changed = sorted(p.name for p in tmp_path.iterdir() if p.is_file() and b"HCCL" in p.read_bytes())
+    assert changed == ["Containerfile", "Dockerfile", "Dockerfile.ci", "deploy.Dockerfile"]
