@@ -77,7 +77,7 @@ class FileType:
 
 
 PYTHON = FileType(
-    "python", "npu_migrate.python.engine:migrate_source", suffixes=(".py",),
+    "python", "npu_migrate.python.engine:migrate_source", suffixes=(".py", ".pyi"),
     interpreters=("python", "pypy"), example_name="example.py", fence="python",
 )
 SHELL = FileType(
