@@ -111,13 +111,16 @@ def _shell_ranges(instruction: Node) -> list[tuple[list[tuple[int, int]], list[N
             if child.type == "json_string_array":
                 out.append(([(child.start_byte, child.end_byte)], []))
             elif child.type == "shell_command":
-                fragments = [(c.start_byte, c.end_byte) for c in child.children if c.type != "comment"]
                 if not any(h.type == "heredoc_marker" for c in child.children for h in c.children):
-                    out.append((fragments, []))
+                    out.append((_without_comment_lines(child), []))
             elif child.type == "heredoc_block" and _is_script(instruction):
                 lines = [(c.start_byte, c.end_byte) for c in child.children if c.type != "heredoc_end"]
                 out.append((lines, []))
         return out
+    if kind == "arg_instruction":  # ARG NAME=default: the build's variables
+        if any(c.type == "=" for c in instruction.children):
+            return [([(instruction.named_children[0].start_byte, instruction.end_byte)], [])]
+        return [([], instruction.named_children[:1])]
     if kind == "env_instruction":
         out = []
         for pair in instruction.named_children:
@@ -130,6 +133,26 @@ def _shell_ranges(instruction: Node) -> list[tuple[list[tuple[int, int]], list[N
                 out.append(([(value.start_byte, value.end_byte)], [name]))
         return out
     return []
+
+
+def _without_comment_lines(command: Node) -> list[tuple[int, int]]:
+    """The command's bytes without the comment lines Docker drops from a continued
+    instruction (each with its line break)."""
+    ranges, cursor = [], command.start_byte
+    data = command.text  # offsets below are relative to the command
+    base = command.start_byte
+    for child in command.children:
+        if child.type != "comment":
+            continue
+        line_start = base + data.rfind(b"\n", 0, child.start_byte - base) + 1
+        line_end = data.find(b"\n", child.end_byte - base)
+        line_end = base + line_end + 1 if line_end != -1 else command.end_byte
+        if line_start > cursor:
+            ranges.append((cursor, line_start))
+        cursor = max(cursor, line_end)
+    if command.end_byte > cursor:
+        ranges.append((cursor, command.end_byte))
+    return ranges
 
 
 def _is_script(instruction: Node) -> bool:

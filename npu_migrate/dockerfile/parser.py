@@ -23,8 +23,8 @@ def _parser() -> tree_sitter.Parser:
 
 
 def parse(data: bytes) -> tree_sitter.Tree:
-    """The grammar does not take ``\\`` + CRLF as a line continuation (it does take
-    ``\\`` + blanks + LF, as Docker does), so it reads CRLF as `` \n``: the same
-    length, so every offset is the file's. Shell parts are parsed from the
-    original bytes (tree-sitter-bash handles CRLF)."""
-    return _parser().parse(data.replace(b"\r\n", b" \n"))
+    """The grammar does not take ``\\`` + CRLF as a line continuation, nor (when a
+    comment line follows) ``\\`` + blank + LF, so it reads ``\\`` CRLF as `` \\`` LF
+    and other CRLFs as `` \n``: the same length, so every offset is the file's. Shell
+    parts are parsed from the original bytes (tree-sitter-bash handles CRLF)."""
+    return _parser().parse(data.replace(b"\\\r\n", b" \\\n").replace(b"\r\n", b" \n"))

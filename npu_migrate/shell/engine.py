@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from tree_sitter import Node
 
 UNPARSED_RULE = "NPU800"
+#: How deep shell code inside strings is followed (``eval "bash -c '...'"`` is 2).
+MAX_NESTING = 2
 
 
 class ShellFile:
@@ -45,8 +47,9 @@ class ShellFile:
     def replace(self, start: int, end: int, new: str, rule: str, message: str) -> None:
         self.recorder.replace(start, end, new, rule, message)
 
-    def report(self, node: Node, rule: str, message: str, suggestion: str) -> None:
-        self.recorder.report(node.start_byte, rule, message, suggestion, self.statement_of(node))
+    def report(self, node: Node, rule: str, message: str, suggestion: str, offset: int | None = None) -> None:
+        start = node.start_byte if offset is None else offset
+        self.recorder.report(start, rule, message, suggestion, self.statement_of(node))
 
 
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
@@ -71,6 +74,7 @@ def scan(
     ranges: list[tuple[int, int]] | None = None,
     statement_of: Callable[[Node], int] | None = None,
     variables: Sequence[Node] = (),
+    depth: int = 0,
 ) -> None:
     """Run the selected shell rules on ``data`` (only ``ranges`` of it, if given).
     ``variables`` are nodes of another tree whose text is a variable name (a
@@ -83,7 +87,8 @@ def scan(
     local = Recorder()
     file = ShellFile(data, tree.root_node, local, statement_of)
     rules = [cls(file) for cls in needed]
-    table = treewalk.handlers(rules)
+    embedded = syntax.EmbeddedScripts()
+    table = treewalk.handlers([*rules, embedded])
     for node in variables:
         for handler in table.get("variable_name", ()):
             handler(node)
@@ -92,6 +97,13 @@ def scan(
     for rule in rules:
         rule.leave_file()
     _keep_parsed(tree.root_node, data, local, recorder, needed, file, UNPARSED_RULE in active)
+    if depth < MAX_NESTING:
+        for string in embedded.scripts():
+            start, end = syntax.content_range(string)
+            if end > start:
+                outer = file.statement_of(string)
+                scan(path, data, settings, recorder, suppressions, [(start, end)],
+                     statement_of=lambda _node, outer=outer: outer, depth=depth + 1)
 
 
 def _keep_parsed(root: Node, data: bytes, local: Recorder, recorder: Recorder, needed, file: ShellFile,

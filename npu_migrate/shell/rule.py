@@ -47,8 +47,9 @@ class ShellRule(RuleBase):
     def replace_node(self, node: Node, new: str, message: str) -> None:
         self.replace(node.start_byte, node.end_byte, new, message)
 
-    def report(self, node: Node, message: str, suggestion: str) -> None:
-        self.file.report(node, self.id, message, suggestion)
+    def report(self, node: Node, message: str, suggestion: str, offset: int | None = None) -> None:
+        """A finding at ``node`` (or at ``offset`` inside it: one word of an option string)."""
+        self.file.report(node, self.id, message, suggestion, offset)
 
     def leave_file(self) -> None:
         """Called once after the walk, for decisions that need the whole file."""

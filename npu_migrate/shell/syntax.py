@@ -34,7 +34,7 @@ LAUNCHERS = {"python", "torchrun", "torch_npu_run", "deepspeed", "accelerate"}
 #: Programs that run another command given as their arguments.
 WRAPPERS = {"srun", "mpirun", "mpiexec", "nohup", "exec", "time", "env", "numactl", "taskset", "timeout",
             "stdbuf", "nice", "ionice", "sudo", "singularity", "apptainer", "docker", "podman", "xargs",
-            "horovodrun", "jsrun", "aprun", "command", "builtin", "eval"}
+            "horovodrun", "jsrun", "aprun", "command", "builtin", "eval", "uv", "poetry", "conda", "pixi"}
 _VERSION = re.compile(r"[\d.]+$")
 
 
@@ -239,3 +239,77 @@ def _safe_line_start(statement: Node, data: bytes, start: int) -> bool:
             return False
         inner = inner.parent
     return True
+
+
+_SHELLS = {"bash", "sh", "dash"}
+_DASH_C = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")
+
+
+class EmbeddedScripts:
+    """Collects strings that hold shell code run by the script: ``eval "..."``,
+    ``bash -c '...'`` (also behind wrappers: ``srun bash -c ...``), and string
+    variables that are ``eval``-ed or run as a command (``run_cmd="python ..."``,
+    then ``eval $run_cmd``). The engine parses their contents as shell too."""
+
+    def __init__(self) -> None:
+        self.strings: list[Node] = []
+        self.assigned: dict[str, list[Node]] = {}
+        self.run_vars: set[str] = set()
+
+    def visit_variable_assignment(self, node: Node) -> None:
+        name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+        if name is not None and value is not None and _quoted(value):
+            self.assigned.setdefault(name.text.decode("utf-8", "replace"), []).append(value)
+
+    def visit_command(self, node: Node) -> None:
+        words = command_args(node)
+        if not words:
+            return
+        if words[0].node.type in ("simple_expansion", "expansion"):
+            self._take(words[0].node)  # $run_cmd as the command
+        if program(words[0]) == "eval":
+            for word in words[1:]:
+                self._take(word.node)
+            return
+        for index, word in enumerate(words[:-2]):
+            if program(word) in _SHELLS and _DASH_C.fullmatch(words[index + 1].text):
+                self._take(words[index + 2].node)
+                return
+
+    def _take(self, node: Node) -> None:
+        if _quoted(node):
+            self.strings.append(node)
+            return
+        if node.type in ("simple_expansion", "expansion"):
+            name = _expansion_name(node)
+            if name is not None:
+                self.run_vars.add(name)
+
+    def scripts(self) -> list[Node]:
+        found = list(self.strings)
+        for name in sorted(self.run_vars):
+            found.extend(self.assigned.get(name, ()))
+        return sorted(set(found), key=lambda n: n.start_byte)
+
+
+def _quoted(node: Node) -> bool:
+    """A string, or quoted strings and words side by side that open and close with the
+    same quote (``"--lr_schedule "LE" --lr 1"``: the shell code is what lies between)."""
+    if node.type in ("string", "raw_string"):
+        return True
+    if node.type == "concatenation" and node.child_count >= 2:
+        first, last = node.children[0], node.children[-1]
+        return first.type == last.type and first.type in ("string", "raw_string")
+    return False
+
+
+def _expansion_name(node: Node) -> str | None:
+    children = node.named_children
+    if len(children) == 1 and children[0].type == "variable_name":
+        return children[0].text.decode("utf-8", "replace")
+    return None
+
+
+def content_range(string: Node) -> tuple[int, int]:
+    """The bytes between a string's quotes."""
+    return string.start_byte + 1, string.end_byte - 1

@@ -53,6 +53,10 @@ ADVICE = {
         "(device ids such as 0,1 or 0-3), which mounts the NPUs into the container"
     ),
     "TORCH_CUDA_ARCH_LIST": "the GPU architectures CUDA extensions are built for; CUDA extensions do not build for Ascend (see NPU905)",
+    "FORCE_CUDA": (
+        "makes `pip install`/`setup.py` build the package's CUDA ops (mmcv, detectron2...); mmcv's Ascend build "
+        "is MMCV_WITH_OPS=1 FORCE_NPU=1, most other packages have no NPU ops to build: drop it"
+    ),
 }
 
 #: Advice for an NCCL variable that is in neither table.
@@ -63,12 +67,13 @@ GENERIC_NCCL = "no HCCL counterpart in torch_npu 2.13; remove it, or look up the
 GENERIC_CUDA = "a CUDA/NVIDIA setting that Ascend ignores; remove it, or look up the CANN setting in the CANN environment-variable reference"
 
 _CUDA_PREFIXES = ("CUDA_", "PYTORCH_CUDA_", "TORCH_CUDA_", "NVIDIA_", "CUDNN_")
+_CUDA_NAMES = frozenset({"FORCE_CUDA"})
 _NCCL_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 
 
 def is_cuda_variable(name: str) -> bool:
     """A CUDA/NVIDIA runtime variable (``CUDA_VISIBLE_DEVICES``, ``PYTORCH_CUDA_ALLOC_CONF``...)."""
-    return name.startswith(_CUDA_PREFIXES)
+    return name.startswith(_CUDA_PREFIXES) or name in _CUDA_NAMES
 
 
 def is_nccl_variable(name: str) -> bool:

@@ -34,6 +34,28 @@ if TYPE_CHECKING:
 _COMPARE = {"=", "==", "!="}
 
 
+def launch_words(node: Node) -> list[syntax.Arg] | None:
+    """The arguments of a command that launches training (None for other commands)."""
+    launch = syntax.launch_args(node)
+    return launch[1] if launch is not None else None
+
+
+def array_words(node: Node) -> list[syntax.Arg] | None:
+    """The elements of an array assigned to a variable (``ARGS=(--backend nccl)``)."""
+    if node.parent is not None and node.parent.type == "variable_assignment":
+        return [syntax.arg(child) for child in node.named_children]
+    return None
+
+
+def option_string_words(value: Node) -> list[syntax.Arg] | None:
+    """The words of a string that holds options (``OPTS="--backend nccl --lr 1"``)."""
+    if value.type in ("string", "raw_string"):
+        words = syntax.string_args(value)
+        if words and words[0].text.startswith("-"):
+            return words
+    return None
+
+
 class ValueRule(ShellRule):
     #: Human name of the value, for messages ("backend", "device").
     kind: ClassVar[str]
@@ -60,9 +82,9 @@ class ValueRule(ShellRule):
     # -- where values are found ------------------------------------------------
 
     def visit_command(self, node: Node) -> None:
-        launch = syntax.launch_args(node)
-        if launch is not None:
-            self._options(launch[1])
+        launched = launch_words(node)
+        if launched is not None:
+            self._options(launched)
         words = syntax.command_args(node)
         if words and syntax.program(words[0]) in ("test", "[") and len(words) >= 4:
             for left, op, right in zip(words[1:], words[2:], words[3:]):
@@ -70,8 +92,9 @@ class ValueRule(ShellRule):
                     self._comparison(left.node, right.node)
 
     def visit_array(self, node: Node) -> None:
-        if node.parent is not None and node.parent.type == "variable_assignment":
-            self._options([syntax.arg(child) for child in node.named_children])
+        words = array_words(node)
+        if words is not None:
+            self._options(words)
 
     def visit_variable_assignment(self, node: Node) -> None:
         name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
@@ -79,11 +102,10 @@ class ValueRule(ShellRule):
             return
         name = name_node.text.decode("utf-8", "replace")
         self.assignments.setdefault(name, []).append(value)
-        if value.type in ("string", "raw_string"):
-            words = syntax.string_args(value)
-            if words and words[0].text.startswith("-"):
-                self._options(words)
-                return
+        words = option_string_words(value)
+        if words is not None:
+            self._options(words)
+            return
         if self.is_key(name):
             self._rewrite(syntax.arg(value), f"`{name}`")
 

@@ -97,3 +97,10 @@ def test_shell_form_after_a_powershell_shell_instruction_is_not_shell():
     assert run(source).new_source is None
     back = source + 'SHELL ["/bin/bash", "-c"]\nRUN export CUDA_VISIBLE_DEVICES=0\n'
     assert run(back).new_source.endswith(b"RUN export ASCEND_RT_VISIBLE_DEVICES=0\n")
+
+
+def test_crlf_continuation_before_a_comment_line():
+    """Found by the property above: the grammar split this RUN in two."""
+    source = (b"FROM python:3.11-slim\r\nRUN pip install -r requirements.txt && \\\r\n"
+              b"    # built for cuda GPUs once\r\n    nvidia-smi\r\n")
+    assert run(source).new_source == source.replace(b"    nvidia-smi", b"    npu-smi info")
