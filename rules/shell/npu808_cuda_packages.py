@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 from npu_migrate.rulebase import Example
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
-from npu_migrate.tables.packages import CUDA_INDEX_URL, CUDA_LOCAL_VERSION, cuda_only, normalise
+from npu_migrate.tables.packages import (
+    CUDA_INDEX_URL,
+    CUDA_LOCAL_VERSION,
+    cuda_only,
+    normalise,
+)
 
 if TYPE_CHECKING:
     from tree_sitter import Node
