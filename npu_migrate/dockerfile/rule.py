@@ -9,10 +9,9 @@ not theirs: the shell rules see those.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.rulebase import Example, RuleBase
+from npu_migrate.rulebase import Example, FileRule
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -22,22 +21,12 @@ if TYPE_CHECKING:
 __all__ = ["DockerfileRule", "Example"]
 
 
-class DockerfileRule(RuleBase):
+class DockerfileRule(FileRule):
     front_end: ClassVar[str] = "dockerfile"
-    triggers: ClassVar[Sequence[bytes]] = ()
-
-    def __init__(self, file: DockerfileFile) -> None:
-        self.file = file
-
-    @classmethod
-    def triggered(cls, data: bytes) -> bool:
-        return any(t in data for t in cls.triggers)
+    file: DockerfileFile
 
     def replace(self, start: int, end: int, new: str, message: str) -> None:
         self.file.recorder.replace(start, end, new, self.id, message)
 
     def report(self, node: Node, message: str, suggestion: str) -> None:
         self.file.recorder.report(node.start_byte, self.id, message, suggestion, self.file.instruction_start(node))
-
-    def leave_file(self) -> None:
-        """Called once after the walk."""

@@ -17,10 +17,9 @@ every rule (``npu_migrate/rulebase.py``); the examples are shell scripts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.rulebase import Example, RuleBase
+from npu_migrate.rulebase import Example, FileRule
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -30,16 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["Example", "ShellRule"]
 
 
-class ShellRule(RuleBase):
+class ShellRule(FileRule):
     front_end: ClassVar[str] = "shell"
-    triggers: ClassVar[Sequence[bytes]] = ()
-
-    def __init__(self, file: ShellFile) -> None:
-        self.file = file
-
-    @classmethod
-    def triggered(cls, data: bytes) -> bool:
-        return any(t in data for t in cls.triggers)
+    file: ShellFile
 
     def replace(self, start: int, end: int, new: str, message: str) -> None:
         self.file.replace(start, end, new, self.id, message)
@@ -50,6 +42,3 @@ class ShellRule(RuleBase):
     def report(self, node: Node, message: str, suggestion: str, offset: int | None = None) -> None:
         """A finding at ``node`` (or at ``offset`` inside it: one word of an option string)."""
         self.file.report(node, self.id, message, suggestion, offset)
-
-    def leave_file(self) -> None:
-        """Called once after the walk, for decisions that need the whole file."""
