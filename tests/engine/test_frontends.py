@@ -290,3 +290,18 @@ def test_the_pre_commit_hooks_pass_every_supported_file_and_no_other(tmp_path):
             assert passed and not handled  # identify calls zsh "shell": the tool warns and skips it
         else:
             assert passed == handled, name
+
+
+def test_the_cache_key_follows_the_parser_versions(monkeypatch):
+    from importlib import metadata
+
+    from npu_migrate import cache
+
+    before = cache.code_fingerprint()
+    cache.code_fingerprint.cache_clear()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "99.0" if name == "tree-sitter-bash" else real(name))
+    try:
+        assert cache.code_fingerprint() != before
+    finally:
+        cache.code_fingerprint.cache_clear()
