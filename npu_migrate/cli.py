@@ -2,8 +2,9 @@
 
 ``npu-migrate [PATH]...`` is a dry run that prints a diff; ``--write`` rewrites in
 place; ``--check`` is the CI / pre-commit guard. ``npu-migrate rules [ID]``
-documents the rules and ``npu-migrate emulate SCRIPT`` runs a script on the
-emulated NPU.
+documents the rules, ``npu-migrate emulate SCRIPT`` runs a script on the
+emulated NPU, ``npu-migrate launch ENTRY`` writes launchers and job specs, and
+``npu-migrate preflight`` checks a training node.
 
 Exit codes (as black): 0 nothing to do or written; 1 ``--check`` found pending
 changes; 2 usage error, or some file could not be read or parsed (all other
@@ -54,7 +55,9 @@ def main() -> None:
 @main.command(
     "migrate",
     epilog="Other commands: 'npu-migrate rules [ID]' documents every rule; "
-    "'npu-migrate emulate SCRIPT' runs a migrated script on the emulated NPU.",
+    "'npu-migrate emulate SCRIPT' runs a migrated script on the emulated NPU; "
+    "'npu-migrate launch ENTRY' writes launchers and job specs; "
+    "'npu-migrate preflight' checks a training node.",
 )
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--write", is_flag=True, help="Rewrite files in place (atomically).")
@@ -261,6 +264,75 @@ def emulate_command(nproc: int, strict: bool, script: str, args: tuple[str, ...]
     except ImportError as exc:
         raise click.ClickException(f"the emulator is not available ({exc}); pip install 'npu-migrate[emulate]'")
     sys.exit(run_emulated(script, list(args), nproc=nproc, strict=strict))
+
+
+def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
+    if not values:
+        return None
+    pairs = {}
+    for value in values:
+        name, sep, setting = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="--env")
+        pairs[name] = setting
+    return pairs
+
+
+@main.command("launch")
+@click.argument("entry", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("-t", "--target", "targets", multiple=True, metavar="TARGET",
+              help="torchrun, torch-npu-run, ranktable, modelarts, volcano (repeat or comma-separate; default torchrun).")
+@click.option("--nodes", type=int, help="Servers in the job (default 1).")
+@click.option("--cards", type=int, help="NPUs per server: 1, 2, 4 or 8 (default 8).")
+@click.option("--image", help="The training image (needed by volcano).")
+@click.option("--out", metavar="DIR", help="Where to write, below the project root (default launch/).")
+@click.option("--job-name", help="The Volcano Job's name (default: the project directory's name).")
+@click.option("--namespace", help="The Volcano Job's namespace (default 'default').")
+@click.option("--queue", help="The Volcano queue (default 'default').")
+@click.option("--accelerator", help="The ring-controller.atlas label (default ascend-910b).")
+@click.option("--npu-resource", help="The NPU resource name (default huawei.com/<accelerator>).")
+@click.option("--workdir", help="The project root inside the image (default /workspace).")
+@click.option("--master-port", type=int, help="The rendezvous port (default 29500).")
+@click.option("--python", "python_", metavar="PYTHON", help="The launchers' default interpreter (default python3).")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An extra variable the launchers export.")
+@click.option("--write", is_flag=True, help="Write the files (atomically); without it, print their diffs.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
+@click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
+@click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
+def launch_command(entry, args, targets, nodes, cards, image, out, job_name, namespace, queue, accelerator,
+                   npu_resource, workdir, master_port, python_, env, write, check, config, quiet) -> None:
+    """Generate launchers and job specs for a migrated ENTRY script (and its ARGS, after --).
+
+    Without --write this is a dry run that prints each file as a diff against what
+    exists. Settings also come from [tool.npu-migrate.launch] in pyproject.toml.
+    """
+    from npu_migrate.launch.command import run as run_launch
+
+    if write and check:
+        raise click.UsageError("--write and --check cannot be combined")
+    flags = {
+        "entry": entry, "args": list(args) or None, "targets": _split(targets) or None, "nodes": nodes,
+        "cards": cards, "image": image, "out": out, "job-name": job_name, "namespace": namespace, "queue": queue,
+        "accelerator": accelerator, "npu-resource": npu_resource, "workdir": workdir, "master-port": master_port,
+        "python": python_, "env": _env_pairs(env),
+    }
+    sys.exit(run_launch(flags, config=config, write=write, check=check, quiet=quiet))
+
+
+@main.command("preflight", add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def preflight_command(args: tuple[str, ...]) -> None:
+    """Check this training node before a job starts (the runtime's npu_runtime.preflight).
+
+    The same program as 'python -m npu_runtime.preflight' (its --help lists the
+    options: --nodes, --cards, --node-rank, --master ADDR:PORT, ...). One line per
+    problem with its fix; exit 1 if any.
+    """
+    from npu_runtime.preflight.cli import main as preflight_main
+
+    sys.exit(preflight_main(list(args), prog="npu-migrate preflight"))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,6 +10,9 @@ directory. Command-line flags replace the configured values.
     ignore = ["NPU404"]
     exclude = ["third_party/**", "legacy_*.py"]
     per-file-ignores = { "tests/**" = ["NPU9"] }
+
+    [tool.npu-migrate.launch]          # read by `npu-migrate launch` (npu_migrate/launch/settings.py)
+    entry = "train.py"
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-KEYS = {"select", "ignore", "exclude", "per-file-ignores"}
+KEYS = {"select", "ignore", "exclude", "per-file-ignores", "launch"}
 
 
 class ConfigError(Exception):
@@ -39,6 +42,8 @@ class Config:
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    # [tool.npu-migrate.launch], validated by the launch subsystem that owns its keys.
+    launch: dict = field(default_factory=dict)
 
 
 def _common_parent(paths: list[str]) -> Path:
@@ -90,4 +95,8 @@ def _parse(table: dict, path: Path) -> Config:
     if not isinstance(per_file, dict):
         raise ConfigError(f"{path}: [tool.npu-migrate] per-file-ignores must be a table of glob = [codes]")
     config.per_file_ignores = {k: _string_list(v, f"per-file-ignores.{k}", path) for k, v in per_file.items()}
+    launch = table.get("launch", {})
+    if not isinstance(launch, dict):
+        raise ConfigError(f"{path}: [tool.npu-migrate] launch must be a table ([tool.npu-migrate.launch])")
+    config.launch = launch
     return config

@@ -27,11 +27,12 @@ def _decode(data: bytes) -> str:
         return data.decode("latin-1")
 
 
-def unified_diff(path: str, old: bytes, new: bytes) -> str:
+def unified_diff(path: str, old: bytes | None, new: bytes) -> str:
+    """A git-style diff; ``old=None`` is a new file (``--- /dev/null``)."""
     lines = difflib.unified_diff(
-        _decode(old).splitlines(keepends=True),
+        _decode(old or b"").splitlines(keepends=True),
         _decode(new).splitlines(keepends=True),
-        fromfile=f"a/{path.lstrip('/')}",
+        fromfile="/dev/null" if old is None else f"a/{path.lstrip('/')}",
         tofile=f"b/{path.lstrip('/')}",
     )
     out = []
