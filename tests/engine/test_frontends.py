@@ -305,3 +305,22 @@ def test_the_cache_key_follows_the_parser_versions(monkeypatch):
         assert cache.code_fingerprint() != before
     finally:
         cache.code_fingerprint.cache_clear()
+
+
+def test_the_launchers_npu_migrate_generates_need_no_migration(tmp_path, run_cli):
+    """What `npu-migrate launch` writes for Ascend is left alone by the shell rules:
+    no fix, no finding (each side would otherwise flag the other)."""
+    import shutil
+    from pathlib import Path
+
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "cuda_project", project)
+    made = run_cli("launch", "train.py", "-t", "torchrun,torch-npu-run,ranktable,modelarts", "--write", cwd=project)
+    assert made.exit_code == 0, made.output
+    scripts = sorted(p.name for p in (project / "launch").glob("*.sh"))
+    assert len(scripts) == 4
+    result = run_cli("./launch", "--no-cache", "--report", "r.json", cwd=project)
+    report = json.loads((project / "r.json").read_text())
+    assert result.exit_code == 0, result.output
+    assert len(report["files"]) == 4
+    assert [(f["path"], f["fixes"], f["findings"]) for f in report["files"] if f["fixes"] or f["findings"]] == []
