@@ -23,7 +23,7 @@ from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
 from npu_migrate.shell import syntax
 from npu_migrate.shell.parser import parse
-from npu_migrate.suppression import MARK, Suppressions
+from npu_migrate.suppression import MARKS, Suppressions
 from npu_migrate.suppression import parse as parse_suppression
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def scan(
     for node in variables:
         for handler in table.get("variable_name", ()):
             handler(node)
-    want_comments = MARK.encode() in data
+    want_comments = any(mark.encode() in data for mark in MARKS)
     treewalk.walk(tree, table, (lambda node: _suppression(node, data, suppressions)) if want_comments else None)
     for rule in rules:
         rule.leave_file()

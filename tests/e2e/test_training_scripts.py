@@ -90,7 +90,7 @@ def test_migrated_text(workspace, name):
     entry = workspace.file_report(name)
     assert entry["error"] is None, entry["error"]
     assert entry["changed"], f"npu-migrate left {name}.py unchanged"
-    findings = {(f["rule"], f["line"], f["message"]) for f in entry["findings"]}
+    findings = {(f["rule"], f["start"]["line"], f["message"]) for f in entry["findings"]}
     allowed = spec.informational | ({spec.rejected_by} if spec.rejected_by else set())
     unexpected = sorted(f for f in findings if f[0] not in allowed)
     assert not unexpected, f"{name}.py: findings that block running it: {unexpected}"

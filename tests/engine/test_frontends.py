@@ -23,7 +23,11 @@ from .fake_frontend import FAKE
 
 @pytest.fixture
 def fake(monkeypatch):
+    from npu_migrate import registry
+
     monkeypatch.setattr(filetypes, "FILE_TYPES", (*filetypes.FILE_TYPES, FAKE))
+    known = registry.rule_ids()
+    monkeypatch.setattr(registry, "rule_ids", lambda: sorted({*known, "NPU990", "NPU991"}))  # its codes are valid
     return FAKE
 
 
@@ -132,8 +136,8 @@ def test_selection_per_file_ignores_and_suppression(tmp_path, run_cli, fake):
     result = run_cli(".", "--report", "r.json")
     report = {f["path"]: f for f in json.loads((tmp_path / "r.json").read_text())["files"]}
     assert report["skip/x.fake"]["changed"] is False and report["skip/x.fake"]["findings"] == []
-    assert [(f["rule"], f["line"]) for f in report["y.fake"]["fixes"]] == [("NPU990", 3)]
-    assert [(f["rule"], f["line"]) for f in report["y.fake"]["findings"]] == [("NPU991", 4)]
+    assert [(f["rule"], f["start"]["line"]) for f in report["y.fake"]["fixes"]] == [("NPU990", 3)]
+    assert [(f["rule"], f["start"]["line"]) for f in report["y.fake"]["findings"]] == [("NPU991", 4)]
     assert "-cuda nccl\n+npu nccl" in result.output.replace("\r", "")
 
 

@@ -144,3 +144,9 @@ def test_selection_and_per_file_ignores_apply():
 def test_values_behind_expansions_are_left_to_their_assignment():
     source = 'PREFIX=cu\npython t.py --device="${PREFIX}da:0" --backend "$(cat backend.txt)"\n'
     assert run(source).new_source is None
+
+
+def test_noqa_with_an_npu_code_suppresses_in_shell_too():
+    source = "export CUDA_VISIBLE_DEVICES=0  # noqa: SC2034, NPU801\nexport NCCL_DEBUG=INFO  # noqa\n"
+    result = run(source)
+    assert result.new_source is None and [f.rule for f in result.findings] == ["NPU802"]
