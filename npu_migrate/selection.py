@@ -1,12 +1,13 @@
 """Which rules run on which file: ``select``, ``ignore`` and ``per-file-ignores``.
 
 Codes are prefixes, as in ruff: ``NPU1`` selects every device rule, ``NPU`` or
-``ALL`` selects everything. A rule runs when some ``select`` or ``extend-select``
-prefix matches it and no ``ignore`` prefix does.
+``ALL`` selects everything. A rule runs when some ``select`` prefix matches it
+and no ``ignore`` prefix does (``extend-select`` codes are added to ``select``
+by npu_migrate/options.py).
 
-Opt-in rules (``Rule.opt_in``, such as NPU802 single device -> DDP) change what a
+Opt-in rules (``Rule.opt_in``, such as NPU511 single device -> DDP) change what a
 program does rather than which device it uses, so no prefix turns them on: they
-run only when their exact code is selected (``--extend-select NPU802``), as ruff's
+run only when their exact code is selected (``--extend-select NPU511``), as ruff's
 preview rules do under ``explicit-preview-rules``. An ``ignore`` prefix still
 turns them off.
 """
@@ -36,7 +37,6 @@ class Selection:
     select: tuple[str, ...] = ("",)
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    extend_select: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -44,11 +44,9 @@ class Selection:
         select: Iterable[str] | None = None,
         ignore: Iterable[str] | None = None,
         per_file_ignores: Mapping[str, Iterable[str]] | None = None,
-        extend_select: Iterable[str] | None = None,
     ) -> Selection:
         return cls(
             select=_normalise(select) if select is not None else ("",),
-            extend_select=_normalise(extend_select or ()),
             ignore=_normalise(ignore or ()),
             per_file_ignores=tuple(
                 (pattern, _normalise(codes)) for pattern, codes in sorted((per_file_ignores or {}).items())
@@ -65,9 +63,8 @@ class Selection:
 
     def active(self, rule_id: str, path: str = "", opt_in: bool = False) -> bool:
         """Whether ``rule_id`` runs on ``path``; an ``opt_in`` rule only when named exactly."""
-        chosen = self.select + self.extend_select
-        selected = rule_id in chosen if opt_in else matches(rule_id, chosen)
+        selected = rule_id in self.select if opt_in else matches(rule_id, self.select)
         return selected and not matches(rule_id, self.ignored_for(path))
 
     def key(self) -> str:
-        return repr((self.select, self.extend_select, self.ignore, self.per_file_ignores))
+        return repr((self.select, self.ignore, self.per_file_ignores))

@@ -1,4 +1,4 @@
-"""Shared by the data-parallel rules: NPU801 (``nn.DataParallel`` -> DDP), NPU802
+"""Shared by the data-parallel rules: NPU510 (``nn.DataParallel`` -> DDP), NPU511
 (single device -> DDP, opt-in) and NPU913 (what cannot be rewritten).
 
 A script made data parallel runs unchanged as one process, and as one process per
@@ -50,7 +50,7 @@ USER_DISTRIBUTED = DISTRIBUTED | {
     "torch.multiprocessing.spawn.spawn",
     "npu_runtime.init_distributed",
 }
-#: what NPU801 / NPU802 leave behind: a file holding them was converted by a run before
+#: what NPU510 / NPU511 leave behind: a file holding them was converted by a run before
 CONVERTED = frozenset({"npu_runtime.data_parallel", "npu_runtime.distribute_model"})
 SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.npu.set_device"})
 #: calls that write files: one process (rank 0) does it, as under DataParallel
@@ -74,7 +74,7 @@ _DEVICE_ZERO = re.compile(r"(?:cuda|npu):0")
 
 @dataclass(frozen=True)
 class Plan:
-    """What NPU801 does with one ``DataParallel(...)`` call."""
+    """What NPU510 does with one ``DataParallel(...)`` call."""
 
     rewrite: bool
     #: False: a submodule (``model.features = DataParallel(model.features)``) gets the
@@ -135,7 +135,7 @@ def _is_submodule(ctx, call: cst.Call, parent: cst.CSTNode | None) -> bool:
 
 
 class ParallelConversion(Rule):
-    """Base of NPU801 and NPU802: collects what a conversion to DDP touches during the
+    """Base of NPU510 and NPU511: collects what a conversion to DDP touches during the
     pass; subclasses decide in ``leave_file``."""
 
     whole_file = True  # the entry point, loaders, epoch loops and the model live apart
@@ -152,6 +152,7 @@ class ParallelConversion(Rule):
         self.device_zero_calls: list[cst.Call] = []
         self.device_strings: list[cst.SimpleString] = []
         self.writers: list[cst.Call] = []
+        self.init_calls: list[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
@@ -167,6 +168,8 @@ class ParallelConversion(Rule):
             self.set_devices.append(node)
         elif isinstance(node.func, cst.Name) and node.func.value == "isinstance" and len(node.args) == 2:
             self.isinstance_checks.append(node)
+        elif qualified == "npu_runtime.init_data_parallel":
+            self.init_calls.append(node)
         elif qualified in WRITERS:
             self.writers.append(node)
         elif _is_device_zero_call(self.ctx, node, qualified):
@@ -183,7 +186,7 @@ class ParallelConversion(Rule):
         if string_value(node) == "cuda:0" and literal_is_device(node):
             self.device_strings.append(node)
 
-    # -- decisions shared by NPU801 and NPU802 ------------------------------------------
+    # -- decisions shared by NPU510 and NPU511 ------------------------------------------
 
     def already_distributed(self) -> bool:
         """The file has its own distributed path (DDP, ``init_process_group``, ``mp.spawn``)."""
@@ -218,52 +221,60 @@ class ParallelConversion(Rule):
         return any(f.node is node and f.rule == self.id for f in self.ctx.findings)
 
     def place_init(self, anchor: cst.CSTNode) -> Callable[[cst.CSTNode], str | None]:
-        """Insert ``npu_runtime.init_data_parallel()`` where the program starts, and return
-        the test for loaders built before it (see ``LoaderSharding``)."""
+        """Insert ``npu_runtime.init_data_parallel()`` where the program starts (unless a run
+        before did), and return the test for loaders built before it (``LoaderSharding``)."""
         ctx = self.ctx
+        body = list(ctx.module.body)
+        guard = next((s for s in body if is_main_guard(s) and isinstance(s.body, cst.IndentedBlock)), None)
+        if self.init_calls:
+            return self._built_before(self.init_calls[0], guard)
         message = (
             "join the process group when launched as several processes "
             "(`npu_runtime.init_data_parallel()`; one process stays as it was)"
         )
-        ready: Callable[[cst.CSTNode], str | None] = lambda statement: None
-        if "init_data_parallel" in ctx.text:
-            return ready
         init = cst.parse_statement(INIT + "\n", config=ctx.module.config_for_parsing)
-        body = list(ctx.module.body)
-        guard = next((s for s in body if is_main_guard(s) and isinstance(s.body, cst.IndentedBlock)), None)
         top = _top_statement(ctx, anchor)
-        in_guard = guard is not None and top is guard
         self.add_import("npu_runtime")
-        if not in_guard and function_of(ctx, anchor) is ctx.module:
+        if top is not guard and function_of(ctx, anchor) is ctx.module:
             # a script: right after its imports, before any module-level data or model code
             imports = [s for s in body[: body.index(top)] if _is_import(s)]
             if imports:
                 self.insert_after(imports[-1], [init], message, anchor=anchor)
             else:
                 self.insert_before(top, [init], message, anchor=anchor)
-            return ready
+            return self._built_before(anchor, guard)
         if guard is not None:
             self.insert_before(guard.body.body[0], [init], message, anchor=anchor)
-
-            def at_import(statement: cst.CSTNode) -> str | None:
-                if function_of(ctx, statement) is ctx.module and _top_statement(ctx, statement) is not guard:
-                    return "the loader is built when the module is imported, before `npu_runtime.init_data_parallel()` in the `__main__` block"
-                return None
-
-            return at_import
+            return self._built_before(guard.body.body[0], guard)
         home = function_of(ctx, anchor)
         if isinstance(home, cst.FunctionDef) and isinstance(home.body, cst.IndentedBlock):
             statements = home.body.body
             first = statements[1] if len(statements) > 1 and _is_docstring(statements[0]) else statements[0]
             self.insert_before(first, [init], message, anchor=anchor)
+        return self._built_before(anchor, guard)
 
-            def outside(statement: cst.CSTNode) -> str | None:
-                if function_of(ctx, statement) is ctx.module:
-                    return f"the loader is built when the module is imported, before `{home.name.value}()` joins the process group"
-                return None
+    def _built_before(self, site: cst.CSTNode, guard: cst.CSTNode | None) -> Callable[[cst.CSTNode], str | None]:
+        """Which loaders are built before the process group is joined at ``site`` (the init
+        call, or where it goes): module-level ones, when it is joined in the ``__main__``
+        block or in a function."""
+        ctx = self.ctx
+        top = _top_statement(ctx, site)
+        home = function_of(ctx, site)
+        if top is guard and guard is not None:
+            where = "before `npu_runtime.init_data_parallel()` in the `__main__` block"
+        elif home is ctx.module:
+            return lambda statement: None
+        elif isinstance(home, cst.FunctionDef):
+            where = f"before `{home.name.value}()` joins the process group"
+        else:
+            return lambda statement: None
 
-            return outside
-        return ready
+        def at_import(statement: cst.CSTNode) -> str | None:
+            if function_of(ctx, statement) is ctx.module and _top_statement(ctx, statement) is not guard:
+                return f"the loader is built when the module is imported, {where}"
+            return None
+
+        return at_import
 
     def single_writer(self) -> None:
         """``torch.save(...)`` (and mkdir / copy) statements run on one process only."""

@@ -1,7 +1,7 @@
 """Giving a shuffled DataLoader a DistributedSampler (and its ``set_epoch``).
 
 Shared by NPU501 (DDP code whose loader has no sampler) and the data-parallel
-rules (NPU801 ``nn.DataParallel`` -> DDP, NPU802 single device -> DDP), which also
+rules (NPU510 ``nn.DataParallel`` -> DDP, NPU511 single device -> DDP), which also
 divide the loader's batch by the world size (``npu_runtime.per_process_batch_size``)
 so that the global batch stays what the script was tuned for.
 """
@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 import libcst as cst
-from npu_migrate.rules.checkpoint._common import dotted, is_pure_reference
+from npu_migrate.rules.checkpoint._common import dotted, insert_above, is_pure_reference
 
 from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Rule
@@ -213,21 +213,10 @@ class LoaderSharding:
         new = cst.parse_statement(
             f"{name} = {sampler_class}({dataset_code}, shuffle=True) if {check} else None\n",
             config=self.ctx.module.config_for_parsing,
-        ).with_changes(leading_lines=statement.leading_lines)
-        message = f"shard the shuffled loader with `{name}` when torch.distributed is initialized"
-        if statement.leading_lines:
-            # blank lines and comments above the loader now go above its sampler
-            # (same anchor and message: reported as one fix)
-            rule.replace(
-                statement,
-                lambda line: line.with_changes(leading_lines=()),
-                message,
-                needs_torch_npu=False,
-                anchor=loader,
-            )
-        rule.insert_before(
-            statement, [new], message, anchor=loader, needs_torch_npu=False
         )
+        message = f"shard the shuffled loader with `{name}` when torch.distributed is initialized"
+        # blank lines and comments above the loader now go above its sampler
+        insert_above(rule, statement, new, message, anchor=loader)
         rule.replace(
             loader,
             lambda call: _with_sampler(call, name),

@@ -1,4 +1,4 @@
-"""NPU913: nn.DataParallel that NPU801 does not rewrite."""
+"""NPU913: nn.DataParallel that NPU510 does not rewrite."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from npu_migrate.rules.parallel._common import DATA_PARALLEL, FUNCTIONAL, plan
 
 from npu_migrate.python.rule import Example, Rule
 
-REWRITER = "NPU801"
+REWRITER = "NPU510"
 SUGGESTION = (
     "use DistributedDataParallel, one process per NPU: launch with torchrun --nproc_per_node=<NPUs>, "
     "call npu_runtime.init_data_parallel() at the start, and wrap the whole model with "
@@ -23,7 +23,7 @@ SUBCLASS_SUGGESTION = (
 class DataParallel(Rule):
     id = "NPU913"
     name = "data-parallel"
-    summary = "Report nn.DataParallel that NPU801 cannot rewrite (subclasses, functional form, nested wrappers)"
+    summary = "Report nn.DataParallel that NPU510 cannot rewrite (subclasses, functional form, nested wrappers)"
     fixable = False
     triggers = ("DataParallel", "data_parallel")
     rationale = """
@@ -31,7 +31,7 @@ class DataParallel(Rule):
 `torch._C._broadcast_coalesced` and scatters inputs with `torch._C._scatter`,
 bindings only CUDA builds of torch define (even with a single NPU the scatter
 fails at the first forward). The Ascend way is DistributedDataParallel with the
-HCCL backend, one process per NPU. NPU801 makes that rewrite wherever it is safe;
+HCCL backend, one process per NPU. NPU510 makes that rewrite wherever it is safe;
 this rule reports the rest, each with its reason:
 
 - a subclass of `DataParallel`: its `scatter`/`gather`/`replicate` overrides
@@ -40,12 +40,12 @@ this rule reports the rest, each with its reason:
 - nested wrappers (`DataParallel(DataParallel(m))`, DDP around DataParallel) and a
   module passed through `*args`;
 - DataParallel around a submodule (`model.features = DataParallel(model.features)`):
-  NPU801 rewrites it to the single-process wrapper, so one process runs as before,
+  NPU510 rewrites it to the single-process wrapper, so one process runs as before,
   but under torchrun DDP must wrap the whole model;
-- every `DataParallel(...)` when NPU801 is not selected.
+- every `DataParallel(...)` when NPU510 is not selected.
 
 `isinstance(model, nn.DataParallel)` checks, common when unwrapping
-`model.module`, are harmless and not reported (NPU801 makes them accept DDP).
+`model.module`, are harmless and not reported (NPU510 makes them accept DDP).
 """
     examples = (
         Example("import torch.nn as nn\nclass Balanced(nn.DataParallel):  # reported\n    pass\n"),

@@ -69,7 +69,7 @@ class TransparentDDP(DistributedDataParallel):
     ``state_dict()`` and ``load_state_dict()`` are the model's own (no ``module.``
     prefix; a checkpoint whose keys all carry one still loads), and attributes DDP
     does not have are looked up on the model (``model.fc``, ``model.generate``). A
-    single-device script converted to DDP (rule NPU802) keeps working, and its
+    single-device script converted to DDP (rule NPU511) keeps working, and its
     checkpoints stay interchangeable with one-process runs.
     """
 

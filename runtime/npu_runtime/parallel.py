@@ -2,9 +2,9 @@
 
 Ascend cannot run ``nn.DataParallel`` (one process driving several devices); the
 Ascend way is DistributedDataParallel over HCCL, one process per NPU. npu-migrate
-rewrites ``nn.DataParallel(model)`` into :func:`data_parallel` (rule NPU801) and,
+rewrites ``nn.DataParallel(model)`` into :func:`data_parallel` (rule NPU510) and,
 on request, makes single-device scripts data parallel with :func:`distribute_model`
-(rule NPU802). The same migrated script then runs
+(rule NPU511). The same migrated script then runs
 
 * as one process (``python train.py``, ``torchrun --nproc_per_node=1``): no process
   group; the model is in a thin wrapper that keeps ``.module`` and the ``module.``
@@ -146,7 +146,7 @@ def per_process_batch_size(batch_size: int, sampler: Any) -> int:
 def is_main_process() -> bool:
     """True in a single process and on rank 0 of a job: the process that writes files.
 
-    NPU801/NPU802 put ``torch.save``, ``os.makedirs``, ``shutil.copyfile``... of a script
+    NPU510/NPU511 put ``torch.save``, ``os.makedirs``, ``shutil.copyfile``... of a script
     made data parallel under ``if npu_runtime.is_main_process():``, so that, as with
     DataParallel, one process writes each checkpoint (the ranks' copies would race, and
     differ in the device their tensors were saved from).

@@ -192,20 +192,22 @@ def _copy_scripts(src: Path, dst: Path) -> None:
     shutil.copy2(E2E / REPORT_MODULE, dst / REPORT_MODULE)
 
 
-def _migrate(root: Path, report_path: Path, targets: list[str], extra: list[str]) -> tuple[Run, dict]:
-    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), *extra, *targets]
-    proc = subprocess.run(cmd, cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                          check=False)
-    report = load_result(report_path) if report_path.exists() else {"files": []}
-    return Run(cmd, proc.returncode, proc.stdout + proc.stderr), report
-
-
 @pytest.fixture(scope="session")
 def emulator_build() -> Path:
     """The emulator's C++ extension: built once, then found in its on-disk cache."""
     from npu_migrate.emulate.build import build
 
     return build()
+
+
+def _migrate(root: Path, folder: str, *options: str) -> tuple[Run, dict]:
+    report_path = root / f"{folder}.report.json"
+    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), *options,
+           folder]
+    proc = subprocess.run(cmd, check=False, cwd=root, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    report = load_result(report_path) if report_path.exists() else {"files": []}
+    return Run(cmd, proc.returncode, proc.stdout + proc.stderr), report
 
 
 @pytest.fixture(scope="session")
@@ -220,13 +222,20 @@ def workspace(tmp_path_factory) -> Workspace:
     _copy_scripts(E2E / "cuda", migrated)
     _copy_scripts(E2E / "cpu", reference)
     opt_in = [s for s in SCRIPTS if s.extend_select]
-    excluded = [arg for s in opt_in for arg in ("--exclude", f"{s.name}.py")]
-    run, report = _migrate(root, root / "report.json", ["migrated"], excluded)
+    run, report = _migrate(root, "migrated", *[arg for s in opt_in for arg in ("--exclude", f"{s.name}.py")])
     for spec in opt_in:
-        target = f"migrated/{spec.name}.py"
-        extra_run, extra = _migrate(root, root / f"report_{spec.name}.json", [target],
-                                    ["--extend-select", ",".join(spec.extend_select)])
+        extra_run, extra = _migrate(root, f"migrated/{spec.name}.py", "--extend-select", ",".join(spec.extend_select))
         report["files"] += extra["files"]
         if extra_run.returncode != 0:
             run = extra_run
     return Workspace(root, original, migrated, reference, run, report)
+
+
+@pytest.fixture(scope="session")
+def migrated_without_npu401(workspace) -> Path:
+    """Control: the scripts migrated with every rule but NPU401 (GradScaler state in
+    checkpoints), to show that the kill-and-resume fixtures need that rule."""
+    _copy_scripts(E2E / "cuda", workspace.root / "without_npu401")
+    run, _ = _migrate(workspace.root, "without_npu401", "--ignore", "NPU401")
+    assert run.returncode == 0, run.describe()
+    return workspace.root / "without_npu401"

@@ -19,6 +19,18 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class KilledResume:
+    """A job killed by SIGKILL right after it saved the checkpoint of ``kill_at``
+    (``E2E_KILL_AFTER_SAVE``, see e2e_report.py), then resumed. ``{dir}`` in the
+    arguments is the job's directory: the killed job and its resume share one, the
+    uninterrupted job has its own."""
+
+    run: tuple[str, ...]  # the uninterrupted job, and the job that gets killed
+    resume: tuple[str, ...]
+    kill_at: int
+
+
+@dataclass(frozen=True)
 class Script:
     name: str
     covers: str
@@ -31,9 +43,11 @@ class Script:
     # arguments for an uninterrupted run, a run that stops and saves, and its resume
     resume: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
     resume_nproc: int = 1
+    # killed after a save, resumed: losses and loss scales must continue bit for bit
+    killed: KilledResume | None = None
     # extra-notes that exist only in the migrated run (accelerator statistics)
     npu_only_notes: frozenset[str] = field(default_factory=frozenset)
-    # made data parallel by NPU801/NPU802: also run as two processes against one process
+    # made data parallel by NPU510/NPU511: also run as two processes against one process
     # with the same global batch, under torchrun with one process, and resumed from a
     # checkpoint the original (its CPU reference) wrote, and the other way round
     data_parallel: DataParallelProof | None = None
@@ -77,8 +91,8 @@ SCRIPTS = (
     Script(
         "data_parallel",
         "nn.DataParallel(model).cuda(), cudnn flags, best-model checkpoint of model.module, batches from a generator",
-        # NPU801: no DataLoader to shard (every process trains on the same batches)
-        informational=frozenset({"NPU602", "NPU801"}),
+        # NPU510: no DataLoader to shard (every process trains on the same batches)
+        informational=frozenset({"NPU602", "NPU510"}),
         data_parallel=DataParallelProof(global_order=False, stop=("--steps", "20", "--save", "{ckpt}"),
                                         resume=None),
     ),
@@ -100,9 +114,9 @@ SCRIPTS = (
     ),
     Script(
         "single_device_ddp",
-        "single-GPU script made data parallel by the opt-in NPU802: AdamW, StepLR, clipping, epoch checkpoint",
+        "single-GPU script made data parallel by the opt-in NPU511: AdamW, StepLR, clipping, epoch checkpoint",
         data_parallel=DataParallelProof(exact_notes=frozenset({"checkpoint_keys"})),
-        extend_select=("NPU802",),
+        extend_select=("NPU511",),
     ),
     Script("device_strings", "every device-string idiom: defaults, dicts, comparisons, f/%/+/format, torch.device(x, i)"),
     Script("alias_imports", "torch as T, torch.cuda as tcuda, from torch import cuda, renamed from-imports, nccl",
@@ -121,6 +135,28 @@ SCRIPTS = (
            distributed=True, informational=frozenset({"NPU602"})),
     Script("transformer_block", "causal transformer: SDPA, LayerNorm, GELU, tied head, AdamW, clipping, TF32 flags"),
     Script("compile_eager", 'torch.compile(model, backend="eager") on a .cuda() model'),
+    Script("profiler_schedule", "torch.profiler with CPU+CUDA activity, schedule, tensorboard_trace_handler, "
+           "record_function: must become torch_npu.profiler and write one trace per cycle"),
+    Script(
+        "scaler_module_level",
+        "module-level script: `checkpoint` loaded, reused and rebound to the saved dict; no scaler state saved",
+        tolerance=AMP_TOLERANCE,
+        killed=KilledResume(run=("--out-dir", "{dir}"), resume=("--out-dir", "{dir}", "--init-from", "resume"),
+                            kill_at=8),
+    ),
+    Script(
+        "scaler_created_late",
+        "auto-resume that reads the checkpoint before the GradScaler exists; dict(...) checkpoint",
+        tolerance=AMP_TOLERANCE,
+        killed=KilledResume(run=("--checkpoint-dir", "{dir}"), resume=("--checkpoint-dir", "{dir}"), kill_at=2),
+    ),
+    Script(
+        "scaler_dict_call",
+        "torch.save(dict(epoch=..., model=..., opt=...)) with an optimizer named opt, --resume",
+        tolerance=AMP_TOLERANCE,
+        killed=KilledResume(run=("--ckpt", "{dir}/ckpt.pt"), resume=("--ckpt", "{dir}/ckpt.pt", "--resume",
+                                                                     "{dir}/ckpt.pt"), kill_at=2),
+    ),
 )
 
 BY_NAME = {s.name: s for s in SCRIPTS}

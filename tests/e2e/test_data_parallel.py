@@ -1,4 +1,4 @@
-"""End-to-end proof of the data-parallel rules (NPU801 nn.DataParallel -> DDP, NPU802
+"""End-to-end proof of the data-parallel rules (NPU510 nn.DataParallel -> DDP, NPU511
 single device -> DDP, opt-in), on the emulated NPU. See docs/e2e.md.
 
 For every script made data parallel (``Script.data_parallel``), besides what

@@ -66,9 +66,11 @@ def test_report_json(tmp_path, run_cli):
     assert set(files) == {"train.py", "cpu.py", "bad.py"}
     train = files["train.py"]
     assert train["changed"] is True and train["error"] is None
-    assert {"rule": "NPU101", "line": 2, "col": 4} == {k: train["fixes"][-1][k] for k in ("rule", "line", "col")}
+    fix = train["fixes"][-1]
+    assert (fix["rule"], fix["start"], fix["end"]) == ("NPU101", {"line": 2, "column": 5}, {"line": 2, "column": 28})
+    assert fix["applied"] is False and train["written"] is False
     finding = train["findings"][0]
-    assert finding["rule"] == "NPU102" and finding["line"] == 3 and finding["suggestion"]
+    assert finding["rule"] == "NPU102" and finding["start"] == {"line": 3, "column": 1} and finding["suggestion"]
     assert files["cpu.py"]["changed"] is False
     assert files["bad.py"]["error"].startswith("bad.py:1:")
     assert report["summary"]["files_failed"] == 1
@@ -307,10 +309,10 @@ model(x).sum().backward()
 def test_opt_in_rule_through_extend_select_and_config(tmp_path, run_cli):
     write(tmp_path, "train.py", SINGLE_DEVICE)
     assert "distribute_model" not in run_cli(".").output
-    assert "distribute_model" not in run_cli(".", "--select", "NPU8").output  # a prefix is not enough
-    assert "distribute_model" in run_cli(".", "--extend-select", "NPU802").output
-    assert "distribute_model" not in run_cli(".", "--extend-select", "NPU802", "--ignore", "NPU8").output
-    write(tmp_path, "pyproject.toml", '[tool.npu-migrate]\nextend-select = ["NPU802"]\n')
+    assert "distribute_model" not in run_cli(".", "--select", "NPU5").output  # a prefix is not enough
+    assert "distribute_model" in run_cli(".", "--extend-select", "NPU511").output
+    assert "distribute_model" not in run_cli(".", "--extend-select", "NPU511", "--ignore", "NPU51").output
+    write(tmp_path, "pyproject.toml", '[tool.npu-migrate]\nextend-select = ["NPU511"]\n')
     assert "distribute_model" in run_cli(".").output
     bad = run_cli(".", "--extend-select", "NPU999")
     assert bad.exit_code == 2 and "--extend-select" in bad.output
@@ -318,7 +320,7 @@ def test_opt_in_rule_through_extend_select_and_config(tmp_path, run_cli):
 
 def test_rules_listing_marks_opt_in_rules(run_cli):
     listing = run_cli("rules").output
-    line = next(ln for ln in listing.splitlines() if ln.startswith("NPU802"))
-    assert "opt-in" in line and "--extend-select NPU802" in line
-    assert "opt-in" not in next(ln for ln in listing.splitlines() if ln.startswith("NPU801"))
-    assert "Opt-in: runs only when selected by its exact code" in run_cli("rules", "NPU802").output
+    line = next(ln for ln in listing.splitlines() if ln.startswith("NPU511"))
+    assert "opt-in" in line and "--extend-select NPU511" in line
+    assert "opt-in" not in next(ln for ln in listing.splitlines() if ln.startswith("NPU510"))
+    assert "Opt-in: runs only when selected by its exact code" in run_cli("rules", "NPU511").output

@@ -1,4 +1,4 @@
-"""NPU801 / NPU802 / NPU913 beyond the golden fixtures: opt-in selection, the CLI and
+"""NPU510 / NPU511 / NPU913 beyond the golden fixtures: opt-in selection, the CLI and
 config switches, the project fact behind isinstance checks, idempotency with every rule."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ NO_FACTS = ProjectFacts()
 
 
 def run(source: str, select=("ALL",), extend=(), ignore=(), facts=NO_FACTS):
-    selection = Selection.create(list(select), list(ignore), None, list(extend))
+    selection = Selection.create([*select, *extend], list(ignore), None)  # extend-select adds to select
     result = migrate_source("train.py", source.encode(), Settings(selection=selection, facts=facts))
     assert result.error is None
     return result
@@ -56,32 +56,32 @@ def run(source: str, select=("ALL",), extend=(), ignore=(), facts=NO_FACTS):
     [
         (["ALL"], [], [], False),
         (["NPU"], [], [], False),
-        (["NPU8"], [], [], False),
-        (["NPU80"], [], [], False),
-        (["NPU802"], [], [], True),
-        (["NPU1"], ["NPU802"], [], True),
-        (["ALL"], ["npu802"], [], True),
-        (["ALL"], ["NPU802"], ["NPU8"], False),
-        (["ALL"], ["NPU802"], ["NPU802"], False),
+        (["NPU5"], [], [], False),
+        (["NPU51"], [], [], False),
+        (["NPU511"], [], [], True),
+        (["NPU1"], ["NPU511"], [], True),
+        (["ALL"], ["npu511"], [], True),
+        (["ALL"], ["NPU511"], ["NPU51"], False),
+        (["ALL"], ["NPU511"], ["NPU511"], False),
     ],
 )
 def test_opt_in_rule_runs_only_when_named_exactly(select, extend, ignore, on):
-    assert Selection.create(select, ignore, None, extend).active("NPU802", "t.py", opt_in=True) is on
+    assert Selection.create([*select, *extend], ignore, None).active("NPU511", "t.py", opt_in=True) is on
     result = run(SINGLE_DEVICE, select, extend, ignore)
     assert ("npu_runtime.distribute_model(model)" in (result.new_source or b"").decode()) is on
 
 
 def test_prefixes_still_select_ordinary_rules_through_extend_select():
-    selection = Selection.create(["NPU1"], [], None, ["NPU8"])
-    assert selection.active("NPU801", "t.py") and selection.active("NPU101", "t.py")
+    selection = Selection.create(["NPU1", "NPU5"], [], None)
+    assert selection.active("NPU510", "t.py") and selection.active("NPU101", "t.py")
     assert not selection.active("NPU201", "t.py")
 
 
-def test_npu913_reports_every_data_parallel_when_npu801_is_off():
+def test_npu913_reports_every_data_parallel_when_npu510_is_off():
     with_rewrite = run(DATA_PARALLEL)
     assert b"npu_runtime.data_parallel(Net())" in with_rewrite.new_source
     assert [f.rule for f in with_rewrite.findings if f.rule == "NPU913"] == []
-    without = run(DATA_PARALLEL, ignore=["NPU801"])
+    without = run(DATA_PARALLEL, ignore=["NPU510"])
     assert [(f.line, f.rule) for f in without.findings] == [(4, "NPU913")]
     assert b"DataParallel(Net())" in without.new_source  # NPU103 still ran
 
@@ -100,7 +100,7 @@ def test_project_fact_scan():
     assert ProjectFacts().key() != ProjectFacts(constructs_data_parallel=True).key()
 
 
-@pytest.mark.parametrize("source,extend", [(SINGLE_DEVICE, ["NPU802"]), (DATA_PARALLEL, [])])
+@pytest.mark.parametrize("source,extend", [(SINGLE_DEVICE, ["NPU511"]), (DATA_PARALLEL, [])])
 def test_second_run_with_every_rule_changes_nothing(source, extend):
     first = run(source, extend=extend)
     assert first.new_source is not None
@@ -131,7 +131,7 @@ def test_any_mix_converges_in_one_run(statements, main_guard, opt_in):
     if main_guard:
         body = "def main():\n" + textwrap.indent(body, "    ") + "\n\nif __name__ == '__main__':\n    main()"
     source = "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\n" + body + "\n"
-    extend = ["NPU802"] if opt_in else []
+    extend = ["NPU511"] if opt_in else []
     first = run(source, extend=extend)
     again = (first.new_source or source.encode()).decode()
     compile(again, "train.py", "exec")
@@ -142,11 +142,11 @@ def test_any_mix_converges_in_one_run(statements, main_guard, opt_in):
 
 def _residual(findings) -> set:
     """Manual work left by the data-parallel rules. A sampler whose set_epoch could not be
-    placed is reported by NPU801/NPU802 when they add it, and by NPU502 on later runs."""
+    placed is reported by NPU510/NPU511 when they add it, and by NPU502 on later runs."""
     out = set()
     for f in findings:
-        if "set_epoch" in f.message and f.rule in ("NPU502", "NPU801", "NPU802"):
+        if "set_epoch" in f.message and f.rule in ("NPU502", "NPU510", "NPU511"):
             out.add(("set_epoch",))  # lines move: the first run inserts code above
-        elif f.rule in ("NPU801", "NPU802", "NPU913"):
+        elif f.rule in ("NPU510", "NPU511", "NPU913"):
             out.add((f.rule, f.message))
     return out

@@ -1,5 +1,5 @@
-"""npu_runtime.parallel: what nn.DataParallel becomes (NPU801) and single-device models
-made data parallel (NPU802): one process without a group, two gloo processes with DDP."""
+"""npu_runtime.parallel: what nn.DataParallel becomes (NPU510) and single-device models
+made data parallel (NPU511): one process without a group, two gloo processes with DDP."""
 
 import base64
 import json
