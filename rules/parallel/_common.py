@@ -119,6 +119,18 @@ def plan(ctx, call: cst.Call) -> Plan:
     return Plan(True)
 
 
+REWRITER = "NPU510"
+
+
+def rewrites_data_parallel(ctx, call: cst.Call) -> bool:
+    """This run turns the ``DataParallel(...)`` call ``call`` into ``npu_runtime.data_parallel``
+    (NPU510 is selected and the call is safe to rewrite). For classifiers of CUDA-only
+    code: such a call runs on NPU after migration, so a branch holding it may become an
+    NPU branch; any other ``DataParallel`` stays CUDA-only, and an NPU path must not
+    lead into it."""
+    return REWRITER in ctx.active and ctx.qualified_name(call.func) in DATA_PARALLEL and plan(ctx, call).rewrite
+
+
 def _is_submodule(ctx, call: cst.Call, parent: cst.CSTNode | None) -> bool:
     """``model.features = DataParallel(model.features)``: the target is an attribute of
     something other than ``self`` that is itself used as a model elsewhere."""

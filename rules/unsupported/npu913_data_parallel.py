@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import libcst as cst
-from npu_migrate.rules.parallel._common import DATA_PARALLEL, FUNCTIONAL, plan
+from npu_migrate.rules.parallel._common import DATA_PARALLEL, FUNCTIONAL, REWRITER, plan
 
 from npu_migrate.python.rule import Example, Rule
 
-REWRITER = "NPU510"
 SUGGESTION = (
     "use DistributedDataParallel, one process per NPU: launch with torchrun --nproc_per_node=<NPUs>, "
     "call npu_runtime.init_data_parallel() at the start, and wrap the whole model with "

@@ -150,3 +150,42 @@ def _residual(findings) -> set:
         elif f.rule in ("NPU510", "NPU511", "NPU913"):
             out.add((f.rule, f.message))
     return out
+
+
+GATE = textwrap.dedent(
+    """\
+    import torch
+
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    net = Net().to(device)
+    if device == 'cuda':
+        net = torch.nn.DataParallel(net)
+    """
+)
+
+
+def _npu_paths_into_data_parallel(source: str) -> list[int]:
+    """Lines of ``DataParallel(...)`` calls inside an ``if`` whose test names npu."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and "npu" in ast.unparse(node.test):
+            for inner in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+                if isinstance(inner, ast.Call) and ast.unparse(inner.func).split(".")[-1] == "DataParallel":
+                    found.append(inner.lineno)
+    return found
+
+
+def test_a_cuda_gate_becomes_an_npu_gate_into_the_rewritten_wrapper():
+    migrated = run(GATE).new_source.decode()
+    assert "if device == 'npu':\n    net = npu_runtime.data_parallel(net)" in migrated
+    assert _npu_paths_into_data_parallel(migrated) == []
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_STATEMENTS), min_size=1, max_size=5))
+def test_no_npu_branch_leads_into_data_parallel(statements):
+    source = "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\n" + "\n".join(statements) + "\n"
+    migrated = (run(source).new_source or source.encode()).decode()
+    assert _npu_paths_into_data_parallel(migrated) == []
