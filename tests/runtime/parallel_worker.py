@@ -25,6 +25,20 @@ def data():
     return TensorDataset(torch.randn(STEPS_DATA, 4, generator=g), torch.randn(STEPS_DATA, 1, generator=g))
 
 
+def train(model, loader, sampler):
+    """Two epochs of SGD; also the one-process reference of test_parallel.py."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return optimizer
+
+
 def main():
     info = npu_runtime.init_data_parallel()
     torch.manual_seed(0)
@@ -36,15 +50,7 @@ def main():
     sampler = DistributedSampler(dataset, shuffle=True) if torch.distributed.is_initialized() else None
     loader = DataLoader(dataset, batch_size=npu_runtime.per_process_batch_size(GLOBAL_BATCH, sampler),
                         shuffle=sampler is None, sampler=sampler)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for epoch in range(2):
-        if sampler is not None:
-            sampler.set_epoch(epoch)
-        for x, y in loader:
-            loss = nn.functional.mse_loss(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+    optimizer = train(model, loader, sampler)
     # TransparentDDP: the model's own keys; a prefixed checkpoint loads; attributes pass through
     own = plain.state_dict()
     if info is not None:  # DDP: a checkpoint of a wrapped model loads too

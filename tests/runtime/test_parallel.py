@@ -135,15 +135,7 @@ def _one_process_global_batch() -> tuple[np.ndarray, np.ndarray]:
     model = nn.Linear(4, 1)
     dataset = parallel_worker.data()
     sampler = _sampler(dataset, 1)
-    loader = DataLoader(dataset, batch_size=parallel_worker.GLOBAL_BATCH, sampler=sampler)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for epoch in range(2):
-        sampler.set_epoch(epoch)
-        for x, y in loader:
-            loss = nn.functional.mse_loss(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+    parallel_worker.train(model, DataLoader(dataset, batch_size=parallel_worker.GLOBAL_BATCH, sampler=sampler), sampler)
     return model.weight.detach().numpy().ravel(), model.bias.detach().numpy()
 
 
