@@ -142,7 +142,7 @@ def rules_command(rule_id: str | None) -> None:
         if rule is None:
             raise click.BadParameter(f"no rule {rule_id!r}; run 'npu-migrate rules' for the list", param_hint="RULE_ID")
         doc = rule_doc(rule)
-        console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True)
+        console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True, markup=False)
         return
     def summary(rule) -> str:
         return f"(opt-in: --extend-select {rule.id}) {rule.summary}" if rule.opt_in else rule.summary

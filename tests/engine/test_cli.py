@@ -323,4 +323,6 @@ def test_rules_listing_marks_opt_in_rules(run_cli):
     line = next(ln for ln in listing.splitlines() if ln.startswith("NPU511"))
     assert "opt-in" in line and "--extend-select NPU511" in line
     assert "opt-in" not in next(ln for ln in listing.splitlines() if ln.startswith("NPU510"))
-    assert "Opt-in: runs only when selected by its exact code" in run_cli("rules", "NPU511").output
+    doc = run_cli("rules", "NPU511").output
+    assert "Opt-in: runs only when selected by its exact code" in doc
+    assert '`extend-select = ["NPU511"]` in `[tool.npu-migrate]`' in doc  # brackets are not rich markup
