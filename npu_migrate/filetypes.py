@@ -80,8 +80,12 @@ PYTHON = FileType(
     "python", "npu_migrate.python.engine:migrate_source", suffixes=(".py",),
     interpreters=("python", "pypy"), example_name="example.py", fence="python",
 )
+CONFIG = FileType(
+    "config", "npu_migrate.configs.engine:migrate", suffixes=(".yaml", ".yml", ".json", ".toml"),
+    example_name="config.yaml", fence="yaml",
+)
 #: Every supported file type, in the order they are tried.
-FILE_TYPES: tuple[FileType, ...] = (PYTHON,)
+FILE_TYPES: tuple[FileType, ...] = (PYTHON, CONFIG)
 
 
 def named(name: str) -> FileType | None:
