@@ -66,7 +66,8 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     try:
         scan(path, data, settings, recorder, suppressions, name)
     except ReadError as exc:
-        result.error = f"{path}:{exc.line}: {exc.message}"
+        last = max(1, data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
+        result.error = f"{path}:{min(exc.line, last)}: {exc.message}"  # end of file: its last line
         return result
     return finish(result, data, recorder, settings, suppressions, comment=COMMENTS[name])
 

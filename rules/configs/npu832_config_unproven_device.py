@@ -11,6 +11,8 @@ from npu_migrate.tables.devices import is_device_key, npu_device
 from ._values import setting
 
 _CUDA_WORD = re.compile(r"(?<![\w.\-/])cuda(?![\w\-/])")
+#: Words separated by spaces: a sentence, not a value (``train on cuda GPUs``).
+_PROSE = re.compile(r"\w\s+\w")
 
 
 class ConfigUnprovenDevice(ConfigRule):
@@ -26,7 +28,7 @@ a key that holds a device or a backend. A value that is exactly a CUDA device
 (`accelerator: cuda`, `gpu: cuda:0`, `devices: [cuda:0, cuda:1]`), a mapping
 *key* that is one (`{cuda: nccl, cpu: gloo}`), a device or backend key whose
 value only contains one (`device: ${oc.env:DEVICE,cuda}`,
-`device: cuda:0,1`) and a value NPU830/NPU831 would rewrite but whose text has
+`device: cuda:0,1`, not a sentence) and a value NPU830/NPU831 would rewrite but whose text has
 escapes or spans lines is reported on its line, so none is left behind
 silently. Prose (`description: train on cuda GPUs`) is not reported.
 
@@ -72,9 +74,9 @@ silences a value that is not a device.
             elif not scalar.editable:
                 self.report(scalar, f"`{found.value}` names the nccl backend, but its text has escapes or spans "
                             "lines; left unchanged", "write `hccl` by hand")
-        elif device_key and _CUDA_WORD.search(found.value):
+        elif device_key and _CUDA_WORD.search(found.value) and not _PROSE.search(found.value):
             self.report(scalar, f"`{found.name}` holds `{found.value}`, which mentions a CUDA device; left unchanged",
                         "write the NPU device (`npu`, `npu:N`) in its place")
-        elif backend_key and re.search(r"\bnccl\b", found.value):
+        elif backend_key and re.search(r"\bnccl\b", found.value) and not _PROSE.search(found.value):
             self.report(scalar, f"`{found.name}` holds `{found.value}`, which mentions nccl; left unchanged",
                         "write `hccl` in its place")

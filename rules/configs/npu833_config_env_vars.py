@@ -9,7 +9,10 @@ from npu_migrate.npu_api import load_api
 from npu_migrate.tables.env_vars import ADVICE, advice, ascend_name
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*")
-_ASSIGNMENT = re.compile(r"([A-Z][A-Z0-9_]*)=\S*")
+#: Inside a value: an assignment ``NAME=...`` at the start or after a shell separator
+#: (``CUDA_VISIBLE_DEVICES=0 python train.py``, ``- NCCL_DEBUG=INFO``), or an
+#: expansion ``$NAME`` / ``${NAME}``.
+_IN_TEXT = re.compile(r"(?:^|(?<=[\s;&|(`]))([A-Z][A-Z0-9_]*)(?==)|\$\{?([A-Z][A-Z0-9_]*)")
 
 
 def _watched(name: str) -> bool:
@@ -26,7 +29,9 @@ Job specs, compose files, CI configs and launch configurations set environment
 variables in data: a mapping key (`env: {CUDA_VISIBLE_DEVICES: "0,1"}`, VS
 Code's `"env"`), a value that is exactly a variable's name (Kubernetes
 `- name: NCCL_SOCKET_IFNAME`) or a `NAME=value` item (docker compose
-`environment: [NCCL_DEBUG=INFO]`). Variables with an Ascend counterpart of the
+`environment: [NCCL_DEBUG=INFO]`), and the assignments and expansions of a
+command line kept in a value (`command: CUDA_VISIBLE_DEVICES=0 python train.py`,
+`run: echo $CUDA_VISIBLE_DEVICES`). Variables with an Ascend counterpart of the
 same meaning are renamed (`CUDA_VISIBLE_DEVICES` -> `ASCEND_RT_VISIBLE_DEVICES`,
 `NCCL_SOCKET_IFNAME` -> `HCCL_SOCKET_IFNAME`, `TORCH_NCCL_*` -> `TORCH_HCCL_*`
 where torch_npu reads that name); the others (`NCCL_DEBUG`, `NCCL_IB_*`, ...)
@@ -34,7 +39,7 @@ are reported with the nearest HCCL/CANN setting. The table is shared with the
 Python and shell rules (`npu_migrate/tables/env_vars.py`). Keys are renamed in
 YAML and JSON; in TOML a variable used as a key is reported.
 
-Prose that mentions a variable is left alone.
+Prose that mentions a variable without assigning or expanding it is left alone.
 """
     examples = (
         Example('env:\n  CUDA_VISIBLE_DEVICES: "0,1"\n  NCCL_DEBUG: INFO  # reported\n',
@@ -52,19 +57,23 @@ Prose that mentions a variable is left alone.
         if "CUDA_" not in value and "NCCL_" not in value:
             return
         if _NAME.fullmatch(value):
-            self._name(scalar, value, 0)
+            names = [(value, 0)]
+        elif scalar.is_key:
             return
-        match = _ASSIGNMENT.fullmatch(value)
-        if match is not None and not scalar.is_key:
-            self._name(scalar, match.group(1), 0)
-
-    def _name(self, scalar, name: str, offset: int) -> None:
-        new = ascend_name(name, self.env_vars)
-        if new is not None and scalar.editable:
-            text = scalar.value[:offset] + new + scalar.value[offset + len(name) :]
-            self.replace(scalar, text, f"`{name}` -> `{new}`")
-        elif new is not None:
-            self.report(scalar, f"`{name}` has the Ascend counterpart `{new}`, but this text cannot be rewritten "
-                        "safely (escapes, a TOML key); left unchanged", f"rename it to `{new}` by hand")
-        elif _watched(name):
-            self.report(scalar, f"`{name}` has no Ascend counterpart of the same meaning", advice(name))
+        else:
+            names = [(m.group(1) or m.group(2), m.start(1) if m.group(1) else m.start(2)) for m in _IN_TEXT.finditer(value)]
+        renames = []
+        for name, offset in names:
+            new = ascend_name(name, self.env_vars)
+            if new is not None and scalar.editable:
+                renames.append((name, offset, new))
+            elif new is not None:
+                self.report(scalar, f"`{name}` has the Ascend counterpart `{new}`, but this text cannot be rewritten "
+                            "safely (escapes, a quoted TOML key); left unchanged", f"rename it to `{new}` by hand")
+            elif _watched(name):
+                self.report(scalar, f"`{name}` has no Ascend counterpart of the same meaning", advice(name))
+        if renames:
+            text = value
+            for name, offset, new in reversed(renames):
+                text = text[:offset] + new + text[offset + len(name) :]
+            self.replace(scalar, text, ", ".join(f"`{name}` -> `{new}`" for name, _, new in renames))

@@ -7,7 +7,8 @@ selected, unless one of its first lines says ``# npu-migrate-test: select=CODES`
 Expected findings are written as ``# expect: NPU102`` (comma-separated): at the
 end of the line they must be reported on, or on a comment line of its own for
 the next line that is neither blank nor a comment (formats such as Dockerfiles
-have no comments at the end of a line).
+have no comments at the end of a line). JSON fixtures write them as ``// expect:``
+comments (JSON with comments, as VS Code's files are).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
-_EXPECT = re.compile(r"#.*\bexpect:\s*([A-Z0-9, ]+)")
+_EXPECT = re.compile(r"(?:#|//).*\bexpect:\s*([A-Z0-9, ]+)")
 _SELECT = re.compile(r"#\s*npu-migrate-test:\s*select=([A-Za-z0-9,]+)")
 _KINDS = (".before.", ".unchanged.")
 
@@ -63,14 +64,14 @@ def expected_findings(source: str) -> set[tuple[int, str]]:
     pending: list[str] = []
     for number, line in enumerate(source.splitlines(), start=1):
         stripped = line.strip()
-        if pending and stripped and not stripped.startswith("#"):
+        if pending and stripped and not stripped.startswith(("#", "//")):
             out.update((number, code) for code in pending)
             pending = []
         match = _EXPECT.search(line)
         if not match:
             continue
         codes = [code.strip() for code in match.group(1).split(",") if code.strip()]
-        if stripped.startswith("#"):
+        if stripped.startswith(("#", "//")):
             pending.extend(codes)  # a comment line of its own: the next line
         else:
             out.update((number, code) for code in codes)
