@@ -84,8 +84,14 @@ CONFIG = FileType(
     "config", "npu_migrate.configs.engine:migrate", suffixes=(".yaml", ".yml", ".json", ".toml"),
     example_name="config.yaml", fence="yaml",
 )
+DEPS = FileType(
+    "deps", "npu_migrate.deps.engine:migrate",
+    names=("requirements*.txt", "*-requirements.txt", "*_requirements.txt", "requirements*.in",
+           "constraints*.txt", "pyproject.toml", "setup.cfg", "environment*.yml", "environment*.yaml"),
+    rule_front_ends=("deps", "config"), example_name="requirements.txt", fence="text",
+)
 #: Every supported file type, in the order they are tried.
-FILE_TYPES: tuple[FileType, ...] = (PYTHON, CONFIG)
+FILE_TYPES: tuple[FileType, ...] = (PYTHON, DEPS, CONFIG)
 
 
 def named(name: str) -> FileType | None:

@@ -1,4 +1,4 @@
-"""Suppression comments in YAML and TOML: ``# npu-migrate: ignore[NPU830]`` at the end
+"""Suppression comments in YAML, TOML and the dependency files: ``# npu-migrate: ignore[NPU830]`` at the end
 of a line covers that line (both formats allow a comment after every value, so a
 comment is never needed on a line of its own). JSON has no comments.
 
@@ -8,12 +8,17 @@ strings that contain the marker's text, and a ``#`` inside one of them is text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from npu_migrate.configs.document import Document
 from npu_migrate.edits import LineIndex
 from npu_migrate.suppression import MARK, Suppressions, parse
 
+if TYPE_CHECKING:
+    from npu_migrate.deps.model import DepsDocument
 
-def find(data: bytes, document: Document, lines: LineIndex, suppressions: Suppressions) -> None:
+
+def find(data: bytes, document: Document | DepsDocument, lines: LineIndex, suppressions: Suppressions) -> None:
     if document.comment is None or MARK.encode() not in data:
         return
     marker = document.comment
