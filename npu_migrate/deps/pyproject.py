@@ -3,12 +3,14 @@ and ``[dependency-groups]`` (PEP 735), read and extended with tomlkit.
 
 Positions come from the TOML reader of the config front end
 (:func:`npu_migrate.configs.toml_reader.locate`). A requirement is added with
-tomlkit's own ``Array.insert`` (which follows the array's layout: one line
+tomlkit's own ``Array.insert`` (on a copy of the array) (which follows the array's layout: one line
 each with the same indentation, or inline), in the quotes torch's entry uses;
 the edit is the bytes tomlkit inserted, so every other byte stays.
 """
 
 from __future__ import annotations
+
+import copy
 
 from npu_migrate.configs import toml_reader
 from npu_migrate.configs.document import ReadError
@@ -81,13 +83,11 @@ def _adder(array, original: str, array_start: int):
             return None
         kind = getattr(array[index], "type", StringType.SLB)
         kind = kind if kind in (StringType.SLB, StringType.SLL) else StringType.SLB
-        array.insert(index + 1, String.from_raw(requirement, kind))
-        try:
-            new = array.as_string()
-        finally:
-            del array[index + 1]
-        if array.as_string() != original:
-            return None  # tomlkit did not give the array back as it was: do not touch it
+        extended = copy.deepcopy(array)
+        if extended.as_string() != original:
+            return None  # tomlkit would not reproduce the array: do not touch it
+        extended.insert(index + 1, String.from_raw(requirement, kind))
+        new = extended.as_string()
         prefix = 0
         while prefix < len(original) and original[prefix] == new[prefix]:
             prefix += 1

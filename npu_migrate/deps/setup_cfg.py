@@ -18,6 +18,8 @@ from npu_migrate.deps.model import DependencyList, DepsDocument, Entry
 
 _SECTION = re.compile(rb"^\[([^\]]+)\]")
 _OPTION = re.compile(rb"^([A-Za-z0-9_.\-]+)\s*[=:]")
+#: setuptools drops `` # comment`` after a requirement (pkg_resources' ``drop_comment``).
+_COMMENT = re.compile(r"\s+#.*$")
 
 
 def read(data: bytes) -> DepsDocument:
@@ -38,7 +40,8 @@ def read(data: bytes) -> DepsDocument:
     for (section, option), where in wanted.items():
         if not parser.has_option(section, option):
             continue
-        values = [v.strip() for v in parser.get(section, option).splitlines() if v.strip()]
+        values = [_COMMENT.sub("", v).strip() for v in parser.get(section, option).splitlines()]
+        values = [v for v in values if v and not v.startswith("#")]
         listed = _find(data, section, option, values, where)
         if listed is not None:
             document.lists.append(listed)
@@ -69,7 +72,7 @@ def _find(data: bytes, section: str, option: str, values: list[str], where: str)
             inside = current == section and option_match.group(1).decode().lower() == option
             if inside:
                 rest = body[option_match.end():]
-                value = rest.strip()
+                value = _COMMENT.sub("", rest.decode("utf-8", "replace")).strip().encode()
                 if value and pending and value.decode("utf-8", "replace") == pending[0]:
                     start = offset + option_match.end() + rest.index(value)
                     # On the option's own line: found, but nothing is added after it.
@@ -77,8 +80,8 @@ def _find(data: bytes, section: str, option: str, values: list[str], where: str)
             continue
         if not inside or not pending:
             continue
-        value = body.strip()
-        if value.decode("utf-8", "replace") == pending[0]:
+        value = _COMMENT.sub("", body.decode("utf-8", "replace")).strip().encode()
+        if value and value.decode("utf-8", "replace") == pending[0]:
             start = offset + body.index(value)
             listed.entries.append(Entry(pending.pop(0), start, start + len(value), offset))
     return listed if listed.entries else None

@@ -8,6 +8,11 @@ from npu_migrate.deps import pairing
 from npu_migrate.deps.rule import DepsRule, Example
 
 
+def _marker(entry) -> str | None:
+    requirement = entry.requirement
+    return str(requirement.marker) if requirement is not None and requirement.marker is not None else None
+
+
 class TorchNpuRequirement(DepsRule):
     id = "NPU850"
     name = "torch-npu-requirement"
@@ -41,8 +46,7 @@ sequence the reader cannot extend safely.
     )
 
     def check(self, document) -> None:
-        entries = [e for lst in document.lists for e in lst.entries]
-        torch_npu = [e for e in entries if e.name == pairing.TORCH_NPU]
+        torch_npu = [e for lst in document.lists for e in lst.entries if e.name == pairing.TORCH_NPU]
         torches = [(lst, e, self._series(e)) for lst in document.lists for e in lst.entries if e.is_torch]
         # An unpinned torch is reported only where no torch-npu is (or will be) in the
         # file, so that the run after the fix reports the same.
@@ -52,8 +56,16 @@ sequence the reader cannot extend safely.
                 if not settled:
                     self.report_entry(entry, f"{self._why(entry)}, so the torch-npu to add cannot be chosen",
                                       pairing.PAIRING_RULE)
-            else:
-                self._torch(document, lst, entry, series, torch_npu)
+                continue
+            rivals = {s for other_list, other, s in torches
+                      if other_list is lst and s is not None and _marker(other) == _marker(entry)}
+            if len(rivals) > 1:
+                self.report_entry(entry, f"`{entry.text}` is one of several torch pins of different minor releases "
+                                  f"in the {lst.where} (same markers)", "keep one torch pin per environment, then "
+                                  "add torch-npu==X.Y.* for it")
+                continue
+            own = [e for e in lst.entries if e.name == pairing.TORCH_NPU and _marker(e) == _marker(entry)]
+            self._torch(document, lst, entry, series, own or ([] if lst.entries and not lst.conda else torch_npu))
 
     @staticmethod
     def _series(entry) -> tuple[int, int] | None:

@@ -7,8 +7,12 @@ selected, unless one of its first lines says ``# npu-migrate-test: select=CODES`
 Expected findings are written as ``# expect: NPU102`` (comma-separated): at the
 end of the line they must be reported on, or on a comment line of its own for
 the next line that is neither blank nor a comment (formats such as Dockerfiles
-have no comments at the end of a line). JSON fixtures write them as ``// expect:``
+have no comments at the end of a line); JSON fixtures write them as ``// expect:``
 comments (JSON with comments, as VS Code's files are).
+
+The front end is picked by the name the fixture stands for (:func:`real_name`:
+``requirements.before.txt`` is a ``requirements.txt``,
+``gpu--pyproject.before.toml`` a ``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -84,7 +88,16 @@ def migrate_file(path: str, data: bytes, settings: Settings):
     return file_type.migrate()(path, data, settings)
 
 
+def real_name(path: Path) -> str:
+    """The name the fixture stands for: ``pyproject.before.toml`` is a ``pyproject.toml``,
+    ``gpu--setup.unchanged.cfg`` a ``setup.cfg`` (a case name before ``--``)."""
+    name = path.name
+    for kind in (".before.", ".after.", ".unchanged."):
+        name = name.replace(kind, ".")
+    return str(path.parent / name.split("--", 1)[-1])
+
+
 def migrate(path: Path, settings: Settings):
-    result = migrate_file(str(path), path.read_bytes(), settings)
+    result = migrate_file(real_name(path), path.read_bytes(), settings)
     assert result.error is None, result.error
     return result
