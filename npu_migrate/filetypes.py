@@ -90,8 +90,12 @@ DEPS = FileType(
            "constraints*.txt", "pyproject.toml", "setup.cfg", "environment*.yml", "environment*.yaml"),
     rule_front_ends=("deps", "config"), example_name="requirements.txt", fence="text",
 )
+NOTEBOOK = FileType(
+    "notebook", "npu_migrate.notebooks.engine:migrate", suffixes=(".ipynb",),
+    rule_front_ends=("notebook", "python"), example_name="example.ipynb", fence="python",
+)
 #: Every supported file type, in the order they are tried.
-FILE_TYPES: tuple[FileType, ...] = (PYTHON, DEPS, CONFIG)
+FILE_TYPES: tuple[FileType, ...] = (PYTHON, DEPS, CONFIG, NOTEBOOK)
 
 
 def named(name: str) -> FileType | None:

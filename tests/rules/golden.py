@@ -17,6 +17,7 @@ The front end is picked by the name the fixture stands for (:func:`real_name`:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,12 @@ def cases() -> list[Case]:
 
 
 def expected_findings(source: str) -> set[tuple[int, str]]:
+    """``(line, rule)`` of every ``# expect:`` mark; in a notebook, lines are those of
+    the marks' code cells."""
+    if source.lstrip().startswith("{") and '"cells"' in source:
+        cells = json.loads(source)["cells"]
+        return {found for cell in cells if cell["cell_type"] == "code"
+                for found in expected_findings("".join(cell["source"]))}
     out = set()
     pending: list[str] = []
     for number, line in enumerate(source.splitlines(), start=1):
@@ -83,9 +90,24 @@ def expected_findings(source: str) -> set[tuple[int, str]]:
 
 
 def migrate_file(path: str, data: bytes, settings: Settings):
-    """Migrate ``data`` as the file ``path`` (its name picks the front end)."""
+    """Migrate ``data`` as the file ``path`` (its name picks the front end). A notebook
+    given as code (a rule's documented example) is migrated as a notebook whose only
+    cell is that code, and the result is that cell's code again."""
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
+    if file_type.name == "notebook" and not data.lstrip().startswith(b"{"):
+        return _as_cell(path, data, settings, file_type)
     return file_type.migrate()(path, data, settings)
+
+
+def _as_cell(path: str, data: bytes, settings: Settings, file_type):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(data.decode())])
+    notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    result = file_type.migrate()(path, nbformat.writes(notebook).encode(), settings)
+    if result.new_source is not None:
+        result.new_source = nbformat.reads(result.new_source.decode(), as_version=4).cells[0].source.encode()
+    return result
 
 
 def real_name(path: Path) -> str:
