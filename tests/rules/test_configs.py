@@ -119,12 +119,12 @@ def test_toml_suppression_and_json_has_none():
 
 def test_annotate_writes_yaml_comments_and_is_idempotent():
     settings = Settings(selection=Selection.create(["ALL"]), annotate=True)
-    text = "train:\n  accelerator: cuda\n"
+    text = "train:\n  gpu: cuda\n"
     first = run("a.yaml", text, settings)
-    assert first.new_source.decode().startswith("train:\n  # npu-migrate: NPU832 `cuda` under `accelerator`")
+    assert first.new_source.decode().startswith("train:\n  # npu-migrate: NPU832 `cuda` under `gpu`")
     assert run("a.yaml", first.new_source, settings).new_source is None
     assert yaml.safe_load(first.new_source) == yaml.safe_load(text)
-    assert run("a.json", '{"accelerator": "cuda"}\n', settings).new_source is None  # JSON: nowhere to put it
+    assert run("a.json", '{"gpu": "cuda"}\n', settings).new_source is None  # JSON: nowhere to put it
 
 
 # -- properties ----------------------------------------------------------------
