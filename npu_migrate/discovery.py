@@ -137,7 +137,7 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             dirnames[:] = keep
             for name in sorted(filenames):
                 file = current / name
-                known = filetypes.by_name(name) is not None
+                known = filetypes.by_name(os.path.join(dirpath, name)) is not None
                 if not known and not filetypes.may_be_script(name):
                     continue
                 if ignores.ignored(file, False) or is_excluded(file, False):

@@ -30,6 +30,7 @@ def run(name: str, text: str | bytes, settings: Settings = ALL):
         ("requirements_gpu.txt", "deps"), ("constraints.txt", "deps"), ("requirements.in", "deps"),
         ("pyproject.toml", "deps"), ("setup.cfg", "deps"), ("environment.yml", "deps"),
         ("environment-cuda.yaml", "deps"), ("config.toml", "config"), ("notes.txt", None),
+        ("requirements/runtime.txt", "deps"), ("src/requirements/optional.in", "deps"), ("docs/runtime.txt", None),
     ],
 )
 def test_which_files_are_dependency_files(name, kind):
