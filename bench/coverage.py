@@ -15,7 +15,11 @@ its line numbers are those of the original file. The second run's report
 (on the output) is only a cross-check: a leftover it reports but the first run
 did not was silent when it mattered (counted as "late").
 
-    python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N]
+    python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N] [--no-files]
+
+The repository files of pinned sdists (configs, requirements, notebooks,
+launchers: ``bench/repo_corpus.py``) are audited the same way by
+``bench/coverage_files.py`` unless ``--no-files`` is given.
 
 Exit status 0 when there are no silent leftovers, no parse failures and no
 idempotency failures, else 1.
@@ -543,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=None, help=f"corpus cache (default {default_cache_dir()})")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "coverage.md")
     ap.add_argument("--json", type=Path, help="also write every leftover as JSON here")
+    ap.add_argument("--no-files", dest="files", action="store_false",
+                    help="skip the repository files (configs, requirements, notebooks, launchers of pinned sdists)")
     args = ap.parse_args(argv)
     projects = ensure_corpus(parse_projects(args.projects), args.cache_dir)
     if not projects:
@@ -550,6 +556,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     a = audit(projects, args.sample, args.jobs, log=lambda m: print(m, file=sys.stderr))
     text = render(a, projects, args.sample)
+    files_ok = True
+    if args.files:  # the non-Python files: bench/coverage_files.py
+        from bench.coverage_files import audit_files, render_files
+        from bench.repo_corpus import ensure_repo_corpus
+
+        repo = ensure_repo_corpus(cache_dir=args.cache_dir)
+        if repo:
+            files = audit_files(repo, args.jobs, log=lambda m: print(m, file=sys.stderr))
+            text += "\n" + render_files(files, repo)
+            files_ok = files.ok()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
     print(text)
@@ -560,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([x.__dict__ for x in a.leftovers], indent=1), encoding="utf-8")
     print(f"written to {args.output}", file=sys.stderr)
-    return 0 if a.ok() else 1
+    return 0 if a.ok() and files_ok else 1
 
 
 if __name__ == "__main__":
