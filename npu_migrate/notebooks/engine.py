@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from npu_migrate.model import FileResult as Result
 
 _SYNTAX = re.compile(r"^.*?:(\d+):(\d+): (.*)$")
+#: Python rules that do not run on notebooks: the runtime shim (NPU701) is for
+#: training jobs, not for an interactive kernel (its watchdog and distributed
+#: setup would start in the middle of a notebook, after its last import).
+NOT_IN_NOTEBOOKS = ("NPU701",)
 _HAS_CELL = "cell" in {f.name for f in dataclasses.fields(Finding)}
 
 
@@ -115,7 +119,8 @@ def _python(path: str, code: dict[int, str], new: dict[int, str], result: FileRe
     joined = joiner.join(code)
     if not joined.starts:
         return True
-    migrated = migrate_source(path, joined.source.encode(), settings)
+    selection = dataclasses.replace(settings.selection, ignore=settings.selection.ignore + NOT_IN_NOTEBOOKS)
+    migrated = migrate_source(path, joined.source.encode(), dataclasses.replace(settings, selection=selection))
     if migrated.error is not None:
         match = _SYNTAX.match(migrated.error)
         where = joined.locate(int(match.group(1))) if match else None
