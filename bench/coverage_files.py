@@ -20,8 +20,9 @@ by a scanner of its own (not the tool's readers):
   ``torch.distributed.launch``, ``--backend nccl``, ``--device cuda`` outside
   comments.
 
-A leftover is *reported* when the first run's report has a finding on the
-original line it maps to (in notebooks: in the same cell), else *silent*.
+A leftover is *reported* when the first run's report has a finding on its line
+(in notebooks: on its line of the same cell; the report gives positions of the
+written files), else *silent*.
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from bench._common import load_report, markdown_table, npu_migrate_cmd
+from bench._common import finding_line, load_report, markdown_table, npu_migrate_cmd
 from bench.repo_corpus import RepoProject
 
 _DEVICE = re.compile(r"cuda(?::\d+)?")
 _NCCL = re.compile(r"nccl|(?:\w+:\w+,)*cuda:nccl(?:,\w+:\w+)*")
 _ENV = re.compile(r"(CUDA_VISIBLE_DEVICES|NCCL_[A-Z0-9_]+)(?:=\S*)?")
-_CELL = re.compile(r"^cell (\d+): ")
 
 
 @dataclass(frozen=True)
@@ -291,26 +291,12 @@ def _valid(path: str, data: bytes) -> str | None:
 # --------------------------------------------------------------------------- the audit
 
 def _findings(entry: dict) -> set[tuple[int | None, int]]:
-    """(cell, line) of the findings of one report entry."""
-    out = set()
-    for finding in entry.get("findings") or []:
-        cell = finding.get("cell")
-        match = _CELL.match(finding.get("message", ""))
-        if cell is None and match:
-            cell = int(match.group(1)) - 1
-        out.add((cell, finding.get("line")))
-    return out
-
-
-def _cells(data: bytes) -> dict[int, list[str]]:
-    cells = json.loads(data)["cells"]
-    return {i: ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()
-            for i, c in enumerate(cells)}
+    """(cell, line) of the findings of one report entry: positions of the written file
+    (the tool moves them there after --write, cell by cell in a notebook)."""
+    return {(finding.get("cell"), finding_line(finding)) for finding in entry.get("findings") or []}
 
 
 def audit_files(projects: list[RepoProject], jobs: int = 0, log=print) -> FilesAudit:
-    from bench.coverage import _orig_range, line_map
-
     result = FilesAudit()
     work = Path(tempfile.mkdtemp(prefix="npu-migrate-coverage-files-"))
     try:
@@ -365,20 +351,9 @@ def audit_files(projects: list[RepoProject], jobs: int = 0, log=print) -> FilesA
             for hit in before:
                 result.before[(kind, hit.pattern)] += 1
             found = _findings(rep1.get(key) or {})
-            if kind == "notebook":
-                old_cells, new_cells = _cells(orig), _cells(out)
             for hit in after:
-                if kind == "notebook":
-                    mapping = line_map(old_cells.get(hit.cell, []), new_cells.get(hit.cell, []))
-                    cell = hit.cell
-                else:
-                    mapping = line_map(orig.decode("utf-8", "replace").splitlines(),
-                                       out.decode("utf-8", "replace").splitlines())
-                    cell = None
-                span = _orig_range(mapping, hit.line, hit.line)
-                reported = span is not None and any(
-                    c == cell and span[0] <= n < span[1] for c, n in found if n is not None)
-                result.leftovers.append(FileLeftover(key, hit.line, cell, hit.pattern,
+                reported = (hit.cell, hit.line) in found
+                result.leftovers.append(FileLeftover(key, hit.line, hit.cell, hit.pattern,
                                                      "reported" if reported else "silent"))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -10,13 +10,16 @@
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
 * A file named explicitly on the command line is always processed if some front
   end handles it (its name, suffix or shebang says which); otherwise it gets a
-  one-line "not a supported file type" warning.
+  one-line "not a supported file type" warning. With ``force_exclude``
+  (``--force-exclude``, for pre-commit, which names every staged file) ``exclude``
+  and the skipped directories apply to it too.
 * Paths that do not exist and broken symlinks become one-line errors.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,10 +86,15 @@ class _IgnoreStack:
         return False
 
 
-def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
-    found = Discovered()
+def _skipped_dir(directory: Path) -> bool:
+    name = directory.name
+    if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
+        return True
+    return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info")
+
+
+def _matcher(exclude: list[str], root: Path):
     excluded = pathspec.GitIgnoreSpec.from_lines(exclude)
-    seen: set[Path] = set()
 
     def is_excluded(path: Path, is_dir: bool) -> bool:
         try:
@@ -94,6 +102,30 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
         except ValueError:
             rel = path.as_posix()
         return excluded.match_file(rel + "/" if is_dir else rel)
+
+    return is_excluded
+
+
+def force_excluded(path: str, exclude: list[str], root: Path) -> bool:
+    """Whether ``--force-exclude`` drops ``path`` although it was named explicitly:
+    ``exclude`` matches it or a directory above it (below ``root``), or such a
+    directory is one discovery skips."""
+    is_excluded = _matcher(exclude, root)
+    full = Path(path).absolute()
+    return is_excluded(full, False) or any(
+        is_excluded(parent, True) or _skipped_dir(parent)
+        for parent in full.parents if parent == root or root in parent.parents
+    )
+
+
+def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False,
+             outputs: Iterable[str] = ()) -> Discovered:
+    """``outputs``: the files this run writes (``--report``, ``--output-file``); a
+    directory walk skips them (a JSON report in the tree is a config file otherwise)."""
+    found = Discovered()
+    is_excluded = _matcher(exclude, root)
+    seen: set[Path] = set()
+    own = {Path(o).absolute() for o in outputs}
 
     def add(path: Path) -> None:
         key = path.absolute()
@@ -108,10 +140,12 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             found.errors.append(f"{raw}: {reason}")
             continue
         if not path.is_dir():
+            if force_exclude and force_excluded(raw, exclude, root):
+                continue
             if filetypes.detect_file(raw) is None:
                 found.warnings.append(f"{raw}: not a supported file type; skipped")
             else:
-                add(path)  # named explicitly: processed even where excluded or ignored
+                add(path)  # named explicitly: processed even where excluded or ignored (unless force_exclude)
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -127,9 +161,7 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             keep = []
             for name in sorted(dirnames):
                 sub = current / name
-                if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (sub / "__init__.py").exists()):
-                    continue
-                if (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
+                if _skipped_dir(sub):
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue
@@ -140,7 +172,7 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
                 known = filetypes.by_name(os.path.join(dirpath, name)) is not None
                 if not known and not filetypes.may_be_script(name):
                     continue
-                if ignores.ignored(file, False) or is_excluded(file, False):
+                if ignores.ignored(file, False) or is_excluded(file, False) or file in own:
                     continue
                 if not file.exists():
                     if known:

@@ -49,6 +49,17 @@ def sources(data: bytes) -> dict[int, Source]:
     return found
 
 
+def cell_texts(data: bytes) -> dict[int | None, str]:
+    """Cell index -> the cell's source text (positions after ``--write`` are mapped
+    cell by cell: ``npu_migrate/reporting/relocate.py``)."""
+    try:
+        cells = json.loads(data)["cells"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return {i: "".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "")
+            for i, c in enumerate(cells) if isinstance(c, dict)}
+
+
 def _value(obj, key: str):
     for pair in obj.named_children:
         if pair.type == "pair" and json_reader.string_value(pair.child_by_field_name("key")) == key:

@@ -226,3 +226,10 @@ def test_python_only_runs_do_not_import_the_config_front_end(tmp_path):
     )
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_run_never_migrates_its_own_report(tmp_path, run_cli):
+    (tmp_path / "train.yaml").write_bytes(b"device: cuda\n")
+    run_cli(".", "--report", "r.json")
+    run_cli(".", "--report", "r.json")  # r.json (with `cuda` in its messages) is in the tree now
+    assert [f["path"] for f in json.loads((tmp_path / "r.json").read_text())["files"]] == ["train.yaml"]

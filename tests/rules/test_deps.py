@@ -106,7 +106,7 @@ def test_cli_picks_dependency_files_out_of_a_tree(tmp_path, run_cli):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "requirements.txt").read_bytes() == b"torch==2.4.0\ntorch-npu==2.4.*\nxformers\n"
     assert b'"torch-npu==2.4.*"' in (tmp_path / "pyproject.toml").read_bytes()
-    assert "requirements.txt:2:1: NPU851" in result.output
+    assert "requirements.txt:3:1: NPU851" in result.output  # a position of the written file
 
 
 # -- properties ----------------------------------------------------------------
