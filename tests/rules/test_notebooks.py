@@ -182,3 +182,15 @@ def test_a_second_run_changes_nothing_and_reports_the_same(cells, style):
     second = run(out)
     assert second.new_source is None
     assert [(f.rule, f.message) for f in second.findings] == [(f.rule, f.message) for f in first.findings]
+
+
+def test_shell_escapes_and_bash_cells_go_through_the_shell_rules():
+    data = notebook(("code", "!nvidia-smi\nimport torch\nfor i in range(2):\n    !CUDA_VISIBLE_DEVICES=0 python train.py --backend nccl"),
+                    ("code", "%%bash\nexport NCCL_SOCKET_IFNAME=eth0\nnvidia-smi"))
+    result = run(data)
+    new = sources(result.new_source)
+    assert new == ["!npu-smi info\nimport torch\nfor i in range(2):\n    !ASCEND_RT_VISIBLE_DEVICES=0 python train.py --backend hccl",
+                   "%%bash\nexport HCCL_SOCKET_IFNAME=eth0\nnpu-smi info"]
+    where = sorted((f.rule, f.cell, f.line, f.col) for f in result.fixes)
+    assert ("NPU805", 0, 1, 1) in where and ("NPU801", 0, 4, 5) in where and ("NPU802", 1, 2, 7) in where
+    assert run(result.new_source).new_source is None
