@@ -21,6 +21,7 @@ by a scanner of its own (not the tool's readers):
   comments.
 
 A leftover is *reported* when the first run's report has a finding on its line
+or, for a shell command continued over lines, on the line the command starts
 (in notebooks: on its line of the same cell; the report gives positions of the
 written files), else *silent*.
 """
@@ -50,6 +51,7 @@ class FileHit:
     line: int            # 1-based; in a notebook, the line in the cell
     pattern: str
     cell: int | None = None
+    first: int | None = None  # the first line of its statement (a shell command continued with \\)
 
 
 @dataclass
@@ -240,11 +242,14 @@ _SHELL = (
 
 def scan_shell(text: str) -> list[FileHit]:
     hits = []
+    first = None
     for number, line in enumerate(text.splitlines(), start=1):
+        first = first or number
         body = _strip_comment(line)
-        if re.match(r"\s*echo\b", body):
-            continue
-        hits.extend(FileHit(number, name) for pattern, name in _SHELL if pattern.search(body))
+        if not re.match(r"\s*echo\b", body):
+            hits.extend(FileHit(number, name, first=first) for pattern, name in _SHELL if pattern.search(body))
+        if not line.rstrip().endswith("\\"):
+            first = None
     return hits
 
 
@@ -352,7 +357,8 @@ def audit_files(projects: list[RepoProject], jobs: int = 0, log=print) -> FilesA
                 result.before[(kind, hit.pattern)] += 1
             found = _findings(rep1.get(key) or {})
             for hit in after:
-                reported = (hit.cell, hit.line) in found
+                lines = range(hit.first or hit.line, hit.line + 1)  # a finding sits where its statement starts
+                reported = any((hit.cell, n) in found for n in lines)
                 result.leftovers.append(FileLeftover(key, hit.line, hit.cell, hit.pattern,
                                                      "reported" if reported else "silent"))
     finally:

@@ -77,3 +77,8 @@ def test_audit_of_a_small_tree(tmp_path, monkeypatch):
     }
     assert json.loads((root / "nb.ipynb").read_text())  # the corpus itself is never written
     assert "| **total** |" in cf.render_files(audit, [project])
+
+
+def test_shell_hits_know_where_their_command_starts():
+    hits = cf.scan_shell("# nvidia-smi in a comment\necho nvidia-smi\nA=1 \\\n  python -m torch.distributed.launch \\\n  x.py\nnvidia-smi\n")
+    assert [(h.line, h.first, h.pattern) for h in hits] == [(4, 3, "torch.distributed.launch"), (6, 6, "nvidia-smi")]
