@@ -50,9 +50,11 @@ if __package__ in (None, ""):
 from bench._common import (
     RESULTS_DIR,
     finding_line,
+    idempotency_failures,
     load_report,
     markdown_table,
     npu_migrate_cmd,
+    tally,
 )
 from bench.corpus import (
     Project,
@@ -352,11 +354,6 @@ def _orig_range(mapping: list, a: int, b: int) -> tuple[int, int] | None:
     return min(s[0] for s in spans), max(s[1] for s in spans)
 
 
-def _norm(path: str) -> str:
-    p = Path(path).as_posix()
-    return p.removeprefix("./")
-
-
 def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path | None = None,
           log=print) -> Audit:
     result = Audit()
@@ -394,17 +391,8 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                                cwd=work, capture_output=True, text=True, errors="replace")
         result.check_exit = proc2.returncode
         rep2 = load_report(r2)["by_path"] if r2.is_file() else {}
-        result.idempotency_failures = sorted(k for k, e in rep2.items() if e.get("changed"))
-        if proc2.returncode == 1 and not result.idempotency_failures:
-            result.idempotency_failures = ["(--check exited 1 but its report marks no file changed)"]
-
-        for entry in rep1.values():
-            for fix in entry.get("fixes") or []:
-                result.fixes[fix.get("rule", "?")] += 1
-            for f in entry.get("findings") or []:
-                result.findings[f.get("rule", "?")] += 1
-            if entry.get("error"):
-                result.tool_errors.append((_norm(entry["path"]), str(entry["error"])))
+        result.idempotency_failures = idempotency_failures(rep2, proc2.returncode)
+        tally(rep1, result.fixes, result.findings, result.tool_errors)
 
         result.unlisted = sorted(key for _, _, key in rels if key not in rep1)
         log("scanning outputs ...")

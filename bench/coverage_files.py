@@ -38,7 +38,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from bench._common import finding_line, load_report, markdown_table, npu_migrate_cmd
+from bench._common import (
+    finding_line,
+    idempotency_failures,
+    load_report,
+    markdown_table,
+    npu_migrate_cmd,
+    tally,
+)
 from bench.repo_corpus import RepoProject
 
 _DEVICE = re.compile(r"cuda(?::\d+)?")
@@ -327,16 +334,8 @@ def audit_files(projects: list[RepoProject], jobs: int = 0, log=print) -> FilesA
                                                               str(r2)] + jobs_args,
                                check=False, cwd=work, capture_output=True, text=True, errors="replace", timeout=3600)
         rep2 = load_report(r2)["by_path"] if r2.is_file() else {}
-        result.idempotency_failures = sorted(k for k, e in rep2.items() if e.get("changed"))
-        if proc2.returncode == 1 and not result.idempotency_failures:
-            result.idempotency_failures = ["(--check exited 1 but its report marks no file changed)"]
-        for entry in rep1.values():
-            for fix in entry.get("fixes") or []:
-                result.fixes[fix.get("rule", "?")] += 1
-            for finding in entry.get("findings") or []:
-                result.findings[finding.get("rule", "?")] += 1
-            if entry.get("error"):
-                result.tool_errors.append((entry["path"], str(entry["error"])))
+        result.idempotency_failures = idempotency_failures(rep2, proc2.returncode)
+        tally(rep1, result.fixes, result.findings, result.tool_errors)
         for project, rel, key in keys:
             kind = kind_of(rel)
             if key not in rep1 and kind != "shell":

@@ -61,6 +61,14 @@ class Document:
     strings_with_marks: list[tuple[int, int]] = field(default_factory=list)
 
 
+def decode(data: bytes) -> str:
+    """The file's text; ReadError names the line of the first byte that is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReadError(data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+
+
 class ReadError(Exception):
     """The file is not valid in its format: ``line`` (1-based) and a message."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from npu_migrate.configs.document import Document, ReadError, Scalar
+from npu_migrate.configs.document import Document, ReadError, Scalar, decode
 from npu_migrate.configs.offsets import CharToByte
 
 _MARK_WORD = "npu-migrate"
@@ -88,10 +88,7 @@ _KEY_SEPARATOR = re.compile(r"[ \t]*=[ \t]*")
 def read(data: bytes) -> Document:
     from tomlkit.items import Array, String
 
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReadError(data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+    text = decode(data)
     document = parse(text)
     found = list(leaves(document))
     result = Document("TOML")

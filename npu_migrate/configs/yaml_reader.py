@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import yaml
 
-from npu_migrate.configs.document import Document, ReadError, Scalar
+from npu_migrate.configs.document import Document, ReadError, Scalar, decode
 from npu_migrate.configs.offsets import CharToByte
 
 _MARK_WORD = "npu-migrate"
@@ -30,11 +30,23 @@ def _quote(raw: str, value: str, style: str | None) -> str | None:
     return None
 
 
-def read(data: bytes) -> Document:
+def compose(text: str) -> list[yaml.Node]:
+    """The root node of every document of ``text``; ReadError names the line of a
+    syntax error."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReadError(data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+        return [root for root in yaml.compose_all(text, Loader=_loader(text)) if root is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise ReadError(line, f"not valid YAML: {exc.problem or exc.context or 'invalid'}") from None
+    except yaml.YAMLError as exc:
+        raise ReadError(1, f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ReadError(1, "too deeply nested for the YAML parser") from None
+
+
+def read(data: bytes) -> Document:
+    text = decode(data)
     document = Document("YAML")
     to_byte = CharToByte(text)
     seen: set[tuple[int, bool]] = set()
@@ -68,18 +80,7 @@ def read(data: bytes) -> Document:
                     visit(key, keys)
                 visit(value, (*keys, name))
 
-    try:
-        for root in yaml.compose_all(text, Loader=_loader(text)):
-            if root is not None:
-                visit(root, ())
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        problem = exc.problem or exc.context or "invalid"
-        raise ReadError(line, f"not valid YAML: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise ReadError(1, f"not valid YAML: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise ReadError(1, "too deeply nested for the YAML parser") from None
+    for root in compose(text):
+        visit(root, ())
     document.scalars.sort(key=lambda s: (s.start, not s.is_key))
     return document

@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import yaml
 
-from npu_migrate.configs.document import ReadError
+from npu_migrate.configs.document import decode
 from npu_migrate.configs.offsets import CharToByte
-from npu_migrate.configs.yaml_reader import _loader
-from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, IndexUrl
+from npu_migrate.configs.yaml_reader import compose
+from npu_migrate.deps.model import (
+    DependencyList,
+    DepsDocument,
+    Entry,
+    IndexUrl,
+    line_after,
+)
 
 
 def read(data: bytes) -> DepsDocument:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReadError(data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
-    try:
-        root = yaml.compose(text, Loader=_loader(text))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise ReadError(mark.line + 1 if mark else 1, f"not valid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise ReadError(1, f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    text = decode(data)
+    roots = compose(text)
+    root = roots[0] if roots else None
     document = DepsDocument("environment.yml")
     if not isinstance(root, yaml.MappingNode):
         return document
@@ -75,15 +73,9 @@ def _pip(data: bytes, document: DepsDocument, node, entry) -> DependencyList:
 
 def _adder(data: bytes, flow: bool):
     def add(after: Entry, requirement: str) -> tuple[int, int, bytes] | None:
-        if flow:
-            return None
         prefix = data[after.statement : after.start]
-        if prefix.strip(b" \t") != b"-" and not prefix.rstrip().endswith(b"-"):
-            return None
-        line_end = data.find(b"\n", after.end)
-        if line_end == -1:
-            return len(data), len(data), b"\n" + prefix + requirement.encode()
-        newline = b"\r\n" if data[line_end - 1 : line_end] == b"\r" else b"\n"
-        return line_end + 1, line_end + 1, prefix + requirement.encode() + newline
+        if flow or not prefix.rstrip().endswith(b"-"):
+            return None  # a flow sequence, or an item that does not start its line
+        return line_after(data, after.end, prefix + requirement.encode())
 
     return add

@@ -54,6 +54,17 @@ class Entry:
 Adder = Callable[[Entry, str], "tuple[int, int, bytes] | None"]
 
 
+def line_after(data: bytes, offset: int, text: bytes) -> tuple[int, int, bytes]:
+    """The edit that puts ``text`` on a line of its own after the line holding
+    ``offset``, with that line's line ending (the file's, at its end)."""
+    line_end = data.find(b"\n", offset)
+    if line_end == -1:  # the last line, without a line break
+        newline = b"\r\n" if b"\r\n" in data else b"\n"
+        return len(data), len(data), newline + text
+    newline = b"\r\n" if data[line_end - 1 : line_end] == b"\r" else b"\n"
+    return line_end + 1, line_end + 1, text + newline
+
+
 @dataclass
 class DependencyList:
     #: Where the list is, for messages: ``requirements``, ``[project] dependencies``...

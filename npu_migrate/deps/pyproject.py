@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 from npu_migrate.configs import toml_reader
-from npu_migrate.configs.document import ReadError
+from npu_migrate.configs.document import decode
 from npu_migrate.configs.offsets import CharToByte
 from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, IndexUrl
 from npu_migrate.tables.packages import CUDA_INDEX_URL
@@ -37,10 +37,7 @@ def _arrays(document):
 def read(data: bytes) -> DepsDocument:
     from tomlkit.items import String
 
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReadError(data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+    text = decode(data)
     document = toml_reader.parse(text)
     to_byte = CharToByte(text)
     result = DepsDocument("pyproject.toml")

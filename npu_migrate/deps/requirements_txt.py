@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import re
 
-from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, IndexUrl
+from npu_migrate.deps.model import (
+    DependencyList,
+    DepsDocument,
+    Entry,
+    IndexUrl,
+    line_after,
+)
 
 _COMMENT = re.compile(rb"(?:^|(?<=[ \t]))#")
 _INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
@@ -88,11 +94,6 @@ def _option(document: DepsDocument, data: bytes, lead: int, text_end: int, state
 
 def _adder(data: bytes):
     def add(after: Entry, requirement: str) -> tuple[int, int, bytes]:
-        line_end = data.find(b"\n", after.end)
-        if line_end == -1:  # the last line, without a line break
-            newline = b"\r\n" if b"\r\n" in data else b"\n"
-            return len(data), len(data), newline + requirement.encode()
-        newline = b"\r\n" if data[line_end - 1 : line_end] == b"\r" else b"\n"
-        return line_end + 1, line_end + 1, requirement.encode() + newline
+        return line_after(data, after.end, requirement.encode())
 
     return add

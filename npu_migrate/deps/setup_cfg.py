@@ -13,8 +13,8 @@ from __future__ import annotations
 import configparser
 import re
 
-from npu_migrate.configs.document import ReadError
-from npu_migrate.deps.model import DependencyList, DepsDocument, Entry
+from npu_migrate.configs.document import ReadError, decode
+from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, line_after
 
 _SECTION = re.compile(rb"^\[([^\]]+)\]")
 _OPTION = re.compile(rb"^([A-Za-z0-9_.\-]+)\s*[=:]")
@@ -23,10 +23,7 @@ _COMMENT = re.compile(r"\s+#.*$")
 
 
 def read(data: bytes) -> DepsDocument:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReadError(data[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+    text = decode(data)
     parser = configparser.RawConfigParser(strict=False, interpolation=None)
     try:
         parser.read_string(text)
@@ -89,14 +86,9 @@ def _find(data: bytes, section: str, option: str, values: list[str], where: str)
 
 def _adder(data: bytes):
     def add(after: Entry, requirement: str) -> tuple[int, int, bytes] | None:
-        line_start = after.statement
-        indent = data[line_start : after.start]
+        indent = data[after.statement : after.start]
         if indent.strip(b" \t") or not indent:
             return None  # the value is on the option's own line
-        line_end = data.find(b"\n", after.end)
-        if line_end == -1:
-            return len(data), len(data), b"\n" + indent + requirement.encode()
-        newline = b"\r\n" if data[line_end - 1 : line_end] == b"\r" else b"\n"
-        return line_end + 1, line_end + 1, indent + requirement.encode() + newline
+        return line_after(data, after.end, indent + requirement.encode())
 
     return add
