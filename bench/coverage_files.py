@@ -305,7 +305,8 @@ def _valid(path: str, data: bytes) -> str | None:
 def _findings(entry: dict) -> set[tuple[int | None, int]]:
     """(cell, line) of the findings of one report entry: positions of the written file
     (the tool moves them there after --write, cell by cell in a notebook)."""
-    return {(finding.get("cell"), finding_line(finding)) for finding in entry.get("findings") or []}
+    return {(finding["cell"] - 1 if finding.get("cell") else None, finding_line(finding))  # cells count from 1
+            for finding in entry.get("findings") or []}
 
 
 def audit_files(projects: list[RepoProject], jobs: int = 0, log=print) -> FilesAudit:

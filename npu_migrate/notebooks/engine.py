@@ -5,9 +5,8 @@ installed), run the notebook rules on IPython lines, then write the changed
 cells' ``source`` values back in place (``layout.py``).
 
 Fixes and findings are located in their cell: ``line``/``col`` are within the
-cell, and the cell's index (0-based, as nbformat counts ``cells``) is the
-``cell`` of the Fix/Finding where the result model has one, otherwise named in
-the message ("cell 3"). Bad input (not JSON, not a valid notebook, a syntax
+cell, and the cell's number (1-based: the first cell of the notebook is cell 1)
+is the ``cell`` of the Fix/Finding. Bad input (not JSON, not a valid notebook, a syntax
 error in a cell) is one line naming the file and the cell.
 """
 
@@ -37,14 +36,13 @@ _SYNTAX = re.compile(r"^.*?:(\d+):(\d+): (.*)$")
 #: training jobs, not for an interactive kernel (its watchdog and distributed
 #: setup would start in the middle of a notebook, after its last import).
 NOT_IN_NOTEBOOKS = ("NPU701",)
-_HAS_CELL = "cell" in {f.name for f in dataclasses.fields(Finding)}
 
 
 def _located(item: Fix | Finding, cell: int, line: int):
-    """``item`` moved to ``line`` of ``cell``."""
-    if _HAS_CELL:
-        return dataclasses.replace(item, line=line, cell=cell)
-    return dataclasses.replace(item, line=line, message=f"cell {cell + 1}: {item.message}")
+    """``item`` moved to ``line`` of the cell with index ``cell`` (the result names the
+    cell by its number, 1-based: ``npu_migrate/model.py``)."""
+    end_line = item.end_line + line - item.line if item.end_line is not None else None
+    return dataclasses.replace(item, line=line, end_line=end_line, cell=cell + 1)
 
 
 class NotebookFile:
@@ -182,6 +180,8 @@ def _shell(shell, path: str, text: str, cell: int, first: int, result: FileResul
         return None
     for items, target in ((migrated.fixes, result.fixes), (migrated.findings, result.findings)):
         for item in items:
-            moved = dataclasses.replace(item, col=item.col + (column if item.line == 1 else 0))
+            shift = column if item.line == 1 else 0
+            end_col = item.end_col + shift if item.end_col is not None and item.end_line == 1 else item.end_col
+            moved = dataclasses.replace(item, col=item.col + shift, end_col=end_col)
             target.append(_located(moved, cell, first + item.line))
     return migrated.new_source.decode("utf-8") if migrated.new_source is not None else None

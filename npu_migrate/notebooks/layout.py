@@ -50,14 +50,15 @@ def sources(data: bytes) -> dict[int, Source]:
 
 
 def cell_texts(data: bytes) -> dict[int | None, str]:
-    """Cell index -> the cell's source text (positions after ``--write`` are mapped
-    cell by cell: ``npu_migrate/reporting/relocate.py``)."""
+    """Cell number (1-based, as findings name cells) -> the cell's source text
+    (positions after ``--write`` are mapped cell by cell:
+    ``npu_migrate/reporting/relocate.py``)."""
     try:
         cells = json.loads(data)["cells"]
     except (ValueError, KeyError, TypeError):
         return {}
     return {i: "".join(c.get("source", "")) if isinstance(c.get("source"), list) else c.get("source", "")
-            for i, c in enumerate(cells) if isinstance(c, dict)}
+            for i, c in enumerate(cells, start=1) if isinstance(c, dict)}
 
 
 def _value(obj, key: str):

@@ -37,7 +37,7 @@ def whole_file(data: bytes) -> dict[int | None, str]:
 
 
 def notebook_cells(data: bytes) -> dict[int | None, str]:
-    """A notebook's cells by index (as nbformat counts them), each cell's source text."""
+    """A notebook's cells by number (1-based, as findings name them), each cell's source text."""
     from npu_migrate.notebooks.layout import cell_texts
 
     return cell_texts(data)

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.model import Finding
 from npu_migrate.notebooks import cells as joiner
 from npu_migrate.notebooks.engine import migrate
 from npu_migrate.notebooks.magics import cell_magic, specials
@@ -21,7 +20,6 @@ from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 
 ALL = Settings(selection=Selection.create(["ALL"]))
-HAS_CELL = hasattr(Finding(1, 0, "X", "", ""), "cell")
 
 
 def notebook(*cells: tuple[str, str], style: str = "nbformat", outputs: bool = True) -> bytes:
@@ -82,11 +80,8 @@ def test_code_cells_are_one_module_and_ipython_lines_survive():
 def test_findings_name_the_cell_and_its_line():
     result = run(notebook(*TRAIN))
     finding = next(f for f in result.findings if f.rule == "NPU102")
-    assert finding.line == 1 and finding.col == 4
-    if HAS_CELL:
-        assert finding.cell == 5
-    else:
-        assert finding.message.startswith("cell 6: ")
+    assert finding.line == 1 and finding.col == 4 and finding.end == (1, 19)
+    assert finding.cell == 6  # cells count from 1, markdown cells too
     fix = next(f for f in result.fixes if f.rule == "NPU103")
     assert fix.line == 2
 
@@ -192,5 +187,20 @@ def test_shell_escapes_and_bash_cells_go_through_the_shell_rules():
     assert new == ["!npu-smi info\nimport torch\nfor i in range(2):\n    !ASCEND_RT_VISIBLE_DEVICES=0 python train.py --backend hccl",
                    "%%bash\nexport HCCL_SOCKET_IFNAME=eth0\nnpu-smi info"]
     where = sorted((f.rule, f.cell, f.line, f.col) for f in result.fixes)
-    assert ("NPU805", 0, 1, 1) in where and ("NPU801", 0, 4, 5) in where and ("NPU802", 1, 2, 7) in where
+    assert ("NPU805", 1, 1, 1) in where and ("NPU801", 1, 4, 5) in where and ("NPU802", 2, 2, 7) in where
     assert run(result.new_source).new_source is None
+
+
+def test_positions_after_write_are_those_of_the_written_cell(tmp_path, run_cli):
+    """The report of a --write run gives positions of the written notebook, cell by
+    cell: `import torch_npu` inserted in cell 2 moves a finding of cell 2 one line
+    down, and the run over the written file agrees."""
+    (tmp_path / "nb.ipynb").write_bytes(notebook(("markdown", "# x"),
+                                                 ("code", "import torch\ntorch.cuda.synchronize()\ny = torch.cuda.nvtx")))
+    run_cli("nb.ipynb", "--write", "--report", "w.json")
+    run_cli("nb.ipynb", "--check", "--report", "c.json")
+    written = json.loads((tmp_path / "w.json").read_text())["files"][0]["findings"]
+    checked = json.loads((tmp_path / "c.json").read_text())["files"][0]["findings"]
+    assert [(f["rule"], f["cell"], f["start"], f["end"]) for f in written] == [
+        ("NPU102", 2, {"line": 4, "column": 5}, {"line": 4, "column": 20})]
+    assert written == checked
