@@ -33,8 +33,9 @@ Where torch is not pinned (`torch`, `torch>=2.0`) the finding states the
 pairing rule instead of guessing a version. A torch-npu requirement that is
 already there is checked: one that admits another series than torch's is
 reported. Nothing is added to a pip-compile output or a file with `--hash`
-options (a finding says where to add it), nor to a one-line array or a flow
-sequence the reader cannot extend safely.
+options (a finding says where to add it), nor after a requirement written on
+`setup.cfg`'s option line (`install_requires = torch==2.1`) or in a YAML flow
+sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
 
 `setup.py` has its own rule for the same decision (NPU860).
 """
