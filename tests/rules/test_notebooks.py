@@ -204,3 +204,12 @@ def test_positions_after_write_are_those_of_the_written_cell(tmp_path, run_cli):
     assert [(f["rule"], f["cell"], f["start"], f["end"]) for f in written] == [
         ("NPU102", 2, {"line": 4, "column": 5}, {"line": 4, "column": 20})]
     assert written == checked
+
+
+def test_a_source_written_as_one_string_stays_one_string():
+    nb = json.loads(notebook(("code", "import torch\nx = torch.zeros(1).cuda()")))
+    nb["cells"][0]["source"] = "import torch\nx = torch.zeros(1).cuda()"
+    data = (json.dumps(nb, indent=1) + "\n").encode()
+    out = run(data).new_source
+    assert json.loads(out)["cells"][0]["source"] == "import torch\nimport torch_npu\nx = torch.zeros(1).npu()"
+    assert out.replace(b'\\nimport torch_npu', b"").replace(b".npu()", b".cuda()") == data
