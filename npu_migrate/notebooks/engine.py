@@ -162,9 +162,10 @@ def _ipython_lines(path: str, code: dict[int, str], new: dict[int, str], nb_file
             stripped = text.lstrip()
             if shell is not None and stripped.startswith("!") and (index, line.line) not in nb_file.lines:
                 offset = len(text) - len(stripped) + (2 if stripped.startswith("!!") else 1)
-                migrated = _shell(shell, path, text[offset:], index, special.first, result, settings, offset)
+                command, held = hold_expressions(text[offset:])
+                migrated = _shell(shell, path, command, index, special.first, result, settings, offset, held)
                 if migrated is not None:
-                    nb_file.lines[(index, line.line)] = (text[:offset] + migrated, "", "")
+                    nb_file.lines[(index, line.line)] = (text[:offset] + restore_expressions(migrated, held), "", "")
         for (cell, number), (text, _, _) in nb_file.lines.items():
             if cell == index:
                 ending = lines[number - 1][len(lines[number - 1].rstrip("\r\n")):]
@@ -172,8 +173,38 @@ def _ipython_lines(path: str, code: dict[int, str], new: dict[int, str], nb_file
         new[index] = "".join(lines)
 
 
+#: IPython expands ``{expression}`` in a ``!`` line before the shell sees it
+#: (``!{sys.executable} -m pip install x``); the shell parser gets a plain word.
+_EXPRESSION = re.compile(r"\{[^{}\s][^{}]*\}")
+
+
+def hold_expressions(command: str) -> tuple[str, list[tuple[int, str, str]]]:
+    """``command`` with each ``{expression}`` replaced by a unique word, and
+    ``(offset, word, expression)`` of each, for :func:`restore_expressions`."""
+    held: list[tuple[int, str, str]] = []
+    parts = []
+    cursor = 0
+    for number, match in enumerate(_EXPRESSION.finditer(command)):
+        word = f"NPUMIGRATEEXPR{number}"
+        parts += [command[cursor : match.start()], word]
+        held.append((match.start() + sum(len(w) - len(e) for _, w, e in held), word, match.group()))
+        cursor = match.end()
+    return "".join(parts) + command[cursor:], held
+
+
+def restore_expressions(command: str, held: list[tuple[int, str, str]]) -> str:
+    for _, word, expression in held:
+        command = command.replace(word, expression, 1)
+    return command
+
+
+def _original_column(col: int, held: list[tuple[int, str, str]]) -> int:
+    """A column of the command with held expressions -> the same place in the line as written."""
+    return col - sum(len(word) - len(expression) for at, word, expression in held if at < col)
+
+
 def _shell(shell, path: str, text: str, cell: int, first: int, result: FileResult, settings: Settings,
-           column: int = 0) -> str | None:
+           column: int = 0, held: list[tuple[int, str, str]] = ()) -> str | None:
     """Migrate shell code of a cell with the shell front end; returns its new text."""
     migrated = shell.migrate()(path, text.encode(), settings)
     if migrated.error is not None:
@@ -181,7 +212,10 @@ def _shell(shell, path: str, text: str, cell: int, first: int, result: FileResul
     for items, target in ((migrated.fixes, result.fixes), (migrated.findings, result.findings)):
         for item in items:
             shift = column if item.line == 1 else 0
-            end_col = item.end_col + shift if item.end_col is not None and item.end_line == 1 else item.end_col
-            moved = dataclasses.replace(item, col=item.col + shift, end_col=end_col)
+            col = _original_column(item.col, held) if item.line == 1 else item.col
+            end_col = item.end_col
+            if end_col is not None and item.end_line == 1:
+                end_col = _original_column(end_col, held) + shift
+            moved = dataclasses.replace(item, col=col + shift, end_col=end_col)
             target.append(_located(moved, cell, first + item.line))
     return migrated.new_source.decode("utf-8") if migrated.new_source is not None else None

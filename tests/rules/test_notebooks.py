@@ -213,3 +213,12 @@ def test_a_source_written_as_one_string_stays_one_string():
     out = run(data).new_source
     assert json.loads(out)["cells"][0]["source"] == "import torch\nimport torch_npu\nx = torch.zeros(1).npu()"
     assert out.replace(b'\\nimport torch_npu', b"").replace(b".npu()", b".cuda()") == data
+
+
+def test_ipython_expressions_in_shell_escapes_are_not_shell_syntax():
+    data = notebook(("code", "import sys\n!{sys.executable} -m pip install flash-attn torch=={v}\n!nvidia-smi"))
+    result = run(data)
+    assert "NPU800" not in {f.rule for f in result.findings}
+    packages = next(f for f in result.findings if f.rule == "NPU808" and "flash-attn" in f.message)
+    assert (packages.cell, packages.line, packages.col) == (1, 2, "!{sys.executable} -m pip install flash-attn".index("flash"))
+    assert sources(result.new_source) == ["import sys\n!{sys.executable} -m pip install flash-attn torch=={v}\n!npu-smi info"]
