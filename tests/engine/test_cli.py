@@ -298,3 +298,32 @@ def test_a_file_that_changes_during_the_run_is_not_cached_under_its_old_content(
     monkeypatch.setattr(runner, "_read", real_read)
     runner.run([str(path)], Settings(), cache=lambda s: store["c"])
     assert len(list((tmp_path / "c").rglob("*.json"))) == 1  # a steady file is cached
+
+
+SINGLE_DEVICE = b"""import torch
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model(x).sum().backward()
+"""
+
+
+def test_opt_in_rule_through_extend_select_and_config(tmp_path, run_cli):
+    write(tmp_path, "train.py", SINGLE_DEVICE)
+    assert "distribute_model" not in run_cli(".").output
+    assert "distribute_model" not in run_cli(".", "--select", "NPU5").output  # a prefix is not enough
+    assert "distribute_model" in run_cli(".", "--extend-select", "NPU511").output
+    assert "distribute_model" not in run_cli(".", "--extend-select", "NPU511", "--ignore", "NPU51").output
+    write(tmp_path, "pyproject.toml", '[tool.npu-migrate]\nextend-select = ["NPU511"]\n')
+    assert "distribute_model" in run_cli(".").output
+    bad = run_cli(".", "--extend-select", "NPU999")
+    assert bad.exit_code == 2 and "--extend-select" in bad.output
+
+
+def test_rules_listing_marks_opt_in_rules(run_cli):
+    listing = run_cli("rules").output
+    line = next(ln for ln in listing.splitlines() if ln.startswith("NPU511"))
+    assert "opt-in" in line and "--extend-select NPU511" in line
+    assert "opt-in" not in next(ln for ln in listing.splitlines() if ln.startswith("NPU510"))
+    doc = run_cli("rules", "NPU511").output
+    assert "Opt-in: runs only when selected by its exact code" in doc
+    assert '`extend-select = ["NPU511"]` in `[tool.npu-migrate]`' in doc  # brackets are not rich markup
