@@ -38,12 +38,17 @@ def _suffixes(file: str) -> list[str]:
     """Every dotted module name a module file may be imported as (``b``, ``a.b``...)."""
     parts = [p for p in file.split(os.sep) if p]
     return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1) if parts[i].isidentifier()][:8]
+#: ``DataParallel(`` as a call, not ``DistributedDataParallel(`` or ``isinstance(m, DataParallel)``
+_DATA_PARALLEL_CALL = re.compile(rb"\bDataParallel\s*\(")
 
 
 @dataclass(frozen=True)
 class ProjectFacts:
     #: Some file of the project already calls ``<something>.set_epoch(...)``.
     calls_set_epoch: bool = False
+    #: Some file of the project builds an ``nn.DataParallel`` (NPU801 then makes
+    #: ``isinstance(m, nn.DataParallel)`` checks in every file accept DDP too).
+    constructs_data_parallel: bool = False
     #: Module files (see :func:`module_file`) of the project that are CUDA-only code.
     cuda_only_files: frozenset[str] = frozenset()
     #: Dotted names that, in this project, can only mean one of those modules.
@@ -53,13 +58,14 @@ class ProjectFacts:
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
         """Facts from every source, given as bytes or as ``(path, bytes)`` (all of
         ``sources`` is consumed, even once a fact is known)."""
-        calls_set_epoch = False
+        calls_set_epoch = constructs_data_parallel = False
         cuda_only: set[str] = set()
         packages: dict[str, list[str]] = {}  # package module file -> its relative imports
         files: list[str] = []
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
+            constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
             if path is None or not path.endswith(".py"):
                 continue
             file = module_file(path)
@@ -81,6 +87,7 @@ class ProjectFacts:
                 by_name[name] = by_name.get(name, True) and file in cuda_only
         return cls(
             calls_set_epoch=calls_set_epoch,
+            constructs_data_parallel=constructs_data_parallel,
             cuda_only_files=frozenset(cuda_only),
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
         )
@@ -95,4 +102,5 @@ class ProjectFacts:
     def key(self) -> str:
         names = sorted(self.cuda_only_files | self.cuda_only_modules)
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
-        return f"set_epoch={int(self.calls_set_epoch)},cuda_only={digest}"
+        return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
+                f"cuda_only={digest}")

@@ -72,6 +72,8 @@ class FileContext:
     statement_starts: Starts | None = None
     #: CPython's ``ast`` of the whole original file, when the engine already has it.
     python_tree: ast.Module | None = None
+    #: Ids of the rules selected for this file (a rule may defer to another one).
+    active: frozenset[str] = frozenset()
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)

@@ -92,8 +92,9 @@ KIND_JIT_BUILD = "a JIT-built CUDA extension"
 _NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD})
 
 #: Kind -> rules whose surviving edit on the same line means the use is being
-#: migrated (e.g. a rule that rewrites DataParallel to DistributedDataParallel).
-MIGRATED_BY: dict[str, tuple[str, ...]] = {KIND_DATA_PARALLEL: ()}
+#: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
+#: which runs on NPU, so a test in front of it is an ordinary CUDA test again.
+MIGRATED_BY: dict[str, tuple[str, ...]] = {KIND_DATA_PARALLEL: ("NPU510",)}
 
 #: ``torch.ops`` namespaces of torch itself and of torchvision (not custom CUDA ops).
 _TORCH_OP_NAMESPACES = frozenset(

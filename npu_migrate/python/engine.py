@@ -132,7 +132,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     path = result.path
     text = decode(path, data)
     rules = rules_for("python")
-    active = tuple(rid for rid in rules if settings.selection.active(rid, path))
+    active = tuple(rid for rid in rules if settings.selection.active(rid, path, rules[rid].opt_in))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
     bad_codes = _bad_suppressions(text, active)
     if not needed:
@@ -147,7 +147,8 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     visitor_ids = [rid for rid in needed if rid not in ENGINE_RULES]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
-                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced), tree=tree)
+                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced), tree=tree,
+                            active=frozenset(active))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
         ctx = run(ScopeResolver(wrapper))
@@ -171,9 +172,11 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         result.fixes = _one_per_place(fixes)
 
 
-def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts, tree) -> FileContext | None:
+def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts, tree,
+               active) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
-                      facts=settings.facts, reduced=reduced, statement_starts=starts, python_tree=tree)
+                      facts=settings.facts, reduced=reduced, statement_starts=starts, python_tree=tree,
+                      active=active)
     rules = rules_for("python")
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()

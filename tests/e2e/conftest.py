@@ -50,11 +50,23 @@ def emulator_cmd(script: Path, args, nproc: int = 1) -> list[str]:
     return [sys.executable, "-m", "npu_migrate.emulate", "--nproc", str(nproc), str(script), *map(str, args)]
 
 
+def torchrun_cmd(script: Path, args, nproc: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), *map(str, args)]
+
+
 def reference_cmd(script: Path, args, nproc: int = 1) -> list[str]:
     if nproc == 1:
         return [sys.executable, str(script), *map(str, args)]
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), *map(str, args)]
+    return torchrun_cmd(script, args, nproc)
+
+
+def emulator_env(nproc: int = 1) -> dict[str, str]:
+    """What ``npu-migrate emulate`` gives its processes (the stand-in torch_npu on the
+    path), for launching them some other way (torchrun with one process)."""
+    from npu_migrate.emulate.launcher import child_env
+
+    return child_env(nproc, base={})
 
 
 @dataclass
@@ -67,10 +79,13 @@ class Run:
         return f"$ {' '.join(self.cmd)}\nexit {self.returncode}\n{self.output[-6000:]}"
 
 
-def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[Run]:
-    """Run commands concurrently (each is single-threaded) and wait for all."""
-    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(env), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for c in cmds]
+def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None,
+            envs: list[dict[str, str] | None] | None = None) -> list[Run]:
+    """Run commands concurrently (each is single-threaded) and wait for all. ``env`` adds
+    variables to every command's environment, ``envs`` to each command's own."""
+    extras = envs if envs is not None else [env] * len(cmds)
+    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(e), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for c, e in zip(cmds, extras)]
     runs = []
     for cmd, proc in zip(cmds, procs):
         try:
@@ -185,17 +200,42 @@ def emulator_build() -> Path:
     return build()
 
 
+def _migrate(root: Path, folder: str, *options: str) -> tuple[Run, dict]:
+    report_path = root / f"{folder}.report.json"
+    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), *options,
+           folder]
+    proc = subprocess.run(cmd, check=False, cwd=root, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    report = load_result(report_path) if report_path.exists() else {"files": []}
+    return Run(cmd, proc.returncode, proc.stdout + proc.stderr), report
+
+
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Workspace:
-    """All scripts copied and migrated once per session, with the real CLI."""
+    """All scripts copied and migrated once per session, with the real CLI. Scripts that
+    need opt-in rules are migrated by a second run that selects them, and only them."""
+    from .specs import SCRIPTS
+
     root = tmp_path_factory.mktemp("e2e")
     original, migrated, reference = root / "original", root / "migrated", root / "reference"
     _copy_scripts(E2E / "cuda", original)
     _copy_scripts(E2E / "cuda", migrated)
     _copy_scripts(E2E / "cpu", reference)
-    report_path = root / "report.json"
-    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), "migrated"]
-    proc = subprocess.run(cmd, cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    run = Run(cmd, proc.returncode, proc.stdout + proc.stderr)
-    report = load_result(report_path) if report_path.exists() else {"files": []}
+    opt_in = [s for s in SCRIPTS if s.extend_select]
+    run, report = _migrate(root, "migrated", *[arg for s in opt_in for arg in ("--exclude", f"{s.name}.py")])
+    for spec in opt_in:
+        extra_run, extra = _migrate(root, f"migrated/{spec.name}.py", "--extend-select", ",".join(spec.extend_select))
+        report["files"] += extra["files"]
+        if extra_run.returncode != 0:
+            run = extra_run
     return Workspace(root, original, migrated, reference, run, report)
+
+
+@pytest.fixture(scope="session")
+def migrated_without_npu401(workspace) -> Path:
+    """Control: the scripts migrated with every rule but NPU401 (GradScaler state in
+    checkpoints), to show that the kill-and-resume fixtures need that rule."""
+    _copy_scripts(E2E / "cuda", workspace.root / "without_npu401")
+    run, _ = _migrate(workspace.root, "without_npu401", "--ignore", "NPU401")
+    assert run.returncode == 0, run.describe()
+    return workspace.root / "without_npu401"
