@@ -19,7 +19,8 @@ resolved through the file's imports first):
 * a package an NPU9xx rule reports as CUDA-only (flash-attn, xformers, apex,
   Triton, CuPy/PyCUDA, bitsandbytes, NVML, DALI, TensorRT, Transformer Engine,
   DeepSpeed's CUDA ops), read from those rules' ``packages``;
-* ``torch.nn.DataParallel`` / ``data_parallel`` (it cannot replicate across NPUs),
+* ``torch.nn.DataParallel`` / ``data_parallel`` (it cannot replicate across NPUs)
+  where NPU510 leaves it (see :data:`MIGRATED_BY`),
   ``torch.utils.cpp_extension.CUDAExtension``, torch's own CUDA bindings
   (``torch._C._cuda_*``, ``torch._C._nccl_*``) and custom operators outside torch's
   namespaces (``torch.ops.my_ext.op``);

@@ -30,9 +30,16 @@ CUDA-only code: a compiled extension (a `_C` module, `amp_C`, modules named like
 `*_cuda`, `lib.gpu.*`), Triton kernels (also a module of this project that is
 Triton code, such as a `kernels` package), CuPy/PyCUDA, custom `torch.ops`
 operators, `torch._C._cuda_*`, `CUDAExtension`, every package an NPU9xx rule
-reports (flash-attn, xformers, apex, bitsandbytes...), `nn.DataParallel`, and the
-functions and autograd Functions of the file that call them without a device
-test of their own.
+reports (flash-attn, xformers, apex, bitsandbytes...), `nn.DataParallel` that
+NPU510 does not rewrite (the functional `data_parallel`, subclasses, nested
+wrappers, or NPU510 not selected), and the functions and autograd Functions of
+the file that call them without a device test of their own.
+
+DataParallel that NPU510 rewrites is not CUDA-only: it becomes
+`npu_runtime.data_parallel(...)`, which runs on NPU, so the test in front of it
+is rewritten like any other (`if device == 'cuda':` becomes `if device == 'npu':`,
+second example below). The same DataParallel with `--ignore NPU510` keeps its
+CUDA test and is reported here and by NPU913.
 
 Gates: the CUDA test (`x.is_cuda`, `x.device.type == "cuda"`,
 `torch.cuda.is_available()`, `torch.cuda.device_count() > 1`) of an `if` or a
@@ -60,7 +67,20 @@ rules still rewrite the code inside the branch.
         ),
         Example(
             "import torch.nn as nn\n"
+            "def forward(self, input):\n"
+            "    if input.is_cuda and self.ngpu > 1:\n"
+            "        return nn.parallel.data_parallel(self.main, input, range(self.ngpu))\n"
+            "    return self.main(input)\n"
+        ),
+        Example(
+            "import torch.nn as nn\n"
             "if device == 'cuda':\n"
-            "    net = nn.DataParallel(net)\n"
+            "    net = nn.DataParallel(net)\n",
+            "import npu_runtime\n"
+            "import torch.nn as nn\n"
+            "import torch_npu  # noqa: F401\n"
+            "npu_runtime.init_data_parallel()\n"
+            "if device == 'npu':\n"
+            "    net = npu_runtime.data_parallel(net)\n",
         ),
     )
