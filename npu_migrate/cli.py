@@ -15,7 +15,10 @@ actually needs parsing.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,31 @@ import click
 from npu_migrate import __version__
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def _exits_on_interrupt(command):
+    """Ctrl-C ends a run at once with exit 130 and one line saying how many files
+    were written (none is written after it: see npu_migrate/writer.py); a second
+    Ctrl-C ends the process on the spot, whatever it is doing."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from npu_migrate import writer
+
+        writer.written.clear()
+        previous = signal.getsignal(signal.SIGINT)
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, lambda signum, frame: os._exit(EXIT_INTERRUPTED))
+            click.echo(f"interrupted: {len(writer.written)} file(s) written before the interrupt, none after it",
+                       err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        finally:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+    return run
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -73,6 +101,7 @@ def main() -> None:
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
 @click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff, if --diff is given).")
 @click.option("-v", "--verbose", is_flag=True, help="Print suggestions, per-file status and timing.")
+@_exits_on_interrupt
 def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, annotate, config, no_cache,
             cache_dir, vendor_runtime, no_prefilter, quiet, verbose) -> None:
     """Migrate PATHS (files or directories; default: the current directory).
@@ -84,6 +113,7 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
     from npu_migrate import output
     from npu_migrate.config import ConfigError, load_config
     from npu_migrate.discovery import discover
+    from npu_migrate.files import ReadError, read_unchanged
     from npu_migrate.selection import Selection
     from npu_migrate.settings import Settings
 
@@ -114,6 +144,15 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
     found = discover(paths, [*cfg.exclude, *exclude], cfg.root)
     for message in found.errors:
         err.print(f"error: {message}")
+    for message in found.warnings:
+        if not quiet:
+            err.print(f"warning: {message}")
+    if found.leftovers:
+        from npu_migrate.writer import remove_leftovers
+
+        removed = remove_leftovers(found.leftovers)
+        if removed and verbose:
+            err.print(f"removed {removed} temp file(s) left by an interrupted run")
     if not found.files and not found.errors:
         if not quiet:
             err.print("warning: no Python files found", highlight=False)
@@ -139,20 +178,22 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
             if verbose:
                 err.print(f"unchanged: {result.path}", soft_wrap=True)
             continue
-        if show_diff:
-            original = Path(result.path).read_bytes()
-            output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
-        if write:
-            from npu_migrate.writer import write_atomic
+        try:  # nothing is shown or written for a file that changed since it was read
+            original = read_unchanged(result.path, result.source_digest) if show_diff else None
+            if write:
+                from npu_migrate.writer import write_atomic
 
-            try:
-                write_atomic(result.path, result.new_source)
+                write_atomic(result.path, result.new_source, result.source_digest)
                 result.written = True
-                if verbose:
-                    err.print(f"migrated: {result.path}", soft_wrap=True)
-            except OSError as exc:
-                result.error = f"{result.path}: cannot write: {exc.strerror or exc}"
-                err.print(f"error: {result.error}", soft_wrap=True)
+        except (ReadError, OSError) as exc:
+            result.error = str(exc) if isinstance(exc, ReadError) else f"{result.path}: cannot write: {exc.strerror or exc}"
+            result.new_source = None
+            err.print(f"error: {result.error}", soft_wrap=True)
+            continue
+        if original is not None:
+            output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
+        if write and verbose:
+            err.print(f"migrated: {result.path}", soft_wrap=True)
         elif check and not quiet:
             err.print(f"would migrate: {result.path}", soft_wrap=True)
 

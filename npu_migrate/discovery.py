@@ -8,15 +8,27 @@
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
 * A file named explicitly on the command line is always processed.
 * Paths that do not exist and broken symlinks become one-line errors.
+* Only regular files are read: a FIFO, socket or device is skipped with a
+  warning (reading a FIFO would block forever).
+* Symbolic links met while walking a directory are not followed: one that
+  points outside the given paths is reported (a warning); one that points inside
+  is skipped quietly, its target being processed under its own name. Each file
+  is processed once, however many names it has.
+* Temp files that a killed ``--write`` left behind (``.npu-migrate-*.tmp``) in
+  the directories searched, or beside the files named, are collected for removal.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
+from npu_migrate.files import kind
+from npu_migrate.writer import is_temp_name
 
 SKIP_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", "build", "dist", ".venv", "venv", ".tox", ".nox",
@@ -33,6 +45,8 @@ PACKAGE_NAMES_OK = {"build", "dist"}
 class Discovered:
     files: list[str] = field(default_factory=list)  # display paths, as the user will see them
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # skipped, but not a failure
+    leftovers: list[str] = field(default_factory=list)  # temp files of earlier runs (writer.remove_leftovers)
 
 
 def _display(path: Path) -> str:
@@ -79,7 +93,9 @@ class _IgnoreStack:
 def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
     found = Discovered()
     excluded = pathspec.GitIgnoreSpec.from_lines(exclude)
-    seen: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
+    scanned: set[str] = set()
+    roots: list[Path] = []
 
     def is_excluded(path: Path, is_dir: bool) -> bool:
         try:
@@ -88,11 +104,49 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             rel = path.as_posix()
         return excluded.match_file(rel + "/" if is_dir else rel)
 
-    def add(path: Path) -> None:
-        key = path.absolute()
+    def add(path: Path, info: os.stat_result) -> None:
+        key = (info.st_dev, info.st_ino)
         if key not in seen:
             seen.add(key)
             found.files.append(_display(path))
+
+    def regular(path: Path, info: os.stat_result) -> bool:
+        if stat.S_ISREG(info.st_mode):
+            return True
+        found.warnings.append(f"{_display(path)}: {kind(info.st_mode)}, not a regular file; skipped")
+        return False
+
+    def not_followed(link: Path, what: str) -> None:
+        """A symlink met in a walk: reported if it leads outside the given paths."""
+        if not roots:
+            roots.extend(Path(os.path.realpath(p)) for p in paths)
+        target = Path(os.path.realpath(link))
+        if not any(target.is_relative_to(r) for r in roots):
+            found.warnings.append(f"{_display(link)}: symbolic link to {what} {target}, outside the given paths; not followed")
+
+    def walked(path: Path) -> os.stat_result | None:
+        """The file's stat if a directory walk should process it (reported if not)."""
+        try:
+            info = path.lstat()
+        except OSError as exc:  # gone since the directory was listed
+            found.errors.append(f"{_display(path)}: cannot read: {exc.strerror or exc}")
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            if not path.exists():
+                found.errors.append(f"{_display(path)}: broken symbolic link")
+            else:
+                not_followed(path, "file")
+            return None
+        return info if regular(path, info) else None
+
+    def collect_leftovers(directory: str) -> None:
+        if directory not in scanned:
+            scanned.add(directory)
+            try:
+                names = os.listdir(directory or ".")
+            except OSError:
+                return
+            found.leftovers.extend(os.path.join(directory, name) for name in names if is_temp_name(name))
 
     for raw in paths:
         path = Path(raw)
@@ -101,7 +155,10 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             found.errors.append(f"{raw}: {reason}")
             continue
         if not path.is_dir():
-            add(path)  # named explicitly: always processed
+            info = path.stat()
+            if regular(path, info):
+                add(path, info)  # named explicitly: always processed
+                collect_leftovers(os.path.dirname(raw))
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -123,16 +180,21 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue
+                if sub.is_symlink():  # os.walk would not follow it either
+                    not_followed(sub, "directory")
+                    continue
                 keep.append(name)
             dirnames[:] = keep
             for name in sorted(filenames):
+                if is_temp_name(name):
+                    found.leftovers.append(os.path.join(dirpath, name))
+                    continue
                 if not name.endswith(".py"):
                     continue
                 file = current / name
                 if ignores.ignored(file, False) or is_excluded(file, False):
                     continue
-                if not file.exists():
-                    found.errors.append(f"{_display(file)}: broken symbolic link")
-                    continue
-                add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file)
+                info = walked(file)
+                if info is not None:
+                    add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file, info)
     return found

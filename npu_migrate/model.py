@@ -52,6 +52,9 @@ class FileResult:
     error: str | None = None
     new_source: bytes | None = None
     written: bool = False
+    #: Digest of the bytes the result was computed from (``npu_migrate.files.content_digest``):
+    #: nothing is shown or written for a file that no longer has them.
+    source_digest: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -74,11 +77,39 @@ class FileResult:
         }
 
     @classmethod
-    def from_cache(cls, path: str, data: dict) -> FileResult:
-        new_source = data["new_source"]
-        return cls(
-            path=path,
-            fixes=[Fix(**f) for f in data["fixes"]],
-            findings=[Finding(**f) for f in data["findings"]],
-            new_source=new_source.encode("latin-1") if new_source is not None else None,
-        )
+    def from_cache(cls, path: str, data: object) -> FileResult:
+        """The result a cache entry holds; TypeError or ValueError if ``data`` is not what :meth:`to_cache` makes."""
+        if not isinstance(data, dict):
+            raise TypeError(f"cache entry is a {type(data).__name__}, not an object")
+        new_source = data.get("new_source")
+        if new_source is not None and not isinstance(new_source, str):
+            raise TypeError("cache entry: new_source is not a string")
+        try:
+            return cls(
+                path=path,
+                fixes=[Fix(**_checked(f, _FIX_FIELDS)) for f in _list(data.get("fixes"))],
+                findings=[Finding(**_checked(f, _FINDING_FIELDS)) for f in _list(data.get("findings"))],
+                new_source=new_source.encode("latin-1") if new_source is not None else None,
+            )
+        except UnicodeEncodeError as exc:  # not what to_cache writes
+            raise ValueError(f"cache entry: {exc}") from None
+
+
+_FIX_FIELDS = {"line": int, "col": int, "rule": str, "message": str}
+_FINDING_FIELDS = {**_FIX_FIELDS, "suggestion": str}
+
+
+def _list(value: object) -> list:
+    if not isinstance(value, list):
+        raise TypeError("cache entry: fixes/findings is not a list")
+    return value
+
+
+def _checked(item: object, fields: dict[str, type]) -> dict:
+    """``item`` if it is an object with exactly ``fields``, each of its type (bool is no int here)."""
+    if not isinstance(item, dict) or item.keys() != fields.keys():
+        raise TypeError("cache entry: a fix or finding has the wrong fields")
+    for name, kind in fields.items():
+        if type(item[name]) is not kind:
+            raise TypeError(f"cache entry: {name} is not {kind.__name__}")
+    return item

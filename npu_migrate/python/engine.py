@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.python import elision, walk
+from npu_migrate.python import elision, lossless, walk
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import Edit, FileContext, FindingRecord
 from npu_migrate.python.names import (
@@ -57,40 +57,30 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
     except SourceError as exc:
         result.error = str(exc)
     except cst.ParserSyntaxError as exc:
-        result.error = _syntax_error(path, data, exc)
+        message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+        result.error = (f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {message} "
+                        "(the code is valid Python; libcst cannot parse it)")
     except RecursionError:
-        result.error = f"{path}:1: too deeply nested for the parser"
+        result.error = f"{path}:1: too deeply nested for npu-migrate's parser (libcst); left unchanged"
     return result
 
 
-def _syntax_error(path: str, data: bytes, exc: cst.ParserSyntaxError) -> str:
-    """One line, ``file:line:col: syntax error: ...``. CPython's parser gives the
-    location users know from tracebacks; libcst's is the fallback."""
-    try:
-        ast.parse(data)
-    except SyntaxError as syntax:
-        if syntax.lineno:
-            return f"{path}:{syntax.lineno}:{syntax.offset or 1}: syntax error: {syntax.msg}"
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
-    return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {message} (the code is valid Python; libcst cannot parse it)"
-
-
-def _check_syntax(data: bytes) -> None:
-    """CPython's own parser is ~10x faster than libcst; only when it refuses the
-    file (possibly newer syntax than this interpreter knows) does libcst decide."""
-    try:
-        ast.parse(data)
-    except (SyntaxError, ValueError):
-        cst.parse_module(data)  # raises ParserSyntaxError if the file is really broken
-
-
-def _python_ast(data: bytes) -> ast.Module | None:
+def python_ast(path: str, data: bytes) -> ast.Module:
+    """CPython's parse of the file; :class:`SourceError` with CPython's own message
+    if it rejects it. Its verdict is final: what the Python running npu-migrate
+    cannot compile is not migrated (and never reaches libcst, whose native parser
+    has crashed on nesting that CPython refuses: over 200 brackets). It also fails
+    fast where libcst would take seconds to give up (a 5,000-term operator chain)."""
     try:
         return ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None  # libcst decides (and reports)
+    except SyntaxError as exc:  # IndentationError and TabError too
+        raise SourceError(f"{path}:{exc.lineno or 1}:{exc.offset or 1}: syntax error: {exc.msg}") from None
+    except ValueError as exc:  # "source code string cannot contain null bytes" (before Python 3.12)
+        line = data.count(b"\n", 0, data.find(b"\0")) + 1 if b"\0" in data else 1
+        raise SourceError(f"{path}:{line}: syntax error: {exc}") from None
+    except (RecursionError, MemoryError) as exc:
+        detail = str(exc) or type(exc).__name__
+        raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({detail})") from None
 
 
 def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elision.Reduced | None:
@@ -118,21 +108,21 @@ def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts 
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
     path = result.path
     text = decode(path, data)
+    tree = python_ast(path, data)  # skipped files still get their syntax errors reported
     rules = all_rules()
     active = tuple(rid for rid in rules if settings.selection.active(rid, path))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
     if not needed:
-        _check_syntax(data)  # skipped files still get their syntax errors reported
         return
-    tree = _python_ast(data) if elide else None
-    reduced = _reduce(data, text, needed, tree) if tree is not None else None
-    module = cst.parse_module(reduced.data if reduced is not None else data)
+    reduced = _reduce(data, text, needed, tree) if elide else None
+    parsed = lossless.protect(reduced.data if reduced is not None else data)
+    module = cst.parse_module(parsed.data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
     visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
-                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced))
+                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree if elide else None, reduced))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
         ctx = run(ScopeResolver(wrapper))
@@ -149,7 +139,8 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     new_module, import_fix = _add_imports(ctx, new_module, edits, active)
     if import_fix is not None:
         fixes.append(import_fix)
-    new_source = new_module.bytes if reduced is None else reduced.restore(new_module.bytes)
+    generated = parsed.restore(new_module.bytes)
+    new_source = generated if reduced is None else reduced.restore(generated)
     result.findings = _to_findings(ctx, findings)
     if new_source != data:
         result.new_source = new_source
