@@ -74,13 +74,22 @@ def python_ast(path: str, data: bytes) -> ast.Module:
     try:
         return ast.parse(data)
     except SyntaxError as exc:  # IndentationError and TabError too
-        raise SourceError(f"{path}:{exc.lineno or 1}:{exc.offset or 1}: syntax error: {exc.msg}") from None
-    except ValueError as exc:  # "source code string cannot contain null bytes" (before Python 3.12)
-        line = data.count(b"\n", 0, data.find(b"\0")) + 1 if b"\0" in data else 1
-        raise SourceError(f"{path}:{line}: syntax error: {exc}") from None
+        line, col = (exc.lineno, exc.offset) if exc.lineno else _null_byte(data)
+        raise SourceError(f"{path}:{line}:{col or 1}: syntax error: {exc.msg}") from None
+    except ValueError as exc:  # "source code string cannot contain null bytes" (some Python versions)
+        line, col = _null_byte(data)
+        raise SourceError(f"{path}:{line}:{col}: syntax error: {exc}") from None
     except (RecursionError, MemoryError) as exc:
         detail = str(exc) or type(exc).__name__
         raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({detail})") from None
+
+
+def _null_byte(data: bytes) -> tuple[int, int]:
+    """Line and column of the first NUL byte (CPython does not say where it is)."""
+    at = data.find(b"\0")
+    if at < 0:
+        return 1, 1
+    return data.count(b"\n", 0, at) + 1, at - data.rfind(b"\n", 0, at)
 
 
 def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elision.Reduced | None:

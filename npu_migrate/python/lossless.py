@@ -11,8 +11,8 @@ libcst regenerates a module byte for byte, with two exceptions found so far:
 :func:`protect` takes those form-feed prefixes out of the bytes libcst parses
 (the indentation Python counts, and every line number, stay the same);
 :meth:`Protected.restore` puts them back in front of the same statements of the
-generated module, found by aligning it with what was parsed (difflib), and puts
-back the final CR. Lines inside brackets, strings and comments keep their form
+generated module, found by aligning it with what was parsed (difflib: unchanged
+lines, and among rewritten ones the most alike), and puts back the final CR. Lines inside brackets, strings and comments keep their form
 feeds in libcst, and are left alone.
 """
 
@@ -51,15 +51,27 @@ class Protected:
     def _restore_prefixes(self, generated: bytes) -> bytes:
         parsed = _LINE.findall(self.data)
         lines = _LINE.findall(generated)
-        matcher = difflib.SequenceMatcher(None, parsed, lines, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag not in ("equal", "replace"):
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, parsed, lines, autojunk=False).get_opcodes():
+            if tag == "equal":
+                pairs = zip(range(i1, i2), range(j1, j2))
+            elif tag == "replace":  # rewritten lines, maybe next to inserted ones: the most alike
+                pairs = _most_alike(parsed, lines, [i for i in range(i1, i2) if i in self.prefixes], j1, j2)
+            else:
                 continue
-            for offset in range(min(i2 - i1, j2 - j1)):  # a rewritten statement keeps its first line first
-                prefix = self.prefixes.get(i1 + offset)
-                if prefix is not None:
-                    lines[j1 + offset] = prefix + lines[j1 + offset]
+            for i, j in pairs:
+                if i in self.prefixes:
+                    lines[j] = self.prefixes[i] + lines[j]
         return b"".join(lines)
+
+
+def _most_alike(parsed: list[bytes], lines: list[bytes], wanted: list[int], start: int, end: int):
+    """Pairs (i, j), j in [start, end) increasing, each ``lines[j]`` the one most like ``parsed[i]``."""
+    for i in wanted:
+        if start >= end:
+            return
+        j = max(range(start, end), key=lambda j: difflib.SequenceMatcher(None, parsed[i], lines[j]).ratio())
+        yield i, j
+        start = j + 1
 
 
 def _trailing_lone_crs(data: bytes) -> int:
