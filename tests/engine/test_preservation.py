@@ -98,8 +98,8 @@ LOSSY_FOR_LIBCST = [
     (b"import torch\nif x:\n    a = 1\n\f    b = torch.zeros(1).cuda()\n  \f  \fc = 2\n",
      b"import torch\nimport torch_npu\nif x:\n    a = 1\n\f    b = torch.zeros(1).npu()\n  \f  \fc = 2\n"),
     (b"import torch\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n        return torch.zeros(1).cuda()\n",
-     b"import torch\nimport torch_npu\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n"
-     b"        return torch.zeros(1).npu()\n"),
+     (b"import torch\nimport torch_npu\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n"
+      b"        return torch.zeros(1).npu()\n")),
     (b"\fimport torch\r\n\fx = torch.zeros(1).cuda()\r\n",
      b"\fimport torch\r\nimport torch_npu\r\n\fx = torch.zeros(1).npu()\r\n"),
     (b"import torch\rx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu\rx = torch.zeros(1).npu()\r"),

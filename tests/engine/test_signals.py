@@ -15,7 +15,14 @@ import subprocess
 
 import pytest
 
-from tests.engine.faults import CONSOLE_SCRIPT, faulty_env, kill_group, start, wait_for, wait_gone
+from tests.engine.faults import (
+    CONSOLE_SCRIPT,
+    faulty_env,
+    kill_group,
+    start,
+    wait_for,
+    wait_gone,
+)
 
 CUDA = b"import torch\nn = torch.cuda.device_count()\n"
 MIGRATED = b"import torch\nimport torch_npu\nn = torch.npu.device_count()\n"
