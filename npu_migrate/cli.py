@@ -154,8 +154,8 @@ def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, an
         if removed and verbose:
             err.print(f"removed {removed} temp file(s) left by an interrupted run")
     if not found.files and not found.errors:
-        if not quiet:
-            err.print("warning: no Python files found", highlight=False)
+        if not quiet and not found.warnings:
+            err.print("warning: no supported files found", highlight=False)
         sys.exit(EXIT_OK)
 
     from npu_migrate.cache import DIRNAME, Cache
@@ -266,8 +266,8 @@ def rules_command(rule_id: str | None) -> None:
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from npu_migrate.python.rule import rule_doc
     from npu_migrate.registry import all_rules
+    from npu_migrate.rulebase import rule_doc
 
     console = Console(highlight=False)
     rules = all_rules()

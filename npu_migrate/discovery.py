@@ -1,12 +1,16 @@
 """Which files to process.
 
-* Directories are searched recursively for ``*.py``.
+* Directories are searched recursively for every supported file type
+  (``npu_migrate/filetypes.py``: ``*.py``, shell scripts by suffix or shebang,
+  Dockerfiles).
 * ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``
   (unless it is a package, with an ``__init__.py``), ``__pycache__`` and tool caches
   are skipped, and so is whatever the
   ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
-* A file named explicitly on the command line is always processed.
+* A file named explicitly on the command line is always processed if some front
+  end handles it (its name, suffix or shebang says which); otherwise it gets a
+  one-line "not a supported file type" warning.
 * Paths that do not exist and broken symlinks become one-line errors.
 * Only regular files are read: a FIFO, socket or device is skipped with a
   warning (reading a FIFO would block forever).
@@ -27,6 +31,7 @@ from pathlib import Path
 
 import pathspec
 
+from npu_migrate import filetypes
 from npu_migrate.files import kind
 from npu_migrate.writer import is_temp_name
 
@@ -110,10 +115,11 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             seen.add(key)
             found.files.append(_display(path))
 
-    def regular(path: Path, info: os.stat_result) -> bool:
+    def regular(path: Path, info: os.stat_result, report: bool = True) -> bool:
         if stat.S_ISREG(info.st_mode):
             return True
-        found.warnings.append(f"{_display(path)}: {kind(info.st_mode)}, not a regular file; skipped")
+        if report:
+            found.warnings.append(f"{_display(path)}: {kind(info.st_mode)}, not a regular file; skipped")
         return False
 
     def not_followed(link: Path, what: str) -> None:
@@ -124,20 +130,23 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
         if not any(target.is_relative_to(r) for r in roots):
             found.warnings.append(f"{_display(link)}: symbolic link to {what} {target}, outside the given paths; not followed")
 
-    def walked(path: Path) -> os.stat_result | None:
-        """The file's stat if a directory walk should process it (reported if not)."""
+    def walked(path: Path, known: bool) -> os.stat_result | None:
+        """The file's stat if a directory walk should process it; reported if not, when
+        its name says it is of a supported type (others are only candidates)."""
         try:
             info = path.lstat()
         except OSError as exc:  # gone since the directory was listed
-            found.errors.append(f"{_display(path)}: cannot read: {exc.strerror or exc}")
+            if known:
+                found.errors.append(f"{_display(path)}: cannot read: {exc.strerror or exc}")
             return None
         if stat.S_ISLNK(info.st_mode):
             if not path.exists():
-                found.errors.append(f"{_display(path)}: broken symbolic link")
-            else:
+                if known:
+                    found.errors.append(f"{_display(path)}: broken symbolic link")
+            elif known:
                 not_followed(path, "file")
             return None
-        return info if regular(path, info) else None
+        return info if regular(path, info, report=known) else None
 
     def collect_leftovers(directory: str) -> None:
         if directory not in scanned:
@@ -156,9 +165,13 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             continue
         if not path.is_dir():
             info = path.stat()
-            if regular(path, info):
-                add(path, info)  # named explicitly: always processed
-                collect_leftovers(os.path.dirname(raw))
+            if not regular(path, info):
+                continue
+            if filetypes.detect_file(raw) is None:
+                found.warnings.append(f"{raw}: not a supported file type; skipped")
+                continue
+            add(path, info)  # named explicitly: processed even where excluded or ignored
+            collect_leftovers(os.path.dirname(raw))
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -189,12 +202,16 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
                 if is_temp_name(name):
                     found.leftovers.append(os.path.join(dirpath, name))
                     continue
-                if not name.endswith(".py"):
-                    continue
                 file = current / name
+                known = filetypes.by_name(name) is not None
+                if not known and not filetypes.may_be_script(name):
+                    continue
                 if ignores.ignored(file, False) or is_excluded(file, False):
                     continue
-                info = walked(file)
-                if info is not None:
-                    add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file, info)
+                info = walked(file, known)
+                if info is None:
+                    continue
+                if not known and filetypes.by_shebang(filetypes.read_head(str(file)) or b"") is None:
+                    continue
+                add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file, info)
     return found

@@ -29,6 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
 
+from npu_migrate import filetypes
 from npu_migrate.cache import Cache
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.files import ReadError, content_digest, read_regular
@@ -62,13 +63,13 @@ def _internal_error(path: str, what: str) -> FileResult:
 
 
 def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
-    """``migrate_source``, turning a bug in a rule into a one-line error for that file."""
-    from npu_migrate.python.engine import (
-        migrate_source,  # libcst is only imported when a file needs it
-    )
-
+    """Hand the file to its front end (``npu_migrate/filetypes.py`` decides which;
+    a file no front end claims is treated as Python, as named files always were),
+    turning a bug in a rule into a one-line error for that file. Front ends are
+    imported only when a file needs them."""
+    file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
-        return migrate_source(path, data, settings)
+        return file_type.migrate()(path, data, settings)
     except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
         return _internal_error(path, f"{type(exc).__name__}: {exc}")
 
@@ -86,7 +87,7 @@ def migrate_path(path: str, settings: Settings) -> Outcome:
 _worker_settings = Settings()
 
 
-def _init_worker(settings: Settings) -> None:
+def _init_worker(settings: Settings, type_names: tuple[str, ...]) -> None:
     global _worker_settings
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
     if hasattr(signal, "pthread_sigmask"):
@@ -95,9 +96,18 @@ def _init_worker(settings: Settings) -> None:
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True, name="npu-migrate-orphan-guard").start()
     _worker_settings = settings
-    from npu_migrate.registry import all_rules
+    _warm(type_names)
 
-    all_rules()
+
+def _warm(type_names: tuple[str, ...]) -> None:
+    """Import the front ends (and their rules) of the file types in the run."""
+    from npu_migrate.registry import rules_for
+
+    for name in type_names:
+        file_type = filetypes.named(name)
+        file_type.migrate()
+        for front_end in file_type.front_ends:
+            rules_for(front_end)
 
 
 def _exit_with(parent) -> None:
@@ -109,8 +119,8 @@ def _work(path: str) -> Outcome:
     return migrate_path(path, _worker_settings)
 
 
-def _alone_child(connection, path: str, settings: Settings) -> None:
-    _init_worker(settings)
+def _alone_child(connection, path: str, settings: Settings, type_names: tuple[str, ...]) -> None:
+    _init_worker(settings, type_names)
     connection.send(_work(path))
     connection.close()
 
@@ -151,11 +161,11 @@ def _death(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
-def _alone(path: str, settings: Settings) -> Outcome:
+def _alone(path: str, settings: Settings, type_names: tuple[str, ...]) -> Outcome:
     """Migrate one file in a process of its own: its outcome, or an internal error if it dies."""
     context = multiprocessing.get_context()
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_alone_child, args=(send, path, settings), daemon=True)
+    process = context.Process(target=_alone_child, args=(send, path, settings, type_names), daemon=True)
     try:
         with _starting_workers():
             process.start()
@@ -176,11 +186,13 @@ def _alone(path: str, settings: Settings) -> Outcome:
     return outcome
 
 
-def _until_broken(queue: deque[Item], settings: Settings, workers: int, finish: Callable[[str, str | None, Outcome], None]) -> list[Item]:
+def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str, ...], workers: int,
+                  finish: Callable[[str, str | None, Outcome], None]) -> list[Item]:
     """Run the files of ``queue`` in a pool: [] when all are done, or the files that were
     in flight when a worker died (the others stay in ``queue``)."""
     in_flight: dict[Future, Item] = {}
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(settings,))
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                               initargs=(settings, type_names))
 
     def fill() -> None:
         while queue and len(in_flight) < workers * IN_FLIGHT_PER_WORKER:
@@ -221,11 +233,11 @@ def _until_broken(queue: deque[Item], settings: Settings, workers: int, finish: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _in_workers(todo: list[Item], settings: Settings, jobs: int, finish) -> None:
+def _in_workers(todo: list[Item], settings: Settings, type_names: tuple[str, ...], jobs: int, finish) -> None:
     queue = deque(todo)
     while queue:
-        for path, key in _until_broken(queue, settings, max(1, min(jobs, len(queue))), finish):
-            finish(path, key, _alone(path, settings))
+        for path, key in _until_broken(queue, settings, type_names, max(1, min(jobs, len(queue))), finish):
+            finish(path, key, _alone(path, settings, type_names))
 
 
 def run(
@@ -281,5 +293,6 @@ def run(
     # Largest files first, so that no worker starts a long file when the others are done.
     todo.sort(key=lambda item: sizes[item[0]], reverse=True)
     if todo:
-        _in_workers(todo, settings, jobs, finish)
+        types = tuple(sorted({(filetypes.by_name(os.path.basename(p)) or filetypes.PYTHON).name for p, _ in todo}))
+        _in_workers(todo, settings, types, jobs, finish)
     return [results[p] for p in paths if p in results]

@@ -28,7 +28,7 @@ from npu_migrate.python.positions import Starts
 from npu_migrate.python.prefilter import Prefilter
 from npu_migrate.python.source import SourceError, decode
 from npu_migrate.python.suppression import is_suppressed, suppressions
-from npu_migrate.registry import all_rules
+from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
@@ -41,7 +41,7 @@ _MENTIONS_NPU = re.compile(r"npu", re.IGNORECASE)
 
 @functools.cache
 def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
-    rules = all_rules()
+    rules = rules_for("python")
     return Prefilter({rid: rules[rid].triggers for rid in rule_ids})
 
 
@@ -94,7 +94,7 @@ def _null_byte(data: bytes) -> tuple[int, int]:
 
 def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elision.Reduced | None:
     """The file with the definitions no needed rule can act on left out (None: parse it all)."""
-    rules = all_rules()
+    rules = rules_for("python")
     triggers: list = []
     names: list[str] = []
     for rule_id in needed:
@@ -118,7 +118,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     path = result.path
     text = decode(path, data)
     tree = python_ast(path, data)  # skipped files still get their syntax errors reported
-    rules = all_rules()
+    rules = rules_for("python")
     active = tuple(rid for rid in rules if settings.selection.active(rid, path))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
     if not needed:
@@ -159,7 +159,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
 def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
                       facts=settings.facts, reduced=reduced, statement_starts=starts)
-    rules = all_rules()
+    rules = rules_for("python")
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()
     walk.visit_batched(wrapper.module, [*visitors, bindings], ctx.before_visit, ctx.after_leave)
@@ -206,7 +206,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         return True
 
     edits = [e for e in ctx.edits if keep(e.rule, e.anchor)]
-    rules = all_rules()
+    rules = rules_for("python")
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
     if dependent and all(e.rule in dependent for e in edits):
         edits = []

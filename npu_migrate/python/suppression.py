@@ -7,18 +7,16 @@ are matched as prefixes, like ``--select``.
 from __future__ import annotations
 
 import io
-import re
 import tokenize
 
-_MARK = "npu-migrate: ignore"
-_COMMENT = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
+from npu_migrate.suppression import ALL, MARK, parse
 
-ALL = frozenset({""})  # the empty prefix matches every rule
+__all__ = ["ALL", "is_suppressed", "suppressions"]
 
 
 def suppressions(text: str) -> dict[int, frozenset[str]]:
     """Line number -> suppressed rule prefixes. Only real comments count."""
-    if _MARK not in text:
+    if MARK not in text:
         return {}
     found: dict[int, frozenset[str]] = {}
     try:
@@ -28,14 +26,9 @@ def suppressions(text: str) -> dict[int, frozenset[str]]:
     for token in tokens:
         if token.type != tokenize.COMMENT:
             continue
-        match = _COMMENT.search(token.string)
-        if not match:
-            continue
-        codes = match.group("codes")
-        if codes is None:
-            found[token.start[0]] = ALL
-        else:
-            found[token.start[0]] = frozenset(c.strip() for c in codes.split(",") if c.strip())
+        codes = parse(token.string)
+        if codes is not None:
+            found[token.start[0]] = codes
     return found
 
 

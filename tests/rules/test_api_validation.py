@@ -22,7 +22,7 @@ import npu_migrate.rules as rules_package
 import pytest
 
 from npu_migrate.npu_api import load_api
-from npu_migrate.registry import all_rules
+from npu_migrate.registry import rules_for
 
 from .golden import ROOT
 
@@ -220,7 +220,7 @@ def test_fixture_outputs_use_existing_names(after: Path):
     assert missing(emitted) == []
 
 
-EXAMPLES = [(rid, i, ex) for rid, rule in all_rules().items() for i, ex in enumerate(rule.examples) if ex.after is not None]
+EXAMPLES = [(rid, i, ex) for rid, rule in rules_for("python").items() for i, ex in enumerate(rule.examples) if ex.after is not None]
 
 
 @pytest.mark.parametrize("rid,index,example", EXAMPLES, ids=[f"{r}-{i}" for r, i, _ in EXAMPLES])
