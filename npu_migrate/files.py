@@ -34,14 +34,15 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _nonblocking(path: str, flags: int) -> int:
+def nonblocking(path: str, flags: int) -> int:
+    """An ``opener`` for ``open()`` that cannot block on a FIFO (no effect on a regular file)."""
     return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
 
 
 def read_regular(path: str) -> bytes:
     """The bytes of ``path``; :class:`ReadError` if it is missing, unreadable or not a regular file."""
     try:
-        with open(path, "rb", opener=_nonblocking) as handle:
+        with open(path, "rb", opener=nonblocking) as handle:
             mode = os.fstat(handle.fileno()).st_mode
             if not stat.S_ISREG(mode):
                 raise ReadError(f"{path}: {kind(mode)}, not a regular file; skipped")
