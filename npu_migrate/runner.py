@@ -6,10 +6,11 @@ Every file the cache cannot answer is migrated in a worker process, with
 
 * A native crash (libcst's parser is written in Rust; it has overflowed its
   stack on deep nesting) kills a worker, not the run. The files that were in
-  flight then run again one at a time, each in a process of its own; the one
-  that kills its process fails with ``internal error`` and the others go on in
-  a fresh pool. At most ``IN_FLIGHT_PER_WORKER`` files per worker are in flight,
-  so a crash costs a few files' time, never a re-run of the tree.
+  flight then run again one after another in a process of their own; the one
+  that kills it fails with ``internal error``, and the others go on, then the
+  rest of the tree in a fresh pool. At most ``IN_FLIGHT_PER_WORKER`` files per
+  worker are in flight, so a crash costs a few files' time, never a re-run of
+  the tree.
 * Workers ignore SIGINT and write nothing (the parent writes). Ctrl-C, which a
   terminal sends to the whole process group, therefore reaches only the parent:
   it kills the workers and raises KeyboardInterrupt at once.
@@ -119,9 +120,10 @@ def _work(path: str) -> Outcome:
     return migrate_path(path, _worker_settings)
 
 
-def _alone_child(connection, path: str, settings: Settings, type_names: tuple[str, ...]) -> None:
+def _one_at_a_time_child(connection, paths: list[str], settings: Settings, type_names: tuple[str, ...]) -> None:
     _init_worker(settings, type_names)
-    connection.send(_work(path))
+    for path in paths:
+        connection.send(_work(path))
     connection.close()
 
 
@@ -161,29 +163,36 @@ def _death(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
-def _alone(path: str, settings: Settings, type_names: tuple[str, ...]) -> Outcome:
-    """Migrate one file in a process of its own: its outcome, or an internal error if it dies."""
+def _one_at_a_time(items: list[Item], settings: Settings, type_names: tuple[str, ...],
+                   finish: Callable[[str, str | None, Outcome], None]) -> None:
+    """Migrate ``items`` one after another in a process of their own. The file a process
+    dies on fails with an internal error; the others go on in a new process."""
+    pending = deque(items)
     context = multiprocessing.get_context()
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_alone_child, args=(send, path, settings, type_names), daemon=True)
-    try:
-        with _starting_workers():
-            process.start()
-        send.close()
+    while pending:
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(target=_one_at_a_time_child, daemon=True,
+                                  args=(send, [path for path, _ in pending], settings, type_names))
         try:
-            outcome = receive.recv()
-        except EOFError:
-            outcome = None
-        process.join()
-    except BaseException:
-        process.kill()
-        process.join()
-        raise
-    finally:
-        receive.close()
-    if outcome is None:
-        return _internal_error(path, f"a worker process died on this file: {_death(process.exitcode)}"), None
-    return outcome
+            with _starting_workers():
+                process.start()
+            send.close()
+            while pending:
+                try:
+                    outcome = receive.recv()
+                except EOFError:  # it died on pending[0]
+                    break
+                finish(*pending.popleft(), outcome)
+            process.join()
+        except BaseException:
+            process.kill()
+            process.join()
+            raise
+        finally:
+            receive.close()
+        if pending:
+            path, key = pending.popleft()
+            finish(path, key, (_internal_error(path, f"a worker process died on this file: {_death(process.exitcode)}"), None))
 
 
 def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str, ...], workers: int,
@@ -196,8 +205,11 @@ def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str,
 
     def fill() -> None:
         while queue and len(in_flight) < workers * IN_FLIGHT_PER_WORKER:
-            item = queue.popleft()
-            in_flight[pool.submit(_work, item[0])] = item
+            try:
+                future = pool.submit(_work, queue[0][0])
+            except BrokenProcessPool:  # a worker died; the files in flight will say so
+                return
+            in_flight[future] = queue.popleft()
 
     def harvest(futures) -> bool:
         """Hand on the outcomes of ``futures``; False if the pool broke."""
@@ -236,8 +248,8 @@ def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str,
 def _in_workers(todo: list[Item], settings: Settings, type_names: tuple[str, ...], jobs: int, finish) -> None:
     queue = deque(todo)
     while queue:
-        for path, key in _until_broken(queue, settings, type_names, max(1, min(jobs, len(queue))), finish):
-            finish(path, key, _alone(path, settings, type_names))
+        suspects = _until_broken(queue, settings, type_names, max(1, min(jobs, len(queue))), finish)
+        _one_at_a_time(suspects, settings, type_names, finish)
 
 
 def run(

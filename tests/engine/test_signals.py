@@ -129,8 +129,9 @@ def test_sigkill_of_the_parent_ends_its_workers(tmp_path):
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_native_parser_crash_fails_only_that_file(tmp_path, jobs):
-    src = tree(tmp_path / "src", count=7, special={2: CRASH, 5: CRASH})
+@pytest.mark.parametrize("crashing", [(2, 5), (0, 1, 2, 3, 4, 8)], ids=["two", "most-in-a-row"])
+def test_a_native_parser_crash_fails_only_that_file(tmp_path, jobs, crashing):
+    src = tree(tmp_path / "src", count=10, special=dict.fromkeys(crashing, CRASH))
     process = start(["--write", "--no-cache", "-j", jobs, "src"], tmp_path, faulty_env(tmp_path))
     code, err = finish(process)
     assert code == 2, err
@@ -139,6 +140,6 @@ def test_a_native_parser_crash_fails_only_that_file(tmp_path, jobs):
     assert errors == [
         f"error: src/m{i}.py:1: internal error in npu-migrate (a worker process died on this file: SIGSEGV); "
         "please report it"
-        for i in (2, 5)
+        for i in crashing
     ]
-    assert [(src / f"m{i}.py").read_bytes() for i in range(7)] == [MIGRATED] * 2 + [CRASH] + [MIGRATED] * 2 + [CRASH, MIGRATED]
+    assert [(src / f"m{i}.py").read_bytes() for i in range(10)] == [CRASH if i in crashing else MIGRATED for i in range(10)]
