@@ -15,6 +15,9 @@ Every file the cache cannot answer is migrated in a worker process, with
   terminal sends to the whole process group, therefore reaches only the parent:
   it kills the workers and raises KeyboardInterrupt at once.
 * A worker whose parent died (SIGKILL) exits instead of waiting for work forever.
+
+Where no process pool can be made (a platform without ``sem_open``), files are
+migrated in this process, without that isolation.
 """
 
 from __future__ import annotations
@@ -195,13 +198,19 @@ def _one_at_a_time(items: list[Item], settings: Settings, type_names: tuple[str,
             finish(path, key, (_internal_error(path, f"a worker process died on this file: {_death(process.exitcode)}"), None))
 
 
+class _NoProcessPool(Exception):
+    """This platform cannot run a process pool."""
+
+
 def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str, ...], workers: int,
                   finish: Callable[[str, str | None, Outcome], None]) -> list[Item]:
     """Run the files of ``queue`` in a pool: [] when all are done, or the files that were
     in flight when a worker died (the others stay in ``queue``)."""
     in_flight: dict[Future, Item] = {}
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                               initargs=(settings, type_names))
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(settings, type_names))
+    except (OSError, ImportError, NotImplementedError) as exc:  # no sem_open on this platform
+        raise _NoProcessPool from exc
 
     def fill() -> None:
         while queue and len(in_flight) < workers * IN_FLIGHT_PER_WORKER:
@@ -248,7 +257,12 @@ def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str,
 def _in_workers(todo: list[Item], settings: Settings, type_names: tuple[str, ...], jobs: int, finish) -> None:
     queue = deque(todo)
     while queue:
-        suspects = _until_broken(queue, settings, type_names, max(1, min(jobs, len(queue))), finish)
+        try:
+            suspects = _until_broken(queue, settings, type_names, max(1, min(jobs, len(queue))), finish)
+        except _NoProcessPool:
+            for path, key in queue:
+                finish(path, key, migrate_path(path, settings))
+            return
         _one_at_a_time(suspects, settings, type_names, finish)
 
 

@@ -143,3 +143,16 @@ def test_a_writer_racing_a_clean_up_never_loses_its_temp_file(tmp_path, monkeypa
     writer.write_atomic(str(path), MIGRATED, content_digest(CUDA))
     assert path.read_bytes() == MIGRATED
     assert os.listdir(tmp_path) == ["a.py"]
+
+
+def test_without_a_process_pool_files_are_migrated_in_this_process(project, monkeypatch):
+    """A platform without sem_open cannot make a pool: the run goes on, unisolated."""
+    from npu_migrate.settings import Settings
+
+    def no_pool(*args, **kwargs):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", no_pool)
+    results = runner.run([str(project / n) for n in ("a.py", "b.py", "c.py")], Settings(), jobs=2)
+    assert [r.new_source for r in results] == [MIGRATED] * 3
+    assert all(r.source_digest == content_digest(CUDA) for r in results)
