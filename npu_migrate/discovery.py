@@ -10,7 +10,9 @@
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
 * A file named explicitly on the command line is always processed if some front
   end handles it (its name, suffix or shebang says which); otherwise it gets a
-  one-line "not a supported file type" warning.
+  one-line "not a supported file type" warning. With ``force_exclude``
+  (``--force-exclude``, for pre-commit, which names every staged file) ``exclude``
+  and the skipped directories apply to it too.
 * Paths that do not exist and broken symlinks become one-line errors.
 * Only regular files are read: a FIFO, socket or device is skipped with a
   warning (reading a FIFO would block forever).
@@ -95,12 +97,15 @@ class _IgnoreStack:
         return False
 
 
-def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
-    found = Discovered()
+def _skipped_dir(directory: Path) -> bool:
+    name = directory.name
+    if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
+        return True
+    return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info")
+
+
+def _matcher(exclude: list[str], root: Path):
     excluded = pathspec.GitIgnoreSpec.from_lines(exclude)
-    seen: set[tuple[int, int]] = set()
-    scanned: set[str] = set()
-    roots: list[Path] = []
 
     def is_excluded(path: Path, is_dir: bool) -> bool:
         try:
@@ -108,6 +113,28 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
         except ValueError:
             rel = path.as_posix()
         return excluded.match_file(rel + "/" if is_dir else rel)
+
+    return is_excluded
+
+
+def force_excluded(path: str, exclude: list[str], root: Path) -> bool:
+    """Whether ``--force-exclude`` drops ``path`` although it was named explicitly:
+    ``exclude`` matches it or a directory above it (below ``root``), or such a
+    directory is one discovery skips."""
+    is_excluded = _matcher(exclude, root)
+    full = Path(path).absolute()
+    return is_excluded(full, False) or any(
+        is_excluded(parent, True) or _skipped_dir(parent)
+        for parent in full.parents if parent == root or root in parent.parents
+    )
+
+
+def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False) -> Discovered:
+    found = Discovered()
+    is_excluded = _matcher(exclude, root)
+    seen: set[tuple[int, int]] = set()
+    scanned: set[str] = set()
+    roots: list[Path] = []
 
     def add(path: Path, info: os.stat_result) -> None:
         key = (info.st_dev, info.st_ino)
@@ -164,13 +191,15 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             found.errors.append(f"{raw}: {reason}")
             continue
         if not path.is_dir():
+            if force_exclude and force_excluded(raw, exclude, root):
+                continue
             info = path.stat()
             if not regular(path, info):
                 continue
             if filetypes.detect_file(raw) is None:
                 found.warnings.append(f"{raw}: not a supported file type; skipped")
                 continue
-            add(path, info)  # named explicitly: processed even where excluded or ignored
+            add(path, info)  # named explicitly: processed even where excluded or ignored (unless force_exclude)
             collect_leftovers(os.path.dirname(raw))
             continue
         top = path.absolute()
@@ -187,9 +216,7 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             keep = []
             for name in sorted(dirnames):
                 sub = current / name
-                if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (sub / "__init__.py").exists()):
-                    continue
-                if (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
+                if _skipped_dir(sub):
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue

@@ -164,5 +164,6 @@ def finish(
     result.findings = sorted({Finding(*lines.position(f.offset), f.rule, f.message, f.suggestion) for f in findings})
     if new != data:
         result.new_source = new
-        result.fixes = sorted({Fix(*lines.position(e.start), e.rule, e.message) for e in applied if e.rule != "annotate:"})
+        result.fixes = sorted({Fix(*lines.position(e.start), e.rule, e.message, *lines.position(e.end))
+                               for e in applied if e.rule != "annotate:"})
     return result

@@ -79,11 +79,23 @@ class FileType:
 
 
 PYTHON = FileType(
-    "python", "npu_migrate.python.engine:migrate_source", suffixes=(".py",),
+    "python", "npu_migrate.python.engine:migrate_source", suffixes=(".py", ".pyi"),
     interpreters=("python", "pypy"), example_name="example.py", fence="python",
 )
+SHELL = FileType(
+    "shell", "npu_migrate.shell.engine:migrate", suffixes=(".sh", ".bash"),
+    interpreters=("sh", "bash", "dash", "ash"), example_name="example.sh", fence="bash",
+)
+DOCKERFILE = FileType(
+    "dockerfile", "npu_migrate.dockerfile.engine:migrate",
+    names=("Dockerfile", "Dockerfile.*", "*.Dockerfile", "Containerfile", "Containerfile.*"),
+    not_names=("*.dockerignore",),
+    suffixes=(".dockerfile",), rule_front_ends=("dockerfile", "shell"),
+    example_name="Dockerfile", fence="dockerfile",
+)
+
 #: Every supported file type, in the order they are tried.
-FILE_TYPES: tuple[FileType, ...] = (PYTHON,)
+FILE_TYPES: tuple[FileType, ...] = (DOCKERFILE, PYTHON, SHELL)
 
 
 def named(name: str) -> FileType | None:

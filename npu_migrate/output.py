@@ -1,7 +1,8 @@
-"""Terminal output: unified diffs (difflib, coloured by rich), findings, the summary.
+"""Unified diffs (difflib, coloured by rich on a terminal).
 
 Diffs go to stdout, so ``npu-migrate src > migration.patch`` gives a patch that
-``git apply`` accepts. Everything else goes to stderr.
+``git apply`` accepts, byte for byte. Reports (findings, the summary, machine
+formats) are ``npu_migrate/reporting/``.
 """
 
 from __future__ import annotations
@@ -10,14 +11,21 @@ import difflib
 import io
 import itertools
 import os
-from collections import Counter
+import tokenize
 
 from rich.console import Console
 from rich.text import Text
 
-from npu_migrate.model import FileResult
-
 _STYLES = {"+": "green", "-": "red", "@": "cyan"}
+
+
+def decode_text(data: bytes) -> str:
+    """The text of a source file (its coding cookie or UTF-8; latin-1 when that fails)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("latin-1")
 
 
 #: How git writes these bytes inside a quoted path (``quote_c_style``); others need ``\ooo``.
@@ -43,15 +51,17 @@ def git_quoted(name: bytes) -> bytes:
     return bytes(quoted) + b'"' + tab
 
 
-def unified_diff(path: str, old: bytes, new: bytes) -> bytes:
-    """A unified diff of the file's bytes, as ``git apply`` reads them: lines end at
+def unified_diff(path: str, old: bytes | None, new: bytes) -> bytes:
+    """A git-style diff of the file's bytes, as ``git apply`` reads them: lines end at
     ``\\n`` only (a ``\\r`` stays in its line, so CRLF and CR-only files round-trip,
-    and so do form feeds, ``\\x1c`` and U+2028), in the file's own encoding."""
+    and so do form feeds, ``\\x1c`` and U+2028), in the file's own encoding.
+    ``old=None`` is a new file (``--- /dev/null``)."""
     name = os.fsencode(path).lstrip(b"/")
     lines = difflib.diff_bytes(
-        difflib.unified_diff, io.BytesIO(old).readlines(), io.BytesIO(new).readlines(), lineterm=b"\n"
+        difflib.unified_diff, io.BytesIO(old or b"").readlines(), io.BytesIO(new).readlines(), lineterm=b"\n"
     )
-    out = [b"--- " + git_quoted(b"a/" + name) + b"\n", b"+++ " + git_quoted(b"b/" + name) + b"\n"]
+    source = b"/dev/null" if old is None else git_quoted(b"a/" + name)
+    out = [b"--- " + source + b"\n", b"+++ " + git_quoted(b"b/" + name) + b"\n"]
     for line in itertools.islice(lines, 2, None):  # difflib's own ---/+++ lines
         out.append(line if line.endswith(b"\n") else line + b"\n\\ No newline at end of file\n")
     return b"".join(out) if len(out) > 2 else b""
@@ -71,48 +81,3 @@ def print_diff(console: Console, diff: bytes) -> None:
     for line in diff.decode("utf-8", "replace").split("\n")[:-1]:
         style = "bold" if line.startswith(("---", "+++")) else _STYLES.get(line[:1])
         console.print(Text(line.rstrip("\r"), style=style or ""), soft_wrap=True, highlight=False)
-
-
-def print_findings(console: Console, results: list[FileResult], verbose: bool) -> None:
-    for result in results:
-        for f in result.findings:
-            line = Text()
-            line.append(f"{result.path}:{f.line}:{f.col + 1}: ", style="bold")
-            line.append(f.rule, style="yellow")
-            line.append(f" {f.message}")
-            console.print(line, soft_wrap=True, highlight=False)
-            if verbose and f.suggestion:
-                console.print(Text(f"    suggestion: {f.suggestion}", style="dim"), soft_wrap=True, highlight=False)
-
-
-def summarise(results: list[FileResult]) -> dict:
-    fixes = Counter(f.rule for r in results for f in r.fixes)
-    findings = Counter(f.rule for r in results for f in r.findings)
-    return {
-        "files_scanned": len(results),
-        "files_changed": sum(r.changed for r in results),
-        "files_failed": sum(r.error is not None for r in results),
-        "fixes": sum(fixes.values()),
-        "findings": sum(findings.values()),
-        "fixes_by_rule": dict(sorted(fixes.items())),
-        "findings_by_rule": dict(sorted(findings.items())),
-    }
-
-
-def print_summary(console: Console, summary: dict, mode: str) -> None:
-    verb = {"write": "changed", "check": "would change", "diff": "would change"}[mode]
-    console.print(
-        f"{summary['files_scanned']} file(s) scanned, {summary['files_changed']} {verb}, "
-        f"{summary['fixes']} fix(es), {summary['findings']} finding(s) need manual work, "
-        f"{summary['files_failed']} failed.",
-        highlight=False,
-        soft_wrap=True,
-    )
-    if summary["fixes_by_rule"]:
-        console.print(
-            "  fixes:    " + ", ".join(f"{k} x{v}" for k, v in summary["fixes_by_rule"].items()), highlight=False, soft_wrap=True
-        )
-    if summary["findings_by_rule"]:
-        console.print(
-            "  findings: " + ", ".join(f"{k} x{v}" for k, v in summary["findings_by_rule"].items()), highlight=False, soft_wrap=True
-        )

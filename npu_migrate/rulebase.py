@@ -35,6 +35,24 @@ class RuleBase:
     front_end: ClassVar[str] = "python"
 
 
+class FileRule(RuleBase):
+    """Base of the rules of the front ends that edit bytes (shell, Dockerfile...):
+    they visit one file (``self.file``, the front end's view of it), and a file
+    that contains none of their ``triggers`` (byte strings) is not parsed for them."""
+
+    triggers: ClassVar[Sequence[bytes]] = ()
+
+    def __init__(self, file) -> None:
+        self.file = file
+
+    @classmethod
+    def triggered(cls, data: bytes) -> bool:
+        return any(t in data for t in cls.triggers)
+
+    def leave_file(self) -> None:
+        """Called once after the walk, for decisions that need the whole file."""
+
+
 def rule_doc(rule: type[RuleBase]) -> str:
     """The rule's documentation as markdown, for ``npu-migrate rules ID``."""
     from npu_migrate.filetypes import named

@@ -33,7 +33,8 @@ except ImportError:  # not POSIX: no locks, and no clean-up of other runs' temp 
 
 TEMP_PREFIX, TEMP_SUFFIX = ".npu-migrate-", ".tmp"
 
-#: Paths written by this process, in order (the CLI clears it at the start of a run).
+#: Migrated sources written by this process (writes with a digest), in order; the CLI
+#: clears it at the start of a run.
 written: list[str] = []
 
 
@@ -41,12 +42,20 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
-def write_atomic(path: str, data: bytes, digest: str | None = None) -> None:
+def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: int | None = None) -> None:
     """Replace the contents of ``path`` with ``data``, if it still has the bytes with
-    ``digest`` (None: whatever it has). Raises ReadError or OSError, writing nothing."""
-    read_unchanged(path, digest)  # gone, not a regular file, or edited: fail before any temp file
+    ``digest`` (None: whatever it has). Raises ReadError or OSError, writing nothing.
+    Without ``new_mode`` the file must exist; with it, a missing file is created with
+    that mode (less the umask)."""
+    if digest is not None:
+        read_unchanged(path, digest)  # gone, not a regular file, or edited: fail before any temp file
     target = os.path.realpath(path)  # keep symlinks pointing where they pointed
-    mode = stat.S_IMODE(os.stat(target).st_mode)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        if new_mode is None:
+            raise
+        mode = new_mode & ~_umask()
     fd, tmp = _locked_temp(os.path.dirname(target) or ".")
     try:
         with os.fdopen(fd, "wb") as handle:  # closing it releases the lock: after the swap
@@ -54,16 +63,24 @@ def write_atomic(path: str, data: bytes, digest: str | None = None) -> None:
             handle.flush()
             os.fsync(handle.fileno())
             os.chmod(tmp, mode)
-            read_unchanged(path, digest)  # again, as late as possible
+            if digest is not None:
+                read_unchanged(path, digest)  # again, as late as possible
             with _interrupt_deferred():
                 os.replace(tmp, target)
-                written.append(path)
+                if digest is not None:  # a migrated source, not a report or a new file
+                    written.append(path)
     except BaseException:
         try:
             os.unlink(tmp)  # gone already if the swap was done
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def _locked_temp(directory: str, attempts: int = 10) -> tuple[int, str]:

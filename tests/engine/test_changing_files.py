@@ -52,17 +52,6 @@ def test_a_file_edited_during_write_keeps_the_edit(project, run_cli, after_migra
     assert "3 file(s) scanned, 2 changed" in result.output
 
 
-def test_a_file_deleted_during_a_dry_run_is_one_line_and_the_other_diffs_are_shown(project, run_cli, after_migration):
-    after_migration(lambda: (project / "b.py").unlink())
-    result = run_cli("--no-cache", ".")
-    assert result.exit_code == 2
-    assert "Traceback" not in result.output
-    assert [line for line in result.output.splitlines() if line.startswith("error:")] == [
-        "error: b.py: no such file (deleted during the run?)"
-    ]
-    assert [line for line in result.output.splitlines() if line.startswith("+++")] == ["+++ b/a.py", "+++ b/c.py"]
-
-
 def test_a_dry_run_shows_no_diff_against_content_it_did_not_migrate(project, run_cli, after_migration):
     after_migration(lambda: (project / "a.py").write_bytes(EDITED))
     result = run_cli("--no-cache", ".")

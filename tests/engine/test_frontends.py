@@ -23,7 +23,11 @@ from .fake_frontend import FAKE
 
 @pytest.fixture
 def fake(monkeypatch):
+    from npu_migrate import registry
+
     monkeypatch.setattr(filetypes, "FILE_TYPES", (*filetypes.FILE_TYPES, FAKE))
+    known = registry.rule_ids()
+    monkeypatch.setattr(registry, "rule_ids", lambda: sorted({*known, "NPU990", "NPU991"}))  # its codes are valid
     return FAKE
 
 
@@ -132,8 +136,8 @@ def test_selection_per_file_ignores_and_suppression(tmp_path, run_cli, fake):
     result = run_cli(".", "--report", "r.json")
     report = {f["path"]: f for f in json.loads((tmp_path / "r.json").read_text())["files"]}
     assert report["skip/x.fake"]["changed"] is False and report["skip/x.fake"]["findings"] == []
-    assert [(f["rule"], f["line"]) for f in report["y.fake"]["fixes"]] == [("NPU990", 3)]
-    assert [(f["rule"], f["line"]) for f in report["y.fake"]["findings"]] == [("NPU991", 4)]
+    assert [(f["rule"], f["start"]["line"]) for f in report["y.fake"]["fixes"]] == [("NPU990", 3)]
+    assert [(f["rule"], f["start"]["line"]) for f in report["y.fake"]["findings"]] == [("NPU991", 4)]
     assert "-cuda nccl\n+npu nccl" in result.output.replace("\r", "")
 
 
@@ -203,3 +207,124 @@ def test_suppressions_cover_line_ranges():
     table = Suppressions()
     table.add(3, 5, frozenset({"NPU8"}))
     assert table.suppressed(4, "NPU801") and not table.suppressed(4, "NPU101") and not table.suppressed(6, "NPU801")
+
+
+# -- front ends are loaded only when a file needs them ---------------------------
+
+_IMPORTS = (
+    "import sys\n"
+    "from npu_migrate.cli import main\n"
+    "try:\n    main(['--no-cache', '-j', '1', '.'])\nexcept SystemExit:\n    pass\n"
+    "print(sorted(m for m in ('libcst', 'tree_sitter', 'tree_sitter_bash', 'npu_migrate.shell.engine') if m in sys.modules))\n"
+)
+
+
+def _imported(tmp_path, files: dict[str, bytes]) -> str:
+    import subprocess
+    import sys
+
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    result = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_a_python_tree_never_loads_the_shell_front_end(tmp_path):
+    assert _imported(tmp_path, {"a.py": b"import torch\ntorch.cuda.synchronize()\n"}) == "['libcst']"
+
+
+def test_a_shell_tree_never_loads_libcst(tmp_path):
+    got = _imported(tmp_path, {"run.sh": b"export CUDA_VISIBLE_DEVICES=0\n"})
+    assert got == "['npu_migrate.shell.engine', 'tree_sitter', 'tree_sitter_bash']"
+
+
+def test_shell_scripts_are_found_by_suffix_and_shebang(tmp_path, run_cli):
+    launch = b"export NCCL_SOCKET_IFNAME=eth0\n"
+    (tmp_path / "run.sh").write_bytes(launch)
+    (tmp_path / "train").write_bytes(b"#!/usr/bin/env bash\n" + launch)
+    (tmp_path / "job.slurm").write_bytes(b"#!/bin/bash\n#SBATCH -N 2\n" + launch)
+    (tmp_path / "notes").write_bytes(launch)  # no shebang, no suffix: not a script
+    (tmp_path / "zsh_only").write_bytes(b"#!/bin/zsh\n" + launch)
+    result = run_cli(".", "--write")
+    assert result.exit_code == 0, result.output
+    for name in ("run.sh", "train", "job.slurm"):
+        assert b"HCCL_SOCKET_IFNAME" in (tmp_path / name).read_bytes(), name
+    assert (tmp_path / "notes").read_bytes() == launch and (tmp_path / "zsh_only").read_bytes().endswith(launch)
+    assert "3 file(s) scanned, 3 changed" in result.output
+
+
+def test_dockerfiles_are_found_by_name(tmp_path, run_cli):
+    content = b"FROM python:3.11\nENV NCCL_SOCKET_IFNAME=eth0\n"
+    for name in ("Dockerfile", "Dockerfile.ci", "deploy.Dockerfile", "Containerfile", "Dockerfile.dockerignore"):
+        (tmp_path / name).write_bytes(content)
+    result = run_cli(".", "--write")
+    assert result.exit_code == 0, result.output
+    changed = sorted(p.name for p in tmp_path.iterdir() if p.is_file() and b"HCCL" in p.read_bytes())
+    assert changed == ["Containerfile", "Dockerfile", "Dockerfile.ci", "deploy.Dockerfile"]
+
+
+def test_the_pre_commit_hooks_pass_every_supported_file_and_no_other(tmp_path):
+    """pre-commit picks files by identify's tags and the hooks' types_or: every file a
+    front end handles must reach the hook, and the hook's types must not pass files
+    the tool would only warn about."""
+    import re
+    from pathlib import Path
+
+    from identify import identify
+
+    hooks = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
+    found = [frozenset(t.strip() for t in m.split(",")) for m in re.findall(r"types_or:\s*\[([^\]]*)\]", hooks)]
+    assert len(found) == 2 and found[0] == found[1]  # both hooks
+    tags_wanted = found[0]
+    samples = {
+        "train.py": b"import torch\n", "stubs.pyi": b"x: int\n", "run.sh": b"echo\n", "run.bash": b"echo\n",
+        "launch": b"#!/bin/bash\necho\n", "tool": b"#!/usr/bin/env python3\n", "Dockerfile": b"FROM x\n",
+        "Dockerfile.ci": b"FROM x\n", "README.md": b"# x\n", "setup.cfg": b"[x]\n", "notes": b"text\n",
+        "run.zsh": b"echo\n",
+    }
+    for name, data in samples.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        path.chmod(0o755)
+        passed = bool(identify.tags_from_path(str(path)) & tags_wanted)
+        handled = filetypes.detect_file(str(path)) is not None
+        if name == "run.zsh":
+            assert passed and not handled  # identify calls zsh "shell": the tool warns and skips it
+        else:
+            assert passed == handled, name
+
+
+def test_the_cache_key_follows_the_parser_versions(monkeypatch):
+    from importlib import metadata
+
+    from npu_migrate import cache
+
+    before = cache.code_fingerprint()
+    cache.code_fingerprint.cache_clear()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "99.0" if name == "tree-sitter-bash" else real(name))
+    try:
+        assert cache.code_fingerprint() != before
+    finally:
+        cache.code_fingerprint.cache_clear()
+
+
+def test_the_launchers_npu_migrate_generates_need_no_migration(tmp_path, run_cli):
+    """What `npu-migrate launch` writes for Ascend is left alone by the shell rules:
+    no fix, no finding (each side would otherwise flag the other)."""
+    import shutil
+    from pathlib import Path
+
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "cuda_project", project)
+    made = run_cli("launch", "train.py", "-t", "torchrun,torch-npu-run,ranktable,modelarts", "--write", cwd=project)
+    assert made.exit_code == 0, made.output
+    scripts = sorted(p.name for p in (project / "launch").glob("*.sh"))
+    assert len(scripts) == 4
+    result = run_cli("./launch", "--no-cache", "--report", "r.json", cwd=project)
+    report = json.loads((project / "r.json").read_text())
+    assert result.exit_code == 0, result.output
+    assert len(report["files"]) == 4
+    assert [(f["path"], f["fixes"], f["findings"]) for f in report["files"] if f["fixes"] or f["findings"]] == []
