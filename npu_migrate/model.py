@@ -13,7 +13,7 @@ sources: a notebook's finding gives the cell's index (0-based, as nbformat count
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 
 class _Located:
@@ -101,8 +101,14 @@ class FileResult:
             raise ValueError(f"cache entry: {exc}") from None
 
 
-_FIX_FIELDS = {"line": int, "col": int, "rule": str, "message": str}
-_FINDING_FIELDS = {**_FIX_FIELDS, "suggestion": str}
+def _schema(cls) -> dict[str, tuple[type, bool]]:
+    """Field name -> (type, may be None), from the dataclass's own annotations."""
+    kinds = {"int": int, "str": str}
+    return {f.name: (kinds[str(f.type).split(" | ")[0]], str(f.type).endswith("| None")) for f in fields(cls)}
+
+
+_FIX_FIELDS = _schema(Fix)
+_FINDING_FIELDS = _schema(Finding)
 
 
 def _list(value: object) -> list:
@@ -111,11 +117,12 @@ def _list(value: object) -> list:
     return value
 
 
-def _checked(item: object, fields: dict[str, type]) -> dict:
-    """``item`` if it is an object with exactly ``fields``, each of its type (bool is no int here)."""
-    if not isinstance(item, dict) or item.keys() != fields.keys():
+def _checked(item: object, schema: dict[str, tuple[type, bool]]) -> dict:
+    """``item`` if it is an object with exactly the fields of ``schema``, each of its type
+    (bool is no int here)."""
+    if not isinstance(item, dict) or item.keys() != schema.keys():
         raise TypeError("cache entry: a fix or finding has the wrong fields")
-    for name, kind in fields.items():
-        if type(item[name]) is not kind:
+    for name, (kind, optional) in schema.items():
+        if type(item[name]) is not kind and not (optional and item[name] is None):
             raise TypeError(f"cache entry: {name} is not {kind.__name__}")
     return item

@@ -205,8 +205,12 @@ def test_what_cpython_rejects_never_reaches_libcst(monkeypatch, source, message)
     "entry",
     ['[]', '"text"', 'null', '1', '{}', '{"new_source": 5, "fixes": [], "findings": []}',
      '{"new_source": null, "fixes": {"line": 1}, "findings": []}',
-     '{"new_source": null, "fixes": [{"line": "1", "col": 0, "rule": "NPU101", "message": "m"}], "findings": []}',
-     '{"new_source": null, "fixes": [], "findings": [{"line": 1, "col": 0, "rule": 7, "message": "m", "suggestion": "s"}]}',
+     ('{"new_source": null, "fixes": [{"line": "1", "col": 0, "rule": "NPU101", "message": "m", "end_line": null, '
+      '"end_col": null, "cell": null}], "findings": []}'),
+     ('{"new_source": null, "fixes": [], "findings": [{"line": 1, "col": 0, "rule": 7, "message": "m", '
+      '"suggestion": "s", "end_line": null, "end_col": null, "cell": null}]}'),
+     ('{"new_source": null, "fixes": [{"line": 1, "col": 0, "rule": "NPU101", "message": "m", "end_line": "2", '
+      '"end_col": null, "cell": null}], "findings": []}'),
      '{"new_source": "\\u20ac", "fixes": [], "findings": []}'],
 )
 def test_a_cache_entry_of_the_wrong_shape_is_recomputed(project, run_cli, entry):

@@ -12,6 +12,7 @@ import pytest
 
 from npu_migrate.output import git_quoted, unified_diff
 from tests.rules.golden import ROOT as FIXTURES
+from tests.rules.golden import cases
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "npu-migrate"
 CUDA = "import torch\nx = torch.zeros(1).cuda()\n"
@@ -43,14 +44,16 @@ def git_apply(tree: Path, patch: bytes) -> None:
 
 def test_every_fixture_diff_applies_with_git(tmp_path):
     tree, patch, expected = tmp_path / "tree", [], {}
-    for before in sorted(FIXTURES.glob("*/*.before.py")):
-        after = before.with_name(before.name.replace(".before.py", ".after.py"))
-        rel = before.relative_to(FIXTURES).as_posix()
+    for case in cases():
+        if case.after is None:
+            continue
+        rel = case.before.relative_to(FIXTURES).as_posix()
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tree / rel).write_bytes(before.read_bytes())
-        patch.append(unified_diff(rel, before.read_bytes(), after.read_bytes()))
-        expected[rel] = after.read_bytes()
+        (tree / rel).write_bytes(case.before.read_bytes())
+        patch.append(unified_diff(rel, case.before.read_bytes(), case.after.read_bytes()))
+        expected[rel] = case.after.read_bytes()
     assert len(expected) >= 40 and all(patch)
+    assert {Path(rel).suffix for rel in expected} >= {".py", ".sh", ".Dockerfile"}
     git_apply(tree, b"".join(patch))
     assert {rel: (tree / rel).read_bytes() for rel in expected} == expected
 
