@@ -65,23 +65,30 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
     except SourceError as exc:
         result.error = str(exc)
     except cst.ParserSyntaxError as exc:
-        message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
-        result.error = (f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {message} "
-                        "(the code is valid Python; libcst cannot parse it)")
+        result.error = _syntax_error(path, data, exc)
     except RecursionError:
         result.error = f"{path}:1: too deeply nested for npu-migrate's parser (libcst); left unchanged"
     return result
 
 
-def python_ast(path: str, data: bytes) -> ast.Module:
-    """CPython's parse of the file; :class:`SourceError` with CPython's own message
-    if it rejects it. Its verdict is final: what the Python running npu-migrate
-    cannot compile is not migrated (and never reaches libcst, whose native parser
-    has crashed on nesting that CPython refuses: over 200 brackets). It also fails
-    fast where libcst would take seconds to give up (a 5,000-term operator chain)."""
+#: CPython's own limits: no Python version accepts a file past them, however new.
+_LIMITS = ("too many nested parentheses", "too many levels of indentation", "too many indentation levels")
+
+
+def python_ast(path: str, data: bytes) -> ast.Module | None:
+    """CPython's parse of the file, or None where it rejects the file's grammar (it may
+    be written for a newer Python than the one running npu-migrate: libcst, which
+    knows newer grammars, decides then). Where CPython rejects the file for what no
+    Python version accepts, its verdict is final, with its own message
+    (:class:`SourceError`), and the file never reaches libcst: nesting past its
+    limits (over 200 brackets, on which libcst's native parser has crashed), bad
+    indentation, a NUL byte, and trees too deep to build (a 5,000-term operator
+    chain, which libcst takes seconds to give up on)."""
     try:
         return ast.parse(data)
     except SyntaxError as exc:  # IndentationError and TabError too
+        if not (isinstance(exc, IndentationError) or exc.msg.startswith(_LIMITS) or exc.lineno is None):
+            return None
         line, col = (exc.lineno, exc.offset) if exc.lineno else _null_byte(data)
         raise SourceError(f"{path}:{line}:{col or 1}: syntax error: {exc.msg}") from None
     except ValueError as exc:  # "source code string cannot contain null bytes" (some Python versions)
@@ -90,6 +97,18 @@ def python_ast(path: str, data: bytes) -> ast.Module:
     except (RecursionError, MemoryError) as exc:
         detail = str(exc) or type(exc).__name__
         raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({detail})") from None
+
+
+def _syntax_error(path: str, data: bytes, exc: cst.ParserSyntaxError) -> str:
+    """One line, ``file:line:col: syntax error: ...``. CPython's parser gives the
+    location users know from tracebacks; libcst's is the fallback."""
+    try:
+        ast.parse(data)
+    except SyntaxError as syntax:
+        if syntax.lineno:
+            return f"{path}:{syntax.lineno}:{syntax.offset or 1}: syntax error: {syntax.msg}"
+    message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+    return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {message} (the code is valid Python; libcst cannot parse it)"
 
 
 def _null_byte(data: bytes) -> tuple[int, int]:
@@ -125,15 +144,17 @@ def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts 
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
     path = result.path
     text = decode(path, data)
-    tree = python_ast(path, data)  # skipped files still get their syntax errors reported
+    tree = python_ast(path, data)  # what CPython rejects for good is reported here
     rules = rules_for("python")
     active = tuple(rid for rid in rules if settings.selection.active(rid, path))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
     bad_codes = _bad_suppressions(text, active)
     if not needed:
+        if tree is None:
+            cst.parse_module(data)  # raises ParserSyntaxError if the file is broken for libcst too
         result.findings = bad_codes
         return
-    reduced = _reduce(data, text, needed, tree) if elide else None
+    reduced = _reduce(data, text, needed, tree) if elide and tree is not None else None
     parsed = lossless.protect(reduced.data if reduced is not None else data)
     module = cst.parse_module(parsed.data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
