@@ -1,13 +1,13 @@
 """Signals during ``--write`` on a real corpus: nothing half-written, no edit lost, no hang.
 
 Each run copies the corpus to a scratch directory and starts
-``npu-migrate --write -v --no-cache --jobs N`` on it, while an "editor" appends
+``npu-migrate --write --no-cache --jobs N`` on it, while an "editor" appends
 a line to a few files that the run will migrate. Then, by turns:
 
 * Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or
   SIGKILL (to the parent process alone: its workers are orphaned);
 * while files are being migrated (a random moment of the run), or while they
-  are being written (a moment after the first ``migrated:`` line).
+  are being written (a moment after the first file was replaced).
 
 After the run every file must be whole: its original bytes, or exactly what a
 clean run writes (with the editor's line, where it made one). Then:
@@ -127,6 +127,7 @@ class _Editor(threading.Thread):
     def __init__(self, root: Path, targets: list[str], window_s: float, rng: random.Random) -> None:
         super().__init__(daemon=True)
         self.root = root
+        self.targets = set(targets)
         self.plan = sorted((rng.uniform(0, window_s), name) for name in targets)
         self.edited: list[str] = []
         self.stop = threading.Event()
@@ -146,7 +147,8 @@ def _one(run: Run, pristine: Path, scratch: Path, original: dict[str, bytes], ex
     _copy(pristine, scratch)
     changed = [name for name in original if expected[name] != original[name]]
     editor = _Editor(scratch, rng.sample(changed, min(edits, len(changed))), reference_s, rng)
-    proc = subprocess.Popen([*npu_migrate_cmd(), "--write", "-v", "--no-cache", "--jobs", str(jobs), "."],
+    watched = {name: os.stat(scratch / name).st_mtime_ns for name in changed if name not in editor.targets}
+    proc = subprocess.Popen([*npu_migrate_cmd(), "--write", "--no-cache", "--jobs", str(jobs), "."],
                             cwd=scratch, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     editor.start()
     lines: list[str] = []
@@ -154,13 +156,18 @@ def _one(run: Run, pristine: Path, scratch: Path, original: dict[str, bytes], ex
 
     def read_stderr() -> None:
         for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            lines.append(line)
-            if line.startswith("migrated: "):
+            lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def watch_writes() -> None:  # the first file replaced: the run is writing
+        while proc.poll() is None and not first_write.is_set():
+            if any(os.stat(scratch / name).st_mtime_ns != stamp for name, stamp in watched.items()):
                 first_write.set()
+            time.sleep(0.01)
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
+    if run.phase == "writing":
+        threading.Thread(target=watch_writes, daemon=True).start()
     if run.phase == "writing":
         first_write.wait(timeout=reference_s * 10 + 60)
         time.sleep(rng.uniform(0.0, 0.05))
