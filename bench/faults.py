@@ -239,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "faults.md")
     args = ap.parse_args(argv)
 
+    # Started as a background job of a non-interactive shell, this process and so its
+    # children would ignore SIGINT (as POSIX shells intend, and npu-migrate respects):
+    # the runs must get Ctrl-C as a terminal's foreground job does.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = random.Random(args.seed)
     projects = ensure_corpus(parse_projects(args.projects), strict=True)
     work = Path(tempfile.mkdtemp(prefix="npu-migrate-faults-"))
@@ -266,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"written to {args.output}")
     bad = sum(bool(r.partial or r.lost_edits or r.hang or r.orphans or not r.recovered) for r in runs)
+    bad += sum(r.exit_code != 130 or r.reported != r.written or r.written_late > 0 for r in runs if r.signal == "SIGINT")
     return 1 if bad else 0
 
 

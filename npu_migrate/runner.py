@@ -123,10 +123,11 @@ def _work(path: str) -> Outcome:
     return migrate_path(path, _worker_settings)
 
 
-def _one_at_a_time_child(connection, paths: list[str], settings: Settings, type_names: tuple[str, ...]) -> None:
+def _one_at_a_time_child(connection, paths: list[str], settings: Settings, type_names: tuple[str, ...],
+                         data: bytes | None) -> None:
     _init_worker(settings, type_names)
     for path in paths:
-        connection.send(_work(path))
+        connection.send(_work(path) if data is None else (migrate_safely(path, data, settings), content_digest(data)))
     connection.close()
 
 
@@ -167,15 +168,16 @@ def _death(exitcode: int | None) -> str:
 
 
 def _one_at_a_time(items: list[Item], settings: Settings, type_names: tuple[str, ...],
-                   finish: Callable[[str, str | None, Outcome], None]) -> None:
-    """Migrate ``items`` one after another in a process of their own. The file a process
-    dies on fails with an internal error; the others go on in a new process."""
+                   finish: Callable[[str, str | None, Outcome], None], data: bytes | None = None) -> None:
+    """Migrate ``items`` one after another in a process of their own (the file's bytes
+    are ``data`` where given, for one item). The file a process dies on fails with an
+    internal error; the others go on in a new process."""
     pending = deque(items)
     context = multiprocessing.get_context()
     while pending:
         receive, send = context.Pipe(duplex=False)
         process = context.Process(target=_one_at_a_time_child, daemon=True,
-                                  args=(send, [path for path, _ in pending], settings, type_names))
+                                  args=(send, [path for path, _ in pending], settings, type_names, data))
         try:
             with _starting_workers():
                 process.start()
@@ -264,6 +266,18 @@ def _in_workers(todo: list[Item], settings: Settings, type_names: tuple[str, ...
                 finish(path, key, migrate_path(path, settings))
             return
         _one_at_a_time(suspects, settings, type_names, finish)
+
+
+def migrate_data(path: str, data: bytes, settings: Settings) -> FileResult:
+    """:func:`migrate_safely` in a process of its own (standard input): a native crash
+    fails the file, not the command; Ctrl-C reaches only this process."""
+    file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
+    outcomes: list[Outcome] = []
+    try:
+        _one_at_a_time([(path, None)], settings, (file_type.name,), lambda p, k, outcome: outcomes.append(outcome), data)
+    except (OSError, ImportError, NotImplementedError):  # no processes here: unisolated
+        return migrate_safely(path, data, settings)
+    return outcomes[0][0]
 
 
 def run(

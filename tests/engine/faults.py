@@ -92,7 +92,9 @@ def faulty_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     """``npu-migrate ARGS`` in its own session (so that the test can signal its whole process group)."""
-    return subprocess.Popen([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a background job: the child would ignore Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return subprocess.Popen([str(CONSOLE_SCRIPT), *args], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
 
 

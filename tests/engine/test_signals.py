@@ -143,3 +143,18 @@ def test_a_native_parser_crash_fails_only_that_file(tmp_path, jobs, crashing):
         for i in crashing
     ]
     assert [(src / f"m{i}.py").read_bytes() for i in range(10)] == [CRASH if i in crashing else MIGRATED for i in range(10)]
+
+
+def test_a_native_parser_crash_on_standard_input_fails_that_input_only(tmp_path):
+    """Editors pipe a buffer through ``npu-migrate -``: the crash is one line, exit 2,
+    and the input comes back unchanged on stdout instead of nothing."""
+    process = start(["-", "--stdin-filename", "m.py", "--no-cache"], tmp_path, faulty_env(tmp_path))
+    try:
+        out, err = process.communicate(CRASH, timeout=TIMEOUT)
+    finally:
+        kill_group(process)
+    assert process.returncode == 2, err
+    assert out == CRASH
+    assert [line for line in err.decode().splitlines() if line.startswith("error:")] == [
+        "error: m.py:1: internal error in npu-migrate (a worker process died on this file: SIGSEGV); please report it"
+    ]
