@@ -6,8 +6,9 @@ a line to a few files that the run will migrate. Then, by turns:
 
 * Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or
   SIGKILL (to the parent process alone: its workers are orphaned);
-* while files are being migrated (a random moment of the run), or while they
-  are being written (a moment after the first file was replaced).
+* while files are being migrated (a random moment before the first file is
+  replaced), or while they are being written (a moment after that). A run that
+  ends before its signal is run again, signalled sooner.
 
 After the run every file must be whole: its original bytes, or exactly what a
 clean run writes (with the editor's line, where it made one). Then:
@@ -143,7 +144,8 @@ class _Editor(threading.Thread):
 
 
 def _one(run: Run, pristine: Path, scratch: Path, original: dict[str, bytes], expected: dict[str, bytes],
-         reference_s: float, jobs: int, edits: int, rng: random.Random) -> None:
+         reference_s: float, jobs: int, edits: int, rng: random.Random, delay_scale: float) -> bool:
+    """One run; False if it ended before the signal could be sent."""
     _copy(pristine, scratch)
     changed = [name for name in original if expected[name] != original[name]]
     editor = _Editor(scratch, rng.sample(changed, min(edits, len(changed))), reference_s, rng)
@@ -166,21 +168,25 @@ def _one(run: Run, pristine: Path, scratch: Path, original: dict[str, bytes], ex
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
-    if run.phase == "writing":
-        threading.Thread(target=watch_writes, daemon=True).start()
+    threading.Thread(target=watch_writes, daemon=True).start()
     if run.phase == "writing":
         first_write.wait(timeout=reference_s * 10 + 60)
         time.sleep(rng.uniform(0.0, 0.05))
-    else:
-        time.sleep(rng.uniform(0.1, max(0.2, reference_s * 0.6)))
+    else:  # a random moment before the first write
+        first_write.wait(timeout=rng.uniform(0.1, max(0.2, reference_s * delay_scale)))
+    run.phase = "writing" if first_write.is_set() else "migrating"
     workers = _children(proc.pid)
     signalled = time.time()
     start = time.monotonic()
-    if proc.poll() is None:
-        if run.signal == "SIGINT":
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGKILL)
+    if proc.poll() is not None:  # it was done before the signal: the caller runs it again
+        editor.stop.set()
+        editor.join()
+        reader.join(timeout=10)
+        return False
+    if run.signal == "SIGINT":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGKILL)
     try:
         proc.wait(timeout=HANG_AFTER_S)
         run.latency_s = time.monotonic() - start
@@ -227,6 +233,7 @@ def _one(run: Run, pristine: Path, scratch: Path, original: dict[str, bytes], ex
     run.recovered = again.returncode in (0, 2) and not wrong and left == 0
     if not run.recovered:
         run.recovery_note = f"exit {again.returncode}, {len(wrong)} file(s) off, {left} temp file(s)"
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,8 +266,13 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for number in range(1, args.runs + 1):
             kind = (number - 1) % 4
-            run = Run(number, "SIGINT" if kind < 2 else "SIGKILL", "migrating" if kind % 2 == 0 else "writing")
-            _one(run, pristine, work / "scratch", original, expected, reference_s, args.jobs, args.edits, rng)
+            scale = 0.6
+            while True:
+                run = Run(number, "SIGINT" if kind < 2 else "SIGKILL", "migrating" if kind % 2 == 0 else "writing")
+                if _one(run, pristine, work / "scratch", original, expected, reference_s, args.jobs, args.edits, rng,
+                        scale):
+                    break
+                scale /= 2  # the run was quicker than the reference: signal it sooner
             runs.append(run)
             print(_row(run), flush=True)
     finally:
