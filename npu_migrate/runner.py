@@ -333,6 +333,6 @@ def run(
     # Largest files first, so that no worker starts a long file when the others are done.
     todo.sort(key=lambda item: sizes[item[0]], reverse=True)
     if todo:
-        types = tuple(sorted({(filetypes.by_name(os.path.basename(p)) or filetypes.PYTHON).name for p, _ in todo}))
+        types = tuple(sorted({(filetypes.by_name(p) or filetypes.PYTHON).name for p, _ in todo}))
         _in_workers(todo, settings, types, jobs, finish)
     return [results[p] for p in paths if p in results]

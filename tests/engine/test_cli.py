@@ -136,9 +136,10 @@ def test_suppression_comments(tmp_path, run_cli):
 
 def test_parallel_jobs_match_serial(tmp_path, run_cli):
     for i in range(12):
-        write(tmp_path, f"m{i}.py", CUDA if i % 2 else CPU)
-    serial = run_cli(".", "-j", "1", "--no-cache", "--report", "s.json")
-    parallel = run_cli(".", "-j", "2", "--no-cache", "--report", "p.json")
+        write(tmp_path / "src", f"m{i}.py", CUDA if i % 2 else CPU)
+    # The reports go beside the tree: a JSON file in it would be migrated too (a config file).
+    serial = run_cli("src", "-j", "1", "--no-cache", "--report", "s.json")
+    parallel = run_cli("src", "-j", "2", "--no-cache", "--report", "p.json")
     assert serial.exit_code == parallel.exit_code == 0
     s = json.loads((tmp_path / "s.json").read_text())["files"]
     p = json.loads((tmp_path / "p.json").read_text())["files"]
@@ -146,18 +147,18 @@ def test_parallel_jobs_match_serial(tmp_path, run_cli):
 
 
 def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
-    write(tmp_path, "a.py", CUDA)
-    first = run_cli(".", "--report", "1.json")
+    write(tmp_path / "src", "a.py", CUDA)  # the reports go beside the tree (JSON in it is migrated too)
+    first = run_cli("src", "--report", "1.json")
     cache = tmp_path / ".npu_migrate_cache"
     assert (cache / ".gitignore").read_text().strip().endswith("*")
     entries = list(cache.rglob("*.json"))
     assert len(entries) == 1
     entries[0].write_text("{not json")
-    second = run_cli(".", "--report", "2.json")
+    second = run_cli("src", "--report", "2.json")
     assert first.output == second.output
     assert json.loads((tmp_path / "1.json").read_text())["files"] == json.loads((tmp_path / "2.json").read_text())["files"]
     assert json.loads(entries[0].read_text())  # rewritten
-    run_cli(".", "--no-cache")
+    run_cli("src", "--no-cache")
     assert list(cache.rglob("*.json")) == entries
 
 
