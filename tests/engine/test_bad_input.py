@@ -213,14 +213,15 @@ def test_what_cpython_rejects_never_reaches_libcst(monkeypatch, source, message)
       '"end_col": null, "cell": null}], "findings": []}'),
      '{"new_source": "\\u20ac", "fixes": [], "findings": []}'],
 )
-def test_a_cache_entry_of_the_wrong_shape_is_recomputed(project, run_cli, entry):
+def test_a_cache_entry_of_the_wrong_shape_is_recomputed(project, run_cli, entry, tmp_path_factory):
     import json
 
-    first = run_cli(".", "--report", "1.json")
+    reports = tmp_path_factory.mktemp("reports")  # outside the tree: JSON files are migrated too
+    first = run_cli(".", "--report", reports / "1.json")
     [cached] = (project / ".npu_migrate_cache").rglob("*.json")
     cached.write_text(entry)
-    second = run_cli(".", "--report", "2.json")
+    second = run_cli(".", "--report", reports / "2.json")
     assert second.exit_code == 0 and "Traceback" not in second.output
     assert second.output == first.output
-    assert json.loads((project / "2.json").read_text()) == json.loads((project / "1.json").read_text())
+    assert json.loads((reports / "2.json").read_text()) == json.loads((reports / "1.json").read_text())
     assert json.loads(cached.read_text())["new_source"]  # rewritten with the real result
