@@ -364,6 +364,17 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     for request in ctx.import_requests:
         if request.rule not in fixed_rules:
             continue
+        if request.obj is not None and not request.module.startswith(".") and not imports.imports_from(
+            new_module, request.module
+        ):
+            # `from torch.utils.data.distributed import DistributedSampler`: into the block of
+            # the file's torch imports, after its plain imports, in isort order
+            alias = f" as {request.asname}" if request.asname else ""
+            code = f"from {request.module} import {request.obj}{alias}\n"
+            placed = imports.insert_import(new_module, request.module, code, near=request.module.split(".", 1)[0])
+            if placed is not None:
+                new_module = placed
+                continue
         if request.obj is None and request.asname is None:
             # `import torch`, `import torch.distributed`: next to the imports of its package
             if imports.imports_plainly(new_module, request.module):

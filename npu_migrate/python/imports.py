@@ -69,10 +69,11 @@ def _sort_key(node: cst.Import | cst.ImportFrom) -> tuple[int, str]:
     return 1, ("." * len(node.relative) + (module or "")).lower()
 
 
-def import_position(body, module: str, *, near: str = "torch") -> tuple[int, bool] | None:
-    """Where in ``body`` (a module's statements) ``import <module>`` goes: the index,
-    and whether that is the head of its block. None when the file has no top-level
-    import of ``near`` to put it next to."""
+def import_position(body, module: str, *, near: str = "torch", from_import: bool = False) -> tuple[int, bool] | None:
+    """Where in ``body`` (a module's statements) ``import <module>`` (``from <module>
+    import ...`` with ``from_import``) goes: the index, and whether that is the head
+    of its block. None when the file has no top-level import of ``near`` to put it
+    next to."""
     first = next((i for i, s in enumerate(body) if any(_is_package(n, near) for n in imported_modules(s))), None)
     if first is None:
         return None
@@ -82,7 +83,7 @@ def import_position(body, module: str, *, near: str = "torch") -> tuple[int, boo
     end = first + 1
     while end < len(body) and _single_import(body[end]) is not None and not _starts_block(body[end]):
         end += 1
-    key = (0, module.lower())
+    key = (1 if from_import else 0, module.lower())
     position = start
     for index in range(start, end):
         node = _single_import(body[index])
@@ -98,9 +99,10 @@ def import_position(body, module: str, *, near: str = "torch") -> tuple[int, boo
 
 
 def insert_import(module: cst.Module, name: str, code: str, *, near: str = "torch") -> cst.Module | None:
-    """``module`` with the import statement ``code`` (of module ``name``) placed in the
-    import block of ``near``; None when the file has no top-level import of ``near``."""
-    where = import_position(module.body, name, near=near)
+    """``module`` with the import statement ``code`` (of module ``name``; a plain
+    import or a from-import) placed in the import block of ``near``; None when the
+    file has no top-level import of ``near``."""
+    where = import_position(module.body, name, near=near, from_import=code.startswith("from "))
     if where is None:
         return None
     position, at_head = where
@@ -123,6 +125,22 @@ def imports_plainly(module: cst.Module, name: str) -> bool:
         ):
             return True
     return False
+
+
+def imports_from(module: cst.Module, name: str) -> bool:
+    """A ``from <name> import ...`` is anywhere in the module (libcst's
+    AddImportsVisitor then adds the name to it, or finds it already there)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            nonlocal found
+            if not node.relative and node.module is not None and get_full_name_for_node(node.module) == name:
+                found = True
+            return False
+
+    module.visit(_Find())
+    return found
 
 
 def insert_torch_npu(module: cst.Module) -> cst.Module | None:

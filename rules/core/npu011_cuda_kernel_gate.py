@@ -79,6 +79,7 @@ rules still rewrite the code inside the branch.
             "import npu_runtime\n"
             "import torch.nn as nn\n"
             "import torch_npu  # noqa: F401\n"
+            "\n"
             "npu_runtime.init_data_parallel()\n"
             "if device == 'npu':\n"
             "    net = npu_runtime.data_parallel(net)\n",

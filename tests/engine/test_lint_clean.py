@@ -61,6 +61,29 @@ with torch.cuda.amp.autocast():
     loss = model(batch.to(0))
 '''
 
+#: A module-level DataParallel script (kuangliu/pytorch-cifar's shape), sorted and lint-free:
+#: the migration adds `from torch.utils.data.distributed import DistributedSampler` and
+#: statements right after the import block.
+SORTED_DATA_PARALLEL_SCRIPT = '''\
+"""Train CIFAR10."""
+
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+loader = DataLoader(make_dataset(), batch_size=128, shuffle=True)
+net = make_model().to(device)
+if device == "cuda":
+    net = nn.DataParallel(net)
+for epoch in range(int(os.environ.get("EPOCHS", "1"))):
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(net(x.to(device)), y.to(device))
+        loss.backward()
+'''
+
 
 def ruff(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -74,17 +97,19 @@ def migrated(source: str) -> str:
     return result.new_source.decode()
 
 
-def test_the_inputs_are_lint_clean(tmp_path):
-    """The premise: ruff has nothing to say about the sorted script before migration."""
+@pytest.mark.parametrize("script", [SORTED_SCRIPT, SORTED_DATA_PARALLEL_SCRIPT])
+def test_the_inputs_are_lint_clean(tmp_path, script):
+    """The premise: ruff has nothing to say about the sorted scripts before migration."""
     path = tmp_path / "script.py"
-    path.write_text(SORTED_SCRIPT)
+    path.write_text(script)
     check = ruff("check", "--isolated", "--select", "I,F401", str(path))
     assert check.returncode == 0, check.stdout
 
 
-def test_ruff_fix_keeps_the_migrated_script_as_it_is(tmp_path):
+@pytest.mark.parametrize("script", [SORTED_SCRIPT, SORTED_DATA_PARALLEL_SCRIPT])
+def test_ruff_fix_keeps_the_migrated_script_as_it_is(tmp_path, script):
     path = tmp_path / "script.py"
-    output = migrated(SORTED_SCRIPT)
+    output = migrated(script)
     assert "import torch_npu  # noqa: F401\n" in output
     path.write_text(output)
     fixed = ruff("check", "--isolated", "--select", "I,F401", "--fix", str(path))
