@@ -20,7 +20,9 @@ branch only in one of two ways:
   Migrated code holds none (a second run changes nothing), so an NPU test the
   tool wrote never makes its chain NPU-aware.
 
-``input`` and ``inputs`` do not name the NPU: only ``npu`` (or ``hccl``) at the
+``npu_runtime``, the runtime the rewrites call (``if npu_runtime.is_main_process():``
+around a checkpoint save), does not name the NPU either. ``input`` and ``inputs``
+do not name the NPU: only ``npu`` (or ``hccl``) at the
 start of a word part counts (``npu``, ``torch_npu``, ``NPU_VISIBLE``,
 ``is_npu_available``, ``is_hccl_backend``).
 """
@@ -41,6 +43,8 @@ NPU_WORD = re.compile(r"(?<![a-z])(?:npu|hccl)", re.IGNORECASE)
 #: Attributes the rewrites produce (``torch.npu``, ``x.npu()``, ``x.is_npu``,
 #: ``dist.is_hccl_available``).
 _REWRITE_ATTRIBUTES = frozenset({"npu", "is_npu", "is_hccl_available"})
+#: Modules the rewrites call (``npu_runtime.is_main_process()``): not a test of the NPU.
+_TOOL_MODULES = frozenset({"npu_runtime"})
 #: A value the rewrites produce: ``npu``, ``npu:0``, ``npu:{rank}``, ``npu:%d``, ``hccl``.
 _NPU_DEVICE = re.compile(r"npu(?::.*)?|hccl", re.DOTALL)
 
@@ -77,6 +81,8 @@ def npu_mentions(ctx: FileContext, test: cst.CSTNode) -> tuple[bool, bool]:
     class _Scan(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:
             nonlocal found, human
+            if node.value in _TOOL_MODULES:
+                return  # `if npu_runtime.is_main_process():` is the tool's, and no device test
             if mentions_npu(node.value):
                 found = True
                 parent = ctx.parent(node)
