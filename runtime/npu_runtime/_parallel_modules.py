@@ -11,6 +11,8 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torch.nn.parallel import DistributedDataParallel
 
+from . import teardown
+
 log = logging.getLogger("npu_runtime")
 
 PREFIX = "module."
@@ -124,7 +126,9 @@ def wrap_ddp(cls: type[DistributedDataParallel] | None, module: nn.Module, devic
     kwargs = dict(ddp_kwargs)
     if device.type != "cpu":
         kwargs.setdefault("device_ids", [device.index])
-    return (cls or DistributedDataParallel)(module, **kwargs)
+    wrapped = (cls or DistributedDataParallel)(module, **kwargs)
+    teardown.own_model(wrapped)
+    return wrapped
 
 
 def _device_module(device_type: str) -> Any:
