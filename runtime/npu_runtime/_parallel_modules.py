@@ -11,8 +11,6 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torch.nn.parallel import DistributedDataParallel
 
-from . import teardown
-
 log = logging.getLogger("npu_runtime")
 
 PREFIX = "module."
@@ -126,9 +124,7 @@ def wrap_ddp(cls: type[DistributedDataParallel] | None, module: nn.Module, devic
     kwargs = dict(ddp_kwargs)
     if device.type != "cpu":
         kwargs.setdefault("device_ids", [device.index])
-    wrapped = (cls or DistributedDataParallel)(module, **kwargs)
-    teardown.own_model(wrapped)
-    return wrapped
+    return (cls or DistributedDataParallel)(module, **kwargs)
 
 
 def _device_module(device_type: str) -> Any:

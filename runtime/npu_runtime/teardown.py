@@ -11,8 +11,8 @@ that is safe:
 1. ``torch.distributed.nn`` is imported before the group exists (:func:`before_group`),
    so the ``group=group.WORLD`` defaults of its functions do not pin the group;
 2. at exit, garbage is collected (a model the script dropped but a reference cycle
-   kept), and every DDP wrapper the runtime made on that group and still alive (a
-   module-level ``net``) lets go of it: its ``reducer``, ``logger`` and
+   kept), and every DDP model on that group still alive (a module-level ``net``,
+   whether ``data_parallel`` or the script made it) lets go of it: its ``reducer``, ``logger`` and
    ``process_group``, what DDP itself leaves out when it is pickled, are dropped
    while torch still has the group registered, so none of them is its last holder
    (the reducer, freed under the GIL, would then join gloo's threads under it);
@@ -40,7 +40,6 @@ from typing import Any
 DDP_GROUP_STATE = ("reducer", "logger", "process_group")
 
 _group: weakref.ReferenceType | None = None
-_models: weakref.WeakSet = weakref.WeakSet()
 
 
 def before_group() -> None:
@@ -56,9 +55,16 @@ def own_group(group: Any) -> None:
     _group = weakref.ref(group)
 
 
-def own_model(model: Any) -> None:
-    """``model`` is a DDP wrapper the runtime made: at exit it lets go of the group."""
-    _models.add(model)
+def _ddp_states(group: Any) -> list[dict]:
+    """The attribute dicts of the live DDP models on ``group``: those refer to it."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    states = []
+    for holder in gc.get_referrers(group):
+        state = vars(holder) if isinstance(holder, DistributedDataParallel) else holder
+        if isinstance(state, dict) and state.get("process_group") is group and "reducer" in state:
+            states.append(state)
+    return states
 
 
 def at_exit() -> None:
@@ -68,10 +74,9 @@ def at_exit() -> None:
     group = _group() if _group is not None else None
     if group is None or not dist.is_initialized() or dist.group.WORLD is not group:
         return  # the script destroyed (or replaced) the runtime's group itself: its teardown, not ours
-    for model in list(_models):
-        if model.__dict__.get("process_group") is group:
-            for name in DDP_GROUP_STATE:
-                model.__dict__.pop(name, None)
-    _models.clear()
-    del group
+    ddp_states = _ddp_states(group)
+    for state in ddp_states:
+        for name in DDP_GROUP_STATE:
+            state.pop(name, None)
+    del group, ddp_states
     dist.destroy_process_group()

@@ -21,6 +21,7 @@ import sys
 import npu_runtime
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
@@ -55,7 +56,7 @@ def _left_at_exit(own_group):
             names.append(fh.read().strip())
     left = {"group_initialized": torch.distributed.is_initialized(),
             "gloo_threads": sorted(n for n in names if "gloo" in n),
-            "reducer_kept": bool(kept) and hasattr(kept[0], "reducer")}
+            "reducers_kept": [hasattr(m, "reducer") for m in kept if isinstance(m, DistributedDataParallel)]}
     sys.stdout.write("EXIT " + json.dumps(left) + "\n")
     sys.stdout.flush()
     if own_group:  # the script's own teardown, in the safe order
@@ -104,7 +105,9 @@ def main(leave_group=False, own_group=False):
     sys.stdout.write("REPORT " + json.dumps(report) + "\n")
     sys.stdout.flush()
     if leave_group:
-        globals().update(kept=(model, plain, optimizer))  # alive into finalisation, as a script's globals
+        # alive into finalisation, as a script's globals; and a DDP model the script made itself
+        own_ddp = DistributedDataParallel(nn.Linear(2, 1)) if info is not None else None
+        globals().update(kept=(model, plain, optimizer, own_ddp))
         return
     del model, plain, optimizer  # the DDP models go before the group (docs/e2e.md, "Exit aborts")
     if torch.distributed.is_initialized():
