@@ -73,7 +73,9 @@ autocast, GradScaler`, `from torch.cuda import amp` -> `from torch import amp`,
 them get `"npu"`. A name is only rewritten when every use of it in the file is a
 call, a decorator, a type annotation or an `isinstance` check: `ctx = autocast`
 and then `ctx(enabled=...)` would lose the device, so then the import and its
-uses are left alone and reported. Other `torch.cuda.amp` names (`common`,
+uses are left alone and reported. A name imported more than once (scripts pasted
+together repeat their imports) moves with all its imports or with none, so it
+never ends up naming two modules. Other `torch.cuda.amp` names (`common`,
 `amp_definitely_not_available`...) are reported. The device string inside an
 already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
 """
