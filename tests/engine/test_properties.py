@@ -97,15 +97,22 @@ def test_lines_around_a_fix_are_byte_identical(source, cuda_line, where):
     assert again.new_source is None
 
 
-def _mix(paths) -> bytes | None:
-    """The fixtures one after another, or None when that is not valid Python (e.g. a
-    fixture with `from __future__` concatenated after another one)."""
+def _two_runs(paths):
+    """The fixtures one after another, migrated, and the output migrated again:
+    (input, first result, output, second result), or None when the mix is not valid
+    Python (e.g. a fixture with `from __future__` concatenated after another one)."""
     data = b"\n".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in paths)
     try:
         ast.parse(data)
     except SyntaxError:
         return None
-    return data
+    first = migrate_source("mix.py", data, ALL)
+    assert first.error is None, first.error
+    output = first.new_source or data
+    ast.parse(output)
+    second = migrate_source("mix.py", output, ALL)
+    assert second.error is None, second.error
+    return data, first, output, second
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -114,16 +121,9 @@ def _mix(paths) -> bytes | None:
 # one, so the next run saw two modules named `amp`, and NPU401 one GradScaler fewer
 @example([RULE_FIXTURES / "NPU301/module_alias.before.py", RULE_FIXTURES / "NPU401/trainer_class.before.py"])
 def test_any_mix_of_fixtures_converges_in_one_run(paths):
-    data = _mix(paths)
-    if data is None:
-        return
-    first = migrate_source("mix.py", data, ALL)
-    assert first.error is None, first.error
-    output = first.new_source or data
-    ast.parse(output)
-    second = migrate_source("mix.py", output, ALL)
-    assert second.error is None
-    assert second.new_source is None, "a second run changed the file again"
+    runs = _two_runs(paths)
+    if runs is not None:
+        assert runs[3].new_source is None, "a second run changed the file again"
 
 
 def _findings(result) -> list[tuple]:
@@ -138,12 +138,8 @@ def _findings(result) -> list[tuple]:
 # `import torch_npu` moves every line down: NPU401's "(line 25)" moves with it
 @example([RULE_FIXTURES / "NPU301/value_use.before.py", RULE_FIXTURES / "NPU401/optimizer_names.unchanged.py"])
 def test_any_mix_of_amp_and_checkpoint_fixtures_reports_the_same_findings_again(paths):
-    data = _mix(paths)
-    if data is None:
-        return
-    first = migrate_source("mix.py", data, ALL)
-    assert first.error is None, first.error
-    output = first.new_source or data
-    second = migrate_source("mix.py", output, ALL)
-    assert second.error is None and second.new_source is None
-    assert _findings(second) == _findings(relocate(first, data, output))
+    runs = _two_runs(paths)
+    if runs is not None:
+        data, first, output, second = runs
+        assert second.new_source is None
+        assert _findings(second) == _findings(relocate(first, data, output))
