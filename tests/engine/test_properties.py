@@ -137,6 +137,12 @@ def _findings(result) -> list[tuple]:
 @example([RULE_FIXTURES / "NPU301/train_step.before.py", RULE_FIXTURES / "NPU401/optimizer_names.before.py"])
 # `import torch_npu` moves every line down: NPU401's "(line 25)" moves with it
 @example([RULE_FIXTURES / "NPU301/value_use.before.py", RULE_FIXTURES / "NPU401/optimizer_names.unchanged.py"])
+# found by a search over all fixtures: NPU102 reported `torch.cuda.LongTensor(n).zero_`
+# as a torch.cuda name, and lost it once NPU101 had renamed the LongTensor
+@example([RULE_FIXTURES / "NPU101/legacy_types.before.py"])
+# NPU502 reported a sampler with no epoch loop while adding `set_epoch` to another
+# one; the written file calls `set_epoch`, so the next run said nothing
+@example([RULE_FIXTURES / "NPU502/inline_conditional.before.py", RULE_FIXTURES / "NPU502/other_sampler.unchanged.py"])
 def test_any_mix_of_amp_and_checkpoint_fixtures_reports_the_same_findings_again(paths):
     runs = _two_runs(paths)
     if runs is not None:
