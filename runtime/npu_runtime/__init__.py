@@ -10,6 +10,7 @@ from .checkpoint import CheckpointManager, ResumePoint, resume_batches
 from .distributed import DistInfo, init_distributed
 from .errors import CheckpointError, LaunchError, RanktableError
 from .install import install
+from .parallel import data_parallel, distribute_model, init_data_parallel, is_main_process, per_process_batch_size
 from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
 from .watchdog import Watchdog
 
@@ -23,6 +24,11 @@ __all__ = [
     "ResumePoint",
     "Watchdog",
     "init_distributed",
+    "data_parallel",
+    "distribute_model",
+    "init_data_parallel",
     "install",
+    "is_main_process",
+    "per_process_batch_size",
     "resume_batches",
 ]
