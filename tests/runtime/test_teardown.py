@@ -10,12 +10,13 @@ aborts": a group or gloo thread left there can abort or hang the process).
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from ._helpers import REPO, child_env, free_port
+from ._helpers import child_env, free_port
 
-WORKER = str(REPO / "tests" / "runtime" / "parallel_worker.py")
+WORKER = str(Path(__file__).resolve().with_name("parallel_worker.py"))
 
 pytestmark = pytest.mark.slow
 
