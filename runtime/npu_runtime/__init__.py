@@ -6,12 +6,13 @@ package does not import torch (every submodule imports it lazily).
 
 from __future__ import annotations
 
-from .checkpoint import CheckpointManager, ResumePoint, resume_batches
+from . import children as _children
+from .checkpoint import CheckpointManager, ResumePoint, SaveHandle, resume_batches
 from .distributed import DistInfo, init_distributed
 from .errors import CheckpointError, LaunchError, RanktableError
 from .install import install
 from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
-from .watchdog import Watchdog
+from .watchdog import Watchdog, beat
 
 __all__ = [
     "WATCHDOG_EXIT_CODE",
@@ -21,8 +22,14 @@ __all__ = [
     "LaunchError",
     "RanktableError",
     "ResumePoint",
+    "SaveHandle",
     "Watchdog",
+    "beat",
     "init_distributed",
     "install",
     "resume_batches",
 ]
+
+# A worker process of an installed parent (spawn/forkserver start methods) imports this
+# package before it bootstraps: arm the hook that installs the runtime in it.
+_children.register_if_marked()

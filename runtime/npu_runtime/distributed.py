@@ -82,13 +82,9 @@ def hccl_exec_timeout_s(environ: MutableMapping[str, str] | None = None) -> int 
     raw = environ.get("HCCL_EXEC_TIMEOUT")
     if raw in (None, ""):
         return HCCL_EXEC_TIMEOUT_DEFAULT
-    try:
-        value = int(raw)
-    except ValueError:
-        raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} is not an integer number of seconds") from None
-    if value < 0:
-        raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} must be >= 0")
-    return value or None
+    if not (raw.strip().isascii() and raw.strip().isdigit()):
+        raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} is not a whole number of seconds >= 0")
+    return int(raw) or None
 
 
 def pg_timeout_s(environ: MutableMapping[str, str] | None = None) -> float | None:
@@ -116,6 +112,17 @@ def _pick_device(device_type: str | None, spec: _env.LaunchSpec) -> tuple[Any, i
         f"local rank {spec.local_rank} (device id {spec.device_id}) has no {device_type} device: "
         f"only {count} visible"
     )
+
+
+def set_device(spec: _env.LaunchSpec) -> Any | None:
+    """Make this rank's accelerator device current (device id, else local rank); None on CPU."""
+    device_type = devices.accelerator_type()
+    if device_type is None:
+        return None
+    device, index = _pick_device(device_type, spec)
+    if index is not None:
+        devices.module_for(device_type).set_device(index)
+    return device
 
 
 def _current_info() -> DistInfo:
@@ -148,7 +155,7 @@ def init_distributed(backend: str | None = None, *, local_rank: int | None = Non
         return _current_info()
     environ = os.environ if environ is None else environ
     if ranktable_timeout_s is None:
-        ranktable_timeout_s = float(environ.get("NPU_RUNTIME_RANKTABLE_TIMEOUT", "300"))
+        ranktable_timeout_s = _env.ranktable_timeout_s(environ)
     spec = _env.resolve(environ, local_rank=local_rank, host_ids=default_host_ids(environ),
                         ranktable_timeout_s=ranktable_timeout_s)
     if not spec.resolved:

@@ -34,8 +34,11 @@ SINGLE = "single"
 
 DEFAULT_MASTER_PORT = 29500  # torch's own default; used where a launcher gives none
 ASCEND_OPERATOR_DEFAULT_PORT = 2222
+RANKTABLE_TIMEOUT_VAR = "NPU_RUNTIME_RANKTABLE_TIMEOUT"
+RANKTABLE_TIMEOUT_DEFAULT_S = 300.0
 
-_LIST_RE = re.compile(r"^\s*[\{\[]\s*(\d+(\s*,\s*\d+)*)?\s*[\}\]]\s*$")
+_LIST_RE = re.compile(r"^\s*[\{\[]\s*([0-9]+(\s*,\s*[0-9]+)*)?\s*[\}\]]\s*$")
+_INT_RE = re.compile(r"[+-]?[0-9]+")  # ASCII only: int() also accepts other scripts' digits
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,9 @@ def _get_int(env: Mapping[str, str], name: str, source: str, *, default: int | N
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise LaunchError(f"{name}={raw!r} is not an integer ({source} environment)") from None
+    if not _INT_RE.fullmatch(raw.strip()):
+        raise LaunchError(f"{name}={raw!r} is not an integer ({source} environment)")
+    value = int(raw.strip())
     if value < minimum:
         raise LaunchError(f"{name}={raw!r} must be >= {minimum} ({source} environment)")
     return value
@@ -95,6 +97,20 @@ def _check_rank(rank: int, world: int, rank_name: str, world_name: str, source: 
 def _need_master(addr: str | None, world: int, source: str, hint: str = "MASTER_ADDR") -> None:
     if world > 1 and not addr:
         raise LaunchError(f"{hint} is not set but world size is {world} ({source} environment)")
+
+
+def ranktable_timeout_s(env: Mapping[str, str]) -> float:
+    """NPU_RUNTIME_RANKTABLE_TIMEOUT in seconds (300 when unset)."""
+    raw = env.get(RANKTABLE_TIMEOUT_VAR)
+    if raw is None or not raw.strip():
+        return RANKTABLE_TIMEOUT_DEFAULT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LaunchError(f"{RANKTABLE_TIMEOUT_VAR}={raw!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise LaunchError(f"{RANKTABLE_TIMEOUT_VAR}={raw!r} must be a number of seconds >= 0")
+    return value
 
 
 def is_local_rank_list(value: str | None) -> bool:

@@ -2,13 +2,19 @@
 
 All values in a ranktable are strings. A scheduler may write the file while the job
 starts, so :func:`load` polls until ``status`` is ``"completed"`` or a timeout passes.
-Parsing is pure (:func:`parse`) and every error names the file and the JSON field.
+The timeout is one budget per file and process: ``install()`` and a later
+``init_distributed()`` share it instead of waiting twice. Parsing is pure
+(:func:`parse`) and every error names the file and the JSON field.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import stat
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +22,10 @@ from typing import Any
 
 from .errors import RanktableError
 
+log = logging.getLogger("npu_runtime")
+
 DEFAULT_FILENAME = "jobstart_hccl.json"
+_INT_RE = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also takes "٣", str.isdigit() also "²"
 
 
 @dataclass(frozen=True)
@@ -61,14 +70,30 @@ def resolve_path(path: str) -> str:
     return path
 
 
-def _int_field(value: Any, where: str, path: str) -> int:
-    if isinstance(value, bool):
+def _int_field(value: Any, where: str, path: str, minimum: int | None = None) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _INT_RE.fullmatch(value.strip()):
+        number = int(value.strip())
+    else:
         raise RanktableError(f"ranktable {path}: field {where} must be an integer string, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    raise RanktableError(f"ranktable {path}: field {where} must be an integer string, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise RanktableError(f"ranktable {path}: field {where} must be >= {minimum}, got {value!r}")
+    return number
+
+
+def _device_ip(dev: Mapping[str, Any], where: str, path: str, multi_server: bool) -> str | None:
+    """HCCL reaches devices on other servers through device_ip (RoCE): required when the
+    table has several servers; within one server it is only logged when missing."""
+    value = dev.get("device_ip")
+    if value is None:
+        if multi_server:
+            raise RanktableError(f"ranktable {path}: missing field {where}.device_ip (required with several servers)")
+        log.warning("npu_runtime: ranktable %s: %s has no device_ip", path, where)
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise RanktableError(f"ranktable {path}: field {where}.device_ip must be a non-empty string, got {value!r}")
+    return value
 
 
 def _list_field(obj: Mapping[str, Any], key: str, where: str, path: str) -> list:
@@ -128,6 +153,7 @@ def _parse_server_list(doc: Mapping[str, Any], path: str) -> list[Device]:
             raise RanktableError(
                 f"ranktable {path}: field server_count is {count} but server_list has {len(servers)} entries"
             )
+    multi_server = len(servers) > 1
     for si, server in enumerate(servers):
         where = f"server_list[{si}]"
         server = _obj(server, where, path)
@@ -142,12 +168,12 @@ def _parse_server_list(doc: Mapping[str, Any], path: str) -> list[Device]:
                 raise RanktableError(f"ranktable {path}: missing field {dwhere}.device_id")
             out.append(
                 Device(
-                    rank=_int_field(dev["rank_id"], dwhere + ".rank_id", path),
-                    device_id=_int_field(dev["device_id"], dwhere + ".device_id", path),
+                    rank=_int_field(dev["rank_id"], dwhere + ".rank_id", path, minimum=0),
+                    device_id=_int_field(dev["device_id"], dwhere + ".device_id", path, minimum=0),
                     server_index=si,
                     server_id=server_id,  # type: ignore[arg-type]
                     host_ip=host_ip,
-                    device_ip=dev.get("device_ip"),
+                    device_ip=_device_ip(dev, dwhere, path, multi_server),
                 )
             )
     return out
@@ -157,7 +183,11 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
     # Legacy format has no rank ids: ranks follow list order across groups and instances.
     out: list[Device] = []
     server_index = 0
-    for gi, group in enumerate(_list_field(doc, "group_list", "", path)):
+    groups = _list_field(doc, "group_list", "", path)
+    server_ids = {inst.get("server_id") for g in groups if isinstance(g, dict)
+                  for inst in (g.get("instance_list") or []) if isinstance(inst, dict)}
+    multi_server = len(server_ids) > 1
+    for gi, group in enumerate(groups):
         gwhere = f"group_list[{gi}]"
         group = _obj(group, gwhere, path)
         for ii, inst in enumerate(_list_field(group, "instance_list", gwhere + ".", path)):
@@ -172,11 +202,11 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
                 out.append(
                     Device(
                         rank=len(out),
-                        device_id=_int_field(dev["device_id"], dwhere + ".device_id", path),
+                        device_id=_int_field(dev["device_id"], dwhere + ".device_id", path, minimum=0),
                         server_index=server_index,
                         server_id=server_id,  # type: ignore[arg-type]
                         host_ip=None,
-                        device_ip=dev.get("device_ip"),
+                        device_ip=_device_ip(dev, dwhere, path, multi_server),
                     )
                 )
             server_index += 1
@@ -190,21 +220,49 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
     return merged
 
 
+_deadlines: dict[str, float] = {}
+_deadlines_lock = threading.Lock()
+
+
+def _deadline(path: str, timeout_s: float) -> float:
+    """The first wait for ``path`` in this process sets the deadline; later waits share it."""
+    with _deadlines_lock:
+        mine = time.monotonic() + timeout_s
+        deadline = min(_deadlines.get(path, mine), mine)
+        _deadlines[path] = deadline
+        return deadline
+
+
+def _read(path: str) -> Any:
+    """Parse the file, never blocking: a FIFO or device would make open() wait forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+            raise RanktableError(f"ranktable {path} (RANK_TABLE_FILE) is {kind}, not a JSON file")
+        return json.loads(fh.read().decode("utf-8"))
+
+
 def load(path: str, timeout_s: float = 300.0, poll_s: float = 0.5) -> Ranktable:
     """Read and parse a ranktable, waiting up to ``timeout_s`` for status 'completed'.
 
     A missing file, half-written JSON or a non-'completed' status are retried until the
-    deadline; a structurally bad 'completed' file fails at once.
+    deadline; a structurally bad 'completed' file or a file that is not a regular file
+    fails at once. The deadline is shared by every call for the same file in a process.
     """
     path = resolve_path(path)
-    deadline = time.monotonic() + timeout_s
+    deadline = _deadline(path, timeout_s)
     while True:
         reason = None
         try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = _read(path)
+        except RanktableError:
+            raise
         except FileNotFoundError:
             reason = "file does not exist"
+        except RecursionError:
+            reason = "cannot be read as JSON (nested too deeply)"
         except (OSError, ValueError) as exc:
             reason = f"cannot be read as JSON ({exc})"
         else:
@@ -214,7 +272,7 @@ def load(path: str, timeout_s: float = 300.0, poll_s: float = 0.5) -> Ranktable:
                 return parse(doc, path)
         if time.monotonic() >= deadline:
             raise RanktableError(f"ranktable {path} (RANK_TABLE_FILE): {reason} after waiting {timeout_s:g} s")
-        time.sleep(poll_s)
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
 
 
 def find_local_server(table: Ranktable, host_ids: Sequence[str]) -> int | None:

@@ -11,9 +11,9 @@ import pytest
 import torch
 from npu_runtime import CheckpointManager
 
-from ._helpers import REPO, child_env, free_port
+from ._helpers import HERE, child_env, free_port
 
-TOY = str(REPO / "tests" / "runtime" / "toy_train.py")
+TOY = str(HERE / "toy_train.py")
 
 
 def _run(args, env=None, check=True, nproc=None):
