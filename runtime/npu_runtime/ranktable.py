@@ -26,6 +26,8 @@ log = logging.getLogger("npu_runtime")
 
 DEFAULT_FILENAME = "jobstart_hccl.json"
 _INT_RE = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also takes "٣", str.isdigit() also "²"
+_monotonic = time.monotonic  # module-level so that tests can run the wait on a fake clock
+_sleep = time.sleep
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,7 @@ _deadlines_lock = threading.Lock()
 def _deadline(path: str, timeout_s: float) -> float:
     """The first wait for ``path`` in this process sets the deadline; later waits share it."""
     with _deadlines_lock:
-        mine = time.monotonic() + timeout_s
+        mine = _monotonic() + timeout_s
         deadline = min(_deadlines.get(path, mine), mine)
         _deadlines[path] = deadline
         return deadline
@@ -270,9 +272,18 @@ def load(path: str, timeout_s: float = 300.0, poll_s: float = 0.5) -> Ranktable:
                 reason = f"field status is {doc.get('status')!r}, not 'completed'"
             else:
                 return parse(doc, path)
-        if time.monotonic() >= deadline:
+        if _monotonic() >= deadline:
             raise RanktableError(f"ranktable {path} (RANK_TABLE_FILE): {reason} after waiting {timeout_s:g} s")
-        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+        _sleep(min(poll_s, max(0.0, deadline - _monotonic())))
+
+
+def _new_lock_in_child() -> None:
+    global _deadlines_lock
+    _deadlines_lock = threading.Lock()  # another thread may have held it at fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def find_local_server(table: Ranktable, host_ids: Sequence[str]) -> int | None:
