@@ -10,7 +10,9 @@ object is current and before its target runs, whatever the start method:
   main module (as ``__mp_main__``) and the target's module before bootstrapping. When
   one of them imports ``npu_runtime`` at top level (NPU701 writes ``import npu_runtime``
   at the top of every entry point), the package finds the mark and registers the hook
-  again.
+  again. ``SpawnProcess`` skips the after-fork hooks ("nothing to do"), so in a spawn
+  child being prepared the package also gives ``SpawnProcess._after_fork`` (this
+  process's copy of the class) a body that runs this hook, and nothing else.
 
 The hook then looks at the child's target:
 
@@ -76,6 +78,28 @@ def register_if_marked() -> None:
     and for itself (a spawn child imports the package before it bootstraps)."""
     if os.environ.get(ENV_MARK):
         register()
+        _hook_spawn_bootstrap()
+
+
+def _hook_spawn_bootstrap() -> None:
+    import multiprocessing.process
+
+    if not getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        return  # not a spawn/forkserver child being prepared
+    from multiprocessing import context
+
+    cls = getattr(context, "SpawnProcess", None)
+    if cls is None or getattr(cls.__dict__.get("_after_fork"), "_npu_runtime", False):
+        return
+    original = cls.__dict__.get("_after_fork")
+
+    def _after_fork() -> None:
+        if isinstance(original, staticmethod):
+            original.__func__()
+        _on_child_start(_anchor)
+
+    _after_fork._npu_runtime = True  # type: ignore[attr-defined]
+    cls._after_fork = staticmethod(_after_fork)
 
 
 def mark_installed(_report: Any, watchdog: bool | None, timeout_s: float | None) -> None:
@@ -99,16 +123,25 @@ def classify(target: Any, args: tuple) -> tuple[str | None, int | None]:
 
 
 def _on_child_start(_anchor_obj: Any) -> None:
+    """Never raises: a failure is logged and the worker runs without the runtime."""
     global _handled_pid
     if _handled_pid == os.getpid():
         return
     _handled_pid = os.getpid()
     import multiprocessing
 
-    from . import install as _install
-
-    _install._forget_after_fork()  # fork: the parent's report and watchdog are not this process's
     proc = multiprocessing.current_process()
+    try:
+        _install_in_child(proc)
+    except Exception:
+        log.exception("npu_runtime: the runtime could not be installed in worker process %s", proc.name)
+
+
+def _install_in_child(proc: Any) -> None:
+    # npu_runtime.install is the function; the module holds the child entry points.
+    from .install import _forget_after_fork, install_child
+
+    _forget_after_fork()  # fork: the parent's report and watchdog are not this process's
     kind, local_rank = classify(getattr(proc, "_target", None), tuple(getattr(proc, "_args", ()) or ()))
     if kind is None:
         return
@@ -116,10 +149,6 @@ def _on_child_start(_anchor_obj: Any) -> None:
         settings = json.loads(os.environ.get(ENV_MARK) or "{}")
     except ValueError:
         settings = {}
-    try:
-        report = _install.install_child(kind, local_rank, settings if isinstance(settings, dict) else {})
-    except Exception:
-        log.exception("npu_runtime: the runtime could not be installed in worker process %s", proc.name)
-        return
+    report = install_child(kind, local_rank, settings if isinstance(settings, dict) else {})
     log.info("npu_runtime: installed in %s worker %s (source %s, device %s, watchdog %s)", kind, proc.name,
              report.source, report.device, "on" if report.watchdog else "off")

@@ -68,6 +68,16 @@ def run_python(code: str, *args: str, env: dict | None = None, timeout: float = 
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def run_script(directory: Path, code: str, *args: str, env: dict | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` as ``directory/job.py`` (spawned workers re-import the main module,
+    which ``python -c`` does not have)."""
+    script = Path(directory) / "job.py"
+    script.write_text(code)
+    return subprocess.run([sys.executable, str(script), *map(str, args)], env=env or child_env(), cwd=directory,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def alive(pid: int) -> bool:
     """Is ``pid`` a live process (a zombie counts as dead)?"""
     try:
