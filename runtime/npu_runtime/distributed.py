@@ -179,6 +179,12 @@ def init_distributed(backend: str | None = None, *, local_rank: int | None = Non
         kwargs["timeout"] = timeout
     if spec.world_size == 1:
         kwargs["store"] = dist.HashStore()
+    elif spec.source == _env.TORCHRUN and environ is os.environ and "TORCHELASTIC_RUN_ID" in environ:
+        # torch's own env:// path: the one that survives `torchrun --max-restarts` (with
+        # rank and world size passed explicitly, a restarted job meets the previous
+        # attempt's keys in the agent's store and gloo connects to dead peers).
+        del kwargs["rank"], kwargs["world_size"]
+        kwargs["init_method"] = "env://"
     else:
         environ.update(_env.torchrun_env(spec))
         host = spec.master_addr or "127.0.0.1"
