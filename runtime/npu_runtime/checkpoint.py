@@ -192,7 +192,12 @@ class CheckpointManager:
 
     # ------------------------------------------------------------------ saving
     def wait(self) -> None:
-        """Block until a background save is durable; re-raise its error, if any."""
+        """Block until a background save is durable and old checkpoints are removed;
+        re-raise the save's error, if any."""
+        self._wait_pending()
+        layout.settle()
+
+    def _wait_pending(self) -> None:
         handle, self._pending = self._pending, None
         if handle is not None and not handle.observed:
             handle.wait()
@@ -215,7 +220,7 @@ class CheckpointManager:
     def _save(self, step: int, epoch: int | None, batch_in_epoch: int | None, objects: dict[str, Any],
               background: bool) -> SaveHandle:
         _watchdog.beat()  # the runtime's own saves are signs of life; barriers are not
-        self.wait()
+        self._wait_pending()
         dist = _dist()
         rank = dist.get_rank() if dist else 0
         what = f"checkpoint step {step}"
@@ -318,15 +323,18 @@ class CheckpointManager:
         return files, None
 
     def _finish(self, tmp: str, step: int, files: dict[str, dict[str, Any]], tag: str, handle: SaveHandle) -> None:
-        """Manifest, fsyncs, publish, ``latest``, prune (rank 0). Sets ``handle``."""
+        """Manifest; fsync files and directories (side by side); publish; ``latest``;
+        fsync the parent; prune (rank 0). Sets ``handle``."""
         what = f"checkpoint step {step}"
+        latest = None
         try:
             durable.write_text(os.path.join(tmp, MANIFEST),
                                json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1, sort_keys=True))
-            for dirpath, _dirs, _files in os.walk(tmp):
-                durable.fsync_dir(dirpath)
+            latest = layout.prepare_latest(self.directory, step_dirname(step), tag)
+            own = [os.path.join(tmp, STATE_FILE), os.path.join(tmp, MANIFEST), latest]  # DCP synced its files
+            durable.sync(own + [dirpath for dirpath, _dirs, _files in os.walk(tmp)])
             name = layout.publish(self.directory, tmp, step, tag)
-            layout.write_latest(self.directory, name, tag)
+            layout.install_latest(self.directory, latest)
             durable.fsync_dir(self.directory)  # the rename and `latest` together
         except Exception as exc:  # noqa: BLE001 - the handle carries it to the caller
             layout.prune(self.directory, self.keep, self._good.__contains__, tag)
@@ -461,7 +469,7 @@ class CheckpointManager:
         checkpoint that verifies. Returns None when there is none (fresh start)."""
         import torch
 
-        self.wait()
+        self._wait_pending()
         dist = _dist()
         chosen = self._choose() if (dist is None or dist.get_rank() == 0) else None
         if dist:

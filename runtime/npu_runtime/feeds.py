@@ -2,13 +2,17 @@
 
 - **Optimizer steps**: a global ``register_optimizer_step_post_hook``, always on. Its
   body is one ``time.monotonic()`` and one attribute store.
-- **Module forwards and data-loader batches** (evaluation, data passes): a global
-  module forward pre-hook and a wrapper around ``_BaseDataLoaderIter.__next__``. A
-  global module hook sends every module call through the slow path of
-  ``nn.Module._call_impl`` (about 0.9 µs per module call here), so these two are
-  *armed by the watchdog's checker thread only while no optimizer step has come for a
-  quarter of the timeout*, and disarmed at the next step. Training loops pay nothing
-  for them; an evaluation pays from its first quarter-timeout on.
+- **Module forwards and data-loader batches** (evaluation, data passes): *armed by the
+  watchdog's checker thread only while no optimizer step has come for a quarter of the
+  timeout*, and disarmed at the next step, so training loops pay nothing for them.
+  Batches: a wrapper around ``_BaseDataLoaderIter.__next__``. Forwards: any module
+  hook sends a call through the slow path of ``nn.Module._call_impl`` (about 0.9 µs
+  here), so a global forward pre-hook runs only until it sees an outermost module call
+  (no other module call on the stack: the model being evaluated); then that module
+  alone gets a forward pre-hook and the global one goes. An evaluation pays one hooked
+  call per model forward, its submodules nothing. If the hooked module stops being
+  called (another model is evaluated) for a quarter of the timeout, the global hook
+  looks again.
 - **Imports**: a finder first on ``sys.meta_path`` that notes the time and defers to
   the others. It runs once per module imported for the first time, so startup and the
   lazy imports of a first step (inductor, dynamo) count; a module whose top-level
@@ -16,9 +20,10 @@
 - The runtime's own checkpoint writes and explicit ``beat()`` calls feed the watchdog
   directly.
 
-Under ``torch.compile`` the forward hook does nothing inside the traced graph
-(``torch.compiler.is_compiling()`` is constant-folded to True, so no graph break); the
-compiled module's own outer call still feeds the watchdog.
+Under ``torch.compile`` the forward hooks do nothing inside a traced graph
+(``torch.compiler.is_dynamo_compiling()`` is constant-folded to True, so no graph
+break), and the hook of an outermost module runs outside the compiled frame; adding or
+removing it does not recompile.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class Feeds:
     def __init__(self, target: Any) -> None:
         self.target = target
         self._step_handle = None
-        self._forward_handle = None
+        self._forwards: _ForwardFeed | None = None
         self._import_finder: _ImportFeed | None = None
         self._lock = threading.Lock()
         self.quiet_armed = False
@@ -74,20 +79,24 @@ class Feeds:
         with self._lock:
             if self.quiet_armed:
                 return
-            from torch.nn.modules.module import register_module_forward_pre_hook
-
-            _quiet_compile_warning()
-            self._forward_handle = register_module_forward_pre_hook(_forward_hook_for(self.target))
+            self._forwards = _ForwardFeed(self.target)
+            self._forwards.discover()
             _DataLoaderFeed.attach(self.target)
             self.quiet_armed = True
+
+    def rediscover(self) -> None:
+        """The hooked module has not been called for a while: look for the one that is."""
+        with self._lock:
+            if self._forwards is not None:
+                self._forwards.discover()
 
     def disarm_quiet(self) -> None:
         with self._lock:
             if not self.quiet_armed:
                 return
-            if self._forward_handle is not None:
-                self._forward_handle.remove()
-                self._forward_handle = None
+            if self._forwards is not None:
+                self._forwards.remove()
+                self._forwards = None
             _DataLoaderFeed.detach(self.target)
             self.quiet_armed = False
 
@@ -117,16 +126,69 @@ class _ImportFeed:
             watched.last_beat = _monotonic()
 
 
-def _forward_hook_for(target: Any):
-    import torch
+class _ForwardFeed:
+    """Beats on forwards of the outermost module being called (see the module docstring)."""
 
-    is_compiling = torch.compiler.is_compiling
+    def __init__(self, target: Any) -> None:
+        import torch
 
-    def forward_beat(_module: Any, _args: Any) -> None:
-        if not is_compiling():  # inside a dynamo trace: a constant, no graph break
-            target.last_beat = _monotonic()
+        self.target = target
+        self._is_compiling = torch.compiler.is_dynamo_compiling
+        self._call_impl = torch.nn.Module._call_impl.__code__
+        self._lock = threading.Lock()
+        self._global = None
+        self._root = None
+        self.root_module: Any = None
 
-    return forward_beat
+    def discover(self) -> None:
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        with self._lock:
+            self._drop_root()
+            if self._global is None:
+                _quiet_compile_warning()
+                self._global = register_module_forward_pre_hook(self._seen)
+
+    def _seen(self, module: Any, _args: Any) -> None:
+        if self._is_compiling():  # inside a dynamo trace: a constant, no graph break
+            return
+        self.target.last_beat = _monotonic()
+        if self._outermost():
+            with self._lock:
+                if self._global is not None:
+                    self._global.remove()  # safe: _call_impl iterates a copy of the hooks
+                    self._global = None
+                    self._drop_root()
+                    self._root = module.register_forward_pre_hook(self._beat)
+                    self.root_module = module
+
+    def _outermost(self) -> bool:
+        """Is the module call being made the only one on this thread's stack?"""
+        calls, frame = 0, sys._getframe(1)
+        while frame is not None:
+            if frame.f_code is self._call_impl:
+                calls += 1
+                if calls > 1:
+                    return False
+            frame = frame.f_back
+        return calls == 1
+
+    def _beat(self, _module: Any, _args: Any) -> None:
+        if not self._is_compiling():
+            self.target.last_beat = _monotonic()
+
+    def _drop_root(self) -> None:
+        if self._root is not None:
+            self._root.remove()
+            self._root = None
+            self.root_module = None
+
+    def remove(self) -> None:
+        with self._lock:
+            self._drop_root()
+            if self._global is not None:
+                self._global.remove()
+                self._global = None
 
 
 _compile_warning_quieted = False

@@ -9,7 +9,10 @@
     .trash-...              a checkpoint being deleted
 
 Every change to what is visible is one ``rename``: a kill at any moment leaves every
-complete checkpoint that was visible before, or its replacement, visible.
+complete checkpoint that was visible before, or its replacement, visible. Deleting is
+a rename to ``.trash-*`` followed by removal on a background thread (removing a large
+checkpoint can take as long as writing one); a removal cut short by exit is finished
+by the next save.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import contextlib
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable
 
 from . import durable
@@ -49,14 +53,29 @@ def listing(directory: str) -> list[tuple[int, int, str]]:
     return sorted(out, reverse=True)
 
 
+_removals: list[threading.Thread] = []
+
+
+def _remove_later(path: str) -> None:
+    thread = threading.Thread(target=shutil.rmtree, args=(path, True), name="npu_runtime-prune", daemon=True)
+    thread.start()
+    _removals.append(thread)
+
+
+def settle() -> None:
+    """Wait for the background removals started so far."""
+    while _removals:
+        _removals.pop().join()
+
+
 def _discard(directory: str, name: str, tag: str) -> None:
-    """Make ``name`` disappear atomically (rename), then delete it."""
+    """Make ``name`` disappear atomically (rename), then delete it in the background."""
     trash = os.path.join(directory, f"{TRASH_PREFIX}{name}-{tag}")
     try:
         os.replace(os.path.join(directory, name), trash)
     except OSError:
         return
-    shutil.rmtree(trash, ignore_errors=True)
+    _remove_later(trash)
 
 
 def publish(directory: str, tmp: str, step: int, tag: str) -> str:
@@ -80,10 +99,15 @@ def publish(directory: str, tmp: str, step: int, tag: str) -> str:
     return final
 
 
-def write_latest(directory: str, name: str, tag: str) -> None:
+def prepare_latest(directory: str, name: str, tag: str) -> str:
+    """Write the next ``latest`` beside it (to be synced, then renamed into place)."""
     tmp = os.path.join(directory, f"{TMP_PREFIX}{LATEST}-{tag}")
     durable.write_text(tmp, name + "\n")
-    os.replace(tmp, os.path.join(directory, LATEST))
+    return tmp
+
+
+def install_latest(directory: str, prepared: str) -> None:
+    os.replace(prepared, os.path.join(directory, LATEST))
 
 
 def read_latest(directory: str) -> str | None:
@@ -112,7 +136,12 @@ def prune(directory: str, keep: int, is_good: Callable[[str], bool], tag: str,
         if name.startswith((TMP_PREFIX, TRASH_PREFIX)) and not spare(name):
             full = os.path.join(directory, name)
             if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full, ignore_errors=True)
+                if name.startswith(TMP_PREFIX):  # hide it first: a stale save never looks current
+                    hidden = os.path.join(directory, f"{TRASH_PREFIX}{name}-{tag}")
+                    with contextlib.suppress(OSError):
+                        os.replace(full, hidden)
+                        full = hidden
+                _remove_later(full)
             else:
                 with contextlib.suppress(OSError):
                     os.remove(full)

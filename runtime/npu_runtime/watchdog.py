@@ -274,6 +274,8 @@ class Watchdog:
                     if self._feeds.quiet_armed:
                         if quiet_since_step is not None and last_step > quiet_since_step:
                             self._feeds.disarm_quiet()  # steps again: forwards are free again
+                        elif now - self.last_sign_of_life() >= self.quiet_after_s:
+                            self._feeds.rediscover()  # the hooked model is not the one running
                     elif now - last_step >= self.quiet_after_s:
                         self._feeds.arm_quiet()
                         quiet_since_step = last_step

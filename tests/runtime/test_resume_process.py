@@ -210,6 +210,7 @@ FILE_SIZE_LIMIT = textwrap.dedent(r"""
             mgr.save(step, model=torch.nn.Linear(1024, 1024))
         except CheckpointError as exc:
             print("CheckpointError:", exc, flush=True)
+    mgr.wait()                                           # removals run in the background
     print("left:", sorted(os.listdir(sys.argv[1])), flush=True)
 """)
 

@@ -281,7 +281,7 @@ def test_quiet_feeds_count_forwards_and_batches_only_while_armed():
 
     sink = _Sink()
     feeds = Feeds(sink)
-    model = torch.nn.Linear(2, 2)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(2, 2)))
     loader = DataLoader(list(range(4)), batch_size=2)
     model(torch.ones(2))
     list(loader)
@@ -291,31 +291,55 @@ def test_quiet_feeds_count_forwards_and_batches_only_while_armed():
         model(torch.ones(2))
         after_forward = sink.last_beat
         assert after_forward is not None
+        # Only the outermost module keeps a hook: its submodules stay on the fast path.
+        assert [len(m._forward_pre_hooks) for m in model.modules()] == [1, 0, 0, 0, 0]
+        sink.last_beat = None
+        model(torch.ones(2))
+        assert sink.last_beat is not None
         list(loader)
         assert sink.last_beat >= after_forward
+        other = torch.nn.Linear(2, 2)  # another model is evaluated now: looked for again
+        feeds.rediscover()
+        other(torch.ones(2))
+        assert len(other._forward_pre_hooks) == 1 and not model._forward_pre_hooks
     finally:
         feeds.disarm_quiet()
+    assert not other._forward_pre_hooks
     sink.last_beat = None
     model(torch.ones(2))
+    other(torch.ones(2))
     list(loader)
     assert sink.last_beat is None
 
 
-def test_armed_forward_hook_does_not_break_compiled_graphs():
+def test_armed_forward_hooks_do_not_break_or_recompile_compiled_graphs():
     import torch._dynamo as dynamo
+
+    compiles = []
+
+    def backend(graph, _inputs):
+        compiles.append(graph)
+        return graph.forward
 
     sink = _Sink()
     feeds = Feeds(sink)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
-    feeds.arm_quiet()
+    dynamo.reset()
     try:
-        dynamo.reset()
+        compiled = torch.compile(model, backend=backend)
+        compiled(torch.randn(2, 4))
+        for _ in range(3):  # evaluation phases come and go
+            feeds.arm_quiet()
+            sink.last_beat = None
+            compiled(torch.randn(2, 4))
+            compiled(torch.randn(2, 4))
+            assert sink.last_beat is not None  # fed from outside the compiled frame
+            feeds.disarm_quiet()
+            compiled(torch.randn(2, 4))
+        assert len(compiles) == 1  # one graph, never recompiled
+        feeds.arm_quiet()
         explained = dynamo.explain(model)(torch.randn(2, 4))
         assert (explained.graph_count, explained.graph_break_count) == (1, 0)
-        compiled = torch.compile(model, backend="eager")
-        sink.last_beat = None
-        compiled(torch.randn(2, 4))
-        assert sink.last_beat is not None  # the compiled module's own call still feeds it
     finally:
         feeds.disarm_quiet()
         dynamo.reset()
