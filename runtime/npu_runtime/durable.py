@@ -19,10 +19,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import threading
 import zipfile
 import zlib
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import watchdog
@@ -93,11 +93,31 @@ def _fsync(path: str) -> None:
 
 
 def sync(paths: Iterable[str]) -> None:
-    """fsync every file and directory in ``paths``, side by side; raise the first error."""
-    paths = list(paths)
-    with ThreadPoolExecutor(max_workers=max(1, len(paths)), thread_name_prefix="npu_runtime-fsync") as pool:
-        for future in [pool.submit(_fsync, p) for p in paths]:
-            future.result()
+    """fsync every file and directory in ``paths``, side by side; raise the first error.
+
+    Plain threads, not an executor: a background save finishing while the interpreter
+    exits may not submit to one; where no thread can start, one after the other."""
+    errors: list[BaseException] = []
+
+    def one(path: str) -> None:
+        try:
+            _fsync(path)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            errors.append(exc)
+
+    threads = []
+    for path in paths:
+        thread = threading.Thread(target=one, args=(path,), name="npu_runtime-fsync", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # interpreter shutting down
+            one(path)
+            continue
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
     watchdog.beat()
 
 

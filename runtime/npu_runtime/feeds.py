@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 _monotonic = time.monotonic
@@ -138,7 +139,11 @@ class _ForwardFeed:
         self._lock = threading.Lock()
         self._global = None
         self._root = None
-        self.root_module: Any = None
+        self._root_ref: Any = None  # a weak reference: the model must stay free to go
+
+    @property
+    def root_module(self) -> Any:
+        return self._root_ref() if self._root_ref is not None else None
 
     def discover(self) -> None:
         from torch.nn.modules.module import register_module_forward_pre_hook
@@ -160,7 +165,7 @@ class _ForwardFeed:
                     self._global = None
                     self._drop_root()
                     self._root = module.register_forward_pre_hook(self._beat)
-                    self.root_module = module
+                    self._root_ref = weakref.ref(module)
 
     def _outermost(self) -> bool:
         """Is the module call being made the only one on this thread's stack?"""
@@ -181,7 +186,7 @@ class _ForwardFeed:
         if self._root is not None:
             self._root.remove()
             self._root = None
-            self.root_module = None
+            self._root_ref = None
 
     def remove(self) -> None:
         with self._lock:

@@ -58,7 +58,11 @@ _removals: list[threading.Thread] = []
 
 def _remove_later(path: str) -> None:
     thread = threading.Thread(target=shutil.rmtree, args=(path, True), name="npu_runtime-prune", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # the interpreter is shutting down: remove it now
+        shutil.rmtree(path, ignore_errors=True)
+        return
     _removals.append(thread)
 
 

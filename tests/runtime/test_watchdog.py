@@ -312,6 +312,26 @@ def test_quiet_feeds_count_forwards_and_batches_only_while_armed():
     assert sink.last_beat is None
 
 
+def test_the_hooked_model_stays_free_to_go():
+    """A model the forward feed hooked must not outlive the script's last reference:
+    a DDP model kept alive keeps its process group, and gloo's threads, alive."""
+    import gc
+    import weakref
+
+    feeds = Feeds(_Sink())
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    feeds.arm_quiet()
+    try:
+        model(torch.ones(2))
+        assert feeds._forwards.root_module is model
+        gone = weakref.ref(model)
+        del model
+        gc.collect()
+        assert gone() is None
+    finally:
+        feeds.disarm_quiet()
+
+
 def test_armed_forward_hooks_do_not_break_or_recompile_compiled_graphs():
     import torch._dynamo as dynamo
 
