@@ -7,9 +7,10 @@
 1. Watchdog cost per optimizer step and per module forward: ``opt.step()`` of a
    one-scalar SGD optimizer, and a call of a one-module model (``nn.Identity``-like, so
    the call machinery is all there is to time), in alternating blocks with and without
-   a started Watchdog. Forwards are timed twice: while training (the forward feed is
-   disarmed, as it is whenever steps come) and in an evaluation phase (armed: every
-   module call goes through ``nn.Module``'s hook path). Differences are per call, in ns.
+   a started Watchdog. Forwards are timed while training (steps come: nothing is armed)
+   and in an evaluation (no steps: the checker arms the one-shot forward feed after
+   every quiet check interval), and the cost of one armed call is timed on its own.
+   Differences are per call, in ns.
 2. ``CheckpointManager.save`` (durable when it returns) and ``async_save`` versus a
    bare ``torch.save`` of the same state (model + Adam state, scheduler, GradScaler)
    into the same directory, alternating in one process. Ratios, not absolute times,
@@ -31,22 +32,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def _alternate(blocks: int, per: int, call, start, stop) -> list[float]:
-    """Per-call ns differences (with - without) over ``blocks`` alternating block pairs."""
-    def block() -> float:
+def _alternate(blocks: int, per: int, call, start=None, stop=None, test_call=None) -> list[float]:
+    """Per-call ns differences (test - base) over ``blocks`` alternating block pairs: the
+    base block runs ``call``; the test block runs ``test_call`` (default ``call``),
+    between ``start()`` and ``stop()``."""
+    test_call = test_call or call
+
+    def block(fn) -> float:
         t0 = time.perf_counter_ns()
         for _ in range(per):
-            call()
+            fn()
         return (time.perf_counter_ns() - t0) / per
 
     for _ in range(per):  # warm-up
         call()
+        test_call()
     diffs = []
     for _ in range(blocks):
-        base = block()
-        start()
-        diffs.append(block() - base)
-        stop()
+        base = block(call)
+        if start:
+            start()
+        diffs.append(block(test_call) - base)
+        if stop:
+            stop()
     return diffs
 
 
@@ -68,17 +76,30 @@ def bench_watchdog(steps: int, blocks: int) -> dict:
     wd = Watchdog(3600.0, grace_s=3600.0)
     step = _alternate(blocks, per, opt.step, wd.start, wd.stop)
     training = _alternate(blocks, per, lambda: model(x), wd.start, wd.stop)
-
-    def start_evaluating():
-        wd.start()
-        wd._feeds.arm_quiet()  # what the checker does after a quarter timeout without steps
-
-    evaluating = _alternate(blocks, per, lambda: model(x), start_evaluating, wd.stop)
+    # An evaluation: no steps, so the checker arms the one-shot forward feed after every
+    # quiet check interval (0.25 s with this timeout; 5 s with the default one).
+    evaluator = Watchdog(2.0, grace_s=3600.0)
+    evaluating = _alternate(blocks, per, lambda: model(x), evaluator.start, evaluator.stop)
+    # What one quiet interval costs: arming the hook, and the one module call it slows.
+    armed = _alternate(blocks, max(1, per // 10), lambda: model(x), wd.start, wd.stop,
+                       test_call=lambda: (wd._feeds.arm_forward(), model(x)))
     torch.set_grad_enabled(True)
+    # The step hook's body alone (inside opt.step() it is lost in the noise of a ~20-40 µs step).
+    hook, n = wd._feeds._step_hook, 1_000_000
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        hook(None, None, None)
+    body = (time.perf_counter_ns() - t0) / n
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        pass
+    body -= (time.perf_counter_ns() - t0) / n
     return {
+        "step_hook_body_ns": body,
         "step_overhead_ns": statistics.median(step),
         "forward_overhead_ns_training": statistics.median(training),
         "forward_overhead_ns_evaluating": statistics.median(evaluating),
+        "armed_forward_ns_per_quiet_interval": statistics.median(armed),
         "blocks": blocks,
         "calls_per_block": per,
     }
@@ -168,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=200_000, help="optimizer steps for the watchdog bench")
     ap.add_argument("--blocks", type=int, default=20)
     ap.add_argument("--mb", type=int, default=48, help="model size in MB (saved state is about 3x: Adam)")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where checkpoints are written")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
@@ -179,10 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "watchdog"):
         w = out["watchdog"] = bench_watchdog(args.steps, args.blocks)
         print(f"watchdog (median of {w['blocks']} block pairs, {w['calls_per_block']} calls each):")
-        print(f"  per optimizer step              {w['step_overhead_ns']:+.0f} ns")
+        print(f"  per optimizer step              {w['step_overhead_ns']:+.0f} ns "
+              f"(the hook body alone: {w['step_hook_body_ns']:.0f} ns)")
         print(f"  per module forward, training    {w['forward_overhead_ns_training']:+.0f} ns")
         print(f"  per module forward, evaluating  {w['forward_overhead_ns_evaluating']:+.0f} ns "
-              f"(forward feed armed: no step for a quarter of the timeout)")
+              f"(the checker arming the one-shot forward feed every quiet interval)")
+        print(f"  once per quiet check interval   {w['armed_forward_ns_per_quiet_interval']:+.0f} ns "
+              f"(arming the hook and the one module call it slows)")
     if args.only in (None, "checkpoint"):
         c = out["checkpoint"] = bench_checkpoint(args.mb, args.rounds, args.dir)
         m = c["median"]

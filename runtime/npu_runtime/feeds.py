@@ -2,17 +2,15 @@
 
 - **Optimizer steps**: a global ``register_optimizer_step_post_hook``, always on. Its
   body is one ``time.monotonic()`` and one attribute store.
-- **Module forwards and data-loader batches** (evaluation, data passes): *armed by the
-  watchdog's checker thread only while no optimizer step has come for a quarter of the
-  timeout*, and disarmed at the next step, so training loops pay nothing for them.
-  Batches: a wrapper around ``_BaseDataLoaderIter.__next__``. Forwards: any module
-  hook sends a call through the slow path of ``nn.Module._call_impl`` (about 0.9 µs
-  here), so a global forward pre-hook runs only until it sees an outermost module call
-  (no other module call on the stack: the model being evaluated); then that module
-  alone gets a forward pre-hook and the global one goes. An evaluation pays one hooked
-  call per model forward, its submodules nothing. If the hooked module stops being
-  called (another model is evaluated) for a quarter of the timeout, the global hook
-  looks again.
+- **Data-loader batches**: a wrapper around ``_BaseDataLoaderIter.__next__`` while a
+  watchdog runs (one extra call and a store per batch).
+- **Module forwards** (evaluation): any module hook sends a call through the slow path
+  of ``nn.Module._call_impl`` (about 0.9 µs on an idle core), and a hook stored in a
+  user's module would travel with ``copy.deepcopy`` and ``torch.save(model)``. So the
+  forward feed is a *one-shot global* forward pre-hook: the watchdog's checker thread
+  arms it whenever a check interval passed without any sign of life, the next module
+  call anywhere notes the time and removes it. Training (steps every interval) never
+  arms it; an evaluation pays one slow module call per check interval.
 - **Imports**: a finder first on ``sys.meta_path`` that notes the time and defers to
   the others. It runs once per module imported for the first time, so startup and the
   lazy imports of a first step (inductor, dynamo) count; a module whose top-level
@@ -20,10 +18,10 @@
 - The runtime's own checkpoint writes and explicit ``beat()`` calls feed the watchdog
   directly.
 
-Under ``torch.compile`` the forward hooks do nothing inside a traced graph
+Under ``torch.compile`` the forward hook does nothing inside a traced graph
 (``torch.compiler.is_dynamo_compiling()`` is constant-folded to True, so no graph
-break), and the hook of an outermost module runs outside the compiled frame; adding or
-removing it does not recompile.
+break); a compiled module's own outer call runs it eagerly. Adding and removing a
+global hook does not recompile.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ import sys
 import threading
 import time
 import warnings
-import weakref
 from typing import Any
 
 _monotonic = time.monotonic
@@ -50,7 +47,6 @@ class Feeds:
         self._forwards: _ForwardFeed | None = None
         self._import_finder: _ImportFeed | None = None
         self._lock = threading.Lock()
-        self.quiet_armed = False
 
     # -------------------------------------------------------------- optimizer steps
     def _step_hook(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
@@ -74,35 +70,27 @@ class Feeds:
             with contextlib.suppress(ValueError):
                 sys.meta_path.remove(finder)
 
-    # -------------------------------------------------------------- quiet phases
-    def arm_quiet(self) -> None:
-        """Count module forwards and data-loader batches too (called by the checker)."""
-        with self._lock:
-            if self.quiet_armed:
-                return
-            self._forwards = _ForwardFeed(self.target)
-            self._forwards.discover()
-            _DataLoaderFeed.attach(self.target)
-            self.quiet_armed = True
+    # -------------------------------------------------------------- batches and forwards
+    def hook_batches(self) -> None:
+        _DataLoaderFeed.attach(self.target)
 
-    def rediscover(self) -> None:
-        """The hooked module has not been called for a while: look for the one that is."""
+    def arm_forward(self) -> None:
+        """Let the next module forward (anywhere) note the time (called by the checker)."""
         with self._lock:
-            if self._forwards is not None:
-                self._forwards.discover()
+            if self._forwards is None:
+                self._forwards = _ForwardFeed(self.target)
+            self._forwards.arm()
 
-    def disarm_quiet(self) -> None:
+    @property
+    def forward_armed(self) -> bool:
+        return self._forwards is not None and self._forwards.armed
+
+    def remove(self) -> None:
         with self._lock:
-            if not self.quiet_armed:
-                return
             if self._forwards is not None:
                 self._forwards.remove()
                 self._forwards = None
-            _DataLoaderFeed.detach(self.target)
-            self.quiet_armed = False
-
-    def remove(self) -> None:
-        self.disarm_quiet()
+        _DataLoaderFeed.detach(self.target)
         self.unhook_imports()
         if self._step_handle is not None:
             self._step_handle.remove()
@@ -128,72 +116,39 @@ class _ImportFeed:
 
 
 class _ForwardFeed:
-    """Beats on forwards of the outermost module being called (see the module docstring)."""
+    """A one-shot global forward pre-hook (see the module docstring)."""
 
     def __init__(self, target: Any) -> None:
         import torch
 
         self.target = target
         self._is_compiling = torch.compiler.is_dynamo_compiling
-        self._call_impl = torch.nn.Module._call_impl.__code__
         self._lock = threading.Lock()
-        self._global = None
-        self._root = None
-        self._root_ref: Any = None  # a weak reference: the model must stay free to go
+        self._handle = None
 
     @property
-    def root_module(self) -> Any:
-        return self._root_ref() if self._root_ref is not None else None
+    def armed(self) -> bool:
+        return self._handle is not None
 
-    def discover(self) -> None:
+    def arm(self) -> None:
         from torch.nn.modules.module import register_module_forward_pre_hook
 
         with self._lock:
-            self._drop_root()
-            if self._global is None:
+            if self._handle is None:
                 _quiet_compile_warning()
-                self._global = register_module_forward_pre_hook(self._seen)
+                self._handle = register_module_forward_pre_hook(self._fire)
 
-    def _seen(self, module: Any, _args: Any) -> None:
+    def _fire(self, _module: Any, _args: Any) -> None:
         if self._is_compiling():  # inside a dynamo trace: a constant, no graph break
             return
         self.target.last_beat = _monotonic()
-        if self._outermost():
-            with self._lock:
-                if self._global is not None:
-                    self._global.remove()  # safe: _call_impl iterates a copy of the hooks
-                    self._global = None
-                    self._drop_root()
-                    self._root = module.register_forward_pre_hook(self._beat)
-                    self._root_ref = weakref.ref(module)
-
-    def _outermost(self) -> bool:
-        """Is the module call being made the only one on this thread's stack?"""
-        calls, frame = 0, sys._getframe(1)
-        while frame is not None:
-            if frame.f_code is self._call_impl:
-                calls += 1
-                if calls > 1:
-                    return False
-            frame = frame.f_back
-        return calls == 1
-
-    def _beat(self, _module: Any, _args: Any) -> None:
-        if not self._is_compiling():
-            self.target.last_beat = _monotonic()
-
-    def _drop_root(self) -> None:
-        if self._root is not None:
-            self._root.remove()
-            self._root = None
-            self._root_ref = None
+        self.remove()  # safe: _call_impl iterates a copy of the hooks
 
     def remove(self) -> None:
         with self._lock:
-            self._drop_root()
-            if self._global is not None:
-                self._global.remove()
-                self._global = None
+            if self._handle is not None:
+                self._handle.remove()
+                self._handle = None
 
 
 _compile_warning_quieted = False

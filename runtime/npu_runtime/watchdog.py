@@ -1,8 +1,8 @@
 """Kill a hung rank quickly so the launcher restarts the job from its last checkpoint.
 
-**Signs of life** (``feeds.py``): optimizer steps, first-time module imports, module
-forwards and data-loader batches (the last two armed only while no step has come for
-a quarter of the timeout), the runtime's own checkpoint writes, and ``beat()``. A process waiting to
+**Signs of life** (``feeds.py``): optimizer steps, first-time module imports,
+data-loader batches, module forwards (a one-shot hook the checker arms after a quiet
+check interval), the runtime's own checkpoint writes, and ``beat()``. A process waiting to
 join its ``multiprocessing`` / ``torch.multiprocessing.spawn`` workers is alive too:
 each worker has a watchdog of its own.
 
@@ -174,7 +174,6 @@ class Watchdog:
         self.last_step: float | None = None
         self.started_at: float | None = None
         self.interval_s = min(max(self.timeout_s / 8.0, 0.05), 5.0)
-        self.quiet_after_s = self.timeout_s / 4.0
         self._paused = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -219,6 +218,8 @@ class Watchdog:
         if self.hook_optimizer:
             self._feeds.hook_steps()
         self._feeds.hook_imports()
+        if self.watch_forwards:
+            self._feeds.hook_batches()
         self._stop.clear()
         self.started_at = _monotonic()
         self._owner_ident = threading.get_ident()
@@ -262,24 +263,15 @@ class Watchdog:
     # ---------------------------------------------------------------- checker thread
     def _run(self) -> None:
         armed_until = 0.0
-        quiet_since_step: float | None = None
         while not self._stop.wait(self.interval_s):
             with self._lock:  # paused() cancels the backstop under the same lock
                 if self._paused:
                     armed_until = 0.0
                     continue
                 now = _monotonic()
-                last_step = self.last_step or self.started_at or now
-                if self.watch_forwards:
-                    if self._feeds.quiet_armed:
-                        if quiet_since_step is not None and last_step > quiet_since_step:
-                            self._feeds.disarm_quiet()  # steps again: forwards are free again
-                        elif now - self.last_sign_of_life() >= self.quiet_after_s:
-                            self._feeds.rediscover()  # the hooked model is not the one running
-                    elif now - last_step >= self.quiet_after_s:
-                        self._feeds.arm_quiet()
-                        quiet_since_step = last_step
                 last = self.last_sign_of_life()
+                if self.watch_forwards and now - last >= self.interval_s:
+                    self._feeds.arm_forward()  # quiet for a whole interval: the next forward counts
                 idle = now - last
                 if idle >= self.timeout_s:
                     if self._waiting_for_workers():

@@ -276,63 +276,47 @@ class _Sink:
     last_step = None
 
 
-def test_quiet_feeds_count_forwards_and_batches_only_while_armed():
-    from torch.utils.data import DataLoader
+def test_forward_feed_is_one_shot_and_stays_out_of_the_model():
+    import copy
+    import pickle
 
     sink = _Sink()
     feeds = Feeds(sink)
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(2, 2)))
-    loader = DataLoader(list(range(4)), batch_size=2)
     model(torch.ones(2))
-    list(loader)
-    assert sink.last_beat is None  # nothing armed: forwards and batches cost nothing
-    feeds.arm_quiet()
+    assert sink.last_beat is None  # not armed: forwards cost nothing
     try:
+        feeds.arm_forward()
+        assert feeds.forward_armed
+        # Nothing is stored in the model: it deep-copies and pickles while armed.
+        assert not any(m._forward_pre_hooks for m in copy.deepcopy(model).modules())
+        pickle.dumps(model)
         model(torch.ones(2))
-        after_forward = sink.last_beat
-        assert after_forward is not None
-        # Only the outermost module keeps a hook: its submodules stay on the fast path.
-        assert [len(m._forward_pre_hooks) for m in model.modules()] == [1, 0, 0, 0, 0]
+        assert sink.last_beat is not None and not feeds.forward_armed  # fired once, then gone
         sink.last_beat = None
         model(torch.ones(2))
-        assert sink.last_beat is not None
-        list(loader)
-        assert sink.last_beat >= after_forward
-        other = torch.nn.Linear(2, 2)  # another model is evaluated now: looked for again
-        feeds.rediscover()
-        other(torch.ones(2))
-        assert len(other._forward_pre_hooks) == 1 and not model._forward_pre_hooks
+        assert sink.last_beat is None
     finally:
-        feeds.disarm_quiet()
-    assert not other._forward_pre_hooks
+        feeds.remove()
+
+
+def test_batch_feed_counts_data_loader_batches_while_a_watchdog_runs():
+    from torch.utils.data import DataLoader
+
+    sink = _Sink()
+    feeds = Feeds(sink)
+    loader = DataLoader(list(range(4)), batch_size=2)
+    feeds.hook_batches()
+    try:
+        assert len(list(loader)) == 2 and sink.last_beat is not None
+    finally:
+        feeds.remove()
     sink.last_beat = None
-    model(torch.ones(2))
-    other(torch.ones(2))
     list(loader)
     assert sink.last_beat is None
 
 
-def test_the_hooked_model_stays_free_to_go():
-    """A model the forward feed hooked must not outlive the script's last reference:
-    a DDP model kept alive keeps its process group, and gloo's threads, alive."""
-    import gc
-    import weakref
-
-    feeds = Feeds(_Sink())
-    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
-    feeds.arm_quiet()
-    try:
-        model(torch.ones(2))
-        assert feeds._forwards.root_module is model
-        gone = weakref.ref(model)
-        del model
-        gc.collect()
-        assert gone() is None
-    finally:
-        feeds.disarm_quiet()
-
-
-def test_armed_forward_hooks_do_not_break_or_recompile_compiled_graphs():
+def test_forward_feed_does_not_break_or_recompile_compiled_graphs():
     import torch._dynamo as dynamo
 
     compiles = []
@@ -348,20 +332,19 @@ def test_armed_forward_hooks_do_not_break_or_recompile_compiled_graphs():
     try:
         compiled = torch.compile(model, backend=backend)
         compiled(torch.randn(2, 4))
-        for _ in range(3):  # evaluation phases come and go
-            feeds.arm_quiet()
+        for _ in range(3):  # the checker arms it again and again during an evaluation
+            feeds.arm_forward()
             sink.last_beat = None
             compiled(torch.randn(2, 4))
-            compiled(torch.randn(2, 4))
-            assert sink.last_beat is not None  # fed from outside the compiled frame
-            feeds.disarm_quiet()
+            assert sink.last_beat is not None  # fed from the compiled module's outer call
             compiled(torch.randn(2, 4))
         assert len(compiles) == 1  # one graph, never recompiled
-        feeds.arm_quiet()
+        feeds.arm_forward()
+        dynamo.reset()
         explained = dynamo.explain(model)(torch.randn(2, 4))
         assert (explained.graph_count, explained.graph_break_count) == (1, 0)
     finally:
-        feeds.disarm_quiet()
+        feeds.remove()
         dynamo.reset()
 
 
@@ -372,26 +355,31 @@ def _until(condition, seconds=30.0):
         time.sleep(0.02)
 
 
-def test_checker_arms_quiet_feeds_without_steps_and_disarms_at_the_next_step(monkeypatch):
-    expired = []
-    wd = Watchdog(0.8, grace_s=600)
+def test_checker_arms_the_forward_feed_only_when_quiet(monkeypatch):
+    expired, arms = [], []
+    wd = Watchdog(4.0, grace_s=600)  # checks every 0.5 s
     monkeypatch.setattr(wd, "_expire", lambda idle: expired.append(idle))  # never exit pytest
+    arm = wd._feeds.arm_forward
+    monkeypatch.setattr(wd._feeds, "arm_forward", lambda: (arms.append(time.monotonic()), arm()))
     p = torch.nn.Parameter(torch.ones(1))
     p.grad = torch.ones(1)
     opt = torch.optim.SGD([p], lr=0.0)
     model = torch.nn.Linear(1, 1)
     wd.start()
     try:
-        opt.step()
-        _until(lambda: wd._feeds.quiet_armed)  # no step for a quarter of the timeout
-        for _ in range(20):
-            model(torch.ones(1))  # an "evaluation": keeps it alive
-            time.sleep(0.05)
-        opt.step()
-        _until(lambda: not wd._feeds.quiet_armed)  # training again: forwards are free again
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:  # steady steps: nothing to arm (one stall of a loaded machine allowed)
+            opt.step()
+            time.sleep(0.02)
+        assert len(arms) <= 1
+        _until(lambda: wd._feeds.forward_armed)  # a quiet check interval arms it
+        before = wd.last_beat
+        model(torch.ones(1))  # the next forward notes the time and disarms it
+        assert wd.last_beat != before and not wd._feeds.forward_armed
         assert not expired
     finally:
         wd.stop()
+    assert not wd._feeds.forward_armed
 
 
 def test_default_timeout_follows_hccl_exec_timeout():
