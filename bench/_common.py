@@ -79,6 +79,17 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(out)
 
 
+def finding_line(entry: dict) -> int | None:
+    """The (1-based) line of a fix or finding in an npu-migrate JSON report."""
+    return (entry.get("start") or {}).get("line")
+
+
+def position(entry: dict) -> tuple[int | None, int | None]:
+    """(line, column) of a fix or finding in an npu-migrate JSON report, both 1-based."""
+    start = entry.get("start") or {}
+    return start.get("line"), start.get("column")
+
+
 def load_report(path: Path) -> dict:
     """Read an npu-migrate JSON report; index its files by path."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))

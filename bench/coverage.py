@@ -7,11 +7,12 @@ Steps, on a scratch copy of the corpus (the cache is never written):
 3. every output file must parse (``ast.parse``) when its original did;
 4. every output file is scanned with :mod:`tokenize` for CUDA-isms left in
    code (see :func:`scan`); each one is *reported* when the first run's report
-   has a finding on the original line it came from, else it is *silent*.
+   has a finding on its line (or statement), else it is *silent*.
 
-Output lines are mapped back to original lines with ``difflib.SequenceMatcher``
-opcodes, because the report a user reads is the one of the migrating run, and
-its line numbers are those of the original file. The second run's report
+The report a user reads is the one of the migrating run; after ``--write`` its
+positions are those of the written file, where the scan looks. Output lines are
+mapped back to original lines with ``difflib.SequenceMatcher`` opcodes only to
+tell leftovers the tool introduced from those it kept. The second run's report
 (on the output) is only a cross-check: a leftover it reports but the first run
 did not was silent when it mattered (counted as "late").
 
@@ -42,7 +43,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import RESULTS_DIR, load_report, markdown_table, npu_migrate_cmd
+from bench._common import (
+    RESULTS_DIR,
+    finding_line,
+    load_report,
+    markdown_table,
+    npu_migrate_cmd,
+)
 from bench.corpus import (
     Project,
     default_cache_dir,
@@ -425,8 +432,8 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                 continue
             entry1 = rep1.get(key) or {}
             entry2 = rep2.get(key) or {}
-            found1 = {f.get("line") for f in entry1.get("findings") or []}
-            found2 = {f.get("line") for f in entry2.get("findings") or []}
+            found1 = {finding_line(f) for f in entry1.get("findings") or []}
+            found2 = {finding_line(f) for f in entry2.get("findings") or []}
             out_lines = out.decode("utf-8", errors="replace").splitlines()
             orig_text = orig.decode("utf-8", errors="replace").splitlines() if changed else out_lines
             if changed:
@@ -436,12 +443,11 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
 
             for h in hits:
                 line_rng = _orig_range(mapping, h.line, h.line)
-                stmt_rng = _orig_range(mapping, h.stmt_start, h.stmt_end)
                 if line_rng is None:
                     status = "introduced"
-                elif any(line_rng[0] <= n < line_rng[1] for n in found1):
+                elif h.line in found1:
                     status = "reported-line"
-                elif stmt_rng and any(stmt_rng[0] <= n < stmt_rng[1] for n in found1):
+                elif any(h.stmt_start <= n <= h.stmt_end for n in found1):
                     status = "reported-stmt"
                 elif h.generic and line_rng and line_rng[1] - line_rng[0] == 1 \
                         and orig_text[line_rng[0] - 1] == out_lines[h.line - 1] \

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import load_report, npu_migrate_cmd
+from bench._common import load_report, npu_migrate_cmd, position
 from bench.corpus import (
     Project,
     default_cache_dir,
@@ -67,8 +67,8 @@ def _key(entry: dict | None) -> tuple:
     """What must agree between the two runs for one file."""
     if not entry:
         return (False, None, (), ())
-    fixes = tuple(sorted((f.get("rule"), f.get("line"), f.get("col"), f.get("message")) for f in entry.get("fixes") or []))
-    finds = tuple(sorted((f.get("rule"), f.get("line"), f.get("col"), f.get("message"), f.get("suggestion"))
+    fixes = tuple(sorted((f.get("rule"), *position(f), f.get("message")) for f in entry.get("fixes") or []))
+    finds = tuple(sorted((f.get("rule"), *position(f), f.get("message"), f.get("suggestion"))
                          for f in entry.get("findings") or []))
     return (bool(entry.get("changed")), entry.get("error") or None, fixes, finds)
 

@@ -21,14 +21,26 @@ from npu_migrate.model import FileResult
 DIRNAME = ".npu_migrate_cache"
 
 
+#: The parsers whose versions decide results as much as our own code does.
+PARSERS = ("libcst", "tree-sitter", "tree-sitter-bash", "tree-sitter-dockerfile")
+
+
 @functools.cache
 def code_fingerprint() -> str:
-    """A hash of the engine's and the rules' own sources and data, so that an
-    editable install or a patched rule never serves stale results."""
+    """A hash of the engine's and the rules' own sources and data, and of the
+    parsers' versions, so that an editable install, a patched rule or an upgraded
+    grammar never serves stale results."""
+    from importlib import metadata
+
     import npu_migrate
     import npu_migrate.rules
 
     digest = hashlib.blake2b(digest_size=16)
+    for name in PARSERS:
+        try:
+            digest.update(f"{name}={metadata.version(name)};".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{name}=none;".encode())
     roots = [Path(npu_migrate.__file__).parent, *map(Path, npu_migrate.rules.__path__)]
     for root in roots:
         for file in sorted(root.rglob("*")):

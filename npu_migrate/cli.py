@@ -2,12 +2,13 @@
 
 ``npu-migrate [PATH]...`` is a dry run that prints a diff; ``--write`` rewrites in
 place; ``--check`` is the CI / pre-commit guard. ``npu-migrate rules [ID]``
-documents the rules and ``npu-migrate emulate SCRIPT`` runs a script on the
-emulated NPU.
+documents the rules, ``npu-migrate emulate SCRIPT`` runs a script on the
+emulated NPU, ``npu-migrate launch ENTRY`` writes launchers and job specs, and
+``npu-migrate preflight`` checks a training node.
 
-Exit codes (as black): 0 nothing to do or written; 1 ``--check`` found pending
-changes; 2 usage error, or some file could not be read or parsed (all other
-files are still processed).
+The options are declared here; what the command does with them lives in
+``npu_migrate/command.py`` (and ``npu_migrate/stdin.py`` for ``-``), the output
+formats in ``npu_migrate/reporting/``.
 
 This module must stay cheap to import: no torch, and libcst only once a file
 actually needs parsing.
@@ -15,24 +16,20 @@ actually needs parsing.
 
 from __future__ import annotations
 
-import json
 import sys
-import time
-from pathlib import Path
 
 import click
 
 from npu_migrate import __version__
+from npu_migrate.options import split_codes
 
-EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+#: Output formats (``npu_migrate/reporting/``); listed here so that --help needs no import.
+OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab")
 
 
 class _DefaultToMigrate(click.Group):
-    """``npu-migrate PATH...`` means ``npu-migrate migrate PATH...``."""
+    """``npu-migrate PATH...`` means ``npu-migrate migrate PATH...``; the ``migrate``
+    name is internal and never shown (help, usage errors)."""
 
     def parse_args(self, ctx, args):
         if not args or (args[0] not in self.commands and args[0] not in ("--version", "-h", "--help")):
@@ -45,176 +42,86 @@ class _DefaultToMigrate(click.Group):
             migrate_cmd.format_help(sub, formatter)
 
 
+class _ToolContext(click.Context):
+    """The migrate command's context: usage lines and errors say ``npu-migrate``."""
+
+    @property
+    def command_path(self) -> str:
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
 @click.group(cls=_DefaultToMigrate, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="npu-migrate")
 def main() -> None:
     """Migrate CUDA PyTorch code to Ascend NPUs (torch_npu, HCCL)."""
 
 
+def _codes(values: tuple[str, ...]) -> list[str] | None:
+    return split_codes(values) if values else None
+
+
 @main.command(
     "migrate",
     epilog="Other commands: 'npu-migrate rules [ID]' documents every rule; "
-    "'npu-migrate emulate SCRIPT' runs a migrated script on the emulated NPU.",
+    "'npu-migrate emulate SCRIPT' runs a migrated script on the emulated NPU; "
+    "'npu-migrate launch ENTRY' writes launchers and job specs; "
+    "'npu-migrate preflight' checks a training node.",
 )
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--write", is_flag=True, help="Rewrite files in place (atomically).")
+@click.option("--write", "--fix", "write", is_flag=True, help="Rewrite files in place (atomically). --fix is the same.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff/--no-diff", default=None, help="Print a unified diff (default: on for a dry run).")
 @click.option("--select", multiple=True, metavar="CODES", help="Rule ids or prefixes to run (comma-separated).")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Add to the selected rules.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule ids or prefixes to skip (comma-separated).")
-@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching GLOB (gitignore syntax).")
-@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: CPU count).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report of fixes and findings.")
+@click.option("--extend-ignore", multiple=True, metavar="CODES", help="Add to the ignored rules.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching GLOB (gitignore syntax); replaces the configured list.")
+@click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Add to the excluded paths.")
+@click.option("--force-exclude/--no-force-exclude", default=None, help="Apply exclusions to files named on the command line too (pre-commit).")
+@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True, help="Report format.")
+@click.option("--output-file", "-o", type=click.Path(), metavar="FILE", help="Write the report to FILE instead of the terminal.")
+@click.option("--report", type=click.Path(), metavar="FILE", help="Also write the JSON report to FILE.")
+@click.option("--fail-on-findings/--no-fail-on-findings", default=None, help="Exit 1 when findings are left for manual work.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when --check or --fail-on-findings would fail (errors still exit 2).")
+@click.option("--statistics", is_flag=True, help="Count fixes and findings per rule instead of listing them.")
+@click.option("--show-fixes", is_flag=True, help="List every fix too, not only the findings.")
 @click.option("--annotate", is_flag=True, help="Add a '# npu-migrate: NPUxxx ...' comment above each finding.")
+@click.option("--stdin-filename", metavar="PATH", help="With '-': the name of the file read from standard input.")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: CPU count).")
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .npu_migrate_cache/.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
 @click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR", help="Copy the npu_runtime package into DIR.")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
-@click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff, if --diff is given).")
-@click.option("-v", "--verbose", is_flag=True, help="Print suggestions, per-file status and timing.")
-def migrate(paths, write, check, diff, select, ignore, exclude, jobs, report, annotate, config, no_cache,
-            cache_dir, vendor_runtime, no_prefilter, quiet, verbose) -> None:
-    """Migrate PATHS (files or directories; default: the current directory).
+@click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff or report, if asked for).")
+@click.option("-v", "--verbose", is_flag=True, help="Also print per-file status and timing.")
+def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
+            force_exclude, output_format, output_file, report, fail_on_findings, exit_zero, statistics, show_fixes,
+            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, quiet,
+            verbose) -> None:
+    """Migrate PATHS (files or directories; default: the current directory;
+    '-': standard input, the migrated source to standard output).
 
     Without --write this is a dry run that prints the diff for review.
     """
-    from rich.console import Console
+    from npu_migrate import command
+    from npu_migrate.options import Options
 
-    from npu_migrate import output
-    from npu_migrate.config import ConfigError, load_config
-    from npu_migrate.discovery import discover
-    from npu_migrate.selection import Selection
-    from npu_migrate.settings import Settings
-
-    err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
-    out = Console(highlight=False, markup=False, soft_wrap=True)
     if write and check:
         raise click.UsageError("--write and --check cannot be combined")
-    paths = list(paths) or ["."]
-    try:
-        cfg = load_config(paths, config)
-    except ConfigError as exc:
-        err.print(f"error: {exc}")
-        sys.exit(EXIT_ERROR)
-
-    select_codes = _split(select) if select else cfg.select
-    ignore_codes = _split(ignore) if ignore else cfg.ignore
-    _validate_codes(select_codes or [], "--select")
-    _validate_codes(ignore_codes, "--ignore")
-    per_file = {str(Path(cfg.root, k).relative_to(Path.cwd())) if Path(cfg.root, k).is_relative_to(Path.cwd()) else k: v
-                for k, v in cfg.per_file_ignores.items()}
-    selection = Selection.create(select_codes, ignore_codes, per_file)
-    settings = Settings(selection=selection, annotate=annotate, prefilter=not no_prefilter)
-
-    if vendor_runtime:
-        _vendor_runtime(Path(vendor_runtime), err)
-
-    start = time.perf_counter()
-    found = discover(paths, [*cfg.exclude, *exclude], cfg.root)
-    for message in found.errors:
-        err.print(f"error: {message}")
-    if not found.files and not found.errors:
-        if not quiet:
-            err.print("warning: no Python files found", highlight=False)
-        sys.exit(EXIT_OK)
-
-    from npu_migrate.cache import DIRNAME, Cache
-    from npu_migrate.runner import default_jobs
-
-    cache_factory = None
-    if not no_cache:
-        cache_root = Path(cache_dir) if cache_dir else cfg.root / DIRNAME
-        cache_factory = lambda s: Cache(cache_root, s.key())
-
-    results = _run_with_progress(found.files, settings, jobs or default_jobs(), cache_factory, err, quiet)
-    mode = "write" if write else "check" if check else "diff"
-    show_diff = diff if diff is not None else (mode == "diff" and not quiet)
-
-    for result in results:
-        if result.error is not None:
-            err.print(f"error: {result.error}", soft_wrap=True)
-            continue
-        if not result.changed:
-            if verbose:
-                err.print(f"unchanged: {result.path}", soft_wrap=True)
-            continue
-        if show_diff:
-            original = Path(result.path).read_bytes()
-            output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
-        if write:
-            from npu_migrate.writer import write_atomic
-
-            try:
-                write_atomic(result.path, result.new_source)
-                result.written = True
-                if verbose:
-                    err.print(f"migrated: {result.path}", soft_wrap=True)
-            except OSError as exc:
-                result.error = f"{result.path}: cannot write: {exc.strerror or exc}"
-                err.print(f"error: {result.error}", soft_wrap=True)
-        elif check and not quiet:
-            err.print(f"would migrate: {result.path}", soft_wrap=True)
-
-    summary = output.summarise(results)
-    summary["files_failed"] += len(found.errors)
-    if not quiet:
-        output.print_findings(err, results, verbose)
-        output.print_summary(err, summary, mode)
-        if verbose:
-            err.print(f"took {time.perf_counter() - start:.2f}s")
-    if report:
-        _write_report(report, results, found.errors, summary)
-
-    if found.errors or any(r.error for r in results):
-        sys.exit(EXIT_ERROR)
-    if check and any(r.changed for r in results):
-        sys.exit(EXIT_PENDING)
-    sys.exit(EXIT_OK)
+    options = Options(
+        paths=list(paths), mode="write" if write else "check" if check else "dry-run", diff=diff,
+        select=_codes(select), extend_select=split_codes(extend_select), ignore=_codes(ignore),
+        extend_ignore=split_codes(extend_ignore), exclude=list(exclude) or None, extend_exclude=list(extend_exclude),
+        force_exclude=force_exclude, jobs=jobs, output_format=output_format, output_file=output_file, report=report,
+        fail_on_findings=fail_on_findings, exit_zero=exit_zero, statistics=statistics, show_fixes=show_fixes,
+        annotate=annotate, config=config, cache=not no_cache, cache_dir=cache_dir, vendor_runtime=vendor_runtime,
+        prefilter=not no_prefilter, quiet=quiet, verbose=verbose, stdin_filename=stdin_filename,
+    )
+    sys.exit(command.run(options))
 
 
-def _validate_codes(codes: list[str], flag: str) -> None:
-    from npu_migrate.registry import rule_ids
-
-    known = rule_ids()
-    for code in codes:
-        upper = code.upper()
-        if upper != "ALL" and not any(rid.startswith(upper) for rid in known):
-            raise click.BadParameter(f"unknown rule code or prefix {code!r}", param_hint=flag)
-
-
-def _run_with_progress(files, settings, jobs, cache_factory, err, quiet):
-    from npu_migrate.runner import run
-
-    if quiet or not err.is_terminal or len(files) <= 8:
-        return run(files, settings, jobs, cache_factory)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("migrating", total=len(files))
-        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task))
-
-
-def _write_report(path: str, results, discovery_errors: list[str], summary: dict) -> None:
-    files = [r.to_json() for r in results]
-    files += [{"path": e.split(":", 1)[0], "changed": False, "error": e, "fixes": [], "findings": []}
-              for e in discovery_errors]
-    Path(path).write_text(json.dumps({"version": __version__, "files": files, "summary": summary}, indent=1) + "\n",
-                          encoding="utf-8")
-
-
-def _vendor_runtime(directory: Path, err) -> None:
-    import importlib.util
-    import shutil
-
-    spec = importlib.util.find_spec("npu_runtime")
-    if spec is None or not spec.submodule_search_locations:
-        raise click.ClickException("npu_runtime is not installed next to npu-migrate")
-    source = Path(list(spec.submodule_search_locations)[0])
-    target = directory / "npu_runtime"
-    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    err.print(f"copied npu_runtime to {target}")
+migrate.context_class = _ToolContext
 
 
 @main.command("rules")
@@ -225,8 +132,8 @@ def rules_command(rule_id: str | None) -> None:
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from npu_migrate.python.rule import rule_doc
     from npu_migrate.registry import all_rules
+    from npu_migrate.rulebase import rule_doc
 
     console = Console(highlight=False)
     rules = all_rules()
@@ -259,6 +166,75 @@ def emulate_command(nproc: int, strict: bool, script: str, args: tuple[str, ...]
     except ImportError as exc:
         raise click.ClickException(f"the emulator is not available ({exc}); pip install 'npu-migrate[emulate]'")
     sys.exit(run_emulated(script, list(args), nproc=nproc, strict=strict))
+
+
+def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
+    if not values:
+        return None
+    pairs = {}
+    for value in values:
+        name, sep, setting = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="--env")
+        pairs[name] = setting
+    return pairs
+
+
+@main.command("launch")
+@click.argument("entry", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("-t", "--target", "targets", multiple=True, metavar="TARGET",
+              help="torchrun, torch-npu-run, ranktable, modelarts, volcano (repeat or comma-separate; default torchrun).")
+@click.option("--nodes", type=int, help="Servers in the job (default 1).")
+@click.option("--cards", type=int, help="NPUs per server: 1, 2, 4 or 8 (default 8).")
+@click.option("--image", help="The training image (needed by volcano).")
+@click.option("--out", metavar="DIR", help="Where to write, below the project root (default launch/).")
+@click.option("--job-name", help="The Volcano Job's name (default: the project directory's name).")
+@click.option("--namespace", help="The Volcano Job's namespace (default 'default').")
+@click.option("--queue", help="The Volcano queue (default 'default').")
+@click.option("--accelerator", help="The ring-controller.atlas label (default ascend-910b).")
+@click.option("--npu-resource", help="The NPU resource name (default huawei.com/<accelerator>).")
+@click.option("--workdir", help="The project root inside the image (default /workspace).")
+@click.option("--master-port", type=int, help="The rendezvous port (default 29500).")
+@click.option("--python", "python_", metavar="PYTHON", help="The launchers' default interpreter (default python3).")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An extra variable the launchers export.")
+@click.option("--write", is_flag=True, help="Write the files (atomically); without it, print their diffs.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
+@click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
+@click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
+def launch_command(entry, args, targets, nodes, cards, image, out, job_name, namespace, queue, accelerator,
+                   npu_resource, workdir, master_port, python_, env, write, check, config, quiet) -> None:
+    """Generate launchers and job specs for a migrated ENTRY script (and its ARGS, after --).
+
+    Without --write this is a dry run that prints each file as a diff against what
+    exists. Settings also come from [tool.npu-migrate.launch] in pyproject.toml.
+    """
+    from npu_migrate.launch.command import run as run_launch
+
+    if write and check:
+        raise click.UsageError("--write and --check cannot be combined")
+    flags = {
+        "entry": entry, "args": list(args) or None, "targets": split_codes(targets) or None, "nodes": nodes,
+        "cards": cards, "image": image, "out": out, "job-name": job_name, "namespace": namespace, "queue": queue,
+        "accelerator": accelerator, "npu-resource": npu_resource, "workdir": workdir, "master-port": master_port,
+        "python": python_, "env": _env_pairs(env),
+    }
+    sys.exit(run_launch(flags, config=config, write=write, check=check, quiet=quiet))
+
+
+@main.command("preflight", add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def preflight_command(args: tuple[str, ...]) -> None:
+    """Check this training node before a job starts (the runtime's npu_runtime.preflight).
+
+    The same program as 'python -m npu_runtime.preflight' (its --help lists the
+    options: --nodes, --cards, --node-rank, --master ADDR:PORT, ...). One line per
+    problem with its fix; exit 1 if any.
+    """
+    from npu_runtime.preflight.cli import main as preflight_main
+
+    sys.exit(preflight_main(list(args), prog="npu-migrate preflight"))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,13 +3,16 @@
 The nearest file that has a ``[tool.npu-migrate]`` table wins, searching upward
 from the common parent of the paths given on the command line (as ruff does).
 Globs in ``exclude`` and ``per-file-ignores`` are relative to that file's
-directory. Command-line flags replace the configured values.
+directory. How flags combine with these values: ``npu_migrate/options.py``.
 
     [tool.npu-migrate]
     select = ["NPU"]
-    ignore = ["NPU404"]
+    ignore = ["NPU701"]
     exclude = ["third_party/**", "legacy_*.py"]
     per-file-ignores = { "tests/**" = ["NPU9"] }
+
+    [tool.npu-migrate.launch]          # read by `npu-migrate launch` (npu_migrate/launch/settings.py)
+    entry = "train.py"
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-KEYS = {"select", "ignore", "exclude", "per-file-ignores"}
+LISTS = {"select", "extend-select", "ignore", "extend-ignore", "exclude", "extend-exclude"}
+SWITCHES = {"force-exclude", "fail-on-findings"}
+KEYS = {*LISTS, *SWITCHES, "per-file-ignores", "launch"}
 
 
 class ConfigError(Exception):
@@ -36,9 +41,16 @@ class Config:
     root: Path
     path: Path | None = None
     select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
+    extend_ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    force_exclude: bool = False
+    fail_on_findings: bool = False
+    # [tool.npu-migrate.launch], validated by the launch subsystem that owns its keys.
+    launch: dict = field(default_factory=dict)
 
 
 def _common_parent(paths: list[str]) -> Path:
@@ -82,12 +94,18 @@ def _parse(table: dict, path: Path) -> Config:
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.npu-migrate]: {', '.join(sorted(unknown))}")
     config = Config(root=path.parent.absolute(), path=path)
-    if "select" in table:
-        config.select = _string_list(table["select"], "select", path)
-    config.ignore = _string_list(table.get("ignore", []), "ignore", path)
-    config.exclude = _string_list(table.get("exclude", []), "exclude", path)
+    for key in LISTS & set(table):
+        setattr(config, key.replace("-", "_"), _string_list(table[key], key, path))
+    for key in SWITCHES & set(table):
+        if not isinstance(table[key], bool):
+            raise ConfigError(f"{path}: [tool.npu-migrate] {key} must be true or false")
+        setattr(config, key.replace("-", "_"), table[key])
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise ConfigError(f"{path}: [tool.npu-migrate] per-file-ignores must be a table of glob = [codes]")
     config.per_file_ignores = {k: _string_list(v, f"per-file-ignores.{k}", path) for k, v in per_file.items()}
+    launch = table.get("launch", {})
+    if not isinstance(launch, dict):
+        raise ConfigError(f"{path}: [tool.npu-migrate] launch must be a table ([tool.npu-migrate.launch])")
+    config.launch = launch
     return config

@@ -1,12 +1,18 @@
 """Which files to process.
 
-* Directories are searched recursively for ``*.py``.
+* Directories are searched recursively for every supported file type
+  (``npu_migrate/filetypes.py``: ``*.py``, shell scripts by suffix or shebang,
+  Dockerfiles).
 * ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``
   (unless it is a package, with an ``__init__.py``), ``__pycache__`` and tool caches
   are skipped, and so is whatever the
   ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
-* A file named explicitly on the command line is always processed.
+* A file named explicitly on the command line is always processed if some front
+  end handles it (its name, suffix or shebang says which); otherwise it gets a
+  one-line "not a supported file type" warning. With ``force_exclude``
+  (``--force-exclude``, for pre-commit, which names every staged file) ``exclude``
+  and the skipped directories apply to it too.
 * Paths that do not exist and broken symlinks become one-line errors.
 """
 
@@ -17,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
+from npu_migrate import filetypes
 
 SKIP_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", "build", "dist", ".venv", "venv", ".tox", ".nox",
@@ -33,6 +41,7 @@ PACKAGE_NAMES_OK = {"build", "dist"}
 class Discovered:
     files: list[str] = field(default_factory=list)  # display paths, as the user will see them
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _display(path: Path) -> str:
@@ -76,10 +85,15 @@ class _IgnoreStack:
         return False
 
 
-def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
-    found = Discovered()
+def _skipped_dir(directory: Path) -> bool:
+    name = directory.name
+    if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
+        return True
+    return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info")
+
+
+def _matcher(exclude: list[str], root: Path):
     excluded = pathspec.GitIgnoreSpec.from_lines(exclude)
-    seen: set[Path] = set()
 
     def is_excluded(path: Path, is_dir: bool) -> bool:
         try:
@@ -87,6 +101,26 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
         except ValueError:
             rel = path.as_posix()
         return excluded.match_file(rel + "/" if is_dir else rel)
+
+    return is_excluded
+
+
+def force_excluded(path: str, exclude: list[str], root: Path) -> bool:
+    """Whether ``--force-exclude`` drops ``path`` although it was named explicitly:
+    ``exclude`` matches it or a directory above it (below ``root``), or such a
+    directory is one discovery skips."""
+    is_excluded = _matcher(exclude, root)
+    full = Path(path).absolute()
+    return is_excluded(full, False) or any(
+        is_excluded(parent, True) or _skipped_dir(parent)
+        for parent in full.parents if parent == root or root in parent.parents
+    )
+
+
+def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False) -> Discovered:
+    found = Discovered()
+    is_excluded = _matcher(exclude, root)
+    seen: set[Path] = set()
 
     def add(path: Path) -> None:
         key = path.absolute()
@@ -101,7 +135,12 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             found.errors.append(f"{raw}: {reason}")
             continue
         if not path.is_dir():
-            add(path)  # named explicitly: always processed
+            if force_exclude and force_excluded(raw, exclude, root):
+                continue
+            if filetypes.detect_file(raw) is None:
+                found.warnings.append(f"{raw}: not a supported file type; skipped")
+            else:
+                add(path)  # named explicitly: processed even where excluded or ignored (unless force_exclude)
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -117,22 +156,24 @@ def discover(paths: list[str], exclude: list[str], root: Path) -> Discovered:
             keep = []
             for name in sorted(dirnames):
                 sub = current / name
-                if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (sub / "__init__.py").exists()):
-                    continue
-                if (sub / "pyvenv.cfg").exists() or name.endswith(".egg-info"):
+                if _skipped_dir(sub):
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue
                 keep.append(name)
             dirnames[:] = keep
             for name in sorted(filenames):
-                if not name.endswith(".py"):
-                    continue
                 file = current / name
+                known = filetypes.by_name(name) is not None
+                if not known and not filetypes.may_be_script(name):
+                    continue
                 if ignores.ignored(file, False) or is_excluded(file, False):
                     continue
                 if not file.exists():
-                    found.errors.append(f"{_display(file)}: broken symbolic link")
+                    if known:
+                        found.errors.append(f"{_display(file)}: broken symbolic link")
+                    continue
+                if not known and filetypes.by_shebang(filetypes.read_head(str(file)) or b"") is None:
                     continue
                 add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file)
     return found

@@ -1,29 +1,47 @@
-"""Plain result types shared by the engine, the rules, the cache and the report.
+"""Plain result types shared by the engine, the rules, the cache and the reporters.
 
 Nothing here imports libcst, so the CLI can build reports and read the cache
 without paying for the parser.
+
+Positions: ``line`` is 1-based; ``col`` is 0-based and counts characters (code
+points), as libcst and CPython's ``ast`` give them; ``end_line``/``end_col`` point
+just past the end of the node (exclusive). The reporters print columns 1-based
+(``npu_migrate/reporting/``). ``cell`` is for front ends whose files hold several
+sources: a notebook's finding gives the cell's index (0-based, as nbformat counts
+``cells``) and ``line``/``col`` inside that cell; it is None for plain files.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+
+class _Located:
+    """Position helpers shared by :class:`Fix` and :class:`Finding`."""
+
+    def moved(self, line: int, col: int, end_line: int, end_col: int):
+        return replace(self, line=line, col=col, end_line=end_line, end_col=end_col)
+
+    @property
+    def end(self) -> tuple[int, int]:
+        return (self.end_line, self.end_col) if self.end_line is not None else (self.line, self.col)
 
 
 @dataclass(frozen=True, order=True)
-class Fix:
+class Fix(_Located):
     """A change the tool made (or would make) at ``line``:``col`` of the original file."""
 
     line: int
     col: int
     rule: str
     message: str
-
-    def to_json(self) -> dict:
-        return {"rule": self.rule, "line": self.line, "col": self.col, "message": self.message}
+    end_line: int | None = None  # None: the same as line:col
+    end_col: int | None = None
+    cell: int | None = None
 
 
 @dataclass(frozen=True, order=True)
-class Finding:
+class Finding(_Located):
     """Something that needs manual work; the tool does not rewrite it."""
 
     line: int
@@ -31,20 +49,17 @@ class Finding:
     rule: str
     message: str
     suggestion: str
-
-    def to_json(self) -> dict:
-        return {
-            "rule": self.rule,
-            "line": self.line,
-            "col": self.col,
-            "message": self.message,
-            "suggestion": self.suggestion,
-        }
+    end_line: int | None = None
+    end_col: int | None = None
+    cell: int | None = None
 
 
 @dataclass
 class FileResult:
-    """What happened to one file. ``new_source`` is None when nothing changed."""
+    """What happened to one file. ``new_source`` is None when nothing changed.
+
+    Positions are those of the file as it was read, until a reporter moves them
+    to the file as written (:mod:`npu_migrate.reporting.relocate`)."""
 
     path: str
     fixes: list[Fix] = field(default_factory=list)
@@ -56,15 +71,6 @@ class FileResult:
     @property
     def changed(self) -> bool:
         return self.new_source is not None
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "changed": self.changed,
-            "error": self.error,
-            "fixes": [f.to_json() for f in self.fixes],
-            "findings": [f.to_json() for f in self.findings],
-        }
 
     def to_cache(self) -> dict:
         return {

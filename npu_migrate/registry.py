@@ -1,4 +1,11 @@
-"""Finds every rule class under ``npu_migrate.rules`` (the repository's ``rules/``)."""
+"""Finds every rule under ``npu_migrate.rules`` (the repository's ``rules/``).
+
+Rules are grouped in family packages (``rules/device/``, ``rules/shell/``...).
+A family package names the front end its rules belong to with a module-level
+``FRONT_END = "shell"`` (default ``"python"``), so :func:`rules_for` imports only
+the families a front end needs: migrating Python files never imports the shell
+rules, and the reverse.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,8 @@ import importlib
 import os
 import pkgutil
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from npu_migrate.python.rule import Rule
+from npu_migrate.rulebase import RuleBase
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -22,21 +27,44 @@ def _subclasses(cls: type) -> list[type]:
 
 
 @functools.cache
-def all_rules() -> dict[str, type[Rule]]:
-    """Rule id -> rule class, sorted by id."""
+def _families() -> dict[str, str]:
+    """Family package name -> the front end its rules belong to."""
     import npu_migrate.rules as package
-    from npu_migrate.python.rule import Rule
 
-    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        importlib.import_module(info.name)
-    rules: dict[str, type[Rule]] = {}
-    for cls in _subclasses(Rule):
+    families = {}
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if info.ispkg:
+            families[info.name] = getattr(importlib.import_module(info.name), "FRONT_END", "python")
+    return families
+
+
+@functools.cache
+def rules_for(front_end: str) -> dict[str, type[RuleBase]]:
+    """Rule id -> rule class for the rules ``front_end`` runs, sorted by id."""
+    for family, owner in _families().items():
+        if owner == front_end:
+            for info in pkgutil.walk_packages(importlib.import_module(family).__path__, family + "."):
+                importlib.import_module(info.name)
+    rules: dict[str, type[RuleBase]] = {}
+    for cls in _subclasses(RuleBase):
         rule_id = cls.__dict__.get("id")
-        if not rule_id:
-            continue  # a shared base class, not a rule
+        if not rule_id or cls.front_end != front_end:
+            continue  # a shared base class, or another front end's rule
         if rule_id in rules and rules[rule_id] is not cls:
             raise RuntimeError(f"duplicate rule id {rule_id}: {rules[rule_id].__module__} and {cls.__module__}")
         rules[rule_id] = cls
+    return dict(sorted(rules.items()))
+
+
+@functools.cache
+def all_rules() -> dict[str, type[RuleBase]]:
+    """Every rule of every front end: rule id -> rule class, sorted by id."""
+    rules: dict[str, type[RuleBase]] = {}
+    for front_end in sorted(set(_families().values())):
+        for rule_id, cls in rules_for(front_end).items():
+            if rule_id in rules:
+                raise RuntimeError(f"duplicate rule id {rule_id}: {rules[rule_id].__module__} and {cls.__module__}")
+            rules[rule_id] = cls
     return dict(sorted(rules.items()))
 
 

@@ -9,6 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 
+from npu_migrate import filetypes
 from npu_migrate.cache import Cache, content_digest
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.model import FileResult
@@ -38,13 +39,13 @@ def _read(path: str) -> tuple[bytes | None, str | None]:
 
 
 def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
-    """``migrate_source``, turning a bug in a rule into a one-line error for that file."""
-    from npu_migrate.python.engine import (
-        migrate_source,  # libcst is only imported when a file needs it
-    )
-
+    """Hand the file to its front end (``npu_migrate/filetypes.py`` decides which;
+    a file no front end claims is treated as Python, as named files always were),
+    turning a bug in a rule into a one-line error for that file. Front ends are
+    imported only when a file needs them."""
+    file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
-        return migrate_source(path, data, settings)
+        return file_type.migrate()(path, data, settings)
     except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
         return FileResult(path=path, error=f"{path}:1: internal error in npu-migrate ({type(exc).__name__}: {exc}); please report it")
 
@@ -57,10 +58,15 @@ def migrate_path(path: str, settings: Settings) -> tuple[FileResult, str | None]
     return migrate_safely(path, data, settings), content_digest(data)
 
 
-def _warm_worker() -> None:
-    from npu_migrate.registry import all_rules
+def _warm_worker(type_names: tuple[str, ...]) -> None:
+    """Import the front ends (and their rules) of the file types in the run."""
+    from npu_migrate.registry import rules_for
 
-    all_rules()
+    for name in type_names:
+        file_type = filetypes.named(name)
+        file_type.migrate()
+        for front_end in file_type.front_ends:
+            rules_for(front_end)
 
 
 def run(
@@ -118,7 +124,8 @@ def run(
         # Largest files first, so that no worker starts a long file when the others are done.
         todo.sort(key=lambda item: sizes[item[0]], reverse=True)
         try:
-            with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker) as pool:
+            types = {(filetypes.by_name(os.path.basename(p)) or filetypes.PYTHON).name for p, _ in todo}
+            with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker, initargs=(tuple(sorted(types)),)) as pool:
                 futures = {pool.submit(migrate_path, p, settings): (p, k) for p, k in todo}
                 for future in as_completed(futures):
                     path, key = futures[future]

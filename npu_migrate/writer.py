@@ -1,4 +1,4 @@
-"""Atomic in-place writes: never a partial file, and the file mode is kept."""
+"""Atomic writes: never a partial file; an existing file keeps its mode, a new one gets ``new_mode``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,16 @@ import stat
 import tempfile
 
 
-def write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes, new_mode: int | None = None) -> None:
+    """Replace ``path`` with ``data``. Without ``new_mode`` the file must exist; with it,
+    a missing file is created with that mode (less the umask)."""
     target = os.path.realpath(path)  # keep symlinks pointing where they pointed
-    mode = stat.S_IMODE(os.stat(target).st_mode)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        if new_mode is None:
+            raise
+        mode = new_mode & ~_umask()
     directory = os.path.dirname(target) or "."
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".npu-migrate-", suffix=".tmp")
     try:
@@ -25,3 +32,9 @@ def write_atomic(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

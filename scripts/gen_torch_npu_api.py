@@ -97,6 +97,10 @@ MODULES: dict[str, str] = {
     "torch_npu.profiler": "torch_npu.profiler",
 }
 
+# Modules whose exported classes get their members listed too (``torch_npu.profiler.ProfilerActivity.NPU``):
+# output key -> dotted module inside the wheel.
+CLASS_MEMBER_MODULES: dict[str, str] = {"torch_npu.profiler": "torch_npu.profiler"}
+
 # Config objects living in torch.npu whose attributes are answered by __getattr__/__setattr__.
 CONFIG_OBJECTS = ("matmul", "conv", "config")
 
@@ -383,6 +387,69 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def class_members(pkg: Package, module: str, exported: set[str]) -> dict[str, set[str]]:
+    """Members of the classes ``module`` exports, by exported name: the public class-level
+    assignments of a Python class (enum members, constants), and, for a class that
+    C++ binds (imported from ``torch_npu._C``), the attributes the wheel's own sources
+    read from it (``ProfilerActivity.NPU`` in torch_npu/npu/memory.py)."""
+    tree = pkg.tree(module)
+    members: dict[str, set[str]] = {}
+    for node in _top_level(tree.body if tree else []):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = pkg.resolve(module, node.level, node.module)
+        for alias in node.names:
+            local = alias.asname or alias.name
+            if local not in exported or alias.name == "*":
+                continue
+            if source.startswith("torch_npu._C"):
+                found = _attributes_read_from(pkg, alias.name)
+            else:
+                found = _class_assignments(pkg.tree(source), alias.name)
+            if found:
+                members[local] = found
+    return members
+
+
+def _class_assignments(tree: ast.Module | None, name: str) -> set[str]:
+    for node in tree.body if tree else []:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            found = set()
+            for item in node.body:
+                targets = item.targets if isinstance(item, ast.Assign) else (
+                    [item.target] if isinstance(item, ast.AnnAssign) else [])
+                for target in targets:
+                    found |= {n for n in _target_names(target) if not n.startswith("_")}
+            return found
+    return set()
+
+
+def _attributes_read_from(pkg: Package, name: str) -> set[str]:
+    """``M`` of every ``torch_npu.<...>.name.M`` read in the wheel's Python sources, and of
+    ``name.M`` in files that import ``name`` from torch_npu (not torch's namesake enum).
+    The opt-in CUDA patcher transfer_to_npu.py counts: it reads the values it maps to."""
+    found = set()
+    for _rel, tree in pkg.iter_sources():
+        own = any(
+            isinstance(node, ast.ImportFrom)
+            and (node.level > 0 or (node.module or "").split(".")[0] == "torch_npu")
+            and any(alias.name == name and alias.asname is None for alias in node.names)
+            for node in ast.walk(tree)
+        )
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)
+                and not node.attr.startswith("_")
+            ):
+                owner = _dotted(node.value) or ""
+                if (owner == name and own) or (
+                    owner.startswith("torch_npu.") and owner.endswith("." + name)
+                ):
+                    found.add(node.attr)
+    return found
+
+
 # -- wheel-specific extractors ---------------------------------------------------------------
 def custom_op_names(root: Path) -> set[str]:
     """Op names of the ``custom:`` section of the op-plugin YAML (registered as torch.ops.npu.*)."""
@@ -602,6 +669,9 @@ def extract(root: Path, version: str) -> dict:
     for key, module in MODULES.items():
         if pkg.path_of(module) is not None:
             modules[key] = set(pkg.public_names(module))
+    for key, module in CLASS_MEMBER_MODULES.items():
+        for name, members in class_members(pkg, module, modules.get(key, set())).items():
+            modules[f"{key}.{name}"] = members
     for name in CONFIG_OBJECTS:
         attributes = pkg.config_attributes("torch_npu.npu", name)
         if attributes:

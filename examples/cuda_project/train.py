@@ -38,21 +38,23 @@ def main():
     seed_everything(0)
 
     model = Classifier().cuda()
-    if distributed:
-        model = DDP(model, device_ids=[local_rank])
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = GradScaler()
     criterion = nn.CrossEntropyLoss()
 
-    dataset = make_dataset()
-    loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=0)
-
+    # The checkpoint holds the bare model's weights, so that a single-process run
+    # and a DDP run can resume from each other's checkpoints: load before wrapping.
     start_epoch = 0
     if os.path.exists(args.checkpoint):
         ckpt = torch.load(args.checkpoint)
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         start_epoch = ckpt["epoch"] + 1
+    if distributed:
+        model = DDP(model, device_ids=[local_rank])
+
+    dataset = make_dataset()
+    loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=0)
 
     for epoch in range(start_epoch, args.epochs):
         for x, y in loader:
@@ -65,7 +67,9 @@ def main():
             scaler.update()
         torch.cuda.synchronize()
         log_memory(f"epoch {epoch} loss {loss.item():.4f}")  # printed on cuda and cpu alike
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, args.checkpoint)
+        if not distributed or dist.get_rank() == 0:
+            bare = model.module if distributed else model
+            torch.save({"model": bare.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, args.checkpoint)
 
 
 if __name__ == "__main__":

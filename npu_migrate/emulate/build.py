@@ -5,6 +5,12 @@ directory keyed by a hash of its sources, the compile flags, the torch version
 and the Python version, so a second run on the same machine only loads the
 shared library. The cache root is ``$NPU_MIGRATE_EMULATOR_CACHE`` or
 ``~/.cache/npu-migrate/emulator``.
+
+What the build costs (docs/emulator.md has the figures): parsing torch's headers,
+not optimising our code (``-O0`` compiles no faster than ``-O1``). So both parts
+(``emu_device.cpp``, ``emu_autocast.cpp``) are compiled as one translation unit
+(``npu_emu.cpp``), which parses the headers once. While it builds, a line on
+stderr says so, with the elapsed time on a terminal.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from pathlib import Path
 
 EXT_NAME = "npu_migrate_emu"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
-SOURCES = ("emu_device.cpp", "emu_autocast.cpp")
+#: What is compiled: one translation unit that includes the parts.
+UNIT = "npu_emu.cpp"
+#: Everything the build reads from csrc/ (the cache key hashes all of it).
+SOURCES = ("npu_emu.cpp", "emu_device.cpp", "emu_autocast.cpp")
 # Lean flags: the build must stay quick on 2-core CI machines.
 CFLAGS = ("-O1", "-g0")
 _COMPLETE_MARKER = ".npu_migrate_complete"
@@ -64,8 +73,46 @@ def is_built() -> bool:
     return (d / _COMPLETE_MARKER).exists() and (d / f"{EXT_NAME}.so").exists()
 
 
-def build(verbose: bool = False) -> Path:
-    """Compile the extension into the cache (no-op when already cached); return the .so path."""
+class _Announce:
+    """Says on stderr that the build is running (it takes a while the first time),
+    with a live elapsed-time counter on a terminal, and how long it took."""
+
+    def __init__(self, directory: Path, quiet: bool) -> None:
+        self.directory, self.quiet = directory, quiet
+        self._progress = None
+
+    def __enter__(self) -> None:
+        self.start = time.monotonic()
+        if self.quiet:
+            return
+        message = "building the emulated NPU (first use; cached afterwards)"
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                      console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._progress.add_task(message, total=None)
+        else:
+            print(f"npu-migrate emulate: {message} ...", file=sys.stderr, flush=True)
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        if not self.quiet and kind is None:
+            print(f"npu-migrate emulate: built the emulated NPU in {time.monotonic() - self.start:.0f} s "
+                  f"({self.directory})", file=sys.stderr, flush=True)
+
+
+def build(verbose: bool = False, quiet: bool = False) -> Path:
+    """Compile the extension into the cache (no-op when already cached); return the .so path.
+    Unless ``quiet``, stderr says that it is building and how long it took."""
     if is_built():
         return library_path()
     try:
@@ -79,14 +126,15 @@ def build(verbose: bool = False) -> Path:
     start = time.monotonic()
     try:
         # cpp_extension serialises concurrent builds of one directory with a lock file.
-        path = cpp_extension.load(
-            name=EXT_NAME,
-            sources=[str(CSRC_DIR / s) for s in SOURCES],
-            build_directory=str(d),
-            extra_cflags=list(CFLAGS),
-            is_python_module=False,
-            verbose=verbose,
-        )
+        with _Announce(d, quiet or verbose):
+            path = cpp_extension.load(
+                name=EXT_NAME,
+                sources=[str(CSRC_DIR / UNIT)],
+                build_directory=str(d),
+                extra_cflags=list(CFLAGS),
+                is_python_module=False,
+                verbose=verbose,
+            )
     except Exception as exc:
         hint = ""
         if "ninja" in str(exc).lower():

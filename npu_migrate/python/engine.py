@@ -27,12 +27,20 @@ from npu_migrate.python.names import (
 from npu_migrate.python.positions import Starts
 from npu_migrate.python.prefilter import Prefilter
 from npu_migrate.python.source import SourceError, decode
-from npu_migrate.python.suppression import is_suppressed, suppressions
-from npu_migrate.registry import all_rules
+from npu_migrate.python.suppression import (
+    is_suppressed,
+    may_have_bad_codes,
+    parse,
+    suppressions,
+)
+from npu_migrate.registry import rule_ids, rules_for
 from npu_migrate.settings import Settings
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
+SUPPRESSION_RULE = "NPU001"  # suppression comments with codes that name no rule
+#: Rules the engine applies itself (documented in rules/core/ and rules/device/).
+ENGINE_RULES = (IMPORT_RULE, NPU_AWARE_RULE, SUPPRESSION_RULE)
 ANNOTATION_PREFIX = "# npu-migrate: "
 
 _NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
@@ -41,7 +49,7 @@ _MENTIONS_NPU = re.compile(r"npu", re.IGNORECASE)
 
 @functools.cache
 def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
-    rules = all_rules()
+    rules = rules_for("python")
     return Prefilter({rid: rules[rid].triggers for rid in rule_ids})
 
 
@@ -95,7 +103,7 @@ def _python_ast(data: bytes) -> ast.Module | None:
 
 def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elision.Reduced | None:
     """The file with the definitions no needed rule can act on left out (None: parse it all)."""
-    rules = all_rules()
+    rules = rules_for("python")
     triggers: list = []
     names: list[str] = []
     for rule_id in needed:
@@ -118,18 +126,20 @@ def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts 
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
     path = result.path
     text = decode(path, data)
-    rules = all_rules()
+    rules = rules_for("python")
     active = tuple(rid for rid in rules if settings.selection.active(rid, path))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
+    bad_codes = _bad_suppressions(text, active)
     if not needed:
         _check_syntax(data)  # skipped files still get their syntax errors reported
+        result.findings = bad_codes
         return
     tree = _python_ast(data) if elide else None
     reduced = _reduce(data, text, needed, tree) if tree is not None else None
     module = cst.parse_module(reduced.data if reduced is not None else data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
-    visitor_ids = [rid for rid in needed if rid not in (IMPORT_RULE, NPU_AWARE_RULE)]
+    visitor_ids = [rid for rid in needed if rid not in ENGINE_RULES]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
                             rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced))
@@ -141,7 +151,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     if settings.annotate:
         edits.extend(_annotations(ctx, findings))
     if not edits:
-        result.findings = _to_findings(ctx, findings)
+        result.findings = _one_per_place([*_to_findings(ctx, findings), *bad_codes])
         return
 
     new_module = module.visit(EditApplier(edits, _paths_to(ctx, edits)))
@@ -150,16 +160,16 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     if import_fix is not None:
         fixes.append(import_fix)
     new_source = new_module.bytes if reduced is None else reduced.restore(new_module.bytes)
-    result.findings = _to_findings(ctx, findings)
+    result.findings = _one_per_place([*_to_findings(ctx, findings), *bad_codes])
     if new_source != data:
         result.new_source = new_source
-        result.fixes = sorted(set(fixes))
+        result.fixes = _one_per_place(fixes)
 
 
 def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
                       facts=settings.facts, reduced=reduced, statement_starts=starts)
-    rules = all_rules()
+    rules = rules_for("python")
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()
     walk.visit_batched(wrapper.module, [*visitors, bindings], ctx.before_visit, ctx.after_leave)
@@ -168,6 +178,21 @@ def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, redu
     for visitor in visitors:
         visitor.leave_file()
     return ctx
+
+
+def _bad_suppressions(text: str, active: tuple[str, ...]) -> list[Finding]:
+    """NPU001: codes in suppression comments that name no rule (see suppression.py)."""
+    if SUPPRESSION_RULE not in active or not may_have_bad_codes(text):
+        return []
+    found = parse(text, rule_ids())
+    return [
+        Finding(bad.line, bad.col, SUPPRESSION_RULE,
+                f"`{bad.code}` in `{bad.comment}` is not a rule code or prefix; it suppresses nothing",
+                "use a code from 'npu-migrate rules' (prefixes such as NPU1 work too), or remove it",
+                bad.line, bad.end_col)
+        for bad in found.bad
+        if not is_suppressed(found.lines, bad.line, SUPPRESSION_RULE)
+    ]
 
 
 def _npu_aware_chain(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -206,7 +231,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         return True
 
     edits = [e for e in ctx.edits if keep(e.rule, e.anchor)]
-    rules = all_rules()
+    rules = rules_for("python")
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
     if dependent and all(e.rule in dependent for e in edits):
         edits = []
@@ -291,8 +316,10 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     needs_npu = any(e.needs_torch_npu for e in edits)
     if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu"):
         original = _first_torch_import(ctx.module)
-        line = ctx.position(ctx.module.body[original]).start.line if original is not None else 1
-        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device")
+        where = ctx.position(ctx.module.body[original]) if original is not None else None
+        line, end = (where.start.line, where.end) if where is not None else (1, None)
+        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device",
+                         end.line if end else 1, end.column if end else 0)
         index = _first_torch_import(new_module)
         if index is not None:
             # Right after the file's first torch import, or right before it when that
@@ -378,13 +405,22 @@ def _paths_to(ctx: FileContext, edits: list[Edit]) -> set[cst.CSTNode] | None:
 
 
 def _to_fix(ctx: FileContext, edit: Edit) -> Fix:
-    start = ctx.position(edit.anchor).start
-    return Fix(start.line, start.column, edit.rule, edit.message)
+    where = ctx.position(edit.anchor)
+    return Fix(where.start.line, where.start.column, edit.rule, edit.message, where.end.line, where.end.column)
 
 
 def _to_findings(ctx: FileContext, findings: list[FindingRecord]) -> list[Finding]:
-    out = set()
+    out = []
     for f in findings:
-        start = ctx.position(f.node).start
-        out.add(Finding(start.line, start.column, f.rule, f.message, f.suggestion))
-    return sorted(out)
+        where = ctx.position(f.node)
+        out.append(Finding(where.start.line, where.start.column, f.rule, f.message, f.suggestion,
+                           where.end.line, where.end.column))
+    return _one_per_place(out)
+
+
+def _one_per_place(items: list) -> list:
+    """Sorted, and one per start position and text, whichever node a rule recorded it on."""
+    out: dict[tuple, object] = {}
+    for item in sorted(items, key=lambda i: (i.line, i.col, i.rule, i.message, getattr(i, "suggestion", ""), i.end)):
+        out.setdefault((item.line, item.col, item.rule, item.message, getattr(item, "suggestion", "")), item)
+    return list(out.values())

@@ -1,4 +1,4 @@
-"""The base class every rule derives from.
+"""The base class every Python rule derives from (see also ``npu_migrate/rulebase.py``).
 
 A rule is a libcst :class:`~libcst.BatchableCSTVisitor`: all selected rules walk
 the *same* parsed tree in one batched pass, and share one :class:`FileContext`
@@ -29,23 +29,18 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Union
 
 import libcst as cst
+
+from npu_migrate.rulebase import Example, RuleBase, rule_doc
+
+__all__ = ["Example", "Rule", "rule_doc"]
 
 if TYPE_CHECKING:
     from npu_migrate.python.context import FileContext
 
 Replacement = Union[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]]
-
-
-@dataclass(frozen=True)
-class Example:
-    before: str
-    after: str | None = None  # None: must be left exactly as it is
-    #: Other rules selected together with this one when the example is checked.
-    also: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -68,15 +63,11 @@ class CachedVisitorLookup:
         return {name: getattr(self, name) for name in _visitor_names(type(self))}
 
 
-class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
-    id: ClassVar[str]
-    name: ClassVar[str]
-    summary: ClassVar[str]
-    rationale: ClassVar[str] = ""
-    examples: ClassVar[Sequence[Example]] = ()
+class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):
+    """A Python rule (the documentation attributes come from :class:`RuleBase`)."""
+
+    front_end: ClassVar[str] = "python"
     triggers: ClassVar[Sequence[str | tuple[str, ...]]] = ()
-    #: True when the rule rewrites code; False for rules that only report.
-    fixable: ClassVar[bool] = True
     #: The rule's edits are dropped unless some other rule's edit survives in the
     #: same file (e.g. injecting the runtime shim into files the tool migrated).
     only_with_other_fixes: ClassVar[bool] = False
@@ -160,17 +151,3 @@ class Rule(CachedVisitorLookup, cst.BatchableCSTVisitor):
 
     def leave_file(self) -> None:
         """Called once after the batched pass, before edits are applied."""
-
-
-def rule_doc(rule: type[Rule]) -> str:
-    """The rule's documentation as markdown, for ``npu-migrate rules ID``."""
-    parts = [f"# {rule.id} ({rule.name})", "", rule.summary, ""]
-    if rule.rationale:
-        parts += [rule.rationale.strip(), ""]
-    parts.append(f"Fix available: {'yes' if rule.fixable else 'no (reports a finding)'}")
-    for example in rule.examples:
-        parts += ["", "Example:" if example.after is not None else "Left unchanged:", "```python", example.before.rstrip()]
-        if example.after is not None:
-            parts += ["```", "becomes", "```python", example.after.rstrip()]
-        parts.append("```")
-    return "\n".join(parts) + "\n"

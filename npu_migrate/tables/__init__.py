@@ -5,7 +5,10 @@ other front ends agree:
 
 * ``env_vars``: environment variables (``CUDA_VISIBLE_DEVICES``, ``NCCL_*``,
   ``TORCH_NCCL_*``) and their Ascend counterparts, or what to do instead;
-* ``backends``: process-group backend strings (``nccl`` -> ``hccl``, ``cuda:nccl`` -> ``npu:hccl``).
+* ``backends``: process-group backend strings (``nccl`` -> ``hccl``, ``cuda:nccl`` -> ``npu:hccl``),
+  and the argument and config keys that hold one;
+* ``devices``: device strings (``cuda:0`` -> ``npu:0``) and the keys that hold one;
+* ``packages``: PyPI distributions that only work on NVIDIA GPUs, CUDA wheel indexes.
 
 Nothing here imports libcst or torch.
 """

@@ -37,3 +37,15 @@ def mentions_nccl(value: str) -> bool:
         return True
     pairs = [_PAIR.match(part.strip()) for part in value.split(",")]
     return all(pairs) and any(p.group(2) == "nccl" for p in pairs)
+
+
+_BACKEND_KEY = re.compile(r"(?:^|_)(?:dist_|distributed_|ddp_|process_group_|pg_)?backend$", re.IGNORECASE)
+_NOT_A_BACKEND = re.compile(r"rdzv|rendezvous|attention|attn|kernel|sampling|compile|dispatcher|inference|mp_", re.IGNORECASE)
+
+
+def is_backend_key(name: str) -> bool:
+    """``--backend``, ``--dist-backend``, ``--distributed_backend``, ``trainer.dist_backend``:
+    names that hold a process-group backend. Not ``--rdzv-backend`` (rendezvous),
+    ``--attention-backend`` and the like, whose values are never ``nccl`` anyway."""
+    key = name.lstrip("-+").replace("-", "_").rsplit(".", 1)[-1]
+    return bool(_BACKEND_KEY.search(key)) and not _NOT_A_BACKEND.search(key)

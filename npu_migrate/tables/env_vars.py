@@ -20,6 +20,11 @@ SAME_MEANING = {
     "NCCL_BLOCKING_WAIT": "HCCL_BLOCKING_WAIT",
     "NCCL_DESYNC_DEBUG": "HCCL_DESYNC_DEBUG",
     "NCCL_SOCKET_IFNAME": "HCCL_SOCKET_IFNAME",
+    # CANN: 1 = synchronous kernel launches (slower; disables the task queue), as on CUDA.
+    "CUDA_LAUNCH_BLOCKING": "ASCEND_LAUNCH_BLOCKING",
+    # torch_npu's caching allocator reads the same option syntax (expandable_segments:True,
+    # max_split_size_mb:N, garbage_collection_threshold:X).
+    "PYTORCH_CUDA_ALLOC_CONF": "PYTORCH_NPU_ALLOC_CONF",
 }
 
 #: NCCL variables with no drop-in counterpart: what to do instead.
@@ -36,10 +41,43 @@ ADVICE = {
     "NCCL_IB_SL": "the closest is HCCL_RDMA_SL (RDMA service level); check the value range in the CANN docs before setting it",
     "NCCL_TIMEOUT": "HCCL uses HCCL_CONNECT_TIMEOUT (link setup, default 120 s) and HCCL_EXEC_TIMEOUT (per collective, default 1836 s)",
     "NCCL_IB_TIMEOUT": "HCCL uses HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT (seconds); NCCL_IB_TIMEOUT is an exponent, do not copy its value",
+    "CUDA_DEVICE_MAX_CONNECTIONS": (
+        "no documented CANN counterpart; Megatron-LM asserts on it for sequence parallelism, and Ascend's "
+        "Megatron adapter (MindSpeed) handles it: keep it only if the Megatron code you run still checks it"
+    ),
+    "CUDA_HOME": "the CUDA toolkit location; CANN's is set by `source /usr/local/Ascend/ascend-toolkit/set_env.sh` (ASCEND_HOME_PATH)",
+    "CUDA_PATH": "the CUDA toolkit location; CANN's is set by `source /usr/local/Ascend/ascend-toolkit/set_env.sh` (ASCEND_HOME_PATH)",
+    "CUDA_DEVICE_ORDER": "no counterpart: NPUs are numbered by their physical id (see `npu-smi info`); remove it",
+    "NVIDIA_VISIBLE_DEVICES": (
+        "the NVIDIA container runtime's device list; the Ascend Docker runtime reads ASCEND_VISIBLE_DEVICES "
+        "(device ids such as 0,1 or 0-3), which mounts the NPUs into the container"
+    ),
+    "TORCH_CUDA_ARCH_LIST": "the GPU architectures CUDA extensions are built for; CUDA extensions do not build for Ascend (see NPU905)",
+    "FORCE_CUDA": (
+        "makes `pip install`/`setup.py` build the package's CUDA ops (mmcv, detectron2...); mmcv's Ascend build "
+        "is MMCV_WITH_OPS=1 FORCE_NPU=1, most other packages have no NPU ops to build: drop it"
+    ),
 }
 
 #: Advice for an NCCL variable that is in neither table.
 GENERIC_NCCL = "no HCCL counterpart in torch_npu 2.13; remove it, or look up the HCCL setting in the CANN environment-variable reference"
+
+
+#: Advice for a CUDA/NVIDIA variable that is in neither table.
+GENERIC_CUDA = "a CUDA/NVIDIA setting that Ascend ignores; remove it, or look up the CANN setting in the CANN environment-variable reference"
+
+_CUDA_PREFIXES = ("CUDA_", "PYTORCH_CUDA_", "TORCH_CUDA_", "NVIDIA_", "CUDNN_")
+_CUDA_NAMES = frozenset({"FORCE_CUDA"})
+_NCCL_PREFIXES = ("NCCL_", "TORCH_NCCL_")
+
+
+def is_cuda_variable(name: str) -> bool:
+    """A CUDA/NVIDIA runtime variable (``CUDA_VISIBLE_DEVICES``, ``PYTORCH_CUDA_ALLOC_CONF``...)."""
+    return name.startswith(_CUDA_PREFIXES) or name in _CUDA_NAMES
+
+
+def is_nccl_variable(name: str) -> bool:
+    return name.startswith(_NCCL_PREFIXES)
 
 
 def ascend_name(name: str, torch_npu_env_vars: Collection[str]) -> str | None:
@@ -53,4 +91,4 @@ def ascend_name(name: str, torch_npu_env_vars: Collection[str]) -> str | None:
 
 def advice(name: str) -> str:
     """What to do about a variable that has no Ascend counterpart."""
-    return ADVICE.get(name, GENERIC_NCCL)
+    return ADVICE.get(name, GENERIC_CUDA if is_cuda_variable(name) else GENERIC_NCCL)

@@ -115,3 +115,30 @@ def is_pure_reference(node: cst.CSTNode) -> bool:
 def has_star(call: cst.Call) -> bool:
     """``*args`` or ``**kwargs`` in the call: its arguments cannot be known."""
     return any(arg.star for arg in call.args)
+
+
+def insert_above(
+    rule,
+    statement: cst.BaseStatement,
+    new: cst.BaseStatement,
+    message: str,
+    anchor: cst.CSTNode,
+) -> None:
+    """Insert ``new`` right above ``statement``, under the blank lines and comments that
+    were above it (they move onto ``new``: a "# resume from a checkpoint" comment stays
+    at the top of its block). Same anchor and message for both edits: one fix."""
+    if statement.leading_lines:
+        rule.replace(
+            statement,
+            lambda line: line.with_changes(leading_lines=()),
+            message,
+            needs_torch_npu=False,
+            anchor=anchor,
+        )
+    rule.insert_before(
+        statement,
+        [new.with_changes(leading_lines=statement.leading_lines)],
+        message,
+        anchor=anchor,
+        needs_torch_npu=False,
+    )

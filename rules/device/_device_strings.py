@@ -31,17 +31,16 @@ import libcst as cst
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import last_name, string_value
 from npu_migrate.python.rule import Rule
+from npu_migrate.tables.devices import DEVICE_WORD, NOT_A_DEVICE
 
 #: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
 DEVICE_VALUE = re.compile(r"cuda(?::(?:\d+|%[dis]|\{[^{}]*\})?)?")
 #: the text before the first replacement field of an f-string: 'cuda' or 'cuda:'
 FSTRING_HEAD = re.compile(r"cuda(?::\d*)?")
 
-_DEVICE_WORD = re.compile(r"device|(?:^|_)dev(?:$|_)|map_location", re.IGNORECASE)
-_NOT_A_DEVICE = re.compile(
-    r"count|(?:^|_)n(?:um)?_|_ids?$|_idx$|_index$|_indices$|capab|_name$|_names$|_rank$|_map$|mesh",
-    re.IGNORECASE,
-)
+# One definition of "a name that holds a device" for every front end.
+_DEVICE_WORD = DEVICE_WORD
+_NOT_A_DEVICE = NOT_A_DEVICE
 
 #: callables whose positional argument at this index is a device or device type
 POSITIONAL_DEVICE = {

@@ -14,6 +14,11 @@ from ._cuda_names import cuda_uses, is_cuda_name
 #: gets the generic suggestion.
 SUGGESTIONS = {
     "torch.cuda.nvtx": "torch_npu has no NVTX; use torch_npu.profiler (mstx ranges) or drop the markers",
+    "torch.cuda.profiler": (
+        "cudaProfilerStart/Stop only gate an external CUDA profiler (nsys, nvprof); on Ascend, record the "
+        "region with torch_npu.profiler.profile (prof.start() / prof.stop(), or "
+        "schedule=torch_npu.profiler.schedule(...)), or run the job under msprof"
+    ),
     "torch.cuda.get_device_capability": (
         "torch.npu.get_device_capability() returns None unless TORCH_NPU_DEVICE_CAPABILITY is set; "
         "branch on the feature you need (e.g. bf16: torch.npu.is_bf16_supported()) instead of a compute capability"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from npu_migrate.rules.checkpoint._common import dotted, is_pure_reference
+from npu_migrate.rules.checkpoint._common import dotted, insert_above, is_pure_reference
 
 from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Example, Rule
@@ -323,21 +323,10 @@ files without DDP. The edit uses no NPU API.
         new = cst.parse_statement(
             f"{name} = {sampler_class}({dataset_code}, shuffle=True) if {check} else None\n",
             config=self.ctx.module.config_for_parsing,
-        ).with_changes(leading_lines=statement.leading_lines)
-        message = f"shard the shuffled loader with `{name}` when torch.distributed is initialized"
-        if statement.leading_lines:
-            # blank lines and comments above the loader now go above its sampler
-            # (same anchor and message: reported as one fix)
-            self.replace(
-                statement,
-                lambda line: line.with_changes(leading_lines=()),
-                message,
-                needs_torch_npu=False,
-                anchor=loader,
-            )
-        self.insert_before(
-            statement, [new], message, anchor=loader, needs_torch_npu=False
         )
+        message = f"shard the shuffled loader with `{name}` when torch.distributed is initialized"
+        # blank lines and comments above the loader now go above its sampler
+        insert_above(self, statement, new, message, anchor=loader)
         self.replace(
             loader,
             lambda call: _with_sampler(call, name),

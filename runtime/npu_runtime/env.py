@@ -9,7 +9,8 @@ unit-tested with a synthetic environment. Sources are tried in this order:
    as ``{0,1,2,3}``; WORLD_SIZE is the total number of processes.
 3. Per-card ranktable mode: RANK_TABLE_FILE, RANK_ID, RANK_SIZE, ASCEND_DEVICE_ID
    (or the older DEVICE_ID).
-4. ModelArts: MA_NUM_HOSTS, VC_TASK_INDEX, MA_NUM_GPUS, VC_WORKER_HOSTS.
+4. ModelArts: MA_NUM_HOSTS, VC_TASK_INDEX, MA_NUM_GPUS, VC_WORKER_HOSTS (a plain
+   Volcano Job's env and svc plugins: VC_TASK_INDEX, VC_WORKER_NUM, VC_WORKER_HOSTS).
 5. A single process.
 
 Node-level launchers (2 and 4) start one process per node. When a node has more than
@@ -248,20 +249,23 @@ def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float
 
 def _modelarts(env: Mapping[str, str], local_rank: int | None) -> LaunchSpec:
     src = "ModelArts"
-    hosts = _get_int(env, "MA_NUM_HOSTS", src, default=1, minimum=1)
+    worker_hosts = [h.strip() for h in env.get("VC_WORKER_HOSTS", "").split(",") if h.strip()]
+    hosts_var = "MA_NUM_HOSTS" if env.get("MA_NUM_HOSTS", "").strip() else "VC_WORKER_NUM"
+    # A plain Volcano Job (env and svc plugins) sets VC_TASK_INDEX, VC_WORKER_NUM and
+    # VC_WORKER_HOSTS but not MA_NUM_HOSTS.
+    hosts = _get_int(env, hosts_var, src, default=len(worker_hosts) or 1, minimum=1)
     task = _get_int(env, "VC_TASK_INDEX", src, default=0)
     assert hosts is not None and task is not None
-    _check_rank(task, hosts, "VC_TASK_INDEX", "MA_NUM_HOSTS", src)
+    _check_rank(task, hosts, "VC_TASK_INDEX", hosts_var, src)
     per_node = max(1, _get_int(env, "MA_NUM_GPUS", src, default=1) or 1)
-    worker_hosts = [h.strip() for h in env.get("VC_WORKER_HOSTS", "").split(",") if h.strip()]
     if worker_hosts:
         if len(worker_hosts) != hosts:
             raise LaunchError(
-                f"VC_WORKER_HOSTS lists {len(worker_hosts)} hosts but MA_NUM_HOSTS={hosts} ({src} environment)"
+                f"VC_WORKER_HOSTS lists {len(worker_hosts)} hosts but {hosts_var}={hosts} ({src} environment)"
             )
         addr: str | None = worker_hosts[0]
     elif hosts > 1:
-        raise LaunchError(f"VC_WORKER_HOSTS is not set but MA_NUM_HOSTS={hosts} ({src} environment)")
+        raise LaunchError(f"VC_WORKER_HOSTS is not set but {hosts_var}={hosts} ({src} environment)")
     else:
         addr = env.get("MASTER_ADDR") or "127.0.0.1"
     port = _port(env, src, DEFAULT_MASTER_PORT)

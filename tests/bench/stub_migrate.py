@@ -27,16 +27,16 @@ def migrate(text):
     out_lines = []
     for n, line in enumerate(text.splitlines(keepends=True), 1):
         if "torch.cuda." in line:
-            fixes.append({"rule": "NPU101", "line": n, "col": line.index("torch.cuda."), "message": "torch.cuda"})
+            fixes.append({"rule": "NPU101", "start": {"line": n, "column": line.index("torch.cuda.") + 1}, "message": "torch.cuda"})
             line = line.replace("torch.cuda.", "torch.npu.")
         if ".cuda(" in line:
-            fixes.append({"rule": "NPU110", "line": n, "col": line.index(".cuda("), "message": ".cuda()"})
+            fixes.append({"rule": "NPU110", "start": {"line": n, "column": line.index(".cuda(") + 1}, "message": ".cuda()"})
             line = line.replace(".cuda(", ".npu(")
         if '"cuda:0"' in line:
-            fixes.append({"rule": "NPU120", "line": n, "col": line.index('"cuda:0"'), "message": "device"})
+            fixes.append({"rule": "NPU120", "start": {"line": n, "column": line.index('"cuda:0"') + 1}, "message": "device"})
             line = line.replace('"cuda:0"', '"npu:0"')
         if '"nccl"' in line:
-            findings.append({"rule": "NPU900", "line": n, "col": line.index('"nccl"'), "message": "nccl",
+            findings.append({"rule": "NPU900", "start": {"line": n, "column": line.index('"nccl"') + 1}, "message": "nccl",
                              "suggestion": "hccl"})
         out_lines.append(line)
     out = "".join(out_lines)

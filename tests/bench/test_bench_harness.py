@@ -89,9 +89,9 @@ def test_prefilter_proof_fails_when_the_prefilter_skips_a_finding(fake_corpus, m
 
 def test_prefilter_compare_tells_differences_apart():
     quiet = {"changed": False, "error": None, "fixes": [], "findings": []}
-    busy = {"changed": True, "error": None, "fixes": [{"rule": "NPU101", "line": 1, "col": 0, "message": "m"}],
+    busy = {"changed": True, "error": None, "fixes": [{"rule": "NPU101", "start": {"line": 1, "column": 1}, "message": "m"}],
             "findings": []}
-    other = dict(busy, fixes=[{"rule": "NPU101", "line": 2, "col": 0, "message": "m"}])
+    other = dict(busy, fixes=[{"rule": "NPU101", "start": {"line": 2, "column": 1}, "message": "m"}])
     proof = prefilter_proof.compare({"q": quiet, "b": busy, "d": busy, "e": busy},
                                     {"q": quiet, "b": busy, "d": other, "m": busy}, prefilter_proof.Proof())
     assert (proof.missed, proof.differ, proof.extra) == (["m"], ["d"], ["e"])
@@ -140,7 +140,7 @@ def test_only_counterparts_present_in_the_original_make_a_leftover_generic(fake_
 
 
 def test_prefilter_compare_catches_different_diffs_with_equal_reports():
-    busy = {"changed": True, "error": None, "fixes": [{"rule": "NPU101", "line": 1, "col": 0, "message": "m"}],
+    busy = {"changed": True, "error": None, "fixes": [{"rule": "NPU101", "start": {"line": 1, "column": 1}, "message": "m"}],
             "findings": []}
     diffs_a = prefilter_proof.split_diffs("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- a/y.py\n+++ b/y.py\n")
     diffs_b = dict(diffs_a, **{"x.py": diffs_a["x.py"].replace("+b", "+c")})

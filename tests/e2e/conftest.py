@@ -185,6 +185,16 @@ def emulator_build() -> Path:
     return build()
 
 
+def _migrate(root: Path, folder: str, *options: str) -> tuple[Run, dict]:
+    report_path = root / f"{folder}.report.json"
+    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), *options,
+           folder]
+    proc = subprocess.run(cmd, check=False, cwd=root, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    report = load_result(report_path) if report_path.exists() else {"files": []}
+    return Run(cmd, proc.returncode, proc.stdout + proc.stderr), report
+
+
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Workspace:
     """All scripts copied and migrated once per session, with the real CLI."""
@@ -193,9 +203,15 @@ def workspace(tmp_path_factory) -> Workspace:
     _copy_scripts(E2E / "cuda", original)
     _copy_scripts(E2E / "cuda", migrated)
     _copy_scripts(E2E / "cpu", reference)
-    report_path = root / "report.json"
-    cmd = [sys.executable, "-m", "npu_migrate", "--write", "--no-cache", "--report", str(report_path), "migrated"]
-    proc = subprocess.run(cmd, cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    run = Run(cmd, proc.returncode, proc.stdout + proc.stderr)
-    report = load_result(report_path) if report_path.exists() else {"files": []}
+    run, report = _migrate(root, "migrated")
     return Workspace(root, original, migrated, reference, run, report)
+
+
+@pytest.fixture(scope="session")
+def migrated_without_npu401(workspace) -> Path:
+    """Control: the scripts migrated with every rule but NPU401 (GradScaler state in
+    checkpoints), to show that the kill-and-resume fixtures need that rule."""
+    _copy_scripts(E2E / "cuda", workspace.root / "without_npu401")
+    run, _ = _migrate(workspace.root, "without_npu401", "--ignore", "NPU401")
+    assert run.returncode == 0, run.describe()
+    return workspace.root / "without_npu401"

@@ -19,6 +19,18 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class KilledResume:
+    """A job killed by SIGKILL right after it saved the checkpoint of ``kill_at``
+    (``E2E_KILL_AFTER_SAVE``, see e2e_report.py), then resumed. ``{dir}`` in the
+    arguments is the job's directory: the killed job and its resume share one, the
+    uninterrupted job has its own."""
+
+    run: tuple[str, ...]  # the uninterrupted job, and the job that gets killed
+    resume: tuple[str, ...]
+    kill_at: int
+
+
+@dataclass(frozen=True)
 class Script:
     name: str
     covers: str
@@ -31,6 +43,8 @@ class Script:
     # arguments for an uninterrupted run, a run that stops and saves, and its resume
     resume: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
     resume_nproc: int = 1
+    # killed after a save, resumed: losses and loss scales must continue bit for bit
+    killed: KilledResume | None = None
     # extra-notes that exist only in the migrated run (accelerator statistics)
     npu_only_notes: frozenset[str] = field(default_factory=frozenset)
 
@@ -69,6 +83,28 @@ SCRIPTS = (
            distributed=True, informational=frozenset({"NPU602"})),
     Script("transformer_block", "causal transformer: SDPA, LayerNorm, GELU, tied head, AdamW, clipping, TF32 flags"),
     Script("compile_eager", 'torch.compile(model, backend="eager") on a .cuda() model'),
+    Script("profiler_schedule", "torch.profiler with CPU+CUDA activity, schedule, tensorboard_trace_handler, "
+           "record_function: must become torch_npu.profiler and write one trace per cycle"),
+    Script(
+        "scaler_module_level",
+        "module-level script: `checkpoint` loaded, reused and rebound to the saved dict; no scaler state saved",
+        tolerance=AMP_TOLERANCE,
+        killed=KilledResume(run=("--out-dir", "{dir}"), resume=("--out-dir", "{dir}", "--init-from", "resume"),
+                            kill_at=8),
+    ),
+    Script(
+        "scaler_created_late",
+        "auto-resume that reads the checkpoint before the GradScaler exists; dict(...) checkpoint",
+        tolerance=AMP_TOLERANCE,
+        killed=KilledResume(run=("--checkpoint-dir", "{dir}"), resume=("--checkpoint-dir", "{dir}"), kill_at=2),
+    ),
+    Script(
+        "scaler_dict_call",
+        "torch.save(dict(epoch=..., model=..., opt=...)) with an optimizer named opt, --resume",
+        tolerance=AMP_TOLERANCE,
+        killed=KilledResume(run=("--ckpt", "{dir}/ckpt.pt"), resume=("--ckpt", "{dir}/ckpt.pt", "--resume",
+                                                                     "{dir}/ckpt.pt"), kill_at=2),
+    ),
 )
 
 BY_NAME = {s.name: s for s in SCRIPTS}

@@ -23,13 +23,14 @@ from .conftest import (
     result_paths,
     run_all,
 )
-from .specs import BY_NAME, SCRIPTS
+from .specs import BY_NAME, SCRIPTS, KilledResume
 
 pytestmark = pytest.mark.slow
 
 ALL = [s.name for s in SCRIPTS]
 DISTRIBUTED = [s.name for s in SCRIPTS if s.distributed]
 RESUMABLE = [s.name for s in SCRIPTS if s.resume]
+KILLABLE = [s.name for s in SCRIPTS if s.killed]
 LOAD_CHECKPOINT = Path(__file__).resolve().parent / "load_checkpoint.py"
 _DEVICE_STRING = re.compile(r"^cuda(:\d*)?$")
 # What the unmigrated originals die of on the emulator: a CUDA API or the nccl backend.
@@ -90,7 +91,7 @@ def test_migrated_text(workspace, name):
     entry = workspace.file_report(name)
     assert entry["error"] is None, entry["error"]
     assert entry["changed"], f"npu-migrate left {name}.py unchanged"
-    findings = {(f["rule"], f["line"], f["message"]) for f in entry["findings"]}
+    findings = {(f["rule"], f["start"]["line"], f["message"]) for f in entry["findings"]}
     allowed = spec.informational | ({spec.rejected_by} if spec.rejected_by else set())
     unexpected = sorted(f for f in findings if f[0] not in allowed)
     assert not unexpected, f"{name}.py: findings that block running it: {unexpected}"
@@ -191,3 +192,63 @@ def test_checkpoint_loads_on_npu_n_and_resumes_exactly(workspace, emulator_build
         stitched = dict(second, first_step=first["first_step"], losses=first["losses"] + second["losses"])
         problems = compare_results(stitched, whole, None, frozenset(whole["extra"]))
         assert not problems, f"{name}.py: stop + resume differs from the uninterrupted run:\n  " + "\n  ".join(problems)
+
+
+def _kill_and_resume(script: Path, killed: KilledResume, root: Path, tag: str):
+    """Run the job until it is killed after a save, then resume it: (killed run, resumed run, result)."""
+    job = root / f"job_{tag}"
+    job.mkdir()
+    args = [a.replace("{dir}", str(job)) for a in killed.run]
+    (kill,) = run_all(emulator_cmd(script, [*args, "--out", job / "killed.json"]), cwd=root,
+                      env={"E2E_KILL_AFTER_SAVE": str(killed.kill_at)})
+    resume_args = [a.replace("{dir}", str(job)) for a in killed.resume]
+    (resume,) = run_all(emulator_cmd(script, [*resume_args, "--out", job / "resumed.json"]), cwd=root)
+    return kill, resume, job / "resumed.json"
+
+
+def _continues(whole: dict, resumed: dict) -> list[str]:
+    """How a resumed run differs from the tail of the uninterrupted run it continues."""
+    k = resumed["first_step"]
+    problems = []
+    if resumed["losses"] != whole["losses"][k:]:
+        problems.append("losses after the resume differ from the uninterrupted run")
+    if resumed["extra"]["loss_scales"] != whole["extra"]["loss_scales"][k:]:
+        problems.append(f"loss scales after the resume differ: {resumed['extra']['loss_scales'][:4]}... vs "
+                        f"{whole['extra']['loss_scales'][k:k + 4]}...")
+    tail = dict(whole, first_step=k, losses=whole["losses"][k:], extra={})
+    problems += compare_results(dict(resumed, extra={}), tail, None)
+    return problems
+
+
+@pytest.mark.parametrize("name", KILLABLE)
+def test_killed_after_save_resumes_exactly(workspace, migrated_without_npu401, emulator_build, name):
+    """A float16 job killed (SIGKILL) right after it saved a checkpoint, resumed on the
+    emulated NPU: loss scale and losses continue the uninterrupted run bit for bit.
+    The same job migrated without NPU401 restarts at the initial loss scale."""
+    killed = BY_NAME[name].killed
+    root = workspace.root
+    whole_job = root / f"job_{name}_whole"
+    whole_job.mkdir()
+    whole_out = whole_job / "whole.json"
+    (whole,) = run_all(emulator_cmd(workspace.migrated / f"{name}.py",
+                                    [*(a.replace("{dir}", str(whole_job)) for a in killed.run), "--out", whole_out]),
+                       cwd=root)
+    assert whole.returncode == 0, whole.describe()
+    whole_result = load_result(whole_out)
+
+    kill, resume, resumed_out = _kill_and_resume(workspace.migrated / f"{name}.py", killed, root, name)
+    assert kill.returncode != 0 and f"killed after saving the checkpoint of step {killed.kill_at}" in kill.output, \
+        kill.describe()
+    assert not (root / f"job_{name}" / "killed.json").exists()
+    assert resume.returncode == 0, resume.describe()
+    resumed = load_result(resumed_out)
+    assert 0 < resumed["first_step"] < len(whole_result["losses"])
+    problems = _continues(whole_result, resumed)
+    assert not problems, f"{name}.py: kill + resume differs from the uninterrupted run:\n  " + "\n  ".join(problems)
+
+    # control: without the GradScaler state in the checkpoint the resume goes astray
+    _, control, control_out = _kill_and_resume(migrated_without_npu401 / f"{name}.py", killed, root,
+                                               f"{name}_without_npu401")
+    assert control.returncode == 0, control.describe()
+    assert _continues(whole_result, load_result(control_out)), \
+        f"{name}.py resumes exactly even without NPU401: the fixture does not exercise the GradScaler state"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,52 @@ def test_cache_key_depends_on_sources(monkeypatch, tmp_path):
     assert build.build_dir() == tmp_path / key
     monkeypatch.setattr(build, "CFLAGS", ("-O2",))
     assert build.cache_key() != key
+
+
+def test_cache_key_covers_every_part_of_the_unit():
+    """The build compiles npu_emu.cpp, which includes the parts: each part is in the key."""
+    from npu_migrate.emulate import build
+
+    unit = (build.CSRC_DIR / build.UNIT).read_text()
+    included = set(re.findall(r'#include "([^"]+)"', unit))
+    assert included and included | {build.UNIT} == set(build.SOURCES)
+    assert {p.name for p in build.CSRC_DIR.glob("*.cpp")} == set(build.SOURCES)
+
+
+def _fake_compiler(monkeypatch, tmp_path):
+    from torch.utils import cpp_extension
+
+    from npu_migrate.emulate import build
+
+    monkeypatch.setenv("NPU_MIGRATE_EMULATOR_CACHE", str(tmp_path))
+    compiled = []
+
+    def load(name, sources, build_directory, **kwargs):
+        compiled.append(sources)
+        path = Path(build_directory) / f"{name}.so"
+        path.write_bytes(b"")
+        return str(path)
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    monkeypatch.setattr(build, "_loaded_path", None)
+    return build, compiled
+
+
+def test_a_build_says_so_on_stderr(monkeypatch, tmp_path, capsys):
+    build, compiled = _fake_compiler(monkeypatch, tmp_path)
+    build.build()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "npu-migrate emulate: building the emulated NPU (first use; cached afterwards) ..."
+    assert re.fullmatch(r"npu-migrate emulate: built the emulated NPU in \d+ s \(.*\)", err[1])
+    assert compiled == [[str(build.CSRC_DIR / build.UNIT)]]  # one translation unit
+    build.build()  # cached: silent
+    assert capsys.readouterr().err == ""
+
+
+def test_a_quiet_build_says_nothing(monkeypatch, tmp_path, capsys):
+    build, _ = _fake_compiler(monkeypatch, tmp_path)
+    build.build(quiet=True)
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.slow

@@ -71,11 +71,11 @@ def test_missing_path(project, run_cli):
     assert "would change" in result.output  # good.py was still processed
 
 
-def test_directory_without_python_files(tmp_path, run_cli):
+def test_directory_without_supported_files(tmp_path, run_cli):
     (tmp_path / "notes.txt").write_text("cuda")
     result = run_cli(".")
     assert result.exit_code == 0
-    assert "warning: no Python files found" in result.output
+    assert "warning: no supported files found" in result.output
 
 
 def test_unknown_rule_code_is_a_usage_error(project, run_cli):

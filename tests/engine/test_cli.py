@@ -66,9 +66,11 @@ def test_report_json(tmp_path, run_cli):
     assert set(files) == {"train.py", "cpu.py", "bad.py"}
     train = files["train.py"]
     assert train["changed"] is True and train["error"] is None
-    assert {"rule": "NPU101", "line": 2, "col": 4} == {k: train["fixes"][-1][k] for k in ("rule", "line", "col")}
+    fix = train["fixes"][-1]
+    assert (fix["rule"], fix["start"], fix["end"]) == ("NPU101", {"line": 2, "column": 5}, {"line": 2, "column": 28})
+    assert fix["applied"] is False and train["written"] is False
     finding = train["findings"][0]
-    assert finding["rule"] == "NPU102" and finding["line"] == 3 and finding["suggestion"]
+    assert finding["rule"] == "NPU102" and finding["start"] == {"line": 3, "column": 1} and finding["suggestion"]
     assert files["cpu.py"]["changed"] is False
     assert files["bad.py"]["error"].startswith("bad.py:1:")
     assert report["summary"]["files_failed"] == 1

@@ -84,6 +84,14 @@ def test_loader_does_not_import_torch():
         "torch.Tensor.is_npu",
         "torch.nn.Module.npu",
         "torch.ops.npu.npu_rms_norm",
+        "torch_npu.profiler.profile",
+        "torch_npu.profiler.schedule",
+        "torch_npu.profiler.tensorboard_trace_handler",
+        "torch_npu.profiler.supported_activities",
+        "torch_npu.profiler.ProfilerActivity.CPU",
+        "torch_npu.profiler.ProfilerActivity.NPU",
+        "torch_npu.profiler.ProfilerAction.RECORD_AND_SAVE",
+        "torch_npu.profiler.ProfilerLevel.Level1",
     ],
 )
 def test_known_names_present(name):
@@ -102,6 +110,9 @@ def test_known_names_present(name):
         "torch_npu.npu_flash_attn_func",
         "torch_npu.contrib.fuse_add_softmax_dropout",  # listed in __all__ but never bound
         "torch.cuda.synchronize",
+        "torch_npu.profiler.ProfilerActivity.CUDA",
+        "torch_npu.profiler.ProfilerActivity.PrivateUse1",
+        "torch_npu.profiler.key_averages",
         "",
     ],
 )
@@ -206,6 +217,25 @@ FAKE_TREE = {
     "torch_npu/optim/adamw.py": "class NpuFusedAdamW: pass\n",
     "torch_npu/contrib/__init__.py": "__all__ = []\n",
     "torch_npu/contrib/transfer_to_npu.py": "import torch, torch_npu\ntorch_npu.should_not_count = 1\n",
+    "torch_npu/profiler/__init__.py": (
+        "from torch_npu._C._profiler import ProfilerActivity\nfrom .scheduler import Schedule as schedule\n"
+        "from .scheduler import ProfilerAction\n"
+        '__all__ = ["ProfilerActivity", "schedule", "ProfilerAction"]\n'
+    ),
+    "torch_npu/profiler/scheduler.py": (
+        "import enum\nclass ProfilerAction(enum.Enum):\n    NONE = 0\n    RECORD = 2\n    _hidden = 9\n"
+        "class Schedule:\n    def __call__(self, step): pass\n"
+    ),
+    "torch_npu/profiler/interface.py": (
+        "from torch_npu._C._profiler import ProfilerActivity\nX = ProfilerActivity.NPU\n"
+    ),
+    "torch_npu/_init/memory_users.py": (
+        "import torch_npu\nY = torch_npu.profiler.ProfilerActivity.CPU\n"
+    ),
+    "torch_npu/_init/registry/upstream.py": (
+        "from torch._C._profiler import ProfilerActivity\nZ = ProfilerActivity.PrivateUse1\n"
+        "ProfilerActivity.name = property(lambda self: 'x')\n"
+    ),
 }
 
 
@@ -274,6 +304,11 @@ def test_extract_synthetic_tree(gen, tmp_path, capsys):
     } <= top
     assert "add" not in top and "should_not_count" not in top and "os" not in top
     assert mods["torch.distributed"] == ["is_hccl_available"]
+    # members of exported classes: a Python enum's, and what the sources read from a C++ one
+    # (not torch's namesake enum, whose PrivateUse1 torch_npu only aliases)
+    assert mods["torch_npu.profiler.ProfilerAction"] == ["NONE", "RECORD"]
+    assert mods["torch_npu.profiler.ProfilerActivity"] == ["CPU", "NPU"]
+    assert "torch_npu.profiler.schedule" not in mods
     assert mods["torch.Tensor"] == ["is_npu", "npu"]
     assert mods["torch.nn.Module"] == ["npu"]
     assert "torch.UntypedStorage" not in mods

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.python.prefilter import Prefilter, word_pattern
-from npu_migrate.registry import all_rules
+from npu_migrate.registry import rules_for
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIGGERS = {rid: rule.triggers for rid, rule in all_rules().items()}
+TRIGGERS = {rid: rule.triggers for rid, rule in rules_for("python").items()}
 PREFILTER = Prefilter(TRIGGERS)
 WORDS = sorted({w for ts in TRIGGERS.values() for t in ts for w in ([t] if isinstance(t, str) else t)})
 # The reference: one alternation, longest first, every word on a word boundary.

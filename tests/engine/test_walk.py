@@ -12,7 +12,7 @@ import pytest
 from npu_migrate.python import walk
 from npu_migrate.python.names import BindingCollector
 from npu_migrate.python.rule import CachedVisitorLookup, _visitor_names
-from npu_migrate.registry import all_rules
+from npu_migrate.registry import rules_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
@@ -65,7 +65,7 @@ def test_the_sources_compared_are_real_code():
 def test_no_visitor_waits_for_a_node_the_walk_skips():
     trivia = {c.__name__ for c in NODE_CLASSES if walk._is_trivia(c)}
     assert {"Comma", "SimpleWhitespace", "Add", "EmptyLine"} <= trivia
-    for visitor in [*all_rules().values(), BindingCollector]:
+    for visitor in [*rules_for("python").values(), BindingCollector]:
         assert issubclass(visitor, CachedVisitorLookup)
         for name in _visitor_names(visitor):  # the methods the walk dispatches to
             assert name.split("_", 1)[1] not in trivia, f"{visitor.__name__}.{name}"

@@ -1,10 +1,13 @@
-"""Golden fixtures: ``fixtures/rules/<RULE>/<case>.before.py`` -> ``<case>.after.py``, and
-``<case>.unchanged.py`` that must stay byte-identical.
+"""Golden fixtures: ``fixtures/rules/<RULE>/<case>.before.<ext>`` -> ``<case>.after.<ext>``,
+and ``<case>.unchanged.<ext>`` that must stay byte-identical. The extension picks
+the front end as for any file (``.py``, ``.sh``, ``.Dockerfile``...).
 
 Each fixture runs with only its rule (plus NPU100, which adds ``import torch_npu``)
-selected, unless its first line says ``# npu-migrate-test: select=CODES``.
-Expected findings are written inline as ``# expect: NPU102`` (comma-separated) on
-the line they must be reported on.
+selected, unless one of its first lines says ``# npu-migrate-test: select=CODES``.
+Expected findings are written as ``# expect: NPU102`` (comma-separated): at the
+end of the line they must be reported on, or on a comment line of its own for
+the next line that is neither blank nor a comment (formats such as Dockerfiles
+have no comments at the end of a line).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from npu_migrate.python.engine import migrate_source
+from npu_migrate import filetypes
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
 _EXPECT = re.compile(r"#.*\bexpect:\s*([A-Z0-9, ]+)")
 _SELECT = re.compile(r"#\s*npu-migrate-test:\s*select=([A-Za-z0-9,]+)")
+_KINDS = (".before.", ".unchanged.")
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,8 @@ class Case:
         return f"{self.rule}/{self.name}"
 
     def settings(self) -> Settings:
-        first = self.before.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
-        match = _SELECT.search(first)
+        head = self.before.read_text(encoding="utf-8", errors="replace").split("\n", 5)[:5]
+        match = next(filter(None, map(_SELECT.search, head)), None)
         select = match.group(1).split(",") if match else [self.rule, "NPU100"]
         return Settings(selection=Selection.create(select))
 
@@ -43,24 +47,43 @@ class Case:
 def cases() -> list[Case]:
     found = []
     for rule_dir in sorted(p for p in ROOT.iterdir() if p.is_dir()):
-        for before in sorted(rule_dir.glob("*.before.py")):
-            name = before.name[: -len(".before.py")]
-            found.append(Case(rule_dir.name, name, before, rule_dir / f"{name}.after.py"))
-        for same in sorted(rule_dir.glob("*.unchanged.py")):
-            found.append(Case(rule_dir.name, same.name[: -len(".unchanged.py")], same, None))
+        for path in sorted(rule_dir.iterdir()):
+            if ".before." in path.name:
+                name, ext = path.name.split(".before.", 1)
+                found.append(Case(rule_dir.name, f"{name}.{ext}" if ext != "py" else name, path,
+                                  rule_dir / f"{name}.after.{ext}"))
+            elif ".unchanged." in path.name:
+                name, ext = path.name.split(".unchanged.", 1)
+                found.append(Case(rule_dir.name, f"{name}.{ext}" if ext != "py" else name, path, None))
     return found
 
 
 def expected_findings(source: str) -> set[tuple[int, str]]:
     out = set()
+    pending: list[str] = []
     for number, line in enumerate(source.splitlines(), start=1):
+        stripped = line.strip()
+        if pending and stripped and not stripped.startswith("#"):
+            out.update((number, code) for code in pending)
+            pending = []
         match = _EXPECT.search(line)
-        if match:
-            out.update((number, code.strip()) for code in match.group(1).split(",") if code.strip())
+        if not match:
+            continue
+        codes = [code.strip() for code in match.group(1).split(",") if code.strip()]
+        if stripped.startswith("#"):
+            pending.extend(codes)  # a comment line of its own: the next line
+        else:
+            out.update((number, code) for code in codes)
     return out
 
 
+def migrate_file(path: str, data: bytes, settings: Settings):
+    """Migrate ``data`` as the file ``path`` (its name picks the front end)."""
+    file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
+    return file_type.migrate()(path, data, settings)
+
+
 def migrate(path: Path, settings: Settings):
-    result = migrate_source(str(path), path.read_bytes(), settings)
+    result = migrate_file(str(path), path.read_bytes(), settings)
     assert result.error is None, result.error
     return result

@@ -22,7 +22,7 @@ import npu_migrate.rules as rules_package
 import pytest
 
 from npu_migrate.npu_api import load_api
-from npu_migrate.registry import all_rules
+from npu_migrate.registry import rules_for
 
 from .golden import ROOT
 
@@ -220,7 +220,7 @@ def test_fixture_outputs_use_existing_names(after: Path):
     assert missing(emitted) == []
 
 
-EXAMPLES = [(rid, i, ex) for rid, rule in all_rules().items() for i, ex in enumerate(rule.examples) if ex.after is not None]
+EXAMPLES = [(rid, i, ex) for rid, rule in rules_for("python").items() for i, ex in enumerate(rule.examples) if ex.after is not None]
 
 
 @pytest.mark.parametrize("rid,index,example", EXAMPLES, ids=[f"{r}-{i}" for r, i, _ in EXAMPLES])
@@ -243,3 +243,16 @@ def test_the_scan_sees_the_suggestion_tables():
     assert "torch_npu.npu_fusion_attention" in scanned  # NPU901's call mapping
     assert "torch_npu.optim.NpuFusedAdamW" in scanned  # NPU903's apex table
     assert any(name.startswith("torch.npu.") for name in scanned)
+
+
+def test_profiler_mapping_targets_exist():
+    """Every torch_npu.profiler name NPU610 can write, from its mapping table (the
+    fixtures show only some of the ProfilerAction members)."""
+    from npu_migrate.rules.profiler._common import NAMES, SOURCE, mapped
+
+    sources = [f"{SOURCE}.{name}" for name in NAMES]
+    sources += [f"{SOURCE}.{name}.{member}" for name, members in NAMES.items() for member in members or ()]
+    targets = {source: mapped(source) for source in sources}
+    assert None not in targets.values(), targets
+    assert "torch_npu.profiler.ProfilerActivity.NPU" in targets.values()
+    assert missing(set(targets.values())) == []

@@ -192,3 +192,32 @@ def test_map_location_is_added_in_any_layout(first, rest, multiline, trailing):
     else:
         assert out.count("\n") == source.count("\n")
     assert run(out, "NPU402").new_source is None
+
+
+@pytest.mark.parametrize(
+    "body,rewritten",
+    [
+        # the dict the save sees is found by walking back from the save
+        ("state = {'optimizer': opt.state_dict()}\nif rank == 0:\n    torch.save(state, p)", True),
+        ("if rank == 0:\n    state = {'optimizer': opt.state_dict()}\n    torch.save(state, p)", True),
+        ("state = {'optimizer': opt.state_dict()}\nif a:\n    pass\nelif rank == 0:\n    torch.save(state, p)", True),
+        ("for e in range(3):\n    state = {'optimizer': opt.state_dict()}\n    torch.save(state, p)", True),
+        ("state = {'optimizer': opt.state_dict()}\ntry:\n    torch.save(state, p)\nexcept OSError:\n    pass", True),
+        ("state = None\nstate = {'optimizer': opt.state_dict()}\nwith lock:\n    torch.save(state, p)", True),
+        # another binding may reach the save: reported, not rewritten
+        ("state = {'optimizer': opt.state_dict()}\nfor e in range(3):\n    torch.save(state, p)\n    state = {}", False),
+        ("if a:\n    state = {'optimizer': opt.state_dict()}\ntorch.save(state, p)", False),
+        ("state = {'optimizer': opt.state_dict()}\ntry:\n    state = load()\nexcept OSError:\n    torch.save(state, p)", False),
+    ],
+)
+def test_saved_name_follows_the_binding_that_reaches_the_save(body, rewritten):
+    indented = "".join(f"    {line}\n" for line in body.splitlines())
+    source = f"import torch\n\ndef save(opt, p, rank, a, lock, load):\n    scaler = torch.cuda.amp.GradScaler()\n{indented}"
+    result = run(source, "NPU401")
+    if rewritten:
+        assert result.new_source is not None
+        assert "'scaler': scaler.state_dict()" in result.new_source.decode()
+        assert result.findings == []
+    else:
+        assert result.new_source is None
+        assert [f.rule for f in result.findings] == ["NPU401"]

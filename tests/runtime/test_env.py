@@ -105,6 +105,19 @@ def test_modelarts():
     assert E.resolve(multi, local_rank=3).rank == 11
 
 
+def test_plain_volcano_job_env_and_svc_plugins():
+    # No MA_NUM_HOSTS outside ModelArts: the svc plugin's VC_WORKER_NUM / VC_WORKER_HOSTS count the nodes.
+    env = {"VC_TASK_INDEX": "1", "VK_TASK_INDEX": "1", "VC_WORKER_NUM": "2",
+           "VC_WORKER_HOSTS": "job-worker-0.job,job-worker-1.job"}
+    spec = E.resolve(env)
+    assert (spec.source, spec.rank, spec.world_size, spec.node_rank, spec.master_addr) == (
+        E.MODELARTS, 1, 2, 1, "job-worker-0.job")
+    no_count = {k: v for k, v in env.items() if k != "VC_WORKER_NUM"}
+    assert E.resolve(no_count).world_size == 2
+    with pytest.raises(LaunchError, match="VC_WORKER_HOSTS lists 2 hosts but VC_WORKER_NUM=3"):
+        E.resolve(dict(env, VC_WORKER_NUM="3"))
+
+
 @pytest.mark.parametrize("env, needle", [
     ({"MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "2", "VC_WORKER_HOSTS": "a,b"}, "VC_TASK_INDEX=2"),
     ({"MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "0"}, "VC_WORKER_HOSTS is not set"),

@@ -21,6 +21,9 @@ if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
 
 from . import _emulator, _hccl, _rnn, _shutdown, npu
+from . import (
+    profiler as profiler,  # torch_npu imports it too: torch_npu.profiler.profile works
+)
 
 torch._register_device_module("npu", npu)
 torch.utils.generate_methods_for_privateuse1_backend(

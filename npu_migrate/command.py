@@ -1,0 +1,266 @@
+"""``npu-migrate [OPTIONS] PATH...``: what the command does once click has parsed it.
+
+One function per step, in the order they run: :func:`prepare` checks what can be
+checked before touching any file (flag conflicts, report paths, configuration,
+rule codes); :func:`migrate_files` finds and migrates the files; :func:`apply`
+prints diffs and writes files; :func:`emit` prints the report in the chosen
+format; :func:`exit_code` says how it went. Standard input has its own path
+(:mod:`npu_migrate.stdin`).
+
+Exit codes (as ruff and black): 0 nothing to do, or done; 1 ``--check`` found
+pending changes, or ``--fail-on-findings`` found findings (``--exit-zero`` turns
+both into 0); 2 usage error, or some file could not be read, parsed or written
+(all other files are still processed).
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rich.console import Console
+
+from npu_migrate.model import FileResult
+from npu_migrate.options import OptionError, Options, Resolved, resolve
+from npu_migrate.settings import Settings
+
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad flags or configuration: one line, exit 2, nothing read or written."""
+
+
+@dataclass
+class Prepared:
+    options: Options
+    resolved: Resolved
+    settings: Settings
+    root: Path
+
+    @property
+    def machine_on_stdout(self) -> bool:
+        return machine_on_stdout(self.options)
+
+
+def machine_on_stdout(options: Options) -> bool:
+    """Whether a machine-readable report owns stdout."""
+    from npu_migrate import reporting
+
+    return options.output_format not in reporting.HUMAN and options.output_file is None
+
+
+def consoles() -> tuple[Console, Console]:
+    """(stdout, stderr) consoles: no markup, no highlighting, lines never wrapped."""
+    return (Console(highlight=False, markup=False, soft_wrap=True),
+            Console(stderr=True, highlight=False, markup=False, soft_wrap=True))
+
+
+def prepare(options: Options) -> Prepared:
+    """Everything that can fail before a file is read; raises :class:`UsageError`."""
+    from npu_migrate.config import ConfigError, load_config
+    from npu_migrate.reporting import sink
+    from npu_migrate.selection import Selection
+
+    if options.stdin and len(options.paths) > 1:
+        raise UsageError("'-' (standard input) cannot be combined with other paths")
+    machine = machine_on_stdout(options)
+    if machine and options.diff:
+        raise UsageError(f"--diff and --output-format {options.output_format} would both print to stdout; "
+                         "give the report an --output-file")
+    if machine and options.stdin and options.mode != "check" and not options.diff:
+        raise UsageError(f"with standard input the migrated source goes to stdout; give the "
+                         f"{options.output_format} report an --output-file")
+    for flag, path in (("--output-file", options.output_file), ("--report", options.report)):
+        if path is not None:
+            try:
+                sink.check(path, flag)
+            except sink.OutputPathError as exc:
+                raise UsageError(str(exc)) from None
+    config_paths = [options.stdin_filename or "."] if options.stdin else (options.paths or ["."])
+    try:
+        cfg = load_config(config_paths, options.config)
+        resolved = resolve(options, cfg)
+    except (ConfigError, OptionError) as exc:
+        raise UsageError(str(exc)) from None
+    selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
+    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter)
+    return Prepared(options, resolved, settings, cfg.root)
+
+
+def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
+    """Discover and migrate; files that could not be found come back as errors.
+    Discovery's warnings (a named file no front end handles, nothing to migrate)
+    are printed here, unless quiet."""
+    from npu_migrate.discovery import discover
+    from npu_migrate.runner import default_jobs
+
+    opts = prep.options
+    found = discover(opts.paths or ["."], prep.resolved.exclude, prep.root, prep.resolved.force_exclude)
+    for message in found.warnings if not opts.quiet else ():
+        err.print(f"warning: {message}")
+    if not found.files and not found.errors and not found.warnings and not opts.quiet:
+        err.print("warning: no supported files found")
+    failed = [FileResult(path=message.split(":", 1)[0], error=message) for message in found.errors]
+    if not found.files:
+        return failed
+    cache_factory = None
+    if opts.cache:
+        from npu_migrate.cache import DIRNAME, Cache
+
+        cache_root = Path(opts.cache_dir) if opts.cache_dir else prep.root / DIRNAME
+        cache_factory = lambda s: Cache(cache_root, s.key())
+    results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
+                                 opts.quiet)
+    return failed + results
+
+
+def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool):
+    from npu_migrate.runner import run
+
+    if quiet or not err.is_terminal or len(files) <= 8:
+        return run(files, settings, jobs, cache_factory)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    # TextColumn renders its own markup; the console's markup is off so that file
+    # names with brackets print as they are.
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("migrating", total=len(files))
+        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task))
+
+
+def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileResult]:
+    """Print the diffs and write the files, as the mode says; returns the results with
+    positions of the files as they are on disk afterwards."""
+    from npu_migrate import output
+
+    opts = prep.options
+    show_diff = opts.diff if opts.diff is not None else (
+        opts.mode == "dry-run" and not opts.quiet and not prep.machine_on_stdout)
+    done = []
+    for result in results:
+        if result.error is None and result.changed and (show_diff or opts.mode == "write"):
+            try:
+                original = Path(result.path).read_bytes()
+            except OSError as exc:  # gone or unreadable since it was migrated
+                done.append(replace(result, error=f"{result.path}: cannot read: {exc.strerror or exc}"))
+                continue
+            if show_diff:
+                output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
+            if opts.mode == "write":
+                result = _write(result, original)
+        done.append(result)
+    return done
+
+
+def _write(result: FileResult, original: bytes) -> FileResult:
+    from npu_migrate.reporting.relocate import relocate, split_for
+    from npu_migrate.writer import write_atomic
+
+    try:
+        write_atomic(result.path, result.new_source)
+    except OSError as exc:
+        return replace(result, error=f"{result.path}: cannot write: {exc.strerror or exc}")
+    return replace(relocate(result, original, result.new_source, split_for(result.path)), written=True)
+
+
+def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
+    """The report in the chosen format, where it was asked for; ``--report`` as JSON.
+    False when a report file could not be written (one line on stderr)."""
+    from npu_migrate import reporting
+    from npu_migrate.reporting import sink, text
+
+    opts = prep.options
+    fmt = opts.output_format
+    written = True
+    for flag, path, name in (("--report", opts.report, "json"), ("--output-file", opts.output_file, fmt)):
+        if path is None:
+            continue
+        if name in reporting.HUMAN:
+            buffer = io.StringIO()
+            reporting.write_human(name, report, Console(file=buffer, color_system=None, highlight=False,
+                                                        markup=False, soft_wrap=True, width=200))
+            content = buffer.getvalue()
+        else:
+            content = reporting.render(name, report)
+        try:
+            sink.write(path, content)
+        except OSError as exc:  # checked before the run, but the disk may have filled since
+            err.print(f"error: {flag} {path}: cannot write: {exc.strerror or exc}")
+            written = False
+    if opts.output_file is None and fmt not in reporting.HUMAN:
+        out.file.write(reporting.render(fmt, report))
+        out.file.flush()
+    if opts.quiet:
+        for result in report.results:
+            if result.error is not None:
+                err.print(f"error: {result.error}")
+    elif opts.output_file is None and fmt in reporting.HUMAN:
+        reporting.write_human(fmt, report, err)
+    else:  # the report went elsewhere: errors and the summary only
+        for result in report.results:
+            if result.error is not None:
+                err.print(f"error: {result.error}")
+        text.summary(report, err)
+    return written
+
+
+def exit_code(report, prep: Prepared) -> int:
+    if any(r.error is not None for r in report.results):
+        return EXIT_ERROR
+    failing = (prep.options.mode == "check" and report.pending) or (
+        prep.resolved.fail_on_findings and report.summary["findings"] > 0)
+    return EXIT_FAILED if failing and not prep.options.exit_zero else EXIT_OK
+
+
+def run(options: Options) -> int:
+    from npu_migrate.reporting.report import Report
+
+    out, err = consoles()
+    start = time.perf_counter()
+    try:
+        prep = prepare(options)
+    except UsageError as exc:
+        err.print(f"error: {exc}")
+        return EXIT_ERROR
+    if options.stdin:
+        from npu_migrate import stdin
+
+        return stdin.run(prep, out, err)
+    if options.vendor_runtime:
+        try:
+            _vendor_runtime(Path(options.vendor_runtime), err)
+        except (UsageError, OSError) as exc:
+            err.print(f"error: --vendor-runtime: {exc}")
+            return EXIT_ERROR
+    results = migrate_files(prep, err)
+    if not results:
+        return EXIT_OK
+    results = apply(results, prep, out)
+    report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
+                    options.verbose, time.perf_counter() - start)
+    if not emit(report, prep, out, err):
+        return EXIT_ERROR
+    return exit_code(report, prep)
+
+
+def _vendor_runtime(directory: Path, err: Console) -> None:
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.find_spec("npu_runtime")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError("npu_runtime is not installed next to npu-migrate")
+    source = Path(next(iter(spec.submodule_search_locations)))
+    target = directory / "npu_runtime"
+    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    err.print(f"copied npu_runtime to {target}")

@@ -1,0 +1,169 @@
+"""Byte-range edits: how the front ends other than Python change a file.
+
+Those front ends parse a file, let their rules record replacements at the byte
+offsets the parser reports and findings at an offset, and leave every other
+byte alone. :func:`finish` then does what every front end must do the same way:
+drop what the selection or a suppression comment turns off, add ``--annotate``
+comments, apply the edits and build the :class:`~npu_migrate.model.FileResult`
+with 1-based lines and 0-based character columns, like the Python front end.
+
+Nothing here knows a file format or imports a parser.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from npu_migrate.model import FileResult, Finding, Fix
+from npu_migrate.settings import Settings
+from npu_migrate.suppression import Suppressions
+
+ANNOTATION_PREFIX = "npu-migrate: "
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace ``data[start:end]`` with ``new``."""
+
+    start: int
+    end: int
+    new: bytes
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TextFinding:
+    """Manual work at ``offset``. ``statement`` is where the enclosing statement
+    starts: ``--annotate`` puts its comment above that line (None: nowhere)."""
+
+    offset: int
+    rule: str
+    message: str
+    suggestion: str
+    statement: int | None = None
+
+
+@dataclass
+class Recorder:
+    """What the rules of one file asked for."""
+
+    edits: list[TextEdit] = field(default_factory=list)
+    findings: list[TextFinding] = field(default_factory=list)
+
+    def replace(self, start: int, end: int, new: str | bytes, rule: str, message: str) -> None:
+        self.edits.append(TextEdit(start, end, new.encode() if isinstance(new, str) else new, rule, message))
+
+    def report(self, offset: int, rule: str, message: str, suggestion: str, statement: int | None = None) -> None:
+        self.findings.append(TextFinding(offset, rule, message, suggestion, statement))
+
+
+class LineIndex:
+    """Byte offset -> 1-based line and 0-based character column."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts = [0]
+        position = data.find(b"\n")
+        while position != -1:
+            self.starts.append(position + 1)
+            position = data.find(b"\n", position + 1)
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset)
+
+    def line_start(self, line: int) -> int:
+        return self.starts[line - 1]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = self.line(offset)
+        prefix = self.data[self.starts[line - 1] : offset]
+        return line, len(prefix.decode("utf-8", errors="replace"))
+
+    def text(self, line: int) -> bytes:
+        """The line's bytes without its line break."""
+        end = self.starts[line] if line < len(self.starts) else len(self.data)
+        return self.data[self.starts[line - 1] : end].rstrip(b"\r\n")
+
+    def newline(self, line: int) -> bytes:
+        end = self.starts[line] if line < len(self.starts) else len(self.data)
+        return b"\r\n" if self.data[self.starts[line - 1] : end].endswith(b"\r\n") else b"\n"
+
+
+def apply(data: bytes, edits: list[TextEdit]) -> tuple[bytes, list[TextEdit]]:
+    """Apply non-overlapping edits; an edit that overlaps one already taken (two
+    rules on the same bytes) is dropped. Returns the new bytes and the edits applied."""
+    taken: list[TextEdit] = []
+    for edit in sorted(set(edits), key=lambda e: (e.start, e.end, e.rule)):
+        if taken and edit.start < taken[-1].end:
+            continue
+        if taken and edit.start == edit.end == taken[-1].start == taken[-1].end:
+            continue  # two insertions at one point: their order would be arbitrary
+        taken.append(edit)
+    out = bytearray()
+    cursor = 0
+    for edit in taken:
+        out += data[cursor : edit.start]
+        out += edit.new
+        cursor = edit.end
+    out += data[cursor:]
+    return bytes(out), taken
+
+
+def annotations(lines: LineIndex, findings: list[TextFinding], comment: bytes = b"#") -> list[TextEdit]:
+    """``--annotate``: a ``# npu-migrate: NPUxxx message`` line above the statement of
+    each finding, indented like it, unless that exact line is already there."""
+    by_line: dict[int, list[bytes]] = {}
+    for finding in sorted(findings, key=lambda f: (f.offset, f.rule)):
+        if finding.statement is None:
+            continue
+        line = lines.line(finding.statement)
+        message = " ".join(finding.message.split())
+        text = comment + b" " + f"{ANNOTATION_PREFIX}{finding.rule} {message}".encode()
+        if text not in by_line.setdefault(line, []):
+            by_line[line].append(text)
+    edits = []
+    for line, texts in by_line.items():
+        above = set()
+        previous = line - 1
+        while previous >= 1 and lines.text(previous).lstrip().startswith(comment):
+            above.add(lines.text(previous).strip())
+            previous -= 1
+        current = lines.text(line)
+        indent = current[: len(current) - len(current.lstrip(b" \t"))]
+        new = b"".join(indent + t + lines.newline(line) for t in texts if t not in above)
+        if new:
+            start = lines.line_start(line)
+            edits.append(TextEdit(start, start, new, "annotate:", "annotation"))
+    return edits
+
+
+def finish(
+    result: FileResult,
+    data: bytes,
+    recorder: Recorder,
+    settings: Settings,
+    suppressions: Suppressions | None = None,
+    comment: bytes | None = b"#",
+) -> FileResult:
+    """Filter, annotate, apply; fill ``result`` (fixes, findings, new_source)."""
+    lines = LineIndex(data)
+    path = result.path
+
+    def keep(rule: str, offset: int) -> bool:
+        if not settings.selection.active(rule, path):
+            return False
+        return not (suppressions and suppressions.suppressed(lines.line(offset), rule))
+
+    edits = [e for e in recorder.edits if keep(e.rule, e.start)]
+    findings = [f for f in recorder.findings if keep(f.rule, f.offset)]
+    if settings.annotate and comment is not None:
+        edits.extend(annotations(lines, findings, comment))
+    new, applied = apply(data, edits)
+    result.findings = sorted({Finding(*lines.position(f.offset), f.rule, f.message, f.suggestion) for f in findings})
+    if new != data:
+        result.new_source = new
+        result.fixes = sorted({Fix(*lines.position(e.start), e.rule, e.message, *lines.position(e.end))
+                               for e in applied if e.rule != "annotate:"})
+    return result

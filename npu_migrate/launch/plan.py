@@ -1,0 +1,208 @@
+"""The launch plan: what to start, where, and on how many NPUs.
+
+Values come from ``[tool.npu-migrate.launch]`` (keys below, kebab-case as the rest of
+``[tool.npu-migrate]``), and command-line flags replace them one by one:
+
+    [tool.npu-migrate.launch]
+    entry = "train.py"                 # the migrated entry script, relative to the project root
+    args = ["--epochs", "10"]          # its arguments
+    nodes = 2                          # servers
+    cards = 8                          # NPUs per server: 1, 2, 4 or 8 (16 on A3 nodes)
+    targets = ["torchrun", "volcano"]  # what to generate (default: torchrun)
+    out = "launch"                     # where, relative to the project root
+    image = "registry.example.com/team/train:1.0"   # the training image (volcano)
+    job-name = "resnet"                # Volcano Job name (default: the project directory's name)
+    namespace = "default"
+    queue = "default"
+    accelerator = "ascend-910b"        # ring-controller.atlas label value
+    npu-resource = "huawei.com/ascend-910b"         # the device plugin's resource name
+    workdir = "/workspace"             # the project root inside the image
+    master-port = 29500
+    python = "python3"                 # the interpreter that has torch and torch_npu
+    env = { HCCL_BUFFSIZE = "200" }    # extra variables the launchers export (overridable)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+TARGETS = ("torchrun", "torch-npu-run", "ranktable", "modelarts", "volcano")
+# Every target that needs another one's file to run: the Volcano pods run the torchrun launcher.
+REQUIRES = {"volcano": ("torchrun",)}
+CARDS_PER_NODE = (1, 2, 3, 4, 5, 6, 7, 8, 16)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# Volcano names pods <job>-<task>-<index>; they must stay valid 63-character names.
+_POD_SUFFIX = len("-worker-") + 5
+
+
+class PlanError(ValueError):
+    """A launch setting is missing or invalid; the message names the key or flag."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    root: Path  # the project root (absolute)
+    entry: str  # POSIX path relative to root
+    args: tuple[str, ...] = ()
+    nodes: int = 1
+    cards: int = 8
+    targets: tuple[str, ...] = ("torchrun",)
+    out: str = "launch"  # POSIX path relative to root
+    image: str | None = None
+    job_name: str = "train"
+    namespace: str = "default"
+    queue: str = "default"
+    accelerator: str = "ascend-910b"
+    npu_resource: str = "huawei.com/ascend-910b"
+    workdir: str = "/workspace"
+    master_port: int = 29500
+    python: str = "python3"
+    env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.cards
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes > 1
+
+    def out_path(self, name: str) -> str:
+        """A generated file's path relative to the root."""
+        return str(PurePosixPath(self.out) / name)
+
+    @property
+    def root_from_out(self) -> str:
+        """The project root as seen from the output directory (for ``cd`` in launchers)."""
+        depth = len(PurePosixPath(self.out).parts)
+        return "/".join([".."] * depth) or "."
+
+
+KEYS = {
+    "entry", "args", "nodes", "cards", "targets", "out", "image", "job-name", "namespace", "queue",
+    "accelerator", "npu-resource", "workdir", "master-port", "python", "env",
+}
+
+
+def _where(key: str, origin: dict[str, str]) -> str:
+    return origin.get(key, f"[tool.npu-migrate.launch] {key}")
+
+
+def _int(value, key: str, origin: dict[str, str], low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"{_where(key, origin)} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise PlanError(f"{_where(key, origin)} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _str(value, key: str, origin: dict[str, str]) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise PlanError(f"{_where(key, origin)} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _relative(value: str, key: str, origin: dict[str, str], root: Path) -> str:
+    """The path as POSIX relative to the root: a flag's path is relative to the current
+    directory, a configured one to the root."""
+    path = Path(value)
+    if not path.is_absolute():
+        path = (Path.cwd() if key in origin else root) / path
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        raise PlanError(f"{_where(key, origin)}={value!r} is outside the project root {root}") from None
+    return rel.as_posix()
+
+
+def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
+    """Merge ``[tool.npu-migrate.launch]`` (``table``) with command-line ``flags`` (same
+    keys; a flag's value wins) and validate. Flag paths are relative to the current
+    directory, configured paths to the project root."""
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        raise PlanError(f"unknown key(s) in [tool.npu-migrate.launch]: {', '.join(unknown)}")
+    given = {k: v for k, v in flags.items() if v is not None}
+    origin = {key: "ENTRY" if key == "entry" else f"--{key}" for key in given}
+    merged = {**table, **given}
+    if "entry" not in merged:
+        raise PlanError("no entry script: pass ENTRY (npu-migrate launch train.py) or set entry in "
+                        "[tool.npu-migrate.launch]")
+    root = root.absolute()
+    entry = _relative(_str(merged["entry"], "entry", origin), "entry", origin, root)
+    if not (root / entry).is_file():
+        raise PlanError(f"{_where('entry', origin)}: no such file: {root / entry}")
+    args = merged.get("args", [])
+    if not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
+        raise PlanError(f"{_where('args', origin)} must be a list of strings")
+    targets = merged.get("targets", ["torchrun"])
+    if isinstance(targets, str) or not isinstance(targets, (list, tuple)) or not targets:
+        raise PlanError(f"{_where('targets', origin)} must be a non-empty list of: {', '.join(TARGETS)}")
+    for target in targets:
+        if target not in TARGETS:
+            raise PlanError(f"{_where('targets', origin)}: unknown target {target!r} (choose from {', '.join(TARGETS)})")
+    wanted = [t for t in TARGETS if t in targets or any(t in REQUIRES.get(x, ()) for x in targets)]
+    cards = _int(merged.get("cards", 8), "cards", origin, 1, 16)
+    if cards not in CARDS_PER_NODE:
+        raise PlanError(f"{_where('cards', origin)}={cards}: an Ascend server has 1 to 8 NPUs (16 on A3 nodes)")
+    env = merged.get("env", {})
+    if not isinstance(env, dict):
+        raise PlanError(f"{_where('env', origin)} must be a table of NAME = \"value\"")
+    for name, value in env.items():
+        if not _ENV_NAME.match(name) or not isinstance(value, str):
+            raise PlanError(f"{_where('env', origin)}: {name!r} must be a variable name with a string value")
+        if name.startswith("MA_"):
+            raise PlanError(f"{_where('env', origin)}: {name} starts with MA_, which ModelArts reserves for itself")
+    out = _relative(_str(merged.get("out", "launch"), "out", origin), "out", origin, root)
+    if out in ("", "."):
+        raise PlanError(f"{_where('out', origin)} must be a directory below the project root, not the root")
+    job_name = _str(merged.get("job-name") or _job_name(root), "job-name", origin)
+    if not _DNS_LABEL.match(job_name) or len(job_name) + _POD_SUFFIX > 63:
+        raise PlanError(f"{_where('job-name', origin)}={job_name!r} must be a lowercase DNS label "
+                        f"(a-z, 0-9, '-') of at most {63 - _POD_SUFFIX} characters")
+    for key in ("namespace", "queue", "accelerator"):
+        value = _str(merged.get(key, getattr(LaunchPlan, key.replace("-", "_"))), key, origin)
+        if not _DNS_LABEL.match(value):
+            raise PlanError(f"{_where(key, origin)}={value!r} must be a lowercase DNS label")
+    accelerator = merged.get("accelerator", LaunchPlan.accelerator)
+    resource = _str(merged.get("npu-resource", f"huawei.com/{accelerator}"), "npu-resource", origin)
+    if not _RESOURCE.match(resource):
+        raise PlanError(f"{_where('npu-resource', origin)}={resource!r} is not a resource name (vendor/name)")
+    image = merged.get("image")
+    if image is not None:
+        image = _str(image, "image", origin)
+    if "volcano" in wanted and image is None:
+        raise PlanError("the volcano target needs the training image: --image or image = \"...\" in "
+                        "[tool.npu-migrate.launch]")
+    workdir = _str(merged.get("workdir", LaunchPlan.workdir), "workdir", origin)
+    if not workdir.startswith("/"):
+        raise PlanError(f"{_where('workdir', origin)}={workdir!r} must be an absolute path inside the image")
+    return LaunchPlan(
+        root=root,
+        entry=entry,
+        args=tuple(args),
+        nodes=_int(merged.get("nodes", 1), "nodes", origin, 1, 4096),
+        cards=cards,
+        targets=tuple(wanted),
+        out=out,
+        image=image,
+        job_name=job_name,
+        namespace=merged.get("namespace", LaunchPlan.namespace),
+        queue=merged.get("queue", LaunchPlan.queue),
+        accelerator=accelerator,
+        npu_resource=resource,
+        workdir=workdir.rstrip("/") or "/",
+        master_port=_int(merged.get("master-port", LaunchPlan.master_port), "master-port", origin, 1, 65535),
+        python=_str(merged.get("python", LaunchPlan.python), "python", origin),
+        env=tuple(sorted(env.items())),
+    )
+
+
+def _job_name(root: Path) -> str:
+    name = re.sub(r"[^a-z0-9]+", "-", root.name.lower()).strip("-")[: 63 - _POD_SUFFIX].strip("-")
+    return name or "train"

@@ -1,0 +1,45 @@
+"""tree-sitter with its bash grammar, created once per process.
+
+``included_ranges`` lets the Dockerfile front end parse only the shell parts of
+a Dockerfile (the ``RUN`` commands without their ``\\``-continued comment lines)
+while node offsets stay those of the whole file.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tree_sitter
+
+
+@functools.cache
+def _parser() -> tree_sitter.Parser:
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def point(data: bytes, offset: int) -> tuple[int, int]:
+    """tree-sitter's (row, byte column) of ``offset``."""
+    row = data.count(b"\n", 0, offset)
+    return row, offset - (data.rfind(b"\n", 0, offset) + 1)
+
+
+def parse(data: bytes, ranges: list[tuple[int, int]] | None = None) -> tree_sitter.Tree:
+    """Parse ``data`` (only the byte ranges given, if any)."""
+    parser = _parser()
+    if not ranges:
+        return parser.parse(data)
+    import tree_sitter
+
+    parser.included_ranges = [
+        tree_sitter.Range(point(data, start), point(data, end), start, end) for start, end in ranges
+    ]
+    try:
+        return parser.parse(data)
+    finally:
+        parser.reset()
+        parser.included_ranges = [tree_sitter.Range((0, 0), (0xFFFFFFFF, 0xFFFFFFFF), 0, 0xFFFFFFFF)]

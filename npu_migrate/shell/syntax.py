@@ -1,0 +1,315 @@
+"""Reading a bash tree the way the rules need it.
+
+* :class:`Arg`: one shell word as its pieces (literal bytes with their offsets,
+  and expansions, which are opaque), so a rule can match ``--device=cuda:$RANK``
+  and rewrite exactly the four bytes ``cuda`` whatever quoting surrounds them.
+* :func:`command_args`: the words of a command; :func:`launch_args`: the words
+  after the program that launches Python training (``python``, ``torchrun``,
+  ``deepspeed``, ``accelerate launch``...), also behind wrappers such as
+  ``srun`` or ``nohup``; :func:`option_values`: ``--name value`` and
+  ``--name=value`` pairs among them.
+* :func:`string_args`: the words of an option string kept in a variable
+  (``ARGS="--backend nccl --lr 1"``).
+* :func:`statement_start`: where ``--annotate`` can put a comment line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+#: Nodes whose text is a literal (the quotes of strings are dropped).
+_LITERAL = {"word", "number", "string_content", "raw_string", "heredoc_content", "extglob_pattern"}
+#: Node types that hold statements.
+CONTAINERS = {"program", "do_group", "compound_statement", "if_statement", "elif_clause", "else_clause",
+              "case_item", "subshell", "while_statement", "for_statement", "c_style_for_statement"}
+#: Programs that start Python training.
+LAUNCHERS = {"python", "torchrun", "torch_npu_run", "deepspeed", "accelerate"}
+#: Programs that run another command given as their arguments.
+WRAPPERS = {"srun", "mpirun", "mpiexec", "nohup", "exec", "time", "env", "numactl", "taskset", "timeout",
+            "stdbuf", "nice", "ionice", "sudo", "singularity", "apptainer", "docker", "podman", "xargs",
+            "horovodrun", "jsrun", "aprun", "command", "builtin", "eval", "uv", "poetry", "conda", "pixi"}
+_VERSION = re.compile(r"[\d.]+$")
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: bytes
+    start: int | None  # byte offset of a literal piece; None for an expansion
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One shell word (or one word of an option string) as literal and opaque pieces."""
+
+    pieces: tuple[Piece, ...]
+    node: Node
+
+    @property
+    def text(self) -> str:
+        """The word with expansions as written (``cuda:$RANK``)."""
+        return b"".join(p.text for p in self.pieces).decode("utf-8", "replace")
+
+    @property
+    def static(self) -> bool:
+        return all(p.start is not None for p in self.pieces)
+
+    def span(self, begin: int, end: int) -> tuple[int, int] | None:
+        """File offsets of ``text[begin:end]`` when it lies inside one literal piece."""
+        flat = 0
+        for piece in self.pieces:
+            size = len(piece.text)
+            if piece.start is not None and flat <= begin and end <= flat + size:
+                return piece.start + begin - flat, piece.start + end - flat
+            flat += size
+        return None
+
+    def after(self, begin: int) -> Arg:
+        """The part of the word from ``text[begin:]`` on (``--device=cuda`` -> ``cuda``)."""
+        pieces, flat = [], 0
+        for piece in self.pieces:
+            size = len(piece.text)
+            if flat + size > begin:
+                cut = max(0, begin - flat)
+                if piece.start is None:
+                    pieces.append(piece if cut == 0 else Piece(piece.text[cut:], None))
+                else:
+                    pieces.append(Piece(piece.text[cut:], piece.start + cut))
+            flat += size
+        return Arg(tuple(pieces), self.node)
+
+
+def pieces(node: Node) -> list[Piece]:
+    if node.type in ("string", "concatenation", "translated_string"):
+        out: list[Piece] = []
+        for child in node.children:
+            if child.type == '"':
+                continue
+            out.extend(pieces(child))
+        return out
+    if node.type == "raw_string":
+        return [Piece(node.text[1:-1], node.start_byte + 1)]
+    if node.type in _LITERAL:
+        return [Piece(node.text, node.start_byte)]
+    return [Piece(node.text, None)]
+
+
+def arg(node: Node) -> Arg:
+    return Arg(tuple(pieces(node)), node)
+
+
+def command_args(command: Node) -> list[Arg]:
+    """The program and its arguments (not the ``VAR=x`` prefixes or redirections)."""
+    out = []
+    for index, child in enumerate(command.children):
+        if child.type == "command_name":
+            out.append(arg(child.children[0]) if child.children else arg(child))
+        elif command.field_name_for_child(index) == "argument":
+            out.append(arg(child))
+    return out
+
+
+def program(word: Arg) -> str:
+    """``python`` for ``/usr/bin/python3.10``, ``PYTHON`` for ``$PYTHON_BIN``."""
+    text = word.text
+    if text.startswith("$"):
+        name = text.strip("${}\"'")
+        return "python" if "PYTHON" in name.upper() else name
+    return _VERSION.sub("", os.path.basename(text.strip("\"'")))
+
+
+def launch_args(command: Node) -> tuple[str, list[Arg]] | None:
+    """The launcher (``python``, ``torchrun``, ...) of a command line and the words after
+    it, looking through wrappers (``srun -N 2 python train.py``); None if the
+    command does not start Python training."""
+    words = command_args(command)
+    if not words:
+        return None
+    first = program(words[0])
+    if first in LAUNCHERS:
+        index = 0
+    elif first in WRAPPERS:
+        index = next((i for i, w in enumerate(words[1:], 1) if program(w) in LAUNCHERS), None)
+        if index is None:
+            return None
+    else:
+        return None
+    name = program(words[index])
+    rest = words[index + 1 :]
+    if name == "accelerate":
+        if not rest or rest[0].text != "launch":
+            return None
+        rest = rest[1:]
+    return name, rest
+
+
+def option_values(words: list[Arg]) -> Iterator[tuple[str, Arg]]:
+    """``(name, value)`` for ``--name value``, ``--name=value`` and ``key=value``
+    (Hydra-style overrides), and ``(KEY, value)`` for yacs pairs (``MODEL.DEVICE cuda``)."""
+    for index, word in enumerate(words):
+        text = word.text
+        if text.startswith("-"):
+            if "=" in text:
+                name, _, _ = text.partition("=")
+                yield name, word.after(len(name) + 1)
+            elif index + 1 < len(words) and not words[index + 1].text.startswith("-"):
+                yield text, words[index + 1]
+        elif "=" in text and not text.startswith(("$", "=")):
+            name, _, _ = text.partition("=")
+            yield name, word.after(len(name) + 1)
+        elif re.fullmatch(r"[A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)+", text) and index + 1 < len(words):
+            yield text, words[index + 1]
+
+
+def string_args(node: Node) -> list[Arg]:
+    """The whitespace-separated words of a string (an option string kept in a
+    variable); a ``\\`` before a line break is dropped as the shell does."""
+    words: list[Arg] = []
+    current: list[Piece] = []
+
+    def flush() -> None:
+        if current:
+            words.append(Arg(tuple(current), node))
+            current.clear()
+
+    for piece in pieces(node):
+        if piece.start is None:
+            current.append(piece)
+            continue
+        for match in re.finditer(rb"[^\s\\]+|\\\r?\n|\\.?|\s+", piece.text):
+            chunk = match.group()
+            if chunk[:1].isspace() or chunk.startswith((b"\\\n", b"\\\r")):
+                flush()
+            else:
+                current.append(Piece(chunk, piece.start + match.start()))
+        # pieces of one word written next to each other stay one word
+    flush()
+    return words
+
+
+def static_value(node: Node) -> str | None:
+    """The value of a word or quoted string without expansions, else None."""
+    word = arg(node)
+    return word.text if word.static else None
+
+
+def top_statement(node: Node) -> Node:
+    """The child of the program that holds ``node``."""
+    while node.parent is not None and node.parent.type != "program":
+        node = node.parent
+    return node
+
+
+def statement_start(node: Node, data: bytes) -> int:
+    """Where a comment line may go above the statement that holds ``node``: the
+    innermost statement whose line is not the continuation of another line, nor
+    inside a string or heredoc; at worst the top-level statement's start."""
+    candidate = node
+    while candidate.parent is not None:
+        if candidate.parent.type in CONTAINERS and candidate.type not in ("comment",):
+            start = data.rfind(b"\n", 0, candidate.start_byte) + 1
+            if _safe_line_start(candidate, data, start):
+                return start
+        candidate = candidate.parent
+    # the top-level statement's first line that does not continue another one
+    start = data.rfind(b"\n", 0, top_statement(node).start_byte) + 1
+    while start > 0 and data[: start - 1].rstrip(b"\r").endswith(b"\\"):
+        start = data.rfind(b"\n", 0, start - 1) + 1
+    return start
+
+
+def _safe_line_start(statement: Node, data: bytes, start: int) -> bool:
+    if start == 0:
+        return True
+    previous = data[: start - 1].rstrip(b"\r")
+    if previous.endswith(b"\\"):
+        return False
+    root = statement
+    while root.parent is not None:
+        root = root.parent
+    inner = root.descendant_for_byte_range(start - 1, start)
+    while inner is not None:
+        if inner.type in ("string", "raw_string", "heredoc_body", "heredoc_redirect", "ansi_c_string"):
+            return False
+        inner = inner.parent
+    return True
+
+
+_SHELLS = {"bash", "sh", "dash"}
+_DASH_C = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")
+
+
+class EmbeddedScripts:
+    """Collects strings that hold shell code run by the script: ``eval "..."``,
+    ``bash -c '...'`` (also behind wrappers: ``srun bash -c ...``), and string
+    variables that are ``eval``-ed or run as a command (``run_cmd="python ..."``,
+    then ``eval $run_cmd``). The engine parses their contents as shell too."""
+
+    def __init__(self) -> None:
+        self.strings: list[Node] = []
+        self.assigned: dict[str, list[Node]] = {}
+        self.run_vars: set[str] = set()
+
+    def visit_variable_assignment(self, node: Node) -> None:
+        name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+        if name is not None and value is not None and _quoted(value):
+            self.assigned.setdefault(name.text.decode("utf-8", "replace"), []).append(value)
+
+    def visit_command(self, node: Node) -> None:
+        words = command_args(node)
+        if not words:
+            return
+        if words[0].node.type in ("simple_expansion", "expansion"):
+            self._take(words[0].node)  # $run_cmd as the command
+        if program(words[0]) == "eval":
+            for word in words[1:]:
+                self._take(word.node)
+            return
+        for index, word in enumerate(words[:-2]):
+            if program(word) in _SHELLS and _DASH_C.fullmatch(words[index + 1].text):
+                self._take(words[index + 2].node)
+                return
+
+    def _take(self, node: Node) -> None:
+        if _quoted(node):
+            self.strings.append(node)
+            return
+        if node.type in ("simple_expansion", "expansion"):
+            name = _expansion_name(node)
+            if name is not None:
+                self.run_vars.add(name)
+
+    def scripts(self) -> list[Node]:
+        found = list(self.strings)
+        for name in sorted(self.run_vars):
+            found.extend(self.assigned.get(name, ()))
+        return sorted(set(found), key=lambda n: n.start_byte)
+
+
+def _quoted(node: Node) -> bool:
+    """A string, or quoted strings and words side by side that open and close with the
+    same quote (``"--lr_schedule "LE" --lr 1"``: the shell code is what lies between)."""
+    if node.type in ("string", "raw_string"):
+        return True
+    if node.type == "concatenation" and node.child_count >= 2:
+        first, last = node.children[0], node.children[-1]
+        return first.type == last.type and first.type in ("string", "raw_string")
+    return False
+
+
+def _expansion_name(node: Node) -> str | None:
+    children = node.named_children
+    if len(children) == 1 and children[0].type == "variable_name":
+        return children[0].text.decode("utf-8", "replace")
+    return None
+
+
+def content_range(string: Node) -> tuple[int, int]:
+    """The bytes between a string's quotes."""
+    return string.start_byte + 1, string.end_byte - 1

@@ -1,0 +1,62 @@
+"""PyPI distributions that only work with NVIDIA GPUs, and what to use on Ascend.
+
+Shared by every front end that sees package names: ``pip install`` lines in
+shell scripts and Dockerfiles, requirements files, ``pyproject.toml``... (the
+Python rules NPU9xx report the *imports* of the same packages). Names are
+compared in their PEP 503 normal form (``Flash_Attn`` is ``flash-attn``).
+"""
+
+from __future__ import annotations
+
+import re
+
+_FUSION = "torch_npu.npu_fusion_attention (fused attention on Ascend)"
+
+#: Normalised distribution name -> what to do on Ascend.
+CUDA_ONLY: dict[str, str] = {
+    "apex": "drop it: use torch.amp for mixed precision and torch_npu.optim.NpuFusedAdamW (and friends) for fused optimizers",
+    "flash-attn": f"drop it: use {_FUSION}",
+    "flash-attn-3": f"drop it: use {_FUSION}",
+    "xformers": f"drop it: use {_FUSION} or torch.nn.functional.scaled_dot_product_attention",
+    "bitsandbytes": "drop it: 8-bit optimizers and quantized layers need CUDA kernels; keep full-precision optimizers on NPU",
+    "triton": "drop it: Triton kernels compile for NVIDIA/AMD GPUs only (torch_npu does not need it)",
+    "pynvml": "drop it: NVML is NVIDIA's management library; use torch.npu memory APIs or `npu-smi info`",
+    "nvidia-ml-py": "drop it: NVML is NVIDIA's management library; use torch.npu memory APIs or `npu-smi info`",
+    "nvidia-ml-py3": "drop it: NVML is NVIDIA's management library; use torch.npu memory APIs or `npu-smi info`",
+    "gpustat": "drop it (it reads NVML); use `npu-smi info`",
+    "pycuda": "drop it: PyCUDA runs CUDA kernels; port the kernels to torch / torch_npu ops",
+    "tensorrt": "drop it: TensorRT is NVIDIA's inference engine; on Ascend use ATC/AscendCL (or torch_npu with torchair)",
+    "torch-tensorrt": "drop it: TensorRT is NVIDIA's inference engine; on Ascend use torch_npu with torchair",
+    "transformer-engine": "drop it: use torch.nn layers with bf16 autocast (torch.amp.autocast('npu'))",
+    "onnxruntime-gpu": "use onnxruntime (CPU) or the CANN execution provider build of onnxruntime",
+    "mamba-ssm": "drop it: its selective-scan kernels are CUDA-only",
+    "causal-conv1d": "drop it: CUDA-only kernels",
+    "deepspeed-kernels": "drop it: CUDA-only kernels (DeepSpeed itself supports NPU)",
+}
+
+#: Name patterns (normalised) -> advice: families of CUDA-only wheels.
+CUDA_ONLY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"cupy-cuda\w*"), "drop it: CuPy runs on CUDA; use numpy or torch tensors on the NPU"),
+    (re.compile(r"nvidia-dali-\S+"), "drop it: DALI decodes on NVIDIA GPUs; use a torch DataLoader pipeline"),
+    (re.compile(r"nvidia-\S+"), "drop it: an NVIDIA CUDA runtime wheel (torch's CPU build and torch-npu do not need it)"),
+)
+
+#: ``+cu118`` local version labels of CUDA builds (torch==2.1.0+cu118).
+CUDA_LOCAL_VERSION = re.compile(r"\+cu\d+")
+#: Package indexes that serve CUDA builds.
+CUDA_INDEX_URL = re.compile(r"download\.pytorch\.org/whl/(?:nightly/)?cu\d+|pypi\.nvidia\.com|pypi\.ngc\.nvidia\.com")
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def cuda_only(name: str) -> str | None:
+    """What to do instead of installing distribution ``name``, or None if it is not CUDA-only."""
+    key = normalise(name)
+    if key in CUDA_ONLY:
+        return CUDA_ONLY[key]
+    for pattern, advice in CUDA_ONLY_PATTERNS:
+        if pattern.fullmatch(key):
+            return advice
+    return None

@@ -1,0 +1,81 @@
+"""NPU821: CUDA base images in Dockerfiles."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from npu_migrate.dockerfile.rule import DockerfileRule, Example
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+#: Where Ascend publishes its CANN images (the SWR "ascendhub" organisation).
+CANN_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/cann"
+_OS = re.compile(r"(ubuntu\d{2}\.\d{2}|openeuler[\d.]*)")
+_TORCH = re.compile(r"^(\d+\.\d+)(?:\.\d+)?")
+_NGC = re.compile(r"^(?:nvcr\.io/)?nvidia/", re.IGNORECASE)
+
+
+def cuda_image(reference: str) -> bool:
+    """``nvidia/cuda:12.1.0-devel-ubuntu22.04``, ``nvcr.io/nvidia/pytorch:24.01-py3``,
+    ``pytorch/pytorch:2.1.0-cuda11.8-cudnn8-runtime`` (and its ``latest``, a CUDA build),
+    any image whose name or tag says ``cuda``."""
+    name, _, tag = reference.partition("@")[0].rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
+    name = name or reference
+    if _NGC.match(name) or "cuda" in name.lower() or "cuda" in tag.lower():
+        return True
+    return name.lower().endswith("pytorch/pytorch") and not tag.lower().startswith(("rocm",)) and "cpu" not in tag.lower()
+
+
+def suggestion(reference: str) -> str:
+    os_match = _OS.search(reference)
+    base = f"{CANN_IMAGE}:<CANN version>-910b-{os_match.group(1) if os_match else 'ubuntu22.04'}-py3.11"
+    tag = reference.rpartition(":")[2] if reference.startswith("pytorch/pytorch:") else ""
+    torch = _TORCH.match(tag)
+    pins = (f"torch=={torch.group(1)}.* torch-npu=={torch.group(1)}.*" if torch
+            else "torch==X.Y.* torch-npu==X.Y.* (torch-npu X.Y requires torch X.Y exactly)")
+    return (f"FROM {base} (Ascend's CANN image; take the CANN release your NPU driver supports and the chip "
+            f"you run on: 910b, 910c...), then RUN pip install {pins}")
+
+
+class CudaBaseImage(DockerfileRule):
+    id = "NPU821"
+    name = "docker-cuda-base-image"
+    summary = "Report CUDA base images (`FROM nvidia/cuda...`, `pytorch/pytorch:*cuda*`, NGC) with the Ascend CANN image to use"
+    fixable = False
+    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch")
+    rationale = """
+An image built `FROM nvidia/cuda`, an NGC image (`nvcr.io/nvidia/pytorch`) or
+`pytorch/pytorch` (whose builds, `latest` included, carry CUDA) holds the CUDA
+runtime and a CUDA build of torch, neither of which runs on Ascend. The base
+has to become one of Ascend's CANN images (published on Huawei's SWR registry
+as `ascendhub/cann:<CANN>-<chip>-<os>-py<python>`), with torch and torch-npu
+pip-installed on top in paired versions (torch-npu X.Y requires torch X.Y).
+This is reported, not rewritten: the CANN release must match the NPU driver
+of the machines, which the Dockerfile cannot tell. Also reported: an `ARG`
+default that names such an image (`ARG BASE=nvcr.io/nvidia/pytorch:24.01-py3`
+then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
+(NPU801-NPU806).
+"""
+    examples = (
+        Example("FROM nvidia/cuda:12.1.0-cudnn8-devel-ubuntu22.04\nRUN pip install torch\n"),
+        Example("FROM python:3.11-slim\nRUN pip install torch --index-url https://download.pytorch.org/whl/cpu\n"),
+    )
+
+    def visit_from_instruction(self, node: Node) -> None:
+        spec = next((c for c in node.named_children if c.type == "image_spec"), None)
+        if spec is None or b"$" in spec.text:
+            return
+        reference = spec.text.decode("utf-8", "replace")
+        if cuda_image(reference):
+            self.report(spec, f"`{reference}` is a CUDA image; it does not run on Ascend NPUs", suggestion(reference))
+
+    def visit_arg_instruction(self, node: Node) -> None:
+        parts = node.named_children
+        if len(parts) >= 2 and any(c.type == "=" for c in node.children):
+            value = parts[-1]
+            text = value.text.decode("utf-8", "replace").strip("\"'")
+            if "/" in text and ":" in text and cuda_image(text):
+                self.report(value, f"the default base image `{text}` is a CUDA image; it does not run on Ascend NPUs",
+                            suggestion(text))

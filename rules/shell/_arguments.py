@@ -1,0 +1,186 @@
+"""Shared by NPU803 (backend) and NPU804 (device): a value held by a named
+option or variable, rewritten where the shell passes it to Python training.
+
+Where a value is found:
+
+* options of a command that launches training (``python``, ``torchrun``,
+  ``python -m torch.distributed.launch``, ``deepspeed``, ``accelerate launch``,
+  also behind ``srun``/``mpirun``/``nohup``...): ``--name value``,
+  ``--name=value``, Hydra overrides ``a.name=value``, yacs pairs ``A.NAME value``;
+* the same inside an array or an option string kept in a variable
+  (``ARGS=(--backend nccl)``, ``OPTS="--dist-backend nccl --lr 1e-4"``);
+* a variable whose name says it holds such a value (``DIST_BACKEND=nccl``,
+  ``DEVICE=cuda``), its ``${NAME:-default}``, and any variable passed as the value
+  of such an option (``--backend $B`` rewrites ``B=nccl``);
+* comparisons with those variables (``[ "$DEVICE" = cuda ]``, ``case $DEVICE in
+  cuda)``), so that the script's branches keep working after the rewrite.
+
+Only the literal bytes that change are rewritten (``cuda`` of ``cuda:$RANK``),
+whatever quoting is around them. Values behind expansions
+(``--device=$DEV_TYPE:0``) are left to the variable's own assignment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, ClassVar
+
+from npu_migrate.shell import syntax
+from npu_migrate.shell.rule import ShellRule
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+_COMPARE = {"=", "==", "!="}
+
+
+def launch_words(node: Node) -> list[syntax.Arg] | None:
+    """The arguments of a command that launches training (None for other commands)."""
+    launch = syntax.launch_args(node)
+    return launch[1] if launch is not None else None
+
+
+def array_words(node: Node) -> list[syntax.Arg] | None:
+    """The elements of an array assigned to a variable (``ARGS=(--backend nccl)``)."""
+    if node.parent is not None and node.parent.type == "variable_assignment":
+        return [syntax.arg(child) for child in node.named_children]
+    return None
+
+
+def option_string_words(value: Node) -> list[syntax.Arg] | None:
+    """The words of a string that holds options (``OPTS="--backend nccl --lr 1"``)."""
+    if value.type in ("string", "raw_string"):
+        words = syntax.string_args(value)
+        if words and words[0].text.startswith("-"):
+            return words
+    return None
+
+
+class ValueRule(ShellRule):
+    #: Human name of the value, for messages ("backend", "device").
+    kind: ClassVar[str]
+
+    @classmethod
+    def is_key(cls, name: str) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def new_value(cls, value: str) -> str | None:
+        raise NotImplementedError
+
+    @classmethod
+    def new_pattern(cls, pattern: str) -> str | None:
+        """A ``case`` pattern (``cuda:*``); by default only exact values."""
+        return cls.new_value(pattern)
+
+    def __init__(self, file) -> None:
+        super().__init__(file)
+        self.assignments: dict[str, list[Node]] = {}
+        self.flowing: set[str] = set()  # variables passed as the value of a matching option
+        self.comparisons: list[tuple[str, Node]] = []
+
+    # -- where values are found ------------------------------------------------
+
+    def visit_command(self, node: Node) -> None:
+        launched = launch_words(node)
+        if launched is not None:
+            self._options(launched)
+        words = syntax.command_args(node)
+        if words and syntax.program(words[0]) in ("test", "[") and len(words) >= 4:
+            for left, op, right in zip(words[1:], words[2:], words[3:]):
+                if op.text in _COMPARE:
+                    self._comparison(left.node, right.node)
+
+    def visit_array(self, node: Node) -> None:
+        words = array_words(node)
+        if words is not None:
+            self._options(words)
+
+    def visit_variable_assignment(self, node: Node) -> None:
+        name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+        if name_node is None or value is None:
+            return
+        name = name_node.text.decode("utf-8", "replace")
+        self.assignments.setdefault(name, []).append(value)
+        words = option_string_words(value)
+        if words is not None:
+            self._options(words)
+            return
+        if self.is_key(name):
+            self._rewrite(syntax.arg(value), f"`{name}`")
+
+    def visit_expansion(self, node: Node) -> None:
+        """``${DIST_BACKEND:-nccl}``: the default of a matching variable."""
+        children = node.named_children
+        if len(children) >= 2 and children[0].type == "variable_name" and self.is_key(children[0].text.decode()):
+            operator = node.child(2)
+            if operator is not None and operator.type in (":-", "-", ":=", "="):
+                self._rewrite(syntax.arg(children[1]), f"the default of `{children[0].text.decode()}`")
+
+    def visit_binary_expression(self, node: Node) -> None:
+        operator = node.child_by_field_name("operator")
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if operator is not None and operator.text.decode() in _COMPARE and left is not None and right is not None:
+            self._comparison(left, right)
+
+    def visit_case_statement(self, node: Node) -> None:
+        value = node.child_by_field_name("value")
+        name = _variable(value) if value is not None else None
+        if name is None:
+            return
+        for item in node.named_children:
+            if item.type == "case_item":
+                for pattern in item.children_by_field_name("value"):
+                    self.comparisons.append((name, pattern))
+
+    # -- decisions -------------------------------------------------------------
+
+    def _options(self, words: list[syntax.Arg]) -> None:
+        for name, value in syntax.option_values(words):
+            if not self.is_key(name):
+                continue
+            variable = _variable(value.node) if not value.static and value.node.type != "concatenation" else None
+            if variable is not None and value.text.strip("\"'{}$") == variable:
+                self.flowing.add(variable)
+            else:
+                self._rewrite(value, f"`{name}`")
+
+    def _comparison(self, left: Node, right: Node) -> None:
+        for variable_side, value_side in ((left, right), (right, left)):
+            name = _variable(variable_side)
+            if name is not None and syntax.static_value(value_side) is not None:
+                self.comparisons.append((name, value_side))
+
+    def leave_file(self) -> None:
+        for name in sorted(self.flowing):
+            for value in self.assignments.get(name, ()):
+                if not self.is_key(name):  # matching names were handled where assigned
+                    self._rewrite(syntax.arg(value), f"`{name}`")
+        for name, value in self.comparisons:
+            if self.is_key(name) or name in self.flowing:
+                word = syntax.arg(value)
+                new = self.new_pattern(word.text) if value.type in ("word", "extglob_pattern") else None
+                self._rewrite(word, f"the comparison with `{name}`", new)
+
+    def _rewrite(self, value: syntax.Arg, where: str, new: str | None = None) -> None:
+        old = value.text
+        new = new if new is not None else self.new_value(old)
+        if new is None or new == old:
+            return
+        prefix = len(os.path.commonprefix([old, new]))
+        suffix = len(os.path.commonprefix([old[prefix:][::-1], new[prefix:][::-1]]))
+        span = value.span(prefix, len(old) - suffix)
+        if span is None:
+            return  # the change would cross an expansion: left to the variable's assignment
+        self.replace(span[0], span[1], new[prefix : len(new) - suffix], f"{self.kind} of {where}: `{old}` -> `{new}`")
+
+
+def _variable(node: Node) -> str | None:
+    """``X`` for ``$X``, ``${X}``, ``"$X"``, ``"${X}"``."""
+    if node.type == "string" and len(node.named_children) == 1:
+        node = node.named_children[0]
+    if node.type in ("simple_expansion", "expansion") and len(node.named_children) == 1:
+        child = node.named_children[0]
+        if child.type == "variable_name":
+            return child.text.decode("utf-8", "replace")
+    return None

@@ -1,0 +1,110 @@
+"""Shared by NPU801 and NPU802: where a script names an environment variable.
+
+A variable is named, and renamed, wherever the shell treats it as one: an
+assignment (``X=1``, ``export X=1``, ``declare -x X``, ``local X``), ``unset X``,
+every expansion (``$X``, ``${X}``, ``${X:-1}``, ``${#X}``, ``$((X + 1))``, in strings
+and heredocs too), the ``X=1`` prefix of a command, ``env X=1 cmd``,
+``env -u X``, ``printenv X``, ``mpirun -x X=1``, ``docker run -e X=1`` / ``--env X``,
+``[[ -v X ]]``. The same word in prose (``echo "set CUDA_VISIBLE_DEVICES first"``,
+comments, quoted heredocs) is not a variable and stays.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, ClassVar
+
+from npu_migrate.npu_api import load_api
+from npu_migrate.shell import syntax
+from npu_migrate.shell.rule import ShellRule
+from npu_migrate.tables.env_vars import advice, ascend_name
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+#: Options after which a word is ``NAME`` or ``NAME=value`` of the launched process.
+_ENV_OPTIONS = {
+    "mpirun": {"-x"}, "mpiexec": {"-x", "-genv", "-env"}, "docker": {"-e", "--env"}, "podman": {"-e", "--env"},
+    "singularity": {"--env"}, "apptainer": {"--env"}, "env": {"-u", "--unset"},
+}
+
+
+def env_word_name(word: Node) -> tuple[bytes, int] | None:
+    """``(NAME, offset)`` when ``word`` (an argument) names a variable of the process a
+    command starts: ``env NAME=1``, ``mpirun -x NAME``, ``printenv NAME``..."""
+    command = word.parent
+    if command is None or word.type != "word":
+        return None
+    if command.type == "unary_expression":  # [[ -v NAME ]]
+        operator = command.child(0)
+        if operator is not None and operator.text == b"-v":
+            return _name_at(word.text, word.start_byte, whole=True)
+        return None
+    if command.type != "command":
+        return None
+    words = syntax.command_args(command)
+    if not words or words[0].node == word:
+        return None
+    program = syntax.program(words[0])
+    index = next((i for i, w in enumerate(words) if w.node == word), None)
+    if index is None:
+        return None
+    text = word.text
+    if program == "printenv":
+        return _name_at(text, word.start_byte, whole=True)
+    previous = words[index - 1].text
+    options = _ENV_OPTIONS.get(program, set())
+    if previous in options:
+        return _name_at(text, word.start_byte)
+    for option in options:
+        if option.startswith("--") and text.startswith(option.encode() + b"="):
+            return _name_at(text[len(option) + 1 :], word.start_byte + len(option) + 1)
+    if program == "env" and b"=" in text and all(b"=" in w.text.encode() or w.text.startswith("-")
+                                                 for w in words[1:index]):
+        return _name_at(text, word.start_byte)
+    return None
+
+
+def _name_at(text: bytes, offset: int, whole: bool = False) -> tuple[bytes, int] | None:
+    match = _NAME.match(text)
+    if match is None or (whole and match.end() != len(text)) or (not whole and text[match.end():match.end() + 1] not in (b"", b"=")):
+        return None
+    return match.group(), offset
+
+
+class EnvVarRule(ShellRule):
+    """Rename the variables of :meth:`concerns` that have an Ascend counterpart
+    (``npu_migrate/tables/env_vars.py``); report the others once per line."""
+
+    what: ClassVar[str]  # "CUDA" or "NCCL", for messages
+
+    @classmethod
+    def concerns(cls, name: str) -> bool:
+        raise NotImplementedError
+
+    def __init__(self, file) -> None:
+        super().__init__(file)
+        self.env_vars = load_api().env_vars
+        self.reported: set[tuple[int, str]] = set()
+
+    def visit_variable_name(self, node: Node) -> None:
+        self._handle(node.text, node.start_byte, node)
+
+    def visit_word(self, node: Node) -> None:
+        found = env_word_name(node)
+        if found is not None:
+            self._handle(found[0], found[1], node)
+
+    def _handle(self, raw: bytes, offset: int, node: Node) -> None:
+        name = raw.decode("ascii", "replace")
+        if not self.concerns(name):
+            return
+        new = ascend_name(name, self.env_vars)
+        if new is not None:
+            self.replace(offset, offset + len(raw), new, f"`{name}` -> `{new}`")
+            return
+        key = (node.start_point.row, name)
+        if key not in self.reported:
+            self.reported.add(key)
+            self.report(node, f"`{name}` has no effect on Ascend", advice(name))

@@ -1,0 +1,56 @@
+"""NPU809: NVIDIA's command-line tools other than nvidia-smi."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from npu_migrate.rulebase import Example
+from npu_migrate.shell import syntax
+from npu_migrate.shell.rule import ShellRule
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+_PROFILER = ("profile with msprof (`msprof --application=\"python train.py\" --output=./prof`) "
+             "or torch_npu.profiler in the script")
+TOOLS = {
+    "nsys": _PROFILER,
+    "nvprof": _PROFILER,
+    "ncu": "per-kernel profiling on Ascend: msprof op (`msprof op --application=...`)",
+    "nv-nsight-cu-cli": "per-kernel profiling on Ascend: msprof op (`msprof op --application=...`)",
+    "nvcc": "the CUDA compiler; CUDA kernels must be ported (Ascend C, or torch / torch_npu ops) - see NPU905",
+    "dcgmi": "NVIDIA's datacenter GPU manager; on Ascend use npu-smi (`npu-smi info`)",
+    "nvidia-docker": "on Ascend run docker with the Ascend Docker runtime (ASCEND_VISIBLE_DEVICES) or pass "
+                     "--device /dev/davinci0 ... --device /dev/davinci_manager --device /dev/devmm_svm --device /dev/hisi_hdc",
+}
+
+
+class ShellNvidiaTools(ShellRule):
+    id = "NPU809"
+    name = "shell-nvidia-tools"
+    summary = "Report NVIDIA command-line tools (nsys, ncu, nvprof, nvcc, dcgmi, nvidia-docker, `docker run --gpus`) with the Ascend counterpart"
+    triggers = tuple(t.encode() for t in TOOLS) + (b"--gpus",)
+    fixable = False
+    rationale = """
+Besides `nvidia-smi` (NPU805), launch scripts call NVIDIA's profilers (`nsys
+profile`, `ncu`, `nvprof`), its compiler (`nvcc`), `dcgmi`, and start
+containers with `nvidia-docker` or `docker run --gpus all`. None of them exists
+on an Ascend machine, and none has an equivalent with the same options, so
+they are reported with the tool to use: msprof for profiling, npu-smi for
+device management, the Ascend Docker runtime or `--device /dev/davinciN` for
+containers.
+"""
+    examples = (
+        Example("nsys profile -t cuda,nvtx -o prof python train.py  # reported\n"),
+        Example("msprof --application=\"python train.py\" --output=./prof\n"),
+    )
+
+    def visit_command(self, node: Node) -> None:
+        words = syntax.command_args(node)
+        if not words:
+            return
+        first = syntax.program(words[0])
+        if first in TOOLS:
+            self.report(node, f"`{first}` is an NVIDIA tool; Ascend machines do not have it", TOOLS[first])
+        elif first in ("docker", "podman") and any(w.text == "--gpus" or w.text.startswith("--gpus=") for w in words):
+            self.report(node, "`--gpus` asks the NVIDIA container runtime for GPUs", TOOLS["nvidia-docker"])

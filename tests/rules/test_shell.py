@@ -1,0 +1,152 @@
+"""The shell front end beyond the golden fixtures: properties over generated
+scripts, suppression and --annotate across continuation lines, odd bytes, and
+the parser evaluation's hard cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npu_migrate.selection import Selection
+from npu_migrate.settings import Settings
+from npu_migrate.shell.engine import migrate
+
+ALL = Settings(selection=Selection.create(["ALL"]))
+FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "rules").glob("NPU80*/*.before.sh"))
+
+
+def run(source: str | bytes, settings: Settings = ALL, path: str = "run.sh"):
+    data = source.encode() if isinstance(source, str) else source
+    result = migrate(path, data, settings)
+    assert result.error is None
+    return result
+
+
+# -- generated scripts -----------------------------------------------------------
+
+names = st.sampled_from(["DATA_DIR", "OUT", "LR", "EPOCHS", "MASTER_PORT", "HCCL_CONNECT_TIMEOUT", "CUDA", "nccl_log"])
+values = st.sampled_from(["1", "0.001", "/data/x", "gloo", "cpu", "npu:0", "hccl", "'a b'", '"$OUT/x"', "${LR:-1}"])
+words = st.sampled_from(["train.py", "--lr", "$LR", '"$DATA_DIR"', "--device", "cpu", "--backend", "gloo", "-x",
+                         "--out=$OUT", "'cuda is prose here'", '"nccl in a message"', "2>&1"])
+prose = st.sampled_from(["the GPU run uses cuda", "NCCL_DEBUG=INFO helps", "nvidia-smi shows GPUs",
+                         "set CUDA_VISIBLE_DEVICES", "--backend nccl", "torch.distributed.launch is old"])
+
+
+@st.composite
+def statement(draw) -> str:
+    form = draw(st.integers(0, 8))
+    if form == 0:
+        return f"{draw(names)}={draw(values)}"
+    if form == 1:
+        return f"export {draw(names)}={draw(values)}"
+    if form == 2:
+        return f'echo "{draw(prose)}"'
+    if form == 3:
+        return f"# {draw(prose)}"
+    if form == 4:
+        program = draw(st.sampled_from(["python", "torchrun --nproc_per_node 2", "deepspeed", "srun python"]))
+        return program + " " + " ".join(draw(st.lists(words, max_size=6)))
+    if form == 5:
+        return "python train.py \\\n    " + " \\\n    ".join(draw(st.lists(words, min_size=1, max_size=4)))
+    if form == 6:
+        return f"cat <<'EOF'\n{draw(prose)}\n$CUDA_VISIBLE_DEVICES\nEOF"
+    if form == 7:
+        return f'if [ "${draw(names)}" = "{draw(values)}" ]; then\n    echo \'{draw(prose)}\'\nfi'
+    return f"printf '%s\\n' '{draw(prose)}' | tee -a log.txt"
+
+
+@st.composite
+def script(draw) -> bytes:
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    body = "\n".join(draw(st.lists(statement(), min_size=1, max_size=12)))
+    return ("#!/bin/bash\n" + body + "\n").replace("\n", newline).encode()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script())
+def test_scripts_without_cuda_isms_are_left_byte_identical(data):
+    result = run(data)
+    assert result.new_source is None
+    assert result.fixes == [] and result.findings == []
+
+
+def _statements(data: bytes) -> list[bytes]:
+    """A fixture's lines, continuation lines kept with their command."""
+    out: list[bytes] = []
+    for line in data.splitlines(keepends=True):
+        if out and out[-1].rstrip(b"\r\n").endswith(b"\\"):
+            out[-1] += line
+        else:
+            out.append(line)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(FIXTURES), min_size=1, max_size=3, unique=True), st.randoms(use_true_random=False),
+       st.lists(statement(), max_size=6))
+def test_a_second_run_changes_nothing_and_reports_the_same(fixtures, random, extra):
+    blocks = [b"".join(_statements(p.read_bytes())) for p in fixtures] + [(s + "\n").encode() for s in extra]
+    random.shuffle(blocks)
+    data = b"".join(blocks)
+    first = run(data)
+    output = first.new_source if first.new_source is not None else data
+    second = run(output)
+    assert second.new_source is None
+    assert [(f.line, f.rule, f.message) for f in second.findings] == [(f.line, f.rule, f.message) for f in first.findings]
+
+
+# -- behaviour the fixtures cannot show -----------------------------------------
+
+def test_an_own_line_suppression_covers_the_whole_continued_command():
+    source = (
+        "# npu-migrate: ignore[NPU803]\n"
+        "torchrun train.py \\\n    --backend nccl \\\n    --device cuda\n"
+        "python train.py --backend nccl\n"
+    )
+    out = run(source).new_source.decode()
+    assert "    --backend nccl \\\n    --device npu\n" in out  # NPU804 still applies
+    assert out.endswith("python train.py --backend hccl\n")
+
+
+def test_annotate_goes_above_the_first_line_of_a_continued_command():
+    source = "export A=1\ntorchrun train.py \\\n    --x 1 && \\\n  nvidia-smi -L\n"
+    annotate = Settings(selection=Selection.create(["ALL"]), annotate=True)
+    out = run(source, annotate).new_source
+    assert out == (b"export A=1\n# npu-migrate: NPU805 `nvidia-smi` with options is NVIDIA-only; `npu-smi` has other"
+                   b" options and output\ntorchrun train.py \\\n    --x 1 && \\\n  nvidia-smi -L\n")
+    assert run(out, annotate).new_source is None
+
+
+def test_bytes_that_are_not_utf8_survive():
+    data = b"# caf\xe9\nexport CUDA_VISIBLE_DEVICES=0 # \xff\xfe\n"
+    assert run(data).new_source == b"# caf\xe9\nexport ASCEND_RT_VISIBLE_DEVICES=0 # \xff\xfe\n"
+
+
+def test_a_binary_file_named_sh_is_not_a_crash():
+    result = run(b"\x7fELF\x00\x01CUDA_VISIBLE_DEVICES\x00\xff" * 20)
+    assert result.new_source is None
+
+
+def test_a_bom_is_kept():
+    assert run(b"\xef\xbb\xbfexport NCCL_SOCKET_IFNAME=ib0\n").new_source == b"\xef\xbb\xbfexport HCCL_SOCKET_IFNAME=ib0\n"
+
+
+def test_selection_and_per_file_ignores_apply():
+    source = "export CUDA_VISIBLE_DEVICES=0\npython t.py --backend nccl\n"
+    only = Settings(selection=Selection.create(["NPU803"]))
+    assert run(source, only).new_source == b"export CUDA_VISIBLE_DEVICES=0\npython t.py --backend hccl\n"
+    ignored = Settings(selection=Selection.create(["ALL"], per_file_ignores={"scripts/*": ["NPU8"]}))
+    assert run(source, ignored, path="scripts/run.sh").new_source is None
+
+
+def test_values_behind_expansions_are_left_to_their_assignment():
+    source = 'PREFIX=cu\npython t.py --device="${PREFIX}da:0" --backend "$(cat backend.txt)"\n'
+    assert run(source).new_source is None
+
+
+def test_noqa_with_an_npu_code_suppresses_in_shell_too():
+    source = "export CUDA_VISIBLE_DEVICES=0  # noqa: SC2034, NPU801\nexport NCCL_DEBUG=INFO  # noqa\n"
+    result = run(source)
+    assert result.new_source is None and [f.rule for f in result.findings] == ["NPU802"]
