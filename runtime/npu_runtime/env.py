@@ -20,12 +20,15 @@ example from ``torch.multiprocessing.spawn``) or launch torchrun inside the node
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import ranktable as _rt
 from .errors import LaunchError
+
+log = logging.getLogger("npu_runtime")
 
 TORCHRUN = "torchrun"
 ASCEND_OPERATOR = "ascend-operator"
@@ -137,11 +140,14 @@ def detect_source(env: Mapping[str, str]) -> str:
 
 
 def resolve(env: Mapping[str, str], *, local_rank: int | None = None,
-            host_ids: Sequence[str] = (), ranktable_timeout_s: float = 300.0) -> LaunchSpec:
+            host_ids: Sequence[str] = (), ranktable_timeout_s: float = 300.0,
+            require_device_ips: bool = True) -> LaunchSpec:
     """Resolve the launch environment into a LaunchSpec, or raise LaunchError.
 
     ``local_rank`` supplies the slot on node-level launchers; ``host_ids`` are the names
     and addresses of this machine (used to check that a ranktable lists it).
+    ``require_device_ips=False`` leaves a multi-server ranktable without device IPs to a
+    caller that reports it itself (the preflight).
     """
     source = detect_source(env)
     if source == TORCHRUN:
@@ -149,7 +155,7 @@ def resolve(env: Mapping[str, str], *, local_rank: int | None = None,
     if source == ASCEND_OPERATOR:
         return _ascend_operator(env, local_rank)
     if source == RANKTABLE:
-        return _ranktable(env, host_ids, ranktable_timeout_s)
+        return _ranktable(env, host_ids, ranktable_timeout_s, require_device_ips)
     if source == MODELARTS:
         return _modelarts(env, local_rank)
     return LaunchSpec(SINGLE, 0, 0, 1, 1, 0, env.get("MASTER_ADDR") or None, _port(env, SINGLE, None))
@@ -208,7 +214,8 @@ def _ascend_operator(env: Mapping[str, str], local_rank: int | None) -> LaunchSp
                       device_id=slots[local_rank])
 
 
-def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float) -> LaunchSpec:
+def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float,
+               require_device_ips: bool = True) -> LaunchSpec:
     src = "ranktable"
     path = env["RANK_TABLE_FILE"]
     rank = _require_int(env, "RANK_ID", src)
@@ -217,6 +224,8 @@ def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float
     dev_var = "ASCEND_DEVICE_ID" if env.get("ASCEND_DEVICE_ID") not in (None, "") else "DEVICE_ID"
     device_id = _get_int(env, dev_var, src)
     table = _rt.load(path, timeout_s=timeout_s)
+    if require_device_ips:
+        _check_device_ips(table)
     if table.world_size != world:
         raise LaunchError(
             f"RANK_SIZE={world} but ranktable {table.path} lists {table.world_size} devices"
@@ -245,6 +254,19 @@ def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float
     port = _port(env, src, DEFAULT_MASTER_PORT)
     return LaunchSpec(RANKTABLE, rank, local, world, len(on_server), entry.server_index, addr, port,
                       device_id=entry.device_id, ranktable=table.path)
+
+
+def _check_device_ips(table: _rt.Ranktable) -> None:
+    """HCCL reaches devices on other servers through device_ip (RoCE): required when the
+    table has several servers; on one server a missing one is only logged."""
+    missing = table.without_device_ip()
+    if not missing:
+        return
+    d = missing[0]
+    what = f"rank_id {d.rank} (server {d.server_id}, device {d.device_id}) has no device_ip"
+    if len(table.servers()) > 1:
+        raise LaunchError(f"ranktable {table.path}: {what}, which HCCL needs between servers")
+    log.warning("npu_runtime: ranktable %s: %s", table.path, what)
 
 
 def _modelarts(env: Mapping[str, str], local_rank: int | None) -> LaunchSpec:

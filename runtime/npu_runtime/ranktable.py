@@ -60,6 +60,9 @@ class Ranktable:
             seen.setdefault(d.server_index, (d.server_id, d.host_ip))
         return [seen[k] for k in sorted(seen)]
 
+    def without_device_ip(self) -> list[Device]:
+        return [d for d in self.devices if not d.device_ip]
+
     def master_addr(self) -> str:
         d0 = self.devices[0]
         return d0.host_ip or d0.server_id
@@ -84,17 +87,14 @@ def _int_field(value: Any, where: str, path: str, minimum: int | None = None) ->
     return number
 
 
-def _device_ip(dev: Mapping[str, Any], where: str, path: str, multi_server: bool) -> str | None:
-    """HCCL reaches devices on other servers through device_ip (RoCE): required when the
-    table has several servers; within one server it is only logged when missing."""
+def _device_ip(dev: Mapping[str, Any], where: str, path: str) -> str | None:
+    """A device's RoCE address, or None when absent or empty. Whether a job can do without
+    one (a single server) is the launch's question: ``env`` asks it."""
     value = dev.get("device_ip")
-    if value is None:
-        if multi_server:
-            raise RanktableError(f"ranktable {path}: missing field {where}.device_ip (required with several servers)")
-        log.warning("npu_runtime: ranktable %s: %s has no device_ip", path, where)
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise RanktableError(f"ranktable {path}: field {where}.device_ip must be a non-empty string, got {value!r}")
+    if not isinstance(value, str):
+        raise RanktableError(f"ranktable {path}: field {where}.device_ip must be a string, got {value!r}")
     return value
 
 
@@ -155,7 +155,6 @@ def _parse_server_list(doc: Mapping[str, Any], path: str) -> list[Device]:
             raise RanktableError(
                 f"ranktable {path}: field server_count is {count} but server_list has {len(servers)} entries"
             )
-    multi_server = len(servers) > 1
     for si, server in enumerate(servers):
         where = f"server_list[{si}]"
         server = _obj(server, where, path)
@@ -175,7 +174,7 @@ def _parse_server_list(doc: Mapping[str, Any], path: str) -> list[Device]:
                     server_index=si,
                     server_id=server_id,  # type: ignore[arg-type]
                     host_ip=host_ip,
-                    device_ip=_device_ip(dev, dwhere, path, multi_server),
+                    device_ip=_device_ip(dev, dwhere, path),
                 )
             )
     return out
@@ -185,11 +184,7 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
     # Legacy format has no rank ids: ranks follow list order across groups and instances.
     out: list[Device] = []
     server_index = 0
-    groups = _list_field(doc, "group_list", "", path)
-    server_ids = {inst.get("server_id") for g in groups if isinstance(g, dict)
-                  for inst in (g.get("instance_list") or []) if isinstance(inst, dict)}
-    multi_server = len(server_ids) > 1
-    for gi, group in enumerate(groups):
+    for gi, group in enumerate(_list_field(doc, "group_list", "", path)):
         gwhere = f"group_list[{gi}]"
         group = _obj(group, gwhere, path)
         for ii, inst in enumerate(_list_field(group, "instance_list", gwhere + ".", path)):
@@ -208,7 +203,7 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
                         server_index=server_index,
                         server_id=server_id,  # type: ignore[arg-type]
                         host_ip=None,
-                        device_ip=_device_ip(dev, dwhere, path, multi_server),
+                        device_ip=_device_ip(dev, dwhere, path),
                     )
                 )
             server_index += 1

@@ -90,7 +90,11 @@ def test_runtime_wheel_installs_and_passes_its_tests_without_npu_migrate(tmp_pat
         markers =
             slow: runs real training processes
     """))
-    unit = _run([python, "-m", "pytest", "-q", "-m", "not slow", "runtime_tests"], cwd=tmp_path, timeout=900)
+    # The one runtime test that compares against npu-migrate's own CLI cannot run where
+    # npu-migrate is absent on purpose.
+    needs_engine = "runtime_tests/test_preflight.py::test_npu_migrate_preflight_is_the_same_program"
+    unit = _run([python, "-m", "pytest", "-q", "-m", "not slow", "--deselect", needs_engine, "runtime_tests"],
+                cwd=tmp_path, timeout=900)
     assert " passed" in unit.stdout and "failed" not in unit.stdout
     slow = _run([python, "-m", "pytest", "-q", *(f"runtime_tests/{t}" for t in SLOW_SUBSET)], cwd=tmp_path,
                 timeout=900)

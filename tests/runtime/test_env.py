@@ -246,15 +246,17 @@ def test_negative_device_id_is_refused(tmp_path):
 def test_missing_device_ip_is_an_error_across_servers_and_a_warning_on_one(tmp_path, caplog):
     two = _mutated_table(tmp_path, lambda d: d["server_list"][1]["device"][0].pop("device_ip"),
                          servers=(("a", [0]), ("b", [0])))
-    with pytest.raises(RanktableError, match=r"missing field server_list\[1\].device\[0\].device_ip"):
-        R.load(str(two), timeout_s=0)
-    one = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].pop("device_ip"))
+    assert R.load(str(two), timeout_s=0).without_device_ip()[0].rank == 1  # parsing lets the launch decide
+    with pytest.raises(LaunchError, match=r"rt.json: rank_id 1 \(server b, device 0\) has no device_ip, which HCCL "
+                                          r"needs between servers"):
+        E.resolve(_rt_env(two, 0, 2), host_ids=["a"])
+    one = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].update(device_ip=""))
     with caplog.at_level(logging.WARNING, logger="npu_runtime"):
-        assert R.load(str(one), timeout_s=0).world_size == 2
-    assert r"server_list[0].device[1] has no device_ip" in caplog.text
-    empty = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].update(device_ip=""))
-    with pytest.raises(RanktableError, match="device_ip must be a non-empty string"):
-        R.load(str(empty), timeout_s=0)
+        assert E.resolve(_rt_env(one, 1, 2), host_ids=["h"]).rank == 1
+    assert "rank_id 1 (server h, device 1) has no device_ip" in caplog.text
+    wrong = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].update(device_ip=7))
+    with pytest.raises(RanktableError, match=r"device\[1\].device_ip must be a string"):
+        R.load(str(wrong), timeout_s=0)
 
 
 def test_legacy_device_ip_across_servers(tmp_path):
@@ -262,8 +264,8 @@ def test_legacy_device_ip_across_servers(tmp_path):
     doc = json.loads(path.read_text())
     doc["group_list"][0]["instance_list"][1]["devices"][0].pop("device_ip")
     path.write_text(json.dumps(doc))
-    with pytest.raises(RanktableError, match=r"instance_list\[1\].devices\[0\].device_ip"):
-        R.load(str(path), timeout_s=0)
+    with pytest.raises(LaunchError, match="rank_id 1 .* has no device_ip"):
+        E.resolve(_rt_env(path, 0, 2), host_ids=["a"])
 
 
 def test_deeply_nested_json_is_a_ranktable_error(tmp_path):
