@@ -97,6 +97,27 @@ def load_report(path: Path) -> dict:
     return data
 
 
+def idempotency_failures(second: dict, returncode: int) -> list[str]:
+    """The files a ``--check`` run on the output still marks changed (``second``: its
+    report by path)."""
+    failed = sorted(path for path, entry in second.items() if entry.get("changed"))
+    if returncode == 1 and not failed:
+        failed = ["(--check exited 1 but its report marks no file changed)"]
+    return failed
+
+
+def tally(report: dict, fixes, findings, errors: list) -> None:
+    """Count a report's fixes and findings by rule (into two Counters) and collect its
+    files' errors as ``(path, error)``."""
+    for entry in report.values():
+        for fix in entry.get("fixes") or []:
+            fixes[fix.get("rule", "?")] += 1
+        for finding in entry.get("findings") or []:
+            findings[finding.get("rule", "?")] += 1
+        if entry.get("error"):
+            errors.append((Path(entry["path"]).as_posix().removeprefix("./"), str(entry["error"])))
+
+
 def _wrapper_main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "--measure" or argv[1] != "--":
         print("usage: _common.py --measure -- CMD...", file=sys.stderr)

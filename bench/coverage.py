@@ -16,7 +16,11 @@ tell leftovers the tool introduced from those it kept. The second run's report
 (on the output) is only a cross-check: a leftover it reports but the first run
 did not was silent when it mattered (counted as "late").
 
-    python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N]
+    python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N] [--no-files]
+
+The repository files of pinned sdists (configs, requirements, notebooks,
+launchers: ``bench/repo_corpus.py``) are audited the same way by
+``bench/coverage_files.py`` unless ``--no-files`` is given.
 
 Exit status 0 when there are no silent leftovers, no parse failures and no
 idempotency failures, else 1.
@@ -46,9 +50,11 @@ if __package__ in (None, ""):
 from bench._common import (
     RESULTS_DIR,
     finding_line,
+    idempotency_failures,
     load_report,
     markdown_table,
     npu_migrate_cmd,
+    tally,
 )
 from bench.corpus import (
     Project,
@@ -348,11 +354,6 @@ def _orig_range(mapping: list, a: int, b: int) -> tuple[int, int] | None:
     return min(s[0] for s in spans), max(s[1] for s in spans)
 
 
-def _norm(path: str) -> str:
-    p = Path(path).as_posix()
-    return p.removeprefix("./")
-
-
 def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path | None = None,
           log=print) -> Audit:
     result = Audit()
@@ -390,17 +391,8 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                                cwd=work, capture_output=True, text=True, errors="replace")
         result.check_exit = proc2.returncode
         rep2 = load_report(r2)["by_path"] if r2.is_file() else {}
-        result.idempotency_failures = sorted(k for k, e in rep2.items() if e.get("changed"))
-        if proc2.returncode == 1 and not result.idempotency_failures:
-            result.idempotency_failures = ["(--check exited 1 but its report marks no file changed)"]
-
-        for entry in rep1.values():
-            for fix in entry.get("fixes") or []:
-                result.fixes[fix.get("rule", "?")] += 1
-            for f in entry.get("findings") or []:
-                result.findings[f.get("rule", "?")] += 1
-            if entry.get("error"):
-                result.tool_errors.append((_norm(entry["path"]), str(entry["error"])))
+        result.idempotency_failures = idempotency_failures(rep2, proc2.returncode)
+        tally(rep1, result.fixes, result.findings, result.tool_errors)
 
         result.unlisted = sorted(key for _, _, key in rels if key not in rep1)
         log("scanning outputs ...")
@@ -549,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=None, help=f"corpus cache (default {default_cache_dir()})")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "coverage.md")
     ap.add_argument("--json", type=Path, help="also write every leftover as JSON here")
+    ap.add_argument("--no-files", dest="files", action="store_false",
+                    help="skip the repository files (configs, requirements, notebooks, launchers of pinned sdists)")
     args = ap.parse_args(argv)
     projects = ensure_corpus(parse_projects(args.projects), args.cache_dir)
     if not projects:
@@ -556,6 +550,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     a = audit(projects, args.sample, args.jobs, log=lambda m: print(m, file=sys.stderr))
     text = render(a, projects, args.sample)
+    files_ok = True
+    if args.files:  # the non-Python files: bench/coverage_files.py
+        from bench.coverage_files import audit_files, render_files
+        from bench.repo_corpus import ensure_repo_corpus
+
+        repo = ensure_repo_corpus(cache_dir=args.cache_dir)
+        if repo:
+            files = audit_files(repo, args.jobs, log=lambda m: print(m, file=sys.stderr))
+            text += "\n" + render_files(files, repo)
+            files_ok = files.ok()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
     print(text)
@@ -566,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([x.__dict__ for x in a.leftovers], indent=1), encoding="utf-8")
     print(f"written to {args.output}", file=sys.stderr)
-    return 0 if a.ok() else 1
+    return 0 if a.ok() and files_ok else 1
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ DIRNAME = ".npu_migrate_cache"
 
 
 #: The parsers whose versions decide results as much as our own code does.
-PARSERS = ("libcst", "tree-sitter", "tree-sitter-bash", "tree-sitter-dockerfile")
+PARSERS = ("libcst", "tree-sitter", "tree-sitter-bash", "tree-sitter-dockerfile",
+           # config and dependency files, notebooks
+           "pyyaml", "tomlkit", "tree-sitter-json", "packaging", "nbformat")
 
 
 @functools.cache

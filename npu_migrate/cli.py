@@ -142,15 +142,18 @@ def rules_command(rule_id: str | None) -> None:
         if rule is None:
             raise click.BadParameter(f"no rule {rule_id!r}; run 'npu-migrate rules' for the list", param_hint="RULE_ID")
         doc = rule_doc(rule)
-        console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True)
+        console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True, markup=False)
         return
+    def summary(rule) -> str:
+        return f"(opt-in: --extend-select {rule.id}) {rule.summary}" if rule.opt_in else rule.summary
+
     if not console.is_terminal:
         for rid, rule in rules.items():
-            click.echo(f"{rid}  {rule.name:<32} {'fix' if rule.fixable else '   '}  {rule.summary}")
+            click.echo(f"{rid}  {rule.name:<32} {'fix' if rule.fixable else '   '}  {summary(rule)}")
         return
     table = Table("id", "name", "fix", "summary", box=None, show_edge=False)
     for rid, rule in rules.items():
-        table.add_row(rid, rule.name, "yes" if rule.fixable else "-", rule.summary)
+        table.add_row(rid, rule.name, "yes" if rule.fixable else "-", summary(rule))
     console.print(table)
 
 

@@ -98,7 +98,8 @@ def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
     from npu_migrate.runner import default_jobs
 
     opts = prep.options
-    found = discover(opts.paths or ["."], prep.resolved.exclude, prep.root, prep.resolved.force_exclude)
+    found = discover(opts.paths or ["."], prep.resolved.exclude, prep.root, prep.resolved.force_exclude,
+                     outputs=[path for path in (opts.report, opts.output_file) if path])
     for message in found.warnings if not opts.quiet else ():
         err.print(f"warning: {message}")
     if not found.files and not found.errors and not found.warnings and not opts.quiet:

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,10 +118,14 @@ def force_excluded(path: str, exclude: list[str], root: Path) -> bool:
     )
 
 
-def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False) -> Discovered:
+def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False,
+             outputs: Iterable[str] = ()) -> Discovered:
+    """``outputs``: the files this run writes (``--report``, ``--output-file``); a
+    directory walk skips them (a JSON report in the tree is a config file otherwise)."""
     found = Discovered()
     is_excluded = _matcher(exclude, root)
     seen: set[Path] = set()
+    own = {Path(o).absolute() for o in outputs}
 
     def add(path: Path) -> None:
         key = path.absolute()
@@ -164,10 +169,10 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
             dirnames[:] = keep
             for name in sorted(filenames):
                 file = current / name
-                known = filetypes.by_name(name) is not None
+                known = filetypes.by_name(os.path.join(dirpath, name)) is not None
                 if not known and not filetypes.may_be_script(name):
                     continue
-                if ignores.ignored(file, False) or is_excluded(file, False):
+                if ignores.ignored(file, False) or is_excluded(file, False) or file in own:
                     continue
                 if not file.exists():
                     if known:

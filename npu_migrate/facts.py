@@ -13,20 +13,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _SET_EPOCH = re.compile(rb"\.set_epoch\s*\(")
+#: ``DataParallel(`` as a call, not ``DistributedDataParallel(`` or ``isinstance(m, DataParallel)``
+_DATA_PARALLEL_CALL = re.compile(rb"\bDataParallel\s*\(")
 
 
 @dataclass(frozen=True)
 class ProjectFacts:
     #: Some file of the project already calls ``<something>.set_epoch(...)``.
     calls_set_epoch: bool = False
+    #: Some file of the project builds an ``nn.DataParallel`` (NPU801 then makes
+    #: ``isinstance(m, nn.DataParallel)`` checks in every file accept DDP too).
+    constructs_data_parallel: bool = False
 
     @classmethod
     def scan(cls, sources: Iterable[bytes]) -> ProjectFacts:
         """Facts from every source (all of ``sources`` is consumed, even once a fact is known)."""
-        calls_set_epoch = False
+        calls_set_epoch = constructs_data_parallel = False
         for data in sources:
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
-        return cls(calls_set_epoch=calls_set_epoch)
+            constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
+        return cls(calls_set_epoch=calls_set_epoch, constructs_data_parallel=constructs_data_parallel)
 
     def key(self) -> str:
-        return f"set_epoch={int(self.calls_set_epoch)}"
+        return f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)}"

@@ -57,6 +57,9 @@ class FileType:
     names: tuple[str, ...] = ()
     #: Globs of names that ``names`` would match but are not of this type.
     not_names: tuple[str, ...] = ()
+    #: Globs of ``directory/name`` (the file's parent directory and its name):
+    #: ``requirements/*.txt`` for mmdet-style requirement directories.
+    parents: tuple[str, ...] = ()
     #: Lower-case suffixes, with the dot.
     suffixes: tuple[str, ...] = ()
     #: Interpreters named by a shebang (basename, version digits stripped).
@@ -92,8 +95,23 @@ DOCKERFILE = FileType(
     example_name="Dockerfile", fence="dockerfile",
 )
 
+CONFIG = FileType(
+    "config", "npu_migrate.configs.engine:migrate", suffixes=(".yaml", ".yml", ".json", ".toml"),
+    example_name="config.yaml", fence="yaml",
+)
+DEPS = FileType(
+    "deps", "npu_migrate.deps.engine:migrate",
+    names=("requirements*.txt", "*-requirements.txt", "*_requirements.txt", "requirements*.in",
+           "constraints*.txt", "pyproject.toml", "setup.cfg", "environment*.yml", "environment*.yaml"),
+    parents=("requirements/*.txt", "requirements/*.in"),
+    rule_front_ends=("deps", "config"), example_name="requirements.txt", fence="text",
+)
+NOTEBOOK = FileType(
+    "notebook", "npu_migrate.notebooks.engine:migrate", suffixes=(".ipynb",),
+    rule_front_ends=("notebook", "python"), example_name="example.ipynb", fence="python",
+)
 #: Every supported file type, in the order they are tried.
-FILE_TYPES: tuple[FileType, ...] = (DOCKERFILE, PYTHON, SHELL)
+FILE_TYPES: tuple[FileType, ...] = (DOCKERFILE, PYTHON, SHELL, DEPS, CONFIG, NOTEBOOK)
 
 
 def named(name: str) -> FileType | None:
@@ -130,7 +148,15 @@ def _suffixes(types: tuple[FileType, ...]) -> dict[str, FileType]:
 
 
 def by_name(name: str) -> FileType | None:
-    """The type the file name alone decides, if any."""
+    """The type the file name alone decides, if any. ``name`` may be a path: its
+    parent directory's name then counts too (:attr:`FileType.parents`)."""
+    name = name.replace(os.sep, "/")
+    tail = "/".join(name.rsplit("/", 2)[-2:]) if "/" in name else ""
+    name = name.rsplit("/", 1)[-1]
+    if tail:
+        for file_type in FILE_TYPES:
+            if any(fnmatch.fnmatchcase(tail, glob) for glob in file_type.parents):
+                return file_type
     for names, not_names, file_type in _name_patterns(FILE_TYPES):
         if names.match(name) and not (not_names and not_names.match(name)):
             return file_type
@@ -173,8 +199,7 @@ def by_shebang(head: bytes) -> FileType | None:
 
 def detect(path: str, head: bytes | None) -> FileType | None:
     """The type of the file at ``path`` whose first bytes are ``head`` (None: unknown)."""
-    name = os.path.basename(path)
-    found = by_name(name)
+    found = by_name(path)
     if found is None and head is not None:
         found = by_shebang(head)
     return found
@@ -183,7 +208,7 @@ def detect(path: str, head: bytes | None) -> FileType | None:
 def detect_file(path: str) -> FileType | None:
     """:func:`detect` for a file on disk; its first bytes are read only when its name
     does not decide."""
-    found = by_name(os.path.basename(path))
+    found = by_name(path)
     return found if found is not None else by_shebang(read_head(path) or b"")
 
 

@@ -7,8 +7,9 @@ Positions: ``line`` is 1-based; ``col`` is 0-based and counts characters (code
 points), as libcst and CPython's ``ast`` give them; ``end_line``/``end_col`` point
 just past the end of the node (exclusive). The reporters print columns 1-based
 (``npu_migrate/reporting/``). ``cell`` is for front ends whose files hold several
-sources: a notebook's finding gives the cell's index (0-based, as nbformat counts
-``cells``) and ``line``/``col`` inside that cell; it is None for plain files.
+sources: a notebook's finding gives the cell's number (1-based, as users count
+cells and ruff prints them: the first cell of ``cells`` is cell 1) and
+``line``/``col`` inside that cell; it is None for plain files.
 """
 
 from __future__ import annotations

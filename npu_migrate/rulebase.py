@@ -31,6 +31,10 @@ class RuleBase:
     examples: ClassVar[Sequence[Example]] = ()
     #: True when the rule rewrites code; False for rules that only report.
     fixable: ClassVar[bool] = True
+    #: Runs only when its exact code is selected (``--extend-select NPU511``), never
+    #: through a prefix or ``ALL``: for transformations that change what a program
+    #: does, which the user must ask for (see npu_migrate/selection.py).
+    opt_in: ClassVar[bool] = False
     #: The front end that runs the rule: a :class:`npu_migrate.filetypes.FileType` name.
     front_end: ClassVar[str] = "python"
 
@@ -64,6 +68,11 @@ def rule_doc(rule: type[RuleBase]) -> str:
     if rule.rationale:
         parts += [rule.rationale.strip(), ""]
     parts.append(f"Fix available: {'yes' if rule.fixable else 'no (reports a finding)'}")
+    if rule.opt_in:
+        parts.append(
+            f"Opt-in: runs only when selected by its exact code (`--extend-select {rule.id}`, "
+            f"or `extend-select = [\"{rule.id}\"]` in `[tool.npu-migrate]`); prefixes and `ALL` do not enable it."
+        )
     for example in rule.examples:
         parts += ["", "Example:" if example.after is not None else "Left unchanged:", fence, example.before.rstrip()]
         if example.after is not None:

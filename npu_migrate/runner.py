@@ -124,7 +124,7 @@ def run(
         # Largest files first, so that no worker starts a long file when the others are done.
         todo.sort(key=lambda item: sizes[item[0]], reverse=True)
         try:
-            types = {(filetypes.by_name(os.path.basename(p)) or filetypes.PYTHON).name for p, _ in todo}
+            types = {(filetypes.by_name(p) or filetypes.PYTHON).name for p, _ in todo}
             with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker, initargs=(tuple(sorted(types)),)) as pool:
                 futures = {pool.submit(migrate_path, p, settings): (p, k) for p, k in todo}
                 for future in as_completed(futures):

@@ -2,7 +2,14 @@
 
 Codes are prefixes, as in ruff: ``NPU1`` selects every device rule, ``NPU`` or
 ``ALL`` selects everything. A rule runs when some ``select`` prefix matches it
-and no ``ignore`` prefix does.
+and no ``ignore`` prefix does (``extend-select`` codes are added to ``select``
+by npu_migrate/options.py).
+
+Opt-in rules (``Rule.opt_in``, such as NPU511 single device -> DDP) change what a
+program does rather than which device it uses, so no prefix turns them on: they
+run only when their exact code is selected (``--extend-select NPU511``), as ruff's
+preview rules do under ``explicit-preview-rules``. An ``ignore`` prefix still
+turns them off.
 """
 
 from __future__ import annotations
@@ -54,8 +61,10 @@ class Selection:
                 extra.extend(codes)
         return self.ignore + tuple(extra)
 
-    def active(self, rule_id: str, path: str = "") -> bool:
-        return matches(rule_id, self.select) and not matches(rule_id, self.ignored_for(path))
+    def active(self, rule_id: str, path: str = "", opt_in: bool = False) -> bool:
+        """Whether ``rule_id`` runs on ``path``; an ``opt_in`` rule only when named exactly."""
+        selected = rule_id in self.select if opt_in else matches(rule_id, self.select)
+        return selected and not matches(rule_id, self.ignored_for(path))
 
     def key(self) -> str:
         return repr((self.select, self.ignore, self.per_file_ignores))

@@ -67,6 +67,8 @@ class FileContext:
     #: Where statements start in the parsed module (from ``ast``), which lets positions
     #: be found statement by statement; None: whole-module positions.
     statement_starts: Starts | None = None
+    #: Ids of the rules selected for this file (a rule may defer to another one).
+    active: frozenset[str] = frozenset()
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)

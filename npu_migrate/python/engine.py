@@ -127,7 +127,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     path = result.path
     text = decode(path, data)
     rules = rules_for("python")
-    active = tuple(rid for rid in rules if settings.selection.active(rid, path))
+    active = tuple(rid for rid in rules if settings.selection.active(rid, path, rules[rid].opt_in))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
     bad_codes = _bad_suppressions(text, active)
     if not needed:
@@ -142,7 +142,8 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     visitor_ids = [rid for rid in needed if rid not in ENGINE_RULES]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
-                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced))
+                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced),
+                            active=frozenset(active))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
         ctx = run(ScopeResolver(wrapper))
@@ -166,9 +167,10 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         result.fixes = _one_per_place(fixes)
 
 
-def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts) -> FileContext | None:
+def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts,
+               active) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
-                      facts=settings.facts, reduced=reduced, statement_starts=starts)
+                      facts=settings.facts, reduced=reduced, statement_starts=starts, active=active)
     rules = rules_for("python")
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()

@@ -36,9 +36,16 @@ def whole_file(data: bytes) -> dict[int | None, str]:
     return {None: decode_text(data)}
 
 
+def notebook_cells(data: bytes) -> dict[int | None, str]:
+    """A notebook's cells by number (1-based, as findings name them), each cell's source text."""
+    from npu_migrate.notebooks.layout import cell_texts
+
+    return cell_texts(data)
+
+
 #: File type name (``npu_migrate/filetypes.py``) -> how its files split into parts;
 #: types not listed are one part (:func:`whole_file`).
-SPLITS: dict[str, Split] = {}
+SPLITS: dict[str, Split] = {"notebook": notebook_cells}
 
 
 def split_for(path: str) -> Split:

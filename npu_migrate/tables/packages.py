@@ -60,3 +60,17 @@ def cuda_only(name: str) -> str | None:
         if pattern.fullmatch(key):
             return advice
     return None
+
+
+#: Conda packages (in ``environment.yml``) that exist only for NVIDIA GPUs.
+CONDA_CUDA_ONLY: dict[str, str] = {
+    "cudatoolkit": "drop it: the CUDA toolkit; on Ascend the CANN toolkit is installed on the machine, not by conda",
+    "cuda-toolkit": "drop it: the CUDA toolkit; on Ascend the CANN toolkit is installed on the machine, not by conda",
+    "cuda": "drop it: the CUDA toolkit meta-package; CANN is installed on the machine",
+    "cuda-nvcc": "drop it: NVIDIA's compiler; CUDA extensions do not build for Ascend",
+    "cuda-runtime": "drop it: the CUDA runtime; CANN provides the Ascend runtime",
+    "pytorch-cuda": "drop it: it selects conda's CUDA build of pytorch; torch-npu needs the CPU build (pip)",
+    "cudnn": "drop it: NVIDIA's cuDNN; CANN provides the Ascend kernels",
+    "nccl": "drop it: NVIDIA's collective library; HCCL comes with CANN",
+    "magma-cuda": "drop it: CUDA-only linear algebra",
+}

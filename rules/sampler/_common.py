@@ -86,9 +86,12 @@ def find_epoch_loop(
 ) -> EpochLoop:
     """The ``for <epoch> in range(...)`` loop, in the same function as ``created_at``
     and after it, that runs one pass over ``loader`` per iteration: its body holds
-    ``for ... in loader`` (possibly through enumerate/tqdm), or passes ``loader`` to
-    a call when the loop variable is called ``*epoch*``."""
+    ``for ... in loader`` (possibly through enumerate/tqdm), or, when the loop
+    variable is called ``*epoch*``, passes ``loader`` to a call or calls a
+    module-level function of this file that iterates over ``loader``, a global
+    (``for epoch in ...: train(epoch)``)."""
     home = function_of(ctx, created_at)
+    helpers = _functions_iterating(ctx.module, loader) if home is ctx.module else frozenset()
     start = ctx.position(created_at).end.line
     candidates: list[cst.For] = []
     for loop in fors:
@@ -98,7 +101,7 @@ def find_epoch_loop(
             a is loop for a in ctx.ancestors(created_at)
         ):
             continue
-        if _uses_loader(loop, loader, bool(_EPOCH.search(_target(loop) or ""))):
+        if _uses_loader(loop, loader, bool(_EPOCH.search(_target(loop) or "")), helpers):
             candidates.append(loop)
     # the outermost loops: an inner range loop inside an epoch loop is a step loop
     outer = [
@@ -124,7 +127,18 @@ def _target(loop: cst.For) -> str | None:
     return loop.target.value if isinstance(loop.target, cst.Name) else None
 
 
-def _uses_loader(loop: cst.For, loader: str, epoch_named: bool) -> bool:
+def _functions_iterating(module: cst.Module, loader: str) -> frozenset[str]:
+    """Names of the module-level functions whose body iterates over the global ``loader``."""
+    names = set()
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            probe = cst.For(target=cst.Name("_"), iter=cst.Name("_"), body=statement.body)
+            if _uses_loader(probe, loader, False):
+                names.add(statement.name.value)
+    return frozenset(names)
+
+
+def _uses_loader(loop: cst.For, loader: str, epoch_named: bool, helpers: frozenset[str] = frozenset()) -> bool:
     found = False
 
     class _Find(cst.CSTVisitor):
@@ -146,6 +160,12 @@ def _uses_loader(loop: cst.For, loader: str, epoch_named: bool) -> bool:
         def visit_Arg(self, node: cst.Arg) -> bool:
             nonlocal found
             if epoch_named and iterates(node.value, loader):
+                found = True
+            return not found
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            nonlocal found
+            if epoch_named and isinstance(node.func, cst.Name) and node.func.value in helpers:
                 found = True
             return not found
 

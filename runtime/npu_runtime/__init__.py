@@ -11,6 +11,7 @@ from .checkpoint import CheckpointManager, ResumePoint, SaveHandle, resume_batch
 from .distributed import DistInfo, init_distributed
 from .errors import CheckpointError, LaunchError, RanktableError
 from .install import install
+from .parallel import data_parallel, distribute_model, init_data_parallel, is_main_process, per_process_batch_size
 from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
 from .watchdog import Watchdog, beat
 
@@ -26,7 +27,12 @@ __all__ = [
     "Watchdog",
     "beat",
     "init_distributed",
+    "data_parallel",
+    "distribute_model",
+    "init_data_parallel",
     "install",
+    "is_main_process",
+    "per_process_batch_size",
     "resume_batches",
 ]
 

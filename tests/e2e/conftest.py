@@ -50,11 +50,23 @@ def emulator_cmd(script: Path, args, nproc: int = 1) -> list[str]:
     return [sys.executable, "-m", "npu_migrate.emulate", "--nproc", str(nproc), str(script), *map(str, args)]
 
 
+def torchrun_cmd(script: Path, args, nproc: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), *map(str, args)]
+
+
 def reference_cmd(script: Path, args, nproc: int = 1) -> list[str]:
     if nproc == 1:
         return [sys.executable, str(script), *map(str, args)]
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script), *map(str, args)]
+    return torchrun_cmd(script, args, nproc)
+
+
+def emulator_env(nproc: int = 1) -> dict[str, str]:
+    """What ``npu-migrate emulate`` gives its processes (the stand-in torch_npu on the
+    path), for launching them some other way (torchrun with one process)."""
+    from npu_migrate.emulate.launcher import child_env
+
+    return child_env(nproc, base={})
 
 
 @dataclass
@@ -67,10 +79,13 @@ class Run:
         return f"$ {' '.join(self.cmd)}\nexit {self.returncode}\n{self.output[-6000:]}"
 
 
-def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[Run]:
-    """Run commands concurrently (each is single-threaded) and wait for all."""
-    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(env), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for c in cmds]
+def run_all(*cmds: list[str], cwd: Path, env: dict[str, str] | None = None,
+            envs: list[dict[str, str] | None] | None = None) -> list[Run]:
+    """Run commands concurrently (each is single-threaded) and wait for all. ``env`` adds
+    variables to every command's environment, ``envs`` to each command's own."""
+    extras = envs if envs is not None else [env] * len(cmds)
+    procs = [subprocess.Popen(c, cwd=cwd, env=subprocess_env(e), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for c, e in zip(cmds, extras)]
     runs = []
     for cmd, proc in zip(cmds, procs):
         try:
@@ -197,13 +212,22 @@ def _migrate(root: Path, folder: str, *options: str) -> tuple[Run, dict]:
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Workspace:
-    """All scripts copied and migrated once per session, with the real CLI."""
+    """All scripts copied and migrated once per session, with the real CLI. Scripts that
+    need opt-in rules are migrated by a second run that selects them, and only them."""
+    from .specs import SCRIPTS
+
     root = tmp_path_factory.mktemp("e2e")
     original, migrated, reference = root / "original", root / "migrated", root / "reference"
     _copy_scripts(E2E / "cuda", original)
     _copy_scripts(E2E / "cuda", migrated)
     _copy_scripts(E2E / "cpu", reference)
-    run, report = _migrate(root, "migrated")
+    opt_in = [s for s in SCRIPTS if s.extend_select]
+    run, report = _migrate(root, "migrated", *[arg for s in opt_in for arg in ("--exclude", f"{s.name}.py")])
+    for spec in opt_in:
+        extra_run, extra = _migrate(root, f"migrated/{spec.name}.py", "--extend-select", ",".join(spec.extend_select))
+        report["files"] += extra["files"]
+        if extra_run.returncode != 0:
+            run = extra_run
     return Workspace(root, original, migrated, reference, run, report)
 
 

@@ -136,9 +136,10 @@ def test_suppression_comments(tmp_path, run_cli):
 
 def test_parallel_jobs_match_serial(tmp_path, run_cli):
     for i in range(12):
-        write(tmp_path, f"m{i}.py", CUDA if i % 2 else CPU)
-    serial = run_cli(".", "-j", "1", "--no-cache", "--report", "s.json")
-    parallel = run_cli(".", "-j", "2", "--no-cache", "--report", "p.json")
+        write(tmp_path / "src", f"m{i}.py", CUDA if i % 2 else CPU)
+    # The reports go beside the tree: a JSON file in it would be migrated too (a config file).
+    serial = run_cli("src", "-j", "1", "--no-cache", "--report", "s.json")
+    parallel = run_cli("src", "-j", "2", "--no-cache", "--report", "p.json")
     assert serial.exit_code == parallel.exit_code == 0
     s = json.loads((tmp_path / "s.json").read_text())["files"]
     p = json.loads((tmp_path / "p.json").read_text())["files"]
@@ -146,18 +147,18 @@ def test_parallel_jobs_match_serial(tmp_path, run_cli):
 
 
 def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
-    write(tmp_path, "a.py", CUDA)
-    first = run_cli(".", "--report", "1.json")
+    write(tmp_path / "src", "a.py", CUDA)  # the reports go beside the tree (JSON in it is migrated too)
+    first = run_cli("src", "--report", "1.json")
     cache = tmp_path / ".npu_migrate_cache"
     assert (cache / ".gitignore").read_text().strip().endswith("*")
     entries = list(cache.rglob("*.json"))
     assert len(entries) == 1
     entries[0].write_text("{not json")
-    second = run_cli(".", "--report", "2.json")
+    second = run_cli("src", "--report", "2.json")
     assert first.output == second.output
     assert json.loads((tmp_path / "1.json").read_text())["files"] == json.loads((tmp_path / "2.json").read_text())["files"]
     assert json.loads(entries[0].read_text())  # rewritten
-    run_cli(".", "--no-cache")
+    run_cli("src", "--no-cache")
     assert list(cache.rglob("*.json")) == entries
 
 
@@ -297,3 +298,32 @@ def test_a_file_that_changes_during_the_run_is_not_cached_under_its_old_content(
     monkeypatch.setattr(runner, "_read", real_read)
     runner.run([str(path)], Settings(), cache=lambda s: store["c"])
     assert len(list((tmp_path / "c").rglob("*.json"))) == 1  # a steady file is cached
+
+
+SINGLE_DEVICE = b"""import torch
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model(x).sum().backward()
+"""
+
+
+def test_opt_in_rule_through_extend_select_and_config(tmp_path, run_cli):
+    write(tmp_path, "train.py", SINGLE_DEVICE)
+    assert "distribute_model" not in run_cli(".").output
+    assert "distribute_model" not in run_cli(".", "--select", "NPU5").output  # a prefix is not enough
+    assert "distribute_model" in run_cli(".", "--extend-select", "NPU511").output
+    assert "distribute_model" not in run_cli(".", "--extend-select", "NPU511", "--ignore", "NPU51").output
+    write(tmp_path, "pyproject.toml", '[tool.npu-migrate]\nextend-select = ["NPU511"]\n')
+    assert "distribute_model" in run_cli(".").output
+    bad = run_cli(".", "--extend-select", "NPU999")
+    assert bad.exit_code == 2 and "--extend-select" in bad.output
+
+
+def test_rules_listing_marks_opt_in_rules(run_cli):
+    listing = run_cli("rules").output
+    line = next(ln for ln in listing.splitlines() if ln.startswith("NPU511"))
+    assert "opt-in" in line and "--extend-select NPU511" in line
+    assert "opt-in" not in next(ln for ln in listing.splitlines() if ln.startswith("NPU510"))
+    doc = run_cli("rules", "NPU511").output
+    assert "Opt-in: runs only when selected by its exact code" in doc
+    assert '`extend-select = ["NPU511"]` in `[tool.npu-migrate]`' in doc  # brackets are not rich markup

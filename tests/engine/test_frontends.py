@@ -292,6 +292,8 @@ def test_the_pre_commit_hooks_pass_every_supported_file_and_no_other(tmp_path):
         handled = filetypes.detect_file(str(path)) is not None
         if name == "run.zsh":
             assert passed and not handled  # identify calls zsh "shell": the tool warns and skips it
+        elif name == "setup.cfg":
+            assert handled and not passed  # its tag is `ini`, as tox.ini's: left to `npu-migrate .` in CI
         else:
             assert passed == handled, name
 

@@ -31,6 +31,13 @@ RECORDER = textwrap.dedent("""\
         fh.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in {recorded!r}}}}}) + "\\n")
     if os.environ.get("FAIL_RANK") is not None:
         if os.environ.get("RANK_ID") == os.environ["FAIL_RANK"]:
+            # Fail only once every rank has started, so the test sees who was stopped, not who was late.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with open(os.environ["RECORD"], encoding="utf-8") as fh:
+                    if sum(1 for _ in fh) >= int(os.environ["RANK_SIZE"]):
+                        break
+                time.sleep(0.05)
             sys.exit(3)
         time.sleep(60)
 """)

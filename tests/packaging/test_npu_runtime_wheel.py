@@ -40,6 +40,11 @@ def _run(cmd, cwd=None, timeout=600):
     return proc
 
 
+def _wheel_text(wheel: Path, suffix: str) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read(next(n for n in zf.namelist() if n.endswith(suffix))).decode()
+
+
 def _pin(dist: str) -> str:
     return f"{dist}=={importlib.metadata.version(dist)}"
 
@@ -54,12 +59,14 @@ def test_runtime_wheel_installs_and_passes_its_tests_without_npu_migrate(tmp_pat
     (wheel,) = wheels.glob("npu_runtime-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        meta = email.parser.Parser().parsestr(zf.read(meta_name).decode())
+    meta = email.parser.Parser().parsestr(_wheel_text(wheel, ".dist-info/METADATA"))
     assert meta["Name"] == "npu-runtime"
     assert sorted(meta.get_all("Requires-Dist")) == ["numpy; extra == \"numpy\"", "torch>=2.2"]
     packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert packages == {"npu_runtime"}, packages
+    assert "npu_runtime/preflight/cli.py" in names
+    entry_points = _wheel_text(wheel, ".dist-info/entry_points.txt")
+    assert "npu-preflight = npu_runtime.preflight.cli:main" in entry_points, entry_points
 
     # 2. A fresh environment: torch and the test tools, then the wheel (its torch
     #    requirement already satisfied: --no-index proves nothing else is needed).
@@ -70,14 +77,23 @@ def test_runtime_wheel_installs_and_passes_its_tests_without_npu_migrate(tmp_pat
     _run([python, "-m", "pip", "install", "-q", f"torch=={torch.__version__.split('+')[0]}", *tools], timeout=900)
     _run([python, "-m", "pip", "install", "-q", "--no-index", wheel])
 
-    # 3. Nothing of the migration engine is there, and npu_runtime is the wheel's.
+    # 3. Nothing of the migration engine is there, npu_runtime is the wheel's, and every
+    #    one of its modules (the preflight's too) imports with torch alone.
     probe = textwrap.dedent(f"""
-        import importlib.util, npu_runtime
+        import importlib, importlib.util, pkgutil, npu_runtime
         print(npu_runtime.__file__)
         print([m for m in {ENGINE_ONLY!r} if importlib.util.find_spec(m)])
+        modules = [m.name for m in pkgutil.walk_packages(npu_runtime.__path__, "npu_runtime.")]
+        for name in modules:
+            importlib.import_module(name)
+        print(len(modules), "npu_runtime.preflight.cli" in modules)
     """)
     out = _run([python, "-I", "-c", probe], cwd=tmp_path).stdout.splitlines()
     assert out[0].startswith(str(env_dir)) and out[1] == "[]", out
+    assert out[2].endswith(" True") and int(out[2].split()[0]) > 15, out
+    # The console script the wheel declares runs (the preflight: stdlib only).
+    usage = _run([env_dir / "bin" / "npu-preflight", "--help"], cwd=tmp_path).stdout
+    assert usage.startswith("usage: npu-preflight"), usage
 
     # 4. The runtime tests, copied out of the repository, against that installation.
     tests = tmp_path / "runtime_tests"

@@ -7,11 +7,17 @@ selected, unless one of its first lines says ``# npu-migrate-test: select=CODES`
 Expected findings are written as ``# expect: NPU102`` (comma-separated): at the
 end of the line they must be reported on, or on a comment line of its own for
 the next line that is neither blank nor a comment (formats such as Dockerfiles
-have no comments at the end of a line).
+have no comments at the end of a line); JSON fixtures write them as ``// expect:``
+comments (JSON with comments, as VS Code's files are).
+
+The front end is picked by the name the fixture stands for (:func:`real_name`:
+``requirements.before.txt`` is a ``requirements.txt``,
+``gpu--pyproject.before.toml`` a ``pyproject.toml``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +27,7 @@ from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
-_EXPECT = re.compile(r"#.*\bexpect:\s*([A-Z0-9, ]+)")
+_EXPECT = re.compile(r"(?:#|//).*\bexpect:\s*([A-Z0-9, ]+)")
 _SELECT = re.compile(r"#\s*npu-migrate-test:\s*select=([A-Za-z0-9,]+)")
 _KINDS = (".before.", ".unchanged.")
 
@@ -59,18 +65,24 @@ def cases() -> list[Case]:
 
 
 def expected_findings(source: str) -> set[tuple[int, str]]:
+    """``(line, rule)`` of every ``# expect:`` mark; in a notebook, lines are those of
+    the marks' code cells."""
+    if source.lstrip().startswith("{") and '"cells"' in source:
+        cells = json.loads(source)["cells"]
+        return {found for cell in cells if cell["cell_type"] == "code"
+                for found in expected_findings("".join(cell["source"]))}
     out = set()
     pending: list[str] = []
     for number, line in enumerate(source.splitlines(), start=1):
         stripped = line.strip()
-        if pending and stripped and not stripped.startswith("#"):
+        if pending and stripped and not stripped.startswith(("#", "//")):
             out.update((number, code) for code in pending)
             pending = []
         match = _EXPECT.search(line)
         if not match:
             continue
         codes = [code.strip() for code in match.group(1).split(",") if code.strip()]
-        if stripped.startswith("#"):
+        if stripped.startswith(("#", "//")):
             pending.extend(codes)  # a comment line of its own: the next line
         else:
             out.update((number, code) for code in codes)
@@ -78,12 +90,36 @@ def expected_findings(source: str) -> set[tuple[int, str]]:
 
 
 def migrate_file(path: str, data: bytes, settings: Settings):
-    """Migrate ``data`` as the file ``path`` (its name picks the front end)."""
+    """Migrate ``data`` as the file ``path`` (its name picks the front end). A notebook
+    given as code (a rule's documented example) is migrated as a notebook whose only
+    cell is that code, and the result is that cell's code again."""
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
+    if file_type.name == "notebook" and not data.lstrip().startswith(b"{"):
+        return _as_cell(path, data, settings, file_type)
     return file_type.migrate()(path, data, settings)
 
 
+def _as_cell(path: str, data: bytes, settings: Settings, file_type):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(data.decode())])
+    notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    result = file_type.migrate()(path, nbformat.writes(notebook).encode(), settings)
+    if result.new_source is not None:
+        result.new_source = nbformat.reads(result.new_source.decode(), as_version=4).cells[0].source.encode()
+    return result
+
+
+def real_name(path: Path) -> str:
+    """The name the fixture stands for: ``pyproject.before.toml`` is a ``pyproject.toml``,
+    ``gpu--setup.unchanged.cfg`` a ``setup.cfg`` (a case name before ``--``)."""
+    name = path.name
+    for kind in (".before.", ".after.", ".unchanged."):
+        name = name.replace(kind, ".")
+    return str(path.parent / name.split("--", 1)[-1])
+
+
 def migrate(path: Path, settings: Settings):
-    result = migrate_file(str(path), path.read_bytes(), settings)
+    result = migrate_file(real_name(path), path.read_bytes(), settings)
     assert result.error is None, result.error
     return result

@@ -1,0 +1,98 @@
+"""Migrates one config file: prefilter, one parse with the format's reader, every
+selected rule visits every string scalar, then the shared byte-edit machinery
+(``npu_migrate/edits.py``).
+
+:func:`scan` is also what the dependency-file front end runs on
+``pyproject.toml`` and ``environment.yml`` (their ``[tool.*]`` tables and
+``variables`` are configuration too).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from npu_migrate.configs import comments
+from npu_migrate.configs.document import Document, ReadError, Scalar
+from npu_migrate.edits import LineIndex, Recorder, finish
+from npu_migrate.model import FileResult
+from npu_migrate.registry import rules_for
+from npu_migrate.settings import Settings
+from npu_migrate.suppression import Suppressions
+
+#: File suffix -> the module that reads that format (imported on first use).
+READERS = {
+    ".yaml": "yaml_reader", ".yml": "yaml_reader",
+    ".json": "json_reader",
+    ".toml": "toml_reader",
+}
+#: The comment marker of each format, for ``--annotate`` (JSON has none).
+COMMENTS = {"yaml_reader": b"#", "json_reader": None, "toml_reader": b"#"}
+
+
+def reader_name(path: str) -> str:
+    suffix = os.path.splitext(path)[1].lower()
+    return READERS.get(suffix, "yaml_reader")
+
+
+def reader(name: str) -> ModuleType:
+    import importlib
+
+    return importlib.import_module(f"npu_migrate.configs.{name}")
+
+
+class ConfigFile:
+    """One parsed config file and what its rules record."""
+
+    def __init__(self, data: bytes, document: Document, recorder: Recorder) -> None:
+        self.data = data
+        self.document = document
+        self.recorder = recorder
+        self.lines = LineIndex(data)
+        #: The scalar visited before the current one (argument lists: ``["--device", "cuda"]``).
+        self.previous: Scalar | None = None
+
+    def statement(self, scalar: Scalar) -> int:
+        """Where ``--annotate`` puts its comment: above the scalar's line."""
+        return self.lines.line_start(self.lines.line(scalar.start))
+
+
+def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
+    """Never raises for bad input: a file its parser refuses gets ``path:line: ...``."""
+    result = FileResult(path=path)
+    recorder = Recorder()
+    suppressions = Suppressions()
+    name = reader_name(path)
+    try:
+        scan(path, data, settings, recorder, suppressions, name)
+    except ReadError as exc:
+        last = max(1, data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
+        result.error = f"{path}:{min(exc.line, last)}: {exc.message}"  # end of file: its last line
+        return result
+    return finish(result, data, recorder, settings, suppressions, comment=COMMENTS[name])
+
+
+def active_rules(path: str, settings: Settings) -> list[type]:
+    return [cls for rid, cls in rules_for("config").items() if settings.selection.active(rid, path)]
+
+
+def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppressions: Suppressions,
+         reader_module: str, document: Document | None = None) -> Document | None:
+    """Run the selected config rules on ``data`` (a file of the format ``reader_module``
+    reads); ``document`` when the caller already read it. Returns the document, or None
+    when no rule could apply and the file was not parsed."""
+    needed = [cls for cls in active_rules(path, settings) if cls.triggered(data)]
+    if not needed:
+        return document
+    if document is None:
+        document = reader(reader_module).read(data)
+    file = ConfigFile(data, document, recorder)
+    rules = [cls(file) for cls in needed]
+    for scalar in document.scalars:
+        for rule in rules:
+            rule.visit_scalar(scalar)
+        file.previous = scalar
+    for rule in rules:
+        rule.leave_file()
+    comments.find(data, document, file.lines, suppressions)
+    return document

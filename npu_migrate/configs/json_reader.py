@@ -1,0 +1,82 @@
+"""JSON files, read with tree-sitter's JSON grammar (exact byte positions).
+
+Comments (VS Code's ``settings.json`` and ``launch.json`` are JSON with
+comments) are accepted, trailing commas and other syntax errors are not.
+String values are decoded with the standard library's ``json``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from npu_migrate.configs.document import Document, ReadError, Scalar
+
+_MARK_WORD = b"npu-migrate"
+
+
+@functools.cache
+def parser():
+    import tree_sitter
+    import tree_sitter_json
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_json.language()))
+
+
+def parse(data: bytes):
+    """The tree-sitter tree of ``data``; ReadError names the first syntax error's line."""
+    tree = parser().parse(data)
+    if tree.root_node.has_error:
+        raise ReadError(_first_error(tree.root_node), "not valid JSON")
+    return tree
+
+
+def _first_error(node) -> int:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "ERROR" or current.is_missing:
+            return current.start_point.row + 1
+        stack.extend(reversed([c for c in current.children if c.has_error or c.is_missing or c.type == "ERROR"]))
+    return node.start_point.row + 1
+
+
+def string_value(node) -> str | None:
+    try:
+        value = json.loads(node.text)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def read(data: bytes) -> Document:
+    tree = parse(data)
+    document = Document("JSON", comment=None)
+    stack: list[tuple[object, tuple[str, ...]]] = [(tree.root_node, ())]
+    while stack:
+        node, keys = stack.pop()
+        kind = node.type
+        if kind == "string":
+            _string(document, node, keys, False)
+        elif kind == "pair":
+            key, value = node.child_by_field_name("key"), node.child_by_field_name("value")
+            name = string_value(key) if key is not None else None
+            if name is None:
+                continue
+            _string(document, key, (*keys, name), True)
+            if value is not None:
+                stack.append((value, (*keys, name)))
+        elif kind in ("document", "object", "array"):
+            stack.extend((child, keys) for child in reversed(node.named_children))
+    return document
+
+
+def _string(document: Document, node, keys: tuple[str, ...], is_key: bool) -> None:
+    text = node.text
+    if _MARK_WORD in text:
+        document.strings_with_marks.append((node.start_byte, node.end_byte))
+    value = string_value(node)
+    if value is None:
+        return
+    quote = '"' if text == f'"{value}"'.encode() else None  # escapes in the text: reported, never rewritten
+    document.scalars.append(Scalar(value, node.start_byte, node.end_byte, keys, is_key, quote))

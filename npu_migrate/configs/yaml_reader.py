@@ -1,0 +1,86 @@
+"""YAML files (Hydra and OmegaConf configs included), read with PyYAML's composer.
+
+Composing builds the node graph without constructing Python objects, so custom
+tags (``!!python/object``, ``!include``), interpolations (``${oc.env:X}``) and
+duplicate keys are all fine. Each scalar node carries the marks (character
+offsets) of its text; libyaml's marks are used only for ASCII files (it counts a
+BOM and characters outside the BMP differently from PyYAML's pure-Python reader).
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from npu_migrate.configs.document import Document, ReadError, Scalar, decode
+from npu_migrate.configs.offsets import CharToByte
+
+_MARK_WORD = "npu-migrate"
+
+
+def _loader(text: str):
+    if text.isascii() and getattr(yaml, "__with_libyaml__", False):
+        return yaml.CSafeLoader
+    return yaml.SafeLoader
+
+
+def _quote(raw: str, value: str, style: str | None) -> str | None:
+    for quote in ("'", '"') if style in ("'", '"') else ("",):
+        if raw == f"{quote}{value}{quote}":
+            return quote
+    return None
+
+
+def compose(text: str) -> list[yaml.Node]:
+    """The root node of every document of ``text``; ReadError names the line of a
+    syntax error."""
+    try:
+        return [root for root in yaml.compose_all(text, Loader=_loader(text)) if root is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise ReadError(line, f"not valid YAML: {exc.problem or exc.context or 'invalid'}") from None
+    except yaml.YAMLError as exc:
+        raise ReadError(1, f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ReadError(1, "too deeply nested for the YAML parser") from None
+
+
+def read(data: bytes) -> Document:
+    text = decode(data)
+    document = Document("YAML")
+    to_byte = CharToByte(text)
+    seen: set[tuple[int, bool]] = set()
+
+    def scalar(node: yaml.ScalarNode, keys: tuple[str, ...], is_key: bool) -> None:
+        start, end = node.start_mark.index, node.end_mark.index
+        if (start, is_key) in seen:
+            return  # an alias of a node already seen
+        seen.add((start, is_key))
+        raw = text[start:end]
+        if _MARK_WORD in raw:
+            document.strings_with_marks.append((to_byte(start), to_byte(end)))
+        if not isinstance(node.value, str):
+            return
+        document.scalars.append(
+            Scalar(node.value, to_byte(start), to_byte(end), keys, is_key, _quote(raw, node.value, node.style))
+        )
+
+    def visit(node: yaml.Node, keys: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            scalar(node, keys, False)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                visit(item, keys)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                if isinstance(key, yaml.ScalarNode):
+                    scalar(key, (*keys, name), True)
+                else:
+                    visit(key, keys)
+                visit(value, (*keys, name))
+
+    for root in compose(text):
+        visit(root, ())
+    document.scalars.sort(key=lambda s: (s.start, not s.is_key))
+    return document

@@ -1,0 +1,69 @@
+"""Migrates one dependency file: prefilter, the format's reader, every selected
+rule, then the shared byte-edit machinery (``npu_migrate/edits.py``).
+
+``pyproject.toml`` and ``environment.yml`` are configuration too: the config
+rules (``rules/configs/``) run on them in the same pass, so a
+``[tool.x] device = "cuda"`` or a conda ``variables: {CUDA_VISIBLE_DEVICES: 0}``
+is handled as in any other config file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import os
+
+from npu_migrate.configs import comments
+from npu_migrate.configs.document import ReadError
+from npu_migrate.edits import LineIndex, Recorder, finish
+from npu_migrate.model import FileResult
+from npu_migrate.registry import rules_for
+from npu_migrate.settings import Settings
+from npu_migrate.suppression import Suppressions
+
+#: File-name globs -> reader module, and the config reader for the same file (if any).
+READERS = (
+    ("pyproject.toml", "pyproject", "toml_reader"),
+    ("setup.cfg", "setup_cfg", None),
+    ("environment*.yml", "conda", "yaml_reader"),
+    ("environment*.yaml", "conda", "yaml_reader"),
+    ("*", "requirements_txt", None),
+)
+
+
+def readers_for(path: str) -> tuple[str, str | None]:
+    name = os.path.basename(path)
+    return next((deps, config) for glob, deps, config in READERS if fnmatch.fnmatchcase(name, glob))
+
+
+class DepsFile:
+    def __init__(self, data: bytes, recorder: Recorder) -> None:
+        self.data = data
+        self.recorder = recorder
+
+
+def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
+    """Never raises for bad input: a file its parser refuses gets ``path:line: ...``."""
+    result = FileResult(path=path)
+    recorder = Recorder()
+    suppressions = Suppressions()
+    deps_reader, config_reader = readers_for(path)
+    try:
+        document = None
+        needed = [cls for rid, cls in rules_for("deps").items()
+                  if settings.selection.active(rid, path) and cls.triggered(data)]
+        if needed:
+            document = importlib.import_module(f"npu_migrate.deps.{deps_reader}").read(data)
+            file = DepsFile(data, recorder)
+            for cls in needed:
+                cls(file).check(document)
+            comments.find(data, document, LineIndex(data), suppressions)
+        if config_reader is not None:
+            from npu_migrate.configs import engine as configs
+
+            configs.scan(path, data, settings, recorder, suppressions, config_reader)
+    except ReadError as exc:
+        last = max(1, data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
+        result.error = f"{path}:{min(exc.line, last)}: {exc.message}"
+        return result
+    return finish(result, data, recorder, settings, suppressions)

@@ -1,0 +1,124 @@
+"""What a requirement says about torch, and the torch-npu that pairs with it.
+
+torch-npu X.Y requires torch X.Y exactly (its wheels pin ``torch==X.Y.*``;
+post releases such as ``2.1.0.post17`` fix bugs within the pairing), so the
+requirement added is ``torch-npu==X.Y.*``: it follows torch's minor series and
+takes the newest post release. A torch requirement is *pinned* when every
+version it admits is in one X.Y series (``==2.1.0``, ``~=2.1.0``,
+``>=2.1,<2.2``, ``2.1.*``); ``>=2.0`` or no version at all is not, and then the
+rule states the pairing instead of guessing. Nothing here imports a parser
+other than ``packaging``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from npu_migrate.tables.packages import CUDA_LOCAL_VERSION, normalise
+
+TORCH = "torch"
+TORCH_NPU = "torch-npu"
+#: The torch-npu wheels that exist pair with torch 2.1 and later.
+OLDEST_PAIRED = (2, 1)
+
+PAIRING_RULE = (
+    "torch-npu X.Y requires torch X.Y exactly (torch 2.1 or later); pin torch to one minor release "
+    "(for example torch==2.5.1) and add torch-npu==2.5.* next to it"
+)
+
+
+def parse(text: str) -> Requirement | None:
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
+def name_of(requirement: Requirement) -> str:
+    return normalise(requirement.name)
+
+
+def _probes(specifier: SpecifierSet) -> list[Version]:
+    found = []
+    for spec in specifier:
+        try:
+            version = Version(spec.version.rstrip(".*").rstrip("."))
+        except InvalidVersion:
+            continue
+        major, minor = version.release[0], version.release[1] if len(version.release) > 1 else 0
+        for probe in (
+            f"{major}.{minor}", f"{major}.{minor}.0", f"{major}.{minor}.99", version.public,
+            f"{major}.{minor + 1}.0", f"{major}.{max(minor - 1, 0)}.99", f"{major + 1}.0.0", f"{max(major - 1, 0)}.99",
+        ):
+            found.append(Version(probe))
+        found.append(version)  # with its local label: ==2.1.0+cu118 admits only that
+    return found
+
+
+def minor_series(specifier: SpecifierSet | str) -> tuple[int, int] | None:
+    """The one (X, Y) every version admitted by ``specifier`` belongs to, or None
+    (nothing pinned, or several series admitted)."""
+    if isinstance(specifier, str):
+        try:
+            specifier = SpecifierSet(specifier)
+        except InvalidSpecifier:
+            return None
+    if not len(specifier):
+        return None
+    admitted = {
+        (v.release[0], v.release[1] if len(v.release) > 1 else 0)
+        for v in _probes(specifier) if specifier.contains(v, prereleases=True)
+    }
+    if len(admitted) != 1:
+        return None
+    for spec in specifier:  # an open bound on either side admits other series too
+        if spec.operator in (">", ">=", "!=") and not any(s.operator in ("<", "<=", "==", "~=", "===") for s in specifier):
+            return None
+        if spec.operator in ("<", "<=") and not any(s.operator in (">", ">=", "==", "~=", "===") for s in specifier):
+            return None
+    return admitted.pop()
+
+
+def npu_specifier(series: tuple[int, int]) -> str:
+    return f"=={series[0]}.{series[1]}.*"
+
+
+def pairs_with(torch_npu: SpecifierSet | str, series: tuple[int, int]) -> bool:
+    """Whether a torch-npu requirement admits only torch-npu releases of ``series``."""
+    return minor_series(torch_npu) == series
+
+
+def without_local(specifier: str) -> str:
+    return CUDA_LOCAL_VERSION.sub("", specifier)
+
+
+def local_cuda_label(text: str) -> str | None:
+    match = CUDA_LOCAL_VERSION.search(text)
+    return match.group() if match else None
+
+
+_CONDA_SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?:::)?\s*(?P<rest>.*)")
+
+
+def conda_requirement(text: str) -> tuple[str, str] | None:
+    """``(name, PEP 440 specifier)`` of a conda match spec (``pytorch=2.1.0``,
+    ``pytorch==2.1.0``, ``pytorch>=2.1,<2.2``, ``pytorch 2.1.0 py3.10_cuda11.8_0``,
+    ``conda-forge::pytorch=2.1``): conda's ``=V`` means ``V.*``."""
+    text = text.strip()
+    if "::" in text:
+        text = text.split("::", 1)[1]
+    match = _CONDA_SPEC.fullmatch(text)
+    if match is None:
+        return None
+    name, rest = match.group("name"), match.group("rest").strip()
+    if rest.startswith("=") and not rest.startswith("=="):
+        rest = "==" + rest[1:].rstrip("*").rstrip(".") + ".*"
+    elif rest and rest[0].isdigit():
+        rest = "==" + rest.split()[0]
+    if rest.endswith("*") and not rest.endswith(".*"):
+        rest = rest[:-1].rstrip(".") + ".*"
+    return normalise(name), rest

@@ -1,0 +1,221 @@
+"""Migrates one notebook: read and validate (nbformat), join the Python code
+cells into one module (``cells.py``), run the Python engine on it, cut it back
+into cells, hand ``!`` lines and ``%%bash`` cells to the shell front end (when
+installed), run the notebook rules on IPython lines, then write the changed
+cells' ``source`` values back in place (``layout.py``).
+
+Fixes and findings are located in their cell: ``line``/``col`` are within the
+cell, and the cell's number (1-based: the first cell of the notebook is cell 1)
+is the ``cell`` of the Fix/Finding. Bad input (not JSON, not a valid notebook, a syntax
+error in a cell) is one line naming the file and the cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING
+
+from npu_migrate import filetypes
+from npu_migrate.edits import TextEdit, apply
+from npu_migrate.model import FileResult, Finding, Fix
+from npu_migrate.notebooks import cells as joiner
+from npu_migrate.notebooks import layout
+from npu_migrate.notebooks.magics import SHELL_CELL_MAGICS, cell_magic, specials
+from npu_migrate.notebooks.rule import CellLine
+from npu_migrate.registry import rules_for
+from npu_migrate.settings import Settings
+from npu_migrate.suppression import MARK
+from npu_migrate.suppression import parse as parse_suppression
+
+if TYPE_CHECKING:
+    from npu_migrate.model import FileResult as Result
+
+_SYNTAX = re.compile(r"^.*?:(\d+):(\d+): (.*)$")
+#: Python rules that do not run on notebooks: the runtime shim (NPU701) is for
+#: training jobs, not for an interactive kernel (its watchdog and distributed
+#: setup would start in the middle of a notebook, after its last import).
+NOT_IN_NOTEBOOKS = ("NPU701",)
+
+
+def _located(item: Fix | Finding, cell: int, line: int):
+    """``item`` moved to ``line`` of the cell with index ``cell`` (the result names the
+    cell by its number, 1-based: ``npu_migrate/model.py``)."""
+    end_line = item.end_line + line - item.line if item.end_line is not None else None
+    return dataclasses.replace(item, line=line, end_line=end_line, cell=cell + 1)
+
+
+class NotebookFile:
+    """The new text of each cell's IPython lines, and the notebook rules' findings."""
+
+    def __init__(self) -> None:
+        self.lines: dict[tuple[int, int], tuple[str, str, str]] = {}
+        self.fixes: list[Fix] = []
+        self.findings: list[Finding] = []
+
+    @staticmethod
+    def suppressed(line: CellLine, rule: str) -> bool:
+        """``# npu-migrate: ignore[...]`` on the line itself."""
+        codes = parse_suppression(line.text) if MARK in line.text else None
+        return codes is not None and any(rule.startswith(code) for code in codes)
+
+    def replace_line(self, line: CellLine, text: str, rule: str, message: str) -> None:
+        if self.suppressed(line, rule):
+            return
+        self.lines[(line.cell, line.line)] = (text, rule, message)
+        self.fixes.append(_located(Fix(line.line, 0, rule, message), line.cell, line.line))
+
+    def report(self, line: CellLine, column: int, rule: str, message: str, suggestion: str) -> None:
+        if self.suppressed(line, rule):
+            return
+        self.findings.append(_located(Finding(line.line, column, rule, message, suggestion), line.cell, line.line))
+
+
+def migrate(path: str, data: bytes, settings: Settings) -> Result:
+    """Never raises for bad input."""
+    import nbformat
+
+    result = FileResult(path=path)
+    try:
+        notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
+        nbformat.validate(notebook)
+    except UnicodeDecodeError:
+        result.error = f"{path}:1: not UTF-8 text"
+        return result
+    except Exception as exc:  # noqa: BLE001 - nbformat raises JSON, schema and its own errors
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        result.error = f"{path}:1: not a valid notebook: {message}"
+        return result
+    if notebook.nbformat < 4:
+        result.error = f"{path}:1: nbformat {notebook.nbformat} notebooks are not supported (save it as nbformat 4)"
+        return result
+    language = (notebook.metadata.get("kernelspec", {}).get("language")
+                or notebook.metadata.get("language_info", {}).get("name") or "python")
+    if language.lower() != "python":
+        return result
+    code = {i: cell.source for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"}
+    new = dict(code)
+    if not _python(path, code, new, result, settings):
+        return result
+    nb_file = NotebookFile()
+    _ipython_lines(path, code, new, nb_file, result, settings)
+    result.fixes = sorted(set(result.fixes) | set(nb_file.fixes))
+    result.findings = sorted(set(result.findings) | set(nb_file.findings))
+    changed = {i: text for i, text in new.items() if text != code[i]}
+    if changed:
+        positions = layout.sources(data)
+        edits = [TextEdit(positions[i].start, positions[i].end, layout.render(data, positions[i], code[i], text), "", "")
+                 for i, text in changed.items() if i in positions]
+        result.new_source, _ = apply(data, edits)
+    return result
+
+
+def _python(path: str, code: dict[int, str], new: dict[int, str], result: FileResult, settings: Settings) -> bool:
+    """Migrate the Python cells as one module; False (and ``result.error``) on a syntax error."""
+    from npu_migrate.python.engine import migrate_source
+
+    joined = joiner.join(code)
+    if not joined.starts:
+        return True
+    selection = dataclasses.replace(settings.selection, ignore=settings.selection.ignore + NOT_IN_NOTEBOOKS)
+    migrated = migrate_source(path, joined.source.encode(), dataclasses.replace(settings, selection=selection))
+    if migrated.error is not None:
+        match = _SYNTAX.match(migrated.error)
+        where = joined.locate(int(match.group(1))) if match else None
+        if where is not None:
+            result.error = f"{path}: cell {where[0] + 1}, line {where[1]}:{match.group(2)}: {match.group(3)}"
+        else:
+            result.error = f"{path}:1: {migrated.error.split(': ', 1)[-1]}"
+        return False
+    for items, target in ((migrated.fixes, result.fixes), (migrated.findings, result.findings)):
+        for item in items:
+            where = joined.locate(item.line)
+            if where is not None:
+                target.append(_located(item, where[0], where[1]))
+    if migrated.new_source is not None:
+        new.update(joiner.split(joined, migrated.new_source.decode("utf-8"), code))
+    return True
+
+
+def _ipython_lines(path: str, code: dict[int, str], new: dict[int, str], nb_file: NotebookFile,
+                   result: FileResult, settings: Settings) -> None:
+    """Shell escapes and ``%%bash`` cells through the shell front end; every IPython line
+    through the notebook rules."""
+    rules = [cls(nb_file) for rid, cls in rules_for("notebook").items() if settings.selection.active(rid, path)]
+    shell = filetypes.named("shell")
+    for index in code:
+        lines = new[index].splitlines(keepends=True)
+        magic = cell_magic(lines)
+        if magic is not None and magic in SHELL_CELL_MAGICS and shell is not None:
+            body = "".join(lines[1:])
+            migrated = _shell(shell, path, body, index, 1, result, settings)
+            if migrated is not None:
+                new[index] = lines[0] + migrated
+            continue
+        if magic is not None:
+            continue
+        for special in specials(lines):
+            text = special.text.rstrip("\r\n")
+            line = CellLine(index, special.first + 1, text)
+            for rule in rules:
+                rule.visit_line(line)
+            stripped = text.lstrip()
+            if shell is not None and stripped.startswith("!") and (index, line.line) not in nb_file.lines:
+                offset = len(text) - len(stripped) + (2 if stripped.startswith("!!") else 1)
+                command, held = hold_expressions(text[offset:])
+                migrated = _shell(shell, path, command, index, special.first, result, settings, offset, held)
+                if migrated is not None:
+                    nb_file.lines[(index, line.line)] = (text[:offset] + restore_expressions(migrated, held), "", "")
+        for (cell, number), (text, _, _) in nb_file.lines.items():
+            if cell == index:
+                ending = lines[number - 1][len(lines[number - 1].rstrip("\r\n")):]
+                lines[number - 1] = text + ending
+        new[index] = "".join(lines)
+
+
+#: IPython expands ``{expression}`` in a ``!`` line before the shell sees it
+#: (``!{sys.executable} -m pip install x``); the shell parser gets a plain word.
+_EXPRESSION = re.compile(r"\{[^{}\s][^{}]*\}")
+
+
+def hold_expressions(command: str) -> tuple[str, list[tuple[int, str, str]]]:
+    """``command`` with each ``{expression}`` replaced by a unique word, and
+    ``(offset, word, expression)`` of each, for :func:`restore_expressions`."""
+    held: list[tuple[int, str, str]] = []
+    parts = []
+    cursor = 0
+    for number, match in enumerate(_EXPRESSION.finditer(command)):
+        word = f"NPUMIGRATEEXPR{number}"
+        parts += [command[cursor : match.start()], word]
+        held.append((match.start() + sum(len(w) - len(e) for _, w, e in held), word, match.group()))
+        cursor = match.end()
+    return "".join(parts) + command[cursor:], held
+
+
+def restore_expressions(command: str, held: list[tuple[int, str, str]]) -> str:
+    for _, word, expression in held:
+        command = command.replace(word, expression, 1)
+    return command
+
+
+def _original_column(col: int, held: list[tuple[int, str, str]]) -> int:
+    """A column of the command with held expressions -> the same place in the line as written."""
+    return col - sum(len(word) - len(expression) for at, word, expression in held if at < col)
+
+
+def _shell(shell, path: str, text: str, cell: int, first: int, result: FileResult, settings: Settings,
+           column: int = 0, held: list[tuple[int, str, str]] = ()) -> str | None:
+    """Migrate shell code of a cell with the shell front end; returns its new text."""
+    migrated = shell.migrate()(path, text.encode(), settings)
+    if migrated.error is not None:
+        return None
+    for items, target in ((migrated.fixes, result.fixes), (migrated.findings, result.findings)):
+        for item in items:
+            shift = column if item.line == 1 else 0
+            col = _original_column(item.col, held) if item.line == 1 else item.col
+            end_col = item.end_col
+            if end_col is not None and item.end_line == 1:
+                end_col = _original_column(end_col, held) + shift
+            moved = dataclasses.replace(item, col=col + shift, end_col=end_col)
+            target.append(_located(moved, cell, first + item.line))
+    return migrated.new_source.decode("utf-8") if migrated.new_source is not None else None

@@ -1,0 +1,48 @@
+"""NPU830: ``device: cuda`` / ``device: cuda:1`` in a config file -> ``npu`` / ``npu:1``."""
+
+from __future__ import annotations
+
+from npu_migrate.configs.rule import ConfigRule, Example
+from npu_migrate.tables.devices import is_device_key, npu_device
+
+from ._values import setting
+
+
+class ConfigCudaDevice(ConfigRule):
+    id = "NPU830"
+    name = "config-cuda-device"
+    summary = "Rewrite `cuda` / `cuda:N` to `npu` / `npu:N` where a config key (or option) holds a device"
+    triggers = (b"cuda",)
+    rationale = """
+Training configs (YAML, Hydra/OmegaConf, JSON, TOML) name the device the code
+then passes to `torch.device(cfg.device)` or `.to(cfg.device)`. A value that is
+exactly a CUDA device (`cuda`, `cuda:0`, `cuda:${local_rank}`) under a key that
+holds a device becomes the NPU device with the same index. Keys that hold a
+device are named like one (`npu_migrate/tables/devices.py`): `device`,
+`*_device` (`eval_device`, `train.device`, `MODEL.DEVICE`), `device_type`,
+`dev`, `map_location`; not `device_count`, `num_devices`, `device_ids`,
+`devices` (counts and lists, often not strings at all). The same holds for
+`name=value` strings (Hydra overrides `trainer.device=cuda`, `--device=cuda`)
+and for an argument list whose previous item is the option
+(`args: ["--device", "cuda:0"]` in VS Code's launch.json).
+
+Only the scalar's text changes; its quoting and everything around it stay.
+Values under other keys are reported by NPU832, not rewritten. In YAML and
+TOML, `# npu-migrate: ignore[NPU830]` at the end of the line keeps a value.
+"""
+    examples = (
+        Example("device: cuda  # training device\neval_device: 'cuda:1'\n",
+                "device: npu  # training device\neval_device: 'npu:1'\n"),
+        Example('overrides:\n- trainer.device=cuda:0\n', 'overrides:\n- trainer.device=npu:0\n'),
+        Example("num_devices: 8\ndescription: train on cuda\n"),
+    )
+
+    def visit_scalar(self, scalar) -> None:
+        if scalar.is_key or "cuda" not in scalar.value or not scalar.editable:
+            return
+        found = setting(scalar, self.file.previous)
+        if found.name is None or not is_device_key(found.name):
+            return
+        new = npu_device(found.value)
+        if new is not None:
+            self.replace(scalar, found.replaced(scalar, new), f"`{found.value}` -> `{new}` ({found.name})")

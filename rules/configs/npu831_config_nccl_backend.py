@@ -1,0 +1,43 @@
+"""NPU831: ``backend: nccl`` in a config file -> ``hccl``."""
+
+from __future__ import annotations
+
+from npu_migrate.configs.rule import ConfigRule, Example
+from npu_migrate.tables.backends import hccl_backend, is_backend_key
+
+from ._values import setting
+
+
+class ConfigNcclBackend(ConfigRule):
+    id = "NPU831"
+    name = "config-nccl-backend"
+    summary = "Rewrite the `nccl` process-group backend to `hccl` where a config key (or option) holds a backend"
+    triggers = (b"nccl",)
+    rationale = """
+NCCL does not exist on Ascend; HCCL is its counterpart, and torch_npu
+registers it as the `hccl` process-group backend. A value naming nccl (`nccl`,
+or a per-device spec such as `cpu:gloo,cuda:nccl`, which becomes
+`cpu:gloo,npu:hccl`) under a key that holds a process-group backend is
+rewritten. Backend keys (`npu_migrate/tables/backends.py`): `backend`,
+`dist_backend`, `distributed_backend`, `ddp_backend`, `process_group_backend`,
+`pg_backend`, with any prefix (`trainer.dist_backend`); not `rdzv_backend`,
+`attention_backend`, `compile_backend` and the like, which never hold nccl.
+`name=value` strings and argument lists work as for NPU830.
+
+`nccl` under any other key is reported by NPU832.
+"""
+    examples = (
+        Example("dist:\n  backend: nccl\n  init_method: env://\n", "dist:\n  backend: hccl\n  init_method: env://\n"),
+        Example('{"dist_backend": "nccl"}\n', '{"dist_backend": "hccl"}\n'),
+        Example("rdzv_backend: c10d\n"),
+    )
+
+    def visit_scalar(self, scalar) -> None:
+        if scalar.is_key or "nccl" not in scalar.value or not scalar.editable:
+            return
+        found = setting(scalar, self.file.previous)
+        if found.name is None or not is_backend_key(found.name):
+            return
+        new = hccl_backend(found.value)
+        if new is not None:
+            self.replace(scalar, found.replaced(scalar, new), f"backend `{found.value}` -> `{new}` ({found.name})")

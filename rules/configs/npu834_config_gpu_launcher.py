@@ -1,0 +1,47 @@
+"""NPU834: launcher configs that select GPUs: accelerate's ``MULTI_GPU``, Lightning's ``accelerator: gpu``."""
+
+from __future__ import annotations
+
+from npu_migrate.configs.rule import ConfigRule, Example
+
+_LIGHTNING = (
+    "Lightning's `gpu`/`cuda` accelerator drives CUDA devices and Lightning ships no Ascend accelerator: "
+    "register an NPU accelerator (a lightning Accelerator subclass that uses torch.npu) or run the "
+    "training loop with plain torch and device npu"
+)
+
+
+class ConfigGpuLauncher(ConfigRule):
+    id = "NPU834"
+    name = "config-gpu-launcher"
+    summary = "Use accelerate's `MULTI_NPU` for `distributed_type: MULTI_GPU`; report Lightning's `accelerator: gpu`"
+    triggers = (b"MULTI_GPU", b"gpu", b"cuda")
+    rationale = """
+An accelerate config (`accelerate config` writes
+`~/.cache/huggingface/accelerate/default_config.yaml`, projects keep copies)
+selects the distributed type: accelerate has `MULTI_NPU` for Ascend, and its
+launcher then sets `ASCEND_RT_VISIBLE_DEVICES` from `gpu_ids` and HCCL as the
+backend, so `distributed_type: MULTI_GPU` becomes `MULTI_NPU`.
+
+A PyTorch Lightning config (`trainer: {accelerator: gpu}`, Hydra's
+`trainer/gpu.yaml`) selects CUDA devices, and Lightning has no Ascend
+accelerator of its own: `accelerator: gpu` and `accelerator: cuda` are
+reported (NPU832 does not report `gpu`, which is not a torch device).
+"""
+    examples = (
+        Example("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\ngpu_ids: all\nnum_processes: 8\n",
+                "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NPU\ngpu_ids: all\nnum_processes: 8\n"),
+        Example("trainer:\n  accelerator: gpu  # reported\n  devices: 8\n"),
+        Example("distributed_type: MULTI_CPU\n"),
+    )
+
+    def visit_scalar(self, scalar) -> None:
+        if scalar.is_key or scalar.key is None:
+            return
+        if scalar.key == "distributed_type" and scalar.value == "MULTI_GPU":
+            if scalar.editable:
+                self.replace(scalar, "MULTI_NPU", "accelerate `MULTI_GPU` -> `MULTI_NPU`")
+            else:
+                self.report(scalar, "accelerate's `MULTI_GPU` selects CUDA devices", "write `MULTI_NPU`")
+        elif scalar.key == "accelerator" and scalar.value.lower() in ("gpu", "cuda"):
+            self.report(scalar, f"`accelerator: {scalar.value}` selects CUDA devices (PyTorch Lightning)", _LIGHTNING)

@@ -1,0 +1,115 @@
+"""NPU850: add ``torch-npu`` paired with the torch a dependency file pins."""
+
+from __future__ import annotations
+
+import re
+
+from npu_migrate.deps import pairing
+from npu_migrate.deps.rule import DepsRule, Example
+
+
+def _marker(entry) -> str | None:
+    requirement = entry.requirement
+    return str(requirement.marker) if requirement is not None and requirement.marker is not None else None
+
+
+class TorchNpuRequirement(DepsRule):
+    id = "NPU850"
+    name = "torch-npu-requirement"
+    summary = "Add `torch-npu==X.Y.*` next to a torch pinned to X.Y; state the pairing rule where torch is not pinned"
+    triggers = (b"torch",)
+    rationale = """
+On Ascend, torch needs torch-npu, and torch-npu X.Y requires torch X.Y
+exactly (post releases such as `2.1.0.post17` fix bugs within a pairing). Where
+a dependency list pins torch to one minor series (`torch==2.1.0`, `~=2.1.0`,
+`>=2.1,<2.2`, conda `pytorch=2.1`), `torch-npu==X.Y.*` is added right after it
+in the list's own style: its own line with the same line ending in a
+requirements file, the same indentation and quotes in `pyproject.toml`'s
+arrays (edited with tomlkit) and `setup.cfg`, the `pip:` sub-list of a conda
+`environment.yml` (torch-npu is not on conda). torch's environment markers go
+along (`; sys_platform == "linux"`), and the operator spacing follows torch's.
+
+Where torch is not pinned (`torch`, `torch>=2.0`) the finding states the
+pairing rule instead of guessing a version. A torch-npu requirement that is
+already there is checked: one that admits another series than torch's is
+reported. Nothing is added to a pip-compile output or a file with `--hash`
+options (a finding says where to add it), nor after a requirement written on
+`setup.cfg`'s option line (`install_requires = torch==2.1`) or in a YAML flow
+sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
+
+`setup.py` has its own rule for the same decision (NPU860).
+"""
+    examples = (
+        Example("numpy>=1.24\ntorch==2.1.0  # CUDA 12 build below\ntorchvision==0.16.0\n",
+                "numpy>=1.24\ntorch==2.1.0  # CUDA 12 build below\ntorch-npu==2.1.*\ntorchvision==0.16.0\n"),
+        Example("torch>=2.0  # reported: not pinned\n"),
+        Example("torch==2.5.1\ntorch-npu==2.5.1\n"),
+    )
+
+    def check(self, document) -> None:
+        torch_npu = [e for lst in document.lists for e in lst.entries if e.name == pairing.TORCH_NPU]
+        torches = [(lst, e, self._series(e)) for lst in document.lists for e in lst.entries if e.is_torch]
+        # An unpinned torch is reported only where no torch-npu is (or will be) in the
+        # file, so that the run after the fix reports the same.
+        settled = bool(torch_npu) or any(series is not None for _, _, series in torches)
+        for lst, entry, series in torches:
+            if series is None:
+                if not settled:
+                    self.report_entry(entry, f"{self._why(entry)}, so the torch-npu to add cannot be chosen",
+                                      pairing.PAIRING_RULE)
+                continue
+            rivals = {s for other_list, other, s in torches
+                      if other_list is lst and s is not None and _marker(other) == _marker(entry)}
+            if len(rivals) > 1:
+                self.report_entry(entry, f"`{entry.text}` is one of several torch pins of different minor releases "
+                                  f"in the {lst.where} (same markers)", "keep one torch pin per environment, then "
+                                  "add torch-npu==X.Y.* for it")
+                continue
+            own = [e for e in lst.entries if e.name == pairing.TORCH_NPU and _marker(e) == _marker(entry)]
+            self._torch(document, lst, entry, series, own or ([] if lst.entries and not lst.conda else torch_npu))
+
+    @staticmethod
+    def _series(entry) -> tuple[int, int] | None:
+        series = pairing.minor_series(entry.specifier)
+        return series if series is not None and series >= pairing.OLDEST_PAIRED else None
+
+    @staticmethod
+    def _why(entry) -> str:
+        if pairing.minor_series(entry.specifier) is None:
+            return f"`{entry.text}` is not pinned to one minor release"
+        return f"`{entry.text}` is older than the oldest torch-npu (torch 2.1)"
+
+    def _torch(self, document, lst, entry, series, torch_npu) -> None:
+        if torch_npu:
+            for other in torch_npu:
+                if not pairing.pairs_with(other.specifier, series):
+                    self.report_entry(other, f"`{other.text}` does not pair with `{entry.text}`",
+                                      f"torch-npu X.Y requires torch X.Y exactly: use torch-npu{pairing.npu_specifier(series)}")
+            return
+        requirement = self._requirement(entry, series)
+        target, after = lst, entry
+        if lst.conda:
+            pip = next((other for other in document.lists if other.where.startswith("pip") and other.entries), None)
+            if pip is None:
+                self.report_entry(entry, "torch-npu is not on conda and this environment has no `pip:` list",
+                                  f"add `- pip` and `- pip: [{requirement}]` to the dependencies")
+                return
+            target, after = pip, pip.entries[-1]
+        edit = target.add(after, requirement) if target.add is not None and document.no_additions is None else None
+        if edit is None:
+            reason = document.no_additions or f"this {target.where} cannot take one more entry safely"
+            self.report_entry(entry, f"torch-npu must be added next to `{entry.text}`, but {reason}",
+                              f"add `{requirement}`")
+            return
+        start, end, new = edit
+        self.edit(start, end, new, f"add `{requirement}` (pairs with `{entry.text}`)")
+
+    @staticmethod
+    def _requirement(entry, series) -> str:
+        """``torch-npu==X.Y.*`` in the style of ``entry``: its operator spacing and markers."""
+        spaced = " " if re.search(r"\s(?:==|~=|>=|<=|===|<|>)|(?:==|~=|>=|<=|<|>)\s", entry.text) else ""
+        text = f"{pairing.TORCH_NPU}{spaced}{pairing.npu_specifier(series)[:2]}{spaced}{pairing.npu_specifier(series)[2:]}"
+        requirement = entry.requirement
+        if requirement is not None and requirement.marker is not None:
+            text += f"; {requirement.marker}"
+        return text

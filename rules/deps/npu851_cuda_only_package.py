@@ -1,0 +1,44 @@
+"""NPU851: report CUDA-only packages in dependency files."""
+
+from __future__ import annotations
+
+from npu_migrate.deps.rule import DepsRule, Example
+from npu_migrate.tables.packages import CONDA_CUDA_ONLY, cuda_only, normalise
+
+
+class CudaOnlyPackage(DepsRule):
+    id = "NPU851"
+    name = "cuda-only-package"
+    summary = "Report CUDA-only packages (apex, flash-attn, xformers, bitsandbytes, triton, nvidia-*, cupy-cuda*...) with what to use on Ascend"
+    fixable = False
+    triggers = (b"apex", b"flash", b"xformers", b"bitsandbytes", b"triton", b"nvidia", b"cupy", b"nvml",
+                b"tensorrt", b"transformer", b"gpustat", b"pycuda", b"onnxruntime", b"mamba", b"causal",
+                b"deepspeed", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
+    rationale = """
+These distributions only work with NVIDIA GPUs: installing them on an Ascend
+machine fails to build, or succeeds and fails at import or at the first kernel.
+Each is reported on its line with the Ascend replacement
+(`npu_migrate/tables/packages.py`, shared with the Python rules NPU9xx that
+report the imports): apex, flash-attn, xformers, bitsandbytes, triton,
+pynvml/nvidia-ml-py, gpustat, pycuda, tensorrt, torch-tensorrt,
+transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, every `nvidia-*`
+(CUDA runtime wheels, `nvidia-dali-*`) and `cupy-cuda*`; in conda
+environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. The line
+is not removed: whether the code still needs the package is a decision for the
+code's owner (the Python rules say where it is imported).
+"""
+    examples = (
+        Example("torch==2.1.0\nflash-attn==2.5.6  # reported\nnvidia-cudnn-cu12  # reported\n"),
+        Example("numpy\nrequests\n"),
+    )
+
+    def check(self, document) -> None:
+        for lst in document.lists:
+            for entry in lst.entries:
+                name = entry.name
+                if name is None:
+                    continue
+                advice = CONDA_CUDA_ONLY.get(normalise(name)) if lst.conda else None
+                advice = advice or cuda_only(name)
+                if advice is not None:
+                    self.report_entry(entry, f"`{name}` only works with NVIDIA GPUs", advice)

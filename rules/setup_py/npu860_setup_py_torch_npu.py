@@ -1,0 +1,83 @@
+"""NPU860: add ``torch-npu`` to ``setup.py``'s requirements next to a pinned torch."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.deps import pairing
+from npu_migrate.python.cst_util import with_string_value
+from npu_migrate.python.rule import Example
+
+from ._requirements import SetupRequirementsRule
+
+
+def _name(text: str) -> str | None:
+    requirement = pairing.parse(text)
+    return pairing.name_of(requirement) if requirement else None
+
+
+class SetupPyTorchNpu(SetupRequirementsRule):
+    id = "NPU860"
+    name = "setup-py-torch-npu"
+    summary = "Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's literal install_requires / extras_require"
+    rationale = """
+The setup.py counterpart of NPU850 (same decision, `npu_migrate/deps/pairing.py`):
+torch-npu X.Y requires torch X.Y exactly, so where a literal requirement list
+of `setup()` pins torch to one minor series, `"torch-npu==X.Y.*"` is added
+right after it, in torch's quotes and the list's layout. A list bound to a
+module-level name (`REQUIRED = [...]`, `install_requires=REQUIRED`) is followed;
+lists built at run time (read from requirements.txt) are not: that file is
+migrated by NPU850 itself. Where torch is not pinned, the finding states the
+pairing rule.
+
+setup.py stays a Python file: every Python rule runs on it too, and
+`# npu-migrate: ignore[NPU860]` works as on any Python line.
+"""
+    examples = (
+        Example('from setuptools import setup\nsetup(name="x", install_requires=["numpy", "torch==2.1.0"])\n',
+                'from setuptools import setup\nsetup(name="x", install_requires=["numpy", "torch==2.1.0", "torch-npu==2.1.*"])\n'),
+        Example("from setuptools import setup\nsetup(name='x', install_requires=['torch>=2.0'])  # reported\n"),
+    )
+
+    def check(self, lists) -> None:
+        has_npu = any(_name(text) == pairing.TORCH_NPU for lst in lists for _, text in lst.items)
+        torches = [(lst, element, text, pairing.minor_series(str(pairing.parse(text).specifier)))
+                   for lst in lists for element, text in lst.items if _name(text) == pairing.TORCH]
+        settled = has_npu or any(series for *_, series in torches)
+        for lst, element, text, series in torches:
+            if series is None or series < pairing.OLDEST_PAIRED:
+                if not settled:
+                    self.report(element, f"`{text}` is not pinned to one minor release, so the torch-npu to add "
+                                "cannot be chosen", pairing.PAIRING_RULE)
+                continue
+            own = [t for _, t in lst.items if _name(t) == pairing.TORCH_NPU]
+            if own:
+                for other in own:
+                    if not pairing.pairs_with(str(pairing.parse(other).specifier), series):
+                        self.report(element, f"`{other}` does not pair with `{text}`",
+                                    f"use torch-npu{pairing.npu_specifier(series)}")
+                continue
+            requirement = f"{pairing.TORCH_NPU}{pairing.npu_specifier(series)}"
+            self.replace(lst.node, _inserter(element, requirement), f"add `{requirement}` (pairs with `{text}`)",
+                         needs_torch_npu=False, anchor=element)
+
+
+def _inserter(torch: cst.Element, requirement: str):
+    def insert(updated: cst.List | cst.Tuple) -> cst.List | cst.Tuple:
+        elements = list(updated.elements)
+        index = next(i for i, e in enumerate(elements) if e.value.deep_equals(torch.value))
+        current = elements[index]
+        string = current.value if isinstance(current.value, cst.SimpleString) else cst.SimpleString(f'"{requirement}"')
+        comma = current.comma
+        if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+            # torch's line comment stays on torch's line
+            comma = comma.with_changes(whitespace_after=comma.whitespace_after.with_changes(first_line=cst.TrailingWhitespace()))
+        new = cst.Element(with_string_value(string, requirement), comma=comma)
+        if isinstance(current.comma, cst.MaybeSentinel):  # torch was last, without a comma
+            before = elements[index - 1].comma if index else None
+            comma = before if isinstance(before, cst.Comma) else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            elements[index] = current.with_changes(comma=comma)
+        elements.insert(index + 1, new)
+        return updated.with_changes(elements=elements)
+
+    return insert
