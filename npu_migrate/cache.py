@@ -3,7 +3,8 @@
 Entries are keyed by a hash of the file's bytes, its path, the tool version, a
 fingerprint of the engine's and rules' sources, and the settings (rule selection, config, project facts). They live in
 ``.npu_migrate_cache/`` at the project root, which gets its own ``.gitignore``.
-A missing, stale or corrupt entry is simply recomputed and rewritten.
+A missing, stale or corrupt entry (not JSON, or JSON of the wrong shape) is
+simply recomputed and rewritten.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from npu_migrate import __version__
+from npu_migrate.files import content_digest  # noqa: F401 - the key's content part
 from npu_migrate.model import FileResult
 
 DIRNAME = ".npu_migrate_cache"
@@ -52,10 +54,6 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def content_digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
 class Cache:
     def __init__(self, directory: Path, settings_key: str) -> None:
         self.directory = directory / __version__
@@ -78,7 +76,7 @@ class Cache:
         try:
             data = json.loads(self._entry(key).read_text(encoding="utf-8"))
             return FileResult.from_cache(path, data)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, TypeError):  # TypeError: JSON of the wrong shape
             return None
 
     def put(self, key: str, result: FileResult) -> None:
@@ -94,8 +92,16 @@ class Cache:
                 self._ready = True
             entry.parent.mkdir(exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
+        except OSError:
+            return  # a read-only project still works, just without a cache
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(result.to_cache(), handle)
             os.replace(tmp, entry)
-        except OSError:
-            pass  # a read-only project still works, just without a cache
+        except BaseException as exc:  # an interrupt included: no temp file left behind
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if not isinstance(exc, OSError):
+                raise

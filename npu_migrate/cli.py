@@ -16,6 +16,9 @@ actually needs parsing.
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
 import sys
 
 import click
@@ -25,6 +28,33 @@ from npu_migrate.options import split_codes
 
 #: Output formats (``npu_migrate/reporting/``); listed here so that --help needs no import.
 OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab")
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def _exits_on_interrupt(command):
+    """Ctrl-C ends a run at once with exit 130 and one line saying how many files
+    were written (none is written after it: see npu_migrate/writer.py); a second
+    Ctrl-C ends the process on the spot, whatever it is doing."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from npu_migrate import writer
+
+        writer.written.clear()
+        previous = signal.getsignal(signal.SIGINT)
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, lambda signum, frame: os._exit(EXIT_INTERRUPTED))
+            click.echo(f"interrupted: {len(writer.written)} file(s) written before the interrupt, none after it",
+                       err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        finally:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+    return run
 
 
 class _DefaultToMigrate(click.Group):
@@ -95,6 +125,7 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
 @click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff or report, if asked for).")
 @click.option("-v", "--verbose", is_flag=True, help="Also print per-file status and timing.")
+@_exits_on_interrupt
 def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
             force_exclude, output_format, output_file, report, fail_on_findings, exit_zero, statistics, show_fixes,
             annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, quiet,

@@ -102,6 +102,12 @@ def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
                      outputs=[path for path in (opts.report, opts.output_file) if path])
     for message in found.warnings if not opts.quiet else ():
         err.print(f"warning: {message}")
+    if found.leftovers:
+        from npu_migrate.writer import remove_leftovers
+
+        removed = remove_leftovers(found.leftovers)
+        if removed and opts.verbose:
+            err.print(f"removed {removed} temp file(s) left by an interrupted run")
     if not found.files and not found.errors and not found.warnings and not opts.quiet:
         err.print("warning: no supported files found")
     failed = [FileResult(path=message.split(":", 1)[0], error=message) for message in found.errors]
@@ -143,6 +149,7 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
     """Print the diffs and write the files, as the mode says; returns the results with
     positions of the files as they are on disk afterwards."""
     from npu_migrate import output
+    from npu_migrate.files import ReadError, read_unchanged
 
     opts = prep.options
     show_diff = opts.diff if opts.diff is not None else (
@@ -150,10 +157,10 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
     done = []
     for result in results:
         if result.error is None and result.changed and (show_diff or opts.mode == "write"):
-            try:
-                original = Path(result.path).read_bytes()
-            except OSError as exc:  # gone or unreadable since it was migrated
-                done.append(replace(result, error=f"{result.path}: cannot read: {exc.strerror or exc}"))
+            try:  # nothing is shown or written for a file that changed since it was read
+                original = read_unchanged(result.path, result.source_digest)
+            except ReadError as exc:  # gone, unreadable or edited since it was migrated
+                done.append(replace(result, error=str(exc), new_source=None))
                 continue
             if show_diff:
                 output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
@@ -164,11 +171,14 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
 
 
 def _write(result: FileResult, original: bytes) -> FileResult:
+    from npu_migrate.files import ReadError
     from npu_migrate.reporting.relocate import relocate, split_for
     from npu_migrate.writer import write_atomic
 
     try:
-        write_atomic(result.path, result.new_source)
+        write_atomic(result.path, result.new_source, result.source_digest)
+    except ReadError as exc:  # edited (or gone) since it was read: the user's version stays
+        return replace(result, error=str(exc), new_source=None)
     except OSError as exc:
         return replace(result, error=f"{result.path}: cannot write: {exc.strerror or exc}")
     return replace(relocate(result, original, result.new_source, split_for(result.path)), written=True)

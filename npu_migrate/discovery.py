@@ -14,11 +14,20 @@
   (``--force-exclude``, for pre-commit, which names every staged file) ``exclude``
   and the skipped directories apply to it too.
 * Paths that do not exist and broken symlinks become one-line errors.
+* Only regular files are read: a FIFO, socket or device is skipped with a
+  warning (reading a FIFO would block forever).
+* Symbolic links met while walking a directory are not followed: one that
+  points outside the given paths is reported (a warning); one that points inside
+  is skipped quietly, its target being processed under its own name. Each file
+  is processed once, however many names it has.
+* Temp files that a killed ``--write`` left behind (``.npu-migrate-*.tmp``) in
+  the directories searched, or beside the files named, are collected for removal.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +35,8 @@ from pathlib import Path
 import pathspec
 
 from npu_migrate import filetypes
+from npu_migrate.files import kind
+from npu_migrate.writer import is_temp_name
 
 SKIP_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", "build", "dist", ".venv", "venv", ".tox", ".nox",
@@ -42,7 +53,8 @@ PACKAGE_NAMES_OK = {"build", "dist"}
 class Discovered:
     files: list[str] = field(default_factory=list)  # display paths, as the user will see them
     errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # skipped, but not a failure
+    leftovers: list[str] = field(default_factory=list)  # temp files of earlier runs (writer.remove_leftovers)
 
 
 def _display(path: Path) -> str:
@@ -124,14 +136,58 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
     directory walk skips them (a JSON report in the tree is a config file otherwise)."""
     found = Discovered()
     is_excluded = _matcher(exclude, root)
-    seen: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
+    scanned: set[str] = set()
+    roots: list[Path] = []
     own = {Path(o).absolute() for o in outputs}
 
-    def add(path: Path) -> None:
-        key = path.absolute()
+    def add(path: Path, info: os.stat_result) -> None:
+        key = (info.st_dev, info.st_ino)
         if key not in seen:
             seen.add(key)
             found.files.append(_display(path))
+
+    def regular(path: Path, info: os.stat_result, report: bool = True) -> bool:
+        if stat.S_ISREG(info.st_mode):
+            return True
+        if report:
+            found.warnings.append(f"{_display(path)}: {kind(info.st_mode)}, not a regular file; skipped")
+        return False
+
+    def not_followed(link: Path, what: str) -> None:
+        """A symlink met in a walk: reported if it leads outside the given paths."""
+        if not roots:
+            roots.extend(Path(os.path.realpath(p)) for p in paths)
+        target = Path(os.path.realpath(link))
+        if not any(target.is_relative_to(r) for r in roots):
+            found.warnings.append(f"{_display(link)}: symbolic link to {what} {target}, outside the given paths; not followed")
+
+    def walked(path: Path, known: bool) -> os.stat_result | None:
+        """The file's stat if a directory walk should process it; reported if not, when
+        its name says it is of a supported type (others are only candidates)."""
+        try:
+            info = path.lstat()
+        except OSError as exc:  # gone since the directory was listed
+            if known:
+                found.errors.append(f"{_display(path)}: cannot read: {exc.strerror or exc}")
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            if not path.exists():
+                if known:
+                    found.errors.append(f"{_display(path)}: broken symbolic link")
+            elif known:
+                not_followed(path, "file")
+            return None
+        return info if regular(path, info, report=known) else None
+
+    def collect_leftovers(directory: str) -> None:
+        if directory not in scanned:
+            scanned.add(directory)
+            try:
+                names = os.listdir(directory or ".")
+            except OSError:
+                return
+            found.leftovers.extend(os.path.join(directory, name) for name in names if is_temp_name(name))
 
     for raw in paths:
         path = Path(raw)
@@ -142,10 +198,14 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
         if not path.is_dir():
             if force_exclude and force_excluded(raw, exclude, root):
                 continue
+            info = path.stat()
+            if not regular(path, info):
+                continue
             if filetypes.detect_file(raw) is None:
                 found.warnings.append(f"{raw}: not a supported file type; skipped")
-            else:
-                add(path)  # named explicitly: processed even where excluded or ignored (unless force_exclude)
+                continue
+            add(path, info)  # named explicitly: processed even where excluded or ignored (unless force_exclude)
+            collect_leftovers(os.path.dirname(raw))
             continue
         top = path.absolute()
         ignores = _IgnoreStack()
@@ -165,20 +225,25 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
                     continue
                 if ignores.ignored(sub, True) or is_excluded(sub, True):
                     continue
+                if sub.is_symlink():  # os.walk would not follow it either
+                    not_followed(sub, "directory")
+                    continue
                 keep.append(name)
             dirnames[:] = keep
             for name in sorted(filenames):
+                if is_temp_name(name):
+                    found.leftovers.append(os.path.join(dirpath, name))
+                    continue
                 file = current / name
                 known = filetypes.by_name(os.path.join(dirpath, name)) is not None
                 if not known and not filetypes.may_be_script(name):
                     continue
                 if ignores.ignored(file, False) or is_excluded(file, False) or file in own:
                     continue
-                if not file.exists():
-                    if known:
-                        found.errors.append(f"{_display(file)}: broken symbolic link")
+                info = walked(file, known)
+                if info is None:
                     continue
                 if not known and filetypes.by_shebang(filetypes.read_head(str(file)) or b"") is None:
                     continue
-                add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file)
+                add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file, info)
     return found

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from npu_migrate.files import nonblocking
+
 if TYPE_CHECKING:
     from npu_migrate.model import FileResult
     from npu_migrate.settings import Settings
@@ -216,9 +218,9 @@ def read_head(path: str) -> bytes | None:
     """The first bytes of a regular file (None for FIFOs, devices, unreadable files:
     opening a FIFO to sniff it would block)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as handle:
+        with open(path, "rb", opener=nonblocking) as handle:  # a FIFO cannot block the open...
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # ...and is never read
+                return None
             return handle.read(HEAD_BYTES)
     except OSError:
         return None

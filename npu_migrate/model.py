@@ -14,7 +14,7 @@ cells and ruff prints them: the first cell of ``cells`` is cell 1) and
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 
 class _Located:
@@ -68,6 +68,9 @@ class FileResult:
     error: str | None = None
     new_source: bytes | None = None
     written: bool = False
+    #: Digest of the bytes the result was computed from (``npu_migrate.files.content_digest``):
+    #: nothing is shown or written for a file that no longer has them.
+    source_digest: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -81,11 +84,46 @@ class FileResult:
         }
 
     @classmethod
-    def from_cache(cls, path: str, data: dict) -> FileResult:
-        new_source = data["new_source"]
-        return cls(
-            path=path,
-            fixes=[Fix(**f) for f in data["fixes"]],
-            findings=[Finding(**f) for f in data["findings"]],
-            new_source=new_source.encode("latin-1") if new_source is not None else None,
-        )
+    def from_cache(cls, path: str, data: object) -> FileResult:
+        """The result a cache entry holds; TypeError or ValueError if ``data`` is not what :meth:`to_cache` makes."""
+        if not isinstance(data, dict):
+            raise TypeError(f"cache entry is a {type(data).__name__}, not an object")
+        new_source = data.get("new_source")
+        if new_source is not None and not isinstance(new_source, str):
+            raise TypeError("cache entry: new_source is not a string")
+        try:
+            return cls(
+                path=path,
+                fixes=[Fix(**_checked(f, _FIX_FIELDS)) for f in _list(data.get("fixes"))],
+                findings=[Finding(**_checked(f, _FINDING_FIELDS)) for f in _list(data.get("findings"))],
+                new_source=new_source.encode("latin-1") if new_source is not None else None,
+            )
+        except UnicodeEncodeError as exc:  # not what to_cache writes
+            raise ValueError(f"cache entry: {exc}") from None
+
+
+def _schema(cls) -> dict[str, tuple[type, bool]]:
+    """Field name -> (type, may be None), from the dataclass's own annotations."""
+    kinds = {"int": int, "str": str}
+    return {f.name: (kinds[str(f.type).split(" | ")[0]], str(f.type).endswith("| None")) for f in fields(cls)}
+
+
+_FIX_FIELDS = _schema(Fix)
+_FINDING_FIELDS = _schema(Finding)
+
+
+def _list(value: object) -> list:
+    if not isinstance(value, list):
+        raise TypeError("cache entry: fixes/findings is not a list")
+    return value
+
+
+def _checked(item: object, schema: dict[str, tuple[type, bool]]) -> dict:
+    """``item`` if it is an object with exactly the fields of ``schema``, each of its type
+    (bool is no int here)."""
+    if not isinstance(item, dict) or item.keys() != schema.keys():
+        raise TypeError("cache entry: a fix or finding has the wrong fields")
+    for name, (kind, optional) in schema.items():
+        if type(item[name]) is not kind and not (optional and item[name] is None):
+            raise TypeError(f"cache entry: {name} is not {kind.__name__}")
+    return item

@@ -1,22 +1,51 @@
-"""Runs the engine over many files: reading, project facts, the cache, and a
-process pool (``concurrent.futures``). One file's failure never stops the others."""
+"""Runs the engine over many files: reading, project facts, the cache, and worker
+processes (``concurrent.futures``). One file's failure never stops the others.
+
+Every file the cache cannot answer is migrated in a worker process, with
+``--jobs 1`` too, so that nothing a file does to the parser can end the run:
+
+* A native crash (libcst's parser is written in Rust; it has overflowed its
+  stack on deep nesting) kills a worker, not the run. The files that were in
+  flight then run again one after another in a process of their own; the one
+  that kills it fails with ``internal error``, and the others go on, then the
+  rest of the tree in a fresh pool. At most ``IN_FLIGHT_PER_WORKER`` files per
+  worker are in flight, so a crash costs a few files' time, never a re-run of
+  the tree.
+* Workers ignore SIGINT and write nothing (the parent writes). Ctrl-C, which a
+  terminal sends to the whole process group, therefore reaches only the parent:
+  it kills the workers and raises KeyboardInterrupt at once.
+* A worker whose parent died (SIGKILL) exits instead of waiting for work forever.
+
+Where no process pool can be made (a platform without ``sem_open``), files are
+migrated in this process, without that isolation.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import signal
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import replace
 
 from npu_migrate import filetypes
-from npu_migrate.cache import Cache, content_digest
+from npu_migrate.cache import Cache
 from npu_migrate.facts import ProjectFacts
+from npu_migrate.files import ReadError, content_digest, read_regular
 from npu_migrate.model import FileResult
 from npu_migrate.settings import Settings
 
-#: Below this many files to parse, a process pool costs more than it saves.
-MIN_FILES_FOR_POOL = 4
+#: Files handed to the pool per worker before the first result is back: enough to
+#: keep every worker busy, few enough to re-run cheaply when a worker dies.
+IN_FLIGHT_PER_WORKER = 2
+
+Outcome = tuple[FileResult, "str | None"]  # a result, and the digest of the bytes it was computed from
+Item = tuple[str, "str | None"]  # a path, and its cache key
 
 
 def default_jobs() -> int:
@@ -28,14 +57,13 @@ def default_jobs() -> int:
 
 def _read(path: str) -> tuple[bytes | None, str | None]:
     try:
-        with open(path, "rb") as handle:
-            return handle.read(), None
-    except PermissionError:
-        return None, f"{path}: permission denied"
-    except IsADirectoryError:
-        return None, f"{path}: is a directory"
-    except OSError as exc:
-        return None, f"{path}: cannot read: {exc.strerror or exc}"
+        return read_regular(path), None
+    except ReadError as exc:
+        return None, str(exc)
+
+
+def _internal_error(path: str, what: str) -> FileResult:
+    return FileResult(path=path, error=f"{path}:1: internal error in npu-migrate ({what}); please report it")
 
 
 def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
@@ -47,10 +75,10 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     try:
         return file_type.migrate()(path, data, settings)
     except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
-        return FileResult(path=path, error=f"{path}:1: internal error in npu-migrate ({type(exc).__name__}: {exc}); please report it")
+        return _internal_error(path, f"{type(exc).__name__}: {exc}")
 
 
-def migrate_path(path: str, settings: Settings) -> tuple[FileResult, str | None]:
+def migrate_path(path: str, settings: Settings) -> Outcome:
     """Read and migrate one file (what a worker does); also the digest of what it read."""
     data, error = _read(path)
     if error is not None:
@@ -58,7 +86,24 @@ def migrate_path(path: str, settings: Settings) -> tuple[FileResult, str | None]
     return migrate_safely(path, data, settings), content_digest(data)
 
 
-def _warm_worker(type_names: tuple[str, ...]) -> None:
+# --------------------------------------------------------------------------- workers
+
+_worker_settings = Settings()
+
+
+def _init_worker(settings: Settings, type_names: tuple[str, ...]) -> None:
+    global _worker_settings
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _starting_workers
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent,), daemon=True, name="npu-migrate-orphan-guard").start()
+    _worker_settings = settings
+    _warm(type_names)
+
+
+def _warm(type_names: tuple[str, ...]) -> None:
     """Import the front ends (and their rules) of the file types in the run."""
     from npu_migrate.registry import rules_for
 
@@ -67,6 +112,172 @@ def _warm_worker(type_names: tuple[str, ...]) -> None:
         file_type.migrate()
         for front_end in file_type.front_ends:
             rules_for(front_end)
+
+
+def _exit_with(parent) -> None:
+    parent.join()  # returns when the parent process is gone
+    os._exit(1)
+
+
+def _work(path: str) -> Outcome:
+    return migrate_path(path, _worker_settings)
+
+
+def _one_at_a_time_child(connection, paths: list[str], settings: Settings, type_names: tuple[str, ...],
+                         data: bytes | None) -> None:
+    _init_worker(settings, type_names)
+    for path in paths:
+        connection.send(_work(path) if data is None else (migrate_safely(path, data, settings), content_digest(data)))
+    connection.close()
+
+
+@contextmanager
+def _starting_workers() -> Iterator[None]:
+    """SIGINT blocked while workers start: they inherit the mask, so an early Ctrl-C
+    cannot hit one before it ignores SIGINT; the parent gets it right after."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End the workers now (they hold nothing that needs a clean exit)."""
+    if hasattr(pool, "kill_workers"):  # Python 3.14
+        pool.kill_workers()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            process.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _death(exitcode: int | None) -> str:
+    """How a worker process ended, in words."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _one_at_a_time(items: list[Item], settings: Settings, type_names: tuple[str, ...],
+                   finish: Callable[[str, str | None, Outcome], None], data: bytes | None = None) -> None:
+    """Migrate ``items`` one after another in a process of their own (the file's bytes
+    are ``data`` where given, for one item). The file a process dies on fails with an
+    internal error; the others go on in a new process."""
+    pending = deque(items)
+    context = multiprocessing.get_context()
+    while pending:
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(target=_one_at_a_time_child, daemon=True,
+                                  args=(send, [path for path, _ in pending], settings, type_names, data))
+        try:
+            with _starting_workers():
+                process.start()
+            send.close()
+            while pending:
+                try:
+                    outcome = receive.recv()
+                except EOFError:  # it died on pending[0]
+                    break
+                finish(*pending.popleft(), outcome)
+            process.join()
+        except BaseException:
+            process.kill()
+            process.join()
+            raise
+        finally:
+            receive.close()
+        if pending:
+            path, key = pending.popleft()
+            finish(path, key, (_internal_error(path, f"a worker process died on this file: {_death(process.exitcode)}"), None))
+
+
+class _NoProcessPool(Exception):
+    """This platform cannot run a process pool."""
+
+
+def _until_broken(queue: deque[Item], settings: Settings, type_names: tuple[str, ...], workers: int,
+                  finish: Callable[[str, str | None, Outcome], None]) -> list[Item]:
+    """Run the files of ``queue`` in a pool: [] when all are done, or the files that were
+    in flight when a worker died (the others stay in ``queue``)."""
+    in_flight: dict[Future, Item] = {}
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(settings, type_names))
+    except (OSError, ImportError, NotImplementedError) as exc:  # no sem_open on this platform
+        raise _NoProcessPool from exc
+
+    def fill() -> None:
+        while queue and len(in_flight) < workers * IN_FLIGHT_PER_WORKER:
+            try:
+                future = pool.submit(_work, queue[0][0])
+            except BrokenProcessPool:  # a worker died; the files in flight will say so
+                return
+            in_flight[future] = queue.popleft()
+
+    def harvest(futures) -> bool:
+        """Hand on the outcomes of ``futures``; False if the pool broke."""
+        broken = False
+        for future in futures:
+            item = in_flight.pop(future)
+            try:
+                outcome = future.result()
+            except BrokenProcessPool:
+                broken = True
+                suspects.append(item)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bug outside migrate_safely: still one file
+                outcome = _internal_error(item[0], f"{type(exc).__name__}: {exc}"), None
+            finish(*item, outcome)
+        return not broken
+
+    suspects: list[Item] = []
+    try:
+        with _starting_workers():
+            fill()  # the first submit starts the workers
+        while in_flight:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            if not harvest(done):
+                harvest(wait(list(in_flight)).done)  # the pool is broken: they all end now
+                return suspects
+            fill()
+        return suspects
+    except BaseException:  # Ctrl-C above all: stop now, not when the workers are done
+        _kill_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _in_workers(todo: list[Item], settings: Settings, type_names: tuple[str, ...], jobs: int, finish) -> None:
+    queue = deque(todo)
+    while queue:
+        try:
+            suspects = _until_broken(queue, settings, type_names, max(1, min(jobs, len(queue))), finish)
+        except _NoProcessPool:
+            for path, key in queue:
+                finish(path, key, migrate_path(path, settings))
+            return
+        _one_at_a_time(suspects, settings, type_names, finish)
+
+
+def migrate_data(path: str, data: bytes, settings: Settings) -> FileResult:
+    """:func:`migrate_safely` in a process of its own (standard input): a native crash
+    fails the file, not the command; Ctrl-C reaches only this process."""
+    file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
+    outcomes: list[Outcome] = []
+    try:
+        _one_at_a_time([(path, None)], settings, (file_type.name,), lambda p, k, outcome: outcomes.append(outcome), data)
+    except (OSError, ImportError, NotImplementedError):  # no processes here: unisolated
+        return migrate_safely(path, data, settings)
+    return outcomes[0][0]
 
 
 def run(
@@ -101,37 +312,27 @@ def run(
         if progress is not None:
             progress(result)
 
-    todo: list[tuple[str, str | None]] = []
+    todo: list[Item] = []
     for path, digest in digests.items():
         key = store.key(path, digest) if store is not None else None
         hit = store.get(path, key) if store is not None else None
         if hit is not None:
+            hit.source_digest = digest
             done(hit)
         else:
             todo.append((path, key))
 
-    def finish(path: str, key: str | None, outcome: tuple[FileResult, str | None]) -> None:
+    def finish(path: str, key: str | None, outcome: Outcome) -> None:
         result, digest = outcome
+        result.source_digest = digest
         # Cached only if the file still has the bytes the key was made from.
         if store is not None and key is not None and digest == digests[path]:
             store.put(key, result)
         done(result)
 
-    if jobs <= 1 or len(todo) < MIN_FILES_FOR_POOL:
-        for path, key in todo:
-            finish(path, key, migrate_path(path, settings))
-    else:
-        # Largest files first, so that no worker starts a long file when the others are done.
-        todo.sort(key=lambda item: sizes[item[0]], reverse=True)
-        try:
-            types = {(filetypes.by_name(p) or filetypes.PYTHON).name for p, _ in todo}
-            with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_worker, initargs=(tuple(sorted(types)),)) as pool:
-                futures = {pool.submit(migrate_path, p, settings): (p, k) for p, k in todo}
-                for future in as_completed(futures):
-                    path, key = futures[future]
-                    finish(path, key, future.result())
-        except BrokenProcessPool:
-            for path, _ in todo:
-                if path not in results:
-                    done(FileResult(path=path, error=f"{path}:1: internal error: a worker process died"))
+    # Largest files first, so that no worker starts a long file when the others are done.
+    todo.sort(key=lambda item: sizes[item[0]], reverse=True)
+    if todo:
+        types = tuple(sorted({(filetypes.by_name(p) or filetypes.PYTHON).name for p, _ in todo}))
+        _in_workers(todo, settings, types, jobs, finish)
     return [results[p] for p in paths if p in results]

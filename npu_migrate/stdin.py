@@ -27,10 +27,10 @@ DEFAULT_NAME = "-"
 
 
 def _migrate(name: str, data: bytes, prep: Prepared) -> FileResult:
-    from npu_migrate.runner import migrate_safely
+    from npu_migrate.runner import migrate_data
 
     settings = replace(prep.settings, facts=ProjectFacts.scan([data]))
-    return migrate_safely(name, data, settings)
+    return migrate_data(name, data, settings)
 
 
 def run(prep: Prepared, out: Console, err: Console) -> int:

@@ -1,15 +1,54 @@
-"""Atomic writes: never a partial file; an existing file keeps its mode, a new one gets ``new_mode``."""
+"""In-place writes: never a partial file, never a lost edit, no litter.
+
+* The new bytes go to a temp file next to the target (same file system), are
+  fsync'd and given the target's mode, then ``os.replace`` swaps them in; a
+  symlink keeps pointing where it pointed (its target is replaced).
+* Right before the swap the target must still hold the bytes the migration was
+  computed from (their digest). A file edited since it was read is left as it
+  is (:class:`npu_migrate.files.ReadError`, one line): the user's edit wins.
+* Temp files are named ``.npu-migrate-*.tmp`` and hold an ``flock`` for their
+  whole life. A run killed by SIGKILL leaves its temp file behind, but not the
+  lock, so a later run removes such files (:func:`remove_leftovers`) and never
+  one whose writer is still running (a concurrent run).
+* A Ctrl-C cannot fall between the swap and its entry in :data:`written`, so the
+  CLI can say exactly how many files were written before it stopped.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from npu_migrate.files import read_unchanged
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no locks, and no clean-up of other runs' temp files
+    fcntl = None
+
+TEMP_PREFIX, TEMP_SUFFIX = ".npu-migrate-", ".tmp"
+
+#: Migrated sources written by this process (writes with a digest), in order; the CLI
+#: clears it at the start of a run.
+written: list[str] = []
 
 
-def write_atomic(path: str, data: bytes, new_mode: int | None = None) -> None:
-    """Replace ``path`` with ``data``. Without ``new_mode`` the file must exist; with it,
-    a missing file is created with that mode (less the umask)."""
+def is_temp_name(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
+
+
+def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: int | None = None) -> None:
+    """Replace the contents of ``path`` with ``data``, if it still has the bytes with
+    ``digest`` (None: whatever it has). Raises ReadError or OSError, writing nothing.
+    Without ``new_mode`` the file must exist; with it, a missing file is created with
+    that mode (less the umask)."""
+    if digest is not None:
+        read_unchanged(path, digest)  # gone, not a regular file, or edited: fail before any temp file
     target = os.path.realpath(path)  # keep symlinks pointing where they pointed
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -17,18 +56,22 @@ def write_atomic(path: str, data: bytes, new_mode: int | None = None) -> None:
         if new_mode is None:
             raise
         mode = new_mode & ~_umask()
-    directory = os.path.dirname(target) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".npu-migrate-", suffix=".tmp")
+    fd, tmp = _locked_temp(os.path.dirname(target) or ".")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb") as handle:  # closing it releases the lock: after the swap
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+            os.chmod(tmp, mode)
+            if digest is not None:
+                read_unchanged(path, digest)  # again, as late as possible
+            with _interrupt_deferred():
+                os.replace(tmp, target)
+                if digest is not None:  # a migrated source, not a report or a new file
+                    written.append(path)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp)  # gone already if the swap was done
         except OSError:
             pass
         raise
@@ -38,3 +81,59 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def _locked_temp(directory: str, attempts: int = 10) -> tuple[int, str]:
+    """A new temp file in ``directory``, open and locked (see :func:`remove_leftovers`)."""
+    for _ in range(attempts):
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+        if fcntl is None:
+            return fd, tmp
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                return fd, tmp
+        except OSError:
+            pass  # a concurrent clean-up took it between mkstemp and flock: it removes it
+        os.close(fd)
+    raise OSError(f"could not create a temp file in {directory}")
+
+
+def remove_leftovers(paths: Iterable[str]) -> int:
+    """Remove the temp files among ``paths`` whose writer is gone (nobody holds their
+    lock); leave the others. How many were removed."""
+    if fcntl is None:
+        return 0
+    removed = 0
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and os.path.samestat(info, os.lstat(path)):
+                os.unlink(path)
+                removed += 1
+        except OSError:
+            pass  # locked: its writer is still running
+        finally:
+            os.close(fd)
+    return removed
+
+
+@contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """SIGINT waits until the block is done, then goes to the handler it would have gone to."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if received:
+            signal.raise_signal(signal.SIGINT)

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.python import elision, walk
+from npu_migrate.python import elision, lossless, walk
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import Edit, FileContext, FindingRecord
 from npu_migrate.python.names import (
@@ -67,8 +67,36 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
     except cst.ParserSyntaxError as exc:
         result.error = _syntax_error(path, data, exc)
     except RecursionError:
-        result.error = f"{path}:1: too deeply nested for the parser"
+        result.error = f"{path}:1: too deeply nested for npu-migrate's parser (libcst); left unchanged"
     return result
+
+
+#: CPython's own limits: no Python version accepts a file past them, however new.
+_LIMITS = ("too many nested parentheses", "too many levels of indentation", "too many indentation levels")
+
+
+def python_ast(path: str, data: bytes) -> ast.Module | None:
+    """CPython's parse of the file, or None where it rejects the file's grammar (it may
+    be written for a newer Python than the one running npu-migrate: libcst, which
+    knows newer grammars, decides then). Where CPython rejects the file for what no
+    Python version accepts, its verdict is final, with its own message
+    (:class:`SourceError`), and the file never reaches libcst: nesting past its
+    limits (over 200 brackets, on which libcst's native parser has crashed), bad
+    indentation, a NUL byte, and trees too deep to build (a 5,000-term operator
+    chain, which libcst takes seconds to give up on)."""
+    try:
+        return ast.parse(data)
+    except SyntaxError as exc:  # IndentationError and TabError too
+        if not (isinstance(exc, IndentationError) or exc.msg.startswith(_LIMITS) or exc.lineno is None):
+            return None
+        line, col = (exc.lineno, exc.offset) if exc.lineno else _null_byte(data)
+        raise SourceError(f"{path}:{line}:{col or 1}: syntax error: {exc.msg}") from None
+    except ValueError as exc:  # "source code string cannot contain null bytes" (some Python versions)
+        line, col = _null_byte(data)
+        raise SourceError(f"{path}:{line}:{col}: syntax error: {exc}") from None
+    except (RecursionError, MemoryError) as exc:
+        detail = str(exc) or type(exc).__name__
+        raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({detail})") from None
 
 
 def _syntax_error(path: str, data: bytes, exc: cst.ParserSyntaxError) -> str:
@@ -79,26 +107,16 @@ def _syntax_error(path: str, data: bytes, exc: cst.ParserSyntaxError) -> str:
     except SyntaxError as syntax:
         if syntax.lineno:
             return f"{path}:{syntax.lineno}:{syntax.offset or 1}: syntax error: {syntax.msg}"
-    except (ValueError, RecursionError, MemoryError):
-        pass
     message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
     return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {message} (the code is valid Python; libcst cannot parse it)"
 
 
-def _check_syntax(data: bytes) -> None:
-    """CPython's own parser is ~10x faster than libcst; only when it refuses the
-    file (possibly newer syntax than this interpreter knows) does libcst decide."""
-    try:
-        ast.parse(data)
-    except (SyntaxError, ValueError):
-        cst.parse_module(data)  # raises ParserSyntaxError if the file is really broken
-
-
-def _python_ast(data: bytes) -> ast.Module | None:
-    try:
-        return ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None  # libcst decides (and reports)
+def _null_byte(data: bytes) -> tuple[int, int]:
+    """Line and column of the first NUL byte (CPython does not say where it is)."""
+    at = data.find(b"\0")
+    if at < 0:
+        return 1, 1
+    return data.count(b"\n", 0, at) + 1, at - data.rfind(b"\n", 0, at)
 
 
 def _reduce(data: bytes, text: str, needed: list[str], tree: ast.Module) -> elision.Reduced | None:
@@ -126,23 +144,25 @@ def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts 
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
     path = result.path
     text = decode(path, data)
+    tree = python_ast(path, data)  # what CPython rejects for good is reported here
     rules = rules_for("python")
     active = tuple(rid for rid in rules if settings.selection.active(rid, path, rules[rid].opt_in))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
     bad_codes = _bad_suppressions(text, active)
     if not needed:
-        _check_syntax(data)  # skipped files still get their syntax errors reported
+        if tree is None:
+            cst.parse_module(data)  # raises ParserSyntaxError if the file is broken for libcst too
         result.findings = bad_codes
         return
-    tree = _python_ast(data) if elide else None
-    reduced = _reduce(data, text, needed, tree) if tree is not None else None
-    module = cst.parse_module(reduced.data if reduced is not None else data)
+    reduced = _reduce(data, text, needed, tree) if elide and tree is not None else None
+    parsed = lossless.protect(reduced.data if reduced is not None else data)
+    module = cst.parse_module(parsed.data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
     visitor_ids = [rid for rid in needed if rid not in ENGINE_RULES]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
-                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree, reduced),
+                            rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree if elide else None, reduced),
                             active=frozenset(active))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
@@ -160,7 +180,8 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     new_module, import_fix = _add_imports(ctx, new_module, edits, active)
     if import_fix is not None:
         fixes.append(import_fix)
-    new_source = new_module.bytes if reduced is None else reduced.restore(new_module.bytes)
+    generated = parsed.restore(new_module.bytes)
+    new_source = generated if reduced is None else reduced.restore(generated)
     result.findings = _one_per_place([*_to_findings(ctx, findings), *bad_codes])
     if new_source != data:
         result.new_source = new_source

@@ -47,30 +47,18 @@ def check(path: str, option: str) -> None:
     try:  # the only sure test that the report can be created there (read-only mounts, /proc, ...)
         fd, probe = tempfile.mkstemp(dir=parent, prefix=_TEMP_PREFIX, suffix=".tmp")
         os.close(fd)
-        os.unlink(probe)
+        Path(probe).unlink(missing_ok=True)  # a concurrent run's clean-up may have taken it
     except OSError as exc:
         raise fail(f"cannot create a file in {parent}: {exc.strerror or exc}") from None
 
 
 def write(path: str, text: str) -> None:
+    from npu_migrate.writer import write_atomic
+
     target = Path(path)
     data = text.encode("utf-8")
     if _special(target):
         with open(target, "wb") as handle:
             handle.write(data)
         return
-    try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data, new_mode=0o666)  # a locked temp file: see npu_migrate/writer.py

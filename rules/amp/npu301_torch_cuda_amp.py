@@ -73,7 +73,9 @@ autocast, GradScaler`, `from torch.cuda import amp` -> `from torch import amp`,
 them get `"npu"`. A name is only rewritten when every use of it in the file is a
 call, a decorator, a type annotation or an `isinstance` check: `ctx = autocast`
 and then `ctx(enabled=...)` would lose the device, so then the import and its
-uses are left alone and reported. Other `torch.cuda.amp` names (`common`,
+uses are left alone and reported. A name imported more than once (scripts pasted
+together repeat their imports) moves with all its imports or with none, so it
+never ends up naming two modules. Other `torch.cuda.amp` names (`common`,
 `amp_definitely_not_available`...) are reported. The device string inside an
 already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
 """
@@ -93,8 +95,8 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         super().__init__(ctx)
         #: local name bound by an import to something under torch.cuda.amp -> its uses
         self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
-        #: local name -> (import statement, alias, imported qualified name)
-        self.alias_imports: dict[str, tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = {}
+        #: local name -> every (import statement, alias, imported qualified name) binding it
+        self.alias_imports: dict[str, list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]]] = {}
 
     # -- uses -----------------------------------------------------------------------
 
@@ -209,18 +211,56 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             # the same name is imported elsewhere with another target: uses cannot be attributed
             self.report(alias, f"`{full}` runs on CUDA only; `{local}` is also imported from elsewhere, left unchanged", _suggestion(full))
             return
-        self.alias_imports[local] = (statement, alias, full)
+        self.alias_imports.setdefault(local, []).append((statement, alias, full))
 
     def leave_file(self) -> None:
-        by_statement: dict[cst.CSTNode, list[str]] = {}
-        for local, (statement, _, _) in self.alias_imports.items():
-            by_statement.setdefault(statement, []).append(local)
-        for statement, locals_ in by_statement.items():
+        by_statement: dict[cst.CSTNode, list[tuple[str, cst.ImportAlias, str]]] = {}
+        for local, imports in self.alias_imports.items():
+            for statement, alias, full in imports:
+                by_statement.setdefault(statement, []).append((local, alias, full))
+        movable = self._movable(by_statement)
+        for statement, entries in by_statement.items():
             if isinstance(statement, cst.Import):
-                for local in locals_:
-                    self._import_alias(statement, local)
+                for local, alias, imported in entries:
+                    if local in movable:
+                        self._move_alias(alias, imported)
+                    else:
+                        self._report_import(local, alias, imported)
+            elif all(local in movable for local, _, _ in entries):
+                self._move_from_import(statement)
             else:
-                self._import_from(statement, locals_)
+                for local, alias, imported in entries:
+                    self._report_import(local, alias, imported)
+        for local in self.alias_imports:
+            if local in movable:
+                self._rewrite_uses(local)
+            else:
+                self._report_uses(local)
+
+    def _movable(self, by_statement: dict[cst.CSTNode, list[tuple[str, cst.ImportAlias, str]]]) -> set[str]:
+        """The local names whose imports and uses can all be rewritten.
+
+        A name is imported by one statement or by several (the same import repeated,
+        as concatenated scripts and merged modules do). It moves with every one of
+        them or with none: moving only some would bind it to two modules, and the next
+        run could no longer tell which one a use means (``conflicting``), so it would
+        report what this run rewrote. A ``from`` import moves as a whole, so a name it
+        cannot move keeps the other names it imports (and their other imports) too."""
+        movable = {local for local, imports in self.alias_imports.items() if self._safe(local, imports[0][2])}
+        for statement, entries in by_statement.items():
+            if isinstance(statement, cst.Import):
+                # `import torch.cuda.amp.X as y` names a module; only modules have one to move to
+                movable -= {local for local, _, imported in entries if imported not in MODULES}
+            elif len(entries) != len(statement.names) or _new_module(statement) is None:
+                movable -= {local for local, _, _ in entries}
+        from_imports = [
+            {local for local, _, _ in entries}
+            for statement, entries in by_statement.items()
+            if isinstance(statement, cst.ImportFrom)
+        ]
+        while stuck := {name for names in from_imports if not names <= movable for name in names & movable}:
+            movable -= stuck
+        return movable
 
     def _safe(self, local: str, imported: str) -> bool:
         """Every use through ``local`` can be rewritten (and the name itself has a target)."""
@@ -232,40 +272,36 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         for node, qualified in self.alias_uses.get(local, []):
             self._rewrite_use(node, qualified, None)
 
-    def _report_uses(self, local: str, statement: cst.CSTNode, alias: cst.ImportAlias, imported: str) -> None:
-        why = f"left unchanged: not every use of `{local}` in this file can be rewritten"
-        self.report(alias, f"`{imported}` runs on CUDA only; {why}", _suggestion(imported))
+    @staticmethod
+    def _why(local: str) -> str:
+        return f"left unchanged: not every use or import of `{local}` in this file can be rewritten"
+
+    def _report_import(self, local: str, alias: cst.ImportAlias, imported: str) -> None:
+        self.report(alias, f"`{imported}` runs on CUDA only; {self._why(local)}", _suggestion(imported))
+
+    def _report_uses(self, local: str) -> None:
         for node, qualified in self.alias_uses.get(local, []):
-            self.report(node, f"`{qualified}` runs on CUDA only; {why}", _suggestion(qualified))
+            self.report(node, f"`{qualified}` runs on CUDA only; {self._why(local)}", _suggestion(qualified))
 
-    def _import_alias(self, statement: cst.Import, local: str) -> None:
-        _, alias, imported = self.alias_imports[local]
-        if imported in MODULES and self._safe(local, imported):
-            new = MODULES[imported]
-            self.replace(alias, lambda a: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
-            self._rewrite_uses(local)
-        else:
-            self._report_uses(local, statement, alias, imported)
+    def _move_alias(self, alias: cst.ImportAlias, imported: str) -> None:
+        new = MODULES[imported]
+        self.replace(alias, lambda a: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
 
-    def _import_from(self, statement: cst.ImportFrom, locals_: list[str]) -> None:
+    def _move_from_import(self, statement: cst.ImportFrom) -> None:
         module = cst.helpers.get_full_name_for_node(statement.module)
-        entries = [self.alias_imports[local] for local in locals_]
-        ok = len(entries) == len(statement.names) and all(self._safe(local, e[2]) for local, e in zip(locals_, entries))
-        if module == "torch.cuda":
-            new_module = "torch"  # `from torch.cuda import amp`
-        else:
-            new_module = MODULES.get(module)
-        if not ok or new_module is None:
-            for local, (_, alias, imported) in zip(locals_, entries):
-                self._report_uses(local, statement, alias, imported)
-            return
+        new_module = _new_module(statement)
         self.replace(
             statement,
             lambda s: s.with_changes(module=cst.parse_expression(new_module)),
             f"`from {module} import ...` -> `from {new_module} import ...`",
         )
-        for local in locals_:
-            self._rewrite_uses(local)
+
+
+def _new_module(statement: cst.ImportFrom) -> str | None:
+    """Where ``from <module> import ...`` moves to: ``torch`` for ``from torch.cuda
+    import amp``, the torch.amp counterpart of a torch.cuda.amp module, else None."""
+    module = cst.helpers.get_full_name_for_node(statement.module)
+    return "torch" if module == "torch.cuda" else MODULES.get(module)
 
 
 def _root(node: cst.CSTNode) -> cst.Name | None:

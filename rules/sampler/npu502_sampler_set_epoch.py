@@ -55,7 +55,9 @@ of every file for `.set_epoch(`, done once before the per-file work):
 - The loop is not found here and some other file of the project calls
   `.set_epoch(`: left alone (the call is most likely there).
 - The loop is not found and the project never calls `set_epoch`: a finding on
-  the sampler with the exact line to add.
+  the sampler with the exact line to add, unless this run adds a `set_epoch`
+  call elsewhere in the file (for another sampler, or NPU501's): the written
+  file then calls it, and a second run must report what the first one did.
 
 The call is guarded only when the sampler may be missing at run time, as in
 scripts that also run in one process without a process group:
@@ -137,6 +139,7 @@ depend on the epoch. The edit uses no NPU API.
     def leave_file(self) -> None:
         if not self.samplers or _SET_EPOCH.search(self.ctx.text):
             return
+        unplaced: list[tuple[cst.Call, str, str]] = []
         for sampler in self.samplers:
             shuffle = call_arg(sampler, "shuffle", 3)
             if (
@@ -145,9 +148,14 @@ depend on the epoch. The edit uses no NPU API.
                 and shuffle.value.value == "False"
             ):
                 continue
-            self._check(sampler)
+            self._check(sampler, unplaced)
+        # The written file will call `.set_epoch(` when this run adds a call (here or
+        # NPU501): the next run leaves it alone, so this one says nothing either.
+        if not any(_adds_set_epoch(edit) for edit in self.ctx.edits):
+            for sampler, message, suggestion in unplaced:
+                self.report(sampler, message, suggestion)
 
-    def _check(self, sampler: cst.Call) -> None:
+    def _check(self, sampler: cst.Call, unplaced: list[tuple[cst.Call, str, str]]) -> None:
         # `x if cond else None`: the expression that holds the sampler, or None
         held, alternative = _held_by(self.ctx, sampler)
         name = self._bound_name(held)
@@ -185,11 +193,11 @@ depend on the epoch. The edit uses no NPU API.
         if self.ctx.facts.calls_set_epoch:
             return  # another file of the project calls set_epoch: most likely on this sampler
         shown = receiver or (f"{loader_name}.sampler" if loader_name else "sampler")
-        self.report(
+        unplaced.append((
             sampler,
             f"DistributedSampler.set_epoch is never called in this project, so every epoch repeats the same order ({why})",
             f"add `{set_epoch_line(shown, guard)}` as the first statement of the epoch loop",
-        )
+        ))
 
     def _guard(
         self,
@@ -281,6 +289,12 @@ depend on the epoch. The edit uses no NPU API.
         if isinstance(parent, cst.AnnAssign) and parent.value is call:
             return dotted(parent.target)
         return None
+
+
+def _adds_set_epoch(edit) -> bool:
+    """An edit of this run that inserts a ``.set_epoch(`` call (NPU501's or this rule's)."""
+    code = cst.Module([]).code_for_node
+    return any(_SET_EPOCH.search(code(statement)) for statement in (*edit.before, *edit.after))
 
 
 def _held_by(ctx, sampler: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode | None]:

@@ -57,3 +57,16 @@ def test_prefilter_reports_are_identical(accelerate):
         proof = prefilter_proof.prove(accelerate, log=print)
     assert proof.busy_full > 0
     assert proof.ok(), prefilter_proof.render(proof)
+
+
+def test_signals_during_write_lose_nothing(accelerate, tmp_path, monkeypatch):
+    """bench/faults.py on accelerate, one run of each kind (Ctrl-C and SIGKILL, while
+    migrating and while writing): whole files, no lost edit, no hang, clean recovery."""
+    from bench import faults
+
+    monkeypatch.delenv("NPU_MIGRATE_CMD", raising=False)
+    output = tmp_path / "faults.md"
+    assert faults.main(["--projects", "accelerate", "--runs", "4", "--output", str(output)]) == 0
+    text = output.read_text()
+    assert "- partial or mixed files: 0" in text and "- hangs: 0; workers outliving their parent: 0" in text
+    assert "exit 130 in 2 of 2" in text and "the written count exact in 2 of 2" in text

@@ -301,5 +301,5 @@ def test_a_file_gone_before_its_diff_is_one_line(tmp_path, run_cli, monkeypatch)
     monkeypatch.setattr(runner, "run", run_then_delete)
     result = run_cli(".", "--no-cache")
     assert result.exit_code == 2
-    assert "error: a.py: cannot read: No such file or directory" in result.output
+    assert "error: a.py: no such file (deleted during the run?)" in result.output
     assert "+++ b/b.py" in result.output

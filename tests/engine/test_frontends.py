@@ -211,15 +211,27 @@ def test_suppressions_cover_line_ranges():
 
 # -- front ends are loaded only when a file needs them ---------------------------
 
+_MODULES = "sorted(m for m in ('libcst', 'tree_sitter', 'tree_sitter_bash', 'npu_migrate.shell.engine') if m in sys.modules)"
 _IMPORTS = (
-    "import sys\n"
+    "import multiprocessing, sys\n"
+    "multiprocessing.set_start_method('fork')  # so that the wrapper below is the worker's too\n"
+    "from npu_migrate import runner\n"
     "from npu_migrate.cli import main\n"
+    "real = runner._work\n"
+    "def work(path):\n"
+    "    outcome = real(path)\n"
+    "    with open('worker-modules.txt', 'w') as handle:\n"
+    f"        handle.write(repr({_MODULES}))\n"
+    "    return outcome\n"
+    "runner._work = work\n"
     "try:\n    main(['--no-cache', '-j', '1', '.'])\nexcept SystemExit:\n    pass\n"
-    "print(sorted(m for m in ('libcst', 'tree_sitter', 'tree_sitter_bash', 'npu_migrate.shell.engine') if m in sys.modules))\n"
+    f"print({_MODULES}, open('worker-modules.txt').read())\n"
 )
 
 
 def _imported(tmp_path, files: dict[str, bytes]) -> str:
+    """The front-end modules the worker process that migrated ``files`` imported (the
+    CLI process itself imports none: files are migrated in workers)."""
     import subprocess
     import sys
 
@@ -228,7 +240,9 @@ def _imported(tmp_path, files: dict[str, bytes]) -> str:
     result = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, cwd=tmp_path,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    return result.stdout.strip().splitlines()[-1]
+    in_cli, in_worker = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert in_cli == "[]"
+    return in_worker
 
 
 def test_a_python_tree_never_loads_the_shell_front_end(tmp_path):

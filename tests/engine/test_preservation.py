@@ -9,6 +9,7 @@ import stat
 import pytest
 
 from npu_migrate.python.engine import migrate_source
+from tests.rules.golden import cases
 
 CUDA_LINE = "x = torch.cuda.device_count()"
 
@@ -84,3 +85,67 @@ def test_second_run_is_a_no_op(newline):
     once = migrate(src)
     again = migrate_source("t.py", once)
     assert again.new_source is None and again.fixes == []
+
+
+#: (original, migrated) pairs where libcst alone would lose bytes: a form feed in the
+#: indentation of a statement (it writes the block's indentation instead), and the
+#: last line ending of a CR-only file.
+LOSSY_FOR_LIBCST = [
+    (b"import torch\nx = 1\n\fy = torch.zeros(1).cuda()\n",
+     b"import torch\nimport torch_npu\nx = 1\n\fy = torch.zeros(1).npu()\n"),
+    (b"import torch\n\f\n\fdef f():\n    return torch.zeros(1).cuda()\n",
+     b"import torch\nimport torch_npu\n\f\n\fdef f():\n    return torch.zeros(1).npu()\n"),
+    (b"import torch\nif x:\n    a = 1\n\f    b = torch.zeros(1).cuda()\n  \f  \fc = 2\n",
+     b"import torch\nimport torch_npu\nif x:\n    a = 1\n\f    b = torch.zeros(1).npu()\n  \f  \fc = 2\n"),
+    (b"import torch\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n        return torch.zeros(1).cuda()\n",
+     (b"import torch\nimport torch_npu\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n"
+      b"        return torch.zeros(1).npu()\n")),
+    (b"\fimport torch\r\n\fx = torch.zeros(1).cuda()\r\n",
+     b"\fimport torch\r\nimport torch_npu\r\n\fx = torch.zeros(1).npu()\r\n"),
+    (b"import torch\rx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu\rx = torch.zeros(1).npu()\r"),
+    (b"import torch\rx = torch.zeros(1).cuda()\r\r\r", b"import torch\rimport torch_npu\rx = torch.zeros(1).npu()\r\r\r"),
+    (b"import torch\r\fx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu\r\fx = torch.zeros(1).npu()\r"),
+    # Form feeds inside brackets and strings were never lost, and stay as they are.
+    (b'import torch\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).cuda()\n',
+     b'import torch\nimport torch_npu\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).npu()\n'),
+]
+
+
+@pytest.mark.parametrize(("src", "expected"), LOSSY_FOR_LIBCST)
+@pytest.mark.parametrize("prefilter", [True, False], ids=["elided", "whole-file"])
+def test_bytes_libcst_drops_are_kept(src, expected, prefilter):
+    from npu_migrate.settings import Settings
+
+    result = migrate_source("t.py", src, Settings(prefilter=prefilter))
+    assert result.error is None, result.error
+    assert result.new_source == expected
+    assert migrate_source("t.py", expected, Settings(prefilter=prefilter)).new_source is None  # idempotent
+
+
+def test_form_feed_positions_are_those_of_the_original_lines():
+    result = migrate_source("t.py", b"import torch\nx = 1\n\fy = torch.zeros(1).cuda()\n")
+    assert [(f.rule, f.line) for f in result.fixes] == [("NPU100", 1), ("NPU103", 3)]
+
+
+def _feed_every_statement(source: bytes) -> bytes:
+    """``source`` with a form feed in front of every module-level statement."""
+    import ast
+
+    from npu_migrate.python.elision import first_line
+
+    starts = {first_line(node) - 1 for node in ast.parse(source).body}
+    lines = source.splitlines(keepends=True)
+    return b"".join(b"\f" + line if number in starts else line for number, line in enumerate(lines))
+
+
+@pytest.mark.parametrize("case", [c for c in cases() if c.before.suffix == ".py"], ids=lambda c: c.id)
+def test_form_feeds_before_statements_survive_every_fixture(case):
+    """A form feed before each statement changes nothing about the migration, and survives it."""
+    fed = _feed_every_statement(case.before.read_bytes())
+    result = migrate_source("t.py", fed, case.settings())
+    assert result.error is None, result.error
+    if case.after is None:
+        assert result.new_source is None
+    else:
+        assert result.new_source.count(b"\f") == fed.count(b"\f")
+        assert result.new_source.replace(b"\f", b"") == case.after.read_bytes().replace(b"\f", b"")
