@@ -48,9 +48,9 @@ def _left_at_exit() -> None:
 
 atexit.register(_left_at_exit)
 
-import torch  # noqa: E402  (after the handler above: it must run last)
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
+import torch  # after the handler above: it must run last
+import torch.distributed as dist
+from torch import nn
 
 keep_model = "--keep-model" in sys.argv
 use_runtime = "--runtime" in sys.argv
