@@ -10,7 +10,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import devices
+from . import devices, teardown
 from . import env as _env
 from .errors import LaunchError
 
@@ -207,6 +207,8 @@ def init_distributed(backend: str | None = None, *, local_rank: int | None = Non
         kwargs["store"] = _attempt_store(spec, environ, timeout)
     log.info("npu_runtime: rank %s/%s (local %s) from %s, backend %s, device %s",
              spec.rank, spec.world_size, spec.local_rank, spec.source, backend, device)
+    teardown.before_group()
     dist.init_process_group(**kwargs)
+    teardown.own_group(dist.group.WORLD)
     return DistInfo(spec.rank, spec.local_rank, spec.world_size, spec.local_world_size,  # type: ignore[arg-type]
                     device, backend, spec.source)
