@@ -6,7 +6,9 @@ imports, sampler lines or ``--annotate`` comments have moved everything below
 them. :func:`relocate` maps every position through a line diff of the two
 versions (difflib), and inside a changed line through a diff of its characters,
 so a finding on an untouched line lands exactly on that line and column, and one
-on a rewritten line lands on the line that replaced it.
+on a rewritten line lands on the line that replaced it. A message or suggestion
+that cites another line of the file ("created only later (line 48)") cites it in
+the written file too, so ``--check`` over that file reports the same text.
 
 Files whose sources come in parts (a notebook's cells) give :func:`relocate` a
 ``split`` function that returns each part's text by cell number; positions that
@@ -29,6 +31,10 @@ from npu_migrate.output import decode_text
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 Split = Callable[[bytes], "dict[int | None, str]"]
+
+#: How rules cite a line of the same file in a message or suggestion: ``line 48``.
+#: Text between backticks is the user's code, never a citation.
+_CITED_LINE = re.compile(r"\bline (\d+)\b")
 
 
 def whole_file(data: bytes) -> dict[int | None, str]:
@@ -120,6 +126,15 @@ def _column(old: str, new: str, col: int, end: bool) -> int:
     return col
 
 
+def _recite(text: str, mapping: PositionMap) -> str:
+    """``text`` with every cited line number moved through ``mapping``."""
+    parts = text.split("`")
+    parts[::2] = [
+        _CITED_LINE.sub(lambda m: f"line {mapping.line(int(m.group(1)))}", part) for part in parts[::2]
+    ]
+    return "`".join(parts)
+
+
 def relocate(result: FileResult, old: bytes, new: bytes, split: Split = whole_file) -> FileResult:
     """``result`` with every position moved from ``old`` to ``new``."""
     if old == new or not (result.fixes or result.findings):
@@ -136,6 +151,7 @@ def relocate(result: FileResult, old: bytes, new: bytes, split: Split = whole_fi
         line, col = mapping.position(item.line, item.col)
         end_line, end_col = mapping.position(*item.end, end=True)
         end_line, end_col = max((end_line, end_col), (line, col))
-        return item.moved(line, col, end_line, end_col)
+        texts = {name: _recite(getattr(item, name), mapping) for name in ("message", "suggestion") if hasattr(item, name)}
+        return replace(item.moved(line, col, end_line, end_col), **texts)
 
     return replace(result, fixes=[move(f) for f in result.fixes], findings=[move(f) for f in result.findings])

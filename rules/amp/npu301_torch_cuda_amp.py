@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable
 
 import libcst as cst
@@ -75,7 +74,9 @@ autocast, GradScaler`, `from torch.cuda import amp` -> `from torch import amp`,
 them get `"npu"`. A name is only rewritten when every use of it in the file is a
 call, a decorator, a type annotation or an `isinstance` check: `ctx = autocast`
 and then `ctx(enabled=...)` would lose the device, so then the import and its
-uses are left alone and reported. Other `torch.cuda.amp` names (`common`,
+uses are left alone and reported. A name imported more than once (scripts pasted
+together repeat their imports) moves with all its imports or with none, so it
+never ends up naming two modules. Other `torch.cuda.amp` names (`common`,
 `amp_definitely_not_available`...) are reported. The device string inside an
 already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
 """
@@ -95,9 +96,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         super().__init__(ctx)
         #: local name bound by an import to something under torch.cuda.amp -> its uses
         self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
-        #: local name -> (import statement, alias, imported qualified name)
-        self._rewritten: set[str] = set()
-        #: local name -> every import statement binding it (a name imported in two functions)
+        #: local name -> every (import statement, alias, imported qualified name) binding it
         self.alias_imports: dict[str, list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]]] = {}
 
     # -- uses -----------------------------------------------------------------------
@@ -217,25 +216,52 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
 
     def leave_file(self) -> None:
         by_statement: dict[cst.CSTNode, list[tuple[str, cst.ImportAlias, str]]] = {}
-        for local, bindings in self.alias_imports.items():
-            for statement, alias, full in bindings:
+        for local, imports in self.alias_imports.items():
+            for statement, alias, full in imports:
                 by_statement.setdefault(statement, []).append((local, alias, full))
-        ok = {statement: self._rewritable(statement, entries) for statement, entries in by_statement.items()}
-        # A name imported by several statements moves all of them or none: one left on
-        # torch.cuda.amp next to one moved to torch.amp would bind it two ways.
-        changed = True
-        while changed:
-            changed = False
-            for statement, entries in by_statement.items():
-                if ok[statement] and any(not ok[other] for local, _, _ in entries for other, _, _ in self.alias_imports[local]):
-                    ok[statement] = False
-                    changed = True
+        movable = self._movable(by_statement)
         for statement, entries in by_statement.items():
-            if ok[statement]:
-                self._move(statement, entries)
+            if isinstance(statement, cst.Import):
+                for local, alias, imported in entries:
+                    if local in movable:
+                        self._move_alias(alias, imported)
+                    else:
+                        self._report_import(local, alias, imported)
+            elif all(local in movable for local, _, _ in entries):
+                self._move_from_import(statement)
             else:
                 for local, alias, imported in entries:
-                    self._report_uses(local, statement, alias, imported)
+                    self._report_import(local, alias, imported)
+        for local in self.alias_imports:
+            if local in movable:
+                self._rewrite_uses(local)
+            else:
+                self._report_uses(local)
+
+    def _movable(self, by_statement: dict[cst.CSTNode, list[tuple[str, cst.ImportAlias, str]]]) -> set[str]:
+        """The local names whose imports and uses can all be rewritten.
+
+        A name is imported by one statement or by several (the same import repeated,
+        as concatenated scripts and merged modules do). It moves with every one of
+        them or with none: moving only some would bind it to two modules, and the next
+        run could no longer tell which one a use means (``conflicting``), so it would
+        report what this run rewrote. A ``from`` import moves as a whole, so a name it
+        cannot move keeps the other names it imports (and their other imports) too."""
+        movable = {local for local, imports in self.alias_imports.items() if self._safe(local, imports[0][2])}
+        for statement, entries in by_statement.items():
+            if isinstance(statement, cst.Import):
+                # `import torch.cuda.amp.X as y` names a module; only modules have one to move to
+                movable -= {local for local, _, imported in entries if imported not in MODULES}
+            elif len(entries) != len(statement.names) or _new_module(statement) is None:
+                movable -= {local for local, _, _ in entries}
+        from_imports = [
+            {local for local, _, _ in entries}
+            for statement, entries in by_statement.items()
+            if isinstance(statement, cst.ImportFrom)
+        ]
+        while stuck := {name for names in from_imports if not names <= movable for name in names & movable}:
+            movable -= stuck
+        return movable
 
     def _safe(self, local: str, imported: str) -> bool:
         """Every use through ``local`` can be rewritten (and the name itself has a target)."""
@@ -247,40 +273,36 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         for node, qualified in self.alias_uses.get(local, []):
             self._rewrite_use(node, qualified, None)
 
-    def _report_uses(self, local: str, statement: cst.CSTNode, alias: cst.ImportAlias, imported: str) -> None:
-        why = f"left unchanged: not every use of `{local}` in this file can be rewritten"
-        self.report(alias, f"`{imported}` runs on CUDA only; {why}", _suggestion(imported))
-        for node, qualified in self.alias_uses.get(local, []):
-            self.report(node, f"`{qualified}` runs on CUDA only; {why}", _suggestion(qualified))
+    @staticmethod
+    def _why(local: str) -> str:
+        return f"left unchanged: not every use or import of `{local}` in this file can be rewritten"
 
-    def _rewritable(self, statement: cst.Import | cst.ImportFrom, entries) -> bool:
-        if isinstance(statement, cst.Import):
-            return all(imported in MODULES and self._safe(local, imported) for local, _, imported in entries)
+    def _report_import(self, local: str, alias: cst.ImportAlias, imported: str) -> None:
+        self.report(alias, f"`{imported}` runs on CUDA only; {self._why(local)}", _suggestion(imported))
+
+    def _report_uses(self, local: str) -> None:
+        for node, qualified in self.alias_uses.get(local, []):
+            self.report(node, f"`{qualified}` runs on CUDA only; {self._why(local)}", _suggestion(qualified))
+
+    def _move_alias(self, alias: cst.ImportAlias, imported: str) -> None:
+        new = MODULES[imported]
+        self.replace(alias, lambda a: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
+
+    def _move_from_import(self, statement: cst.ImportFrom) -> None:
         module = cst.helpers.get_full_name_for_node(statement.module)
-        new_module = "torch" if module == "torch.cuda" else MODULES.get(module)
-        return (
-            new_module is not None
-            and len(entries) == len(statement.names)
-            and all(self._safe(local, imported) for local, _, imported in entries)
+        new_module = _new_module(statement)
+        self.replace(
+            statement,
+            lambda s: s.with_changes(module=cst.parse_expression(new_module)),
+            f"`from {module} import ...` -> `from {new_module} import ...`",
         )
 
-    def _move(self, statement: cst.Import | cst.ImportFrom, entries) -> None:
-        if isinstance(statement, cst.Import):
-            for _, alias, imported in entries:
-                new = MODULES[imported]
-                self.replace(alias, lambda a, new=new: a.with_changes(name=cst.parse_expression(new)), f"`import {imported}` -> `import {new}`")
-        else:
-            module = cst.helpers.get_full_name_for_node(statement.module)
-            new_module = "torch" if module == "torch.cuda" else MODULES[module]  # `from torch.cuda import amp`
-            self.replace(
-                statement,
-                lambda s: s.with_changes(module=cst.parse_expression(new_module)),
-                f"`from {module} import ...` -> `from {new_module} import ...`",
-            )
-        for local in dict.fromkeys(local for local, _, _ in entries):
-            if local not in self._rewritten:
-                self._rewritten.add(local)
-                self._rewrite_uses(local)
+
+def _new_module(statement: cst.ImportFrom) -> str | None:
+    """Where ``from <module> import ...`` moves to: ``torch`` for ``from torch.cuda
+    import amp``, the torch.amp counterpart of a torch.cuda.amp module, else None."""
+    module = cst.helpers.get_full_name_for_node(statement.module)
+    return "torch" if module == "torch.cuda" else MODULES.get(module)
 
 
 def _root(node: cst.CSTNode) -> cst.Name | None:

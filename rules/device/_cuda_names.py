@@ -27,18 +27,19 @@ def root_binding(ctx: FileContext, node: cst.CSTNode) -> str | None:
     return ctx.imports.bindings.get(dotted.split(".", 1)[0])
 
 
-def _is_chain(node: cst.CSTNode) -> bool:
-    """``a.b.c``: names and attributes only, not ``a.b(0).c`` (an attribute of a result)."""
+def _plain_chain(node: cst.CSTNode) -> bool:
+    """``torch.cuda.X``, not ``torch.cuda.X(n).zero_``: libcst names an attribute of a
+    call's result as if the call were not there (``torch.cuda.X.zero_``)."""
     while isinstance(node, cst.Attribute):
         node = node.value
     return isinstance(node, cst.Name)
 
 
 def cuda_uses(ctx: FileContext, node: cst.Attribute | cst.Name) -> str | None:
-    """The qualified ``torch.cuda...`` name of an outermost use outside imports.
-    ``torch.cuda.get_device_properties(0).total_memory`` is a use of
-    ``torch.cuda.get_device_properties``; the attribute of its result is not one."""
-    if not ctx.is_outermost(node) or not _is_chain(node):
+    """The qualified ``torch.cuda...`` name of an outermost use outside imports; the
+    attribute of a call's result (``torch.cuda.LongTensor(n).zero_``) is no use of
+    ``torch.cuda`` itself (the call is, and that is what the rules act on)."""
+    if not ctx.is_outermost(node) or not _plain_chain(node):
         return None
     qualified = ctx.qualified_name(node)
     if not is_cuda_name(qualified) or ctx.in_import(node):

@@ -148,6 +148,7 @@ files without DDP. The edit uses no NPU API.
         )
         for loader in self.loaders:
             sharding.shard(loader)
+        sharding.finish()
 
     def _built_too_early(self, statement: cst.CSTNode) -> str | None:
         """An ``init_process_group`` call after the loader's statement, in its function:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import dotted
 
@@ -14,24 +12,13 @@ from ._common import (
     DATALOADERS,
     NEVER_CALLED,
     SAMPLERS,
+    adds_set_epoch,
+    calls_set_epoch,
     find_epoch_loop,
     function_of,
     set_epoch_line,
     set_epoch_statement,
 )
-
-_SET_EPOCH = re.compile(r"([A-Za-z_][\w.]*)\s*\.\s*set_epoch\s*\(")
-
-
-def _set_epoch_receivers(text: str) -> set[str]:
-    """What ``.set_epoch(...)`` is called on in ``text`` (``sampler``, ``loader.sampler``)."""
-    return set(_SET_EPOCH.findall(text))
-
-
-def _names_one_of(receiver: str, names) -> bool:
-    """``receiver`` is exactly one of ``names`` (``self.loader.sampler`` is not
-    ``loader.sampler``: another object, maybe in another function)."""
-    return receiver in {n for n in names if n}
 
 
 class SamplerSetEpoch(Rule):
@@ -67,7 +54,9 @@ of every file for `.set_epoch(`, done once before the per-file work):
 - The loop is not found here and some other file of the project calls
   `.set_epoch(`: left alone (the call is most likely there).
 - The loop is not found and the project never calls `set_epoch`: a finding on
-  the sampler with the exact line to add.
+  the sampler with the exact line to add, unless this run adds a `set_epoch`
+  call elsewhere in the file (for another sampler, or NPU501's): the written
+  file then calls it, and a second run must report what the first one did.
 
 The call is guarded only when the sampler may be missing at run time, as in
 scripts that also run in one process without a process group:
@@ -132,7 +121,6 @@ depend on the epoch. The edit uses no NPU API.
         self.samplers: list[cst.Call] = []
         self.loaders: list[cst.Call] = []
         self.fors: list[cst.For] = []
-        self.calls: set[str] = set()
         # (loop, receiver) pairs already given a set_epoch call: two samplers bound
         # to the same name (`if cfg.x: sampler = DistributedSampler(...)`) need one
         self.placed: set[tuple[int, str]] = set()
@@ -148,13 +136,9 @@ depend on the epoch. The edit uses no NPU API.
         self.fors.append(node)
 
     def leave_file(self) -> None:
-        if not self.samplers:
+        if not self.samplers or calls_set_epoch(self.ctx.text):
             return
-        self.calls = _set_epoch_receivers(self.ctx.text)
-        known = {self._bound_name(_held_by(self.ctx, s)[0]) for s in self.samplers}
-        known |= {f"{self._bound_name(loader)}.sampler" for loader in self.loaders}
-        if any(not _names_one_of(call, known - {None}) for call in self.calls):
-            return  # set_epoch on something this file cannot relate to its samplers: trust it
+        unplaced: list[tuple[cst.Call, str, str]] = []
         for sampler in self.samplers:
             shuffle = call_arg(sampler, "shuffle", 3)
             if (
@@ -163,9 +147,14 @@ depend on the epoch. The edit uses no NPU API.
                 and shuffle.value.value == "False"
             ):
                 continue
-            self._check(sampler)
+            self._check(sampler, unplaced)
+        # The written file will call `.set_epoch(` when this run adds a call (here or
+        # NPU501): the next run leaves it alone, so this one says nothing either.
+        if not any(adds_set_epoch(edit) for edit in self.ctx.edits):
+            for sampler, message, suggestion in unplaced:
+                self.report(sampler, message, suggestion)
 
-    def _check(self, sampler: cst.Call) -> None:
+    def _check(self, sampler: cst.Call, unplaced: list[tuple[cst.Call, str, str]]) -> None:
         # `x if cond else None`: the expression that holds the sampler, or None
         held, alternative = _held_by(self.ctx, sampler)
         name = self._bound_name(held)
@@ -184,8 +173,6 @@ depend on the epoch. The edit uses no NPU API.
                 if inline and loader_name is not None:
                     receiver = f"{loader_name}.sampler"
                 break
-        if any(_names_one_of(call, {name, receiver, loader_name and f"{loader_name}.sampler"}) for call in self.calls):
-            return  # this sampler's set_epoch is already called
         guard = None
         if receiver is not None:
             guard = self._guard(sampler, held, alternative, receiver, inline)
@@ -208,12 +195,13 @@ depend on the epoch. The edit uses no NPU API.
         if self.ctx.facts.calls_set_epoch and not inserted:
             return  # another file of the project calls set_epoch: most likely on this sampler
         shown = receiver or (f"{loader_name}.sampler" if loader_name else "sampler")
-        self.report(
-            # on the DataLoader, where NPU501 reported it when it added this sampler
+        unplaced.append((
+            # on the DataLoader, where NPU501 reports it when it adds this sampler, so a
+            # second run over the output reports it at the same place
             feeds if inserted and feeds is not None else sampler,
             NEVER_CALLED.format(why=why),
             f"add `{set_epoch_line(shown, guard)}` as the first statement of the epoch loop",
-        )
+        ))
 
     def _guard(
         self,

@@ -6,13 +6,14 @@ package does not import torch (every submodule imports it lazily).
 
 from __future__ import annotations
 
-from .checkpoint import CheckpointManager, ResumePoint, resume_batches
+from . import children as _children
+from .checkpoint import CheckpointManager, ResumePoint, SaveHandle, resume_batches
 from .distributed import DistInfo, init_distributed
 from .errors import CheckpointError, LaunchError, RanktableError
 from .install import install
 from .parallel import data_parallel, distribute_model, init_data_parallel, is_main_process, per_process_batch_size
 from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
-from .watchdog import Watchdog
+from .watchdog import Watchdog, beat
 
 __all__ = [
     "WATCHDOG_EXIT_CODE",
@@ -22,7 +23,9 @@ __all__ = [
     "LaunchError",
     "RanktableError",
     "ResumePoint",
+    "SaveHandle",
     "Watchdog",
+    "beat",
     "init_distributed",
     "data_parallel",
     "distribute_model",
@@ -32,3 +35,7 @@ __all__ = [
     "per_process_batch_size",
     "resume_batches",
 ]
+
+# A worker process of an installed parent (spawn/forkserver start methods) imports this
+# package before it bootstraps: arm the hook that installs the runtime in it.
+_children.register_if_marked()

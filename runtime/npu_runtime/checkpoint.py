@@ -1,48 +1,39 @@
-"""Complete, atomic, self-verifying training checkpoints.
+"""Complete, atomic, self-verifying training checkpoints, durable when ``save()`` returns.
 
-Layout under ``directory``::
-
-    step-0000000100/            one complete checkpoint (never partially visible)
-        state.pt                torch.save of the payload (model, optimizer, ..., RNG, counters)
-        MANIFEST.json           written last: format, step, size and crc32 of every file
-        (sharded mode: the torch.distributed.checkpoint files of model/optimizer too)
-    latest                      text file naming the newest step directory
-    .tmp-step-...               a save in progress (or one killed mid-way; cleaned later)
-
-A save writes into a temporary directory, computes the checksums, fsyncs, renames the
-directory into place, updates ``latest`` atomically and only then prunes to ``keep``.
-Loading walks back from the highest step until a checkpoint verifies.
+A save writes into a temporary directory (``torch.save`` straight into a
+:class:`~npu_runtime.durable.DurableWriter`), writes the manifest, fsyncs the files and
+the directory, renames the directory into place, updates ``latest``, fsyncs the parent
+directory, and only then prunes. ``save()`` returns after all of that, on every rank.
+``async_save()`` is the opt-in that returns a handle while the fsyncs, rename and
+pruning finish on a thread. Loading walks back from the newest checkpoint until one
+verifies. Layout and publishing: ``layout.py``; writing and checking files: ``durable.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
-import mmap
 import os
-import re
-import shutil
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import durable, layout
 from . import rng as _rng
+from . import watchdog as _watchdog
 from .errors import CheckpointError
+from .layout import LATEST, step_dirname  # noqa: F401 - re-exported for scripts and tests
 
 log = logging.getLogger("npu_runtime")
 
 FORMAT = "npu_runtime.checkpoint/1"
 STATE_FILE = "state.pt"
 MANIFEST = "MANIFEST.json"
-LATEST = "latest"
 DCP_SUBDIR = "sharded"
-_STEP_RE = re.compile(r"^step-(\d+)$")
-_TMP_PREFIX = ".tmp-"
 
 
 @dataclass
@@ -57,8 +48,25 @@ class ResumePoint:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def step_dirname(step: int) -> str:
-    return f"step-{step:010d}"
+class SaveHandle(Future):
+    """A background save from :meth:`CheckpointManager.async_save`. ``wait()`` (or
+    ``result()``) blocks until the checkpoint is durable and returns its path, or raises
+    the CheckpointError that stopped it. An error seen here is not raised again by the
+    manager's next ``wait()``/``save()``."""
+
+    observed = False
+
+    def result(self, timeout: float | None = None) -> str:
+        value = super().result(timeout)  # raises the save's error
+        self.observed = True
+        return value
+
+    def wait(self, timeout: float | None = None) -> str:
+        try:
+            return self.result(timeout)
+        except CheckpointError:
+            self.observed = True
+            raise
 
 
 # --------------------------------------------------------------------------- helpers
@@ -81,22 +89,6 @@ def _is_stateful(obj: Any) -> bool:
     return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
 
 
-def _fsync_path(path: str, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _crc32_file(path: str) -> tuple[int, int]:
-    size = os.path.getsize(path)
-    if size == 0:
-        return 0, 0
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return size, zlib.crc32(mm)  # zlib releases the GIL on large buffers
-
-
 def _files_under(root: str) -> list[str]:
     out = []
     for dirpath, _dirs, files in os.walk(root):
@@ -106,21 +98,48 @@ def _files_under(root: str) -> list[str]:
     return sorted(out)
 
 
-def _write_atomic_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def _dist():
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         return dist
     return None
+
+
+def _agree(dist: Any, error: str | None) -> str | None:
+    """All ranks learn the first rank's error (a collective: every rank must call it)."""
+    if not dist:
+        return error
+    errors: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(errors, error)
+    return next((e for e in errors if e is not None), None)
+
+
+def _check_manifest(manifest: Any, mpath: str, step: int) -> dict[str, dict[str, Any]]:
+    """The manifest's file table, or CheckpointError for anything malformed."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{mpath}: not a {FORMAT} manifest")
+    if manifest.get("step") != step:
+        raise CheckpointError(f"{mpath}: manifest step {manifest.get('step')!r} does not match the directory")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or STATE_FILE not in files:
+        raise CheckpointError(f"{mpath}: manifest lists no {STATE_FILE}")
+    for rel, meta in files.items():
+        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.split("/"):
+            raise CheckpointError(f"{mpath}: bad file name {rel!r} in manifest")
+        ok = (isinstance(meta, dict) and type(meta.get("size")) is int and meta["size"] >= 0
+              and (type(meta.get("crc32")) is int or meta.get("check") == durable.ZIP_CRC))
+        if not ok:
+            raise CheckpointError(f"{mpath}: bad entry for {rel!r} in manifest: {meta!r}")
+    return files
+
+
+def _check_payload(payload: Any, spath: str) -> dict[str, Any]:
+    if not (isinstance(payload, dict) and payload.get("format") == FORMAT and isinstance(payload.get("states"), dict)
+            and isinstance(payload.get("extra", {}), dict) and isinstance(payload.get("rng"), list)
+            and payload["rng"] and type(payload.get("step")) is int):
+        raise CheckpointError(f"{spath}: not a {FORMAT} payload")
+    return payload
 
 
 # --------------------------------------------------------------------------- manager
@@ -133,28 +152,29 @@ class CheckpointManager:
     batch_in_epoch=b, **anything)``: objects with ``state_dict``/``load_state_dict`` are
     saved through them (DDP and torch.compile wrappers unwrapped), ``torch.Generator``
     objects by their state, anything else as a plain value returned in
-    ``ResumePoint.extra``. RNG states of every rank are always included.
-
-    ``background=True`` (default) returns from ``save`` once the state is serialised;
-    checksum, fsync, rename, ``latest`` and pruning finish on a thread (``wait()``
-    blocks on it; the next ``save`` and interpreter exit wait too). Until then the
-    previous checkpoint stays the newest complete one.
+    ``ResumePoint.extra``. RNG states of every rank are always included. When ``save``
+    returns, on any rank, the checkpoint is durable: a kill at any later moment cannot
+    lose it. ``async_save`` returns a :class:`SaveHandle` once the state is written and
+    finishes making it durable on a thread.
 
     ``sharded=True`` writes model and optimizer with ``torch.distributed.checkpoint``
     (every rank writes its shards); the rest is written by rank 0.
+
+    Pruning keeps the ``keep`` newest checkpoints that are known to be good (written by
+    this manager, or verified by ``load_latest``); one that was never verified or failed
+    verification never pushes a good one out.
     """
 
-    def __init__(self, directory: str | os.PathLike, keep: int = 3, *, background: bool = True,
-                 sharded: bool = False, verify: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike, keep: int = 3, *, sharded: bool = False,
+                 verify: bool = True) -> None:
         if keep < 1:
             raise ValueError("keep must be >= 1")
         self.directory = os.fspath(directory)
         self.keep = keep
-        self.background = background and not sharded
         self.sharded = sharded
         self.verify = verify
-        self._pending: threading.Thread | None = None
-        self._pending_error: BaseException | None = None
+        self._good: set[str] = set()
+        self._pending: SaveHandle | None = None
         self._counter = itertools.count()
         os.makedirs(self.directory, exist_ok=True)
         _register_for_exit(self)
@@ -162,73 +182,172 @@ class CheckpointManager:
     # ------------------------------------------------------------------ listing
     def checkpoints(self) -> list[tuple[int, str]]:
         """(step, path) of finished checkpoint directories, newest first (not verified)."""
-        out = []
-        for name in os.listdir(self.directory):
-            m = _STEP_RE.match(name)
-            if m and os.path.isdir(os.path.join(self.directory, name)):
-                out.append((int(m.group(1)), os.path.join(self.directory, name)))
-        return sorted(out, reverse=True)
+        return [(step, os.path.join(self.directory, name)) for step, _g, name in layout.listing(self.directory)]
 
     def latest_pointer(self) -> str | None:
-        try:
-            with open(os.path.join(self.directory, LATEST), encoding="utf-8") as fh:
-                return fh.read().strip() or None
-        except FileNotFoundError:
-            return None
+        return layout.read_latest(self.directory)
+
+    def _tag(self) -> str:
+        return f"{os.getpid()}-{next(self._counter)}"
 
     # ------------------------------------------------------------------ saving
     def wait(self) -> None:
-        """Block until a background save is durable; re-raise its error, if any."""
-        t, self._pending = self._pending, None
-        if t is not None:
-            t.join()
-        err, self._pending_error = self._pending_error, None
-        if err is not None:
-            raise CheckpointError(f"background checkpoint save failed: {err}") from err
+        """Block until a background save is durable and old checkpoints are removed;
+        re-raise the save's error, if any."""
+        self._wait_pending()
+        layout.settle()
+
+    def _wait_pending(self) -> None:
+        handle, self._pending = self._pending, None
+        if handle is not None and not handle.observed:
+            handle.wait()
 
     def save(self, step: int, *, epoch: int | None = None, batch_in_epoch: int | None = None,
              **objects: Any) -> str:
-        """Write a checkpoint for ``step``; returns its final directory path."""
-        from . import watchdog
+        """Write a checkpoint for ``step``; returns its directory once it is durable."""
+        return self._save(step, epoch, batch_in_epoch, objects, background=False).result()
 
-        self.wait()
+    def async_save(self, step: int, *, epoch: int | None = None, batch_in_epoch: int | None = None,
+                   **objects: Any) -> SaveHandle:
+        """Like ``save``, but return once the state is written: flushing it to disk,
+        publishing and pruning finish on a thread. ``handle.wait()`` (or the next
+        ``save``/``load_latest``, or ``wait()``) blocks until it is durable; a pending
+        save also completes at normal interpreter exit. In a distributed run the handle
+        of rank 0 tracks the save (the other ranks' handles complete at once); with
+        ``sharded=True`` the save is synchronous."""
+        return self._save(step, epoch, batch_in_epoch, objects, background=not self.sharded)
+
+    def _save(self, step: int, epoch: int | None, batch_in_epoch: int | None, objects: dict[str, Any],
+              background: bool) -> SaveHandle:
+        _watchdog.beat()  # the runtime's own saves are signs of life; barriers are not
+        self._wait_pending()
         dist = _dist()
         rank = dist.get_rank() if dist else 0
-        with watchdog.paused_active():
-            if dist:
-                dist.barrier()
-            payload, sharded_state = self._payload(step, epoch, batch_in_epoch, objects)
-            final = os.path.join(self.directory, step_dirname(step))
-            if self.sharded:
-                tmp = os.path.join(self.directory, f"{_TMP_PREFIX}{step_dirname(step)}-sharded")
-                if rank == 0:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    os.makedirs(tmp)
-                if dist:
-                    dist.barrier()
-                import torch.distributed.checkpoint as dcp
+        what = f"checkpoint step {step}"
+        tag = self._tag()
+        tmp = os.path.join(self.directory, f"{layout.TMP_PREFIX}{step_dirname(step)}-{tag}")
+        if dist and self.sharded:
+            box = [tmp]
+            dist.broadcast_object_list(box, src=0)  # every rank writes into rank 0's directory
+            tmp = box[0]
+        payload, sharded_state = self._payload(step, epoch, batch_in_epoch, objects)
+        files: dict[str, dict[str, Any]] = {}
+        error = None
+        if self.sharded:
+            error = _agree(dist, self._attempt(what, os.makedirs, os.path.join(tmp, DCP_SUBDIR), exist_ok=True))
+            if error is None:
+                files, error = self._write_shards(tmp, sharded_state, dist, what)
+        handle = SaveHandle()
+        if rank == 0 and error is None:
+            error = self._attempt(what, self._write_state, tmp, payload, files)
+            if error is None and background:
+                threading.Thread(target=self._finish, args=(tmp, step, files, tag, handle),
+                                 name="npu_runtime-checkpoint", daemon=False).start()
+                self._pending = handle
+            elif error is None:
+                self._finish(tmp, step, files, tag, handle)
+                if handle.exception() is not None:
+                    error = str(handle.exception())
+        if rank == 0 and error is not None:
+            self._attempt(what, layout.prune, self.directory, self.keep, self._good.__contains__, tag)  # leftovers
+        # Every rank returns together, once rank 0's save is durable (or failed for all).
+        error = _agree(dist, error)
+        _watchdog.beat()
+        if error is not None:
+            raise CheckpointError(error)
+        if not handle.done() and handle is not self._pending:
+            handle.set_result(os.path.join(self.directory, step_dirname(step)))
+        return handle
 
-                dcp.save(sharded_state, checkpoint_id=os.path.join(tmp, DCP_SUBDIR))
-                if dist:
-                    dist.barrier()
-            else:
-                tmp = os.path.join(self.directory,
-                                   f"{_TMP_PREFIX}{step_dirname(step)}-{os.getpid()}-{next(self._counter)}")
-                if rank == 0:
-                    os.makedirs(tmp)
-            if rank == 0:
-                import torch
+    def _attempt(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> str | None:
+        """Run ``fn``; the message of the CheckpointError it amounts to, or None."""
+        try:
+            fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every rank has to hear of it
+            return str(exc if isinstance(exc, CheckpointError) else durable.write_failure(exc, what, self.directory))
+        return None
 
-                torch.save(payload, os.path.join(tmp, STATE_FILE))
-                if self.background:
-                    self._pending = threading.Thread(target=self._finalize_bg, args=(tmp, final, step),
-                                                     name="npu_runtime-checkpoint", daemon=False)
-                    self._pending.start()
-                else:
-                    self._finalize(tmp, final, step)
-            if dist:
-                dist.barrier()
-        return final
+    def _write_state(self, tmp: str, payload: dict[str, Any], files: dict[str, dict[str, Any]]) -> None:
+        import torch
+
+        os.makedirs(tmp, exist_ok=True)
+        writer = durable.DurableWriter(os.path.join(tmp, STATE_FILE), crc=not durable.torch_writes_crc())
+        try:
+            torch.save(payload, writer)
+        except BaseException as exc:
+            writer.abort()
+            if writer.error is not None:
+                raise writer.error from exc
+            raise
+        writer.close()
+        entry: dict[str, Any] = {"size": writer.size}
+        if writer.crc is not None:
+            entry["crc32"] = writer.crc
+        else:
+            entry["check"] = durable.ZIP_CRC
+        files[STATE_FILE] = entry
+
+    def _write_shards(self, tmp: str, sharded_state: dict[str, Any], dist: Any,
+                      what: str) -> tuple[dict[str, dict[str, Any]], str | None]:
+        """torch.distributed.checkpoint writes every rank's shards (and fsyncs them); each
+        rank checksums the files it wrote, and the tables are gathered."""
+        import torch.distributed.checkpoint as dcp
+
+        where = os.path.join(tmp, DCP_SUBDIR)
+        error = self._attempt(what, dcp.save, sharded_state, checkpoint_id=where)  # raises on every rank alike
+        if error is not None:
+            return {}, error
+        rank = dist.get_rank() if dist else 0
+        mine: dict[str, dict[str, Any]] = {}
+
+        def checksum_mine() -> None:
+            for name in sorted(os.listdir(where)):
+                owner = name.split("_")[2] if name.startswith("__") and name.count("_") >= 3 else "0"
+                if owner == str(rank) or (rank == 0 and not owner.isdigit()):
+                    size, crc = durable.crc32_file(os.path.join(where, name))
+                    mine[f"{DCP_SUBDIR}/{name}"] = {"size": size, "crc32": crc}
+
+        error = self._attempt(what, checksum_mine)
+        tables: list[Any] = [(mine, error)]
+        if dist:
+            tables = [None] * dist.get_world_size()
+            dist.all_gather_object(tables, (mine, error))
+        files: dict[str, dict[str, Any]] = {}
+        for table, err in tables:
+            if err is not None:
+                return {}, err
+            files.update(table)
+        missing = sorted(set(_files_under(tmp)) - set(files) - {STATE_FILE})
+        if missing:
+            return {}, f"{what}: sharded files nobody checksummed: {missing}"
+        return files, None
+
+    def _finish(self, tmp: str, step: int, files: dict[str, dict[str, Any]], tag: str, handle: SaveHandle) -> None:
+        """Manifest; fsync files and directories (side by side); publish; ``latest``;
+        fsync the parent; prune (rank 0). Sets ``handle``."""
+        what = f"checkpoint step {step}"
+        latest = None
+        try:
+            durable.write_text(os.path.join(tmp, MANIFEST),
+                               json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1, sort_keys=True))
+            latest = layout.prepare_latest(self.directory, step_dirname(step), tag)
+            own = [os.path.join(tmp, STATE_FILE), os.path.join(tmp, MANIFEST), latest]  # DCP synced its files
+            durable.sync(own + [dirpath for dirpath, _dirs, _files in os.walk(tmp)])
+            name = layout.publish(self.directory, tmp, step, tag)
+            layout.install_latest(self.directory, latest)
+            durable.fsync_dir(self.directory)  # the rename and `latest` together
+        except Exception as exc:  # noqa: BLE001 - the handle carries it to the caller
+            layout.prune(self.directory, self.keep, self._good.__contains__, tag)
+            log.error("npu_runtime: %s failed: %s", what, exc)
+            handle.set_exception(exc if isinstance(exc, CheckpointError)
+                                 else durable.write_failure(exc, what, self.directory))
+            return
+        self._good.add(name)
+        try:
+            layout.prune(self.directory, self.keep, self._good.__contains__, tag)
+        except OSError as exc:  # the checkpoint is durable; an old one lingers
+            log.warning("npu_runtime: pruning %s: %s", self.directory, exc)
+        handle.set_result(os.path.join(self.directory, name))
 
     def _payload(self, step: int, epoch: int | None, batch_in_epoch: int | None,
                  objects: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -279,76 +398,42 @@ class CheckpointManager:
         }
         return payload, sharded_state
 
-    def _finalize_bg(self, tmp: str, final: str, step: int) -> None:
-        try:
-            self._finalize(tmp, final, step)
-        except BaseException as exc:  # noqa: BLE001 - surfaced by wait() on the caller thread
-            log.error("npu_runtime: checkpoint step %d failed: %s", step, exc)
-            self._pending_error = exc
-
-    def _finalize(self, tmp: str, final: str, step: int) -> None:
-        files = {}
-        for rel in _files_under(tmp):
-            size, crc = _crc32_file(os.path.join(tmp, rel))
-            files[rel] = {"size": size, "crc32": crc}
-        manifest = {"format": FORMAT, "step": step, "files": files}
-        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        for rel in files:
-            _fsync_path(os.path.join(tmp, rel))
-        for dirpath, _dirs, _files in os.walk(tmp):
-            _fsync_path(dirpath, directory=True)
-        trash = None
-        if os.path.exists(final):  # re-saving a step (e.g. after a resume): swap, then delete
-            trash = os.path.join(self.directory, f"{_TMP_PREFIX}old-{os.path.basename(final)}-{os.getpid()}")
-            os.replace(final, trash)
-        os.replace(tmp, final)
-        _fsync_path(self.directory, directory=True)
-        _write_atomic_text(os.path.join(self.directory, LATEST), os.path.basename(final) + "\n")
-        _fsync_path(self.directory, directory=True)
-        if trash:
-            shutil.rmtree(trash, ignore_errors=True)
-        self._prune(keep_tmp=None)
-
-    def _prune(self, keep_tmp: str | None) -> None:
-        for _step, path in self.checkpoints()[self.keep:]:
-            shutil.rmtree(path, ignore_errors=True)
-        for name in os.listdir(self.directory):
-            if name.startswith(_TMP_PREFIX) and os.path.join(self.directory, name) != keep_tmp:
-                full = os.path.join(self.directory, name)
-                if os.path.isdir(full):
-                    shutil.rmtree(full, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        os.remove(full)
-
     # ------------------------------------------------------------------ loading
-    def verify_dir(self, path: str) -> dict[str, Any]:
+    def verify_dir(self, path: str, *, check_data: bool | None = None) -> dict[str, Any]:
         """Check one checkpoint directory; returns its loaded payload or raises CheckpointError."""
         import torch
 
+        name = os.path.basename(os.path.normpath(path))
+        key = layout.parse_name(name)
+        if key is None:
+            raise CheckpointError(f"{path}: not a checkpoint directory name")
         mpath = os.path.join(path, MANIFEST)
         try:
             with open(mpath, encoding="utf-8") as fh:
                 manifest = json.load(fh)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise CheckpointError(f"{mpath}: unreadable manifest ({exc})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(
-                manifest.get("files"), dict) or STATE_FILE not in manifest["files"]:
-            raise CheckpointError(f"{mpath}: not a {FORMAT} manifest")
-        if self.verify:
-            for rel, meta in manifest["files"].items():
+        files = _check_manifest(manifest, mpath, key[0])
+        for rel, meta in files.items():
+            fpath = os.path.join(path, rel)
+            try:
+                size = os.path.getsize(fpath)
+            except OSError as exc:
+                raise CheckpointError(f"{fpath}: {exc}") from None
+            if size != meta["size"]:
+                raise CheckpointError(f"{fpath}: size {size} != {meta['size']} in manifest (truncated?)")
+        if self.verify if check_data is None else check_data:
+            for rel, meta in files.items():
                 fpath = os.path.join(path, rel)
-                try:
-                    size, crc = _crc32_file(fpath)
-                except OSError as exc:
-                    raise CheckpointError(f"{fpath}: {exc}") from None
-                if size != meta.get("size"):
-                    raise CheckpointError(f"{fpath}: size {size} != {meta.get('size')} in manifest (truncated?)")
-                if crc != meta.get("crc32"):
-                    raise CheckpointError(f"{fpath}: crc32 mismatch (corrupt)")
+                if "crc32" in meta:
+                    try:
+                        _size, crc = durable.crc32_file(fpath)
+                    except OSError as exc:
+                        raise CheckpointError(f"{fpath}: {exc}") from None
+                    if crc != meta["crc32"]:
+                        raise CheckpointError(f"{fpath}: crc32 mismatch (corrupt)")
+                else:
+                    durable.check_zip(fpath)
         spath = os.path.join(path, STATE_FILE)
         try:
             payload = torch.load(spath, map_location="cpu", weights_only=True)
@@ -360,12 +445,14 @@ class CheckpointManager:
                     f"{spath} holds a value torch.load(weights_only=True) refuses; pass only tensors, "
                     f"state_dicts and plain Python values to save(). {exc}") from exc
             raise CheckpointError(f"{spath}: cannot be loaded ({type(exc).__name__}: {exc})") from None
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            raise CheckpointError(f"{spath}: not a {FORMAT} payload")
+        payload = _check_payload(payload, spath)
+        if payload["step"] != key[0]:
+            raise CheckpointError(f"{spath}: payload step {payload['step']} does not match the directory")
         return payload
 
     def _choose(self) -> tuple[str, dict[str, Any]] | None:
-        for step, path in self.checkpoints():
+        for step, _gen, name in layout.listing(self.directory):
+            path = os.path.join(self.directory, name)
             try:
                 payload = self.verify_dir(path)
             except CheckpointError as exc:
@@ -373,6 +460,7 @@ class CheckpointManager:
                     raise
                 log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
                 continue
+            self._good.add(name)
             return path, payload
         return None
 
@@ -381,7 +469,7 @@ class CheckpointManager:
         checkpoint that verifies. Returns None when there is none (fresh start)."""
         import torch
 
-        self.wait()
+        self._wait_pending()
         dist = _dist()
         chosen = self._choose() if (dist is None or dist.get_rank() == 0) else None
         if dist:
@@ -390,7 +478,7 @@ class CheckpointManager:
             if box[0] is None:
                 chosen = None
             elif chosen is None or chosen[0] != box[0]:
-                chosen = (box[0], self.verify_dir(box[0]))
+                chosen = (box[0], self.verify_dir(box[0], check_data=False))  # rank 0 checked the bytes
         if chosen is None:
             return None
         path, payload = chosen
@@ -418,6 +506,7 @@ class CheckpointManager:
                         rank % len(rngs))
         _rng.restore(rngs[rank % len(rngs)])
         log.info("npu_runtime: resumed from %s (step %s)", path, payload["step"])
+        _watchdog.beat()
         return ResumePoint(payload["step"], payload.get("epoch"), payload.get("batch_in_epoch"), path,
                            dict(payload.get("extra", {})))
 
@@ -466,7 +555,7 @@ def resume_batches(iterable: Iterable[Any], skip: int) -> Iterator[Any]:
     yield from it
 
 
-_live: list[CheckpointManager] = []
+_live: list[Any] = []
 
 
 def _register_for_exit(mgr: CheckpointManager) -> None:
@@ -475,12 +564,15 @@ def _register_for_exit(mgr: CheckpointManager) -> None:
 
     if not _live:
         atexit.register(_wait_all)
-    _live.append(weakref.ref(mgr))  # type: ignore[arg-type]
+    _live.append(weakref.ref(mgr))
 
 
 def _wait_all() -> None:
+    """At exit (after Python joined the non-daemon save threads): report failures."""
     for ref in _live:
-        mgr = ref()  # type: ignore[operator]
+        mgr = ref()
         if mgr is not None and mgr._pending is not None:
-            with contextlib.suppress(Exception):
+            try:
                 mgr.wait()
+            except Exception as exc:  # noqa: BLE001 - nothing left to raise to
+                log.error("npu_runtime: background checkpoint save failed: %s", exc)

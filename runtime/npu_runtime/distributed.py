@@ -10,7 +10,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import devices
+from . import devices, teardown
 from . import env as _env
 from .errors import LaunchError
 
@@ -82,13 +82,9 @@ def hccl_exec_timeout_s(environ: MutableMapping[str, str] | None = None) -> int 
     raw = environ.get("HCCL_EXEC_TIMEOUT")
     if raw in (None, ""):
         return HCCL_EXEC_TIMEOUT_DEFAULT
-    try:
-        value = int(raw)
-    except ValueError:
-        raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} is not an integer number of seconds") from None
-    if value < 0:
-        raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} must be >= 0")
-    return value or None
+    if not (raw.strip().isascii() and raw.strip().isdigit()):
+        raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} is not a whole number of seconds >= 0")
+    return int(raw) or None
 
 
 def pg_timeout_s(environ: MutableMapping[str, str] | None = None) -> float | None:
@@ -116,6 +112,40 @@ def _pick_device(device_type: str | None, spec: _env.LaunchSpec) -> tuple[Any, i
         f"local rank {spec.local_rank} (device id {spec.device_id}) has no {device_type} device: "
         f"only {count} visible"
     )
+
+
+def set_device(spec: _env.LaunchSpec) -> Any | None:
+    """Make this rank's accelerator device current (device id, else local rank); None on CPU."""
+    device_type = devices.accelerator_type()
+    if device_type is None:
+        return None
+    device, index = _pick_device(device_type, spec)
+    if index is not None:
+        devices.module_for(device_type).set_device(index)
+    return device
+
+
+def _attempt_store(spec: _env.LaunchSpec, environ: MutableMapping[str, str], timeout: Any) -> Any:
+    """The rendezvous store, seen through a prefix of its own per torchrun attempt.
+
+    Under ``torchrun --max-restarts`` the workers share the agent's store, and its keys
+    outlive an attempt: a restarted group can read the previous attempt's addresses and
+    connect to dead peers (pytorch/pytorch#135712, #167288; here, 5 of 8 restarted gloo
+    groups failed so). Prefixing the keys with TORCHELASTIC_RESTART_COUNT (as torch once
+    did itself) gives every attempt a clean namespace.
+    """
+    import datetime
+
+    import torch.distributed as dist
+    from torch.distributed.constants import default_pg_timeout
+
+    host = spec.master_addr or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    wait = timeout if isinstance(timeout, datetime.timedelta) else default_pg_timeout
+    store, _rank, _world = next(dist.rendezvous(f"tcp://{host}:{spec.master_port}", spec.rank, spec.world_size,
+                                                timeout=wait))
+    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"npu_runtime/attempt_{attempt}", store)
 
 
 def _current_info() -> DistInfo:
@@ -148,7 +178,7 @@ def init_distributed(backend: str | None = None, *, local_rank: int | None = Non
         return _current_info()
     environ = os.environ if environ is None else environ
     if ranktable_timeout_s is None:
-        ranktable_timeout_s = float(environ.get("NPU_RUNTIME_RANKTABLE_TIMEOUT", "300"))
+        ranktable_timeout_s = _env.ranktable_timeout_s(environ)
     spec = _env.resolve(environ, local_rank=local_rank, host_ids=default_host_ids(environ),
                         ranktable_timeout_s=ranktable_timeout_s)
     if not spec.resolved:
@@ -174,11 +204,11 @@ def init_distributed(backend: str | None = None, *, local_rank: int | None = Non
         kwargs["store"] = dist.HashStore()
     else:
         environ.update(_env.torchrun_env(spec))
-        host = spec.master_addr or "127.0.0.1"
-        host = f"[{host}]" if ":" in host else host
-        kwargs["init_method"] = f"tcp://{host}:{spec.master_port}"
+        kwargs["store"] = _attempt_store(spec, environ, timeout)
     log.info("npu_runtime: rank %s/%s (local %s) from %s, backend %s, device %s",
              spec.rank, spec.world_size, spec.local_rank, spec.source, backend, device)
+    teardown.before_group()
     dist.init_process_group(**kwargs)
+    teardown.own_group(dist.group.WORLD)
     return DistInfo(spec.rank, spec.local_rank, spec.world_size, spec.local_world_size,  # type: ignore[arg-type]
                     device, backend, spec.source)

@@ -20,12 +20,15 @@ example from ``torch.multiprocessing.spawn``) or launch torchrun inside the node
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import ranktable as _rt
 from .errors import LaunchError
+
+log = logging.getLogger("npu_runtime")
 
 TORCHRUN = "torchrun"
 ASCEND_OPERATOR = "ascend-operator"
@@ -35,8 +38,11 @@ SINGLE = "single"
 
 DEFAULT_MASTER_PORT = 29500  # torch's own default; used where a launcher gives none
 ASCEND_OPERATOR_DEFAULT_PORT = 2222
+RANKTABLE_TIMEOUT_VAR = "NPU_RUNTIME_RANKTABLE_TIMEOUT"
+RANKTABLE_TIMEOUT_DEFAULT_S = 300.0
 
-_LIST_RE = re.compile(r"^\s*[\{\[]\s*(\d+(\s*,\s*\d+)*)?\s*[\}\]]\s*$")
+_LIST_RE = re.compile(r"^\s*[\{\[]\s*([0-9]+(\s*,\s*[0-9]+)*)?\s*[\}\]]\s*$")
+_INT_RE = re.compile(r"[+-]?[0-9]+")  # ASCII only: int() also accepts other scripts' digits
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,9 @@ def _get_int(env: Mapping[str, str], name: str, source: str, *, default: int | N
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise LaunchError(f"{name}={raw!r} is not an integer ({source} environment)") from None
+    if not _INT_RE.fullmatch(raw.strip()):
+        raise LaunchError(f"{name}={raw!r} is not an integer ({source} environment)")
+    value = int(raw.strip())
     if value < minimum:
         raise LaunchError(f"{name}={raw!r} must be >= {minimum} ({source} environment)")
     return value
@@ -98,6 +103,20 @@ def _need_master(addr: str | None, world: int, source: str, hint: str = "MASTER_
         raise LaunchError(f"{hint} is not set but world size is {world} ({source} environment)")
 
 
+def ranktable_timeout_s(env: Mapping[str, str]) -> float:
+    """NPU_RUNTIME_RANKTABLE_TIMEOUT in seconds (300 when unset)."""
+    raw = env.get(RANKTABLE_TIMEOUT_VAR)
+    if raw is None or not raw.strip():
+        return RANKTABLE_TIMEOUT_DEFAULT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LaunchError(f"{RANKTABLE_TIMEOUT_VAR}={raw!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise LaunchError(f"{RANKTABLE_TIMEOUT_VAR}={raw!r} must be a number of seconds >= 0")
+    return value
+
+
 def is_local_rank_list(value: str | None) -> bool:
     return value is not None and bool(_LIST_RE.match(value))
 
@@ -121,11 +140,14 @@ def detect_source(env: Mapping[str, str]) -> str:
 
 
 def resolve(env: Mapping[str, str], *, local_rank: int | None = None,
-            host_ids: Sequence[str] = (), ranktable_timeout_s: float = 300.0) -> LaunchSpec:
+            host_ids: Sequence[str] = (), ranktable_timeout_s: float = 300.0,
+            require_device_ips: bool = True) -> LaunchSpec:
     """Resolve the launch environment into a LaunchSpec, or raise LaunchError.
 
     ``local_rank`` supplies the slot on node-level launchers; ``host_ids`` are the names
     and addresses of this machine (used to check that a ranktable lists it).
+    ``require_device_ips=False`` leaves a multi-server ranktable without device IPs to a
+    caller that reports it itself (the preflight).
     """
     source = detect_source(env)
     if source == TORCHRUN:
@@ -133,7 +155,7 @@ def resolve(env: Mapping[str, str], *, local_rank: int | None = None,
     if source == ASCEND_OPERATOR:
         return _ascend_operator(env, local_rank)
     if source == RANKTABLE:
-        return _ranktable(env, host_ids, ranktable_timeout_s)
+        return _ranktable(env, host_ids, ranktable_timeout_s, require_device_ips)
     if source == MODELARTS:
         return _modelarts(env, local_rank)
     return LaunchSpec(SINGLE, 0, 0, 1, 1, 0, env.get("MASTER_ADDR") or None, _port(env, SINGLE, None))
@@ -192,7 +214,8 @@ def _ascend_operator(env: Mapping[str, str], local_rank: int | None) -> LaunchSp
                       device_id=slots[local_rank])
 
 
-def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float) -> LaunchSpec:
+def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float,
+               require_device_ips: bool = True) -> LaunchSpec:
     src = "ranktable"
     path = env["RANK_TABLE_FILE"]
     rank = _require_int(env, "RANK_ID", src)
@@ -201,6 +224,8 @@ def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float
     dev_var = "ASCEND_DEVICE_ID" if env.get("ASCEND_DEVICE_ID") not in (None, "") else "DEVICE_ID"
     device_id = _get_int(env, dev_var, src)
     table = _rt.load(path, timeout_s=timeout_s)
+    if require_device_ips:
+        _check_device_ips(table)
     if table.world_size != world:
         raise LaunchError(
             f"RANK_SIZE={world} but ranktable {table.path} lists {table.world_size} devices"
@@ -229,6 +254,19 @@ def _ranktable(env: Mapping[str, str], host_ids: Sequence[str], timeout_s: float
     port = _port(env, src, DEFAULT_MASTER_PORT)
     return LaunchSpec(RANKTABLE, rank, local, world, len(on_server), entry.server_index, addr, port,
                       device_id=entry.device_id, ranktable=table.path)
+
+
+def _check_device_ips(table: _rt.Ranktable) -> None:
+    """HCCL reaches devices on other servers through device_ip (RoCE): required when the
+    table has several servers; on one server a missing one is only logged."""
+    missing = table.without_device_ip()
+    if not missing:
+        return
+    d = missing[0]
+    what = f"rank_id {d.rank} (server {d.server_id}, device {d.device_id}) has no device_ip"
+    if len(table.servers()) > 1:
+        raise LaunchError(f"ranktable {table.path}: {what}, which HCCL needs between servers")
+    log.warning("npu_runtime: ranktable %s: %s", table.path, what)
 
 
 def _modelarts(env: Mapping[str, str], local_rank: int | None) -> LaunchSpec:

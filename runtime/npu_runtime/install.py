@@ -1,12 +1,17 @@
 """``install()``: the one call the codemod injects at the top of a migrated entry point.
 
-It is cheap, idempotent and never creates a process group. It
+It is idempotent, never raises for a bad environment (it logs, and stores the reason
+in ``InstallReport.note``; the script's own init then fails where it is called) and
+never creates a process group. It
 1. imports torch_npu when it is installed and loads (never required);
 2. fills unset HCCL variables (HCCL_CONNECT_TIMEOUT >= 300 s with a ranktable);
 3. translates Ascend Operator, per-card ranktable and ModelArts variables into
    torchrun's (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
    MASTER_PORT) so the script's own ``init_process_group()`` works unchanged;
-4. starts the Watchdog unless NPU_RUNTIME_WATCHDOG=0.
+4. sets this rank's device when the job has several ranks and an accelerator;
+5. starts the Watchdog unless NPU_RUNTIME_WATCHDOG=0;
+6. arranges for ``torch.multiprocessing.spawn`` / ``multiprocessing.Process`` workers
+   started from here to get steps 1-5 too (``children.py``).
 """
 
 from __future__ import annotations
@@ -35,43 +40,65 @@ class InstallReport:
     hccl_defaults: dict[str, str] = field(default_factory=dict)
     watchdog: Any = None
     note: str | None = None
+    device: Any = None  # the torch.device set as current, if any
+    child: str | None = None  # "spawn[i]" / "process" in a worker process started by an installed parent
 
 
 def install(*, watchdog: bool | None = None, watchdog_timeout_s: float | None = None,
-            environ: MutableMapping[str, str] | None = None) -> InstallReport:
+            environ: MutableMapping[str, str] | None = None, local_rank: int | None = None) -> InstallReport:
     """Prepare this process for an Ascend (or CUDA/CPU) launch. A second call returns the
-    first call's report and does nothing."""
+    first call's report and does nothing. ``local_rank`` gives the slot on a node-level
+    launch with several devices (the runtime passes the spawn index in spawned workers)."""
     global _result
     with _lock:
         if _result is not None:
             return _result
-        _result = _install(watchdog, watchdog_timeout_s, os.environ if environ is None else environ)
+        environ = os.environ if environ is None else environ
+        _result = _install(watchdog, watchdog_timeout_s, environ, local_rank, child=None)
+        if environ is os.environ:
+            from . import children
+
+            children.mark_installed(_result, watchdog, watchdog_timeout_s)
         return _result
 
 
-def _install(want_watchdog: bool | None, timeout_s: float | None,
-             environ: MutableMapping[str, str]) -> InstallReport:
+def install_child(kind: str, local_rank: int | None, settings: dict[str, Any]) -> InstallReport:
+    """``install()`` in a worker process of an installed parent (called by children.py)."""
+    global _result
+    with _lock:
+        _result = _install(settings.get("watchdog"), settings.get("timeout_s"), os.environ, local_rank, child=kind)
+        return _result
+
+
+def _note(notes: list[str], message: str, *args: Any, level: int = logging.ERROR) -> None:
+    text = message % args if args else message
+    notes.append(text)
+    log.log(level, "npu_runtime.install: %s", text)
+
+
+def _install(want_watchdog: bool | None, timeout_s: float | None, environ: MutableMapping[str, str],
+             local_rank: int | None, child: str | None) -> InstallReport:
     from . import devices, distributed
-    from . import watchdog as _wd
 
     has_npu = devices.import_torch_npu()
-    note = None
+    notes: list[str] = []
     source = _env.detect_source(environ)
     exported: dict[str, str] = {}
-    if source not in (_env.TORCHRUN, _env.SINGLE):
+    spec = None
+    if source != _env.SINGLE:
         try:
-            spec = _env.resolve(environ, host_ids=distributed.default_host_ids(environ),
-                                ranktable_timeout_s=float(environ.get("NPU_RUNTIME_RANKTABLE_TIMEOUT", "300")))
+            spec = _env.resolve(environ, local_rank=local_rank, host_ids=distributed.default_host_ids(environ),
+                                ranktable_timeout_s=_env.ranktable_timeout_s(environ))
         except LaunchError as exc:
             # install() runs before the user's code: report, and let init fail where it is called.
-            note = str(exc)
-            log.error("npu_runtime.install: %s", exc)
+            _note(notes, "%s", exc)
         else:
+            source = spec.source
             if not spec.resolved:
-                note = (f"{spec.source} launch with {spec.local_world_size} devices per node: this process's "
-                        f"slot is unknown, torchrun variables not exported (launch torchrun per node)")
-                log.warning("npu_runtime.install: %s", note)
-            elif spec.world_size > 1:
+                _note(notes, "%s launch with %d devices per node: this process's slot is unknown, torchrun "
+                      "variables not exported (launch torchrun per node, or torch.multiprocessing.spawn)",
+                      spec.source, spec.local_world_size, level=logging.WARNING)
+            elif spec.world_size > 1 and spec.source != _env.TORCHRUN:
                 # Scripts commonly test `"RANK" in os.environ` to decide whether to go
                 # distributed, so a world of one is left looking like a plain run.
                 exported = _env.torchrun_env(spec)
@@ -81,24 +108,42 @@ def _install(want_watchdog: bool | None, timeout_s: float | None,
                 environ.update(exported)
                 if spec.device_id is not None:
                     environ.setdefault("ASCEND_DEVICE_ID", str(spec.device_id))
-            source = spec.source
     hccl = distributed.apply_hccl_defaults(environ)
-    exec_s = distributed.hccl_exec_timeout_s(environ) if environ.get("HCCL_EXEC_TIMEOUT") else None
-    if exec_s is not None and exec_s <= 1800:
-        log.warning("npu_runtime.install: HCCL_EXEC_TIMEOUT=%d s is not above torch's default process-group "
-                    "timeout (1800 s); pass timeout= to init_process_group or use init_distributed()", exec_s)
-    wd = None
-    if want_watchdog is None:
-        want_watchdog = _wd.enabled_by_env(environ)
-    if want_watchdog:
-        wd = _start_watchdog(timeout_s, environ)
-    return InstallReport(has_npu, source, exported, hccl, wd, note)
+    try:
+        exec_s = distributed.hccl_exec_timeout_s(environ) if environ.get("HCCL_EXEC_TIMEOUT") else None
+    except LaunchError as exc:
+        _note(notes, "%s; HCCL will reject it too", exc)
+    else:
+        if exec_s is not None and exec_s <= 1800:
+            log.warning("npu_runtime.install: HCCL_EXEC_TIMEOUT=%d s is not above torch's default process-group "
+                        "timeout (1800 s); pass timeout= to init_process_group or use init_distributed()", exec_s)
+    device = None
+    if spec is not None and spec.resolved and spec.world_size > 1:
+        try:
+            device = distributed.set_device(spec)
+        except LaunchError as exc:
+            _note(notes, "%s", exc)
+    wd = _start_watchdog(want_watchdog, timeout_s, environ, notes)
+    return InstallReport(has_npu, source, exported, hccl, wd, "; ".join(notes) or None, device, child)
 
 
-def _start_watchdog(timeout_s: float | None, environ: MutableMapping[str, str]):
+def _start_watchdog(want: bool | None, timeout_s: float | None, environ: MutableMapping[str, str],
+                    notes: list[str]):
     from . import watchdog as _wd
 
-    return _wd.active() or _wd.Watchdog(timeout_s, environ=environ).start()
+    if want is None:
+        want = _wd.enabled_by_env(environ)
+    if not want:
+        return None
+    if _wd.active() is not None:
+        return _wd.active()
+    if timeout_s is None:
+        try:
+            timeout_s = _wd.timeout_from_env(environ)
+        except LaunchError as exc:
+            timeout_s = _wd.default_timeout_s(environ)
+            _note(notes, "%s; the watchdog uses %g s", exc, timeout_s)
+    return _wd.Watchdog(timeout_s, environ=environ).start()
 
 
 def _reset_for_tests() -> None:
@@ -110,3 +155,23 @@ def _reset_for_tests() -> None:
         if wd is not None:
             wd.stop()
         _result = None
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's report and watchdog do not apply here."""
+    global _result
+    from . import watchdog as _wd
+
+    wd = _wd.active()
+    if wd is not None:
+        wd.forget_after_fork()
+    _result = None
+
+
+def _new_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another parent thread may have held it at fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)

@@ -2,13 +2,19 @@
 
 All values in a ranktable are strings. A scheduler may write the file while the job
 starts, so :func:`load` polls until ``status`` is ``"completed"`` or a timeout passes.
-Parsing is pure (:func:`parse`) and every error names the file and the JSON field.
+The timeout is one budget per file and process: ``install()`` and a later
+``init_distributed()`` share it instead of waiting twice. Parsing is pure
+(:func:`parse`) and every error names the file and the JSON field.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import stat
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +22,12 @@ from typing import Any
 
 from .errors import RanktableError
 
+log = logging.getLogger("npu_runtime")
+
 DEFAULT_FILENAME = "jobstart_hccl.json"
+_INT_RE = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also takes "٣", str.isdigit() also "²"
+_monotonic = time.monotonic  # module-level so that tests can run the wait on a fake clock
+_sleep = time.sleep
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,9 @@ class Ranktable:
             seen.setdefault(d.server_index, (d.server_id, d.host_ip))
         return [seen[k] for k in sorted(seen)]
 
+    def without_device_ip(self) -> list[Device]:
+        return [d for d in self.devices if not d.device_ip]
+
     def master_addr(self) -> str:
         d0 = self.devices[0]
         return d0.host_ip or d0.server_id
@@ -61,14 +75,27 @@ def resolve_path(path: str) -> str:
     return path
 
 
-def _int_field(value: Any, where: str, path: str) -> int:
-    if isinstance(value, bool):
+def _int_field(value: Any, where: str, path: str, minimum: int | None = None) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _INT_RE.fullmatch(value.strip()):
+        number = int(value.strip())
+    else:
         raise RanktableError(f"ranktable {path}: field {where} must be an integer string, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    raise RanktableError(f"ranktable {path}: field {where} must be an integer string, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise RanktableError(f"ranktable {path}: field {where} must be >= {minimum}, got {value!r}")
+    return number
+
+
+def _device_ip(dev: Mapping[str, Any], where: str, path: str) -> str | None:
+    """A device's RoCE address, or None when absent or empty. Whether a job can do without
+    one (a single server) is the launch's question: ``env`` asks it."""
+    value = dev.get("device_ip")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise RanktableError(f"ranktable {path}: field {where}.device_ip must be a string, got {value!r}")
+    return value
 
 
 def _list_field(obj: Mapping[str, Any], key: str, where: str, path: str) -> list:
@@ -142,12 +169,12 @@ def _parse_server_list(doc: Mapping[str, Any], path: str) -> list[Device]:
                 raise RanktableError(f"ranktable {path}: missing field {dwhere}.device_id")
             out.append(
                 Device(
-                    rank=_int_field(dev["rank_id"], dwhere + ".rank_id", path),
-                    device_id=_int_field(dev["device_id"], dwhere + ".device_id", path),
+                    rank=_int_field(dev["rank_id"], dwhere + ".rank_id", path, minimum=0),
+                    device_id=_int_field(dev["device_id"], dwhere + ".device_id", path, minimum=0),
                     server_index=si,
                     server_id=server_id,  # type: ignore[arg-type]
                     host_ip=host_ip,
-                    device_ip=dev.get("device_ip"),
+                    device_ip=_device_ip(dev, dwhere, path),
                 )
             )
     return out
@@ -172,11 +199,11 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
                 out.append(
                     Device(
                         rank=len(out),
-                        device_id=_int_field(dev["device_id"], dwhere + ".device_id", path),
+                        device_id=_int_field(dev["device_id"], dwhere + ".device_id", path, minimum=0),
                         server_index=server_index,
                         server_id=server_id,  # type: ignore[arg-type]
                         host_ip=None,
-                        device_ip=dev.get("device_ip"),
+                        device_ip=_device_ip(dev, dwhere, path),
                     )
                 )
             server_index += 1
@@ -190,21 +217,49 @@ def _parse_group_list(doc: Mapping[str, Any], path: str) -> list[Device]:
     return merged
 
 
+_deadlines: dict[str, float] = {}
+_deadlines_lock = threading.Lock()
+
+
+def _deadline(path: str, timeout_s: float) -> float:
+    """The first wait for ``path`` in this process sets the deadline; later waits share it."""
+    with _deadlines_lock:
+        mine = _monotonic() + timeout_s
+        deadline = min(_deadlines.get(path, mine), mine)
+        _deadlines[path] = deadline
+        return deadline
+
+
+def _read(path: str) -> Any:
+    """Parse the file, never blocking: a FIFO or device would make open() wait forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+            raise RanktableError(f"ranktable {path} (RANK_TABLE_FILE) is {kind}, not a JSON file")
+        return json.loads(fh.read().decode("utf-8"))
+
+
 def load(path: str, timeout_s: float = 300.0, poll_s: float = 0.5) -> Ranktable:
     """Read and parse a ranktable, waiting up to ``timeout_s`` for status 'completed'.
 
     A missing file, half-written JSON or a non-'completed' status are retried until the
-    deadline; a structurally bad 'completed' file fails at once.
+    deadline; a structurally bad 'completed' file or a file that is not a regular file
+    fails at once. The deadline is shared by every call for the same file in a process.
     """
     path = resolve_path(path)
-    deadline = time.monotonic() + timeout_s
+    deadline = _deadline(path, timeout_s)
     while True:
         reason = None
         try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = _read(path)
+        except RanktableError:
+            raise
         except FileNotFoundError:
             reason = "file does not exist"
+        except RecursionError:
+            reason = "cannot be read as JSON (nested too deeply)"
         except (OSError, ValueError) as exc:
             reason = f"cannot be read as JSON ({exc})"
         else:
@@ -212,9 +267,18 @@ def load(path: str, timeout_s: float = 300.0, poll_s: float = 0.5) -> Ranktable:
                 reason = f"field status is {doc.get('status')!r}, not 'completed'"
             else:
                 return parse(doc, path)
-        if time.monotonic() >= deadline:
+        if _monotonic() >= deadline:
             raise RanktableError(f"ranktable {path} (RANK_TABLE_FILE): {reason} after waiting {timeout_s:g} s")
-        time.sleep(poll_s)
+        _sleep(min(poll_s, max(0.0, deadline - _monotonic())))
+
+
+def _new_lock_in_child() -> None:
+    global _deadlines_lock
+    _deadlines_lock = threading.Lock()  # another thread may have held it at fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def find_local_server(table: Ranktable, host_ids: Sequence[str]) -> int | None:

@@ -1,18 +1,29 @@
 """Kill a hung rank quickly so the launcher restarts the job from its last checkpoint.
 
-Cost model: every optimizer step runs a global post-hook that stores
-``time.monotonic()`` in an attribute (a few hundred ns); nothing else happens on the
-training thread. A daemon thread wakes a few times per timeout, and on expiry writes
-every thread's stack (faulthandler) to stderr and to a file, then ``os._exit(EXIT_CODE)``.
+**Signs of life** (``feeds.py``): optimizer steps, first-time module imports,
+data-loader batches, module forwards (a one-shot hook the checker arms after a quiet
+check interval), the runtime's own checkpoint writes, and ``beat()``. A process waiting to
+join its ``multiprocessing`` / ``torch.multiprocessing.spawn`` workers is alive too:
+each worker has a watchdog of its own.
 
-If the training thread is stuck in C code *holding the GIL*, no Python thread can run;
-for that case faulthandler's own C timer (``dump_traceback_later``) is kept armed a
-grace period past the deadline by the checker thread. It dumps the stacks and exits
-with status 1 (faulthandler's fixed code).
+**The clock starts at ``start()``**, so a rank hung before its first step (the
+rendezvous, the first collective, DDP's first bucket sync) is caught as well.
+
+**On expiry** a daemon thread writes every thread's stack (faulthandler) to stderr and
+to a file, SIGKILLs the process's descendants (hung data-loader workers must not be
+orphaned), then ``os._exit(EXIT_CODE)``. If the training thread is stuck in C code
+*holding the GIL*, no Python thread can run; for that, faulthandler's own C timer
+(``dump_traceback_later``) is kept armed a grace period past the deadline. It dumps
+the stacks and exits with status 1 (faulthandler's fixed code).
+
+**Default timeout**: ``HCCL_EXEC_TIMEOUT`` + 60 s (1896 s with HCCL's default 1836 s).
+A rank that waits in a collective for a slow peer is healthy until HCCL itself gives
+up on that collective; killing it earlier would kill healthy ranks, and HCCL's own
+error (which operation, which rank) is the better diagnosis when it comes first.
 
 Environment (arguments win over variables):
-    NPU_RUNTIME_WATCHDOG            "0"/"false"/"off" disables it in install()
-    NPU_RUNTIME_WATCHDOG_TIMEOUT    seconds without a step before the rank is killed (900)
+    NPU_RUNTIME_WATCHDOG            "0"/"false"/"off"/"no" disables it in install()
+    NPU_RUNTIME_WATCHDOG_TIMEOUT    seconds without a sign of life before the rank is killed
     NPU_RUNTIME_WATCHDOG_DIR        directory for the stack dump file (MA_LOG_DIR or the temp dir)
 """
 
@@ -26,8 +37,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+
+from .errors import LaunchError
+from .feeds import Feeds
 
 log = logging.getLogger("npu_runtime")
 
@@ -36,24 +49,57 @@ log = logging.getLogger("npu_runtime")
 # (shell/signal codes), and nothing in torch, HCCL or Python exits with it, so a job
 # log showing 75 says "the watchdog killed a hung rank".
 EXIT_CODE = 75
-DEFAULT_TIMEOUT_S = 900.0
+HCCL_EXEC_TIMEOUT_DEFAULT_S = 1836  # HCCL's own default
+MARGIN_OVER_HCCL_S = 60.0
 ENV_ENABLE = "NPU_RUNTIME_WATCHDOG"
 ENV_TIMEOUT = "NPU_RUNTIME_WATCHDOG_TIMEOUT"
 ENV_DIR = "NPU_RUNTIME_WATCHDOG_DIR"
 
-_monotonic = time.monotonic  # bound once: the per-step hook does one call and one store
+_monotonic = time.monotonic
 _active: Watchdog | None = None
 _active_lock = threading.Lock()
 
 
-def enabled_by_env(environ: Any = None) -> bool:
+def enabled_by_env(environ: Mapping[str, str] | None = None) -> bool:
     environ = os.environ if environ is None else environ
     return environ.get(ENV_ENABLE, "1").strip().lower() not in ("0", "false", "off", "no", "")
+
+
+def default_timeout_s(environ: Mapping[str, str] | None = None) -> float:
+    """``HCCL_EXEC_TIMEOUT`` + 60 s; HCCL's default (1836 s) when it is unset, 0 ("no
+    limit") or not a number."""
+    environ = os.environ if environ is None else environ
+    raw = (environ.get("HCCL_EXEC_TIMEOUT") or "").strip()
+    exec_s = int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else HCCL_EXEC_TIMEOUT_DEFAULT_S
+    return exec_s + MARGIN_OVER_HCCL_S
+
+
+def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """``NPU_RUNTIME_WATCHDOG_TIMEOUT`` if set, else :func:`default_timeout_s`.
+    Raises LaunchError naming the variable when the value is not a positive number."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(ENV_TIMEOUT)
+    if raw is None or not raw.strip():
+        return default_timeout_s(environ)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LaunchError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise LaunchError(f"{ENV_TIMEOUT}={raw!r} must be a positive number of seconds")
+    return value
 
 
 def active() -> Watchdog | None:
     """The started watchdog of this process, if any."""
     return _active
+
+
+def beat() -> None:
+    """Feed this process's watchdog, if one runs (a sign of life from anywhere)."""
+    wd = _active
+    if wd is not None:
+        wd.last_beat = _monotonic()
 
 
 @contextlib.contextmanager
@@ -67,68 +113,117 @@ def paused_active() -> Iterator[None]:
         yield
 
 
-class Watchdog:
-    """Exit with EXIT_CODE when no ``beat()`` (or optimizer step) happens for ``timeout_s``.
+# ----------------------------------------------------------------------------- backstop
+# faulthandler's timer thread does not survive fork(), but its state does: in a forked
+# child, cancelling or re-arming a timer the parent had armed waits forever for that
+# thread. Only the process that armed it touches it.
+_backstop_pid: int | None = None
 
-    The clock starts at the first beat, so imports, data loading and the first
-    compilation never count, and a script that never steps an optimizer is never killed.
-    Use ``with wd.paused():`` around long operations (checkpoint saves do it for you).
+
+def _arm_backstop(seconds: float) -> None:
+    global _backstop_pid
+    if _backstop_pid not in (None, os.getpid()):
+        return
+    faulthandler.dump_traceback_later(max(seconds, 0.001), repeat=False, exit=True, file=_stderr_fd())
+    _backstop_pid = os.getpid()
+
+
+def _cancel_backstop() -> None:
+    if _backstop_pid == os.getpid():
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _join_codes() -> set:
+    """Code objects of the calls in which a process waits for its worker processes."""
+    codes = set()
+    with contextlib.suppress(Exception):
+        import multiprocessing.process
+
+        codes.add(multiprocessing.process.BaseProcess.join.__code__)
+    torch_spawn = sys.modules.get("torch.multiprocessing.spawn")
+    if torch_spawn is not None:
+        with contextlib.suppress(Exception):
+            codes.add(torch_spawn.ProcessContext.join.__code__)
+    return codes
+
+
+class Watchdog:
+    """Exit with EXIT_CODE when no sign of life comes for ``timeout_s``.
+
+    Signs of life: optimizer steps, module forwards and data-loader batches (see
+    ``feeds.py``), the runtime's checkpoint writes and ``beat()``. The clock starts at
+    ``start()``. ``with wd.paused():`` stops it around an operation known to be long
+    and silent (prefer ``beat()`` from inside it).
     """
 
     def __init__(self, timeout_s: float | None = None, *, dump_dir: str | None = None,
-                 hook_optimizer: bool = True, grace_s: float | None = None,
-                 environ: Any = None) -> None:
+                 hook_optimizer: bool = True, watch_forwards: bool = True, grace_s: float | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
         environ = os.environ if environ is None else environ
         if timeout_s is None:
-            raw = environ.get(ENV_TIMEOUT)
-            try:
-                timeout_s = float(raw) if raw else DEFAULT_TIMEOUT_S
-            except ValueError:
-                raise ValueError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
-        if timeout_s <= 0:
+            timeout_s = timeout_from_env(environ)
+        if not timeout_s > 0:
             raise ValueError(f"watchdog timeout must be > 0 s, got {timeout_s}")
         self.timeout_s = float(timeout_s)
         self.grace_s = float(grace_s) if grace_s is not None else max(5.0, 0.1 * self.timeout_s)
         self.dump_dir = dump_dir or environ.get(ENV_DIR) or environ.get("MA_LOG_DIR") or tempfile.gettempdir()
         self.hook_optimizer = hook_optimizer
-        self.last_beat: float | None = None  # written by beat(); the only per-step work
+        self.watch_forwards = watch_forwards
+        # Written by the feeds (one store each); read by the checker thread.
+        self.last_beat: float | None = None
+        self.last_step: float | None = None
+        self.started_at: float | None = None
+        self.interval_s = min(max(self.timeout_s / 8.0, 0.05), 5.0)
         self._paused = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._hook_handle = None
+        self._owner_ident: int | None = None
+        self._pid: int | None = None
+        self._feeds = Feeds(self)
         self.dump_path: str | None = None
 
     # ---------------------------------------------------------------- feeding
     def beat(self) -> None:
         self.last_beat = _monotonic()
 
-    def _optimizer_hook(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        self.last_beat = _monotonic()
+    def last_sign_of_life(self) -> float:
+        """Monotonic time of the latest beat, step or start."""
+        return max(t for t in (self.started_at, self.last_beat, self.last_step) if t is not None)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         with self._lock:
             self._paused += 1
-            faulthandler.cancel_dump_traceback_later()
+            _cancel_backstop()
         try:
             yield
         finally:
             with self._lock:
                 self._paused -= 1
-                if self._paused == 0 and self.last_beat is not None:
-                    self.last_beat = time.monotonic()
+                self.last_beat = _monotonic()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> Watchdog:
+        """Start watching. A process has one active watchdog: starting this one stops
+        the previous one (for example the one ``install()`` started)."""
         global _active
         if self._thread is not None:
             return self
+        with _active_lock:
+            previous = _active
+        if previous is not None and previous is not self:
+            log.info("npu_runtime: a new Watchdog (timeout %g s) replaces the active one", self.timeout_s)
+            previous.stop()
         if self.hook_optimizer:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
-
-            self._hook_handle = register_optimizer_step_post_hook(self._optimizer_hook)
+            self._feeds.hook_steps()
+        self._feeds.hook_imports()
+        if self.watch_forwards:
+            self._feeds.hook_batches()
         self._stop.clear()
+        self.started_at = _monotonic()
+        self._owner_ident = threading.get_ident()
+        self._pid = os.getpid()
         self._thread = threading.Thread(target=self._run, name="npu_runtime-watchdog", daemon=True)
         self._thread.start()
         with _active_lock:
@@ -138,13 +233,23 @@ class Watchdog:
     def stop(self) -> None:
         global _active
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._hook_handle is not None:
-            self._hook_handle.remove()
-            self._hook_handle = None
-        faulthandler.cancel_dump_traceback_later()
+        thread, self._thread = self._thread, None
+        if thread is not None and self._pid == os.getpid() and thread is not threading.current_thread():
+            thread.join()
+        self._feeds.remove()
+        if self._pid == os.getpid():
+            _cancel_backstop()
+        with _active_lock:
+            if _active is self:
+                _active = None
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: this object's thread did not survive; drop its hooks."""
+        global _active
+        self._lock = threading.Lock()  # its checker thread may have held it at fork()
+        self._stop.set()
+        self._thread = None
+        self._feeds.forget_inherited()
         with _active_lock:
             if _active is self:
                 _active = None
@@ -157,33 +262,50 @@ class Watchdog:
 
     # ---------------------------------------------------------------- checker thread
     def _run(self) -> None:
-        interval = min(max(self.timeout_s / 8.0, 0.05), 5.0)
         armed_until = 0.0
-        while not self._stop.wait(interval):
+        while not self._stop.wait(self.interval_s):
             with self._lock:  # paused() cancels the backstop under the same lock
-                last = self.last_beat
-                if last is None or self._paused:
+                if self._paused:
                     armed_until = 0.0
                     continue
-                now = time.monotonic()
+                now = _monotonic()
+                last = self.last_sign_of_life()
+                if self.watch_forwards and now - last >= self.interval_s:
+                    self._feeds.arm_forward()  # quiet for a whole interval: the next forward counts
                 idle = now - last
                 if idle >= self.timeout_s:
+                    if self._waiting_for_workers():
+                        self.last_beat = now
+                        continue
                     self._expire(idle)
                     return
                 # Keep the C-level backstop a grace period past our own deadline; re-arm
                 # only when the deadline moved, so the cost stays off the training thread.
                 deadline = last + self.timeout_s + self.grace_s
-                if abs(deadline - armed_until) > interval:
-                    faulthandler.dump_traceback_later(deadline - now, repeat=False, exit=True,
-                                                      file=_stderr_fd())
+                if abs(deadline - armed_until) > self.interval_s:
+                    _arm_backstop(deadline - now)
                     armed_until = deadline
 
+    def _waiting_for_workers(self) -> bool:
+        """Is the owner thread joining worker processes (each of which has a watchdog)?"""
+        frame = sys._current_frames().get(self._owner_ident)  # type: ignore[arg-type]
+        codes = _join_codes()
+        while frame is not None:
+            if frame.f_code in codes:
+                return True
+            frame = frame.f_back
+        return False
+
     def _expire(self, idle: float) -> None:
-        faulthandler.cancel_dump_traceback_later()
+        from . import descendants
+
+        _cancel_backstop()
         rank = os.environ.get("RANK", "?")
-        header = (f"\nnpu_runtime watchdog: rank {rank} pid {os.getpid()} made no optimizer step or beat() "
-                  f"for {idle:.1f} s (timeout {self.timeout_s:g} s); dumping all thread stacks and exiting "
-                  f"with code {EXIT_CODE}\n")
+        children = descendants.descendants()
+        header = (f"\nnpu_runtime watchdog: rank {rank} pid {os.getpid()} showed no sign of life (optimizer step, "
+                  f"import, forward, data-loader batch, checkpoint write or beat()) for {idle:.1f} s (timeout "
+                  f"{self.timeout_s:g} s); dumping all thread stacks, killing its {len(children)} child "
+                  f"process(es) and exiting with code {EXIT_CODE}\n")
         err = _stderr_fd()
         with contextlib.suppress(Exception):
             os.write(err, header.encode())
@@ -198,8 +320,19 @@ class Watchdog:
             self.dump_path = path
             os.write(err, f"npu_runtime watchdog: stacks written to {path}\n".encode())
         with contextlib.suppress(Exception):
+            descendants.kill_descendants()
+        with contextlib.suppress(Exception):
             sys.stdout.flush()
         os._exit(EXIT_CODE)
+
+
+def _new_lock_in_child() -> None:
+    global _active_lock
+    _active_lock = threading.Lock()  # the checker thread may have held it at fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _stderr_fd() -> int:

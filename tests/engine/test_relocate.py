@@ -74,6 +74,16 @@ def test_unchanged_file_keeps_its_positions():
     assert relocate(result, b"a\nbcdefghij\n", b"a\nbcdefghij\n") is result
 
 
+def test_a_cited_line_moves_with_the_file():
+    """"created only later (line 4)" names the written file's line too; quoted code
+    is the user's text and keeps its numbers."""
+    finding = Finding(3, 0, "NPU401", "`s` is created only later (line 4)", "move line 4 above line 3; `line 2` stays", 3, 1)
+    moved = relocate(FileResult("a.py", findings=[finding]), b"a\nb\nc\nd\n", b"a\nnew\nb\nc\nd\n")
+    (after,) = moved.findings
+    assert (after.line, after.message) == (4, "`s` is created only later (line 5)")
+    assert after.suggestion == "move line 5 above line 4; `line 2` stays"
+
+
 def test_crlf_and_form_feed_count_lines_as_python_does():
     old = "import torch\r\nx = 1\r\n\x0cy = torch.cuda.nvtx\r\n"
     new = "import torch\r\nimport torch_npu\r\nx = 1\r\n\x0cy = torch.cuda.nvtx\r\n"

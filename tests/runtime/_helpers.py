@@ -1,11 +1,18 @@
-"""Helpers shared by the runtime tests: clean child environments, free ports, ranktable files."""
+"""Helpers shared by the runtime tests: clean child environments, free ports, ranktable files.
+
+The runtime tests need only torch, numpy, pytest and hypothesis: the distribution test
+(test_distribution.py) copies this folder and runs it against a wheel of npu-runtime
+installed alone, so nothing here may import npu_migrate or reach outside this folder.
+"""
 
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 
 
 def free_port() -> int:
@@ -19,7 +26,8 @@ def child_env(**extra: str) -> dict:
     drop = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
             "GROUP_RANK", "TORCHELASTIC_RUN_ID", "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE",
             "ASCEND_DEVICE_ID", "DEVICE_ID", "MA_NUM_HOSTS", "VC_TASK_INDEX", "MA_NUM_GPUS",
-            "VC_WORKER_HOSTS", "NPU_RUNTIME_WATCHDOG", "NPU_RUNTIME_WATCHDOG_TIMEOUT")
+            "VC_WORKER_HOSTS", "NPU_RUNTIME_WATCHDOG", "NPU_RUNTIME_WATCHDOG_TIMEOUT", "NPU_RUNTIME_INSTALLED",
+            "NPU_RUNTIME_WATCHDOG_DIR", "HCCL_EXEC_TIMEOUT", "TORCHELASTIC_RESTART_COUNT")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
@@ -51,3 +59,30 @@ def write_ranktable_legacy(path: Path, servers: list[tuple[str, list[int]]]) -> 
          "instance_count": str(len(servers)), "instance_list": instances}]}))
     return path
 
+
+
+def run_python(code: str, *args: str, env: dict | None = None, timeout: float = 120,
+               cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (clean environment); never hangs the test."""
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env or child_env(), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def run_script(directory: Path, code: str, *args: str, env: dict | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` as ``directory/job.py`` (spawned workers re-import the main module,
+    which ``python -c`` does not have)."""
+    script = Path(directory) / "job.py"
+    script.write_text(code)
+    return subprocess.run([sys.executable, str(script), *map(str, args)], env=env or child_env(), cwd=directory,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def alive(pid: int) -> bool:
+    """Is ``pid`` a live process (a zombie counts as dead)?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")

@@ -3,20 +3,30 @@
 Launched by torchrun (two processes) or as a plain process. Trains a small
 regression model for a few steps on a sharded loader, checks the wrappers, and
 prints one ``REPORT {json}`` line per rank.
+
+``--leave-group``: end as a migrated module-level script does, with the models in
+module globals and the group never destroyed; the exit handler that runs last prints
+one ``EXIT {json}`` line per rank with what is left for interpreter finalisation.
+``--own-group`` (with ``--leave-group``): the script creates the group itself first,
+so npu_runtime must leave it, and the models on it, alone; that last handler then
+tears them down, as such a script does, after reporting.
 """
 
+import atexit
 import base64
 import json
+import os
 import sys
 
 import npu_runtime
 import torch
-import torch.distributed.nn as _group_defaults  # noqa: F401  (before any group: docs/e2e.md, "Exit aborts")
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 GLOBAL_BATCH = 8
+kept = ()  # --leave-group: what the script keeps alive into finalisation
 STEPS_DATA = 32  # samples: 4 global batches
 
 
@@ -39,7 +49,28 @@ def train(model, loader, sampler):
     return optimizer
 
 
-def main():
+def _left_at_exit(own_group):
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as fh:
+            names.append(fh.read().strip())
+    left = {"group_initialized": torch.distributed.is_initialized(),
+            "gloo_threads": sorted(n for n in names if "gloo" in n),
+            "reducers_kept": [hasattr(m, "reducer") for m in kept if isinstance(m, DistributedDataParallel)]}
+    sys.stdout.write("EXIT " + json.dumps(left) + "\n")
+    sys.stdout.flush()
+    if own_group:  # the script's own teardown, in the safe order
+        globals().pop("kept")
+        torch.distributed.destroy_process_group()
+
+
+def main(leave_group=False, own_group=False):
+    if leave_group:  # registered before npu_runtime's own exit handler: runs after it
+        atexit.register(_left_at_exit, own_group)
+    if own_group:
+        import torch.distributed.nn as _group_defaults  # noqa: F401  (before the group: docs/e2e.md, "Exit aborts")
+
+        torch.distributed.init_process_group("gloo")
     info = npu_runtime.init_data_parallel()
     torch.manual_seed(0)
     model = npu_runtime.data_parallel(nn.Linear(4, 1))
@@ -73,10 +104,15 @@ def main():
     }
     sys.stdout.write("REPORT " + json.dumps(report) + "\n")
     sys.stdout.flush()
+    if leave_group:
+        # alive into finalisation, as a script's globals; and a DDP model the script made itself
+        own_ddp = DistributedDataParallel(nn.Linear(2, 1)) if info is not None else None
+        globals().update(kept=(model, plain, optimizer, own_ddp))
+        return
     del model, plain, optimizer  # the DDP models go before the group (docs/e2e.md, "Exit aborts")
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    main(leave_group="--leave-group" in sys.argv, own_group="--own-group" in sys.argv)

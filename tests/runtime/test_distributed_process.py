@@ -7,14 +7,14 @@ import sys
 import pytest
 
 from ._helpers import (
-    REPO,
+    HERE,
     child_env,
     free_port,
     write_ranktable_legacy,
     write_ranktable_v1,
 )
 
-WORKER = str(REPO / "tests" / "runtime" / "dist_worker.py")
+WORKER = str(HERE / "dist_worker.py")
 
 
 def _reports(procs):

@@ -1,6 +1,9 @@
 """Launcher resolution over synthetic environments (pure, no processes)."""
 
+import concurrent.futures
 import json
+import logging
+import os
 import threading
 import time
 
@@ -217,3 +220,95 @@ def test_version_1_2_superpod_parses_as_server_list(tmp_path):
             d["super_device_id"] = d["device_id"]
     table = R.parse(doc, "x.json")
     assert table.version == "1.2" and [d.rank for d in table.devices] == [0, 1, 2, 3]
+
+
+def _mutated_table(tmp_path, mutate, servers=(("h", [0, 1]),)):
+    path = write_ranktable_v1(tmp_path / "rt.json", list(servers))
+    doc = json.loads(path.read_text())
+    mutate(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "1.0", "", " ", "0x1", "+-1", True, None, 1.5])
+def test_ranktable_integers_are_ascii_digit_strings(tmp_path, value):
+    path = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].update(rank_id=value))
+    with pytest.raises(RanktableError, match=r"field server_list\[0\].device\[1\].rank_id must be an integer"):
+        R.load(str(path), timeout_s=0)
+
+
+def test_negative_device_id_is_refused(tmp_path):
+    path = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][0].update(device_id="-3"))
+    with pytest.raises(RanktableError, match=r"device\[0\].device_id must be >= 0, got '-3'"):
+        R.load(str(path), timeout_s=0)
+
+
+def test_missing_device_ip_is_an_error_across_servers_and_a_warning_on_one(tmp_path, caplog):
+    two = _mutated_table(tmp_path, lambda d: d["server_list"][1]["device"][0].pop("device_ip"),
+                         servers=(("a", [0]), ("b", [0])))
+    assert R.load(str(two), timeout_s=0).without_device_ip()[0].rank == 1  # parsing lets the launch decide
+    with pytest.raises(LaunchError, match=r"rt.json: rank_id 1 \(server b, device 0\) has no device_ip, which HCCL "
+                                          r"needs between servers"):
+        E.resolve(_rt_env(two, 0, 2), host_ids=["a"])
+    one = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].update(device_ip=""))
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert E.resolve(_rt_env(one, 1, 2), host_ids=["h"]).rank == 1
+    assert "rank_id 1 (server h, device 1) has no device_ip" in caplog.text
+    wrong = _mutated_table(tmp_path, lambda d: d["server_list"][0]["device"][1].update(device_ip=7))
+    with pytest.raises(RanktableError, match=r"device\[1\].device_ip must be a string"):
+        R.load(str(wrong), timeout_s=0)
+
+
+def test_legacy_device_ip_across_servers(tmp_path):
+    path = write_ranktable_legacy(tmp_path / "rt.json", [("a", [0]), ("b", [0])])
+    doc = json.loads(path.read_text())
+    doc["group_list"][0]["instance_list"][1]["devices"][0].pop("device_ip")
+    path.write_text(json.dumps(doc))
+    with pytest.raises(LaunchError, match="rank_id 1 .* has no device_ip"):
+        E.resolve(_rt_env(path, 0, 2), host_ids=["a"])
+
+
+def test_deeply_nested_json_is_a_ranktable_error(tmp_path):
+    path = tmp_path / "rt.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(RanktableError, match="nested too deeply"):
+        R.load(str(path), timeout_s=0)
+
+
+def test_ranktable_fifo_fails_at_once_instead_of_blocking(tmp_path):
+    fifo = tmp_path / "rt.json"
+    os.mkfifo(fifo)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(R.load, str(fifo), 300.0)
+        try:
+            with pytest.raises(RanktableError, match="is a FIFO"):
+                future.result(timeout=30)
+        except concurrent.futures.TimeoutError:
+            # Unblock the reader so the test can end, then fail.
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(fd, b"{}")
+            os.close(fd)
+            pytest.fail("reading a FIFO ranktable blocked")
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf"])
+def test_ranktable_timeout_variable_is_named(value):
+    with pytest.raises(LaunchError, match=f"NPU_RUNTIME_RANKTABLE_TIMEOUT='{value}'"):
+        E.ranktable_timeout_s({"NPU_RUNTIME_RANKTABLE_TIMEOUT": value})
+    assert E.ranktable_timeout_s({}) == 300.0
+    assert E.ranktable_timeout_s({"NPU_RUNTIME_RANKTABLE_TIMEOUT": "2.5"}) == 2.5
+
+
+def test_init_distributed_names_a_bad_ranktable_timeout(tmp_path):
+    from npu_runtime import init_distributed
+
+    path = write_ranktable_v1(tmp_path / "rt.json", [("127.0.0.1", [0, 1])])
+    env = {"RANK_TABLE_FILE": str(path), "RANK_ID": "0", "RANK_SIZE": "2", "NPU_RUNTIME_RANKTABLE_TIMEOUT": "abc"}
+    with pytest.raises(LaunchError, match="NPU_RUNTIME_RANKTABLE_TIMEOUT='abc'"):
+        init_distributed(environ=env)
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "1e3"])
+def test_environment_integers_are_ascii_digits(value):
+    with pytest.raises(LaunchError, match="RANK="):
+        E.resolve({"RANK": value, "WORLD_SIZE": "2000", "MASTER_ADDR": "h", "MASTER_PORT": "1"})

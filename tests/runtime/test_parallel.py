@@ -23,9 +23,9 @@ from torch.utils.data import DataLoader, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
 
 from . import parallel_worker
-from ._helpers import REPO, child_env, free_port
+from ._helpers import HERE, child_env, free_port
 
-WORKER = str(REPO / "tests" / "runtime" / "parallel_worker.py")
+WORKER = str(HERE / "parallel_worker.py")
 
 
 def test_importing_the_runtime_does_not_import_torch():

@@ -3,6 +3,10 @@
 Dropout (torch RNG), data augmentation drawing from python, numpy and torch RNGs,
 Adam, a StepLR scheduler and a GradScaler, an epoch-seeded DistributedSampler, and a
 CheckpointManager with mid-epoch resume. Losses are appended as float.hex per step.
+It calls ``npu_runtime.install()`` first, as a migrated entry point does, so the watchdog
+runs (its timeout from NPU_RUNTIME_WATCHDOG_TIMEOUT). ``--hang-at K --hang-rank R``
+makes rank R hang for good after step K in the first attempt of a torchrun job
+(TORCHELASTIC_RESTART_COUNT=0), as a stuck collective would.
 """
 
 import argparse
@@ -10,6 +14,7 @@ import os
 import random
 import signal
 import sys
+import threading
 
 import npu_runtime as nr
 import numpy as np
@@ -49,9 +54,13 @@ def main():
     ap.add_argument("--kill-at", type=int, default=-1, help="SIGKILL self right after saving this step")
     ap.add_argument("--out", required=True)
     ap.add_argument("--sharded", action="store_true")
+    ap.add_argument("--hang-at", type=int, default=-1, help="hang for good after this step (first attempt)")
+    ap.add_argument("--hang-rank", type=int, default=1)
     args = ap.parse_args()
 
+    nr.install()
     info = nr.init_distributed()
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
     torch.manual_seed(0)
     random.seed(0)
     np.random.seed(0)
@@ -89,9 +98,11 @@ def main():
             if step in args.save_at or (args.save_every and step % args.save_every == 0):
                 mgr.save(step, model=model, optimizer=opt, scheduler=sched, scaler=scaler,
                          epoch=epoch, batch_in_epoch=i + 1)
-                if step == args.kill_at:
-                    mgr.wait()
+                if step == args.kill_at:  # right after save() returned: it must be durable
                     os.kill(os.getpid(), signal.SIGKILL)
+            if step == args.hang_at and info.rank == args.hang_rank and first_attempt:
+                print(f"rank {info.rank} hangs after step {step}", flush=True)
+                threading.Event().wait()
             if step >= args.steps:
                 break
         epoch += 1

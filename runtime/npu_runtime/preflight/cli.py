@@ -51,7 +51,7 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def parser(prog: str) -> argparse.ArgumentParser:
+def parser(prog: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="Check this Ascend training node before the job starts: the launch environment "
@@ -76,9 +76,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m npu_runtime.preflight",
+def main(argv: Sequence[str] | None = None, prog: str | None = None,
          environ: Mapping[str, str] | None = None) -> int:
-    ns = parser(prog).parse_args(argv)
+    ns = parser(prog).parse_args(argv)  # prog None: the command's own name (npu-preflight)
     environ = dict(os.environ if environ is None else environ)
     timeout = ns.ranktable_timeout
     problems_first = []

@@ -17,6 +17,15 @@ script has finished. Two such releases happen late on the emulated NPU:
   functions' ``group=group.WORLD`` default arguments would then keep the group,
   and gloo's threads, alive into finalisation. ``install()`` imports it first,
   while no group exists (``_hccl.py`` covers what gloo itself holds).
+- A script that never calls ``destroy_process_group`` (migrated scripts, whose
+  group npu_runtime creates) leaves its group, and gloo's threads, to
+  finalisation. At exit, ``destroy_process_groups()`` does what the real
+  torch_npu's exit handler does (``_destructor_process_group``): it shuts every
+  group down, which lets the ``hccl`` backend wait until gloo has let go of
+  everything Python gave it, and forgets them. A group nothing else holds is
+  freed right there (its binding releases the GIL while gloo's threads are
+  joined); one a live DDP model still holds is freed in finalisation, by then
+  with nothing in gloo that needs Python.
 
 docs/e2e.md ("Exit aborts") has the whole chain.
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 
 #: Tensors of the settling backwards. The device thread releases its last graph
 #: task, which refers to them, after the backward returned: their Python objects
@@ -47,7 +57,21 @@ def settle_autograd_threads() -> None:
         Variable._execution_engine.run_backward((out,), (grad,), False, False, (), False, True)
 
 
+def destroy_process_groups() -> None:
+    """Shut down and forget every process group the script left (torch_npu does so at exit)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+        gc.collect()  # a group held only by garbage (a dropped DDP model's cycles) goes now
+
+
+def at_exit() -> None:
+    settle_autograd_threads()
+    destroy_process_groups()
+
+
 def install() -> None:
     import torch.distributed.nn  # noqa: F401  (before any group exists: see above)
 
-    atexit.register(settle_autograd_threads)
+    atexit.register(at_exit)

@@ -1,0 +1,154 @@
+"""The runtime in worker processes started by an installed process.
+
+``install()`` writes its settings into the environment (``NPU_RUNTIME_INSTALLED``) and
+registers a ``multiprocessing`` after-fork hook. ``multiprocessing`` runs registered
+hooks at the start of every child's ``Process._bootstrap``, after the child's Process
+object is current and before its target runs, whatever the start method:
+
+- **fork**: the hook registry is inherited from the parent;
+- **spawn / forkserver**: the child is a fresh interpreter that imports the parent's
+  main module (as ``__mp_main__``) and the target's module before bootstrapping. When
+  one of them imports ``npu_runtime`` at top level (NPU701 writes ``import npu_runtime``
+  at the top of every entry point), the package finds the mark and registers the hook
+  again. ``SpawnProcess`` skips the after-fork hooks ("nothing to do"), so in a spawn
+  child being prepared the package also gives ``SpawnProcess._after_fork`` (this
+  process's copy of the class) a body that runs this hook, and nothing else.
+
+The hook then looks at the child's target:
+
+- ``torch.multiprocessing.spawn`` / ``start_processes`` workers get ``install()`` with
+  ``local_rank`` = their spawn index, so a node-level launch with several devices
+  (Ascend Operator, ModelArts) resolves this worker's rank, exports torchrun's
+  variables and sets its device;
+- other ``multiprocessing.Process`` targets (and subclasses overriding ``run``) get
+  ``install()`` as their parent did: the inherited environment, device when it resolves
+  to a rank, a watchdog of their own;
+- library infrastructure gets nothing: DataLoader workers, ``multiprocessing.Pool`` and
+  ``concurrent.futures`` workers, manager servers, torchrun's function workers (their
+  environment is set only inside the target).
+
+A parent that waits to join its workers counts as alive for its own watchdog (see
+``watchdog.py``): each worker has its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+log = logging.getLogger("npu_runtime")
+
+ENV_MARK = "NPU_RUNTIME_INSTALLED"
+
+# Targets that are library machinery, not training workers (module prefixes).
+_INFRASTRUCTURE = (
+    "torch.utils.data",
+    "torch.distributed.elastic",
+    "multiprocessing.pool",
+    "multiprocessing.managers",
+    "concurrent.futures",
+)
+_TORCH_SPAWN_WRAP = ("torch.multiprocessing.spawn", "_wrap")
+
+
+class _Anchor:
+    """The object multiprocessing's weak registry keeps the hook under."""
+
+
+_anchor = _Anchor()
+_registered = False  # inherited through fork together with the registry itself
+_handled_pid: int | None = None
+
+
+def register() -> None:
+    """Run :func:`_on_child_start` in every multiprocessing child of this process."""
+    global _registered
+    if _registered:
+        return
+    from multiprocessing import util
+
+    util.register_after_fork(_anchor, _on_child_start)
+    _registered = True
+
+
+def register_if_marked() -> None:
+    """At import: in a process whose parent ran install(), arm the hook for its children
+    and for itself (a spawn child imports the package before it bootstraps)."""
+    if os.environ.get(ENV_MARK):
+        register()
+        _hook_spawn_bootstrap()
+
+
+def _hook_spawn_bootstrap() -> None:
+    import multiprocessing.process
+
+    if not getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        return  # not a spawn/forkserver child being prepared
+    from multiprocessing import context
+
+    cls = getattr(context, "SpawnProcess", None)
+    if cls is None or getattr(cls.__dict__.get("_after_fork"), "_npu_runtime", False):
+        return
+    original = cls.__dict__.get("_after_fork")
+
+    def _after_fork() -> None:
+        if isinstance(original, staticmethod):
+            original.__func__()
+        _on_child_start(_anchor)
+
+    _after_fork._npu_runtime = True  # type: ignore[attr-defined]
+    cls._after_fork = staticmethod(_after_fork)
+
+
+def mark_installed(_report: Any, watchdog: bool | None, timeout_s: float | None) -> None:
+    os.environ[ENV_MARK] = json.dumps({"watchdog": watchdog, "timeout_s": timeout_s})
+    register()
+
+
+def classify(target: Any, args: tuple) -> tuple[str | None, int | None]:
+    """(kind, local_rank) for a child's target: ("spawn[i]", i), ("process", None) or
+    (None, None) for library machinery."""
+    if target is None:
+        return "process", None  # a Process subclass with its own run()
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", "")
+    if (module, name) == _TORCH_SPAWN_WRAP:
+        index = args[1] if len(args) > 1 and isinstance(args[1], int) else None
+        return f"spawn[{index}]", index
+    if any(module == m or module.startswith(m + ".") for m in _INFRASTRUCTURE):
+        return None, None
+    return "process", None
+
+
+def _on_child_start(_anchor_obj: Any) -> None:
+    """Never raises: a failure is logged and the worker runs without the runtime."""
+    global _handled_pid
+    if _handled_pid == os.getpid():
+        return
+    _handled_pid = os.getpid()
+    import multiprocessing
+
+    proc = multiprocessing.current_process()
+    try:
+        _install_in_child(proc)
+    except Exception:
+        log.exception("npu_runtime: the runtime could not be installed in worker process %s", proc.name)
+
+
+def _install_in_child(proc: Any) -> None:
+    # npu_runtime.install is the function; the module holds the child entry points.
+    from .install import _forget_after_fork, install_child
+
+    _forget_after_fork()  # fork: the parent's report and watchdog are not this process's
+    kind, local_rank = classify(getattr(proc, "_target", None), tuple(getattr(proc, "_args", ()) or ()))
+    if kind is None:
+        return
+    try:
+        settings = json.loads(os.environ.get(ENV_MARK) or "{}")
+    except ValueError:
+        settings = {}
+    report = install_child(kind, local_rank, settings if isinstance(settings, dict) else {})
+    log.info("npu_runtime: installed in %s worker %s (source %s, device %s, watchdog %s)", kind, proc.name,
+             report.source, report.device, "on" if report.watchdog else "off")

@@ -1,0 +1,187 @@
+"""Writing files so that they survive a crash, and checking them when they are read back.
+
+- :class:`DurableWriter` is the file object ``torch.save`` writes into: it counts the
+  bytes, feeds the watchdog as they go, computes a crc32 only when torch's own zip
+  records carry none, and keeps the ``OSError`` of a failed write (torch turns it into
+  an opaque ``RuntimeError: [enforce fail at inline_container.cc...]``).
+- :func:`sync` makes a set of files and directories durable with one fsync each, all
+  at once: each fsync waits for a journal commit, and running them side by side lets
+  the file system serve them together instead of one commit after another.
+- ``torch.save`` files are zip archives whose records carry torch's crc32: they are
+  verified record by record (:func:`check_zip`), so saving does not read the data a
+  second time; other files get a crc32 of their bytes (:func:`crc32_file`).
+- :func:`write_failure` turns an ``OSError`` into a ``CheckpointError`` that says what
+  happened (a full disk, a quota, a file-size limit) and where.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import threading
+import zipfile
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+from . import watchdog
+from .errors import CheckpointError
+
+CHUNK = 64 << 20  # bytes between watchdog beats while writing or checking
+ZIP_CRC = "zip-crc32"  # manifest marker: verified by the zip records' own crc32
+
+
+def torch_writes_crc() -> bool:
+    """Does ``torch.save`` put a crc32 in every zip record (the default)?"""
+    try:
+        from torch.utils.serialization import config
+    except ImportError:  # torch < 2.6: always computed
+        return True
+    return bool(getattr(config.save, "compute_crc32", True))
+
+
+class DurableWriter:
+    """A write-only file for ``torch.save``. Its data is durable after :func:`sync`."""
+
+    def __init__(self, path: str, *, crc: bool) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.size = 0
+        self.crc: int | None = 0 if crc else None
+        self.error: OSError | None = None
+        self._next_beat = CHUNK
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self.crc is not None:
+            self.crc = zlib.crc32(view, self.crc)
+        done, total = 0, len(view)
+        try:
+            while done < total:
+                done += os.write(self.fd, view[done:])
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+        self.size += total
+        if self.size >= self._next_beat:
+            watchdog.beat()  # the runtime's own save is a sign of life
+            self._next_beat = self.size + CHUNK
+        return total
+
+    def flush(self) -> None:
+        """Data goes straight to the kernel; durability comes with :func:`sync`."""
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    abort = close
+
+
+def _fsync(path: str) -> None:
+    is_dir = os.path.isdir(path)
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if is_dir else 0))
+    try:
+        if not is_dir and hasattr(os, "fdatasync"):
+            os.fdatasync(fd)  # the size is data for fdatasync: no second metadata write
+        else:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync(paths: Iterable[str]) -> None:
+    """fsync every file and directory in ``paths``, side by side; raise the first error.
+
+    Plain threads, not an executor: a background save finishing while the interpreter
+    exits may not submit to one; where no thread can start, one after the other."""
+    errors: list[BaseException] = []
+
+    def one(path: str) -> None:
+        try:
+            _fsync(path)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            errors.append(exc)
+
+    threads = []
+    for path in paths:
+        thread = threading.Thread(target=one, args=(path,), name="npu_runtime-fsync", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # interpreter shutting down
+            one(path)
+            continue
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    watchdog.beat()
+
+
+def fsync_dir(path: str) -> None:
+    _fsync(path)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write a small file (not atomic, not yet durable: the caller syncs and renames it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        data = text.encode("utf-8")
+        done = 0
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    finally:
+        os.close(fd)
+
+
+def crc32_file(path: str) -> tuple[int, int]:
+    """(size, crc32) of a file, read in chunks (feeding the watchdog)."""
+    crc, size = 0, 0
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            block = fh.read(CHUNK)
+            if not block:
+                return size, crc
+            crc = zlib.crc32(block, crc)
+            size += len(block)
+            watchdog.beat()
+
+
+def check_zip(path: str) -> None:
+    """Read every record of a torch.save zip and check its crc32; raise CheckpointError."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as member:  # raises BadZipFile on a crc mismatch at its end
+                    while member.read(CHUNK):
+                        watchdog.beat()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+        raise CheckpointError(f"{path}: corrupt ({exc})") from None
+
+
+def write_failure(exc: BaseException, what: str, directory: str) -> CheckpointError:
+    """A CheckpointError that says why ``what`` could not be written under ``directory``."""
+    cause = exc if isinstance(exc, OSError) else None
+    if cause is None:
+        link: BaseException | None = exc
+        while link is not None and not isinstance(link, OSError):
+            link = link.__cause__ or link.__context__
+        cause = link
+    if cause is not None and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            free = f"{shutil.disk_usage(directory).free / 1e6:.0f} MB free"
+        except OSError:
+            free = "free space unknown"
+        limit = "the disk is full" if cause.errno == errno.ENOSPC else "the disk quota is exhausted"
+        return CheckpointError(f"{what} could not be written to {directory}: {limit} "
+                               f"({os.strerror(cause.errno)}; {free})")
+    if cause is not None and cause.errno == errno.EFBIG:
+        return CheckpointError(f"{what} could not be written to {directory}: a file exceeds the file-size limit "
+                               f"(ulimit -f) ({os.strerror(cause.errno)})")
+    if cause is not None:
+        return CheckpointError(f"{what} could not be written to {directory}: "
+                               f"{cause.strerror or cause} ({getattr(cause, 'filename', None) or directory})")
+    return CheckpointError(f"{what} could not be written to {directory}: {type(exc).__name__}: {exc}")
