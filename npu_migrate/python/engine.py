@@ -34,8 +34,8 @@ from npu_migrate.python.suppression import (
     suppressions,
 )
 from npu_migrate.registry import rule_ids, rules_for
-from npu_migrate.suppression import RULE, describe
 from npu_migrate.settings import Settings
+from npu_migrate.suppression import RULE, describe
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
