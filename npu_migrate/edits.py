@@ -17,20 +17,23 @@ from dataclasses import dataclass, field
 
 from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.settings import Settings
-from npu_migrate.suppression import Suppressions
+from npu_migrate.suppression import RULE, Suppressions, describe
 
 ANNOTATION_PREFIX = "npu-migrate: "
 
 
 @dataclass(frozen=True)
 class TextEdit:
-    """Replace ``data[start:end]`` with ``new``."""
+    """Replace ``data[start:end]`` with ``new``. ``anchor`` is the offset whose line's
+    suppression comments govern the edit (default ``start``): an entry added after
+    the line it pairs with is suppressed on that line."""
 
     start: int
     end: int
     new: bytes
     rule: str
     message: str
+    anchor: int | None = None
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ class Recorder:
     edits: list[TextEdit] = field(default_factory=list)
     findings: list[TextFinding] = field(default_factory=list)
 
-    def replace(self, start: int, end: int, new: str | bytes, rule: str, message: str) -> None:
-        self.edits.append(TextEdit(start, end, new.encode() if isinstance(new, str) else new, rule, message))
+    def replace(self, start: int, end: int, new: str | bytes, rule: str, message: str,
+                anchor: int | None = None) -> None:
+        self.edits.append(TextEdit(start, end, new.encode() if isinstance(new, str) else new, rule, message, anchor))
 
     def report(self, offset: int, rule: str, message: str, suggestion: str, statement: int | None = None) -> None:
         self.findings.append(TextFinding(offset, rule, message, suggestion, statement))
@@ -156,8 +160,10 @@ def finish(
             return False
         return not (suppressions and suppressions.suppressed(lines.line(offset), rule))
 
-    edits = [e for e in recorder.edits if keep(e.rule, e.start)]
+    edits = [e for e in recorder.edits if keep(e.rule, e.start if e.anchor is None else e.anchor)]
     findings = [f for f in recorder.findings if keep(f.rule, f.offset)]
+    if suppressions and suppressions.comments:
+        findings.extend(_bad_suppressions(suppressions, keep))
     if settings.annotate and comment is not None:
         edits.extend(annotations(lines, findings, comment))
     new, applied = apply(data, edits)
@@ -167,3 +173,14 @@ def finish(
         result.fixes = sorted({Fix(*lines.position(e.start), e.rule, e.message, *lines.position(e.end))
                                for e in applied if e.rule != "annotate:"})
     return result
+
+
+def _bad_suppressions(suppressions: Suppressions, keep) -> list[TextFinding]:
+    """NPU001 on each code of a suppression comment that names no rule."""
+    from npu_migrate.registry import rule_ids
+
+    return [
+        TextFinding(offset, RULE, *describe(code, written))
+        for offset, code, written in suppressions.bad(rule_ids())
+        if keep(RULE, offset)
+    ]

@@ -30,6 +30,9 @@ _COMMENT = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*
 _NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>[A-Za-z]\w*(?:[\s,]+[A-Za-z]\w*)*)", re.IGNORECASE)
 _CODE = re.compile(r"\w+")
 
+#: The rule that reports codes naming no rule.
+RULE = "NPU001"
+
 #: The empty prefix matches every rule.
 ALL = frozenset({""})
 
@@ -81,11 +84,35 @@ def bad_codes(comment: str, known: list[str]) -> list[tuple[int, str, str]]:
     ]
 
 
+def describe(code: str, written: str) -> tuple[str, str]:
+    """NPU001's message and suggestion for ``code`` in the suppression ``written``."""
+    return (f"`{code}` in `{written}` is not a rule code or prefix; it suppresses nothing",
+            "use a code from 'npu-migrate rules' (prefixes such as NPU1 work too), or remove it")
+
+
 class Suppressions:
-    """Line number (1-based) -> suppressed rule prefixes."""
+    """Line number (1-based) -> suppressed rule prefixes, and the suppression
+    comments read (byte offset, text) so that their unknown codes are reported."""
 
     def __init__(self) -> None:
         self.lines: dict[int, frozenset[str]] = {}
+        self.comments: list[tuple[int, str]] = []
+
+    def read(self, offset: int, comment: str) -> frozenset[str] | None:
+        """:func:`parse` for the comment starting at byte ``offset``, remembered for
+        :meth:`bad`."""
+        codes = parse(comment)
+        if codes is not None:
+            self.comments.append((offset, comment))
+        return codes
+
+    def bad(self, known: list[str]) -> list[tuple[int, str, str]]:
+        """Codes that name no rule: (byte offset, code, the suppression as written)."""
+        return [
+            (offset + len(comment[:at].encode()), code, written)
+            for offset, comment in self.comments
+            for at, code, written in bad_codes(comment, known)
+        ]
 
     def add(self, first: int, last: int, codes: frozenset[str]) -> None:
         for line in range(first, last + 1):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from npu_migrate.configs.document import Document
 from npu_migrate.edits import LineIndex
-from npu_migrate.suppression import MARK, Suppressions, parse
+from npu_migrate.suppression import MARK, Suppressions
 
 if TYPE_CHECKING:
     from npu_migrate.deps.model import DepsDocument
@@ -33,7 +33,7 @@ def find(data: bytes, document: Document | DepsDocument, lines: LineIndex, suppr
             offset = start + index
             if any(s <= offset < e for s, e in document.strings_with_marks):
                 continue
-            codes = parse(text[index:].decode("utf-8", "replace"))
+            codes = suppressions.read(offset, text[index:].decode("utf-8", "replace"))
             if codes is not None:
                 suppressions.add(line, line, codes)
             break  # the first real comment of the line is the only one

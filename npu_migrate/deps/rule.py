@@ -37,8 +37,8 @@ class DepsRule(RuleBase):
     def check(self, document: DepsDocument) -> None:
         """Record the rule's edits and findings for the whole file."""
 
-    def edit(self, start: int, end: int, new: bytes, message: str) -> None:
-        self.file.recorder.replace(start, end, new, self.id, message)
+    def edit(self, start: int, end: int, new: bytes, message: str, anchor: int | None = None) -> None:
+        self.file.recorder.replace(start, end, new, self.id, message, anchor)
 
     def report(self, offset: int, statement: int, message: str, suggestion: str) -> None:
         self.file.recorder.report(offset, self.id, message, suggestion, statement)

@@ -22,7 +22,6 @@ from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
 from npu_migrate.shell import engine as shell
 from npu_migrate.suppression import Suppressions
-from npu_migrate.suppression import parse as parse_suppression
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -166,7 +165,7 @@ def _suppressions(root: Node, suppressions: Suppressions) -> None:
     for index, node in enumerate(children):
         if node.type != "comment":
             continue
-        codes = parse_suppression(node.text.decode("utf-8", "replace"))
+        codes = suppressions.read(node.start_byte, node.text.decode("utf-8", "replace"))
         if codes is None:
             continue
         following = next((c for c in children[index + 1 :] if c.type != "comment"), None)

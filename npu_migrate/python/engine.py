@@ -35,13 +35,14 @@ from npu_migrate.python.suppression import (
 )
 from npu_migrate.registry import rule_ids, rules_for
 from npu_migrate.settings import Settings
+from npu_migrate.suppression import RULE, describe
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
 KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
 #: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
 _TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
-SUPPRESSION_RULE = "NPU001"  # suppression comments with codes that name no rule
+SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
 #: Rules the engine applies itself (documented in rules/core/); NPU100 is a visitor.
 ENGINE_RULES = (NPU_AWARE_RULE, KERNEL_GATE_RULE, SUPPRESSION_RULE)
 ANNOTATION_PREFIX = "# npu-migrate: "
@@ -216,10 +217,7 @@ def _bad_suppressions(text: str, active: tuple[str, ...]) -> list[Finding]:
         return []
     found = parse(text, rule_ids())
     return [
-        Finding(bad.line, bad.col, SUPPRESSION_RULE,
-                f"`{bad.code}` in `{bad.comment}` is not a rule code or prefix; it suppresses nothing",
-                "use a code from 'npu-migrate rules' (prefixes such as NPU1 work too), or remove it",
-                bad.line, bad.end_col)
+        Finding(bad.line, bad.col, SUPPRESSION_RULE, *describe(bad.code, bad.comment), bad.line, bad.end_col)
         for bad in found.bad
         if not is_suppressed(found.lines, bad.line, SUPPRESSION_RULE)
     ]

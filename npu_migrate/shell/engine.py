@@ -24,7 +24,6 @@ from npu_migrate.settings import Settings
 from npu_migrate.shell import syntax
 from npu_migrate.shell.parser import parse
 from npu_migrate.suppression import MARKS, Suppressions
-from npu_migrate.suppression import parse as parse_suppression
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -132,7 +131,7 @@ def _keep_parsed(root: Node, data: bytes, local: Recorder, recorder: Recorder, n
 def _suppression(comment: Node, data: bytes, suppressions: Suppressions) -> None:
     if comment.type != "comment":
         return
-    codes = parse_suppression(comment.text.decode("utf-8", "replace"))
+    codes = suppressions.read(comment.start_byte, comment.text.decode("utf-8", "replace"))
     if codes is None:
         return
     line = comment.start_point.row + 1

@@ -102,7 +102,7 @@ sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
                               f"add `{requirement}`")
             return
         start, end, new = edit
-        self.edit(start, end, new, f"add `{requirement}` (pairs with `{entry.text}`)")
+        self.edit(start, end, new, f"add `{requirement}` (pairs with `{entry.text}`)", anchor=entry.start)
 
     @staticmethod
     def _requirement(entry, series) -> str:

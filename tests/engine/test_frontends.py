@@ -209,6 +209,30 @@ def test_suppressions_cover_line_ranges():
     assert table.suppressed(4, "NPU801") and not table.suppressed(4, "NPU101") and not table.suppressed(6, "NPU801")
 
 
+
+# NPU001 in every format with comments: a mistyped code is reported on the comment
+# (file:line:col of the code), a valid one is not, and it still suppresses.
+@pytest.mark.parametrize(
+    "name,text,where",
+    [
+        ("run.sh", "export CUDA_VISIBLE_DEVICES=0  # npu-migrate: ignore[{code}]\n", "1:54"),
+        ("Dockerfile", "FROM ubuntu:22.04\n# npu-migrate: ignore[{code}]\nENV CUDA_VISIBLE_DEVICES=0\n", "2:23"),
+        ("train.yaml", "device: cuda  # npu-migrate: ignore[{code}]\n", "1:37"),
+        ("config.toml", 'device = "cuda"  # npu-migrate: ignore[{code}]\n', "1:40"),
+        ("requirements.txt", "torch==2.5.1  # npu-migrate: ignore[{code}]\n", "1:37"),
+    ],
+)
+def test_unknown_codes_in_suppressions_are_reported_in_every_format(tmp_path, run_cli, name, text, where):
+    (tmp_path / name).write_text(text.format(code="NPU8"), encoding="utf-8")
+    result = run_cli(name, "--no-diff")
+    assert "NPU001" not in result.output
+    assert "0 fix(es), 0 finding(s)" in result.output
+    (tmp_path / name).write_text(text.format(code="NPU8O1"), encoding="utf-8")
+    result = run_cli(name, "--no-diff")
+    assert f"{name}:{where}: NPU001 `NPU8O1` in `# npu-migrate: ignore[NPU8O1]` is not a rule code" in result.output
+    assert "NPU001 x1" in result.output
+
+
 # -- front ends are loaded only when a file needs them ---------------------------
 
 _MODULES = "sorted(m for m in ('libcst', 'tree_sitter', 'tree_sitter_bash', 'npu_migrate.shell.engine') if m in sys.modules)"
