@@ -7,14 +7,20 @@ Steps, on a scratch copy of the corpus (the cache is never written):
 3. every output file must parse (``ast.parse``) when its original did;
 4. every output file is scanned with :mod:`tokenize` for CUDA-isms left in
    code (see :func:`scan`); each one is *reported* when the first run's report
-   has a finding on its line (or statement), else it is *silent*.
+   has a finding on its line (or statement), else it is *silent*;
+5. the second pass: the report of step 2 (a run over the migrated output) must
+   still list every unresolved construct, so a user who runs the tool on an
+   already-migrated tree sees what is left for manual work. A leftover the first
+   run reported but the second does not (on its line or statement) is *lost*,
+   and so is every first-run finding (file, rule, message) that the second run
+   does not repeat.
 
 The report a user reads is the one of the migrating run; after ``--write`` its
 positions are those of the written file, where the scan looks. Output lines are
 mapped back to original lines with ``difflib.SequenceMatcher`` opcodes only to
-tell leftovers the tool introduced from those it kept. The second run's report
-(on the output) is only a cross-check: a leftover it reports but the first run
-did not was silent when it mattered (counted as "late").
+tell leftovers the tool introduced from those it kept. A leftover the second
+run reports but the first did not was silent when it mattered (counted as
+"late").
 
     python -m bench.coverage [--projects accelerate] [--sample N] [--jobs N] [--no-files]
 
@@ -22,8 +28,8 @@ The repository files of pinned sdists (configs, requirements, notebooks,
 launchers: ``bench/repo_corpus.py``) are audited the same way by
 ``bench/coverage_files.py`` unless ``--no-files`` is given.
 
-Exit status 0 when there are no silent leftovers, no parse failures and no
-idempotency failures, else 1.
+Exit status 0 when there are no silent leftovers, no parse failures, no
+idempotency failures and nothing lost by the second pass, else 1.
 """
 
 from __future__ import annotations
@@ -72,11 +78,14 @@ PATTERNS = (
     ".cuda()",               # x.cuda(...)
     ".is_cuda",              # x.is_cuda
     "'cuda' device string",  # 'cuda', 'cuda:0', f'cuda:{i}', 'cuda:%d', 'cuda:{}'
-    "nccl backend",          # 'nccl', Backend.NCCL
-    "CUDA_VISIBLE_DEVICES",  # the string 'CUDA_VISIBLE_DEVICES'
+    "nccl backend",          # 'nccl', 'NCCL', Backend.NCCL
+    "CUDA env var",          # 'CUDA_VISIBLE_DEVICES', 'CUDA_LAUNCH_BLOCKING', 'PYTORCH_CUDA_ALLOC_CONF', ...
+    "torch._C._cuda",        # torch's private CUDA bindings
 )
 
-_DEVICE_RE = re.compile(r"cuda(:(\d+|\{[^{}]*\}|%[dis]))?")
+_DEVICE_RE = re.compile(r"cuda(:(\d+|\{[^{}]*\}|%[dis])?)?")
+_CUDA_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "PYTORCH_CUDA_ALLOC_CONF",
+                       "CUDA_DEVICE_MAX_CONNECTIONS"})
 _STRING_PREFIX_RE = re.compile(r"^([rRbBuUfF]*)('''|\"\"\"|'|\")")
 _FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python >= 3.12
 _FSTRING_END = getattr(tokenize, "FSTRING_END", None)
@@ -111,16 +120,16 @@ def _string_value(text: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_COUNTERPART_RE = re.compile(r"npu(:(\d+|\{[^{}]*\}|%[dis]))?|hccl|ASCEND_RT_VISIBLE_DEVICES|ASCEND_VISIBLE_DEVICES")
+_COUNTERPART_RE = re.compile(r"npu(:(\d+|\{[^{}]*\}|%[dis])?)?|hccl|ASCEND_\w+|PYTORCH_NPU_ALLOC_CONF")
 
 
 def _string_pattern(value: str) -> str | None:
     if _DEVICE_RE.fullmatch(value):
         return "'cuda' device string"
-    if value == "nccl":
+    if value.lower() == "nccl":
         return "nccl backend"
-    if value == "CUDA_VISIBLE_DEVICES":
-        return "CUDA_VISIBLE_DEVICES"
+    if value in _CUDA_ENV:
+        return "CUDA env var"
     return None
 
 
@@ -154,10 +163,12 @@ def scan(data: bytes) -> list[Hit]:
     Counted: a ``torch``-alias chain ``torch.cuda[.amp]`` (which also covers
     ``import torch.cuda`` and ``from torch.cuda[.amp] import ...``); ``from torch
     import cuda`` and attribute uses of names bound to torch.cuda; ``.cuda(``;
-    ``.is_cuda``; ``Backend.NCCL``; string literals whose whole value is a device
-    string ('cuda', 'cuda:0', f'cuda:{i}', 'cuda:%d'), 'nccl' or
-    'CUDA_VISIBLE_DEVICES'. Raises ``tokenize.TokenError``/``SyntaxError`` on
-    untokenizable input.
+    ``.is_cuda``; ``Backend.NCCL``; ``torch._C._cuda*``/``_nccl*``; string literals
+    whose whole value is a device string ('cuda', 'cuda:', 'cuda:0', f'cuda:{i}',
+    'cuda:%d'), 'nccl' in any case, or a CUDA environment variable
+    ('CUDA_VISIBLE_DEVICES', 'CUDA_LAUNCH_BLOCKING', 'PYTORCH_CUDA_ALLOC_CONF',
+    'CUDA_DEVICE_MAX_CONNECTIONS'). Raises ``tokenize.TokenError``/``SyntaxError``
+    on untokenizable input.
     """
     try:
         tree = ast.parse(data)
@@ -234,7 +245,11 @@ def scan(data: bytes) -> list[Hit]:
             raw.append((t.start[0], t.start[1], "nccl backend", i))
         elif t.type == tokenize.NAME and not tok_is(i - 1, tokenize.OP, "."):
             # start of a dotted chain
-            if t.string in torch_names and tok_is(i + 1, tokenize.OP, ".") and tok_is(i + 2, tokenize.NAME, "cuda"):
+            if t.string in torch_names and tok_is(i + 1, tokenize.OP, ".") and tok_is(i + 2, tokenize.NAME, "_C") \
+                    and tok_is(i + 3, tokenize.OP, ".") and i + 4 < len(toks) \
+                    and toks[i + 4].string.startswith(("_cuda", "_nccl")):
+                raw.append((t.start[0], t.start[1], "torch._C._cuda", i))
+            elif t.string in torch_names and tok_is(i + 1, tokenize.OP, ".") and tok_is(i + 2, tokenize.NAME, "cuda"):
                 amp = tok_is(i + 3, tokenize.OP, ".") and tok_is(i + 4, tokenize.NAME, "amp")
                 raw.append((t.start[0], t.start[1], "torch.cuda.amp" if amp else "torch.cuda", i))
             elif t.string in cuda_names and tok_is(i + 1, tokenize.OP, "."):
@@ -308,6 +323,12 @@ class Leftover:
     text: str
     status: str             # "reported-line", "reported-stmt", "generic", "silent", "introduced"
     late: bool = False      # silent in run 1 but reported by the second run
+    again: bool = False     # the second run (over the output) reports it on its line or statement
+
+    @property
+    def lost(self) -> bool:
+        """Reported by the migrating run, no longer by a run over its output."""
+        return self.status.startswith("reported") and not self.again
 
 
 @dataclass
@@ -329,13 +350,22 @@ class Audit:
     scan_errors: list[tuple[str, str]] = field(default_factory=list)
     seconds_write: float = 0.0
     unlisted: list[str] = field(default_factory=list)   # corpus files missing from the --write report
+    findings_again: Counter = field(default_factory=Counter)  # rule -> findings of the second run
+    # second pass: (path, rule, message) of findings the run over the output no longer / newly reports
+    lost_findings: list[tuple[str, str, str]] = field(default_factory=list)
+    new_findings: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def silent(self) -> list[Leftover]:
         return [x for x in self.leftovers if x.status in ("silent", "introduced")]
 
+    @property
+    def lost(self) -> list[Leftover]:
+        return [x for x in self.leftovers if x.lost]
+
     def ok(self) -> bool:
-        return not (self.silent or self.parse_failures or self.idempotency_failures or self.check_exit not in (0,))
+        return not (self.silent or self.parse_failures or self.idempotency_failures or self.check_exit not in (0,)
+                    or self.lost or self.lost_findings)
 
 
 def _parses(data: bytes) -> str | None:
@@ -352,6 +382,20 @@ def _orig_range(mapping: list, a: int, b: int) -> tuple[int, int] | None:
     if not spans:
         return None
     return min(s[0] for s in spans), max(s[1] for s in spans)
+
+
+def compare_findings(first: dict[str, dict], second: dict[str, dict], audit: Audit) -> None:
+    """The second pass, finding by finding: every finding of the migrating run (file,
+    rule, position in the written file, message) must be reported again, at the same
+    place, by a run over its output."""
+    def findings(report: dict[str, dict]) -> Counter:
+        return Counter((path, f.get("rule", "?"), f"{f.get('line')}:{f.get('col')}: {f.get('message', '')}")
+                       for path, entry in report.items() for f in entry.get("findings") or [])
+
+    once, again = findings(first), findings(second)
+    audit.findings_again = Counter(rule for (_, rule, _), n in again.items() for _ in range(n))
+    audit.lost_findings = sorted((once - again).elements())
+    audit.new_findings = sorted((again - once).elements())
 
 
 def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path | None = None,
@@ -393,6 +437,7 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
         rep2 = load_report(r2)["by_path"] if r2.is_file() else {}
         result.idempotency_failures = idempotency_failures(rep2, proc2.returncode)
         tally(rep1, result.fixes, result.findings, result.tool_errors)
+        compare_findings(rep1, rep2, result)
 
         result.unlisted = sorted(key for _, _, key in rels if key not in rep1)
         log("scanning outputs ...")
@@ -447,9 +492,10 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                     status = "generic"
                 else:
                     status = "silent"
-                late = status == "silent" and any(h.stmt_start <= n <= h.stmt_end for n in found2)
+                again = any(h.stmt_start <= n <= h.stmt_end for n in found2)
+                late = status == "silent" and again
                 text = out_lines[h.line - 1].strip() if h.line <= len(out_lines) else ""
-                result.leftovers.append(Leftover(key, h.line, line_rng, h.pattern, text, status, late))
+                result.leftovers.append(Leftover(key, h.line, line_rng, h.pattern, text, status, late, again))
     finally:
         if own_scratch:
             shutil.rmtree(work, ignore_errors=True)
@@ -493,6 +539,10 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
         f"- leftovers reported only on another line of the same statement: "
         f"{sum(x.status == 'reported-stmt' for x in a.leftovers)}; silent ones the second run reports (late): "
         f"{sum(x.late for x in a.leftovers)}",
+        f"- second pass (a run over the migrated output): reported leftovers it no longer reports: "
+        f"**{len(a.lost)}** (goal 0); findings of the first run it does not repeat: **{len(a.lost_findings)}** "
+        f"(goal 0) of {sum(a.findings.values())}; findings only it reports: {len(a.new_findings)} "
+        f"(it reports {sum(a.findings_again.values())} in all)",
         "",
         "## Per project",
         "",
@@ -504,9 +554,11 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
         "",
         "## Fixes and findings per rule (first run)",
         "",
-        markdown_table(["rule", "fixes", "findings"],
-                       [[r, a.fixes.get(r, 0), a.findings.get(r, 0)] for r in sorted(set(a.fixes) | set(a.findings))]
-                       + [["**total**", sum(a.fixes.values()), sum(a.findings.values())]]),
+        markdown_table(["rule", "fixes", "findings", "findings, second run"],
+                       [[r, a.fixes.get(r, 0), a.findings.get(r, 0), a.findings_again.get(r, 0)]
+                        for r in sorted(set(a.fixes) | set(a.findings) | set(a.findings_again))]
+                       + [["**total**", sum(a.fixes.values()), sum(a.findings.values()),
+                           sum(a.findings_again.values())]]),
         "",
     ]
     for title, items in (("Parse failures", a.parse_failures), ("Tool errors", a.tool_errors),
@@ -515,6 +567,13 @@ def render(a: Audit, projects: list[Project], sample: int, max_list: int = 1000)
                          ("Files the audit could not tokenize", a.scan_errors)):
         if items:
             lines += [f"## {title}", ""] + [f"- `{k}` {v}".rstrip() for k, v in items[:max_list]] + [""]
+    for title, items in (("Findings the second run lost", a.lost_findings),
+                         ("Findings only the second run reports", a.new_findings)):
+        if items:
+            lines += [f"## {title}", ""] + [f"- `{p}` {r}: {m[:200]}" for p, r, m in items[:max_list]] + [""]
+    if a.lost:
+        lines += ["## Leftovers the second run lost", ""]
+        lines += [f"- `{x.path}:{x.line}` {x.pattern}: `{x.text[:160]}`" for x in a.lost[:max_list]] + [""]
     if a.silent:
         lines += ["## Silent leftovers", "", "`file:line` of the output, `[original line]`, pattern, text:", ""]
         for x in a.silent[:max_list]:

@@ -1,18 +1,43 @@
 """Facts about the whole project that single-file rules need.
 
 Some decisions cannot be made one file at a time: the epoch loop that should
-call ``sampler.set_epoch`` often lives in another file than the sampler. The CLI
-gathers these facts with a cheap text scan of every discovered file before the
-per-file work starts, and they are part of the cache key.
+call ``sampler.set_epoch`` often lives in another file than the sampler, and a
+``kernels`` package full of Triton code is imported by the file that gates it on
+``x.is_cuda``. The CLI gathers these facts with a cheap text scan of every
+discovered file before the per-file work starts, and they are part of the cache
+key.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 _SET_EPOCH = re.compile(rb"\.set_epoch\s*\(")
+#: A module that is Triton/CuPy/PyCUDA code: it imports one of them unconditionally
+#: (at column 0) or defines a Triton kernel.
+_CUDA_ONLY_MODULE = re.compile(
+    rb"^(?:(?:import|from)[ \t]+(?:triton|cupy|cupyx|pycuda)\b|[ \t]*@triton\.(?:jit|autotune|heuristics)\b)",
+    re.MULTILINE,
+)
+#: ``from .swiglu import ...`` in a package's ``__init__.py``.
+_RELATIVE_IMPORT = re.compile(rb"^from[ \t]+\.(\w+)[ \t]+import\b", re.MULTILINE)
+
+
+def module_file(path: str) -> str:
+    """The absolute path that names a module: ``a/b.py`` -> ``/.../a/b``,
+    ``a/b/__init__.py`` -> ``/.../a/b``."""
+    stem = os.path.splitext(os.path.abspath(path))[0]
+    return os.path.dirname(stem) if os.path.basename(stem) == "__init__" else stem
+
+
+def _suffixes(file: str) -> list[str]:
+    """Every dotted module name a module file may be imported as (``b``, ``a.b``...)."""
+    parts = [p for p in file.split(os.sep) if p]
+    return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1) if parts[i].isidentifier()][:8]
 #: ``DataParallel(`` as a call, not ``DistributedDataParallel(`` or ``isinstance(m, DataParallel)``
 _DATA_PARALLEL_CALL = re.compile(rb"\bDataParallel\s*\(")
 
@@ -24,15 +49,58 @@ class ProjectFacts:
     #: Some file of the project builds an ``nn.DataParallel`` (NPU801 then makes
     #: ``isinstance(m, nn.DataParallel)`` checks in every file accept DDP too).
     constructs_data_parallel: bool = False
+    #: Module files (see :func:`module_file`) of the project that are CUDA-only code.
+    cuda_only_files: frozenset[str] = frozenset()
+    #: Dotted names that, in this project, can only mean one of those modules.
+    cuda_only_modules: frozenset[str] = frozenset()
 
     @classmethod
-    def scan(cls, sources: Iterable[bytes]) -> ProjectFacts:
-        """Facts from every source (all of ``sources`` is consumed, even once a fact is known)."""
+    def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
+        """Facts from every source, given as bytes or as ``(path, bytes)`` (all of
+        ``sources`` is consumed, even once a fact is known)."""
         calls_set_epoch = constructs_data_parallel = False
-        for data in sources:
+        cuda_only: set[str] = set()
+        packages: dict[str, list[str]] = {}  # package module file -> its relative imports
+        files: list[str] = []
+        for source in sources:
+            path, data = source if isinstance(source, tuple) else (None, source)
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
             constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
-        return cls(calls_set_epoch=calls_set_epoch, constructs_data_parallel=constructs_data_parallel)
+            if path is None or not path.endswith(".py"):
+                continue
+            file = module_file(path)
+            files.append(file)
+            if _CUDA_ONLY_MODULE.search(data):
+                cuda_only.add(file)
+            elif os.path.basename(path) == "__init__.py":
+                packages[file] = [m.decode() for m in _RELATIVE_IMPORT.findall(data)]
+        changed = True
+        while changed:  # a package that re-exports a CUDA-only module is one too
+            changed = False
+            for package, imported in packages.items():
+                if package not in cuda_only and any(os.path.join(package, m) in cuda_only for m in imported):
+                    cuda_only.add(package)
+                    changed = True
+        by_name: dict[str, bool] = {}
+        for file in files:
+            for name in _suffixes(file):
+                by_name[name] = by_name.get(name, True) and file in cuda_only
+        return cls(
+            calls_set_epoch=calls_set_epoch,
+            constructs_data_parallel=constructs_data_parallel,
+            cuda_only_files=frozenset(cuda_only),
+            cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
+        )
+
+    def is_cuda_only_file(self, file: str) -> bool:
+        """``file`` (an absolute module path without ``.py``) is CUDA-only code."""
+        return file in self.cuda_only_files
+
+    def is_cuda_only_module(self, dotted: str) -> bool:
+        return dotted in self.cuda_only_modules
 
     def key(self) -> str:
-        return f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)}"
+        names = sorted(self.cuda_only_files | self.cuda_only_modules)
+        digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
+        return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
+                f"cuda_only={digest}")

@@ -39,6 +39,8 @@ class NpuApi:
     def npu_name_for_cuda(self, cuda_qualified_name: str) -> str | None:
         """``torch.cuda.X[.Y]`` -> ``torch.npu.X[.Y]`` when that exists and may be emitted."""
         prefix = "torch.cuda."
+        if cuda_qualified_name == "torch.cuda":  # the module itself: hasattr(torch.cuda, ...), mod = torch.cuda
+            return "torch.npu" if "torch.npu" in self.modules else None
         if not cuda_qualified_name.startswith(prefix):
             return None
         candidate = "torch.npu." + cuda_qualified_name[len(prefix) :]

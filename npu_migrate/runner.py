@@ -302,7 +302,7 @@ def run(
                 continue
             digests[path] = content_digest(data)
             sizes[path] = len(data)
-            yield data
+            yield path, data
 
     settings = replace(settings, facts=ProjectFacts.scan(contents()))
     store = cache(settings) if cache is not None else None

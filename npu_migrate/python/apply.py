@@ -41,6 +41,15 @@ class EditApplier(cst.CSTTransformer):
             updated_node = replacement(updated_node) if callable(replacement) else replacement
         before = self.before.get(original_node)
         after = self.after.get(original_node)
+        if after and _is_import_line(original_node) and not _is_import_line(after[0]) and not after[0].leading_lines:
+            # code right after the import block: one blank line first, as isort/ruff (I001) want
+            after = [after[0].with_changes(leading_lines=(cst.EmptyLine(),)), *after[1:]]
         if before or after:
             return cst.FlattenSentinel([*(before or ()), updated_node, *(after or ())])
         return updated_node
+
+
+def _is_import_line(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body
+    )

@@ -8,6 +8,9 @@ rule asks for them.
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -67,11 +70,16 @@ class FileContext:
     #: Where statements start in the parsed module (from ``ast``), which lets positions
     #: be found statement by statement; None: whole-module positions.
     statement_starts: Starts | None = None
+    #: CPython's ``ast`` of the whole original file, when the engine already has it.
+    python_tree: ast.Module | None = None
     #: Ids of the rules selected for this file (a rule may defer to another one).
     active: frozenset[str] = frozenset()
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)
+    #: Set by NPU100: the file already uses the NPU API (what, for the message)
+    #: without importing torch_npu.
+    uses_npu_unimported: str | None = None
     _parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     _stack: list[cst.CSTNode] = field(default_factory=list)
     _positions: object = None
@@ -80,6 +88,9 @@ class FileContext:
     _names: dict[cst.CSTNode, str | None] = field(default_factory=dict)
     _import_nodes: set[cst.CSTNode] = field(default_factory=set)
     _import_depth: int = 0
+    _python_tree_failed: bool = False
+    _quote: str | None = None
+    _cuda_only_index: object = None
 
     @property
     def module(self) -> cst.Module:
@@ -141,6 +152,24 @@ class FileContext:
             return not (getattr(parent, "keyword", None) is node or getattr(parent, "name", None) is node)
         return True
 
+    @property
+    def quote(self) -> str:
+        """The quote character new strings get: the one most of the file's one-line
+        string literals use (double quotes on a tie, black's and ruff's default)."""
+        if self._quote is None:
+            self._quote = preferred_quote(self.text)
+        return self._quote
+
+    def python_ast(self) -> ast.Module | None:
+        """CPython's ``ast`` of the whole original file (never the reduced module elision
+        parses); None when CPython cannot parse it."""
+        if self.python_tree is None and not self._python_tree_failed:
+            try:
+                self.python_tree = ast.parse(self.text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._python_tree_failed = True
+        return self.python_tree
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)
 
@@ -195,3 +224,21 @@ class FileContext:
 
     def record_finding(self, rule, node, message, suggestion) -> None:
         self.findings.append(FindingRecord(rule, node, message, suggestion))
+
+
+
+def preferred_quote(text: str) -> str:
+    """``'`` when more one-line string literals of ``text`` use single quotes than
+    double quotes, else ``"``."""
+    counts = {"'": 0, '"': 0}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type != tokenize.STRING:
+                continue
+            body = token.string.lstrip("rRbBuUfF")
+            if not body or body[:3] in ("\'\'\'", '"""'):
+                continue
+            counts[body[0]] += 1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return "'" if counts["'"] > counts['"'] else '"'

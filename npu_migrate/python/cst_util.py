@@ -57,6 +57,12 @@ def string_value(node: cst.CSTNode | None) -> str | None:
     return None
 
 
+def string_literal(value: str, quote: str = '"') -> cst.SimpleString:
+    """A new plain string literal (``value`` must not need escaping); pass the
+    file's quote (``ctx.quote``) so new strings match the ones around them."""
+    return cst.SimpleString(f"{quote}{value}{quote}")
+
+
 def with_string_value(node: cst.SimpleString, value: str) -> cst.SimpleString:
     """Same prefix and quotes, new contents (``value`` must not need escaping)."""
     return node.with_changes(value=f"{node.prefix}{node.quote}{value}{node.quote}")

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.python import elision, lossless, walk
+from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import Edit, FileContext, FindingRecord
 from npu_migrate.python.names import (
@@ -39,19 +39,24 @@ from npu_migrate.suppression import RULE, describe
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
+KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
+#: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
+_TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
-#: Rules the engine applies itself (documented in rules/core/ and rules/device/).
-ENGINE_RULES = (IMPORT_RULE, NPU_AWARE_RULE, SUPPRESSION_RULE)
+#: Rules the engine applies itself (documented in rules/core/); NPU100 is a visitor.
+ENGINE_RULES = (NPU_AWARE_RULE, KERNEL_GATE_RULE, SUPPRESSION_RULE)
 ANNOTATION_PREFIX = "# npu-migrate: "
 
 _NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
-_MENTIONS_NPU = re.compile(r"npu", re.IGNORECASE)
+#: A file about a device (see ``Rule.only_in_device_files``).
+_DEVICE_FILE = re.compile(r"\b(?:cuda|npu|is_npu|torch_npu)\b")
 
 
 @functools.cache
 def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
     rules = rules_for("python")
-    return Prefilter({rid: rules[rid].triggers for rid in rule_ids})
+    followers = [rid for rid in rule_ids if rules[rid].runs_with_other_rules]
+    return Prefilter({rid: rules[rid].triggers for rid in rule_ids}, followers)
 
 
 def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> FileResult:
@@ -164,6 +169,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
                             rule_ids=visitor_ids, reduced=reduced, starts=_starts(tree if elide else None, reduced),
+                            tree=tree,
                             active=frozenset(active))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
@@ -172,7 +178,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     edits, findings = _filter(ctx, active, text, path)
     if settings.annotate:
         edits.extend(_annotations(ctx, findings))
-    if not edits:
+    if not edits and ctx.uses_npu_unimported is None:
         result.findings = _one_per_place([*_to_findings(ctx, findings), *bad_codes])
         return
 
@@ -189,10 +195,11 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         result.fixes = _one_per_place(fixes)
 
 
-def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts,
+def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, reduced, starts, tree,
                active) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
-                      facts=settings.facts, reduced=reduced, statement_starts=starts, active=active)
+                      facts=settings.facts, reduced=reduced, statement_starts=starts, python_tree=tree,
+                      active=active)
     rules = rules_for("python")
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()
@@ -216,50 +223,43 @@ def _bad_suppressions(text: str, active: tuple[str, ...]) -> list[Finding]:
     ]
 
 
-def _npu_aware_chain(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
-    """The outermost if/elif chain (or conditional expression) around ``node``
-    whose tests already mention NPU, if any."""
-    found = None
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, cst.IfExp):
-            if _MENTIONS_NPU.search(ctx.module.code_for_node(ancestor.test)):
-                found = ancestor
-        elif isinstance(ancestor, cst.If):
-            top = ancestor
-            while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
-                top = ctx.parent(top)
-            branch: cst.CSTNode | None = top
-            while isinstance(branch, cst.If):
-                if _MENTIONS_NPU.search(ctx.module.code_for_node(branch.test)):
-                    found = top
-                    break
-                branch = branch.orelse
-    return found
-
-
 def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit], list[FindingRecord]]:
-    """Drop what is suppressed, and what sits in code that already handles NPU."""
+    """Drop what is suppressed, the CUDA tests that gate CUDA-only code (NPU011), and
+    what sits in code that already handles NPU (NPU010)."""
     table = suppressions(text)
+
+    def line(node: cst.CSTNode) -> int:
+        return ctx.position(node).start.line
+
+    edits = [e for e in ctx.edits if not is_suppressed(table, line(e.anchor), e.rule)]
+    # (a rule may report under the id of another, which must be selected too)
+    findings = [f for f in ctx.findings if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
+    edits, gate_findings = _kernel_gates(ctx, edits, line)
+    if KERNEL_GATE_RULE in active:
+        findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
+
+    edited = npu_aware.edited_nodes(ctx, [e.anchor for e in edits] + [e.node for e in edits])
     aware_lines: dict[int, cst.CSTNode] = {}
 
-    def keep(rule: str, node: cst.CSTNode) -> bool:
-        line = ctx.position(node).start.line
-        if is_suppressed(table, line, rule):
-            return False
-        if _npu_aware_chain(ctx, node) is not None:
-            aware_lines.setdefault(line, node)
-            return False
-        return True
+    def outside_aware_chain(node: cst.CSTNode) -> bool:
+        if npu_aware.aware_chain(ctx, node, edited) is None:
+            return True
+        aware_lines.setdefault(line(node), node)
+        return False
 
-    edits = [e for e in ctx.edits if keep(e.rule, e.anchor)]
+    edits = [e for e in edits if outside_aware_chain(e.anchor)]
+    findings = [f for f in findings if outside_aware_chain(f.node)]
     rules = rules_for("python")
+    device_only = {rid for rid in active if rules[rid].only_in_device_files}
+    if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
+        edits = [e for e in edits if e.rule not in device_only]
+        findings = [f for f in findings if f.rule not in device_only]
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
-    if dependent and all(e.rule in dependent for e in edits):
-        edits = []
-    findings = [f for f in ctx.findings if keep(f.rule, f.node)]
+    if dependent and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
+        edits = [e for e in edits if e.rule not in dependent]
     if NPU_AWARE_RULE in active:
-        for line, node in sorted(aware_lines.items()):
-            if not is_suppressed(table, line, NPU_AWARE_RULE):
+        for number, node in sorted(aware_lines.items()):
+            if not is_suppressed(table, number, NPU_AWARE_RULE):
                 findings.append(
                     FindingRecord(
                         NPU_AWARE_RULE,
@@ -269,6 +269,52 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     )
                 )
     return edits, findings
+
+
+def _moves_to_device(edit: Edit) -> bool:
+    """Device work a skipped branch would lose: ``.cuda()``, device values, ``set_device``."""
+    if edit.rule in ("NPU104", "NPU105"):
+        return True
+    if edit.rule == "NPU103":
+        return isinstance(edit.node, cst.Attribute) and edit.node.attr.value == "cuda"
+    if edit.rule == "NPU101":
+        return isinstance(edit.node, cst.Attribute) and edit.node.attr.value == "set_device"
+    return False
+
+
+def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Edits of CUDA tests that keep CUDA-only code from other devices are dropped and
+    reported (NPU011); see ``npu_migrate/python/cuda_only.py``."""
+    candidates = [e for e in edits if e.rule in _TEST_REWRITES]
+    if not candidates:
+        return edits, []
+    migrated = {(line(e.anchor), e.rule) for e in edits}
+    gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
+    for edit in candidates:
+        gate = cuda_only.kernel_gate(ctx, edit.anchor, migrated)
+        if gate is not None:
+            gates.setdefault(gate.test, (gate, []))[1].append(edit)
+    dropped: set[int] = set()
+    findings = []
+    for gate, group in gates.values():
+        members = {id(e) for e in group}
+        if not gate.has_fallback and any(
+            _moves_to_device(e) and any(a <= line(e.anchor) <= b for a, b in gate.guarded)
+            for e in edits if id(e) not in members
+        ):
+            continue  # skipping the branch on NPU would lose its device work: rewrite the test
+        dropped |= members
+        test = ctx.module.code_for_node(gate.test)
+        shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
+        findings.append(FindingRecord(
+            KERNEL_GATE_RULE,
+            group[0].anchor,
+            f"`{shown}` guards `{gate.kernel.name}` ({gate.kernel.kind}); left as a CUDA test, "
+            f"so on NPU {gate.fallback}",
+            "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
+            "(a torch_npu fused op or an Ascend C kernel)",
+        ))
+    return [e for e in edits if id(e) not in dropped], findings
 
 
 def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
@@ -303,54 +349,60 @@ def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
     ]
 
 
-def _imported_modules(stmt: cst.CSTNode) -> list[str]:
-    """Dotted module names a top-level statement imports (``from a import b`` gives ``a.b``)."""
-    names: list[str] = []
-    if isinstance(stmt, cst.SimpleStatementLine):
-        for small in stmt.body:
-            if isinstance(small, cst.Import):
-                names.extend(cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names)
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-                module = cst.helpers.get_full_name_for_node(small.module) or ""
-                if isinstance(small.names, cst.ImportStar):
-                    names.append(module)
-                else:
-                    names.extend(f"{module}.{cst.helpers.get_full_name_for_node(a.name)}" for a in small.names)
-    return names
-
-
-def _is_torch(name: str) -> bool:
-    return name == "torch" or name.startswith("torch.")
-
-
 def _first_torch_import(module: cst.Module) -> int | None:
     for index, stmt in enumerate(module.body):
-        if any(_is_torch(name) for name in _imported_modules(stmt)):
+        if any(name == "torch" or name.startswith("torch.") for name in imports.imported_modules(stmt)):
             return index
     return None
 
 
 def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], active) -> tuple[cst.Module, Fix | None]:
     fixed_rules = {e.rule for e in edits}
-    needed = [(r.module, r.obj, r.asname) for r in ctx.import_requests if r.rule in fixed_rules]
+    needed = []
+    for request in ctx.import_requests:
+        if request.rule not in fixed_rules:
+            continue
+        if request.obj is not None and not request.module.startswith(".") and not imports.imports_from(
+            new_module, request.module
+        ):
+            # `from torch.utils.data.distributed import DistributedSampler`: into the block of
+            # the file's torch imports, after its plain imports, in isort order
+            alias = f" as {request.asname}" if request.asname else ""
+            code = f"from {request.module} import {request.obj}{alias}\n"
+            placed = imports.insert_import(new_module, request.module, code, near=request.module.split(".", 1)[0])
+            if placed is not None:
+                new_module = placed
+                continue
+        if request.obj is None and request.asname is None:
+            # `import torch`, `import torch.distributed`: next to the imports of its package
+            if imports.imports_plainly(new_module, request.module):
+                continue
+            code = f"import {request.module}\n"
+            placed = imports.insert_import(new_module, request.module, code, near=request.module.split(".", 1)[0])
+            if placed is None:  # a package of its own (npu_runtime): the third-party block of torch
+                placed = imports.insert_import(new_module, request.module, code, near="torch")
+            if placed is not None:
+                new_module = placed
+                continue
+        needed.append((request.module, request.obj, request.asname))
     import_fix = None
-    needs_npu = any(e.needs_torch_npu for e in edits)
+    needs_npu = any(e.needs_torch_npu for e in edits) or ctx.uses_npu_unimported is not None
+    added_at_top = False
     if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu"):
         original = _first_torch_import(ctx.module)
         where = ctx.position(ctx.module.body[original]) if original is not None else None
         line, end = (where.start.line, where.end) if where is not None else (1, None)
-        import_fix = Fix(line, 0, IMPORT_RULE, "added `import torch_npu`, which registers the npu device",
-                         end.line if end else 1, end.column if end else 0)
-        index = _first_torch_import(new_module)
-        if index is not None:
-            # Right after the file's first torch import, or right before it when that
-            # statement itself imports from torch.npu (which torch_npu creates).
-            imports_npu = any(n == "torch.npu" or n.startswith("torch.npu.") for n in _imported_modules(new_module.body[index]))
-            body = list(new_module.body)
-            body.insert(index if imports_npu else index + 1, cst.parse_statement("import torch_npu\n"))
-            new_module = new_module.with_changes(body=body)
+        if any(e.needs_torch_npu for e in edits):
+            message = "added `import torch_npu`, which registers the npu device"
+        else:
+            message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
+        import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
+        placed = imports.insert_torch_npu(new_module)
+        if placed is not None:
+            new_module = placed
         else:
             needed.append(("torch_npu", None, None))
+            added_at_top = True
     if needed:
         # libcst.codemod pulls in libcst.matchers (~0.13 s of import time): only when needed.
         from libcst.codemod import CodemodContext
@@ -360,6 +412,8 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         for module, obj, asname in needed:
             AddImportsVisitor.add_needed_import(context, module, obj, asname)
         new_module = add_imports_at_top(AddImportsVisitor(context), new_module)
+        if added_at_top:
+            new_module = imports.keep_torch_npu(new_module)
     return new_module, import_fix
 
 

@@ -40,14 +40,19 @@ class Prefilter:
     counts as needed when some other rule is (it depends on their fixes).
     """
 
-    def __init__(self, rules: Mapping[str, Sequence[str | Sequence[str]]]) -> None:
+    def __init__(self, rules: Mapping[str, Sequence[str | Sequence[str]]], followers: Sequence[str] = ()) -> None:
+        """``followers``: rules that have triggers of their own and are also needed
+        whenever any other rule is."""
         self._rules: dict[str, list[tuple[str, ...]]] = {}
         self._always: list[str] = []
         words: set[str] = set()
         for rule_id, triggers in rules.items():
             groups = [(t,) if isinstance(t, str) else tuple(t) for t in triggers]
-            if not groups:
+            if rule_id in followers:
                 self._always.append(rule_id)
+            if not groups:
+                if rule_id not in followers:
+                    self._always.append(rule_id)
                 continue
             self._rules[rule_id] = groups
             words.update(w for group in groups for w in group)
@@ -76,7 +81,7 @@ class Prefilter:
             for rule_id, groups in self._rules.items()
             if any(all(_present(word, found) for word in group) for group in groups)
         ]
-        return needed + self._always if needed else []
+        return needed + [r for r in self._always if r not in needed] if needed else []
 
     def may_need(self, text: str) -> bool:
         return bool(self.rules_needed(text))

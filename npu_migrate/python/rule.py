@@ -71,6 +71,16 @@ class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):
     #: The rule's edits are dropped unless some other rule's edit survives in the
     #: same file (e.g. injecting the runtime shim into files the tool migrated).
     only_with_other_fixes: ClassVar[bool] = False
+    #: Besides on its own triggers, the prefilter runs the rule whenever another rule
+    #: is needed (it acts on what the others change).
+    runs_with_other_rules: ClassVar[bool] = False
+    #: The rule's edits and findings are kept only in files about a device: files
+    #: that name CUDA or the NPU (the words ``cuda``, ``npu``, ``is_npu``,
+    #: ``torch_npu``), or that another rule's surviving edit makes use the NPU. A
+    #: rewrite turns the first kind into the second, so a second run over migrated
+    #: code reports what the first one did. Such a rule also sets
+    #: ``runs_with_other_rules``.
+    only_in_device_files: ClassVar[bool] = False
     #: Words (trigger syntax) or compiled regexes, one of which appears inside any
     #: function or class the rule acts on, or whose contents it reads. Empty: derived
     #: from ``triggers`` (see :meth:`local_words`).

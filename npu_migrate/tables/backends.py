@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-_PAIR = re.compile(r"^([a-z]+):([a-z]+)$")
+_PAIR = re.compile(r"^([a-z]+):([a-z]+)$", re.IGNORECASE)
 
 
 def hccl_backend(value: str) -> str | None:
     """The Ascend spelling of a backend string, or None if it needs no change
-    or cannot be mapped. ``nccl`` -> ``hccl``; ``cpu:gloo,cuda:nccl`` -> ``cpu:gloo,npu:hccl``."""
-    if value == "nccl":
+    or cannot be mapped. ``nccl`` (any case: torch's ``Backend`` lower-cases it) ->
+    ``hccl``; ``cpu:gloo,cuda:nccl`` -> ``cpu:gloo,npu:hccl``."""
+    if value.lower() == "nccl":
         return "hccl"
     if "," not in value and ":" not in value:
         return None
@@ -20,9 +21,9 @@ def hccl_backend(value: str) -> str | None:
         if match is None:
             return None
         device, backend = match.groups()
-        if device == "cuda":
+        if device.lower() == "cuda":
             device = "npu"
-        if backend == "nccl":
+        if backend.lower() == "nccl":
             backend = "hccl"
         parts.append(part.replace(match.group(0), f"{device}:{backend}"))
     new = ",".join(parts)

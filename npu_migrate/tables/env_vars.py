@@ -4,6 +4,10 @@ Sources: the CANN environment-variable reference and torch_npu 2.13 (the
 ``env_vars`` list of ``npu_migrate/data/torch_npu_api.json`` holds every variable
 libtorch_npu reads). See ../shared/NOTES.md, "Environment variables with an
 Ascend counterpart".
+
+A plain data module: the Python rules (NPU106 for CUDA variables, NPU203 for
+NCCL ones) and the other front ends (shell scripts) read the same tables through
+:func:`ascend_name` and :func:`advice`.
 """
 
 from __future__ import annotations
@@ -78,6 +82,12 @@ def is_cuda_variable(name: str) -> bool:
 
 def is_nccl_variable(name: str) -> bool:
     return name.startswith(_NCCL_PREFIXES)
+
+
+#: CUDA variables with an Ascend counterpart of the same meaning and value format.
+CUDA_SAME_MEANING = {name: new for name, new in SAME_MEANING.items() if is_cuda_variable(name)}
+#: Every CUDA/NVIDIA variable the tables know: renamed (above) or reported (ADVICE).
+CUDA_VARIABLES = tuple(name for name in (*SAME_MEANING, *ADVICE) if is_cuda_variable(name))
 
 
 def ascend_name(name: str, torch_npu_env_vars: Collection[str]) -> str | None:

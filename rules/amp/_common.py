@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.cst_util import string_literal
+
 CUDA_AMP = "torch.cuda.amp"
-NPU = '"npu"'
 
 #: torch.cuda.amp name -> (kind, torch.amp name). Every target exists in torch 2.13.
 TARGETS: dict[str, tuple[str, str]] = {
@@ -44,7 +45,7 @@ def _keyword(name: str, value: cst.BaseExpression, comma=cst.MaybeSentinel.DEFAU
     )
 
 
-def _with_first_arg(call: cst.Call, first: cst.Arg) -> cst.Call:
+def with_first_arg(call: cst.Call, first: cst.Arg) -> cst.Call:
     if call.args:
         # one argument per line stays one argument per line
         after = call.whitespace_before_args
@@ -62,7 +63,11 @@ def autocast_args_ok(call: cst.Call) -> bool:
     return len(positional) <= len(AUTOCAST_POSITIONAL)
 
 
-def autocast_call(call: cst.Call) -> cst.Call:
+def _npu(quote: str) -> cst.SimpleString:
+    return string_literal("npu", quote)
+
+
+def autocast_call(call: cst.Call, quote: str = '"') -> cst.Call:
     """``autocast(True, torch.bfloat16)`` -> ``autocast("npu", enabled=True, dtype=torch.bfloat16)``:
     torch.amp.autocast's second parameter is ``dtype``, not ``enabled``."""
     args = []
@@ -72,23 +77,23 @@ def autocast_call(call: cst.Call) -> cst.Call:
             arg = _keyword(AUTOCAST_POSITIONAL[position], arg.value, arg.comma)
             position += 1
         args.append(arg)
-    return _with_first_arg(call.with_changes(args=args), cst.Arg(cst.SimpleString(NPU)))
+    return with_first_arg(call.with_changes(args=args), cst.Arg(_npu(quote)))
 
 
-def scaler_call(call: cst.Call) -> cst.Call:
+def scaler_call(call: cst.Call, quote: str = '"') -> cst.Call:
     """``GradScaler(init_scale)`` -> ``GradScaler("npu", init_scale)``: the device comes
     first in torch.amp.GradScaler and the other parameters keep their order."""
-    return _with_first_arg(call, cst.Arg(cst.SimpleString(NPU)))
+    return with_first_arg(call, cst.Arg(_npu(quote)))
 
 
-def custom_call(call: cst.Call) -> cst.Call:
+def custom_call(call: cst.Call, quote: str = '"') -> cst.Call:
     """``custom_fwd(cast_inputs=x)`` -> ``custom_fwd(device_type="npu", cast_inputs=x)``
     (``device_type`` is keyword-only; it goes after any positional argument)."""
     index = 0
     for i, arg in enumerate(call.args):
         if arg.keyword is None and arg.star != "**":
             index = i + 1
-    new = _keyword("device_type", cst.SimpleString(NPU))
+    new = _keyword("device_type", _npu(quote))
     args = list(call.args)
     if index < len(args):
         new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
@@ -103,9 +108,9 @@ def custom_call(call: cst.Call) -> cst.Call:
     return call.with_changes(args=args)
 
 
-def bare_custom_decorator(decorator: cst.Decorator) -> cst.Decorator:
+def bare_custom_decorator(decorator: cst.Decorator, quote: str = '"') -> cst.Decorator:
     """``@custom_fwd`` -> ``@custom_fwd(device_type="npu")``."""
-    call = cst.Call(func=decorator.decorator, args=[_keyword("device_type", cst.SimpleString(NPU))])
+    call = cst.Call(func=decorator.decorator, args=[_keyword("device_type", _npu(quote))])
     return decorator.with_changes(decorator=call)
 
 

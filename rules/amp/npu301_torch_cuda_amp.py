@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import libcst as cst
@@ -82,11 +83,11 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
     examples = (
         Example(
             "import torch\nscaler = torch.cuda.amp.GradScaler(init_scale=2.0**14)\nwith torch.cuda.amp.autocast(dtype=torch.bfloat16):\n    pass\n",
-            'import torch\nimport torch_npu\nscaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\nwith torch.amp.autocast("npu", dtype=torch.bfloat16):\n    pass\n',
+            'import torch\nimport torch_npu  # noqa: F401\nscaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\nwith torch.amp.autocast("npu", dtype=torch.bfloat16):\n    pass\n',
         ),
         Example(
             "from torch.cuda.amp import autocast, custom_fwd\n\n@custom_fwd\ndef forward(ctx, x):\n    with autocast(False):\n        return x\n",
-            'from torch.amp import autocast, custom_fwd\nimport torch_npu\n\n@custom_fwd(device_type="npu")\ndef forward(ctx, x):\n    with autocast("npu", enabled=False):\n        return x\n',
+            'import torch_npu  # noqa: F401\nfrom torch.amp import autocast, custom_fwd\n\n@custom_fwd(device_type="npu")\ndef forward(ctx, x):\n    with autocast("npu", enabled=False):\n        return x\n',
         ),
         Example("import torch\nwith torch.autocast(device_type=x.device.type):\n    pass\n"),
     )
@@ -173,9 +174,9 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             self.replace(node, rename, message)
         if how == "call":
             transform = {"autocast": autocast_call, "scaler": scaler_call, "custom": custom_call}[kind]
-            self.replace(holder, transform, message, anchor=node)
+            self.replace(holder, functools.partial(transform, quote=self.ctx.quote), message, anchor=node)
         elif how == "decorator":
-            self.replace(holder, bare_custom_decorator, message, anchor=node)
+            self.replace(holder, functools.partial(bare_custom_decorator, quote=self.ctx.quote), message, anchor=node)
         return True
 
     # -- imports ----------------------------------------------------------------------

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.cst_util import string_literal
 from npu_migrate.python.rule import Example, Rule
 
-from ._common import NPU
+from ._common import with_first_arg
 
 #: old name -> (new name, number of arguments the old CUDA-implicit form takes)
 HELPERS = {
@@ -17,11 +18,20 @@ HELPERS = {
 }
 
 
+#: Loss scalers whose ``device`` parameter defaults to ``"cuda"``.
+SCALERS = (
+    "torch.amp.GradScaler",
+    "torch.amp.grad_scaler.GradScaler",
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+)
+
+
 class AutocastGpuState(Rule):
     id = "NPU302"
     name = "autocast-gpu-state"
-    summary = 'Give `torch.get/set_autocast_gpu_dtype()` and argument-less `torch.is/set_autocast_enabled()` the device "npu"'
-    triggers = ("get_autocast_gpu_dtype", "set_autocast_gpu_dtype", "is_autocast_enabled", "set_autocast_enabled")
+    summary = 'Give CUDA-implicit AMP calls the device "npu": `torch.get/set_autocast_gpu_dtype()`, argument-less `torch.is/set_autocast_enabled()`, `GradScaler()`, `ShardedGradScaler()`'
+    triggers = ("get_autocast_gpu_dtype", "set_autocast_gpu_dtype", "is_autocast_enabled", "set_autocast_enabled",
+                "GradScaler", "ShardedGradScaler")
     rationale = """
 These torch functions implicitly mean CUDA: in torch 2.13,
 `torch.get_autocast_gpu_dtype()` and `torch.set_autocast_gpu_dtype(dtype)` are
@@ -38,17 +48,30 @@ and friends wrap the same state; `transfer_to_npu` maps
 `torch.get_autocast_gpu_dtype` to it at run time). Calls that already pass a
 device are left alone; calls through a from-import (`from torch import
 get_autocast_gpu_dtype`) are reported.
+
+The loss scalers `torch.amp.GradScaler()` and FSDP's `ShardedGradScaler()`
+(`torch.distributed.fsdp.sharded_grad_scaler`) default to `device="cuda"`; without
+a device they get `"npu"` as their first argument. (torch_npu replaces the FSDP
+module's `ShardedGradScaler` with its own class defaulting to "npu", but only for
+lookups made after `import torch_npu`; the explicit device does not depend on
+import order.)
 """
     examples = (
         Example(
             "import torch\nif torch.is_autocast_enabled():\n    x = x.to(torch.get_autocast_gpu_dtype())\n",
-            'import torch\nimport torch_npu\nif torch.is_autocast_enabled("npu"):\n    x = x.to(torch.get_autocast_dtype("npu"))\n',
+            'import torch\nimport torch_npu  # noqa: F401\nif torch.is_autocast_enabled("npu"):\n    x = x.to(torch.get_autocast_dtype("npu"))\n',
+        ),
+        Example(
+            "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nscaler = ShardedGradScaler(init_scale=2.0**10)\n",
+            'import torch_npu  # noqa: F401\nfrom torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nscaler = ShardedGradScaler("npu", init_scale=2.0**10)\n',
         ),
         Example("import torch\nprint(torch.is_autocast_enabled('cpu'), torch.get_autocast_dtype('cpu'))\n"),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
+        if qualified in SCALERS:
+            self._scaler(node, qualified)
         if qualified not in HELPERS:
             return
         new_name, arity = HELPERS[qualified]
@@ -61,9 +84,17 @@ get_autocast_gpu_dtype`) are reported.
 
         def rewrite(call: cst.Call) -> cst.Call:
             func = call.func.with_changes(attr=cst.Name(new_name))
-            first = cst.Arg(cst.SimpleString(NPU))
+            first = cst.Arg(string_literal("npu", self.ctx.quote))
             if call.args:
                 first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             return call.with_changes(func=func, args=[first, *call.args])
 
         self.replace(node, rewrite, f'`{qualified}()` -> `{target}("npu", ...)`')
+
+    def _scaler(self, node: cst.Call, qualified: str) -> None:
+        if any(a.keyword is None or a.keyword.value == "device" for a in node.args):
+            return  # a device is given (or positional arguments make it unknowable)
+
+        short = qualified.rsplit(".", 1)[1]
+        self.replace(node, lambda call: with_first_arg(call, cst.Arg(string_literal("npu", self.ctx.quote))),
+                     f'`{short}()` defaults to device "cuda" -> `{short}("npu", ...)`')

@@ -72,9 +72,9 @@ def _separator_like(
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
-def quote_for(node: cst.CSTNode) -> str:
-    """The quote character to use for a new string inside ``node``: single quotes
-    when every plain string literal in it uses them, else double quotes."""
+def quote_for(node: cst.CSTNode, default: str = '"') -> str:
+    """The quote character to use for a new string inside ``node``: the one every
+    plain string literal in it uses, else ``default`` (the file's, ``ctx.quote``)."""
     quotes: set[str] = set()
 
     class _Quotes(cst.CSTVisitor):
@@ -82,11 +82,7 @@ def quote_for(node: cst.CSTNode) -> str:
             quotes.add(string.quote[0])
 
     node.visit(_Quotes())
-    return "'" if quotes == {"'"} else '"'
-
-
-def string_literal(value: str, quote: str) -> cst.SimpleString:
-    return cst.SimpleString(f"{quote}{value}{quote}")
+    return quotes.pop() if len(quotes) == 1 else default
 
 
 def dotted(node: cst.CSTNode) -> str | None:

@@ -490,12 +490,14 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             return  # the function takes the scaler's state somewhere
         hint = self._scalers_at(save)
         expression = hint[0].expression if len(hint) == 1 else "scaler"
+        # Line numbers go in the suggestion: a message must read the same on a second
+        # run over the migrated file, where lines have moved.
         self.report(
             save,
-            "checkpoint holds optimizer state (line "
-            f"{self.ctx.position(source).start.line}) but not the GradScaler state",
-            f"save `{expression}.state_dict()` next to the optimizer state (pass the GradScaler "
-            f"here if needed) and restore it on resume with `{expression}.load_state_dict(...)`",
+            "checkpoint holds optimizer state but not the GradScaler state",
+            f"save `{expression}.state_dict()` next to the optimizer state (line "
+            f"{self.ctx.position(source).start.line}; pass the GradScaler here if needed) and "
+            f"restore it on resume with `{expression}.load_state_dict(...)`",
         )
 
     def _key_of(self, value: cst.CSTNode) -> str | None:
@@ -891,7 +893,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             self.report(
                 load,
                 "optimizer state is restored but the GradScaler state is not: "
-                f"`{scaler.expression}` is created only later (line {created_at})",
+                f"`{scaler.expression}` is created only later",
                 f"{move}, and add after this line: {code} (restoring right after "
                 f"line {created_at} instead needs `{restore.code}` to still hold the "
                 "checkpoint there)",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.cst_util import call_arg, string_literal
 from npu_migrate.python.rule import Example, Rule
 
-from ._common import insert_item, quote_for, string_literal
+from ._common import insert_item, quote_for
 
 #: qualified name -> 0-based position of its ``map_location`` parameter
 LOADERS = {
@@ -51,10 +53,16 @@ which all take a `map_location` and fail the same way.
 - `torch.load(f, **kwargs)` (or `*args` reaching the map_location position):
   whether a map location is passed cannot be known, so the call is reported, not
   changed.
-- Quotes: double quotes, unless every string literal in the call uses single
-  quotes; then `'cpu'`.
+- Quotes: those of the string literals in the call when they all agree, else
+  the ones most of the file uses (`'cpu'` in a file written with single quotes).
 - The new argument goes last, in the call's own layout (one argument per line
   and trailing commas are kept).
+
+A whole model pickled with `torch.save(model, f)` and used as a model after
+loading (`model = torch.load(f)`, then `model(x)`, `model.eval()`...) without
+being moved to a device is different: `load_state_dict` never copies it, and
+with `"cpu"` it would stay on the CPU next to inputs on the NPU. Such a call is
+reported, with `map_location="npu"` as the suggestion.
 
 Caveat: an in-process round trip (`torch.save(obj, buf)` then `torch.load(buf)`
 to move objects between ranks) used to restore tensors on the device they were
@@ -75,6 +83,16 @@ training scripts (lightning has a few); keep them as they were with
         Example("import torch\nsd = torch.load(path, 'cpu')\n"),
     )
 
+    def _loaded_model(self, call: cst.Call) -> str | None:
+        """The name a whole model is loaded into (``model = torch.load(f)`` and later
+        ``model.eval()`` / ``model(x)``, never moved with ``.to(...)``), else None."""
+        name = _assigned_name(self.ctx, call)
+        tree = self.ctx.python_ast() if name is not None else None
+        if tree is None:
+            return None
+        used, moved = _uses(tree, name)
+        return name if used and not moved else None
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
         position = LOADERS.get(qualified or "")
@@ -83,7 +101,7 @@ training scripts (lightning has a few); keep them as they were with
         present = call_arg(node, "map_location", position)
         if present is not None:
             if _is_none(present.value):
-                quote = quote_for(node)
+                quote = quote_for(node, self.ctx.quote)
                 self.replace(
                     present,
                     lambda arg: arg.with_changes(value=string_literal("cpu", quote)),
@@ -98,7 +116,18 @@ training scripts (lightning has a few); keep them as they were with
                 'make sure the call passes map_location="cpu" (a CUDA-saved checkpoint fails to load on NPU without it)',
             )
             return
-        quote = quote_for(node)
+        model = self._loaded_model(node)
+        if model is not None:
+            self.report(
+                node,
+                f"`{qualified}` restores a whole model (`{model}`) where it was saved: on a CUDA device for a "
+                'GPU checkpoint, which fails on NPU machines; map_location="cpu" would leave it on the CPU '
+                "while the code uses it as a model",
+                f'pass map_location="npu" if `{model}` runs on the NPU (or keep "cpu" and move it: '
+                f"`{model} = {model}.to(device)`)",
+            )
+            return
+        quote = quote_for(node, self.ctx.quote)
         self.replace(
             node,
             lambda call: _add_map_location(call, quote),
@@ -107,8 +136,37 @@ training scripts (lightning has a few); keep them as they were with
         )
 
 
+#: Methods that use an object as a model (not `.parameters()`: plotting weights works on the CPU).
+_MODEL_USES = frozenset({"eval", "train", "forward", "generate", "half", "float", "bfloat16"})
+_MOVES = frozenset({"to", "npu", "cuda", "to_empty"})
+
+
+def _uses(tree: ast.Module, name: str) -> tuple[bool, bool]:
+    """``(used as a model, moved to a device)`` for the name ``name`` anywhere in the
+    file (functions defined above the load use it when called after it)."""
+    used = moved = False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == name:
+            used = True
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name:
+            used = used or func.attr in _MODEL_USES
+            moved = moved or func.attr in _MOVES
+    return used, moved
+
+
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _assigned_name(ctx, call: cst.Call) -> str | None:
+    parent = ctx.parent(call)
+    if isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        return target.value if isinstance(target, cst.Name) else None
+    return None
 
 
 def _star_reaches(call: cst.Call, position: int) -> bool:

@@ -50,6 +50,7 @@ POSITIONAL_DEVICE = {
     "torch.amp.autocast_mode.autocast": 0,
     "torch.amp.GradScaler": 0,
     "torch.amp.grad_scaler.GradScaler": 0,
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 0,
     "torch.amp.is_autocast_available": 0,
     "torch.amp.autocast_mode.is_autocast_available": 0,
     "torch.get_autocast_dtype": 0,
@@ -64,6 +65,11 @@ POSITIONAL_DEVICE = {
 }
 #: methods whose first positional argument is a device, on any receiver
 METHOD_DEVICE = {"to", "cuda", "npu", "to_empty"}
+#: string methods that test or take apart a device string when called on one
+_PARSING_METHODS = frozenset({
+    "startswith", "endswith", "replace", "split", "rsplit", "partition", "rpartition",
+    "removeprefix", "lstrip", "strip", "find", "rfind", "index", "count",
+})
 #: calls whose other arguments are text for people
 _PROSE_CALLS = {
     "print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log",
@@ -301,7 +307,8 @@ class DeviceAnalysis:
                 return Verdict.REWRITE  # torch.cuda.set_device('cuda:0'), torch.cuda.synchronize('cuda')
         if isinstance(call.func, cst.Attribute) and callee in METHOD_DEVICE and position == 0:
             return Verdict.REWRITE
-        if isinstance(call.func, cst.Attribute) and callee in ("startswith", "endswith"):
+        if isinstance(call.func, cst.Attribute) and callee in _PARSING_METHODS and position == 0:
+            # str(device).startswith("cuda"), name.replace("cuda:", ""), device.split("cuda:")
             return Verdict.REWRITE if self.is_device_expr(call.func.value) else self._fallback(proven)
         if callee in _LOOKUPS and position >= 1:
             return self._lookup(call, proven)

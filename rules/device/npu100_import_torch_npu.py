@@ -1,32 +1,154 @@
-"""NPU100: add ``import torch_npu`` where the migrated file uses an NPU API."""
+"""NPU100: ``import torch_npu  # noqa: F401`` where the migrated file uses an NPU API."""
 
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from npu_migrate.python.cst_util import call_arg, last_name, string_value
+from npu_migrate.python.npu_aware import NPU_WORD, npu_mentions
 from npu_migrate.python.rule import Example, Rule
+
+#: A device value only torch_npu makes valid: ``npu``, ``npu:0``.
+_NPU_DEVICE = re.compile(r"npu(?::\d+)?")
+#: Keywords whose string value is a device.
+_DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type"})
+_BACKEND_CALLS = frozenset({"torch.distributed.init_process_group", "torch.distributed.new_group"})
+
+
+def _uses_npu_api(ctx, node: cst.CSTNode) -> bool:
+    """``node`` reads ``torch.npu...`` or calls ``.npu()`` (needs torch_npu to run)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            nonlocal found
+            name = ctx.qualified_name(attribute)
+            found = found or attribute.attr.value in ("npu", "is_npu") or bool(name and name.startswith("torch.npu"))
+            return not found
+
+    node.visit(_Find())
+    return found
 
 
 class ImportTorchNpu(Rule):
     id = "NPU100"
     name = "import-torch-npu"
-    summary = "Add `import torch_npu` right after the file's `import torch` when the migrated file uses an NPU API"
+    summary = "Add `import torch_npu  # noqa: F401` next to the file's torch imports when the migrated file uses an NPU API"
+    triggers = ("npu", "is_npu", "hccl", "torch_npu")
+    runs_with_other_rules = True
     rationale = """
 `torch.npu`, the `npu` device type, `Tensor.npu()` and the `hccl` backend only
-exist once `torch_npu` has been imported. The import is added only to files
-that this run changed in a way that needs it (never to a file that is otherwise
-untouched, unlike the vendor tool, which adds it everywhere), and only when the
-file does not import torch_npu already.
+exist once `torch_npu` has been imported. The import is added to files that this
+run changes in a way that needs it (never to a file that is otherwise untouched,
+unlike the vendor tool, which adds it everywhere), and to files that already use
+one of those APIs without importing torch_npu (`torch.npu.X`, `.npu()`,
+`.is_npu`, `torch.device("npu")`, `.to("npu:0")`, `device="npu"`, the `hccl`
+backend), so `--check` fails on them. Code that only runs on the NPU (the
+branch of a test that names it, `if device.type == "npu":`, the right side of
+`device.type == "npu" and torch.npu.X()`, a function or class named for the NPU,
+a `try` block) is how libraries use torch_npu after importing it in one central
+place: it does not count. A test's own `torch.npu.is_available()` runs
+everywhere, so it does.
 
-Placement: right after the first top-level statement that imports torch, or right
-before it when that statement itself imports from `torch.npu`. A file that only
+How it is written: `import torch_npu  # noqa: F401`. The import is used only
+for its side effect, so linters call it unused, and `ruff --fix` (F401) would
+delete it, leaving `.npu()` calls that fail; the `noqa` keeps it (pyflakes-based
+linters honour it too).
+
+Where: in the block of top-level imports that holds the file's first torch
+import, at the place isort's default order gives it (plain imports before
+from-imports, sorted by module name: `torch`, `torch.nn`, `torch_npu`,
+`torchvision`), so `ruff check --select I` has nothing to fix in a sorted file;
+never after a `from torch.npu import ...` that needs it. A file that only
 imports torch inside functions gets the import at the top (libcst's
 AddImportsVisitor).
 
 Rules mark each of their fixes as needing torch_npu or not (`map_location="cpu"`
-does not), and this rule has no visitor of its own. Ignore it (`--ignore NPU100`)
-if your project imports torch_npu in one central place.
+does not). Ignore this rule (`--ignore NPU100`) if your project imports
+torch_npu in one central place.
 """
     examples = (
         Example(
-            "import torch\nx = torch.zeros(2).cuda()\n",
-            "import torch\nimport torch_npu\nx = torch.zeros(2).npu()\n",
+            "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\nx = torch.zeros(2).cuda()\n",
+            "import torch\nimport torch.nn as nn\nimport torch_npu  # noqa: F401\nfrom torch.utils.data import DataLoader\n"
+            "x = torch.zeros(2).npu()\n",
             also=("NPU103",),
         ),
+        Example(
+            "import torch\n\ntorch.npu.set_device(local_rank)\n",
+            "import torch\nimport torch_npu  # noqa: F401\n\ntorch.npu.set_device(local_rank)\n",
+        ),
+        Example(
+            "import torch\nif is_torch_npu_available():\n    torch.npu.set_device(local_rank)\n",
+        ),
     )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.uses: list[tuple[str, str | None]] = []  # (what, receiver of an `.is_npu` read)
+        self.own_is_npu: set[str] = set()  # receivers that assign their own `.is_npu`
+
+    def _use(self, node: cst.CSTNode, what: str, receiver: str | None = None) -> None:
+        if not self._library_guarded(node):
+            self.uses.append((what, receiver))
+
+    def _library_guarded(self, node: cst.CSTNode) -> bool:
+        """Code that only runs on the NPU: the branch of a test that names the NPU
+        (`if device.type == "npu":`, `if is_torch_npu_available():`), the right side of
+        an `and` whose left side names it without using the API
+        (`device.type == "npu" and torch.npu.is_available()`), a function or class
+        named for the NPU, a `try` block. A test's own `torch.npu.is_available()`
+        is not guarded: it runs everywhere."""
+        ctx = self.ctx
+        child = node
+        for ancestor in ctx.ancestors(node):
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and npu_mentions(ctx, ancestor.test)[0]:
+                return True
+            if (
+                isinstance(ancestor, cst.BooleanOperation)
+                and isinstance(ancestor.operator, cst.And)
+                and child is ancestor.right
+                and npu_mentions(ctx, ancestor.left)[0]
+                and not _uses_npu_api(ctx, ancestor.left)
+            ):
+                return True
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)) and NPU_WORD.search(ancestor.name.value):
+                return True
+            if isinstance(ancestor, (cst.Try, cst.TryStar)) and child is ancestor.body:
+                return True
+            child = ancestor
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        name = self.ctx.use_name(node)
+        if name is not None and (name == "torch.npu" or name.startswith("torch.npu.")):
+            self._use(node, f"`{name}`")
+        elif node.attr.value == "is_npu" and name is None:
+            receiver = self.ctx.module.code_for_node(node.value)
+            parent = self.ctx.parent(node)
+            if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
+                self.own_is_npu.add(receiver)  # `self.is_npu = ...`: a flag of the project's own
+            else:
+                self._use(node, "`.is_npu`", receiver)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "npu":
+            self._use(node, "`.npu()`")
+        qualified = self.ctx.qualified_name(func)
+        device = call_arg(node, None, 0) if qualified == "torch.device" or last_name(func) == "to" else None
+        for arg in [device, *(a for a in node.args if a.keyword is not None and a.keyword.value in _DEVICE_KEYWORDS)]:
+            value = string_value(arg.value) if arg is not None else None
+            if value is not None and _NPU_DEVICE.fullmatch(value):
+                self._use(node, f'the device "{value}"')  # (the arguments have no parents yet)
+        if qualified in _BACKEND_CALLS:
+            backend = call_arg(node, "backend", 0)
+            if backend is not None and (string_value(backend.value) or "").lower() == "hccl":
+                self._use(node, 'the "hccl" backend')
+
+    def leave_file(self) -> None:
+        uses = [what for what, receiver in self.uses if receiver is None or receiver not in self.own_is_npu]
+        if uses and not self.ctx.imports.imports_module("torch_npu"):
+            self.ctx.uses_npu_unimported = uses[0]

@@ -7,12 +7,24 @@ import re
 import libcst as cst
 
 from npu_migrate.npu_api import load_api
-from npu_migrate.python.cst_util import from_import_names, rename_attribute
+from npu_migrate.python.cst_util import (
+    call_arg,
+    from_import_names,
+    last_name,
+    rename_attribute,
+    string_value,
+    with_string_value,
+)
 from npu_migrate.python.rule import Example, Rule
 
 from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
 
 _NPU_WORD = re.compile(r"\bnpu\b")
+#: ``mock.patch``, ``mock.patch.object``'s sibling forms, pytest-mock's ``mocker.patch``,
+#: ``monkeypatch.setattr``/``delattr`` with a dotted string target
+_PATCHERS = frozenset({"patch", "setattr", "delattr"})
+#: ``torch.cuda.X[.Y]`` at the end of a dotted patch target (``pkg.train.torch.cuda.X``)
+_PATCH_TARGET = re.compile(r"(?:(?<=\.)|^)torch\.cuda\.([A-Za-z_][\w.]*)$")
 
 
 class TorchCudaApi(Rule):
@@ -28,7 +40,15 @@ comes from `npu_migrate/data/torch_npu_api.json`, generated from the published
 torch-npu wheel by `scripts/gen_torch_npu_api.py`, so the tool never emits a
 name that does not exist. Names torch_npu lacks or implements differently
 (nvtx, `get_device_capability`, `torch.cuda.nccl`, CUDA graphs...) are reported
-by NPU102 instead; `torch.cuda.amp` belongs to the AMP rules (NPU3xx).
+by NPU102 instead; `torch.cuda.amp` belongs to the AMP rules (NPU3xx). The module
+itself (`hasattr(torch.cuda, "X")`, `mock.patch.object(torch.cuda, "X")`) becomes
+`torch.npu`.
+
+Test code patches these calls by name: `mock.patch("torch.cuda.is_available")`,
+`mocker.patch("pkg.train.torch.cuda.device_count")`,
+`monkeypatch.setattr("torch.cuda.synchronize", ...)`. Once the patched call is
+rewritten, a patch of the old name no longer takes effect and the test silently
+tests something else, so such target strings are rewritten with it.
 
 Names are resolved through the file's imports, so aliases work:
 `import torch.cuda as tc` becomes `import torch.npu as tc`,
@@ -40,11 +60,11 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
     examples = (
         Example(
             "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
-            "import torch\nimport torch_npu\nif torch.npu.is_available():\n    torch.npu.synchronize()\n",
+            "import torch\nimport torch_npu  # noqa: F401\nif torch.npu.is_available():\n    torch.npu.synchronize()\n",
         ),
         Example(
             "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated())\n",
-            "import torch_npu\nfrom torch.npu import max_memory_allocated\nprint(max_memory_allocated())\n",
+            "import torch_npu  # noqa: F401\nfrom torch.npu import max_memory_allocated\nprint(max_memory_allocated())\n",
         ),
         Example("import torch\nprint('running on cuda')\n"),
     )
@@ -78,7 +98,21 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         target = self.api.npu_name_for_cuda(qualified)
         if target is None or not isinstance(node, cst.Attribute):
             return  # NPU102 reports it
+        if qualified == CUDA and not self._module_use_has_counterpart(node):
+            return  # getattr(torch.cuda, "nvtx"): torch.npu has no nvtx; NPU102 reports it
         self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`")
+
+    def _module_use_has_counterpart(self, node: cst.Attribute) -> bool:
+        """``getattr(torch.cuda, "X")`` / ``hasattr(torch.cuda, "X")``: the module may be
+        renamed only if ``torch.npu.X`` exists too."""
+        arg = self.ctx.parent(node)
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                and call.func.value in ("getattr", "hasattr", "setattr", "delattr")
+                and len(call.args) >= 2 and call.args[0] is arg):
+            return True
+        name = string_value(call.args[1].value)
+        return name is None or self.api.npu_name_for_cuda(f"{CUDA}.{name}") is not None
 
     def _owned_elsewhere_use(self, node: cst.Attribute | cst.Name) -> None:
         """A use such as ``cuda.amp.autocast`` through a ``torch.cuda`` alias: the AMP
@@ -93,6 +127,29 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         if qualified is not None and qualified != binding and not is_cuda_name(qualified) and not self.ctx.in_import(node):
             root = node.value if isinstance(node, cst.Name) else _root(node).value
             self.alias_uses.setdefault(root, []).append((node, qualified))
+
+    # -- mock.patch("torch.cuda.X") targets -------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``mock.patch("torch.cuda.is_available")``, ``mocker.patch("pkg.mod.torch.cuda.X")``,
+        ``monkeypatch.setattr("torch.cuda.X", ...)``: once the patched call is rewritten to
+        ``torch.npu.X``, a patch of the old name silently stops taking effect."""
+        if last_name(node.func) not in _PATCHERS or not isinstance(node.func, (cst.Attribute, cst.Name)):
+            return
+        target = call_arg(node, "target", 0)
+        value = string_value(target.value) if target is not None else None
+        if value is None or not isinstance(target.value, cst.SimpleString):
+            return
+        match = _PATCH_TARGET.search(value)
+        if match is None:
+            return
+        cuda_name = "torch.cuda." + match.group(1)
+        npu_name = self.api.npu_name_for_cuda(cuda_name)
+        if npu_name is None:
+            return  # not rewritten (NPU102 reports its uses), so the patch still applies
+        new = value[: match.start()] + npu_name + value[match.end():]
+        self.replace(target.value, lambda n: with_string_value(n, new),
+                     f"patch target `{value}` -> `{new}` (the patched call is rewritten to `{npu_name}`)")
 
     # -- imports -------------------------------------------------------------------
 
@@ -112,9 +169,18 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             if is_cuda_name(full):
                 self.alias_imports.setdefault(local, []).append((node, alias))
 
+    def _rewritten_elsewhere(self, node: cst.CSTNode) -> bool:
+        """Another rule replaces this use (``cuda.amp.autocast()`` -> ``torch.amp.autocast("npu")``),
+        so it no longer goes through the alias."""
+        replaced = {e.node for e in self.ctx.edits if e.rule != self.id and e.replacement is not None}
+        return any(n in replaced for n in (node, *self.ctx.ancestors(node)))
+
     def leave_file(self) -> None:
         def uses_ok(local: str) -> bool:
-            ok = all(is_cuda_name(q) and self.api.npu_name_for_cuda(q) for _, q in self.alias_uses.get(local, []))
+            ok = all(
+                (is_cuda_name(q) and self.api.npu_name_for_cuda(q)) or self._rewritten_elsewhere(n)
+                for n, q in self.alias_uses.get(local, [])
+            )
             if not ok:
                 self._report_kept_alias(local)
             return ok

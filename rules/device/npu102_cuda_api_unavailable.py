@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from npu_migrate.npu_api import load_api
@@ -34,6 +36,20 @@ SUGGESTIONS = {
 }
 
 
+#: torch._C._cuda_*/_nccl_* bindings real code calls, and their public NPU counterpart
+BINDINGS = {
+    "_cuda_getDeviceCount": "torch.npu.device_count()",
+    "_cuda_getDevice": "torch.npu.current_device()",
+    "_cuda_setDevice": "torch.npu.set_device(...)",
+    "_cuda_synchronize": "torch.npu.synchronize()",
+    "_cuda_emptyCache": "torch.npu.empty_cache()",
+    "_cuda_isInBadFork": None,
+    "_cuda_getArchFlags": None,
+    "_cuda_clearCublasWorkspaces": None,
+}
+_TORCH_BINDING = re.compile(r"torch\._C\.(_(?:cuda|nccl|cudnn|cublas|cufft)\w*)")
+
+
 def suggestion_for(qualified: str) -> str:
     for name in sorted(SUGGESTIONS, key=len, reverse=True):
         if qualified == name or qualified.startswith(name + "."):
@@ -49,7 +65,7 @@ class TorchCudaApiUnavailable(Rule):
     name = "torch-cuda-api-unavailable"
     summary = "Report `torch.cuda.X` uses that have no usable `torch.npu` counterpart"
     fixable = False
-    triggers = ("cuda",)
+    triggers = ("cuda", "npu", "_cuda_*", "_nccl_*", "_cudnn_*")
     rationale = """
 Some `torch.cuda` names do not exist in torch_npu (NVTX, `torch.cuda.nccl`,
 jiterator, TunableOp...), and some exist but behave differently: on Ascend,
@@ -58,6 +74,13 @@ is set, so `capability >= (8, 0)` checks silently take the wrong path. Renaming
 them would produce code that fails at run time or quietly changes behaviour, so
 they are reported with a concrete suggestion instead. CUDA graphs are reported
 rather than rewritten because capture on NPU has different constraints.
+
+torch's private CUDA bindings (`torch._C._cuda_getDeviceCount()`,
+`torch._C._cuda_clearCublasWorkspaces()`, `torch._C._nccl_*`) do not exist in the
+CPU build of torch that torch_npu runs on; they are reported with the public
+`torch.npu` call that does the same where there is one. Attributes of a rewritten
+call's result are not `torch.cuda` names (`torch.npu.get_device_properties(0).total_memory`),
+except `.major`/`.minor` of the device properties, which NPU devices lack.
 """
     examples = (
         Example("import torch\ntorch.cuda.nvtx.range_push('step')  # reported\n"),
@@ -75,10 +98,42 @@ rather than rewritten because capture on NPU has different constraints.
         self._check(node)
 
     def _check(self, node: cst.CSTNode) -> None:
+        # also once rewritten: a second run over migrated code still reports it
+        if (
+            isinstance(node, cst.Attribute)
+            and node.attr.value in ("major", "minor")
+            and isinstance(node.value, cst.Call)
+            and self.ctx.qualified_name(node.value.func) in ("torch.cuda.get_device_properties", "torch.npu.get_device_properties")
+        ):
+            self.report(
+                node,
+                f"`.{node.attr.value}` of `get_device_properties(...)`: NPU device properties have no compute "
+                "capability (torch_npu's `_NPUDeviceProperties` has name, total_memory, cube_core_num, "
+                "vector_core_num, L2_cache_size)",
+                SUGGESTIONS["torch.cuda.get_device_capability"],
+            )
+            return
+        if self._torch_binding(node):
+            return
         qualified = cuda_uses(self.ctx, node)
         if qualified is None or self.api.npu_name_for_cuda(qualified) is not None:
             return
         self.report(node, f"`{qualified}` has no usable NPU counterpart", suggestion_for(qualified))
+
+    def _torch_binding(self, node: cst.CSTNode) -> bool:
+        """``torch._C._cuda_getDeviceCount()``: torch's private CUDA bindings, absent from
+        the CPU build of torch that torch_npu runs on."""
+        qualified = self.ctx.use_name(node)
+        match = _TORCH_BINDING.fullmatch(qualified or "")
+        if match is None:
+            return False
+        public = BINDINGS.get(match.group(1))
+        suggestion = (
+            f"use the public `{public}` (torch_npu provides it)" if public
+            else "use the public torch.npu API for what it does, or drop it on Ascend"
+        )
+        self.report(node, f"`{qualified}` is a private CUDA binding of torch; the build torch_npu runs on has none", suggestion)
+        return True
 
     def visit_Call(self, node: cst.Call) -> None:
         """``getattr(torch, "cuda")``: the module reached by a string, which no rename can follow."""
@@ -87,6 +142,8 @@ rather than rewritten because capture on NPU has different constraints.
         owner = self.ctx.qualified_name(node.args[0].value)
         if owner in ("torch", "torch.cuda") and string_value(node.args[1].value) is not None:
             name = f"{owner}.{string_value(node.args[1].value)}"
+            if owner == "torch.cuda" and self.api.npu_name_for_cuda(name) is not None:
+                return  # NPU101 renames the module: getattr(torch.npu, "X") works
             if is_cuda_name(name):
                 self.report(
                     node,

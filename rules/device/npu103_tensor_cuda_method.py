@@ -42,11 +42,11 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
     examples = (
         Example(
             "import torch\nmodel = Net().cuda()\nfor x, y in loader:\n    x = x.cuda(non_blocking=True)\n",
-            "import torch\nimport torch_npu\nmodel = Net().npu()\nfor x, y in loader:\n    x = x.npu(non_blocking=True)\n",
+            "import torch\nimport torch_npu  # noqa: F401\nmodel = Net().npu()\nfor x, y in loader:\n    x = x.npu(non_blocking=True)\n",
         ),
         Example(
             "import torch\nif images.is_cuda:\n    images = images.cuda(args.gpu)\n",
-            "import torch\nimport torch_npu\nif images.is_npu:\n    images = images.npu(args.gpu)\n",
+            "import torch\nimport torch_npu  # noqa: F401\nif images.is_npu:\n    images = images.npu(args.gpu)\n",
         ),
         Example("import torch\nself.cuda = torch.cuda.is_available()\n"),
     )

@@ -57,15 +57,15 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
     examples = (
         Example(
             "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
-            "import torch\nimport torch_npu\ndevice = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n",
+            "import torch\nimport torch_npu  # noqa: F401\ndevice = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n",
         ),
         Example(
             'import torch\nstate = torch.load(path, map_location=f"cuda:{rank}")\n',
-            'import torch\nimport torch_npu\nstate = torch.load(path, map_location=f"npu:{rank}")\n',
+            'import torch\nimport torch_npu  # noqa: F401\nstate = torch.load(path, map_location=f"npu:{rank}")\n',
         ),
         Example(
             "import torch\nif x.device.type == 'cuda':\n    pass\n",
-            "import torch\nimport torch_npu\nif x.device.type == 'npu':\n    pass\n",
+            "import torch\nimport torch_npu  # noqa: F401\nif x.device.type == 'npu':\n    pass\n",
         ),
         Example("import torch\nprint('cuda')\nlogger.info(f'moved to cuda:{rank}')\n"),
     )

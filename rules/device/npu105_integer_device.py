@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.python.cst_util import call_arg, last_name
+from npu_migrate.python.cst_util import call_arg, last_name, string_literal
 from npu_migrate.python.rule import Example, Rule
 
 #: Names that hold a device *index* in real training code.
@@ -29,7 +29,9 @@ class IntegerDevice(Rule):
     id = "NPU105"
     name = "integer-device"
     summary = "Make integer device indices explicit NPU devices: `.to(local_rank)` -> `.to(f\"npu:{local_rank}\")`"
-    triggers = ("cuda",)
+    triggers = ("cuda", "npu", "is_npu", "torch_npu")
+    only_in_device_files = True
+    runs_with_other_rules = True
     #: Where it acts: `.to(0)` / `torch.device(0)` / `device=0`, or the same with an
     #: index-like name (`args.gpu`; comments may sit before it), and every assignment
     #: to an index-like name (all of them decide whether the name is an int).
@@ -53,13 +55,16 @@ run-time patcher is known to miss it. The migrated code says what it means:
   replacement;
 * anything else passed to `.to()` (a device, a dtype, a tensor) is left alone.
 
-Only files that mention CUDA are looked at: in device-generic code an index is
-already correct.
+Only files about a device are looked at: files that name CUDA or the NPU
+(`cuda`, `npu`, `is_npu`, `torch_npu`), and files this run migrates in a way
+that needs torch_npu. In device-generic code an index is already correct; and
+since migrated code names the NPU where the original named CUDA, a second run
+over it reports the same names as the first.
 """
     examples = (
         Example(
             'import os\nimport torch\nlocal_rank = int(os.environ["LOCAL_RANK"])\nmodel = torch.nn.Linear(2, 2).to(local_rank)\ntorch.cuda.set_device(local_rank)\n',
-            'import os\nimport torch\nimport torch_npu\nlocal_rank = int(os.environ["LOCAL_RANK"])\nmodel = torch.nn.Linear(2, 2).to(f"npu:{local_rank}")\ntorch.cuda.set_device(local_rank)\n',
+            'import os\nimport torch\nimport torch_npu  # noqa: F401\nlocal_rank = int(os.environ["LOCAL_RANK"])\nmodel = torch.nn.Linear(2, 2).to(f"npu:{local_rank}")\ntorch.cuda.set_device(local_rank)\n',
         ),
         Example("import torch\nx = torch.zeros(2).to(torch.float16)\ny = x.to(device)\nprint('cuda')\n"),
     )
@@ -89,7 +94,7 @@ already correct.
         for call, arg in self.candidates:
             value = arg.value
             if isinstance(value, cst.Integer):
-                self.replace(arg, lambda a, v=value.value: a.with_changes(value=cst.SimpleString(f'"npu:{v}"')),
+                self.replace(arg, lambda a, v=value.value: a.with_changes(value=string_literal(f"npu:{v}", self.ctx.quote)),
                              f"integer device {value.value} -> \"npu:{value.value}\"", anchor=value)
                 continue
             name = _index_name(value)
@@ -97,7 +102,7 @@ already correct.
                 continue
             text = self.ctx.module.code_for_node(value)
             if isinstance(value, cst.Name) and self.assigned.get(name) and all(map(_is_int_value, self.assigned[name])):
-                self.replace(arg, lambda a, t=text: a.with_changes(value=cst.parse_expression(f'f"npu:{{{t}}}"')),
+                self.replace(arg, lambda a, t=text, q=self.ctx.quote: a.with_changes(value=cst.parse_expression(f"f{q}npu:{{{t}}}{q}")),
                              f"integer device `{text}` -> f\"npu:{{{text}}}\"", anchor=value)
             else:
                 self.report(value, f"`{text}` looks like an integer device index",

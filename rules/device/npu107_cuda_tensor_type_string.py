@@ -38,7 +38,7 @@ Reported instead:
     examples = (
         Example(
             "import torch\nif x.type() == 'torch.cuda.HalfTensor':\n    x = x.type('torch.cuda.FloatTensor')\n",
-            "import torch\nimport torch_npu\nif x.type() == 'torch.npu.HalfTensor':\n    x = x.type('torch.npu.FloatTensor')\n",
+            "import torch\nimport torch_npu  # noqa: F401\nif x.type() == 'torch.npu.HalfTensor':\n    x = x.type('torch.npu.FloatTensor')\n",
         ),
         Example("import torch\nprint('expected a torch.cuda.FloatTensor')\n"),
     )

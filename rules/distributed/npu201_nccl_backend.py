@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import Assignment
 
-from npu_migrate.python.cst_util import call_arg, string_value, with_string_value
+from npu_migrate.python.cst_util import call_arg, string_literal, string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.backends import hccl_backend, mentions_nccl
 
@@ -63,15 +63,15 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
     examples = (
         Example(
             "import torch.distributed as dist\ndist.init_process_group('nccl', init_method='env://')\n",
-            "import torch.distributed as dist\nimport torch_npu\ndist.init_process_group('hccl', init_method='env://')\n",
+            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\ndist.init_process_group('hccl', init_method='env://')\n",
         ),
         Example(
             'import torch\nfrom torch.distributed import init_process_group\nbackend = "nccl" if torch.cuda.is_available() else "gloo"\ninit_process_group(backend=backend)\n',
-            'import torch\nimport torch_npu\nfrom torch.distributed import init_process_group\nbackend = "hccl" if torch.cuda.is_available() else "gloo"\ninit_process_group(backend=backend)\n',
+            'import torch\nimport torch_npu  # noqa: F401\nfrom torch.distributed import init_process_group\nbackend = "hccl" if torch.cuda.is_available() else "gloo"\ninit_process_group(backend=backend)\n',
         ),
         Example(
             'import torch.distributed as dist\nif dist.get_backend() == "nccl":\n    pass\n',
-            'import torch.distributed as dist\nimport torch_npu\nif dist.get_backend() == "hccl":\n    pass\n',
+            'import torch.distributed as dist\nimport torch_npu  # noqa: F401\nif dist.get_backend() == "hccl":\n    pass\n',
         ),
         Example("import torch.distributed as dist\ndist.init_process_group('gloo')\n"),
     )
@@ -125,7 +125,7 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.qualified_name(node) in BACKEND_NCCL:
-            self.replace(node, cst.SimpleString('"hccl"'), "`Backend.NCCL` -> `\"hccl\"`")
+            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)

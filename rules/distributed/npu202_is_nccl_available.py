@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.imports import TORCH_NPU, import_position, imported_modules
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import C10D, DIST
@@ -11,7 +12,6 @@ from ._common import C10D, DIST
 OLD = "is_nccl_available"
 NEW = "is_hccl_available"
 TARGET = f"{DIST}.{NEW}"
-_ROOTS = ("torch", "torch_npu")
 
 
 class IsNcclAvailable(Rule):
@@ -27,15 +27,16 @@ torch_npu adds `torch.distributed.is_hccl_available` when it is imported
 renamed through whatever alias the file uses. A from-import is renamed too
 (`from torch.distributed import is_hccl_available`), keeping an `as` name if
 there is one; because that name only exists after `import torch_npu`, the
-import is rewritten only when an earlier top-level statement imports torch (where
-NPU100 puts `import torch_npu`); otherwise it is reported. The
+import is rewritten only when `import torch_npu` comes before it (already, or
+where NPU100 puts it: the file's torch import block, in isort order, so before
+the block's from-imports); otherwise it is reported. The
 `torch.distributed.distributed_c10d` spelling is reported: torch_npu adds the
 alias only on `torch.distributed`.
 """
     examples = (
         Example(
             "import torch.distributed as dist\nuse_nccl = dist.is_available() and dist.is_nccl_available()\n",
-            "import torch.distributed as dist\nimport torch_npu\nuse_nccl = dist.is_available() and dist.is_hccl_available()\n",
+            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\nuse_nccl = dist.is_available() and dist.is_hccl_available()\n",
         ),
         Example("import torch.distributed as dist\nprint(dist.is_gloo_available())\n"),
     )
@@ -90,20 +91,18 @@ alias only on `torch.distributed`.
                     self.replace(use, cst.Name(NEW), f"`{OLD}` -> `{NEW}`")
 
     def _torch_imported_before(self, statement: cst.ImportFrom) -> bool:
-        """True unless ``statement`` is the file's first top-level torch import (then
-        `import torch_npu` would come after it and the new name would not exist yet)."""
+        """``import torch_npu`` comes before ``statement`` in the output: it is there
+        already, or NPU100 puts it there (npu_migrate/python/imports.py), so the new
+        name exists when the statement runs."""
         line = self.ctx.enclosing_statement(statement)
         body = self.ctx.module.body
         if line not in body:
-            return True  # nested: runs after the module-level `import torch_npu`
-        for stmt in body[: body.index(line)]:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Import) and any(
-                        (cst.helpers.get_full_name_for_node(a.name) or "").split(".")[0] in _ROOTS for a in small.names
-                    ):
-                        return True
-                    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-                        if (cst.helpers.get_full_name_for_node(small.module) or "").split(".")[0] in _ROOTS:
-                            return True
-        return False
+            return True  # nested: runs after the module-level imports
+        index = body.index(line)
+        if any("torch_npu" in imported_modules(s) or any(n.startswith("torch_npu.") for n in imported_modules(s))
+               for s in body[:index]):
+            return True
+        if self.ctx.imports.imports_module("torch_npu"):
+            return False  # imported, but only after this statement
+        where = import_position(body, TORCH_NPU)
+        return where is not None and where[0] <= index

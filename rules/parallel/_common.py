@@ -214,6 +214,7 @@ class ParallelConversion(Rule):
             self, self.fors, where=where, built_too_early=built_too_early, per_process_batch=True
         )
         sharded = [loader for loader in self.loaders if sharding.shard(loader)]
+        sharding.finish()
         handled = any(
             self._reported_on(loader) or call_arg(loader, "sampler", 3) is not None for loader in self.loaders
         )

@@ -77,10 +77,10 @@ metrics.
             "\n"
             "if __name__ == '__main__':\n"
             "    main()\n",
-            "import torch\n"
-            "import torch_npu\n"
-            "from torch.utils.data import DataLoader\n"
             "import npu_runtime\n"
+            "import torch\n"
+            "import torch_npu  # noqa: F401\n"
+            "from torch.utils.data import DataLoader\n"
             "from torch.utils.data.distributed import DistributedSampler\n"
             "\n"
             "def main():\n"

@@ -335,8 +335,8 @@ methods both profilers share.
             if qualified == f"{SOURCE}.ProfilerActivity.CUDA" and id(node) not in seen:
                 self.report(
                     node,
-                    f"`ProfilerActivity.CUDA` records nothing on Ascend; this file stays on torch.profiler{why}",
-                    f"once that is resolved, profile with {TARGET}.profile({NPU_ACTIVITIES})",
+                    "`ProfilerActivity.CUDA` records nothing on Ascend; this file stays on torch.profiler",
+                    f"once what keeps it there is resolved{why}, profile with {TARGET}.profile({NPU_ACTIVITIES})",
                 )
         for call in self.stack_calls:
             metric = _stack_metric(call)

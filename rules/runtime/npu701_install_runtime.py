@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import re
+
 import libcst as cst
 
 from npu_migrate.python.cst_util import is_main_guard
 from npu_migrate.python.rule import Example, Rule
 
 INSTALL = "npu_runtime.install()"
+
+#: Test modules, by pytest's and unittest's conventions (file name, or a ``tests/``
+#: or ``test/`` directory right above the file).
+_TEST_FILE = re.compile(r"(?:^test_.*|.*_test|^conftest|^tests?)\.py$")
+_TEST_DIRECTORIES = frozenset({"test", "tests", "testing"})
+#: Test code by its content: pytest imported at module level, a unittest.TestCase.
+_TEST_CODE = re.compile(r"^(?:import pytest\b|from pytest\b)|\bunittest\.TestCase\b|^from unittest import .*\bTestCase\b",
+                        re.MULTILINE)
+#: The file trains: a backward pass, or the set-up of distributed training.
+_TRAINS = re.compile(r"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
+
+
+def is_test_module(path: str, text: str) -> bool:
+    name = os.path.basename(path)
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return bool(_TEST_FILE.match(name)) or parent in _TEST_DIRECTORIES or bool(_TEST_CODE.search(text))
 
 
 def _is_import(statement: cst.CSTNode) -> bool:
@@ -16,18 +36,39 @@ def _is_import(statement: cst.CSTNode) -> bool:
     )
 
 
-class _FindsBackward(cst.CSTVisitor):
-    def __init__(self) -> None:
+class _FindsTraining(cst.CSTVisitor):
+    """A ``.backward()`` call, or a call of one of ``trainers`` (functions of the file
+    that call ``.backward()``)."""
+
+    def __init__(self, trainers: set[str]) -> None:
+        self.trainers = trainers
         self.found = False
 
     def visit_Call(self, node: cst.Call) -> bool:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            self.found = True
+        elif isinstance(func, cst.Name) and func.value in self.trainers:
             self.found = True
         return not self.found
 
 
-def _trains(loop: cst.CSTNode) -> bool:
-    finder = _FindsBackward()
+def _training_functions(tree: ast.Module | None) -> set[str]:
+    """Module-level functions whose body calls ``.backward()`` (from the whole file:
+    elision may have left them out of the parsed module)."""
+    if tree is None:
+        return set()
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+                for c in ast.walk(node))
+    }
+
+
+def _trains(loop: cst.CSTNode, trainers: set[str]) -> bool:
+    finder = _FindsTraining(trainers)
     loop.visit(finder)
     return finder.found
 
@@ -50,14 +91,33 @@ turns launcher variables into torchrun's so the script's own
 `init_process_group()` works unchanged, and starts a hang watchdog fed by every
 optimizer step (disable with `NPU_RUNTIME_WATCHDOG=0`).
 
-Where: only in files this run migrated for other reasons (never in a file that
-would otherwise stay untouched), and only in entry points:
+Where: only in training entry points that this run migrates for the NPU:
 
-* a file with an `if __name__ == "__main__":` guard gets the call as the first
-  statement of the guard, so importing the module (tests, notebooks) stays free
-  of side effects;
-* a script with a top-level training loop (a module-level `for`/`while` that
-  calls `.backward()`) gets it right after its top-level imports.
+* the file is changed by another rule in a way that needs torch_npu (a file
+  whose only change is `map_location="cpu"` or a renamed `CUDA_VISIBLE_DEVICES`
+  runs fine without the runtime, and is never touched just to add it);
+* the file trains: it calls `.backward()`, or sets up distributed or
+  multi-process training (`init_process_group(...)`, `mp.spawn(...)`,
+  `mp.Process(...)`, as in Hogwild); evaluation and export scripts,
+  and launchers whose training lives elsewhere without distributed set-up, do
+  not get it;
+* it is an entry point: an `if __name__ == "__main__":` guard gets the call as
+  its first statement, so importing the module (tests, notebooks) stays free of
+  side effects; a script with a top-level training loop (a module-level
+  `for`/`while` that calls `.backward()`, or a function of the file that does,
+  such as `for epoch in range(n): train(epoch)`) gets it right after its
+  top-level imports;
+* never in tests: files named like pytest or unittest modules (`test_*.py`,
+  `*_test.py`, `conftest.py`, `tests.py`), files right inside a `tests/`,
+  `test/` or `testing/` directory, and files that import pytest at module level
+  or define a `unittest.TestCase`. A test runs in its runner's process; the
+  runtime's launcher handling and watchdog belong to real training jobs.
+
+Workers started with `torch.multiprocessing.spawn` / `mp.Process` run the
+module again as `__mp_main__`, where the `__main__` guard (and so the call) does
+not run; they are not injected into: `npu_runtime.install()` in the parent
+carries over into spawned children by itself (see docs/runtime.md), so one call
+in the parent's entry point covers them.
 
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
@@ -65,8 +125,8 @@ if the training image should not install npu-migrate.
 """
     examples = (
         Example(
-            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n\nif __name__ == '__main__':\n    main()\n",
-            "import torch\nimport torch_npu\nimport npu_runtime\n\ndef main():\n    torch.npu.synchronize()\n\n"
+            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n",
+            "import npu_runtime\nimport torch\nimport torch_npu  # noqa: F401\n\ndef main():\n    torch.npu.synchronize()\n    loss.backward()\n\n"
             "if __name__ == '__main__':\n    npu_runtime.install()\n    main()\n",
             also=("NPU101",),
         ),
@@ -74,25 +134,24 @@ if the training image should not install npu-migrate.
     )
 
     def leave_file(self) -> None:
-        if "npu_runtime" in self.ctx.text:
+        text = self.ctx.text
+        if "npu_runtime" in text or not _TRAINS.search(text) or is_test_module(self.ctx.path, text):
             return
         body = self.ctx.module.body
         guard = next((s for s in body if is_main_guard(s)), None)
         message = "call npu_runtime.install() at the start of the entry point"
-        importing = cst.parse_statement("import npu_runtime\n")
         install = cst.parse_statement(INSTALL + "\n")
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
             self.insert_before(guard.body.body[0], [install], message, anchor=guard)
-            placed, added = guard, [importing]
         else:
-            loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s)), None)
+            trainers = _training_functions(self.ctx.python_ast())
+            loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s, trainers)), None)
             if loop is None:
                 return
-            placed, added = loop, [importing, install]
-        # The import (and, for a top-level loop, the call) goes right after the last
-        # top-level import statement before the entry point.
-        imports = [s for s in body[: body.index(placed)] if _is_import(s)]
-        if imports:
-            self.insert_after(imports[-1], added, message, anchor=placed)
-        else:
-            self.insert_before(body[0], added, message, anchor=placed)
+            # the call goes right after the last top-level import before the loop
+            imports = [s for s in body[: body.index(loop)] if _is_import(s)]
+            if imports:
+                self.insert_after(imports[-1], [install], message, anchor=loop)
+            else:
+                self.insert_before(body[0], [install], message, anchor=loop)
+        self.add_import("npu_runtime")  # placed with the file's imports (npu_migrate/python/imports.py)

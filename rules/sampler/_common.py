@@ -35,6 +35,11 @@ DISTRIBUTED = frozenset(
 WRAPPERS = frozenset(
     {"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar"}
 )
+#: The finding for a DistributedSampler whose set_epoch call is missing and cannot be
+#: placed; NPU501 reports it under this id too, for the sampler it inserts.
+SET_EPOCH_RULE = "NPU502"
+NEVER_CALLED = "DistributedSampler.set_epoch is never called in this project, so every epoch repeats the same order ({why})"
+
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
 _SCOPE_BOUNDARY = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
@@ -223,3 +228,17 @@ def is_initialized_call(ctx, at: cst.CSTNode) -> tuple[str, bool] | None:
     if "torch" in bindings or (scope is not None and "torch" in scope):
         return None
     return "torch.distributed.is_initialized()", True
+
+
+_SET_EPOCH = re.compile(r"\.\s*set_epoch\s*\(")
+
+
+def calls_set_epoch(text: str) -> bool:
+    """The file calls ``.set_epoch(`` somewhere (NPU502 then trusts it)."""
+    return _SET_EPOCH.search(text) is not None
+
+
+def adds_set_epoch(edit) -> bool:
+    """An edit of this run that inserts a ``.set_epoch(`` call (NPU501's or NPU502's)."""
+    code = cst.Module([]).code_for_node
+    return any(_SET_EPOCH.search(code(statement)) for statement in (*edit.before, *edit.after))

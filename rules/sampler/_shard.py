@@ -18,7 +18,11 @@ from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Rule
 
 from ._common import (
+    NEVER_CALLED,
     SAMPLERS,
+    SET_EPOCH_RULE,
+    adds_set_epoch,
+    calls_set_epoch,
     find_epoch_loop,
     is_initialized_call,
     set_epoch_line,
@@ -67,6 +71,8 @@ class LoaderSharding:
         self.built_too_early = built_too_early
         self.per_process_batch = per_process_batch
         self.taken: set[str] = set()
+        #: NPU502's finding for loaders whose epoch loop was not found (see :meth:`finish`)
+        self.unplaced: list[tuple[cst.Call, str, str]] = []
 
     def shard(self, loader: cst.Call) -> bool:
         """Give ``loader`` a sampler if it needs one; True when it was rewritten."""
@@ -258,11 +264,21 @@ class LoaderSharding:
             guard = f"isinstance({receiver}, {sampler_class})"
         else:
             receiver, guard = name, f"{name} is not None"
-        rule.report(
+        self.unplaced.append((
             loader,
-            f"added a DistributedSampler, but cannot place its set_epoch call ({why})",
+            NEVER_CALLED.format(why=why),
             f"add `{set_epoch_line(receiver, guard)}` as the first statement of the epoch loop",
-        )
+        ))
+
+    def finish(self) -> None:
+        """Report the loaders whose sampler gets no set_epoch, once every loader is done.
+        Reported as NPU502 reports them, so a second run over the output (where the
+        samplers exist and NPU502 finds them) reports the same; and, like NPU502, not in
+        a file that calls set_epoch somewhere or is given a call by this run."""
+        if calls_set_epoch(self.ctx.text) or any(adds_set_epoch(edit) for edit in self.ctx.edits):
+            return
+        for loader, message, suggestion in self.unplaced:
+            self.ctx.record_finding(SET_EPOCH_RULE, loader, message, suggestion)
 
 
 def _per_process(value: cst.BaseExpression, sampler: str) -> cst.Call:

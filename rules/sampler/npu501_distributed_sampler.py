@@ -91,6 +91,7 @@ files without DDP. The edit uses no NPU API.
         Example(
             "import os\n"
             "import torch.distributed as dist\n"
+            "import torch_npu  # noqa: F401\n"
             "from torch.utils.data import DataLoader\n"
             "\n"
             "if \"RANK\" in os.environ:\n"
@@ -101,6 +102,7 @@ files without DDP. The edit uses no NPU API.
             "        step(batch)\n",
             "import os\n"
             "import torch.distributed as dist\n"
+            "import torch_npu  # noqa: F401\n"
             "from torch.utils.data import DataLoader\n"
             "from torch.utils.data.distributed import DistributedSampler\n"
             "\n"
@@ -146,6 +148,7 @@ files without DDP. The edit uses no NPU API.
         )
         for loader in self.loaders:
             sharding.shard(loader)
+        sharding.finish()
 
     def _built_too_early(self, statement: cst.CSTNode) -> str | None:
         """An ``init_process_group`` call after the loader's statement, in its function:

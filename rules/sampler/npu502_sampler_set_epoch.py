@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import dotted
 
@@ -12,14 +10,15 @@ from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
     DATALOADERS,
+    NEVER_CALLED,
     SAMPLERS,
+    adds_set_epoch,
+    calls_set_epoch,
     find_epoch_loop,
     function_of,
     set_epoch_line,
     set_epoch_statement,
 )
-
-_SET_EPOCH = re.compile(r"\.\s*set_epoch\s*\(")
 
 
 class SamplerSetEpoch(Rule):
@@ -137,7 +136,7 @@ depend on the epoch. The edit uses no NPU API.
         self.fors.append(node)
 
     def leave_file(self) -> None:
-        if not self.samplers or _SET_EPOCH.search(self.ctx.text):
+        if not self.samplers or calls_set_epoch(self.ctx.text):
             return
         unplaced: list[tuple[cst.Call, str, str]] = []
         for sampler in self.samplers:
@@ -151,7 +150,7 @@ depend on the epoch. The edit uses no NPU API.
             self._check(sampler, unplaced)
         # The written file will call `.set_epoch(` when this run adds a call (here or
         # NPU501): the next run leaves it alone, so this one says nothing either.
-        if not any(_adds_set_epoch(edit) for edit in self.ctx.edits):
+        if not any(adds_set_epoch(edit) for edit in self.ctx.edits):
             for sampler, message, suggestion in unplaced:
                 self.report(sampler, message, suggestion)
 
@@ -161,11 +160,13 @@ depend on the epoch. The edit uses no NPU API.
         name = self._bound_name(held)
         receiver, loader_name, loader_statement = name, None, None
         inline = False
+        feeds: cst.Call | None = None
         for loader in self.loaders:
             arg = call_arg(loader, "sampler", 3)
             if arg is None:
                 continue
             if arg.value is held or (name is not None and dotted(arg.value) == name):
+                feeds = loader
                 loader_name = self._bound_name(loader)
                 loader_statement = self.ctx.enclosing_statement(loader)
                 inline = arg.value is held
@@ -190,12 +191,15 @@ depend on the epoch. The edit uses no NPU API.
                 )
                 return
             why = found.why
-        if self.ctx.facts.calls_set_epoch:
+        inserted = _as_npu501_inserts_it(self.ctx, held, alternative)
+        if self.ctx.facts.calls_set_epoch and not inserted:
             return  # another file of the project calls set_epoch: most likely on this sampler
         shown = receiver or (f"{loader_name}.sampler" if loader_name else "sampler")
         unplaced.append((
-            sampler,
-            f"DistributedSampler.set_epoch is never called in this project, so every epoch repeats the same order ({why})",
+            # on the DataLoader, where NPU501 reports it when it adds this sampler, so a
+            # second run over the output reports it at the same place
+            feeds if inserted and feeds is not None else sampler,
+            NEVER_CALLED.format(why=why),
             f"add `{set_epoch_line(shown, guard)}` as the first statement of the epoch loop",
         ))
 
@@ -291,10 +295,16 @@ depend on the epoch. The edit uses no NPU API.
         return None
 
 
-def _adds_set_epoch(edit) -> bool:
-    """An edit of this run that inserts a ``.set_epoch(`` call (NPU501's or this rule's)."""
-    code = cst.Module([]).code_for_node
-    return any(_SET_EPOCH.search(code(statement)) for statement in (*edit.before, *edit.after))
+def _as_npu501_inserts_it(ctx, held: cst.CSTNode, alternative: cst.CSTNode | None) -> bool:
+    """``DistributedSampler(...) if dist.is_initialized() else None``: the sampler NPU501
+    adds, which no other file can be calling set_epoch on."""
+    return (
+        isinstance(held, cst.IfExp)
+        and alternative is not None
+        and _kind(alternative) == "none"
+        and isinstance(held.test, cst.Call)
+        and ctx.qualified_name(held.test.func) == "torch.distributed.is_initialized"
+    )
 
 
 def _held_by(ctx, sampler: cst.Call) -> tuple[cst.CSTNode, cst.CSTNode | None]:

@@ -45,5 +45,5 @@ Temperature and power come from the Ascend driver's `npu-smi info` command.
 """
     examples = (
         Example("import pynvml  # reported\n"),
-        Example("import torch\nfree, total = torch.npu.mem_get_info(0)\n"),
+        Example("import torch\nimport torch_npu  # noqa: F401\nfree, total = torch.npu.mem_get_info(0)\n"),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 from npu_migrate.rules.parallel._common import DATA_PARALLEL, FUNCTIONAL, REWRITER, plan
 
+from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Example, Rule
 
 SUGGESTION = (
@@ -17,6 +18,8 @@ SUBCLASS_SUGGESTION = (
     "DDP replaces DataParallel's replicate/scatter/gather, so these overrides have no counterpart: "
     "move what they do into the model or the data loader, then wrap with npu_runtime.data_parallel(model)"
 )
+
+WHOLE_MODEL = "wrap the whole model: `model = npu_runtime.data_parallel(model)`"
 
 
 class DataParallel(Rule):
@@ -62,6 +65,12 @@ this rule reports the rest, each with its reason:
                 "npu_runtime.data_parallel(model)",
             )
             return
+        if qualified == "npu_runtime.data_parallel" and call_arg(node, "ddp") is not None:
+            # NPU510's output for a submodule (`ddp=False`): reported again on a second run
+            decision = plan(self.ctx, node)
+            if decision.rewrite and not decision.whole_model:
+                self.report(node, decision.reason, WHOLE_MODEL)
+            return
         if qualified not in DATA_PARALLEL:
             return
         if REWRITER not in self.ctx.active:
@@ -71,7 +80,7 @@ this rule reports the rest, each with its reason:
         if not decision.rewrite:
             self.report(node, f"`DataParallel` not rewritten ({decision.reason})", SUGGESTION)
         elif decision.reason is not None:
-            self.report(node, decision.reason, "wrap the whole model: `model = npu_runtime.data_parallel(model)`")
+            self.report(node, decision.reason, WHOLE_MODEL)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         for base in node.bases:

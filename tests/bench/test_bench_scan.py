@@ -27,11 +27,16 @@ def test_each_pattern_is_found_in_code():
         "b = dist.Backend.NCCL\n"                           # 11
         "s = 'cuda:%d' % i\n"                               # 12
         "e = torch.device('cuda:0')\n"                      # 13
+        "os.environ['CUDA_LAUNCH_BLOCKING'] = '1'\n"        # 14
+        "dist.init_process_group(backend='NCCL')\n"         # 15
+        "n = th._C._cuda_getDeviceCount()\n"                # 16
+        "i = int(name.replace('cuda:', ''))\n"              # 17
     )
     assert patterns(src) == [
         (2, "torch.cuda"), (3, "torch.cuda.amp"), (4, "torch.cuda"), (5, ".cuda()"), (6, ".is_cuda"),
-        (7, "'cuda' device string"), (8, "nccl backend"), (9, "CUDA_VISIBLE_DEVICES"), (10, "torch.cuda"),
-        (11, "nccl backend"), (12, "'cuda' device string"), (13, "'cuda' device string"),
+        (7, "'cuda' device string"), (8, "nccl backend"), (9, "CUDA env var"), (10, "torch.cuda"),
+        (11, "nccl backend"), (12, "'cuda' device string"), (13, "'cuda' device string"), (14, "CUDA env var"),
+        (15, "nccl backend"), (16, "torch._C._cuda"), (17, "'cuda' device string"),
     ]
 
 

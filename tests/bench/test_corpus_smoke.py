@@ -2,7 +2,9 @@
 
 Downloads the accelerate wheel from PyPI into the corpus cache
 ($NPU_MIGRATE_CORPUS_CACHE or ~/.cache/npu-migrate/corpus, reused across runs),
-then runs the coverage audit and the prefilter proof with the real npu-migrate.
+then runs the coverage audit (with its second pass over the migrated output) and
+the prefilter proof (on the original and on the migrated tree) with the real
+npu-migrate.
 A failed download fails the test: CI has PyPI, so no network is a real error.
 """
 
@@ -51,10 +53,20 @@ def test_no_silent_leftovers(audit):
     assert silent == [], f"{len(silent)} silent CUDA leftovers:\n" + "\n".join(silent)
 
 
-def test_prefilter_reports_are_identical(accelerate):
+def test_a_run_over_the_output_reports_the_same(audit):
+    """The second pass: nothing left for manual work disappears from the report once
+    the tree is migrated."""
+    lost = [f"{x.path}:{x.line}: [{x.pattern}] {x.text}" for x in audit.lost]
+    assert lost == [], "reported leftovers the second run lost:\n" + "\n".join(lost)
+    assert audit.lost_findings == []
+    assert sum(audit.findings_again.values()) >= sum(audit.findings.values()) > 0
+
+
+@pytest.mark.parametrize("migrated", [False, True], ids=["original", "migrated"])
+def test_prefilter_reports_are_identical(accelerate, migrated):
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("NPU_MIGRATE_CMD", raising=False)
-        proof = prefilter_proof.prove(accelerate, log=print)
+        proof = prefilter_proof.prove(accelerate, log=print, migrated=migrated)
     assert proof.busy_full > 0
     assert proof.ok(), prefilter_proof.render(proof)
 

@@ -41,3 +41,11 @@ def test_random_text(text):
 
 def test_words_on_boundaries_only():
     assert PREFILTER.words_in("x.is_cuda and cudart and NCCL_DEBUG and nvidia-smi -L") == {"is_cuda", "NCCL_DEBUG", "nvidia-smi"}
+
+
+def test_a_follower_runs_with_any_other_rule_and_on_its_own_words():
+    prefilter = Prefilter({"A": ("cuda",), "B": ("nccl",), "F": ("npu",)}, followers=["F"])
+    assert prefilter.rules_needed("backend = 'nccl'") == ["B", "F"]
+    assert prefilter.rules_needed("x.npu()") == ["F"]
+    assert prefilter.rules_needed("x.cuda() and x.npu()") == ["A", "F"]
+    assert prefilter.rules_needed("nothing here") == []

@@ -24,7 +24,7 @@ def migrate(data: bytes) -> bytes:
 def test_crlf_is_preserved_including_inserted_lines():
     src = b"import torch\r\n# keep 'this' comment\r\nx = torch.cuda.device_count()  # trailing\r\n"
     out = migrate(src)
-    assert out == b"import torch\r\nimport torch_npu\r\n# keep 'this' comment\r\nx = torch.npu.device_count()  # trailing\r\n"
+    assert out == b"import torch\r\nimport torch_npu  # noqa: F401\r\n# keep 'this' comment\r\nx = torch.npu.device_count()  # trailing\r\n"
 
 
 def test_latin1_cookie_and_bytes_survive():
@@ -40,7 +40,7 @@ def test_latin1_cookie_and_bytes_survive():
 def test_utf8_bom_is_kept():
     src = b"\xef\xbb\xbfimport torch\nn = torch.cuda.device_count()\n"
     out = migrate(src)
-    assert out.startswith(b"\xef\xbb\xbfimport torch\nimport torch_npu\n")
+    assert out.startswith(b"\xef\xbb\xbfimport torch\nimport torch_npu  # noqa: F401\n")
 
 
 def test_formatting_quotes_and_comments_untouched():
@@ -52,7 +52,7 @@ def test_formatting_quotes_and_comments_untouched():
         b"    return torch.cuda.is_available( )\n"
     )
     out = migrate(src).decode()
-    assert out == src.decode().replace("import torch  # the framework\n", "import torch  # the framework\nimport torch_npu\n").replace(
+    assert out == src.decode().replace("import torch  # the framework\n", "import torch  # the framework\nimport torch_npu  # noqa: F401\n").replace(
         "return torch.cuda.is_available( )", "return torch.npu.is_available( )"
     )
 
@@ -92,22 +92,22 @@ def test_second_run_is_a_no_op(newline):
 #: last line ending of a CR-only file.
 LOSSY_FOR_LIBCST = [
     (b"import torch\nx = 1\n\fy = torch.zeros(1).cuda()\n",
-     b"import torch\nimport torch_npu\nx = 1\n\fy = torch.zeros(1).npu()\n"),
+     b"import torch\nimport torch_npu  # noqa: F401\nx = 1\n\fy = torch.zeros(1).npu()\n"),
     (b"import torch\n\f\n\fdef f():\n    return torch.zeros(1).cuda()\n",
-     b"import torch\nimport torch_npu\n\f\n\fdef f():\n    return torch.zeros(1).npu()\n"),
+     b"import torch\nimport torch_npu  # noqa: F401\n\f\n\fdef f():\n    return torch.zeros(1).npu()\n"),
     (b"import torch\nif x:\n    a = 1\n\f    b = torch.zeros(1).cuda()\n  \f  \fc = 2\n",
-     b"import torch\nimport torch_npu\nif x:\n    a = 1\n\f    b = torch.zeros(1).npu()\n  \f  \fc = 2\n"),
+     b"import torch\nimport torch_npu  # noqa: F401\nif x:\n    a = 1\n\f    b = torch.zeros(1).npu()\n  \f  \fc = 2\n"),
     (b"import torch\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n        return torch.zeros(1).cuda()\n",
-     (b"import torch\nimport torch_npu\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n"
+     (b"import torch\nimport torch_npu  # noqa: F401\nclass A:\n    def f(self):\n        pass\n\f\n\f    def g(self):\n"
       b"        return torch.zeros(1).npu()\n")),
     (b"\fimport torch\r\n\fx = torch.zeros(1).cuda()\r\n",
-     b"\fimport torch\r\nimport torch_npu\r\n\fx = torch.zeros(1).npu()\r\n"),
-    (b"import torch\rx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu\rx = torch.zeros(1).npu()\r"),
-    (b"import torch\rx = torch.zeros(1).cuda()\r\r\r", b"import torch\rimport torch_npu\rx = torch.zeros(1).npu()\r\r\r"),
-    (b"import torch\r\fx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu\r\fx = torch.zeros(1).npu()\r"),
+     b"\fimport torch\r\nimport torch_npu  # noqa: F401\r\n\fx = torch.zeros(1).npu()\r\n"),
+    (b"import torch\rx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu  # noqa: F401\rx = torch.zeros(1).npu()\r"),
+    (b"import torch\rx = torch.zeros(1).cuda()\r\r\r", b"import torch\rimport torch_npu  # noqa: F401\rx = torch.zeros(1).npu()\r\r\r"),
+    (b"import torch\r\fx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu  # noqa: F401\r\fx = torch.zeros(1).npu()\r"),
     # Form feeds inside brackets and strings were never lost, and stay as they are.
     (b'import torch\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).cuda()\n',
-     b'import torch\nimport torch_npu\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).npu()\n'),
+     b'import torch\nimport torch_npu  # noqa: F401\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).npu()\n'),
 ]
 
 

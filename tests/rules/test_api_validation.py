@@ -22,6 +22,7 @@ import npu_migrate.rules as rules_package
 import pytest
 
 from npu_migrate.npu_api import load_api
+from npu_migrate.python.cuda_only import ast_dotted_name
 from npu_migrate.registry import rules_for
 
 from .golden import ROOT
@@ -33,17 +34,6 @@ _IN_TEXT = re.compile(r"(?<![\w.])(?:torch\.npu|torch_npu)(?:\.[A-Za-z_]\w*)*")
 
 def _npu_rooted(name: str) -> bool:
     return any(name == root or name.startswith(root + ".") for root in ROOTS)
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def names_in_code(source: str) -> set[str]:
@@ -73,7 +63,7 @@ def names_in_code(source: str) -> set[str]:
             inner.add(id(node.value))
     for node in ast.walk(tree):
         if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner:
-            dotted = _dotted(node)
+            dotted = ast_dotted_name(node)
             if dotted is None:
                 continue
             root, _, rest = dotted.partition(".")

@@ -108,7 +108,7 @@ dist.init_process_group("hccl")
 )
 def test_epoch_loop_detection(body, placed):
     source = DDP_HEADER + "loader = DataLoader(ds, shuffle=True)\n" + body
-    result = migrate(source.encode(), False, "NPU501")
+    result = migrate(source.encode(), False, "NPU501", "NPU502")
     out = result.new_source.decode()
     assert out.count("train_sampler.set_epoch(epoch)") == placed
     assert len(result.findings) == 1 - placed

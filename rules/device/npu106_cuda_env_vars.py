@@ -1,32 +1,47 @@
-"""NPU106: ``CUDA_VISIBLE_DEVICES`` -> ``ASCEND_RT_VISIBLE_DEVICES`` where it is an environment key."""
+"""NPU106: CUDA environment variables (``CUDA_VISIBLE_DEVICES``, ``CUDA_LAUNCH_BLOCKING``,
+``PYTORCH_CUDA_ALLOC_CONF``...) -> their Ascend names where they are environment keys."""
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
 from npu_migrate.python.cst_util import last_name, string_value
 from npu_migrate.python.rule import Example, Rule
-from npu_migrate.tables.env_vars import SAME_MEANING
+from npu_migrate.tables.env_vars import CUDA_SAME_MEANING, CUDA_VARIABLES, advice
 
-OLD = "CUDA_VISIBLE_DEVICES"
-NEW = SAME_MEANING[OLD]
+#: One of the variables inside a longer string (a shell command, ``"X=1 python ..."``).
+_ANY = re.compile(r"\b(" + "|".join(CUDA_VARIABLES) + r")\b")
 
 #: functions and methods whose first argument is an environment variable name
 _ENV_FUNCTIONS = {"getenv", "putenv", "unsetenv", "setenv", "delenv", "get", "pop", "setdefault", "__contains__"}
 _PROSE_CALLS = {"print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log", "write"}
 
 
-class CudaVisibleDevices(Rule):
+class CudaEnvVars(Rule):
     id = "NPU106"
-    name = "cuda-visible-devices"
-    summary = "Rewrite the `CUDA_VISIBLE_DEVICES` environment key to `ASCEND_RT_VISIBLE_DEVICES`"
-    triggers = (OLD,)
+    name = "cuda-env-vars"
+    summary = "Rewrite CUDA environment keys (`CUDA_VISIBLE_DEVICES`, `CUDA_LAUNCH_BLOCKING`, `PYTORCH_CUDA_ALLOC_CONF`) to their Ascend names; report those without one"
+    triggers = CUDA_VARIABLES
     rationale = """
-On Ascend the runtime reads `ASCEND_RT_VISIBLE_DEVICES` (same format: a
-comma-separated list of device numbers, renumbered from 0 in the process;
-torch_npu parses it in `npu/__init__.py::_parse_visible_devices`).
-`CUDA_VISIBLE_DEVICES` is ignored, so setting it no longer hides devices and
-reading it returns None. torch_npu's `transfer_to_npu` does not map it.
+The NPU runtime ignores CUDA's environment variables, so settings made through
+them silently stop applying and reads return None. Those with an Ascend
+counterpart of the same meaning and value format are renamed (the table is
+`npu_migrate/tables/env_vars.py`, shared with the other front ends):
+
+- `CUDA_VISIBLE_DEVICES` -> `ASCEND_RT_VISIBLE_DEVICES` (a comma-separated list
+  of device numbers, renumbered from 0 in the process; torch_npu parses it in
+  `npu/__init__.py::_parse_visible_devices`; torch_npu's `transfer_to_npu` does
+  not map it);
+- `CUDA_LAUNCH_BLOCKING` -> `ASCEND_LAUNCH_BLOCKING` (1: every op synchronous,
+  slower, the task queue off: the debugging switch);
+- `PYTORCH_CUDA_ALLOC_CONF` -> `PYTORCH_NPU_ALLOC_CONF` (torch_npu's caching
+  allocator reads the same options: `expandable_segments`, `max_split_size_mb`,
+  `garbage_collection_threshold`, `roundup_power2_divisions`).
+
+`CUDA_DEVICE_MAX_CONNECTIONS` has no documented CANN counterpart; it is reported
+(Megatron-LM asserts on it).
 
 The key is rewritten where it is used as one: `os.environ[...]` (read,
 assignment, `del`), `os.environ.get/pop/setdefault`, `os.getenv`, `os.putenv`,
@@ -39,8 +54,7 @@ on a copy of the environment) counts too.
 Not rewritten, but reported: the name inside a longer string (a shell command
 such as `f"CUDA_VISIBLE_DEVICES={gpu} python train.py"`), or the bare string in
 a place this rule cannot identify. Messages (print, logging, exceptions) and
-docstrings are left alone. Launcher scripts (`.sh`) are outside this tool.
-The edit does not need `import torch_npu`.
+docstrings are left alone. The edit does not need `import torch_npu`.
 """
     examples = (
         Example(
@@ -51,36 +65,55 @@ The edit does not need `import torch_npu`.
             "import os\nenv = dict(os.environ, CUDA_VISIBLE_DEVICES=str(rank))\n",
             "import os\nenv = dict(os.environ, ASCEND_RT_VISIBLE_DEVICES=str(rank))\n",
         ),
+        Example(
+            'import os\nos.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"\n',
+            'import os\nos.environ["PYTORCH_NPU_ALLOC_CONF"] = "expandable_segments:True"\n',
+        ),
         Example("print('set CUDA_VISIBLE_DEVICES to choose GPUs')\n"),
+        Example('import os\nos.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # reported\n'),
     )
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
-        if value is None or OLD not in value:
+        if value is None:
             return
-        verdict = self._classify(node) if value == OLD else self._classify_text(node)
-        if verdict == "rewrite":
-            self.replace(node, _swap, f"`{OLD}` -> `{NEW}`", needs_torch_npu=False)
-        elif verdict == "report":
-            self._report(node)
+        found = _ANY.search(value)
+        if found is None:
+            return
+        name = found.group(1)
+        verdict = self._classify(node) if value == name else self._classify_text(node)
+        if verdict == "rewrite" and name in CUDA_SAME_MEANING:
+            new = CUDA_SAME_MEANING[name]
+            self.replace(node, lambda n: _swap(n, name, new), f"`{name}` -> `{new}`", needs_torch_npu=False)
+        elif verdict in ("rewrite", "report"):
+            self._report(node, name)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         text = "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
-        if OLD in text and self._classify_text(node) == "report":
-            self._report(node)
+        found = _ANY.search(text)
+        if found is not None and self._classify_text(node) == "report":
+            self._report(node, found.group(1))
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None and node.keyword.value == OLD:
-            self.replace(
-                node.keyword, cst.Name(NEW), f"`{OLD}=` -> `{NEW}=`", needs_torch_npu=False
-            )
+        if node.keyword is None or node.keyword.value not in CUDA_VARIABLES:
+            return
+        name = node.keyword.value
+        if name in CUDA_SAME_MEANING:
+            new = CUDA_SAME_MEANING[name]
+            self.replace(node.keyword, cst.Name(new), f"`{name}=` -> `{new}=`", needs_torch_npu=False)
+        else:
+            self._report(node.keyword, name)
 
-    def _report(self, node: cst.CSTNode) -> None:
-        self.report(
-            node,
-            f"`{OLD}` in a command or a place that could not be identified as an environment key; left unchanged",
-            f"on Ascend the variable is `{NEW}` (same format): use that name",
-        )
+    def _report(self, node: cst.CSTNode, name: str) -> None:
+        new = CUDA_SAME_MEANING.get(name)
+        if new is None:
+            self.report(node, f"`{name}` has no effect on Ascend (the NPU runtime does not read it)", advice(name))
+        else:
+            self.report(
+                node,
+                f"`{name}` in a command or a place that could not be identified as an environment key; left unchanged",
+                f"on Ascend the variable is `{new}` (same format): use that name",
+            )
 
     def _classify(self, node: cst.CSTNode) -> str:
         """'rewrite', 'report' or 'prose' for the exact string."""
@@ -92,7 +125,7 @@ The edit does not need `import torch_npu`.
             return "rewrite"
         if isinstance(parent, cst.DictElement) and parent.key is node:
             return "rewrite"
-        if isinstance(parent, cst.ComparisonTarget) or isinstance(parent, cst.Comparison):
+        if isinstance(parent, (cst.ComparisonTarget, cst.Comparison)):
             comparison = parent if isinstance(parent, cst.Comparison) else ctx.parent(parent)
             if isinstance(comparison, cst.Comparison) and comparison.left is node and all(
                 isinstance(t.operator, (cst.In, cst.NotIn)) for t in comparison.comparisons
@@ -136,5 +169,5 @@ The edit does not need `import torch_npu`.
         return None
 
 
-def _swap(node: cst.SimpleString) -> cst.SimpleString:
-    return node.with_changes(value=node.value.replace(OLD, NEW, 1))
+def _swap(node: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
+    return node.with_changes(value=node.value.replace(old, new, 1))

@@ -1,0 +1,719 @@
+"""CUDA-only code, and the device tests that gate it (NPU011).
+
+Real code often dispatches on the device: a compiled kernel for CUDA tensors, a
+pure-PyTorch path for the rest::
+
+    if boxes.is_cuda:
+        keep = _C.nms(boxes, scores, threshold)      # CUDA kernel
+    else:
+        keep = torchvision.ops.nms(boxes, scores, threshold)
+
+Rewriting that test to ``boxes.is_npu`` sends NPU tensors into the CUDA kernel.
+Such a *gate* must stay as it is: on NPU the test is false and the fallback runs.
+This module decides both halves, for the engine (which drops the rewrite of the
+gate and reports it as NPU011) and for anyone else who needs to know.
+
+**What is CUDA-only code** (:func:`classify_name`, the one table; every name is
+resolved through the file's imports first):
+
+* a package an NPU9xx rule reports as CUDA-only (flash-attn, xformers, apex,
+  Triton, CuPy/PyCUDA, bitsandbytes, NVML, DALI, TensorRT, Transformer Engine,
+  DeepSpeed's CUDA ops), read from those rules' ``packages``;
+* ``torch.nn.DataParallel`` / ``data_parallel`` (it cannot replicate across NPUs)
+  where NPU510 leaves it (see :data:`MIGRATED_BY`),
+  ``torch.utils.cpp_extension.CUDAExtension``, torch's own CUDA bindings
+  (``torch._C._cuda_*``, ``torch._C._nccl_*``) and custom operators outside torch's
+  namespaces (``torch.ops.my_ext.op``);
+* a compiled extension by its module name: a ``_C`` module (``from detectron2
+  import _C``, ``amp_C``), a module named like ``*_cuda``/``cuda_*``
+  (``fused_layer_norm_cuda``, ``alignment_train_cuda_binding``); and code of a
+  module named ``cuda`` or ``gpu`` (``numba.cuda.jit``, ``lib.gpu.nms``, a
+  package's ``accelerators.cuda`` helpers);
+* a module of the project that is Triton or CuPy code (project facts: it imports
+  triton/cupy/pycuda at module level or defines ``@triton.jit`` kernels; a
+  package whose ``__init__`` re-exports one counts too);
+* in the file itself: ``@triton.jit``/``autotune``/``heuristics`` kernels, module
+  level aliases of CUDA-only code (``roi_align = _ROIAlign.apply``), a
+  ``cpp_extension.load(...)`` of CUDA sources, and functions and classes that use
+  CUDA-only code without testing the device themselves (wrappers, autograd
+  Functions). DataParallel and CUDAExtension do not make their callers CUDA-only.
+
+**What is a gate**: a CUDA test (``x.is_cuda``, ``x.device.type == "cuda"``,
+``torch.cuda.is_available()``, ...) in the test of an ``if`` or a conditional
+expression whose guarded side uses CUDA-only code; in a flag assigned and later
+tested (``fast = t.is_cuda`` ... ``if fast:``); or returned by a predicate that
+is tested, or registered next to a CUDA-only implementation
+(``register(checker=is_supported, impl=fused_kernel)``). The fallback is the
+other side (``else``/``elif``, the code after an early ``return``, the rest of
+the function), or nothing (the block is skipped).
+
+A gate is *not* kept when its guarded side also does device work the migration
+rewrites (``model.cuda()``, ``torch.cuda.set_device``) and there is no fallback:
+skipping it on NPU would lose that work, so the test is rewritten as usual and
+the CUDA-only code stays reported by its own rule.
+
+The guarded side is read from CPython's ``ast`` of the whole file (never from the
+reduced module elision parses), so results do not depend on the prefilter.
+
+Plugging in a rewrite of CUDA-only code: a CUDA-only use on a line where a rule
+listed in :data:`MIGRATED_BY` for its kind has a surviving edit is being migrated,
+not left; a gate guarding only such uses is rewritten like any other test.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from npu_migrate.python.context import FileContext
+
+# -- what counts as CUDA-only code ----------------------------------------------------
+
+DATA_PARALLEL = (
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel",
+)
+KIND_DATA_PARALLEL = "DataParallel, which cannot replicate a model across NPUs"
+KIND_EXTENSION_BUILD = "a CUDA C++ extension build"
+KIND_TORCH_BINDING = "a CUDA-only binding of torch"
+KIND_CUSTOM_OP = "a custom operator with no NPU kernel"
+KIND_COMPILED = "a compiled CUDA extension"
+KIND_CUDA_MODULE = "code of a CUDA-specific module"
+KIND_TRITON = "a Triton kernel"
+KIND_PROJECT = "Triton/CuPy code of this project"
+KIND_JIT_BUILD = "a JIT-built CUDA extension"
+
+#: Kinds whose use does not make the enclosing function or class CUDA-only.
+_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD})
+
+#: Kind -> rules whose surviving edit on the same line means the use is being
+#: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
+#: which runs on NPU, so a test in front of it is an ordinary CUDA test again.
+MIGRATED_BY: dict[str, tuple[str, ...]] = {KIND_DATA_PARALLEL: ("NPU510",)}
+
+#: ``torch.ops`` namespaces of torch itself and of torchvision (not custom CUDA ops).
+_TORCH_OP_NAMESPACES = frozenset(
+    {"aten", "prims", "prim", "quantized", "quantized_decomposed", "higher_order", "profiler", "c10d",
+     "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "torchvision", "torchaudio", "fbgemm", "mkldnn"}
+)
+_CUDA_PART = re.compile(r"(?:^|_)cuda(?:$|_)", re.IGNORECASE)
+_PREDICATE = re.compile(r"_?(?:is|has|use|get|set|check|can|with|enable|disable|maybe|should)_", re.IGNORECASE)
+_QUERY = re.compile(r"_(?:available|version|enabled|count|visible|devices?|home|path|capability|arch)$", re.IGNORECASE)
+_TORCH_CUDA_BINDING = re.compile(r"torch\._C\._(?:cuda|nccl|cudnn|cublas|cufft)\w*")
+_DEVICE_STRING = re.compile(r"cuda(?::.*)?")
+_TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
+_CPP_LOAD = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
+
+
+@functools.cache
+def _package_kinds() -> tuple[tuple[str, str], ...]:
+    """``(package prefix, kind)`` of every package an NPU9xx rule reports, minus its exemptions
+    (returned as ``(prefix, "")``, longest prefixes first)."""
+    from npu_migrate.registry import rules_for
+
+    found: list[tuple[str, str]] = []
+    for rule in rules_for("python").values():
+        packages = getattr(rule, "packages", None)
+        label = getattr(rule, "label", None)
+        if not packages or not label:
+            continue
+        found += [(p, f"{label}, which does not run on Ascend") for p in packages]
+        found += [(p, "") for p in getattr(rule, "exempt", ())]
+    return tuple(sorted(found, key=lambda item: len(item[0]), reverse=True))
+
+
+def _within(qualified: str, prefix: str) -> bool:
+    return qualified == prefix or qualified.startswith(prefix + ".")
+
+
+def classify_name(qualified: str) -> str | None:
+    """What kind of CUDA-only code the qualified name (or module) ``qualified`` is,
+    or None. Relative module names keep their leading dots (``._C``)."""
+    if any(_within(qualified, name) for name in DATA_PARALLEL):
+        return KIND_DATA_PARALLEL
+    if qualified == "torch.utils.cpp_extension.CUDAExtension":
+        return KIND_EXTENSION_BUILD
+    if _TORCH_CUDA_BINDING.match(qualified):
+        return KIND_TORCH_BINDING
+    parts = [p for p in qualified.lstrip(".").split(".") if p]
+    if not parts:
+        return None
+    if parts[0] == "torch":
+        if len(parts) >= 4 and parts[1] == "ops" and parts[2] not in _TORCH_OP_NAMESPACES:
+            return KIND_CUSTOM_OP
+        return None
+    for prefix, kind in _package_kinds():
+        if _within(qualified, prefix):
+            return kind or None
+    if any(_compiled_part(p, last=i == len(parts) - 1) for i, p in enumerate(parts)):
+        return KIND_COMPILED
+    if any(p.lower() in ("cuda", "gpu") for p in parts[:-1]):
+        return KIND_CUDA_MODULE  # numba.cuda.jit, cv2.cuda.X, lightning's accelerators.cuda, lib.gpu.nms
+    return None
+
+
+def _compiled_part(part: str, *, last: bool) -> bool:
+    """``_C`` / ``amp_C``, ``gpu``, ``fused_layer_norm_cuda``; a last part (which may be
+    a function) must not read like a predicate or a getter (``is_cuda_available``)."""
+    if part == "_C" or (part.endswith("_C") and not part.isupper()):
+        return True
+    if part.lower() == "cuda":
+        return False  # a module named `cuda`: see KIND_CUDA_MODULE
+    if not _CUDA_PART.search(part):
+        return False
+    return not (last and (_PREDICATE.match(part) or _QUERY.search(part)))
+
+
+@dataclass(frozen=True)
+class CudaOnly:
+    """One use of CUDA-only code: ``name`` as written, ``kind`` as above."""
+
+    name: str
+    kind: str
+    line: int = 0
+
+
+# -- the file's names ----------------------------------------------------------------
+
+def ast_dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of ``ast`` Attribute/Name nodes, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _relative_file(path: str, level: int, module: str | None) -> str:
+    """The module file (without ``.py``) a relative import names, from ``path``."""
+    import os
+
+    base = os.path.dirname(os.path.abspath(path))
+    for _ in range(level - 1):
+        base = os.path.dirname(base)
+    return os.path.join(base, *module.split(".")) if module else base
+
+
+def _cuda_sources(call: ast.Call) -> bool:
+    def names_cu(node: ast.AST) -> bool:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return any(names_cu(e) for e in node.elts)
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith((".cu", ".cuh"))
+
+    for keyword in call.keywords:
+        if keyword.arg in ("sources",) and names_cu(keyword.value):
+            return True
+        if keyword.arg == "cuda_sources" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is None):
+            return True
+        if keyword.arg == "with_cuda" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
+            return True
+    return len(call.args) > 1 and names_cu(call.args[1])
+
+
+class FileIndex:
+    """The names of one file that stand for CUDA-only code (built once per file)."""
+
+    def __init__(self, ctx: FileContext, tree: ast.Module) -> None:
+        self.ctx = ctx
+        self.tree = tree
+        #: local name -> qualified name of every import in the file (relative ones keep
+        #: their dots), read from the whole file, so elision changes nothing.
+        self.bindings: dict[str, str] = {}
+        self.local: dict[str, str] = {}  # local name -> kind of CUDA-only code
+        self._imports(tree)
+        self._definitions(tree)
+
+    # names
+
+    def _import_kind(self, node: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, str | None]:
+        """The qualified name an import alias binds, and the kind of CUDA-only code it is."""
+        facts = self.ctx.facts
+        if isinstance(node, ast.Import):
+            return alias.name, classify_name(alias.name) or (KIND_PROJECT if facts.is_cuda_only_module(alias.name) else None)
+        module = node.module or ""
+        if node.level:
+            qualified = "." * node.level + (f"{module}." if module else "") + alias.name
+            files = (_relative_file(self.ctx.path, node.level, module or None),
+                     _relative_file(self.ctx.path, node.level, f"{module}.{alias.name}" if module else alias.name))
+            project = any(facts.is_cuda_only_file(f) for f in files)
+            return qualified, classify_name(qualified) or (KIND_PROJECT if project else None)
+        qualified = f"{module}.{alias.name}"
+        project = facts.is_cuda_only_module(qualified) or facts.is_cuda_only_module(module)
+        return qualified, classify_name(qualified) or (KIND_PROJECT if project else None)
+
+    def _imports(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                qualified, kind = self._import_kind(node, alias)
+                if isinstance(node, ast.Import) and alias.asname is None:
+                    root = alias.name.split(".", 1)[0]
+                    self.bindings.setdefault(root, root)
+                    if kind is not None and "." not in alias.name:
+                        self.local[root] = kind
+                    continue
+                local = alias.asname or alias.name
+                self.bindings.setdefault(local, qualified)
+                if kind is not None:
+                    self.local[local] = kind
+
+    def _definitions(self, tree: ast.Module) -> None:
+        statements = list(_module_level(tree.body))
+        definitions = [n for n in statements if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        for node in definitions:
+            if any(self.resolve(ast_dotted_name(d.func if isinstance(d, ast.Call) else d) or "") in _TRITON_DECORATORS
+                   for d in node.decorator_list):
+                self.local[node.name] = KIND_TRITON
+        for _ in range(3):  # wrappers of wrappers
+            changed = False
+            for node in statements:
+                changed |= self._module_assignment(node)
+            for node in definitions:
+                if node.name in self.local or _tests_device(node):
+                    continue
+                use = self.first_use([node], propagate_only=True)
+                if use is not None:
+                    self.local[node.name] = f"it calls {use.name}, {use.kind}"
+                    changed = True
+            if not changed:
+                break
+
+    def _module_assignment(self, node: ast.stmt) -> bool:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            return False
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in self.local]
+        if not names:
+            return False
+        value = node.value
+        kind = None
+        if isinstance(value, ast.Call) and self.resolve(ast_dotted_name(value.func) or "") in _CPP_LOAD and _cuda_sources(value):
+            kind = KIND_JIT_BUILD
+        elif ast_dotted_name(value) is not None:
+            # an alias of CUDA-only code (`roi_align = _ROIAlign.apply`, `nms = _C.nms`); not an
+            # object built with it (`model = ApexDDP(model)`), which is passed around as data
+            use = self.first_use([value], propagate_only=True)
+            kind = use.kind if use is not None else None
+        if kind is None:
+            return False
+        for name in names:
+            self.local[name] = kind
+        return True
+
+    def resolve(self, dotted: str) -> str:
+        """A dotted name with its first part resolved through the imports."""
+        root, _, rest = dotted.partition(".")
+        bound = self.bindings.get(root)
+        if bound is None:
+            return dotted
+        return f"{bound}.{rest}" if rest else bound
+
+    # uses
+
+    def kind_of(self, dotted: str) -> str | None:
+        root = dotted.split(".", 1)[0]
+        if root in self.local:
+            return self.local[root]
+        if root in self.bindings:
+            resolved = self.resolve(dotted)
+            kind = classify_name(resolved)
+            if kind is None and not resolved.startswith("."):
+                parts = resolved.split(".")
+                if any(self.ctx.facts.is_cuda_only_module(".".join(parts[:n])) for n in range(1, len(parts))):
+                    kind = KIND_PROJECT
+            return kind
+        return None
+
+    def first_use(self, nodes: Iterable[ast.AST], *, propagate_only: bool = False,
+                  migrated: Collection[tuple[int, str]] = ()) -> CudaOnly | None:
+        """The first use of CUDA-only code in ``nodes`` (ast), if any."""
+        for node in _walk_uses(nodes):
+            use = self._use(node)
+            if use is None:
+                continue
+            if propagate_only and use.kind in _NOT_PROPAGATED:
+                continue
+            if any((use.line, rule) in migrated for rule in MIGRATED_BY.get(use.kind, ())):
+                continue
+            return use
+        return None
+
+    def _use(self, node: ast.AST) -> CudaOnly | None:
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                qualified, kind = self._import_kind(node, alias) if alias.name != "*" else ("", None)
+                if kind is not None:
+                    return CudaOnly(qualified, kind, line)
+            return None
+        dotted = ast_dotted_name(node)
+        if dotted is None:
+            return None
+        kind = self.kind_of(dotted)
+        return CudaOnly(dotted, kind, line) if kind is not None else None
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run at module level, also inside ``if``/``try``/``with`` blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With)) or type(node).__name__ == "TryStar":
+            for field in ("body", "orelse", "finalbody"):
+                yield from _module_level(getattr(node, field, []))
+            for handler in getattr(node, "handlers", ()):
+                yield from _module_level(handler.body)
+
+
+def _walk_uses(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Outermost dotted names and import statements, in source order, skipping
+    ``isinstance``/``issubclass``/``hasattr`` checks and nested definitions' bodies
+    only when they are the nodes themselves."""
+    stack = list(reversed(list(nodes)))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+            continue
+        if isinstance(node, (ast.Name, ast.Attribute)) and ast_dotted_name(node) is not None:
+            yield node
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass", "hasattr"):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _tests_device(node: ast.AST) -> bool:
+    """``node`` itself dispatches on the device (an ``is_cuda``, a ``"cuda"`` string,
+    ``torch.cuda``): a wrapper with its own fallback is not CUDA-only."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and child.attr in ("is_cuda", "is_available"):
+            return True
+        if isinstance(child, ast.Constant) and isinstance(child.value, str) and _DEVICE_STRING.fullmatch(child.value):
+            return True
+    return False
+
+
+def file_index(ctx: FileContext) -> FileIndex | None:
+    """The file's :class:`FileIndex` (None when CPython cannot parse the file)."""
+    index = getattr(ctx, "_cuda_only_index", None)
+    if index is None:
+        tree = ctx.python_ast()
+        if tree is None:
+            return None
+        index = FileIndex(ctx, tree)
+        ctx._cuda_only_index = index
+    return index
+
+
+# -- gates -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Gate:
+    """A CUDA test that keeps CUDA-only code away from other devices."""
+
+    test: cst.CSTNode        # the if/elif/conditional test, flag value or returned value (cst)
+    kernel: CudaOnly
+    fallback: str            # what NPU runs instead, for the finding
+    guarded: tuple[tuple[int, int], ...]  # original line ranges of the guarded code
+    has_fallback: bool
+
+
+_PASS_UP = (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.Element, cst.Tuple, cst.List, cst.Set,
+            cst.Subscript, cst.SubscriptElement, cst.Index)
+
+
+def _gate_position(ctx: FileContext, node: cst.CSTNode) -> tuple[str, cst.CSTNode, cst.CSTNode, bool] | None:
+    """Walk up from a CUDA test atom through the expressions that only combine
+    conditions: ``(kind, owner, test, negated)`` where kind is ``if``, ``ifexp``,
+    ``flag`` or ``predicate``; None where the value is not a condition."""
+    negated = False
+    # A string only becomes a condition through a comparison (`x.device.type == "cuda"`);
+    # `device = "cuda"` is a value, not a test.
+    condition = not isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+    # Only a value that is a truth value gates through a flag or a predicate: `x.is_cuda`,
+    # `torch.cuda.is_available()`, a comparison; not `n = torch.cuda.device_count()`.
+    boolean = _is_truth_value(node)
+    current = node
+    while True:
+        parent = ctx.parent(current)
+        if parent is None:
+            return None
+        if isinstance(parent, cst.If) and parent.test is current:
+            return ("if", parent, current, negated) if condition else None
+        if isinstance(parent, cst.IfExp):
+            return ("ifexp", parent, current, negated) if parent.test is current and condition else None
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
+            return ("flag", parent, current, negated) if boolean else None
+        if isinstance(parent, cst.Return) and parent.value is current:
+            function = next((a for a in ctx.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
+            return ("predicate", function, current, negated) if function is not None and boolean else None
+        if isinstance(parent, cst.Lambda) and parent.body is current:
+            return ("predicate", parent, current, negated) if boolean else None
+        testing_call = isinstance(parent, cst.Call) and _callee(parent) in _TESTING_CALLS
+        if isinstance(parent, cst.Comparison) or testing_call or _is_not(parent):
+            condition = boolean = True
+        if _is_not(parent):
+            negated = not negated
+        elif isinstance(parent, cst.Attribute) and parent.value is current:
+            pass  # torch.cuda.get_device_properties(0).major
+        elif isinstance(parent, cst.Call):
+            if parent.func is not current and not testing_call:
+                return None
+        elif isinstance(parent, cst.Arg):
+            call = ctx.parent(parent)
+            if not isinstance(call, cst.Call) or _callee(call) not in _TESTING_CALLS:
+                return None
+        elif isinstance(parent, (cst.GeneratorExp, cst.ListComp)):
+            if parent.elt is not current:
+                return None
+        elif not isinstance(parent, _PASS_UP):
+            return None  # also a CompFor: `for` targets and iterables are not conditions
+        current = parent
+
+
+_TESTING_CALLS = frozenset({"startswith", "endswith", "bool", "all", "any"})
+
+
+def _is_not(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
+
+
+def _callee(call: cst.Call) -> str | None:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+_TRUTH_ATTRIBUTES = frozenset({"is_cuda", "is_available", "is_initialized", "is_bf16_supported", "is_current_stream_capturing"})
+
+
+def _is_truth_value(node: cst.CSTNode) -> bool:
+    """``x.is_cuda``, ``torch.cuda.is_available`` (called by the parent)."""
+    return isinstance(node, cst.Attribute) and node.attr.value in _TRUTH_ATTRIBUTES
+
+
+def _line(ctx: FileContext, node: cst.CSTNode) -> int:
+    return ctx.position(node).start.line
+
+
+def _span(statements: Iterable[ast.AST]) -> tuple[tuple[int, int], ...]:
+    return tuple((s.lineno, getattr(s, "end_lineno", s.lineno) or s.lineno) for s in statements)
+
+
+def _statement_at(tree: ast.Module, line: int, types: tuple[type, ...]) -> tuple[ast.AST | None, list[ast.stmt] | None]:
+    """The ast node of one of ``types`` that starts at ``line``, and the statement list holding it."""
+    stack: list[tuple[ast.AST, list | None]] = [(tree, None)]
+    while stack:
+        node, holder = stack.pop()
+        if isinstance(node, types) and node.lineno == line:
+            return node, holder
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                stack.extend((child, block) for child in block if isinstance(child, ast.AST))
+    return None, None
+
+
+def _expressions_at(tree: ast.AST, line: int, kind: type) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, kind) and node.lineno == line:
+            yield node
+
+
+class _GateFinder:
+    def __init__(self, ctx: FileContext, index: FileIndex, migrated: Collection[tuple[int, str]]) -> None:
+        self.ctx = ctx
+        self.index = index
+        self.migrated = migrated
+
+    def use(self, nodes: Iterable[ast.AST]) -> CudaOnly | None:
+        return self.index.first_use(nodes, migrated=self.migrated)
+
+    def if_gate(self, statement: ast.If, holder: list[ast.stmt] | None, negated: bool) -> tuple | None:
+        if negated:
+            guarded = statement.orelse
+            if not guarded and holder is not None and statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)):
+                rest = holder[holder.index(statement) + 1:]
+                use = self.use(rest)
+                if use is not None:
+                    return use, "the early `return` is taken instead", _span(rest), True
+            use = self.use(guarded)
+            if use is None:
+                return None
+            return use, "the test is true and its own branch runs instead", _span(guarded), True
+        use = self.use(statement.body)
+        if use is None:
+            return None
+        orelse = statement.orelse
+        if not orelse:
+            after = holder[holder.index(statement) + 1:] if holder is not None and statement in holder else []
+            if after and statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)):
+                return use, "the code after this `if` runs instead", _span(statement.body), True
+            return use, "the block is skipped", _span(statement.body), False
+        first = orelse[0]
+        if len(orelse) == 1 and isinstance(first, ast.If) and self._is_elif(first):
+            return use, "the `elif` branch runs instead", _span(statement.body), True
+        return use, "the `else` branch runs instead", _span(statement.body), True
+
+    def _is_elif(self, node: ast.If) -> bool:
+        source = self.ctx.text.splitlines()[node.lineno - 1] if node.lineno else ""
+        return source.lstrip().startswith("elif")
+
+    def ifexp_gate(self, node: ast.IfExp, negated: bool) -> tuple | None:
+        guarded, other = (node.orelse, node.body) if negated else (node.body, node.orelse)
+        use = self.use([guarded])
+        if use is None:
+            return None
+        return use, f"the other value of the conditional expression, `{ast.unparse(other)}`, is used", _span([node]), True
+
+    def tests_using(self, scope: ast.AST, matches) -> Iterator[tuple[ast.AST, list | None]]:
+        """If statements (with their holders) and conditional expressions in ``scope``
+        whose test mentions something ``matches`` accepts."""
+        stack: list[tuple[ast.AST, list | None]] = [(scope, None)]
+        while stack:
+            node, holder = stack.pop()
+            if isinstance(node, (ast.If, ast.IfExp)) and any(matches(n) for n in ast.walk(node.test)):
+                yield node, holder
+            for field, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    stack.extend((child, value) for child in value if isinstance(child, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append((value, None))
+
+    def via_tests(self, scope: ast.AST, matches) -> tuple | None:
+        for node, holder in self.tests_using(scope, matches):
+            negated = _negated_in(node.test, matches)
+            found = self.if_gate(node, holder, negated) if isinstance(node, ast.If) else self.ifexp_gate(node, negated)
+            if found is not None:
+                return found
+        return None
+
+
+def _negated_in(test: ast.AST, matches) -> bool:
+    """Whether the first matching name sits under an odd number of ``not``."""
+    def walk(node: ast.AST, negated: bool) -> bool | None:
+        if matches(node):
+            return negated
+        flip = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+        for child in ast.iter_child_nodes(node):
+            found = walk(child, negated != flip)
+            if found is not None:
+                return found
+        return None
+
+    return bool(walk(test, False))
+
+
+def _enclosing_function(tree: ast.Module, line: int) -> ast.AST:
+    best: ast.AST = tree
+    for node in ast.walk(tree):
+        inside = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno)
+        if inside and (best is tree or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
+def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[int, str]] = ()) -> Gate | None:
+    """The gate ``node`` (a CUDA test: ``x.is_cuda``, a ``"cuda"`` literal compared with
+    a device, ``torch.cuda.is_available``) belongs to, if it keeps CUDA-only code
+    from other devices. ``migrated``: ``(line, rule)`` of surviving edits, see
+    :data:`MIGRATED_BY`."""
+    position = _gate_position(ctx, node)
+    if position is None:
+        return None
+    kind, owner, test, negated = position
+    index = file_index(ctx)
+    if index is None:
+        return None
+    finder = _GateFinder(ctx, index, migrated)
+    tree = index.tree
+    found = None
+    if kind == "if":
+        statement, holder = _statement_at(tree, _line(ctx, owner), (ast.If,))
+        if isinstance(statement, ast.If):
+            found = finder.if_gate(statement, holder, negated)
+    elif kind == "ifexp":
+        for expression in _expressions_at(tree, _line(ctx, owner), ast.IfExp):
+            found = finder.ifexp_gate(expression, negated)
+            if found is not None:
+                break
+    elif kind == "flag":
+        found = _flag_gate(ctx, finder, owner)
+    elif kind == "predicate":
+        found = _predicate_gate(ctx, finder, owner)
+    if found is None:
+        return None
+    use, fallback, guarded, has_fallback = found
+    return Gate(test, use, fallback, guarded, has_fallback)
+
+
+def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode) -> tuple | None:
+    targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+    line = _line(ctx, assign)
+    for target in targets:
+        text = ctx.module.code_for_node(target)
+        if isinstance(target, cst.Name):
+            scope = _enclosing_function(finder.index.tree, line)
+            found = finder.via_tests(scope, lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
+        elif isinstance(target, cst.Attribute):
+            found = finder.via_tests(finder.index.tree, lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _predicate_gate(ctx: FileContext, finder: _GateFinder, function: cst.CSTNode) -> tuple | None:
+    tree = finder.index.tree
+    if isinstance(function, cst.Lambda):
+        arg = ctx.parent(function)
+        call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call):
+            return None
+        line = _line(ctx, call)
+        for expression in _expressions_at(tree, line, ast.Call):
+            found = _registered_with(finder, expression, lambda n: isinstance(n, ast.Lambda))
+            if found is not None:
+                return found
+        return None
+    name = function.name.value
+
+    def names_it(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
+
+    found = finder.via_tests(tree, lambda n: isinstance(n, ast.Call) and names_it(n.func))
+    if found is not None:
+        return found
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call):
+            found = _registered_with(finder, call, names_it)
+            if found is not None:
+                return found
+    return None
+
+
+def _registered_with(finder: _GateFinder, call: ast.Call, is_predicate) -> tuple | None:
+    """``register(checker=predicate, impl=kernel)``: the predicate decides whether the
+    CUDA-only implementation passed next to it runs."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    if not any(is_predicate(v) for v in values):
+        return None
+    use = finder.use([v for v in values if not is_predicate(v)])
+    if use is None:
+        return None
+    callee = ast_dotted_name(call.func) or "the call"
+    return use, f"`{callee}(...)` does not use it", _span([call]), True

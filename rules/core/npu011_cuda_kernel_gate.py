@@ -1,0 +1,87 @@
+"""NPU011: a CUDA test in front of CUDA-only code stays a CUDA test."""
+
+from npu_migrate.python.rule import Example, Rule
+
+
+class CudaKernelGate(Rule):
+    id = "NPU011"
+    name = "cuda-kernel-gate"
+    summary = "A CUDA test that keeps CUDA-only code (a compiled kernel, Triton, DataParallel...) from other devices is left unchanged"
+    fixable = False
+    rationale = """
+Real code dispatches on the device: a compiled kernel for CUDA tensors, a
+pure-PyTorch path for everything else.
+
+```python
+if boxes.is_cuda:
+    keep = _C.nms(boxes, scores, threshold)        # CUDA kernel
+else:
+    keep = torchvision.ops.nms(boxes, scores, threshold)
+```
+
+Rewriting `boxes.is_cuda` to `boxes.is_npu` would send NPU tensors into the CUDA
+kernel, which fails (or, for DataParallel on several NPUs, fails at the first
+forward). Such a test is a *gate*: it stays exactly as it is, so on NPU it is
+false and the fallback runs, and this finding names the CUDA-only code and the
+path NPU takes instead. Add an NPU branch before the test to accelerate that path
+(a torch_npu fused op such as `torch_npu.npu_nms_with_mask`, or an Ascend C kernel).
+
+CUDA-only code: a compiled extension (a `_C` module, `amp_C`, modules named like
+`*_cuda`, `lib.gpu.*`), Triton kernels (also a module of this project that is
+Triton code, such as a `kernels` package), CuPy/PyCUDA, custom `torch.ops`
+operators, `torch._C._cuda_*`, `CUDAExtension`, every package an NPU9xx rule
+reports (flash-attn, xformers, apex, bitsandbytes...), `nn.DataParallel` that
+NPU510 does not rewrite (the functional `data_parallel`, subclasses, nested
+wrappers, or NPU510 not selected), and the functions and autograd Functions of
+the file that call them without a device test of their own.
+
+DataParallel that NPU510 rewrites is not CUDA-only: it becomes
+`npu_runtime.data_parallel(...)`, which runs on NPU, so the test in front of it
+is rewritten like any other (`if device == 'cuda':` becomes `if device == 'npu':`,
+second example below). The same DataParallel with `--ignore NPU510` keeps its
+CUDA test and is reported here and by NPU913.
+
+Gates: the CUDA test (`x.is_cuda`, `x.device.type == "cuda"`,
+`torch.cuda.is_available()`, `torch.cuda.device_count() > 1`) of an `if` or a
+conditional expression whose guarded side uses CUDA-only code; of a flag tested
+later (`fast = t.is_cuda` ... `if fast:`); of a predicate function that is tested,
+or registered next to a CUDA-only implementation
+(`register_implementation(op, checker=is_supported, execution_transform=kernel)`).
+A test whose branch also moves things to the device (`model.cuda()`,
+`torch.cuda.set_device`) and has no `else` is rewritten as usual, since skipping
+it on NPU would lose that work; the CUDA-only code in it stays reported by its
+own rule (NPU913 for DataParallel, ...).
+
+This rule has no visitor: the engine applies it to the device rules' edits
+(`npu_migrate/python/cuda_only.py` holds the classifier). The other device
+rules still rewrite the code inside the branch.
+"""
+    examples = (
+        Example(
+            "import torch\n"
+            "from maskrcnn_benchmark import _C\n"
+            "def nms(boxes, scores, threshold):\n"
+            "    if boxes.is_cuda:\n"
+            "        return _C.nms(boxes, scores, threshold)\n"
+            "    return nms_cpu(boxes, scores, threshold)\n"
+        ),
+        Example(
+            "import torch.nn as nn\n"
+            "def forward(self, input):\n"
+            "    if input.is_cuda and self.ngpu > 1:\n"
+            "        return nn.parallel.data_parallel(self.main, input, range(self.ngpu))\n"
+            "    return self.main(input)\n"
+        ),
+        Example(
+            "import torch.nn as nn\n"
+            "if device == 'cuda':\n"
+            "    net = nn.DataParallel(net)\n",
+            "import npu_runtime\n"
+            "import torch.nn as nn\n"
+            "import torch_npu  # noqa: F401\n"
+            "\n"
+            "npu_runtime.init_data_parallel()\n"
+            "if device == 'npu':\n"
+            "    net = npu_runtime.data_parallel(net)\n",
+        ),
+    )

@@ -1,0 +1,108 @@
+"""The classifier of CUDA-only code and the gates in front of it (NPU011,
+``npu_migrate/python/cuda_only.py``), beyond the golden fixtures: the name table,
+project facts (a Triton package of the project), and what must stay a rewrite."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_migrate.facts import ProjectFacts
+from npu_migrate.python.cuda_only import (
+    KIND_COMPILED,
+    KIND_CUDA_MODULE,
+    KIND_CUSTOM_OP,
+    KIND_DATA_PARALLEL,
+    KIND_EXTENSION_BUILD,
+    KIND_TORCH_BINDING,
+    classify_name,
+)
+from npu_migrate.python.engine import migrate_source
+from npu_migrate.selection import Selection
+from npu_migrate.settings import Settings
+
+SETTINGS = Settings(selection=Selection.create(["NPU1", "NPU011", "NPU9"]))
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("maskrcnn_benchmark._C", KIND_COMPILED),
+    ("._C.nms", KIND_COMPILED),
+    ("amp_C.multi_tensor_scale", "apex, which does not run on Ascend"),
+    ("selective_scan_cuda.fwd", KIND_COMPILED),
+    ("alignment_train_cuda_binding.alignment_train_cuda", KIND_COMPILED),
+    ("numba.cuda.jit", KIND_CUDA_MODULE),
+    ("._ext.lib.gpu.nms", KIND_CUDA_MODULE),
+    ("torch.nn.DataParallel", KIND_DATA_PARALLEL),
+    ("torch.nn.parallel.data_parallel", KIND_DATA_PARALLEL),
+    ("torch.utils.cpp_extension.CUDAExtension", KIND_EXTENSION_BUILD),
+    ("torch._C._cuda_getDeviceCount", KIND_TORCH_BINDING),
+    ("torch.ops.my_ext.deform_conv", KIND_CUSTOM_OP),
+    ("triton.language.load", "Triton, which does not run on Ascend"),
+    ("cupy.cumsum", "CuPy/PyCUDA, which does not run on Ascend"),
+])
+def test_cuda_only_names(name, kind):
+    assert classify_name(name) == kind
+
+
+@pytest.mark.parametrize("name", [
+    "torch.cuda.synchronize",       # rewritable: NPU101
+    "torch.ops.aten.add",           # torch's own operators
+    "torch.ops.torchvision.nms",
+    "torch._C._nn.linear",
+    "utils.is_cuda_available",      # a predicate, not a kernel module
+    "helpers.get_cuda_version",
+    "numpy.zeros",
+    "deepspeed.ops.adam.FusedAdam",  # DeepSpeed builds it for NPU
+    "config.MAX_C",
+])
+def test_not_cuda_only(name):
+    assert classify_name(name) is None
+
+
+def test_a_triton_package_of_the_project_makes_its_gate_a_kernel_gate(tmp_path, run_cli):
+    """litgpt's unsloth executor: `import kernels` (a package of Triton modules) and
+    checkers registered next to the kernels they guard."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("from .swiglu import swiglu_fg_kernel  # noqa: F401\n")
+    (tmp_path / "kernels" / "swiglu.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef _fg_kernel(e, g, h, n):\n    pass\n\n\n"
+        "def swiglu_fg_kernel(e, g):\n    _fg_kernel[(1,)](e, g, e, 1)\n    return e\n"
+    )
+    (tmp_path / "executor.py").write_text(
+        "import torch\nimport kernels\n\n\ndef swiglu_forward(e, g):\n    return kernels.swiglu_fg_kernel(e, g)\n\n\n"
+        "def swiglu_checker(e, g):\n    return e.device.type == \"cuda\" and g.device.type == \"cuda\"\n\n\n"
+        "register_implementation(swiglu, checker=swiglu_checker, execution_transform=swiglu_forward)\n"
+    )
+    result = run_cli("executor.py", "kernels", "--no-cache")
+    assert "+++ b/executor.py" not in result.output  # no diff: the gate stays
+    assert "NPU011 `e.device.type == \"cuda\" and g.device.type == \"cuda\"` guards `swiglu_forward`" in result.output
+    assert "register_implementation(...)` does not use it" in result.output
+
+
+def test_project_facts_know_the_triton_modules(tmp_path):
+    (tmp_path / "pkg" / "kernels").mkdir(parents=True)
+    files = {
+        tmp_path / "pkg" / "kernels" / "__init__.py": b"from .rope import rope\n",
+        tmp_path / "pkg" / "kernels" / "rope.py": b"import triton\n",
+        tmp_path / "pkg" / "model.py": b"import torch\n",
+        tmp_path / "other" / "kernels.py": b"import numpy\n",  # a second `kernels`, not Triton
+    }
+    facts = ProjectFacts.scan((str(path), data) for path, data in files.items())
+    assert facts.is_cuda_only_module("pkg.kernels.rope") and facts.is_cuda_only_module("pkg.kernels")
+    assert facts.is_cuda_only_module("rope")
+    assert not facts.is_cuda_only_module("kernels")  # ambiguous: other/kernels.py is plain Python
+    assert not facts.is_cuda_only_module("pkg.model")
+    assert facts.key() != ProjectFacts.scan([]).key()
+
+
+@pytest.mark.parametrize("source", [
+    # the branch moves the model and has no else: skipping it would leave the model on the CPU
+    "import torch\nimport torch.nn as nn\nif torch.cuda.is_available():\n    model.cuda()\n    model = nn.DataParallel(model)\n",
+    # nothing CUDA-only behind the test
+    "import torch\nif x.is_cuda:\n    x = x.contiguous()\n",
+    # a value, not a test
+    "import torch\nfrom maskrcnn_benchmark import _C\ndevice = 'cuda'\nif flag:\n    _C.nms(device)\n",
+])
+def test_tests_in_front_of_ordinary_code_are_still_rewritten(source):
+    result = migrate_source("t.py", source.encode(), SETTINGS)
+    assert result.new_source is not None
+    assert "NPU011" not in {f.rule for f in result.findings}

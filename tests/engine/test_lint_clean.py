@@ -1,0 +1,175 @@
+"""The output survives the linters a project runs next to npu-migrate (real ruff).
+
+A pre-commit configuration with both hooks runs npu-migrate, then
+``ruff check --fix``. ruff must find nothing to fix in what npu-migrate wrote
+(the import of torch_npu is not deleted as unused, inserted imports are where
+isort puts them, new strings use the file's quotes), and npu-migrate ``--check``
+must pass afterwards. A file that lost its ``import torch_npu`` anyway (written
+by an older version, or edited by hand) is caught by ``--check``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from npu_migrate.python.engine import migrate_source
+from npu_migrate.selection import Selection
+from npu_migrate.settings import Settings
+
+ALL = Settings(selection=Selection.create(["ALL"]))
+TIMEOUT = 120
+
+#: Sorted by isort's rules and lint-free; every import is used.
+SORTED_SCRIPT = '''\
+"""Train a model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torchvision
+from torch.utils.data import DataLoader
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=int(os.environ.get("EPOCHS", "1")))
+    args = parser.parse_args()
+    model = nn.Linear(4, 2).cuda()
+    data = DataLoader(torchvision.datasets.FakeData(), batch_size=8)
+    for _ in range(args.epochs):
+        for batch in data:
+            loss = model(batch[0].cuda()).sum() + float(np.zeros(1)[0])
+            loss.backward()
+    torch.cuda.synchronize()
+'''
+
+SINGLE_QUOTED = '''\
+import torch
+
+parser.add_argument('--amp', action='store_true')
+model = Net().to(0)
+scaler = torch.cuda.amp.GradScaler(enabled=args.amp)
+with torch.cuda.amp.autocast():
+    loss = model(batch.to(0))
+'''
+
+#: A module-level DataParallel script (kuangliu/pytorch-cifar's shape), sorted and lint-free:
+#: the migration adds `from torch.utils.data.distributed import DistributedSampler` and
+#: statements right after the import block.
+SORTED_DATA_PARALLEL_SCRIPT = '''\
+"""Train CIFAR10."""
+
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+loader = DataLoader(make_dataset(), batch_size=128, shuffle=True)
+net = make_model().to(device)
+if device == "cuda":
+    net = nn.DataParallel(net)
+for epoch in range(int(os.environ.get("EPOCHS", "1"))):
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(net(x.to(device)), y.to(device))
+        loss.backward()
+'''
+
+
+def ruff(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args], capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd, check=False
+    )
+
+
+def migrated(source: str) -> str:
+    result = migrate_source("script.py", source.encode(), ALL)
+    assert result.error is None and result.new_source is not None
+    return result.new_source.decode()
+
+
+@pytest.mark.parametrize("script", [SORTED_SCRIPT, SORTED_DATA_PARALLEL_SCRIPT])
+def test_the_inputs_are_lint_clean(tmp_path, script):
+    """The premise: ruff has nothing to say about the sorted scripts before migration."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    check = ruff("check", "--isolated", "--select", "I,F401", str(path))
+    assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.parametrize("script", [SORTED_SCRIPT, SORTED_DATA_PARALLEL_SCRIPT])
+def test_ruff_fix_keeps_the_migrated_script_as_it_is(tmp_path, script):
+    path = tmp_path / "script.py"
+    output = migrated(script)
+    assert "import torch_npu  # noqa: F401\n" in output
+    path.write_text(output)
+    fixed = ruff("check", "--isolated", "--select", "I,F401", "--fix", str(path))
+    assert fixed.returncode == 0, fixed.stdout
+    assert path.read_text() == output, "ruff --fix changed the migrated file"
+
+
+def test_new_strings_use_the_files_quotes(tmp_path):
+    path = tmp_path / "script.py"
+    output = migrated(SINGLE_QUOTED)
+    assert "GradScaler('npu'" in output and ".to('npu:0')" in output
+    path.write_text(output)
+    check = ruff("check", "--isolated", "--select", "Q000", "--config", "lint.flake8-quotes.inline-quotes='single'",
+                 str(path))
+    assert check.returncode == 0, check.stdout
+
+
+def test_pre_commit_sequence(tmp_path, run_cli):
+    """npu-migrate --write, ruff check --fix, then npu-migrate --check: nothing left to do."""
+    (tmp_path / "train.py").write_text(SORTED_SCRIPT)
+    first = run_cli("train.py", "--write", "--no-cache")
+    assert first.exit_code == 0, first.output
+    fixed = ruff("check", "--isolated", "--select", "F401,I", "--fix", "train.py", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout
+    assert "import torch_npu  # noqa: F401" in (tmp_path / "train.py").read_text()
+    again = run_cli("train.py", "--check", "--no-cache")
+    assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize("use", ["x = torch.zeros(2).npu()", "torch.npu.set_device(0)", "y = torch.ones(1).to('npu:0')",
+                                 "dev = torch.device('npu')", "torch.distributed.init_process_group('hccl')"])
+def test_check_flags_npu_code_whose_import_was_removed(tmp_path, run_cli, use):
+    """ruff --fix deletes a bare `import torch_npu` (F401); --check must then fail and a
+    normal run put the import back."""
+    (tmp_path / "train.py").write_text(f"import torch\nimport torch_npu\n\n{use}\n")
+    fixed = ruff("check", "--isolated", "--select", "F401", "--fix", "train.py", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout
+    assert "torch_npu" not in (tmp_path / "train.py").read_text()
+    check = run_cli("train.py", "--check", "--no-cache")
+    assert check.exit_code == 1, check.output
+    assert run_cli("train.py", "--write", "--no-cache").exit_code == 0
+    assert (tmp_path / "train.py").read_text() == f"import torch\nimport torch_npu  # noqa: F401\n\n{use}\n"
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\n\nif is_torch_npu_available():\n    torch.npu.set_device(0)\n",
+    "import torch\n\nif device.type == 'npu':\n    torch.npu.set_device(device)\n",
+    "import torch\n\nuse_npu = device.type == 'npu' and torch.npu.is_available()\n",
+    "import torch\n\nif backend == 'hccl':\n    dev = torch.device('npu', torch.npu.current_device())\n",
+    "import torch\n\n\nclass NPUAccelerator:\n    def sync(self):\n        torch.npu.synchronize()\n",
+    "import torch\n\nself.is_npu = False\nif self.is_npu:\n    pass\n",
+])
+def test_library_code_that_only_runs_on_the_npu_is_not_flagged(source):
+    """Libraries import torch_npu in one central place and call the NPU API only
+    where they dispatch on the NPU; adding the import there would break them on GPUs."""
+    result = migrate_source("lib.py", source.encode(), ALL)
+    assert result.new_source is None and result.fixes == []
+
+
+def test_a_test_that_uses_the_npu_api_itself_is_flagged():
+    """`if torch.npu.is_available():` runs everywhere: it needs the import."""
+    result = migrate_source("train.py", b"import torch\n\nif torch.npu.is_available():\n    x = 1\n", ALL)
+    assert result.new_source == b"import torch\nimport torch_npu  # noqa: F401\n\nif torch.npu.is_available():\n    x = 1\n"

@@ -1,0 +1,129 @@
+"""NPU701 goes into training entry points only (see the rule's rationale): never
+into tests, scripts that do not train, or files whose migration needs no NPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_migrate.python.engine import migrate_source
+from npu_migrate.selection import Selection
+from npu_migrate.settings import Settings
+
+SETTINGS = Settings(selection=Selection.create(["NPU1", "NPU2", "NPU402", "NPU701"]))
+
+TRAIN = """\
+import torch
+
+
+def main():
+    model = torch.nn.Linear(4, 4).cuda()
+    model(torch.zeros(1, 4).cuda()).sum().backward()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+EVALUATE = """\
+import torch
+
+
+def main():
+    model = torch.load("model.pt").cuda().eval()
+    with torch.no_grad():
+        print(model(torch.zeros(1, 4).cuda()))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+LOAD_ONLY = """\
+import torch
+
+
+def main():
+    model = build(torch.load("checkpoint.pt"))
+    model(batch).sum().backward()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+PYTEST_MODULE = "import pytest\n" + TRAIN
+UNITTEST_MODULE = "import unittest\n\nclass T(unittest.TestCase):\n    pass\n" + TRAIN
+
+LAUNCHER = """\
+import torch
+import torch.distributed as dist
+from trainer import fit
+
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(0)
+    fit()
+"""
+
+
+def injected(path: str, source: str) -> bool:
+    result = migrate_source(path, source.encode(), SETTINGS)
+    assert result.error is None, result.error
+    output = (result.new_source or b"").decode()
+    assert ("NPU701" in {f.rule for f in result.fixes}) == ("npu_runtime.install()" in output)
+    return "npu_runtime.install()" in output
+
+
+def test_a_training_entry_point_gets_it():
+    assert injected("train.py", TRAIN)
+
+
+def test_a_distributed_launcher_gets_it():
+    assert injected("launch.py", LAUNCHER)
+
+
+@pytest.mark.parametrize("path", ["test_train.py", "train_test.py", "conftest.py", "tests/smoke.py",
+                                  "project/test/run.py", "testing/train.py"])
+def test_test_modules_by_name_never_get_it(path):
+    assert not injected(path, TRAIN)
+
+
+@pytest.mark.parametrize("source", [PYTEST_MODULE, UNITTEST_MODULE], ids=["pytest", "unittest"])
+def test_test_modules_by_content_never_get_it(source):
+    assert not injected("check_training.py", source)
+
+
+def test_a_script_that_does_not_train_does_not_get_it():
+    assert not injected("evaluate.py", EVALUATE)
+
+
+def test_a_file_whose_migration_needs_no_npu_does_not_get_it():
+    result = migrate_source("train.py", LOAD_ONLY.encode(), SETTINGS)
+    assert result.new_source is not None and b'map_location="cpu"' in result.new_source
+    assert b"npu_runtime" not in result.new_source
+
+
+def test_a_top_level_loop_that_calls_the_files_training_function_gets_it():
+    source = (
+        "import torch\n\nmodel = Net().cuda()\n\n\ndef train(epoch):\n    loss = model(batch).sum()\n    loss.backward()\n\n\n"
+        "for epoch in range(10):\n    train(epoch)\n"
+    )
+    assert injected("main.py", source)
+
+
+def test_a_top_level_loop_that_does_not_train_does_not_get_it():
+    source = (
+        "import torch\n\nmodel = Net().cuda()\n\n\ndef train(epoch):\n    model(batch).sum().backward()\n\n\n"
+        "for name in ('a', 'b'):\n    register(name)\n"
+    )
+    assert not injected("registry.py", source)
+
+
+def test_a_hogwild_launcher_gets_it():
+    source = (
+        "import torch\nimport torch.multiprocessing as mp\nfrom train import train\n\n\n"
+        "if __name__ == '__main__':\n    model = Net().cuda()\n    model.share_memory()\n"
+        "    processes = [mp.Process(target=train, args=(rank, model)) for rank in range(4)]\n"
+    )
+    assert injected("main.py", source)
