@@ -468,14 +468,18 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             source = value
         else:
             function = _function_of(self.ctx, save)
-            others = [s for s in self.saves if s is not save]
+            others = [
+                s
+                for s in self.saves
+                if s is not save and _function_of(self.ctx, s) is function
+            ]
             source = next(
                 (
                     call
                     for call in self.state_dicts
                     if _function_of(self.ctx, call) is function
                     and self._is_optimizer_state(self._key_of(call), call)
-                    and not any(inside(self.ctx, call, other) for other in others)
+                    and not any(self._saved_by(call, other) for other in others)
                 ),
                 None,
             )
@@ -499,6 +503,38 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             f"{self.ctx.position(source).start.line}; pass the GradScaler here if needed) and "
             f"restore it on resume with `{expression}.load_state_dict(...)`",
         )
+
+    def _saved_by(self, call: cst.Call, save: cst.Call) -> bool:
+        """``call`` goes into what ``save`` saves, as far as the rule follows it: it is
+        written in the save itself, or in the statement that binds or fills the dict
+        saved by name (`ckpt = {...}`, `ckpt["optimizer"] = ...`). Such optimizer state
+        is that save's business, not that of a `torch.save(model, path)` beside it."""
+        if inside(self.ctx, call, save):
+            return True
+        arg = call_arg(save, "obj", 0)
+        if arg is None or not isinstance(arg.value, cst.Name):
+            return False
+        assign = next(
+            (
+                a
+                for a in self.ctx.ancestors(call)
+                if isinstance(a, (cst.Assign, cst.AnnAssign))
+            ),
+            None,
+        )
+        if assign is None:
+            return False
+        targets = (
+            [t.target for t in assign.targets]
+            if isinstance(assign, cst.Assign)
+            else [assign.target]
+        )
+        for target in targets:
+            if isinstance(target, cst.Subscript):
+                target = target.value
+            if isinstance(target, cst.Name) and target.value == arg.value.value:
+                return True
+        return False
 
     def _key_of(self, value: cst.CSTNode) -> str | None:
         """The key ``value`` is stored under: ``{"optimizer": value}``,
