@@ -165,7 +165,9 @@ helper: pass the GradScaler to it), several scalers are in scope, the scaler may
 not a statement of its own. Also reported: optimizer state saved in something
 that is not a dict the rule can follow (a dataclass snapshot saved with
 `asdict(...)`, `torch.save(optimizer.state_dict(), path)`, a name a loop
-rebinds) when the function says nothing about a scaler, and an optimizer
+rebinds) when the function says nothing about a scaler (optimizer state that
+goes into a dict another save of the function saves by name is that save's: a
+`torch.save(model, path)` beside it is not reported), and an optimizer
 restored from something other than `ckpt["key"]` (`snapshot.optimizer_state`). Already handled, so left alone: a dict with any
 key or value mentioning `scaler`, and a function that already calls
 `<...scaler...>.load_state_dict`.
@@ -317,12 +319,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 isinstance(parent, (cst.Assign, cst.AnnAssign))
                 and parent.value is value
             ):
-                targets = (
-                    [t.target for t in parent.targets]
-                    if isinstance(parent, cst.Assign)
-                    else [parent.target]
-                )
-                for target in targets:
+                for target in _targets(parent):
                     if isinstance(target, cst.Name):
                         self.name_targets[target] = (
                             self._creation_kind(value) == "optional"
@@ -524,12 +521,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         )
         if assign is None:
             return False
-        targets = (
-            [t.target for t in assign.targets]
-            if isinstance(assign, cst.Assign)
-            else [assign.target]
-        )
-        for target in targets:
+        for target in _targets(assign):
             if isinstance(target, cst.Subscript):
                 target = target.value
             if isinstance(target, cst.Name) and target.value == arg.value.value:
@@ -1015,6 +1007,12 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             and _function_of(self.ctx, other) is function
             for other in self.loads
         )
+
+
+def _targets(assign: cst.Assign | cst.AnnAssign) -> list[cst.BaseExpression]:
+    if isinstance(assign, cst.Assign):
+        return [t.target for t in assign.targets]
+    return [assign.target]
 
 
 def _is_dict_call(node: cst.CSTNode) -> bool:
