@@ -165,7 +165,9 @@ helper: pass the GradScaler to it), several scalers are in scope, the scaler may
 not a statement of its own. Also reported: optimizer state saved in something
 that is not a dict the rule can follow (a dataclass snapshot saved with
 `asdict(...)`, `torch.save(optimizer.state_dict(), path)`, a name a loop
-rebinds) when the function says nothing about a scaler, and an optimizer
+rebinds) when the function says nothing about a scaler (optimizer state that
+goes into a dict another save of the function saves by name is that save's: a
+`torch.save(model, path)` beside it is not reported), and an optimizer
 restored from something other than `ckpt["key"]` (`snapshot.optimizer_state`). Already handled, so left alone: a dict with any
 key or value mentioning `scaler`, and a function that already calls
 `<...scaler...>.load_state_dict`.
@@ -317,12 +319,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 isinstance(parent, (cst.Assign, cst.AnnAssign))
                 and parent.value is value
             ):
-                targets = (
-                    [t.target for t in parent.targets]
-                    if isinstance(parent, cst.Assign)
-                    else [parent.target]
-                )
-                for target in targets:
+                for target in _targets(parent):
                     if isinstance(target, cst.Name):
                         self.name_targets[target] = (
                             self._creation_kind(value) == "optional"
@@ -468,14 +465,18 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             source = value
         else:
             function = _function_of(self.ctx, save)
-            others = [s for s in self.saves if s is not save]
+            others = [
+                s
+                for s in self.saves
+                if s is not save and _function_of(self.ctx, s) is function
+            ]
             source = next(
                 (
                     call
                     for call in self.state_dicts
                     if _function_of(self.ctx, call) is function
                     and self._is_optimizer_state(self._key_of(call), call)
-                    and not any(inside(self.ctx, call, other) for other in others)
+                    and not any(self._saved_by(call, other) for other in others)
                 ),
                 None,
             )
@@ -499,6 +500,33 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             f"{self.ctx.position(source).start.line}; pass the GradScaler here if needed) and "
             f"restore it on resume with `{expression}.load_state_dict(...)`",
         )
+
+    def _saved_by(self, call: cst.Call, save: cst.Call) -> bool:
+        """``call`` goes into what ``save`` saves, as far as the rule follows it: it is
+        written in the save itself, or in the statement that binds or fills the dict
+        saved by name (`ckpt = {...}`, `ckpt["optimizer"] = ...`). Such optimizer state
+        is that save's business, not that of a `torch.save(model, path)` beside it."""
+        if inside(self.ctx, call, save):
+            return True
+        arg = call_arg(save, "obj", 0)
+        if arg is None or not isinstance(arg.value, cst.Name):
+            return False
+        assign = next(
+            (
+                a
+                for a in self.ctx.ancestors(call)
+                if isinstance(a, (cst.Assign, cst.AnnAssign))
+            ),
+            None,
+        )
+        if assign is None:
+            return False
+        for target in _targets(assign):
+            if isinstance(target, cst.Subscript):
+                target = target.value
+            if isinstance(target, cst.Name) and target.value == arg.value.value:
+                return True
+        return False
 
     def _key_of(self, value: cst.CSTNode) -> str | None:
         """The key ``value`` is stored under: ``{"optimizer": value}``,
@@ -979,6 +1007,12 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             and _function_of(self.ctx, other) is function
             for other in self.loads
         )
+
+
+def _targets(assign: cst.Assign | cst.AnnAssign) -> list[cst.BaseExpression]:
+    if isinstance(assign, cst.Assign):
+        return [t.target for t in assign.targets]
+    return [assign.target]
 
 
 def _is_dict_call(node: cst.CSTNode) -> bool:

@@ -147,6 +147,17 @@ def _findings(result) -> list[tuple]:
 # NPU502 reported a sampler with no epoch loop while adding `set_epoch` to another
 # one; the written file calls `set_epoch`, so the next run said nothing
 @example([RULE_FIXTURES / "NPU502/inline_conditional.before.py", RULE_FIXTURES / "NPU502/other_sampler.unchanged.py"])
+# NPU401 read the optimizer state of the script's checkpoint dicts as going into a
+# `torch.save(model, "model.pt")` beside them; once the run had added the scaler to
+# those dicts, the next run said nothing
+@example(
+    [
+        RULE_FIXTURES / "NPU301/device_generic.unchanged.py",
+        RULE_FIXTURES / "NPU301/module_alias.before.py",
+        RULE_FIXTURES / "NPU401/module_level_script.before.py",
+        RULE_FIXTURES / "NPU402/whole_model.unchanged.py",
+    ]
+)
 def test_any_mix_of_amp_and_checkpoint_fixtures_reports_the_same_findings_again(paths):
     runs = _two_runs(paths)
     if runs is not None:
