@@ -43,16 +43,19 @@ def _exits_on_interrupt(command):
         from npu_migrate import writer
 
         writer.written.clear()
-        previous = signal.getsignal(signal.SIGINT)
         try:
             return command(*args, **kwargs)
         except KeyboardInterrupt:
+            # A second Ctrl-C from here on ends the process with the same status. The
+            # process then ends without interpreter finalisation, which would reset
+            # SIGINT to its default, so that a second Ctrl-C arriving then killed the
+            # process by signal (-2) instead; the workers are gone, nothing is pending.
             signal.signal(signal.SIGINT, lambda signum, frame: os._exit(EXIT_INTERRUPTED))
             click.echo(f"interrupted: {len(writer.written)} file(s) written before the interrupt, none after it",
                        err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        finally:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
 
     return run
 

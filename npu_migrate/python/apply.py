@@ -27,7 +27,7 @@ class EditApplier(cst.CSTTransformer):
         self.replacements: dict[cst.CSTNode, list] = defaultdict(list)
         self.before: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
         self.after: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
-        for edit in sorted(edits, key=lambda e: e.rule):
+        for edit in sorted(edits, key=lambda e: (not e.first, e.rule)):
             if edit.replacement is not None:
                 self.replacements[edit.node].append(edit.replacement)
             self.before[edit.node].extend(edit.before)

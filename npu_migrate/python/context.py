@@ -39,6 +39,8 @@ class Edit:
     replacement: Replacement | None = None
     before: tuple[cst.BaseStatement, ...] = ()
     after: tuple[cst.BaseStatement, ...] = ()
+    #: inserted ahead of other rules' statements at the same place (npu_runtime.install())
+    first: bool = False
 
 
 @dataclass
@@ -212,11 +214,11 @@ class FileContext:
     def record_replace(self, rule, node, new, message, needs_torch_npu, anchor) -> None:
         self.edits.append(Edit(rule, node, anchor, message, needs_torch_npu, replacement=new))
 
-    def record_insert(self, rule, statement, before, after, message, needs_torch_npu, anchor) -> None:
+    def record_insert(self, rule, statement, before, after, message, needs_torch_npu, anchor, first=False) -> None:
         if not isinstance(statement, cst.BaseStatement):
             statement = self.enclosing_statement(statement)
         self.edits.append(
-            Edit(rule, statement, anchor, message, needs_torch_npu, before=before, after=after)
+            Edit(rule, statement, anchor, message, needs_torch_npu, before=before, after=after, first=first)
         )
 
     def record_import(self, rule, module, obj, asname) -> None:

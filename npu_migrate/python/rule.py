@@ -137,8 +137,11 @@ class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):
         *,
         needs_torch_npu: bool = False,
         anchor: cst.CSTNode | None = None,
+        first: bool = False,
     ) -> None:
-        self.ctx.record_insert(self.id, statement, tuple(new), (), message, needs_torch_npu, anchor or statement)
+        """Statements inserted at one place go in rule-id order, those with ``first``
+        (set-up that must run before the others' code) ahead of them."""
+        self.ctx.record_insert(self.id, statement, tuple(new), (), message, needs_torch_npu, anchor or statement, first)
 
     def insert_after(
         self,
@@ -148,8 +151,11 @@ class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):
         *,
         needs_torch_npu: bool = False,
         anchor: cst.CSTNode | None = None,
+        first: bool = False,
     ) -> None:
-        self.ctx.record_insert(self.id, statement, (), tuple(new), message, needs_torch_npu, anchor or statement)
+        """Statements inserted at one place go in rule-id order, those with ``first``
+        (set-up that must run before the others' code) ahead of them."""
+        self.ctx.record_insert(self.id, statement, (), tuple(new), message, needs_torch_npu, anchor or statement, first)
 
     def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
         """Add ``import module`` / ``from module import obj`` if the file ends up changed

@@ -142,7 +142,7 @@ if the training image should not install npu-migrate.
         message = "call npu_runtime.install() at the start of the entry point"
         install = cst.parse_statement(INSTALL + "\n")
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
-            self.insert_before(guard.body.body[0], [install], message, anchor=guard)
+            self.insert_before(guard.body.body[0], [install], message, anchor=guard, first=True)
         else:
             trainers = _training_functions(self.ctx.python_ast())
             loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s, trainers)), None)
@@ -151,7 +151,7 @@ if the training image should not install npu-migrate.
             # the call goes right after the last top-level import before the loop
             imports = [s for s in body[: body.index(loop)] if _is_import(s)]
             if imports:
-                self.insert_after(imports[-1], [install], message, anchor=loop)
+                self.insert_after(imports[-1], [install], message, anchor=loop, first=True)
             else:
-                self.insert_before(body[0], [install], message, anchor=loop)
+                self.insert_before(body[0], [install], message, anchor=loop, first=True)
         self.add_import("npu_runtime")  # placed with the file's imports (npu_migrate/python/imports.py)

@@ -189,3 +189,27 @@ def test_no_npu_branch_leads_into_data_parallel(statements):
     source = "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\n" + "\n".join(statements) + "\n"
     migrated = (run(source).new_source or source.encode()).decode()
     assert _npu_paths_into_data_parallel(migrated) == []
+
+
+def test_the_runtime_is_installed_before_the_process_group_is_joined():
+    # A module-level script gets both calls after its imports; install() starts the
+    # watchdog and translates the launch variables, so it must come first (a rank
+    # hung in the rendezvous of init_data_parallel() is then caught).
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.nn as nn
+
+        model = nn.DataParallel(Net()).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            loss = model(torch.ones(2, 2).cuda()).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """
+    )
+    out = migrate_source("train.py", source.encode()).new_source.decode()
+    assert "npu_runtime.install()\nnpu_runtime.init_data_parallel()\n" in out, out
+    again = migrate_source("train.py", out.encode())
+    assert again.new_source is None
