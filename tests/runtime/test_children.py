@@ -10,7 +10,7 @@ from npu_runtime import WATCHDOG_EXIT_CODE
 
 from ._helpers import child_env, free_port, run_script
 
-TIMEOUT = 2.0
+TIMEOUT = 4.0  # short for speed, long enough that a child starved of CPU on a loaded machine is not taken for hung
 
 SPAWN_JOB = textwrap.dedent(r"""
     import json, os, sys, threading
