@@ -106,7 +106,9 @@ Where: only in training entry points that this run migrates for the NPU:
   side effects; a script with a top-level training loop (a module-level
   `for`/`while` that calls `.backward()`, or a function of the file that does,
   such as `for epoch in range(n): train(epoch)`) gets it right after its
-  top-level imports;
+  top-level imports. Either way it goes ahead of other rules' set-up inserted at
+  the same place (NPU510's `npu_runtime.init_data_parallel()`), so the watchdog
+  and the translated launch variables are in place before the rendezvous;
 * never in tests: files named like pytest or unittest modules (`test_*.py`,
   `*_test.py`, `conftest.py`, `tests.py`), files right inside a `tests/`,
   `test/` or `testing/` directory, and files that import pytest at module level
