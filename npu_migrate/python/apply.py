@@ -39,13 +39,16 @@ class EditApplier(cst.CSTTransformer):
     def on_leave(self, original_node, updated_node):
         for replacement in self.replacements.get(original_node, ()):
             updated_node = replacement(updated_node) if callable(replacement) else replacement
+            if isinstance(updated_node, cst.RemovalSentinel):  # an import nothing uses any more
+                break
         before = self.before.get(original_node)
         after = self.after.get(original_node)
         if after and _is_import_line(original_node) and not _is_import_line(after[0]) and not after[0].leading_lines:
             # code right after the import block: one blank line first, as isort/ruff (I001) want
             after = [after[0].with_changes(leading_lines=(cst.EmptyLine(),)), *after[1:]]
         if before or after:
-            return cst.FlattenSentinel([*(before or ()), updated_node, *(after or ())])
+            kept = () if isinstance(updated_node, cst.RemovalSentinel) else (updated_node,)
+            return cst.FlattenSentinel([*(before or ()), *kept, *(after or ())])
         return updated_node
 
 

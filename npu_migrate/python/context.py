@@ -41,6 +41,10 @@ class Edit:
     after: tuple[cst.BaseStatement, ...] = ()
     #: inserted ahead of other rules' statements at the same place (npu_runtime.install())
     first: bool = False
+    #: nodes that other rules' replacements must still rewrite when this edit is applied
+    #: (an import is removed because every use of it is rewritten elsewhere): if one of
+    #: those edits is dropped (suppressed, in NPU-aware code...), this one is dropped too
+    requires: tuple[cst.CSTNode, ...] = ()
 
 
 @dataclass
@@ -211,8 +215,8 @@ class FileContext:
 
     # -- recording (rules call these through Rule helpers) ---------------------------
 
-    def record_replace(self, rule, node, new, message, needs_torch_npu, anchor) -> None:
-        self.edits.append(Edit(rule, node, anchor, message, needs_torch_npu, replacement=new))
+    def record_replace(self, rule, node, new, message, needs_torch_npu, anchor, requires=()) -> None:
+        self.edits.append(Edit(rule, node, anchor, message, needs_torch_npu, replacement=new, requires=requires))
 
     def record_insert(self, rule, statement, before, after, message, needs_torch_npu, anchor, first=False) -> None:
         if not isinstance(statement, cst.BaseStatement):

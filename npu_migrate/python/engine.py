@@ -254,6 +254,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
         edits = [e for e in edits if e.rule not in device_only]
         findings = [f for f in findings if f.rule not in device_only]
+    edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
     if dependent and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
         edits = [e for e in edits if e.rule not in dependent]
@@ -269,6 +270,16 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     )
                 )
     return edits, findings
+
+
+def _with_requirements(edits: list[Edit]) -> list[Edit]:
+    """Drop the edits whose ``requires`` lost an edit to the filters above: an import
+    that NPU101 renames or removes because other rules rewrite every use of it must stay
+    as it was when one of those uses stays (``# npu-migrate: ignore[NPU301]`` on it)."""
+    if not any(e.requires for e in edits):
+        return edits
+    replaced = {e.node for e in edits if e.replacement is not None}
+    return [e for e in edits if all(node in replaced for node in e.requires)]
 
 
 def _moves_to_device(edit: Edit) -> bool:

@@ -12,7 +12,8 @@ libcst regenerates a module byte for byte, with two exceptions found so far:
 (the indentation Python counts, and every line number, stay the same);
 :meth:`Protected.restore` puts them back in front of the same statements of the
 generated module, found by aligning it with what was parsed (difflib: unchanged
-lines, and among rewritten ones the most alike), and puts back the final CR. Lines inside brackets, strings and comments keep their form
+lines, and among rewritten ones the most alike; the prefix of a removed statement
+goes in front of the line that follows it), and puts back the final CR. Lines inside brackets, strings and comments keep their form
 feeds in libcst, and are left alone.
 """
 
@@ -51,16 +52,24 @@ class Protected:
     def _restore_prefixes(self, generated: bytes) -> bytes:
         parsed = _LINE.findall(self.data)
         lines = _LINE.findall(generated)
+        carried = b""  # the prefixes of removed statements (an import nothing uses any more)
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, parsed, lines, autojunk=False).get_opcodes():
             if tag == "equal":
-                pairs = zip(range(i1, i2), range(j1, j2))
+                pairs = list(zip(range(i1, i2), range(j1, j2)))
             elif tag == "replace":  # rewritten lines, maybe next to inserted ones: the most alike
-                pairs = _most_alike(parsed, lines, [i for i in range(i1, i2) if i in self.prefixes], j1, j2)
+                pairs = list(_most_alike(parsed, lines, [i for i in range(i1, i2) if i in self.prefixes], j1, j2))
             else:
-                continue
+                pairs = []
+            placed = {i for i, _ in pairs}
             for i, j in pairs:
                 if i in self.prefixes:
                     lines[j] = self.prefixes[i] + lines[j]
+            if carried and j1 < len(lines) and tag != "delete":
+                lines[j1] = carried + lines[j1]
+                carried = b""
+            carried += b"".join(self.prefixes[i] for i in range(i1, i2) if i in self.prefixes and i not in placed)
+        if carried and lines:  # removed at the end of the file: onto the last statement
+            lines[-1] = carried + lines[-1]
         return b"".join(lines)
 
 

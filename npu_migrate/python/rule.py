@@ -124,10 +124,12 @@ class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):
         *,
         needs_torch_npu: bool = True,
         anchor: cst.CSTNode | None = None,
+        requires: tuple[cst.CSTNode, ...] = (),
     ) -> None:
         """Replace ``node``. ``new`` may be a node, or a function of the updated node
-        (so that edits other rules make inside ``node`` are kept)."""
-        self.ctx.record_replace(self.id, node, new, message, needs_torch_npu, anchor or node)
+        (so that edits other rules make inside ``node`` are kept). ``requires``: nodes
+        that other rules replace, without which this edit must not be applied."""
+        self.ctx.record_replace(self.id, node, new, message, needs_torch_npu, anchor or node, requires)
 
     def insert_before(
         self,

@@ -56,6 +56,13 @@ Names are resolved through the file's imports, so aliases work:
 and `from torch import cuda` becomes `from torch import npu` (with `cuda.X` uses
 renamed). An aliased import is rewritten only when every use through it has an
 NPU counterpart; otherwise it is left alone and the uses are reported.
+
+When every use of such an alias belongs to another rule (`cuda.amp.autocast()`
+becomes `torch.amp.autocast("npu")`), a renamed import would be left unused
+(ruff F401), so the name is removed from the import, or the whole line when it
+is the only name. A line or name that carries a comment is renamed instead, so
+no comment is lost. If one of those uses stays (suppressed, or in code that
+already handles NPU), the import stays exactly as it was, so it still binds.
 """
     examples = (
         Example(
@@ -75,6 +82,8 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         self.alias_uses: dict[str, list[tuple[cst.CSTNode, str]]] = {}
         # local name -> every import statement binding it to a torch.cuda name
         self.alias_imports: dict[str, list[tuple[cst.CSTNode, cst.ImportAlias]]] = {}
+        self.removed: set[cst.ImportAlias] = set()
+        self._replaced: set[cst.CSTNode] | None = None
 
     # -- uses ----------------------------------------------------------------------
 
@@ -169,16 +178,22 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             if is_cuda_name(full):
                 self.alias_imports.setdefault(local, []).append((node, alias))
 
-    def _rewritten_elsewhere(self, node: cst.CSTNode) -> bool:
-        """Another rule replaces this use (``cuda.amp.autocast()`` -> ``torch.amp.autocast("npu")``),
-        so it no longer goes through the alias."""
-        replaced = {e.node for e in self.ctx.edits if e.rule != self.id and e.replacement is not None}
-        return any(n in replaced for n in (node, *self.ctx.ancestors(node)))
+    def _replaced_elsewhere(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node another rule replaces around this use (``cuda.amp.autocast()`` ->
+        ``torch.amp.autocast("npu")``), which then no longer goes through the alias."""
+        if self._replaced is None:
+            self._replaced = {e.node for e in self.ctx.edits if e.rule != self.id and e.replacement is not None}
+        return next((n for n in (node, *self.ctx.ancestors(node)) if n in self._replaced), None)
+
+    def _requires(self, local: str) -> tuple[cst.CSTNode, ...]:
+        """The other rules' edits an edit of the ``local`` import depends on."""
+        found = (self._replaced_elsewhere(node) for node, _ in self.alias_uses.get(local, []))
+        return tuple(n for n in found if n is not None)
 
     def leave_file(self) -> None:
         def uses_ok(local: str) -> bool:
             ok = all(
-                (is_cuda_name(q) and self.api.npu_name_for_cuda(q)) or self._rewritten_elsewhere(n)
+                (is_cuda_name(q) and self.api.npu_name_for_cuda(q)) or self._replaced_elsewhere(n) is not None
                 for n, q in self.alias_uses.get(local, [])
             )
             if not ok:
@@ -188,13 +203,19 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
         from_statements: dict[cst.ImportFrom, list[tuple[str, cst.ImportAlias]]] = {}
         bindings = [(local, st, al) for local, found in self.alias_imports.items() for st, al in found]
         for local, statement, alias in bindings:
+            if self._unused_after_migration(local) and self._remove_import(statement, alias, local):
+                continue
             if isinstance(statement, cst.Import):
                 if uses_ok(local):
-                    self.replace(alias, lambda a: a.with_changes(name=_dotted("torch.npu")), "`import torch.cuda as ...` -> `import torch.npu as ...`")
+                    self.replace(alias, lambda a: a.with_changes(name=_dotted("torch.npu")), "`import torch.cuda as ...` -> `import torch.npu as ...`",
+                                 requires=self._requires(local))
                 continue
             from_statements.setdefault(statement, []).append((local, alias))
         for statement, aliases in from_statements.items():
             module = cst.helpers.get_full_name_for_node(statement.module)
+            aliases = [(local, alias) for local, alias in aliases if alias not in self.removed]
+            if not aliases:
+                continue
             if module == "torch":
                 for local, alias in aliases:  # `from torch import cuda`
                     if uses_ok(local):
@@ -215,6 +236,33 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
             # A mixed import: the names torch_npu has move to their own `from torch.npu... import`;
             # the rest stay (NPU102 reports them).
             self._split(statement, movable, module, new_module)
+
+    def _unused_after_migration(self, local: str) -> bool:
+        """Every use of the alias is rewritten by another rule (``cuda.amp.autocast()`` ->
+        ``torch.amp.autocast("npu")``), so a renamed import would be left unused (F401)."""
+        uses = self.alias_uses.get(local, [])
+        return bool(uses) and all(self._replaced_elsewhere(node) is not None for node, _ in uses)
+
+    def _remove_import(self, statement: cst.Import | cst.ImportFrom, alias: cst.ImportAlias, local: str) -> bool:
+        """Remove the alias, or its whole line when it is the only name; a line or a name
+        that carries a comment is kept (renamed as usual) so that no comment is lost."""
+        line = self.ctx.parent(statement)
+        code = cst.Module([]).code_for_node
+        if "#" in code(alias) or not isinstance(line, cst.SimpleStatementLine):
+            return False
+        self.removed.add(alias)
+        message = f"removed the import of `{local}`: every use of it is rewritten away from `torch.cuda`"
+        requires = self._requires(local)
+        if len(statement.names) > 1:
+            self.replace(statement, _without(alias, statement), message, requires=requires)
+            return True
+        if len(line.body) > 1 or line.trailing_whitespace.comment is not None or any(
+            empty.comment is not None for empty in line.leading_lines
+        ):
+            self.removed.discard(alias)
+            return False
+        self.replace(line, cst.RemoveFromParent(), message, requires=requires)
+        return True
 
     def _split(self, statement: cst.ImportFrom, movable: list[cst.ImportAlias], module: str, new_module: str) -> None:
         moved = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in movable]
@@ -243,13 +291,17 @@ NPU counterpart; otherwise it is left alone and the uses are reported.
                 )
 
     def _from_torch_import_cuda(self, alias, local, uses) -> None:
+        requires = self._requires(local)
         if alias.asname is None and not _NPU_WORD.search(self.ctx.text):
-            self.replace(alias, lambda a: a.with_changes(name=cst.Name("npu")), "`from torch import cuda` -> `from torch import npu`")
+            self.replace(alias, lambda a: a.with_changes(name=cst.Name("npu")), "`from torch import cuda` -> `from torch import npu`",
+                         requires=requires)
             for node, qualified in uses:
-                self.replace(_root(node), cst.Name("npu"), f"`{qualified}` -> `torch.npu` via `npu`", needs_torch_npu=True)
+                self.replace(_root(node), cst.Name("npu"), f"`{qualified}` -> `torch.npu` via `npu`", needs_torch_npu=True,
+                             requires=requires)
         else:
             asname = alias.asname or cst.AsName(name=cst.Name(local))
-            self.replace(alias, lambda a: a.with_changes(name=cst.Name("npu"), asname=asname), "`from torch import cuda` -> `from torch import npu`")
+            self.replace(alias, lambda a: a.with_changes(name=cst.Name("npu"), asname=asname), "`from torch import cuda` -> `from torch import npu`",
+                         requires=requires)
 
 
 def _root(node: cst.CSTNode) -> cst.Name:
@@ -260,6 +312,17 @@ def _root(node: cst.CSTNode) -> cst.Name:
 
 def _dotted(name: str) -> cst.BaseExpression:
     return cst.parse_expression(name)
+
+
+def _without(removed: cst.ImportAlias, original: cst.Import | cst.ImportFrom):
+    def apply(statement):
+        kept = [a for a, o in zip(statement.names, original.names) if o is not removed]
+        if original.names[-1] is removed:  # `from torch import nn, cuda`: no dangling comma
+            paren = isinstance(statement, cst.ImportFrom) and isinstance(statement.lpar, cst.LeftParen)
+            kept[-1] = kept[-1].with_changes(comma=removed.comma if paren else cst.MaybeSentinel.DEFAULT)
+        return statement.with_changes(names=kept)
+
+    return apply
 
 
 def _set_module(module: str):

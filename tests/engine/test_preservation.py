@@ -105,6 +105,10 @@ LOSSY_FOR_LIBCST = [
     (b"import torch\rx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu  # noqa: F401\rx = torch.zeros(1).npu()\r"),
     (b"import torch\rx = torch.zeros(1).cuda()\r\r\r", b"import torch\rimport torch_npu  # noqa: F401\rx = torch.zeros(1).npu()\r\r\r"),
     (b"import torch\r\fx = torch.zeros(1).cuda()\r", b"import torch\rimport torch_npu  # noqa: F401\r\fx = torch.zeros(1).npu()\r"),
+    # A statement the migration removes (an import nothing uses any more): its form feed
+    # goes in front of the line that follows it.
+    (b"import torch\n\ffrom torch import cuda\n\fs = cuda.amp.GradScaler()\n",
+     b'import torch\nimport torch_npu  # noqa: F401\n\f\fs = torch.amp.GradScaler("npu")\n'),
     # Form feeds inside brackets and strings were never lost, and stay as they are.
     (b'import torch\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).cuda()\n',
      b'import torch\nimport torch_npu  # noqa: F401\nx = (1,\n\f2)\ns = """\n\fa"""\ny = torch.zeros(1).npu()\n'),
