@@ -476,6 +476,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                     for call in self.state_dicts
                     if _function_of(self.ctx, call) is function
                     and self._is_optimizer_state(self._key_of(call), call)
+                    and self._kept(call, function)
                     and not any(self._saved_by(call, other) for other in others)
                 ),
                 None,
@@ -499,6 +500,23 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             f"save `{expression}.state_dict()` next to the optimizer state (line "
             f"{self.ctx.position(source).start.line}; pass the GradScaler here if needed) and "
             f"restore it on resume with `{expression}.load_state_dict(...)`",
+        )
+
+    def _kept(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+        """The state can reach a save: it is not read on the spot
+        (``optimizer.state_dict()["param_groups"][0]["lr"]``), nor bound to a name that
+        nothing else in the function reads (``opt = optimizer.state_dict()`` left unused)."""
+        parent = self.ctx.parent(call)
+        if isinstance(parent, (cst.Subscript, cst.Attribute)) and parent.value is call:
+            return False
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return True
+        target = parent.targets[0].target
+        scope = function if function is not None else self.ctx.module
+        return any(
+            isinstance(node, cst.Name) and node.value == target.value and node is not target
+            for node in _names_in(scope)
         )
 
     def _saved_by(self, call: cst.Call, save: cst.Call) -> bool:
@@ -1064,6 +1082,17 @@ class _Restore:
         return (
             f"if {test}:\n    {scaler.expression}.load_state_dict({self.code}[{key}])\n"
         )
+
+
+def _names_in(scope: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node)
+
+    scope.visit(_Names())
+    return found
 
 
 def _function_of(ctx, node: cst.CSTNode) -> cst.FunctionDef | None:
