@@ -82,8 +82,8 @@ def expected_findings(source: str) -> set[tuple[int, str]]:
         if not match:
             continue
         codes = [code.strip() for code in match.group(1).split(",") if code.strip()]
-        if stripped.startswith(("#", "//")):
-            pending.extend(codes)  # a comment line of its own: the next line
+        if stripped.startswith(("#", "//")) and not stripped.startswith("#SBATCH"):
+            pending.extend(codes)  # a comment line of its own: the next line (a Slurm directive is its own)
         else:
             out.update((number, code) for code in codes)
     return out
