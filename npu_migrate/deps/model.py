@@ -22,6 +22,13 @@ class Entry:
     statement: int
     #: Conda match spec (``pytorch=2.1``) rather than a PEP 508 requirement.
     conda: bool = False
+    #: How the file writes it, when ``text`` is a translation (Poetry's ``torch = "^2.1"``).
+    written: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The entry as messages quote it."""
+        return self.written or self.text
 
     @property
     def requirement(self) -> Requirement | None:
@@ -49,9 +56,9 @@ class Entry:
 
 
 #: ``add(after, requirement_text)`` -> ``(start, end, new bytes)``: the edit that adds a
-#: requirement after ``after`` in the list's own style; None when the list's style
-#: cannot take one safely (the rule reports instead).
-Adder = Callable[[Entry, str], "tuple[int, int, bytes] | None"]
+#: requirement after ``after`` in the list's own style; None (or why, as a string) when
+#: the list's style cannot take one safely (the rule reports instead).
+Adder = Callable[[Entry, str], "tuple[int, int, bytes] | str | None"]
 
 
 def line_after(data: bytes, offset: int, text: bytes) -> tuple[int, int, bytes]:
@@ -73,6 +80,8 @@ class DependencyList:
     add: Adder | None = None
     #: Conda's own packages (not pip's): torch-npu goes into the pip sub-list.
     conda: bool = False
+    #: A requirement as this list writes it (Poetry: ``torch-npu = "2.1.*"``), for messages.
+    written: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """``pyproject.toml``: ``[project] dependencies``, ``[project.optional-dependencies]``
-and ``[dependency-groups]`` (PEP 735), read and extended with tomlkit.
+and ``[dependency-groups]`` (PEP 735), read and extended with tomlkit; and Poetry's
+``[tool.poetry.dependencies]`` tables (also ``dev-dependencies`` and
+``[tool.poetry.group.<name>.dependencies]``), whose constraints (``^2.1``, ``~2.1.0``)
+poetry-core translates to PEP 440 so the rules see them as requirements.
 
 Positions come from the TOML reader of the config front end
 (:func:`npu_migrate.configs.toml_reader.locate`). A requirement is added with
@@ -11,11 +14,12 @@ the edit is the bytes tomlkit inserted, so every other byte stays.
 from __future__ import annotations
 
 import copy
+import re
 
 from npu_migrate.configs import toml_reader
 from npu_migrate.configs.document import decode
 from npu_migrate.configs.offsets import CharToByte
-from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, IndexUrl
+from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, IndexUrl, line_after
 from npu_migrate.tables.packages import CUDA_INDEX_URL
 
 
@@ -68,7 +72,102 @@ def read(data: bytes) -> DepsDocument:
                 begin, finish = span(array, index)
                 listed.entries.append(Entry(str(array[index]), begin, finish, statement(begin)))
         result.lists.append(listed)
+    for where, table in _poetry_tables(document):
+        listed = DependencyList(where, add=_poetry_adder(data), written=_poetry_line)
+        for name, value in table.items():
+            requirement, leaf = _poetry_requirement(table, name, value)
+            if requirement is not None and (id(leaf[0]), leaf[1]) in spans:
+                begin, finish = span(*leaf)
+                written = f"{name} = {data[begin:finish].decode()}"
+                listed.entries.append(Entry(requirement, begin, finish, statement(begin), written=written))
+        result.lists.append(listed)
     return result
+
+
+def _poetry_tables(document):
+    """``(where, table)`` of every Poetry dependency table."""
+    poetry = document.get("tool", {}).get("poetry", {})
+    for key in ("dependencies", "dev-dependencies"):
+        if isinstance(poetry.get(key), dict):
+            yield f"[tool.poetry.{key}]", poetry[key]
+    for group, value in poetry.get("group", {}).items():
+        if isinstance(value, dict) and isinstance(value.get("dependencies"), dict):
+            yield f"[tool.poetry.group.{group}.dependencies]", value["dependencies"]
+
+
+def _poetry_requirement(table, name: str, value) -> tuple[str | None, tuple]:
+    """``torch = "^2.1"`` or ``torch = {version = "2.1.0", markers = "..."}`` as a PEP 508
+    requirement (``torch>=2.1,<3.0``), and the leaf holding the version; None for the
+    ``python`` entry, path/git/url sources and constraints poetry-core cannot read."""
+    if name.lower() == "python":
+        return None, ()
+    if isinstance(value, str):
+        constraint, markers, leaf = str(value), None, (table, name)
+    elif isinstance(value, dict) and isinstance(value.get("version"), str):
+        constraint, markers, leaf = str(value["version"]), value.get("markers"), (value, "version")
+    else:
+        return None, ()
+    specifier = _pep440(constraint)
+    if specifier is None:
+        return None, ()
+    requirement = f"{name}{specifier}" + (f"; {markers}" if isinstance(markers, str) and markers else "")
+    return requirement, leaf
+
+
+def _pep440(constraint: str) -> str | None:
+    """A Poetry version constraint as a PEP 440 specifier (``^2.1`` -> ``>=2.1,<3.0``)."""
+    from poetry.core.constraints.version import Version, VersionRange, parse_constraint
+
+    try:
+        parsed = parse_constraint(constraint)
+    except (ValueError, RuntimeError):
+        return None
+    if isinstance(parsed, Version):
+        return f"=={parsed.text}"
+    if isinstance(parsed, VersionRange):
+        text = str(parsed)
+        return "" if text == "*" else text
+    return None  # `2.1 || 2.2`: a union of ranges is not one torch pin
+
+
+_POETRY_LINE = re.compile(rb"[ \t]*(?P<key>[A-Za-z0-9_.\-]+|\"[^\"\n]*\"|'[^'\n]*')[ \t]*=[ \t]*")
+
+
+def _poetry_line(requirement: str, quote: str = '"') -> str:
+    """``torch-npu==2.1.*; marker`` as a Poetry table line (``torch-npu = "2.1.*"``)."""
+    from packaging.requirements import Requirement
+
+    parsed = Requirement(requirement)
+    version = f"{quote}{str(parsed.specifier).removeprefix('==')}{quote}"
+    if parsed.marker is not None:
+        marker = str(parsed.marker)
+        marker = f"'{marker}'" if '"' in marker else f'"{marker}"'  # packaging writes "linux"
+        version = f"{{version = {version}, markers = {marker}}}"
+    return f"{parsed.name} = {version}"
+
+
+_OPTIONAL = re.compile(rb"\boptional[ \t]*=[ \t]*true\b")
+
+
+def _poetry_adder(data: bytes):
+    """Add ``torch-npu = "2.1.*"`` on a line of its own after torch's line, with its
+    indentation, spacing and quotes; only when torch's entry is that one line."""
+
+    def add(after: Entry, requirement: str) -> tuple[int, int, bytes] | str | None:
+        line_end = data.find(b"\n", after.start)
+        line = data[after.statement : len(data) if line_end == -1 else line_end]
+        match = _POETRY_LINE.match(line)
+        if match is None or after.end > after.statement + len(line.rstrip(b"\r")):
+            return None  # a value on lines of its own, or not `torch = ...`: the rule reports instead
+        if _OPTIONAL.search(line):
+            return "torch is optional here (an extra): torch-npu belongs in the same extra"
+        quote = data[after.start : after.start + 1].decode()
+        name, _, value = _poetry_line(requirement, quote).partition(" = ")
+        indent = line[: len(line) - len(line.lstrip(b" \t"))]
+        separator = line[match.end("key") : match.end()]
+        return line_after(data, after.start, indent + name.encode() + separator + value.encode())
+
+    return add
 
 
 def _adder(array, original: str, array_start: int):

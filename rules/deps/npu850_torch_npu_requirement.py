@@ -37,6 +37,14 @@ options (a finding says where to add it), nor after a requirement written on
 `setup.cfg`'s option line (`install_requires = torch==2.1`) or in a YAML flow
 sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
 
+Poetry's tables (`[tool.poetry.dependencies]`, `dev-dependencies`, and
+`[tool.poetry.group.<name>.dependencies]`) are read through poetry-core, so
+`torch = "~2.1.0"` or `"2.1.0"` pins the 2.1 series and `torch = "^2.1"`
+(>=2.1,<3.0) does not; `torch-npu = "2.1.*"` goes on its own line after torch's,
+with its indentation and quotes (an inline table when torch has `markers`).
+A torch given as several constraints (an array), or from a path, git or URL,
+is left to the reviewer.
+
 `setup.py` has its own rule for the same decision (NPU860).
 """
     examples = (
@@ -61,7 +69,7 @@ sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
             rivals = {s for other_list, other, s in torches
                       if other_list is lst and s is not None and _marker(other) == _marker(entry)}
             if len(rivals) > 1:
-                self.report_entry(entry, f"`{entry.text}` is one of several torch pins of different minor releases "
+                self.report_entry(entry, f"`{entry.shown}` is one of several torch pins of different minor releases "
                                   f"in the {lst.where} (same markers)", "keep one torch pin per environment, then "
                                   "add torch-npu==X.Y.* for it")
                 continue
@@ -76,14 +84,14 @@ sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
     @staticmethod
     def _why(entry) -> str:
         if pairing.minor_series(entry.specifier) is None:
-            return f"`{entry.text}` is not pinned to one minor release"
-        return f"`{entry.text}` is older than the oldest torch-npu (torch 2.1)"
+            return f"`{entry.shown}` is not pinned to one minor release"
+        return f"`{entry.shown}` is older than the oldest torch-npu (torch 2.1)"
 
     def _torch(self, document, lst, entry, series, torch_npu) -> None:
         if torch_npu:
             for other in torch_npu:
                 if not pairing.pairs_with(other.specifier, series):
-                    self.report_entry(other, f"`{other.text}` does not pair with `{entry.text}`",
+                    self.report_entry(other, f"`{other.shown}` does not pair with `{entry.shown}`",
                                       f"torch-npu X.Y requires torch X.Y exactly: use torch-npu{pairing.npu_specifier(series)}")
             return
         requirement = self._requirement(entry, series)
@@ -96,13 +104,13 @@ sequence (`[pytorch=2.1, pip]`): there the finding gives the line to add.
                 return
             target, after = pip, pip.entries[-1]
         edit = target.add(after, requirement) if target.add is not None and document.no_additions is None else None
-        if edit is None:
-            reason = document.no_additions or f"this {target.where} cannot take one more entry safely"
-            self.report_entry(entry, f"torch-npu must be added next to `{entry.text}`, but {reason}",
-                              f"add `{requirement}`")
+        if edit is None or isinstance(edit, str):
+            reason = document.no_additions or edit or f"this {target.where} cannot take one more entry safely"
+            self.report_entry(entry, f"torch-npu must be added next to `{entry.shown}`, but {reason}",
+                              f"add `{target.written(requirement) if target.written else requirement}`")
             return
         start, end, new = edit
-        self.edit(start, end, new, f"add `{requirement}` (pairs with `{entry.text}`)", anchor=entry.start)
+        self.edit(start, end, new, f"add `{requirement}` (pairs with `{entry.shown}`)", anchor=entry.start)
 
     @staticmethod
     def _requirement(entry, series) -> str:
