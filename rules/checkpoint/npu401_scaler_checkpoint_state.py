@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.cst_util import call_arg, find_all
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import dotted, insert_above, insert_item, is_pure_reference
@@ -514,10 +514,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
             return True
         target = parent.targets[0].target
         scope = function if function is not None else self.ctx.module
-        return any(
-            isinstance(node, cst.Name) and node.value == target.value and node is not target
-            for node in _names_in(scope)
-        )
+        return any(node.value == target.value and node is not target for node in find_all(scope, cst.Name))
 
     def _saved_by(self, call: cst.Call, save: cst.Call) -> bool:
         """``call`` goes into what ``save`` saves, as far as the rule follows it: it is
@@ -1082,17 +1079,6 @@ class _Restore:
         return (
             f"if {test}:\n    {scaler.expression}.load_state_dict({self.code}[{key}])\n"
         )
-
-
-def _names_in(scope: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node)
-
-    scope.visit(_Names())
-    return found
 
 
 def _function_of(ctx, node: cst.CSTNode) -> cst.FunctionDef | None:

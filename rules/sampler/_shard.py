@@ -14,7 +14,7 @@ from collections.abc import Callable
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import dotted, insert_above, is_pure_reference
 
-from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.cst_util import call_arg, find_all
 from npu_migrate.python.rule import Rule
 
 from ._common import (
@@ -318,11 +318,4 @@ def _with_sampler(call: cst.Call, name: str) -> cst.Call:
 
 
 def _classes(module: cst.Module) -> list[cst.ClassDef]:
-    found: list[cst.ClassDef] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            found.append(node)
-
-    module.visit(_Collect())
-    return found
+    return find_all(module, cst.ClassDef)
