@@ -239,7 +239,7 @@ class CheckpointManager:
                 files, error = self._write_shards(tmp, sharded_state, dist, what)
         handle = SaveHandle()
         if rank == 0 and error is None:
-            error = self._attempt(what, self._write_state, tmp, payload, files)
+            error = self._attempt(what, self._write_state, tmp, payload, files, flush=not background)
             if error is None and background:
                 threading.Thread(target=self._finish, args=(tmp, step, files, tag, handle),
                                  name="npu_runtime-checkpoint", daemon=False).start()
@@ -267,11 +267,15 @@ class CheckpointManager:
             return str(exc if isinstance(exc, CheckpointError) else durable.write_failure(exc, what, self.directory))
         return None
 
-    def _write_state(self, tmp: str, payload: dict[str, Any], files: dict[str, dict[str, Any]]) -> None:
+    def _write_state(self, tmp: str, payload: dict[str, Any], files: dict[str, dict[str, Any]], *,
+                     flush: bool) -> None:
+        """``flush``: flush to disk while writing (a durable save); a background save
+        returns as soon as the bytes are written and flushes them on its thread."""
         import torch
 
         os.makedirs(tmp, exist_ok=True)
-        writer = durable.DurableWriter(os.path.join(tmp, STATE_FILE), crc=not durable.torch_writes_crc())
+        writer = durable.DurableWriter(os.path.join(tmp, STATE_FILE), crc=not durable.torch_writes_crc(),
+                                       flush_every=durable.FLUSH_EVERY if flush else 0)
         try:
             torch.save(payload, writer)
         except BaseException as exc:

@@ -303,6 +303,56 @@ def test_full_disk_is_a_checkpoint_error_and_leaves_nothing_behind(tmp_path, mon
     assert [s for s, _ in mgr.checkpoints()] == [5, 1]
 
 
+def test_a_durable_save_flushes_while_torch_save_writes(tmp_path, monkeypatch):
+    """The data reaches the disk as it is written (fdatasync on the state file before it is
+    closed), so that save() waits for the tail only; async_save() does not flush while
+    writing (it returns as soon as the bytes are written)."""
+    flushed_open: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == STATE_FILE:
+            flushed_open.append(os.fstat(fd).st_size)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(durable, "FLUSH_EVERY", 1 << 20)
+    model = torch.nn.Linear(1024, 1024)  # 4 MB of weights
+    CheckpointManager(tmp_path / "sync").save(1, model=model)
+    size = os.path.getsize(tmp_path / "sync" / step_dirname(1) / STATE_FILE)
+    assert len(flushed_open) >= 2 and min(flushed_open) < size  # flushed part-way, and at the end
+    flushed_open.clear()
+    mgr = CheckpointManager(tmp_path / "async")
+    handle = mgr.async_save(1, model=model)
+    handle.wait()
+    assert flushed_open == [size]  # one flush, after writing
+
+
+def test_a_failed_background_flush_fails_the_save(tmp_path, monkeypatch):
+    """After a failed fdatasync the kernel may report success the next time: the error of
+    the flush made while writing must fail the save itself."""
+    real = os.fdatasync
+    calls = [0]
+
+    def fdatasync(fd):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(fd)
+
+    model = torch.nn.Linear(1024, 1024)
+    mgr = CheckpointManager(tmp_path, keep=3)
+    mgr.save(1, model=model)
+    monkeypatch.setattr(durable, "FLUSH_EVERY", 1 << 20)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    with pytest.raises(CheckpointError, match=r"checkpoint step 2 could not be written to .*Input/output error"):
+        mgr.save(2, model=model)
+    monkeypatch.undo()
+    mgr.wait()
+    assert sorted(os.listdir(tmp_path)) == [LATEST, step_dirname(1)]
+    assert CheckpointManager(tmp_path).load_latest(model=model).step == 1
+
+
 def test_failure_messages_name_the_cause(tmp_path):
     full = durable.write_failure(OSError(errno.ENOSPC, "x"), "checkpoint step 7", str(tmp_path))
     assert "checkpoint step 7 could not be written to" in str(full) and "the disk is full" in str(full)
