@@ -43,6 +43,7 @@ partition those requests cannot be met (the job waits forever or is rejected),
 or, where a site still names its NPUs `gpu`, they get no GPU-specific binding.
 Each such option is reported.
 
+Directives after the script's first command are ignored by sbatch, and here too.
 It is not rewritten: Slurm has no built-in name for Ascend devices; the generic
 resource is whatever the cluster's `gres.conf` declares (`npu` is common, but
 it is the site's choice), and the `--gpus*` family exists for the GRES `gpu`
@@ -56,7 +57,7 @@ only. The suggestion says where to look the name up.
     def visit_comment(self, node: Node) -> None:
         text = node.text.decode("utf-8", "replace")
         match = _DIRECTIVE.match(text)
-        if match is None:
+        if match is None or _after_first_command(node):
             return
         try:
             words = shlex.split(text[match.end():], comments=True)
@@ -79,6 +80,15 @@ only. The suggestion says where to look the name up.
             texts.append(word.text)
         for index, option in _gpu_options(texts):
             self.report(node, f"`{command} {option}` asks Slurm for GPUs", _SUGGESTION, words[1 + index].node.start_byte)
+
+
+def _after_first_command(comment: Node) -> bool:
+    """sbatch reads ``#SBATCH`` lines up to the first command of the script only."""
+    root = comment
+    while root.parent is not None:
+        root = root.parent
+    first = next((child for child in root.children if child.type != "comment"), None)
+    return first is not None and first.start_byte < comment.start_byte
 
 
 def _takes_value(word: str) -> bool:
