@@ -32,6 +32,17 @@ log = logging.getLogger("npu_runtime")
 
 FORMAT = "npu_runtime.checkpoint/1"
 STATE_FILE = "state.pt"
+#: how often loading lists the directory again when a checkpoint vanishes as it is read
+_RELISTS = 10
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """Which directory ``path`` names now (device, inode), or None if none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 MANIFEST = "MANIFEST.json"
 DCP_SUBDIR = "sharded"
 
@@ -455,18 +466,41 @@ class CheckpointManager:
         return payload
 
     def _choose(self) -> tuple[str, dict[str, Any]] | None:
-        for step, _gen, name in layout.listing(self.directory):
-            path = os.path.join(self.directory, name)
-            try:
-                payload = self.verify_dir(path)
-            except CheckpointError as exc:
-                if "weights_only" in str(exc):
-                    raise
-                log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
+        """The newest checkpoint that verifies. A save running beside this load (in another
+        process) renames and prunes directories while they are listed and read: when a
+        checkpoint disappears or is replaced while it is read, or a newer one appears
+        meanwhile, the directory is listed again, rather than settling for an older one."""
+        rejected: set[tuple[str, tuple[int, int] | None]] = set()  # corrupt, as they stand
+        chosen: tuple[str, dict[str, Any]] | None = None
+        for _listing in range(_RELISTS):
+            chosen, key, stale = None, (-1, -1), False
+            for step, gen, name in layout.listing(self.directory):
+                path = os.path.join(self.directory, name)
+                identity = _identity(path)
+                if (name, identity) in rejected:
+                    continue
+                try:
+                    payload = self.verify_dir(path)
+                except CheckpointError as exc:
+                    if "weights_only" in str(exc):
+                        raise
+                    if identity is None or _identity(path) != identity:
+                        stale = True  # renamed away (or replaced under the same name) meanwhile
+                        break
+                    rejected.add((name, identity))
+                    log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
+                    continue
+                chosen, key = (path, payload), (step, gen)
+                break
+            if stale:
                 continue
-            self._good.add(name)
-            return path, payload
-        return None
+            newer = [name for step, gen, name in layout.listing(self.directory)
+                     if (step, gen) > key and (name, _identity(os.path.join(self.directory, name))) not in rejected]
+            if not newer:
+                break
+        if chosen is not None:
+            self._good.add(os.path.basename(chosen[0]))
+        return chosen
 
     def load_latest(self, **objects: Any) -> ResumePoint | None:
         """Restore ``objects`` (same names as in ``save``) and every RNG from the newest

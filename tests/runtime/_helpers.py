@@ -15,10 +15,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+#: HCCL's default ports (HCCL_IF_BASE_PORT 60000, 16 of them): inside Linux's ephemeral
+#: range, and a MASTER_PORT among them is a preflight finding of its own
+HCCL_PORTS = range(60000, 60016)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port, never one of HCCL's (a test would then get a second finding)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in HCCL_PORTS:
+            return port
 
 
 def child_env(**extra: str) -> dict:

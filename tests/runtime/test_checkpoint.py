@@ -375,13 +375,16 @@ def test_loaders_always_see_the_newest_returned_save(tmp_path, monkeypatch):
     mgr = CheckpointManager(tmp_path, keep=2)
     returned: list[tuple[int, int]] = []
     checks = [0]
+    failures: list[str] = []  # checks also run on the pruning threads, beside the next save
 
     def check():
         checks[0] += 1
         rp = CheckpointManager(tmp_path, keep=2).load_latest()
         if returned:
-            assert rp is not None, f"nothing loadable after {returned[-1]}"
-            assert (rp.step, rp.extra["n"]) >= returned[-1], f"{(rp.step, rp.extra['n'])} < {returned[-1]}"
+            newest = returned[-1]
+            if rp is None or (rp.step, rp.extra["n"]) < newest:
+                failures.append(f"{None if rp is None else (rp.step, rp.extra['n'])} < {newest}")
+                raise AssertionError(failures[-1])
 
     def watched(fn):
         def call(*args, **kwargs):
@@ -403,6 +406,30 @@ def test_loaders_always_see_the_newest_returned_save(tmp_path, monkeypatch):
     # or one of them resets the RNG in the middle of the next test.
     layout.settle()
     assert checks[0] > 30
+    assert not failures
+
+
+def test_a_checkpoint_renamed_while_it_is_loaded_is_found_under_its_new_name(tmp_path, monkeypatch):
+    """Another process re-saves step 4: its new copy, published as ``step-4.1``, is renamed
+    to ``step-4`` while this process reads it. Loading lists the directory again and finds
+    it there, instead of falling back to step 3."""
+    model = torch.nn.Linear(8, 8)
+    mgr = CheckpointManager(tmp_path)
+    mgr.save(3, model=model, n=3)
+    mgr.save(4, model=model, n=4)
+    os.rename(tmp_path / step_dirname(4), tmp_path / step_dirname(4, 1))  # the interim name
+    real = CheckpointManager.verify_dir
+    renamed = []
+
+    def verify_dir(self, path, **kwargs):
+        if path.endswith(step_dirname(4, 1)) and not renamed:
+            renamed.append(path)
+            os.rename(path, tmp_path / step_dirname(4))  # the other process's last rename
+        return real(self, path, **kwargs)
+
+    monkeypatch.setattr(CheckpointManager, "verify_dir", verify_dir)
+    rp = CheckpointManager(tmp_path).load_latest(model=model)
+    assert renamed and (rp.step, rp.extra["n"]) == (4, 4)
 
 
 def test_resume_batches_skips_without_touching_rng():
