@@ -300,7 +300,8 @@ class Watchdog:
         from . import descendants
 
         _cancel_backstop()
-        rank = os.environ.get("RANK", "?")
+        # a job that install() found to be a single process exports no RANK: it is rank 0
+        rank = os.environ.get("RANK") or ("0" if os.environ.get("WORLD_SIZE", "1") == "1" else "unknown")
         children = descendants.descendants()
         header = (f"\nnpu_runtime watchdog: rank {rank} pid {os.getpid()} showed no sign of life (optimizer step, "
                   f"import, forward, data-loader batch, checkpoint write or beat()) for {idle:.1f} s (timeout "
