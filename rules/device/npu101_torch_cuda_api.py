@@ -247,21 +247,18 @@ already handles NPU), the import stays exactly as it was, so it still binds.
         """Remove the alias, or its whole line when it is the only name; a line or a name
         that carries a comment is kept (renamed as usual) so that no comment is lost."""
         line = self.ctx.parent(statement)
-        code = cst.Module([]).code_for_node
-        if "#" in code(alias) or not isinstance(line, cst.SimpleStatementLine):
+        if "#" in cst.Module([]).code_for_node(alias) or not isinstance(line, cst.SimpleStatementLine):
             return False
-        self.removed.add(alias)
+        whole_line = len(statement.names) == 1
+        if whole_line and (len(line.body) > 1 or line.trailing_whitespace.comment is not None
+                           or any(empty.comment is not None for empty in line.leading_lines)):
+            return False
         message = f"removed the import of `{local}`: every use of it is rewritten away from `torch.cuda`"
-        requires = self._requires(local)
-        if len(statement.names) > 1:
-            self.replace(statement, _without(alias, statement), message, requires=requires)
-            return True
-        if len(line.body) > 1 or line.trailing_whitespace.comment is not None or any(
-            empty.comment is not None for empty in line.leading_lines
-        ):
-            self.removed.discard(alias)
-            return False
-        self.replace(line, cst.RemoveFromParent(), message, requires=requires)
+        if whole_line:
+            self.replace(line, cst.RemoveFromParent(), message, requires=self._requires(local))
+        else:
+            self.replace(statement, _without(alias, statement), message, requires=self._requires(local))
+        self.removed.add(alias)
         return True
 
     def _split(self, statement: cst.ImportFrom, movable: list[cst.ImportAlias], module: str, new_module: str) -> None:
