@@ -92,9 +92,7 @@ class DurableWriter:
     def close(self) -> None:
         """Close the file; raise the error of a failed background flush."""
         error = self._stop_flusher()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.abort()
         if error is not None:
             self.error = self.error or error
             raise error
@@ -135,7 +133,7 @@ class _Flusher:
             if self._stopping:
                 return
             try:
-                os.fdatasync(self.fd) if hasattr(os, "fdatasync") else os.fsync(self.fd)
+                _datasync(self.fd)
             except OSError as exc:
                 self.error = self.error or exc
                 return
@@ -149,14 +147,23 @@ class _Flusher:
         return self.error
 
 
+def _datasync(fd: int) -> None:
+    """A file's data (and its size, which fdatasync counts as data: no second metadata
+    write) to the disk; fsync where there is no fdatasync."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
 def _fsync(path: str) -> None:
     is_dir = os.path.isdir(path)
     fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if is_dir else 0))
     try:
-        if not is_dir and hasattr(os, "fdatasync"):
-            os.fdatasync(fd)  # the size is data for fdatasync: no second metadata write
-        else:
+        if is_dir:
             os.fsync(fd)
+        else:
+            _datasync(fd)
     finally:
         os.close(fd)
 
