@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 
+from . import exitcodes
 from .errors import LaunchError
 from .feeds import Feeds
 
@@ -48,7 +49,7 @@ log = logging.getLogger("npu_runtime")
 # It is not 1 (generic error, and faulthandler's exit code), not 2 (usage), not >=126
 # (shell/signal codes), and nothing in torch, HCCL or Python exits with it, so a job
 # log showing 75 says "the watchdog killed a hung rank".
-EXIT_CODE = 75
+EXIT_CODE = exitcodes.HANG
 HCCL_EXEC_TIMEOUT_DEFAULT_S = 1836  # HCCL's own default
 MARGIN_OVER_HCCL_S = 60.0
 ENV_ENABLE = "NPU_RUNTIME_WATCHDOG"
