@@ -8,14 +8,18 @@ Values come from ``[tool.npu-migrate.launch]`` (keys below, kebab-case as the re
     args = ["--epochs", "10"]          # its arguments
     nodes = 2                          # servers
     cards = 8                          # NPUs per server: 1, 2, 4 or 8 (16 on A3 nodes)
-    targets = ["torchrun", "volcano"]  # what to generate (default: torchrun)
+    targets = ["torchrun", "volcano"]  # what to generate (default: torchrun); also ascendjob, ...
     out = "launch"                     # where, relative to the project root
     image = "registry.example.com/team/train:1.0"   # the training image (volcano)
     job-name = "resnet"                # Volcano Job name (default: the project directory's name)
     namespace = "default"
     queue = "default"
     accelerator = "ascend-910b"        # ring-controller.atlas label value
-    npu-resource = "huawei.com/ascend-910b"         # the device plugin's resource name
+    npu-resource = "huawei.com/Ascend910"           # the device plugin's resource name
+    accelerator-type = "module-910b-8"  # the nodeSelector's accelerator-type (default: from cards)
+    host-arch = "huawei-arm"           # the nodeSelector's host-arch (huawei-arm or huawei-x86)
+    driver-mounts = false              # mount the host's driver and npu-smi (no Ascend Docker Runtime)
+    max-restarts = 3                   # restarts after a restartable failure (exit classes 75-77)
     workdir = "/workspace"             # the project root inside the image
     master-port = 29500
     python = "python3"                 # the interpreter that has torch and torch_npu
@@ -28,13 +32,23 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-TARGETS = ("torchrun", "torch-npu-run", "ranktable", "modelarts", "volcano")
-# Every target that needs another one's file to run: the Volcano pods run the torchrun launcher.
-REQUIRES = {"volcano": ("torchrun",)}
-CARDS_PER_NODE = (1, 2, 3, 4, 5, 6, 7, 8, 16)
+TARGETS = ("torchrun", "torch-npu-run", "ranktable", "modelarts", "volcano", "ascendjob")
+# Every target that needs another one's file to run: the Volcano pods run the torchrun
+# launcher, the AscendJob pods the per-card ranktable launcher.
+REQUIRES = {"volcano": ("torchrun",), "ascendjob": ("ranktable",)}
+# NPUs per server that Ascend training servers have and HCCL supports: the Atlas training
+# series and Atlas A2 run 1, 2, 4 or 8 per server (cards 0-3 and 4-7 form separate meshes);
+# an Atlas A3 server has 16 NPU dies. The preflight applies the same rule.
+CARDS_PER_NODE = (1, 2, 4, 8, 16)
+MAX_NODES = 4096
+HOST_ARCHS = ("huawei-arm", "huawei-x86")
+# Characters no name may carry: they end a comment line in a launcher (\n), a YAML
+# scalar or line (\r, NEL, LS, PS), or hide what a line says (other controls).
+_UNSAFE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Volcano names pods <job>-<task>-<index>; they must stay valid 63-character names.
 _POD_SUFFIX = len("-worker-") + 5
@@ -58,11 +72,17 @@ class LaunchPlan:
     namespace: str = "default"
     queue: str = "default"
     accelerator: str = "ascend-910b"
-    npu_resource: str = "huawei.com/ascend-910b"
+    npu_resource: str = "huawei.com/Ascend910"
+    accelerator_type: str = "module-910b-8"
+    host_arch: str = "huawei-arm"
+    driver_mounts: bool = False
+    max_restarts: int = 3
     workdir: str = "/workspace"
     master_port: int = 29500
     python: str = "python3"
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # From the entry script's init_process_group(timeout=...), when it says: (seconds, "file:line").
+    pg_timeout: tuple[float, str] | None = None
 
     @property
     def world_size(self) -> int:
@@ -85,7 +105,8 @@ class LaunchPlan:
 
 KEYS = {
     "entry", "args", "nodes", "cards", "targets", "out", "image", "job-name", "namespace", "queue",
-    "accelerator", "npu-resource", "workdir", "master-port", "python", "env",
+    "accelerator", "npu-resource", "workdir", "master-port", "python", "env", "accelerator-type", "host-arch",
+    "driver-mounts", "max-restarts",
 }
 
 
@@ -104,6 +125,23 @@ def _int(value, key: str, origin: dict[str, str], low: int, high: int) -> int:
 def _str(value, key: str, origin: dict[str, str]) -> str:
     if not isinstance(value, str) or not value.strip():
         raise PlanError(f"{_where(key, origin)} must be a non-empty string, got {value!r}")
+    return _safe(value, key, origin)
+
+
+def unsafe_char(text: str) -> str | None:
+    """The first character of ``text`` that no generated file may carry, or None."""
+    import unicodedata
+
+    return next((c for c in text if unicodedata.category(c) in _UNSAFE_CATEGORIES), None)
+
+
+def _safe(value: str, key: str, origin: dict[str, str]) -> str:
+    """Names are data, but a newline or control character in one would end a comment
+    line of a launcher (the rest would run) or a YAML line: refuse them."""
+    bad = unsafe_char(value)
+    if bad is not None:
+        raise PlanError(f"{_where(key, origin)}={value!r} contains the control character {bad!r}, "
+                        "which no launcher or job spec may carry")
     return value
 
 
@@ -134,7 +172,7 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         raise PlanError("no entry script: pass ENTRY (npu-migrate launch train.py) or set entry in "
                         "[tool.npu-migrate.launch]")
     root = root.absolute()
-    entry = _relative(_str(merged["entry"], "entry", origin), "entry", origin, root)
+    entry = _safe(_relative(_str(merged["entry"], "entry", origin), "entry", origin, root), "entry", origin)
     if not (root / entry).is_file():
         raise PlanError(f"{_where('entry', origin)}: no such file: {root / entry}")
     args = merged.get("args", [])
@@ -147,18 +185,22 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         if target not in TARGETS:
             raise PlanError(f"{_where('targets', origin)}: unknown target {target!r} (choose from {', '.join(TARGETS)})")
     wanted = [t for t in TARGETS if t in targets or any(t in REQUIRES.get(x, ()) for x in targets)]
-    cards = _int(merged.get("cards", 8), "cards", origin, 1, 16)
+    cards = merged.get("cards", 8)
+    if isinstance(cards, bool) or not isinstance(cards, int):
+        raise PlanError(f"{_where('cards', origin)} must be an integer, got {cards!r}")
     if cards not in CARDS_PER_NODE:
-        raise PlanError(f"{_where('cards', origin)}={cards}: an Ascend server has 1 to 8 NPUs (16 on A3 nodes)")
+        raise PlanError(f"{_where('cards', origin)}={cards}: an Ascend training server runs 1, 2, 4 or 8 NPUs "
+                        "(16 on an Atlas A3 server)")
     env = merged.get("env", {})
     if not isinstance(env, dict):
         raise PlanError(f"{_where('env', origin)} must be a table of NAME = \"value\"")
     for name, value in env.items():
         if not _ENV_NAME.match(name) or not isinstance(value, str):
             raise PlanError(f"{_where('env', origin)}: {name!r} must be a variable name with a string value")
+        _safe(value, "env", origin)
         if name.startswith("MA_"):
             raise PlanError(f"{_where('env', origin)}: {name} starts with MA_, which ModelArts reserves for itself")
-    out = _relative(_str(merged.get("out", "launch"), "out", origin), "out", origin, root)
+    out = _safe(_relative(_str(merged.get("out", "launch"), "out", origin), "out", origin, root), "out", origin)
     if out in ("", "."):
         raise PlanError(f"{_where('out', origin)} must be a directory below the project root, not the root")
     job_name = _str(merged.get("job-name") or _job_name(root), "job-name", origin)
@@ -170,7 +212,7 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         if not _DNS_LABEL.match(value):
             raise PlanError(f"{_where(key, origin)}={value!r} must be a lowercase DNS label")
     accelerator = merged.get("accelerator", LaunchPlan.accelerator)
-    resource = _str(merged.get("npu-resource", f"huawei.com/{accelerator}"), "npu-resource", origin)
+    resource = _str(merged.get("npu-resource", LaunchPlan.npu_resource), "npu-resource", origin)
     if not _RESOURCE.match(resource):
         raise PlanError(f"{_where('npu-resource', origin)}={resource!r} is not a resource name (vendor/name)")
     image = merged.get("image")
@@ -182,11 +224,26 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
     workdir = _str(merged.get("workdir", LaunchPlan.workdir), "workdir", origin)
     if not workdir.startswith("/"):
         raise PlanError(f"{_where('workdir', origin)}={workdir!r} must be an absolute path inside the image")
+    if "modelarts" in wanted:  # its boot command names the project directory
+        _safe(root.name, "project directory", {"project directory": f"the project directory {root}"})
+    accelerator_type = _str(merged.get("accelerator-type") or _accelerator_type(accelerator, cards),
+                            "accelerator-type", origin)
+    if not _LABEL_VALUE.match(accelerator_type):
+        raise PlanError(f"{_where('accelerator-type', origin)}={accelerator_type!r} is not a label value")
+    host_arch = _str(merged.get("host-arch", LaunchPlan.host_arch), "host-arch", origin)
+    if host_arch not in HOST_ARCHS:
+        raise PlanError(f"{_where('host-arch', origin)}={host_arch!r}: the device plugin labels nodes "
+                        f"{' or '.join(HOST_ARCHS)}")
+    driver_mounts = merged.get("driver-mounts", False)
+    if not isinstance(driver_mounts, bool):
+        raise PlanError(f"{_where('driver-mounts', origin)} must be true or false")
+    from .entry_timeout import init_timeout
+
     return LaunchPlan(
         root=root,
         entry=entry,
         args=tuple(args),
-        nodes=_int(merged.get("nodes", 1), "nodes", origin, 1, 4096),
+        nodes=_int(merged.get("nodes", 1), "nodes", origin, 1, MAX_NODES),
         cards=cards,
         targets=tuple(wanted),
         out=out,
@@ -200,7 +257,21 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         master_port=_int(merged.get("master-port", LaunchPlan.master_port), "master-port", origin, 1, 65535),
         python=_str(merged.get("python", LaunchPlan.python), "python", origin),
         env=tuple(sorted(env.items())),
+        accelerator_type=accelerator_type,
+        host_arch=host_arch,
+        driver_mounts=driver_mounts,
+        max_restarts=_int(merged.get("max-restarts", LaunchPlan.max_restarts), "max-restarts", origin, 0, 100),
+        pg_timeout=init_timeout(root / entry, entry),
     )
+
+
+def _accelerator_type(accelerator: str, cards: int) -> str:
+    """The device plugin's ``accelerator-type`` node label for a server that fits the job:
+    an 8-NPU Atlas A2 module server (``module-910b-8``), the 16-NPU one (``module-910b-16``),
+    or an Atlas 800 training server (``module``, for ``ascend-910``)."""
+    if accelerator == "ascend-910":
+        return "module"
+    return "module-910b-16" if cards > 8 else "module-910b-8"
 
 
 def _job_name(root: Path) -> str:

@@ -11,6 +11,8 @@ the script from its own path instead).
 
 from __future__ import annotations
 
+import shlex
+
 from .. import shell
 from ..artifacts import Artifact
 from ..plan import LaunchPlan
@@ -19,7 +21,8 @@ FILE = "modelarts.sh"
 
 
 def boot_command(plan: LaunchPlan) -> str:
-    return f"bash ${{MA_JOB_DIR}}/{plan.root.name}/{plan.out_path(FILE)}"
+    """The boot command; the project directory's name and the path are quoted for the shell."""
+    return f'bash "${{MA_JOB_DIR}}"/{shlex.quote(plan.root.name)}/{shlex.quote(plan.out_path(FILE))}'
 
 
 def render(plan: LaunchPlan) -> list[Artifact]:
@@ -29,21 +32,25 @@ def render(plan: LaunchPlan) -> list[Artifact]:
     notes = [
         f"Sized for {plan.nodes} node(s) x {plan.cards} NPU(s); the job's own MA_NUM_HOSTS and MA_NUM_GPUS win.",
         "User variables must not start with MA_ (ModelArts reserves them).",
+        "Failures restart in the script by exit class (NPU_MAX_RESTARTS); enable the training job's",
+        "automatic restart (fault tolerance) as well, so that a hardware fault (exit 77) moves the job to",
+        "other nodes.",
     ]
     text = (
         shell.header(plan, f"Start {plan.entry} in a ModelArts training job, with torchrun on each node.",
                      usage, notes)
         + shell.strict_mode_and_root(plan)
         + "\n# ModelArts describes the job; the defaults only apply outside ModelArts.\n"
-        + f"NNODES=${{MA_NUM_HOSTS:-{plan.nodes}}}\n"
-        + f"NPROC_PER_NODE=${{MA_NUM_GPUS:-{plan.cards}}}\n"
-        + "NODE_RANK=${VC_TASK_INDEX:-0}\n"
+        + shell.shape(plan, nnodes=f"${{MA_NUM_HOSTS:-{plan.nodes}}}", nproc=f"${{MA_NUM_GPUS:-{plan.cards}}}",
+                      node_rank="${VC_TASK_INDEX:-}")
         + "WORKER_HOSTS=${VC_WORKER_HOSTS:-127.0.0.1}\n"
         + "MASTER_ADDR=${WORKER_HOSTS%%,*}  # the first worker, as the ModelArts guides do\n"
         + shell.default("MASTER_PORT", str(plan.master_port)) + "\n"
         + shell.python_default(plan)
+        + "LOG_DIR=${LOG_DIR:-${MA_LOG_DIR:-logs}}\n"
+        + "\n" + shell.cann_env()
         + "\n" + shell.hccl_block(plan)
-        + "\n" + shell.preflight()
+        + "\n" + shell.preflight(plan)
         + "\n"
         + shell.torchrun_exec(plan, "torch.distributed.run")
     )

@@ -28,7 +28,8 @@ def render(plan: LaunchPlan) -> list[Artifact]:
         "hccl_tools.py and ModelArts write ranktables in (the preflight checks each card against the table).",
         "npu_runtime.install(), which npu-migrate adds to the entry script (rule NPU701), turns RANK_ID,",
         "RANK_SIZE and RANK_TABLE_FILE into torch's variables; MASTER_ADDR defaults to the table's first server.",
-        "Each rank logs to $LOG_DIR/rank_<RANK_ID>.log; when one fails, the others are stopped.",
+        "Each rank logs to $LOG_DIR/rank_<RANK_ID>.log; when one fails, the others are stopped, the logs",
+        "diagnosed (npu_runtime.diagnose) and the node restarted by exit class (NPU_MAX_RESTARTS).",
     ]
     text = (
         shell.header(plan, f"Start {plan.entry} once per NPU from an HCCL ranktable on "
@@ -37,39 +38,52 @@ def render(plan: LaunchPlan) -> list[Artifact]:
         + "\n"
         + "export RANK_TABLE_FILE=${RANK_TABLE_FILE:?set RANK_TABLE_FILE to the HCCL ranktable "
           "(the JSON file, or the directory holding jobstart_hccl.json)}\n"
-        + shell.default("NNODES", str(plan.nodes)) + "\n"
-        + shell.default("NPROC_PER_NODE", str(plan.cards)) + "\n"
-        + shell.default("NODE_RANK", "0") + "  # this server's position in the ranktable\n"
+        + "# The job's shape; NODE_RANK is this server's position in the ranktable (required with several).\n"
+        + shell.shape(plan)
         + "export RANK_SIZE=$((NNODES * NPROC_PER_NODE))\n"
         + "export " + shell.default("MASTER_PORT", str(plan.master_port)) + "\n"
         + shell.python_default(plan)
         + shell.default("LOG_DIR", "logs") + "\n"
+        + "\n" + shell.cann_env()
         + "\n" + shell.hccl_block(plan)
-        + "\n" + shell.preflight(master=False)
+        + "\n" + shell.preflight(plan, master=False)
+        + "\n" + shell.restart_policy(plan)
         + f"""
 mkdir -p "$LOG_DIR"
 pids=()
 trap 'kill "${{pids[@]}}" 2>/dev/null || true' INT TERM
-for ((card = 0; card < NPROC_PER_NODE; card++)); do
-  rank=$((NODE_RANK * NPROC_PER_NODE + card))
-  RANK_ID=$rank DEVICE_ID=$card ASCEND_DEVICE_ID=$card \\
-    "$PYTHON" {shell.entry_command(plan)} >"$LOG_DIR/rank_$rank.log" 2>&1 &
-  pids+=("$!")
-  echo "rank $rank on device $card: pid $!, log $LOG_DIR/rank_$rank.log"
-done
+restarts=0
+while :; do
+  pids=()
+  logs=()
+  suffix=""
+  ((restarts == 0)) || suffix=".restart$restarts"
+  for ((card = 0; card < NPROC_PER_NODE; card++)); do
+    rank=$((NODE_RANK * NPROC_PER_NODE + card))
+    log="$LOG_DIR/rank_$rank$suffix.log"
+    RANK_ID=$rank DEVICE_ID=$card ASCEND_DEVICE_ID=$card \\
+      "$PYTHON" {shell.entry_command(plan)} >"$log" 2>&1 &
+    pids+=("$!")
+    logs+=("$log")
+    echo "rank $rank on device $card: pid $!, log $log"
+  done
 
-# A rank that fails leaves the others waiting in collectives until HCCL times out: stop them.
-status=0
-for ((n = 0; n < NPROC_PER_NODE; n++)); do
-  wait -n && continue
-  code=$?
-  if ((status == 0)); then
-    status=$code
-    echo "a rank exited with status $code: stopping the others (logs in $LOG_DIR/)" >&2
-    kill "${{pids[@]}}" 2>/dev/null || true
-  fi
+  # A rank that fails leaves the others waiting in collectives until HCCL times out: stop them.
+  status=0
+  for ((n = 0; n < NPROC_PER_NODE; n++)); do
+    wait -n && continue
+    code=$?
+    if ((status == 0)); then
+      status=$code
+      echo "a rank exited with status $code: stopping the others (logs in $LOG_DIR/)" >&2
+      kill "${{pids[@]}}" 2>/dev/null || true
+    fi
+  done
+  ((status == 0)) && exit 0
+  diagnose "${{logs[@]}}"
+  restart_wanted "$status" "$restarts" || exit "$status"
+  restarts=$((restarts + 1))
 done
-exit "$status"
 """
     )
     return [Artifact(path, text, executable=True)]

@@ -40,21 +40,22 @@ def _render(plan: LaunchPlan, name: str, module: str, command: str) -> Artifact:
         master = shell.default("MASTER_ADDR", "127.0.0.1")
     notes = [
         "Environment (each overrides the default below): NNODES, NPROC_PER_NODE, NODE_RANK,",
-        "MASTER_ADDR, MASTER_PORT, PYTHON, the HCCL_* variables; NPU_PREFLIGHT=0 skips the node check.",
+        "MASTER_ADDR, MASTER_PORT, PYTHON, LOG_DIR, the HCCL_* variables, NPU_MAX_RESTARTS;",
+        "NPU_PREFLIGHT=0 skips the node check.",
         f"Extra arguments are passed to {plan.entry}.",
     ]
     text = (
         shell.header(plan, f"Start {plan.entry} with {command} on {shape}.", usage, notes)
         + shell.strict_mode_and_root(plan)
-        + "\n# The job's shape; NODE_RANK differs per node.\n"
-        + shell.default("NNODES", str(plan.nodes)) + "\n"
-        + shell.default("NPROC_PER_NODE", str(plan.cards)) + "\n"
-        + shell.default("NODE_RANK", "0") + "\n"
+        + "\n# The job's shape; NODE_RANK differs per node (required with more than one node).\n"
+        + shell.shape(plan)
         + master + "\n"
         + shell.default("MASTER_PORT", str(plan.master_port)) + "\n"
         + shell.python_default(plan)
+        + shell.default("LOG_DIR", "logs") + "\n"
+        + "\n" + shell.cann_env()
         + "\n" + shell.hccl_block(plan)
-        + "\n" + shell.preflight()
+        + "\n" + shell.preflight(plan)
         + f"\n# {command}, started as a module of $PYTHON.\n"
         + shell.torchrun_exec(plan, module)
     )
