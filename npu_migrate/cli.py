@@ -221,16 +221,22 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
 @click.argument("entry", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("-t", "--target", "targets", multiple=True, metavar="TARGET",
-              help="torchrun, torch-npu-run, ranktable, modelarts, volcano (repeat or comma-separate; default torchrun).")
+              help="torchrun, torch-npu-run, ranktable, modelarts, volcano, ascendjob (repeat or comma-separate; "
+                   "default torchrun).")
 @click.option("--nodes", type=int, help="Servers in the job (default 1).")
-@click.option("--cards", type=int, help="NPUs per server: 1, 2, 4 or 8 (default 8).")
+@click.option("--cards", type=int, help="NPUs per server: 1, 2, 4 or 8, or 16 on Atlas A3 (default 8).")
 @click.option("--image", help="The training image (needed by volcano).")
 @click.option("--out", metavar="DIR", help="Where to write, below the project root (default launch/).")
 @click.option("--job-name", help="The Volcano Job's name (default: the project directory's name).")
 @click.option("--namespace", help="The Volcano Job's namespace (default 'default').")
 @click.option("--queue", help="The Volcano queue (default 'default').")
 @click.option("--accelerator", help="The ring-controller.atlas label (default ascend-910b).")
-@click.option("--npu-resource", help="The NPU resource name (default huawei.com/<accelerator>).")
+@click.option("--npu-resource", help="The device plugin's NPU resource (default huawei.com/Ascend910).")
+@click.option("--accelerator-type", help="The nodeSelector's accelerator-type label (default from --cards).")
+@click.option("--host-arch", help="The nodeSelector's host-arch label: huawei-arm (default) or huawei-x86.")
+@click.option("--driver-mounts", is_flag=True, default=None,
+              help="Mount the host's driver and npu-smi into the pods (clusters without Ascend Docker Runtime).")
+@click.option("--max-restarts", type=int, help="Restarts after a failure, by exit class (default 3).")
 @click.option("--workdir", help="The project root inside the image (default /workspace).")
 @click.option("--master-port", type=int, help="The rendezvous port (default 29500).")
 @click.option("--python", "python_", metavar="PYTHON", help="The launchers' default interpreter (default python3).")
@@ -240,7 +246,8 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
 @click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
 def launch_command(entry, args, targets, nodes, cards, image, out, job_name, namespace, queue, accelerator,
-                   npu_resource, workdir, master_port, python_, env, write, check, config, quiet) -> None:
+                   npu_resource, accelerator_type, host_arch, driver_mounts, max_restarts, workdir, master_port,
+                   python_, env, write, check, config, quiet) -> None:
     """Generate launchers and job specs for a migrated ENTRY script (and its ARGS, after --).
 
     Without --write this is a dry run that prints each file as a diff against what
@@ -254,7 +261,8 @@ def launch_command(entry, args, targets, nodes, cards, image, out, job_name, nam
         "entry": entry, "args": list(args) or None, "targets": split_codes(targets) or None, "nodes": nodes,
         "cards": cards, "image": image, "out": out, "job-name": job_name, "namespace": namespace, "queue": queue,
         "accelerator": accelerator, "npu-resource": npu_resource, "workdir": workdir, "master-port": master_port,
-        "python": python_, "env": _env_pairs(env),
+        "python": python_, "env": _env_pairs(env), "accelerator-type": accelerator_type, "host-arch": host_arch,
+        "driver-mounts": driver_mounts, "max-restarts": max_restarts,
     }
     sys.exit(run_launch(flags, config=config, write=write, check=check, quiet=quiet))
 

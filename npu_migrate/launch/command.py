@@ -54,12 +54,14 @@ def run(flags: dict, *, config: str | None, write: bool, check: bool, quiet: boo
     from .targets import render
 
     try:
-        planned = artifacts.plan_writes(plan.root, render(plan))
+        planned, refused = artifacts.plan_writes(plan.root, render(plan))
     except artifacts.ArtifactError as exc:
         err.print(f"error: {exc}")
         return EXIT_ERROR
     pending = [p for p in planned if p.status != artifacts.UNCHANGED]
-    failed = False
+    failed = bool(refused)
+    for refusal in refused:
+        err.print(f"error: {refusal}")
     for p in planned:
         shown = _shown(p.target)
         if p.status == artifacts.UNCHANGED:

@@ -218,9 +218,10 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
     image = merged.get("image")
     if image is not None:
         image = _str(image, "image", origin)
-    if "volcano" in wanted and image is None:
-        raise PlanError("the volcano target needs the training image: --image or image = \"...\" in "
-                        "[tool.npu-migrate.launch]")
+    for needs_image in ("volcano", "ascendjob"):
+        if needs_image in wanted and image is None:
+            raise PlanError(f"the {needs_image} target needs the training image: --image or image = \"...\" in "
+                            "[tool.npu-migrate.launch]")
     workdir = _str(merged.get("workdir", LaunchPlan.workdir), "workdir", origin)
     if not workdir.startswith("/"):
         raise PlanError(f"{_where('workdir', origin)}={workdir!r} must be an absolute path inside the image")

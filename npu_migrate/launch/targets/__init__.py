@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..artifacts import Artifact
 from ..plan import LaunchPlan
-from . import modelarts, ranktable, torchrun, volcano
+from . import ascendjob, modelarts, ranktable, torchrun, volcano
 
 RENDERERS = {
     "torchrun": torchrun.render_torchrun,
@@ -12,6 +12,7 @@ RENDERERS = {
     "ranktable": ranktable.render,
     "modelarts": modelarts.render,
     "volcano": volcano.render,
+    "ascendjob": ascendjob.render,
 }
 
 
