@@ -8,7 +8,9 @@ node, and prints one line per problem with its fix:
 module                checks
 ====================  ==========================================================
 ``launch_env``        every launcher's variables resolve, and all sources agree
-``devices``           NPUs per node; ``npu-smi``: NPU count and health
+``devices``           NPUs found (``npu-smi``, ``/dev/davinci*``): count, health, NPUs per
+                      node, ``ASCEND_RT_VISIBLE_DEVICES`` ascending and valid
+``stack``             driver, CANN, torch and torch_npu: present, importable, paired
 ``ranktable_checks``  device ids, this host listed, NPUs per server, device IPs
 ``hccl``              HCCL_CONNECT_TIMEOUT (with a ranktable), HCCL ports
 ``sysctl``            HCCL ports reserved, somaxconn and SYN backlog vs job size
@@ -19,13 +21,13 @@ module                checks
 
 from __future__ import annotations
 
-from . import devices, hccl, hccn, launch_env, network, ranktable_checks, sysctl
+from . import devices, hccl, hccn, launch_env, network, ranktable_checks, stack, sysctl
 from .context import Context, Problem
 
 # Order matters: later checks read what earlier ones found (the resolved spec, the
 # ranktable, the NPU count).
-CHECKS = (launch_env.check, devices.check, ranktable_checks.check, hccl.check, sysctl.check, network.check,
-          hccn.check)
+CHECKS = (launch_env.check, devices.check, stack.check, ranktable_checks.check, hccl.check, sysctl.check,
+          network.check, hccn.check)
 
 __all__ = ["CHECKS", "Context", "Problem", "run_checks"]
 

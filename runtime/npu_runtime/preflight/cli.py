@@ -8,6 +8,7 @@ goes to stderr. Exit 0: no problem; 1: problems; 2: bad options.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from ..distributed import default_host_ids
 from . import run_checks
-from .context import DRIVER_TOOLS, Context
+from .context import ASCEND_ROOT, DRIVER_TOOLS, Context
 
 DEFAULT_RANKTABLE_TIMEOUT_S = 300.0  # as init_distributed() waits
 
@@ -46,8 +47,8 @@ def _seconds(value: str) -> float:
         seconds = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is negative")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of seconds >= 0")
     return seconds
 
 
@@ -71,6 +72,14 @@ def parser(prog: str | None) -> argparse.ArgumentParser:
                    help="retry resolving and reaching the master this long (default 30)")
     p.add_argument("--proc-root", type=Path, default=Path("/proc"), metavar="DIR",
                    help="read kernel settings from DIR/sys (default /proc)")
+    p.add_argument("--accelerator", metavar="NAME",
+                   help="the server series the job was generated for (ring-controller.atlas: ascend-910 is the Atlas "
+                        "training series, where HCCL_EXEC_TIMEOUT is a multiple of 68)")
+    p.add_argument("--python", metavar="PYTHON", default=sys.executable,
+                   help="the interpreter whose torch and torch_npu the job uses (default: this one)")
+    p.add_argument("--ascend-root", type=Path, default=ASCEND_ROOT, metavar="DIR",
+                   help="where the driver and CANN are installed (default /usr/local/Ascend)")
+    p.add_argument("--dev-root", type=Path, default=Path("/dev"), metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="also say what was checked and what was skipped")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the problems")
     return p
@@ -86,12 +95,15 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None,
         raw = environ.get("NPU_RUNTIME_RANKTABLE_TIMEOUT", "").strip()
         try:
             timeout = float(raw) if raw else DEFAULT_RANKTABLE_TIMEOUT_S
+            if not math.isfinite(timeout) or timeout < 0:
+                raise ValueError(raw)
         except ValueError:
-            problems_first.append(f"NPU_RUNTIME_RANKTABLE_TIMEOUT={raw!r} is not a number of seconds")
+            problems_first.append(f"NPU_RUNTIME_RANKTABLE_TIMEOUT={raw!r} is not a finite number of seconds >= 0")
             timeout = 0.0
     ctx = Context(environ, nodes=ns.nodes, cards=ns.cards, node_rank=ns.node_rank, master=ns.master,
                   proc_root=ns.proc_root, tool_dirs=DRIVER_TOOLS, ranktable_timeout_s=timeout,
-                  master_wait_s=ns.master_wait, host_ids=default_host_ids(environ))
+                  master_wait_s=ns.master_wait, host_ids=default_host_ids(environ), accelerator=ns.accelerator,
+                  python=ns.python, ascend_root=ns.ascend_root, dev_root=ns.dev_root)
     for message in problems_first:
         ctx.problem("launch env", message, "set it to the seconds to wait for the ranktable, or unset it")
     problems = run_checks(ctx)
@@ -101,12 +113,21 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None,
         for note in ctx.notes:
             print(f"checked: {note}", file=sys.stderr)
     if not ns.quiet:
+        print(f"found: {_found(ctx)}", file=sys.stderr)
         host = socket.gethostname()
         if problems:
             print(f"preflight: {len(problems)} problem(s) on {host}", file=sys.stderr)
         else:
             print(f"preflight: {host} is ready ({_shape(ctx)})", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _found(ctx: Context) -> str:
+    """What the node has next to what the job asks."""
+    asked = f" (asked: {ctx.job_cards} per node)" if ctx.job_cards is not None else ""
+    parts = [f"NPUs {ctx.found.get('NPUs', 'unknown')}{asked}"]
+    parts += [f"{name} {ctx.found.get(name, 'unknown')}" for name in ("driver", "CANN", "torch", "torch_npu")]
+    return ", ".join(parts)
 
 
 def _shape(ctx: Context) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DRIVER_TOOLS = ("/usr/local/Ascend/driver/tools",)
+ASCEND_ROOT = Path("/usr/local/Ascend")
 TOOL_TIMEOUT_S = 20.0
 
 
@@ -43,11 +45,16 @@ class Context:
     ranktable_timeout_s: float = 0.0
     master_wait_s: float = 30.0
     host_ids: Sequence[str] = ()
+    accelerator: str | None = None  # the ring-controller.atlas name the job was generated for
+    python: str = sys.executable  # the interpreter whose torch / torch_npu the job uses
+    ascend_root: Path = ASCEND_ROOT  # driver and CANN install root
+    dev_root: Path = Path("/dev")  # where /dev/davinci<N> appear
     # Filled in by the checks as they run.
     spec: Any = None  # npu_runtime.env.LaunchSpec, when the environment resolves
     table: Any = None  # npu_runtime.ranktable.Ranktable, when RANK_TABLE_FILE loads
     local_server: int | None = None  # this host's server index in the table
     device_count: int | None = None  # NPUs on this node (npu-smi)
+    found: dict[str, str] = field(default_factory=dict)  # what the node has: NPUs, driver, CANN, torch, ...
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was checked or skipped, for -v
 
@@ -103,13 +110,13 @@ class Context:
             found = shutil.which(name, path=os.pathsep.join(self.tool_dirs))
         return found
 
-    def run_tool(self, argv: list[str]) -> tuple[int, str]:
+    def run_tool(self, argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[int, str]:
         """Run a tool; (exit status, stdout+stderr). A tool that hangs counts as failed."""
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                                   stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
-            return 124, f"no answer after {TOOL_TIMEOUT_S:g} s"
+            return 124, f"no answer after {timeout:g} s"
         except OSError as exc:
             return 126, str(exc)
         return proc.returncode, (proc.stdout or "") + (proc.stderr or "")

@@ -27,18 +27,63 @@ def cards_rule(ranktable_version: str | None = None) -> str:
     return f"Atlas training servers take {', '.join(map(str, allowed_cards(ranktable_version)))} NPUs per server"
 
 
+def _cards_rule(ctx: Context, cards: int | None, count: int | None) -> None:
+    """1, 2, 4 or 8 per server; 16 where the node has 16 NPUs (an Atlas A3 server)."""
+    if ctx.table is not None or cards is None:
+        return
+    allowed = (*ATLAS_CARDS, 16) if count is not None and count >= 16 else ATLAS_CARDS
+    if cards not in allowed:
+        ctx.problem(AREA, f"{cards} processes (NPUs) per node; {cards_rule()} (16 on an Atlas A3 server)",
+                    f"use {', '.join(map(str, ATLAS_CARDS))} NPUs per node (npu-migrate launch --cards N)")
+
+
+def _visible(ctx: Context, count: int | None) -> None:
+    """ASCEND_RT_VISIBLE_DEVICES: whole numbers, ascending, each an NPU of the node; anything
+    else makes torch_npu see no NPU or silently drop some."""
+    raw = ctx.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+    if raw is None or not raw.strip():
+        return
+    parts = [p.strip() for p in raw.split(",")]
+    fix = "list NPU ids in ascending order, each once, e.g. ASCEND_RT_VISIBLE_DEVICES=0,1,2,3 (npu-smi info -l)"
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        ctx.problem(AREA, f"ASCEND_RT_VISIBLE_DEVICES={raw!r} is not a comma-separated list of NPU ids", fix)
+        return
+    ids = [int(p) for p in parts]
+    if any(b <= a for a, b in zip(ids, ids[1:])):
+        ctx.problem(AREA, f"ASCEND_RT_VISIBLE_DEVICES={raw!r} is not ascending (or repeats an id): torch_npu then "
+                          "hides NPUs or sees none", fix)
+    elif count is not None and ids[-1] >= count:
+        ctx.problem(AREA, f"ASCEND_RT_VISIBLE_DEVICES={raw!r} names NPU {ids[-1]}, but npu-smi lists {count} "
+                          f"(0..{count - 1})", fix)
+
+
 def _fields(text: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in map(_FIELD.match, text.splitlines()) if m]
 
 
+def _davinci(ctx: Context) -> list[str]:
+    try:
+        return sorted(p.name for p in ctx.dev_root.glob("davinci[0-9]*"))
+    except OSError:
+        return []
+
+
 def check(ctx: Context) -> None:
     cards = ctx.job_cards
-    if ctx.table is None and cards is not None and cards not in allowed_cards():
-        ctx.problem(AREA, f"{cards} processes (NPUs) per node; {cards_rule()}",
-                    f"use {', '.join(map(str, ATLAS_CARDS))} NPUs per node (npu-migrate launch --cards N)")
     tool = ctx.find_tool("npu-smi")
     if tool is None:
-        ctx.note("npu-smi not found: NPU count and health not checked")
+        devices = _davinci(ctx)
+        ctx.found["NPUs"] = f"{len(devices)} device file(s)" if devices else "none"
+        if devices:
+            ctx.problem(AREA, f"npu-smi not found (PATH, /usr/local/Ascend/driver/tools), though "
+                              f"{ctx.dev_root}/{devices[0]} exists: NPU count and health cannot be checked",
+                        "install the driver's tools, or mount /usr/local/bin/npu-smi into the container")
+        else:
+            ctx.problem(AREA, f"no NPU on this node: no npu-smi and no {ctx.dev_root}/davinci<N> device",
+                        "run on an Ascend node with its driver installed (or give the container its NPUs: "
+                        "Ascend Docker Runtime, or the device plugin's huawei.com/Ascend910 resource)")
+        _cards_rule(ctx, cards, None)
+        _visible(ctx, None)
         return
     status, text = ctx.run_tool([tool, "info", "-l"])
     if status != 0:
@@ -51,6 +96,11 @@ def check(ctx: Context) -> None:
     total = next((int(v) for k, v in fields if k == "Total Count" and v.isdigit()), len(npu_ids))
     ctx.device_count = sum(chips) if chips and len(chips) == len(npu_ids) else total
     ctx.note(f"npu-smi: {ctx.device_count} NPU device(s)")
+    ctx.found["NPUs"] = str(ctx.device_count)
+    _cards_rule(ctx, cards, ctx.device_count)
+    _visible(ctx, ctx.device_count)
+    if ctx.device_count == 0:
+        ctx.problem(AREA, "npu-smi lists no NPU on this node", "check the driver and the NPUs (npu-smi info; dmesg)")
     if cards is not None and cards > ctx.device_count:
         ctx.problem(AREA, f"the job starts {cards} processes per node but npu-smi lists {ctx.device_count} NPU(s) "
                           "on this node", "start at most one process per NPU (npu-migrate launch --cards N)")

@@ -9,6 +9,9 @@ from .context import Context
 
 AREA = "hccl"
 CONNECT_RANGE = (120, 7200)  # HCCL_CONNECT_TIMEOUT, seconds
+EXEC_MAX = 2147483647  # HCCL_EXEC_TIMEOUT on Atlas A2/A3 (0 = no limit)
+EXEC_STEP, EXEC_MAX_ATLAS = 68, 17340  # Atlas training series: a multiple of 68, at most 17340
+ATLAS_TRAINING = "ascend-910"  # ring-controller.atlas of the Atlas training series (910A)
 DEFAULT_BASE_PORT = 60000
 PORTS = 16
 
@@ -42,11 +45,28 @@ def check(ctx: Context) -> None:
         hccl_exec_timeout_s(dict(ctx.environ))
     except LaunchError as exc:
         ctx.problem(AREA, str(exc), "export HCCL_EXEC_TIMEOUT=1836 (HCCL's default; 0 means no limit)")
+    else:
+        _exec_range(ctx)
     base = base_port(ctx)
     port = _master_port(ctx)
     if base is not None and port is not None and base <= port < base + PORTS:
         ctx.problem(AREA, f"MASTER_PORT {port} is one of HCCL's ports {base}-{base + PORTS - 1} (HCCL_IF_BASE_PORT)",
                     "choose a MASTER_PORT outside that range (29500 is torch's default)")
+
+
+def _exec_range(ctx: Context) -> None:
+    raw = ctx.environ.get("HCCL_EXEC_TIMEOUT", "").strip()
+    if not raw:
+        return
+    value = int(raw)
+    if ctx.accelerator == ATLAS_TRAINING:
+        if value % EXEC_STEP or not EXEC_STEP <= value <= EXEC_MAX_ATLAS:
+            ctx.problem(AREA, f"HCCL_EXEC_TIMEOUT={raw} on an Atlas training server (ascend-910) must be a multiple "
+                              f"of {EXEC_STEP} from {EXEC_STEP} to {EXEC_MAX_ATLAS} s",
+                        f"export HCCL_EXEC_TIMEOUT={min(max(EXEC_STEP, -(-value // EXEC_STEP) * EXEC_STEP), EXEC_MAX_ATLAS)}")
+    elif value > EXEC_MAX:
+        ctx.problem(AREA, f"HCCL_EXEC_TIMEOUT={raw} is above HCCL's range 0-{EXEC_MAX} s",
+                    "export HCCL_EXEC_TIMEOUT=1836 (HCCL's default; 0 means no limit)")
 
 
 def _master_port(ctx: Context) -> int | None:

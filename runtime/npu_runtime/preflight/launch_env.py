@@ -48,6 +48,25 @@ def check(ctx: Context) -> None:
     _resolve(ctx, table_error)
     _agree(ctx)
     _leftovers(ctx)
+    _node_rank_given(ctx)
+
+
+# Where a node's index can come from, besides --node-rank.
+_NODE_RANK_SOURCES = ("NODE_RANK", "GROUP_RANK", "VC_TASK_INDEX", "RANK_ID")
+
+
+def _node_rank_given(ctx: Context) -> None:
+    """In a multi-node job every node needs its own index: a default of 0 makes two node 0s."""
+    if not ctx.multi_node or ctx.node_rank is not None or ctx.local_server is not None:
+        return
+    env = ctx.environ
+    if any(env.get(name, "").strip() for name in _NODE_RANK_SOURCES) or _env.is_local_rank_list(env.get("LOCAL_RANK")):
+        return
+    if _env.detect_source(env) == _env.TORCHRUN and env.get("RANK", "").strip():
+        return  # a torchrun worker: its rank already places it
+    ctx.problem(AREA, f"no node rank in a {ctx.job_nodes}-node job (no --node-rank, NODE_RANK, GROUP_RANK, "
+                      "VC_TASK_INDEX or ranktable entry for this host): every node would start as node 0",
+                "give each node its index: NODE_RANK=K bash launch/torchrun.sh (0 on the master)")
 
 
 def _load_table(ctx: Context) -> str | None:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 import time
 
@@ -97,6 +98,10 @@ def check(ctx: Context) -> None:
     if not addresses:
         ctx.problem(AREA, f"MASTER_ADDR {host} does not resolve ({error})",
                     "use node 0's IP address, or a name every node resolves (check /etc/hosts and DNS)")
+        return
+    if ctx.multi_node and all(ipaddress.ip_address(ip.split("%")[0]).is_loopback for _f, ip in addresses):
+        ctx.problem(AREA, f"MASTER_ADDR {host} is a loopback address in a {ctx.job_nodes}-node job: the other "
+                          "nodes cannot reach it", "set MASTER_ADDR to node 0's address on the network between nodes")
         return
     node_rank = ctx.node_rank if ctx.node_rank is not None else (ctx.spec.node_rank if ctx.spec else None)
     started = _env.detect_source(ctx.environ) == _env.TORCHRUN  # inside a worker: the store is up
