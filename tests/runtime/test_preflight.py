@@ -24,8 +24,30 @@ from npu_runtime.preflight.cli import main
 
 from ._helpers import free_port, write_ranktable_v1
 
-THIS_HOST = "127.0.0.1"
+
+
+def _local_address() -> str:
+    """This machine's address on its network (not loopback): a multi-node job's master
+    must be reachable from the other nodes, so 127.0.0.1 is itself a problem there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent; the kernel picks the outgoing address
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
+THIS_HOST = _local_address()
 OTHER_HOST = "10.0.0.2"
+
+# A clean software stack: what the fake interpreter reports, and the versions on disk.
+STACK = {"torch": "2.4.0+cpu", "torch-npu": "2.4.0.post2", "error": None, "npus": 8}
+DRIVER_VERSION, CANN_VERSION = "24.1.rc2", "8.0.RC2"
+
+
+def fake_python(stack: dict) -> str:
+    """A stand-in for the job's interpreter: answers the stack probe with ``stack``."""
+    return f"#!/bin/sh\necho 'NPU_PREFLIGHT_PROBE {json.dumps(stack)}'\n"
 
 def _case(var: str, values: dict[str, str], default: str) -> str:
     """A shell ``case`` printing values[var] (default ``default``)."""
@@ -70,6 +92,9 @@ class Node:
     npu_smi: dict | None = None
     hccn: dict | None = None
     table: dict | None = None
+    stack: dict | None = field(default_factory=lambda: dict(STACK))
+    driver: str | None = DRIVER_VERSION
+    cann: str | None = CANN_VERSION
 
     def run(self, *extra: str) -> tuple[int, list[str], str]:
         proc = self.root / "proc"
@@ -85,13 +110,28 @@ class Node:
             if state is not None:
                 tool.write_text(fake(state), encoding="utf-8")
                 tool.chmod(0o755)
+        ascend = self.root / "Ascend"
+        if self.driver is not None:
+            (ascend / "driver").mkdir(parents=True, exist_ok=True)
+            (ascend / "driver" / "version.info").write_text(f"Version={self.driver}\n", encoding="utf-8")
+        if self.cann is not None:
+            info = ascend / "ascend-toolkit" / "latest" / "x86_64-linux" / "ascend_toolkit_install.info"
+            info.parent.mkdir(parents=True, exist_ok=True)
+            info.write_text(f"package_name=Ascend-cann-toolkit\nversion={self.cann}\n", encoding="utf-8")
+        python = self.root / "python-stack"
+        python.write_text(fake_python(self.stack) if self.stack is not None else "#!/bin/sh\nexit 127\n",
+                          encoding="utf-8")
+        python.chmod(0o755)
+        dev = self.root / "dev"
+        dev.mkdir(exist_ok=True)
         env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "NPU_RUNTIME_HOST_IP": THIS_HOST, **self.env}
         if self.table is not None:
             table = self.root / "hccl.json"
             table.write_text(json.dumps(self.table), encoding="utf-8")
             env.setdefault("RANK_TABLE_FILE", str(table))
         argv = [*(a for k, v in self.flags.items() for a in (f"--{k}", v)), "--proc-root", str(proc),
-                "--ranktable-timeout", "0", "--master-wait", "1", *extra]
+                "--ranktable-timeout", "0", "--master-wait", "1", "--ascend-root", str(ascend),
+                "--python", str(python), "--dev-root", str(dev), *extra]
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv, environ=env)
@@ -129,14 +169,40 @@ def test_a_clean_node_passes(request, which):
     assert (code, lines) == (0, []), err
     assert "is ready (2 node(s) x 8 NPU(s)" in err
     assert "npu-smi: 8 NPU device(s)" in err and "hccn_tool: NPU links checked" in err
+    assert (f"found: NPUs 8 (asked: 8 per node), driver {DRIVER_VERSION}, CANN {CANN_VERSION}, torch 2.4.0+cpu, "
+            "torch_npu 2.4.0.post2") in err
 
 
-def test_a_node_without_ascend_tools_or_proc_sys_is_checked_as_far_as_it_can_be(torchrun_node):
+def test_a_node_without_npus_is_never_ready(torchrun_node):
+    # No npu-smi, no /dev/davinci*, no driver, no CANN, torch without torch_npu: what a CPU machine has.
     torchrun_node.npu_smi = torchrun_node.hccn = None
-    torchrun_node.sysctl = {}
-    code, lines, err = torchrun_node.run("-v")
-    assert (code, lines) == (0, []), err
-    assert "npu-smi not found" in err and "hccn_tool not found" in err
+    torchrun_node.driver = torchrun_node.cann = None
+    torchrun_node.stack = {"torch": "2.13.0+cpu", "torch-npu": None, "error": None}
+    torchrun_node.flags["nodes"] = "1"
+    code, lines, err = torchrun_node.run()
+    assert code == 1 and "ready" not in err, err
+    assert [line.split(":")[0] for line in lines] == ["npus", "stack", "stack", "stack"], lines
+    assert lines[0].startswith("npus: no NPU on this node: no npu-smi and no ")
+    assert "no Ascend driver" in lines[1] and "no CANN" in lines[2]
+    assert lines[3].startswith("stack: torch_npu is not installed for ")
+    assert "found: NPUs none (asked: 8 per node), driver none, CANN none, torch 2.13.0+cpu, torch_npu none" in err
+    assert "preflight: 4 problem(s)" in err
+
+
+def test_device_files_without_npu_smi_are_a_problem_too(torchrun_node):
+    torchrun_node.npu_smi = None
+    torchrun_node.run()  # creates the node's directories
+    (torchrun_node.root / "dev" / "davinci0").write_text("", encoding="utf-8")
+    _assert_one(torchrun_node, "npus", "npu-smi not found", "davinci0 exists")
+
+
+def test_the_real_preflight_on_this_cpu_machine_is_not_ready():
+    # Whatever this machine is, it has no Ascend NPU: the preflight must say so, not "ready".
+    proc = subprocess.run([sys.executable, "-m", "npu_runtime.preflight", "--nodes", "1", "--cards", "8"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "is ready" not in proc.stderr
+    assert any(line.startswith("npus: no NPU on this node") for line in proc.stdout.splitlines()), proc.stdout
 
 
 def _assert_one(node: Node, area: str, *expected: str) -> str:
@@ -224,6 +290,31 @@ ON_TORCHRUN_NODE = {
                                   "starts 8 processes per node but npu-smi lists 4 NPU(s)"),
     "NPU driver broken": ({("npu_smi", "fail"): True}, "npus",
                           "`npu-smi info -l` failed (exit 1): dcmi module initialize failed"),
+    "torch and torch_npu do not pair": ({("stack", "torch-npu"): "2.3.1"}, "stack",
+                                        "torch 2.4.0+cpu and torch_npu 2.3.1 do not pair"),
+    "torch_npu does not import": ({("stack", "error"): "OSError: libhccl.so: cannot open shared object file"},
+                                  "stack", "import torch_npu fails: OSError: libhccl.so", "set_env.sh"),
+    "torch_npu sees no NPU": ({("stack", "npus"): 0}, "stack", "sees 0 NPUs"),
+    "no driver": ({("driver",): None}, "stack", "no Ascend driver"),
+    "no CANN": ({("cann",): None}, "stack", "no CANN", "set_env.sh"),
+    "interpreter without torch": ({("stack", "torch"): None, ("stack", "torch-npu"): None}, "stack", "torch"),
+    "loopback master in a 2-node job": ({("flags", "master"): "127.0.0.1:29500"}, "rendezvous",
+                                        "MASTER_ADDR 127.0.0.1 is a loopback address in a 2-node job"),
+    "no node rank in a 2-node job": ({("flags", "node-rank"): DELETE}, "launch env",
+                                     "no node rank in a 2-node job", "NODE_RANK=K"),
+    "HCCL_EXEC_TIMEOUT not a multiple of 68 on Atlas training": (
+        {("flags", "accelerator"): "ascend-910", ("env", "HCCL_EXEC_TIMEOUT"): "1800"}, "hccl",
+        "HCCL_EXEC_TIMEOUT=1800 on an Atlas training server", "export HCCL_EXEC_TIMEOUT=1836"),
+    "HCCL_EXEC_TIMEOUT above its range": ({("env", "HCCL_EXEC_TIMEOUT"): "2147483648"}, "hccl",
+                                          "above HCCL's range 0-2147483647"),
+    "HCCL_CONNECT_TIMEOUT above its range": ({("env", "HCCL_CONNECT_TIMEOUT"): "9000"}, "hccl",
+                                             "outside HCCL's range 120-7200"),
+    "visible devices not ascending": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "1,0,2,3,4,5,6,7"}, "npus",
+                                      "is not ascending"),
+    "visible device beyond the node": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,1,2,3,4,5,6,9"}, "npus",
+                                       "names NPU 9, but npu-smi lists 8"),
+    "visible devices not ids": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,1,a,3,4,5,6,7"}, "npus",
+                                "is not a comma-separated list of NPU ids"),
     "NPU link down": ({("hccn", "link"): {"2": "DOWN"}}, "roce", "NPU 2: link is DOWN", "optical module"),
     "NPU network unhealthy": ({("hccn", "health"): {"5": "Init"}}, "roce", "NPU 5: net health is Init",
                               "hccn_tool -i 5 -netdetect -g"),
@@ -261,12 +352,13 @@ def test_ranktable_unsupported_npus_per_server(tmp_path, ranktable_node):
     ranktable_node.table = _table(tmp_path, [(THIS_HOST, [0, 1, 2]), (OTHER_HOST, [0, 1, 2])])
     ranktable_node.env["RANK_SIZE"] = "6"
     ranktable_node.flags["cards"] = "3"
-    _assert_one(ranktable_node, "ranktable", "server 127.0.0.1 has 3 NPUs",
+    _assert_one(ranktable_node, "ranktable", f"server {THIS_HOST} has 3 NPUs",
                 "Atlas training servers take 1, 2, 4, 8 NPUs per server")
 
 
 def test_an_environment_init_distributed_would_reject(tmp_path):
-    node = Node(tmp_path, env={"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": THIS_HOST, "MASTER_PORT": "29500"})
+    node = Node(tmp_path, env={"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": THIS_HOST, "MASTER_PORT": "29500"},
+                npu_smi={"count": 8, "health": {}})
     _assert_one(node, "launch env", "RANK=2 is not below WORLD_SIZE=2", "init_distributed() stops on it too")
 
 
@@ -316,7 +408,9 @@ def test_several_faults_give_one_line_each(torchrun_node):
 # --- the command line ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["--nodes", "0"], ["--master", "host"], ["--master", "h:99999"], ["--bogus"]])
+@pytest.mark.parametrize("argv", [["--nodes", "0"], ["--master", "host"], ["--master", "h:99999"], ["--bogus"],
+                                  ["--ranktable-timeout", "nan"], ["--ranktable-timeout", "inf"],
+                                  ["--master-wait", "-1"], ["--master-wait", "nan"]])
 def test_bad_options_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv, environ={})
@@ -350,7 +444,9 @@ def test_npu_migrate_preflight_is_the_same_program(torchrun_node, run_cli):
     torchrun_node.sysctl["net.core.somaxconn"] = "8"
     code, lines, _ = torchrun_node.run()
     argv = [*(a for k, v in torchrun_node.flags.items() for a in (f"--{k}", v)),
-            "--proc-root", str(torchrun_node.root / "proc"), "--master-wait", "1"]
+            "--proc-root", str(torchrun_node.root / "proc"), "--master-wait", "1",
+            "--ascend-root", str(torchrun_node.root / "Ascend"), "--python", str(torchrun_node.root / "python-stack"),
+            "--dev-root", str(torchrun_node.root / "dev")]
     proc = subprocess.run([sys.executable, "-m", "npu_migrate", "preflight", *argv], capture_output=True, text=True,
                           timeout=120, check=False,
                           env={**os.environ, "PATH": f"{torchrun_node.root / 'bin'}:/usr/bin:/bin",

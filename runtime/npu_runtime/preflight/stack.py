@@ -109,9 +109,10 @@ def _python_stack(ctx: Context) -> None:
     torch, torch_npu, error = found.get("torch"), found.get("torch-npu"), found.get("error")
     ctx.found.update({"torch": torch or "none", "torch_npu": torch_npu or "none"})
     if torch is None:
-        ctx.problem(AREA, f"torch is not installed for {ctx.python}",
+        missing = "torch and torch_npu are" if torch_npu is None else "torch is"
+        ctx.problem(AREA, f"{missing} not installed for {ctx.python}",
                     "pip install torch==X.Y.* (the CPU build) and the torch-npu of the same X.Y")
-    if torch_npu is None:
+    elif torch_npu is None:
         ctx.problem(AREA, f"torch_npu is not installed for {ctx.python}",
                     "pip install torch-npu==X.Y.* matching torch's X.Y (with CANN installed)")
     elif error:
