@@ -12,6 +12,7 @@ import yaml
 from npu_migrate.launch.plan import build_plan
 from npu_migrate.launch.targets import render, volcano
 
+from .ascend_cluster import device_plugin_errors
 from .volcano_job import job_errors
 
 
@@ -32,7 +33,8 @@ def _job(project, **flags) -> dict:
         {},
         {"nodes": 2, "cards": 8},
         {"nodes": 64, "cards": 8, "job-name": "llama-pretrain", "namespace": "ml", "queue": "train-high"},
-        {"nodes": 4, "cards": 16, "accelerator": "ascend-910c", "npu-resource": "huawei.com/ascend-910c"},
+        {"nodes": 4, "cards": 16},
+        {"nodes": 2, "cards": 8, "accelerator": "ascend-910", "host-arch": "huawei-x86", "driver-mounts": True},
         {"nodes": 2, "cards": 4, "workdir": "/home/ma-user/code", "master-port": 6000, "out": "k8s"},
     ],
 )
@@ -47,15 +49,17 @@ def test_generated_job_validates(project, flags):
     label = flags.get("accelerator", "ascend-910b")
     assert job["metadata"]["labels"]["ring-controller.atlas"] == label == pod["metadata"]["labels"]["ring-controller.atlas"]
     [container] = pod["spec"]["containers"]
-    resource = flags.get("npu-resource", "huawei.com/ascend-910b")
+    resource = flags.get("npu-resource", "huawei.com/Ascend910")
     assert container["resources"]["limits"] == {resource: str(flags.get("cards", 8))}
+    assert device_plugin_errors(job, pod["spec"], plan_nodes) == []
 
 
 def test_master_address_is_the_first_pod_under_the_svc_plugin(project):
     job = _job(project, nodes=3, **{"job-name": "bert"})
-    env = {e["name"]: e["value"] for e in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]}
     # svc plugin: hostname <job>-<task>-<index>, subdomain <job> (pkg/controllers/job/plugins/svc)
-    assert env == {"NNODES": "3", "NPROC_PER_NODE": "8", "MASTER_ADDR": "bert-worker-0.bert", "MASTER_PORT": "29500"}
+    assert env == {"NNODES": "3", "NPROC_PER_NODE": "8", "MASTER_ADDR": "bert-worker-0.bert", "MASTER_PORT": "29500",
+                   "NPU_MAX_RESTARTS": "0", "ASCEND_VISIBLE_DEVICES": None}
     assert "svc" in job["spec"]["plugins"] and "env" in job["spec"]["plugins"]
 
 
@@ -84,11 +88,13 @@ CONTAINER = "spec.tasks.0.template.spec.containers.0"
         (_set("spec.maxRetry", "3"), "must be an integer"),
         (_set("spec.queue", "Default"), "does not match"),
         (_set("spec.schedulerNme", "volcano"), "unknown field"),
-        (_set("spec.policies.0.event", "PodCrashed"), "is not one of"),
-        (_set("spec.policies.0.event", "PodRunning"), "invalid policy event"),
-        (_set("spec.policies.0.action", "Restart"), "invalid policy action"),
-        (_set("spec.policies.1.event", "PodEvicted"), "duplicate policy event"),
-        (_set("spec.policies.0.exitCode", 1), "must not specify event and exitCode"),
+        (_set("spec.policies.4.event", "PodCrashed"), "is not one of"),
+        (_set("spec.policies.4.event", "PodRunning"), "invalid policy event"),
+        (_set("spec.policies.4.action", "Restart"), "invalid policy action"),
+        (_set("spec.policies.5.event", "PodEvicted"), "duplicate policy event"),
+        (_set("spec.policies.4.exitCode", 1), "must not specify event and exitCode"),
+        (_set("spec.policies.1.exitCode", 78), "duplicate exitCode 78"),
+        (_set("spec.policies.0.exitCode", 0), "0 is not a valid exit code"),
         (_set("spec.plugins.hccl", []), "unable to find job plugin"),
         (_set("spec.tasks.0.name", "Worker"), "does not match"),
         (_set("spec.tasks.0.replicas", 1), "greater than total replicas"),
