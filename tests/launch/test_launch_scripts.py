@@ -22,15 +22,25 @@ from npu_migrate.launch.targets import render
 
 SCRIPTS = ("torchrun.sh", "torch_npu_run.sh", "ranktable.sh", "modelarts.sh")
 RECORDED = ("RANK_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_SIZE", "RANK_TABLE_FILE", "HCCL_CONNECT_TIMEOUT",
-            "HCCL_IF_BASE_PORT", "MASTER_PORT", "EXTRA")
+            "HCCL_IF_BASE_PORT", "MASTER_PORT", "EXTRA", "ASCEND_HOME_PATH", "CANN_MARK", "HCCL_EXEC_TIMEOUT")
 
 RECORDER = textwrap.dedent("""\
     #!{python}
     import json, os, sys, time
     with open(os.environ["RECORD"], "a", encoding="utf-8") as fh:
         fh.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in {recorded!r}}}}}) + "\\n")
-    if os.environ.get("EXIT_CODE") is not None and sys.argv[1:2] != ["-c"] and sys.argv[2:3] != ["npu_runtime.diagnose"]:
-        sys.exit(int(os.environ["EXIT_CODE"]))
+    if sys.argv[1:2] == ["-c"]:  # the launcher asks whether npu_runtime.diagnose is installed
+        sys.exit(1 if os.environ.get("NO_DIAGNOSE") else 0)
+    if sys.argv[1:3] == ["-m", "npu_runtime.diagnose"]:
+        print("FAKE DIAGNOSIS of " + " ".join(os.path.basename(a) for a in sys.argv[3:]))
+        sys.exit(1)
+    if os.environ.get("EXIT_CODE") is not None:
+        if sys.argv[1:3] == ["-m", "torch.distributed.run"]:  # torchrun: its workers' code is in its summary
+            print("Root Cause (first observed failure):\\n[0]:\\n  rank      : 1 (local_rank: 1)\\n"
+                  "  exitcode  : " + os.environ["EXIT_CODE"] + " (pid: 4242)", file=sys.stderr)
+            sys.exit(1)
+        if sys.argv[1:2] == ["train.py"]:
+            sys.exit(int(os.environ["EXIT_CODE"]))
     if os.environ.get("FAIL_RANK") is not None and sys.argv[1:2] == ["train.py"]:
         if os.environ.get("RANK_ID") == os.environ["FAIL_RANK"]:
             # Fail only once every rank has started, so the test sees who was stopped, not who was late.

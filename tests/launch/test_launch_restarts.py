@@ -1,0 +1,127 @@
+"""What the shell launchers do around the training processes: the CANN environment before
+Python starts, HCCL timeouts from the entry script, and restarts by exit class
+(npu_runtime.exitcodes) with the diagnosis printed before each decision. ``PYTHON`` is the
+recorder of test_launch_scripts.py (it also stands in for torchrun and for
+``python -m npu_runtime.diagnose``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_migrate.launch.plan import build_plan
+from npu_migrate.launch.targets import render
+
+from .test_launch_scripts import _run, _write, recorder  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _entries(calls, script):
+    return [c for c in calls if (c["argv"][:1] == ["train.py"]) or c["argv"][:2] == ["-m", "torch.distributed.run"]]
+
+
+@pytest.mark.parametrize(("code", "attempts", "said"), [
+    (75, 3, "exit 75 (hang"), (76, 3, "exit 76 (health stop"), (77, 3, "exit 77 (hardware fault"),
+    (3, 3, "exit 3 (not classified by the runtime)"), (78, 1, "exit 78 (fatal: a restart would fail the same way)"),
+])
+@pytest.mark.parametrize("script", ["ranktable.sh", "torchrun.sh"])
+def test_restarts_follow_the_exit_class(project, recorder, script, code, attempts, said):  # noqa: F811
+    out = _write(project, nodes=1, cards=1)
+    proc, calls = _run(out / script, recorder, {"RANK_TABLE_FILE": "/x.json", "EXIT_CODE": str(code),
+                                                "NPU_MAX_RESTARTS": "2"})
+    assert proc.returncode == code, proc.stderr
+    assert len(_entries(calls, script)) == attempts, calls
+    assert said in proc.stderr
+    if attempts > 1:
+        assert "restarting (1 of 2)" in proc.stderr and "restarting (2 of 2)" in proc.stderr
+        assert "no restart left (2 of NPU_MAX_RESTARTS=2 used)" in proc.stderr
+    else:
+        assert "restarting (" not in proc.stderr and "not restarting" in proc.stderr
+
+
+@pytest.mark.parametrize("script", ["ranktable.sh", "torchrun.sh"])
+def test_the_diagnosis_is_printed_before_the_restart_decision(project, recorder, script):  # noqa: F811
+    out = _write(project, nodes=1, cards=2)
+    proc, _ = _run(out / script, recorder, {"RANK_TABLE_FILE": "/x.json", "EXIT_CODE": "77", "NPU_MAX_RESTARTS": "1"})
+    logs = "rank_0.log rank_1.log" if script == "ranktable.sh" else "node_0.log"
+    first = proc.stderr.index(f"FAKE DIAGNOSIS of {logs}")
+    assert first < proc.stderr.index("restarting (1 of 1)")
+    assert proc.stderr.index("FAKE DIAGNOSIS", first + 1) < proc.stderr.index("no restart left")
+
+
+def test_without_the_diagnose_module_the_exit_status_decides(project, recorder):  # noqa: F811
+    out = _write(project, nodes=1, cards=1)
+    proc, _ = _run(out / "torchrun.sh", recorder, {"EXIT_CODE": "78", "NO_DIAGNOSE": "1"})
+    assert proc.returncode == 78
+    assert "npu_runtime.diagnose is not installed: no diagnosis, the exit status decides" in proc.stderr
+    assert "FAKE DIAGNOSIS" not in proc.stdout + proc.stderr
+
+
+def test_a_success_is_not_restarted(project, recorder):  # noqa: F811
+    out = _write(project, nodes=1, cards=2)
+    proc, calls = _run(out / "ranktable.sh", recorder, {"RANK_TABLE_FILE": "/x.json"})
+    assert proc.returncode == 0 and len(calls) == 2 and "diagnos" not in proc.stderr
+
+
+# --- the CANN environment ---------------------------------------------------------------
+
+
+def _toolkit(tmp_path):
+    """A CANN install: <root>/ascend-toolkit/set_env.sh next to latest/, as the toolkit lays it out.
+    Like the real one, it reads variables that may be unset (strict mode would stop on them)."""
+    home = tmp_path / "Ascend" / "ascend-toolkit" / "latest"
+    home.mkdir(parents=True)
+    (home.parent / "set_env.sh").write_text(
+        f'export LD_LIBRARY_PATH={home}/lib64:$LD_LIBRARY_PATH_UNSET_HERE\n'
+        f'export ASCEND_HOME_PATH={home}\nexport CANN_MARK=sourced\n', encoding="utf-8")
+    return home
+
+
+@pytest.mark.parametrize("script", ["torchrun.sh", "torch_npu_run.sh", "ranktable.sh", "modelarts.sh"])
+def test_launchers_source_cann_before_python_starts(project, recorder, tmp_path, script):  # noqa: F811
+    home = _toolkit(tmp_path)
+    out = _write(project, nodes=1, cards=1)
+    proc, calls = _run(out / script, recorder, {"ASCEND_TOOLKIT_HOME": str(home), "RANK_TABLE_FILE": "/x.json"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"sourcing the CANN environment from {home}/../set_env.sh" in proc.stderr
+    assert calls and all(c["env"]["CANN_MARK"] == "sourced" and c["env"]["ASCEND_HOME_PATH"] == str(home)
+                         for c in calls)
+
+
+def test_an_environment_that_has_cann_is_left_alone(project, recorder, tmp_path):  # noqa: F811
+    home = _toolkit(tmp_path)
+    out = _write(project, nodes=1, cards=1)
+    proc, [call] = _run(out / "torchrun.sh", recorder, {"ASCEND_TOOLKIT_HOME": str(home), "ASCEND_HOME_PATH": "/mine"})
+    assert proc.returncode == 0, proc.stderr
+    assert call["env"]["ASCEND_HOME_PATH"] == "/mine" and call["env"]["CANN_MARK"] is None
+    assert "CANN" not in proc.stderr
+
+
+def test_no_cann_is_said_clearly(project, recorder):  # noqa: F811
+    out = _write(project, nodes=1, cards=1)
+    proc, _ = _run(out / "torchrun.sh", recorder, {"ASCEND_TOOLKIT_HOME": "/nowhere", "HOME": "/nowhere"})
+    assert "launcher: no CANN environment: ASCEND_HOME_PATH is unset and no set_env.sh was found" in proc.stderr
+
+
+# --- HCCL timeouts from the entry script --------------------------------------------------
+
+
+@pytest.mark.parametrize(("timeout", "accelerator", "connect", "execute"), [
+    (None, "ascend-910b", "1200", "1836"),
+    ("timedelta(minutes=60)", "ascend-910b", "3600", "3604"),  # 53 x 68
+    ("datetime.timedelta(hours=3)", "ascend-910b", "7200", "10812"),  # connect capped at 7200
+    ("timedelta(seconds=30)", "ascend-910b", "120", "68"),  # connect at least 120
+    ("timedelta(hours=6)", "ascend-910", "7200", "17340"),  # Atlas training series: at most 17340
+    ("timedelta(hours=6)", "ascend-910b", "7200", "21624"),
+    ("timedelta(seconds=args.timeout)", "ascend-910b", "1200", "1836"),  # computed: the defaults
+])
+def test_hccl_timeouts_follow_init_process_group(project, timeout, accelerator, connect, execute):
+    call = f"dist.init_process_group('hccl', timeout={timeout})" if timeout else "dist.init_process_group('hccl')"
+    (project / "train.py").write_text(f"import datetime\nfrom datetime import timedelta\n\n{call}\n", encoding="utf-8")
+    plan = build_plan({}, {"entry": str(project / "train.py"), "accelerator": accelerator}, project)
+    [launcher] = render(plan)
+    assert f"HCCL_CONNECT_TIMEOUT=${{HCCL_CONNECT_TIMEOUT:-{connect}}}" in launcher.text
+    assert f"HCCL_EXEC_TIMEOUT=${{HCCL_EXEC_TIMEOUT:-{execute}}}" in launcher.text
+    assert int(execute) % 68 == 0 and 120 <= int(connect) <= 7200
+    if timeout and "args" not in timeout:
+        assert "train.py:4 init_process_group(timeout=" in launcher.text
