@@ -75,6 +75,8 @@ def plan_writes(root: Path, artifacts: list[Artifact]) -> tuple[list[Planned], l
             continue
         if target.is_dir():
             raise ArtifactError(f"{artifact.path}: is a directory, cannot write the launcher there")
+        if target.exists() and not target.is_file():  # a FIFO or device would block or never end
+            raise ArtifactError(f"{artifact.path}: is not a regular file (a FIFO or device?), not read or replaced")
         try:
             old = target.read_bytes()
         except FileNotFoundError:

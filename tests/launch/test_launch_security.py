@@ -198,3 +198,10 @@ def test_a_symlink_inside_the_project_is_written_through(project, run_cli):
     assert result.exit_code == 0, result.output
     assert (project / "launch" / "torchrun.sh").is_symlink()
     assert "torchrun" in (project / "scripts" / "torchrun.sh").read_text(encoding="utf-8")
+
+
+def test_a_fifo_in_place_of_a_launcher_is_refused_not_read(project, run_cli):
+    (project / "launch").mkdir()
+    os.mkfifo(project / "launch" / "torchrun.sh")  # reading it would block forever
+    result = run_cli("launch", "train.py", cwd=project)
+    assert result.exit_code == 2 and "launch/torchrun.sh: is not a regular file" in result.stderr
