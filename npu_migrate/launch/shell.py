@@ -118,8 +118,8 @@ def shape(plan: LaunchPlan, nnodes: str | None = None, nproc: str | None = None,
         "done",
         'if [[ -z "${NODE_RANK:-}" ]]; then',
         "  if ((NNODES > 1)); then",
-        '    echo "launcher: set NODE_RANK to this node\'s index (0 to $((NNODES - 1))): with $NNODES nodes a default would' 
-        ' start two node 0s" >&2',
+        ('    echo "launcher: set NODE_RANK to this node\'s index (0 to $((NNODES - 1))): with $NNODES nodes a default'
+         ' would start two node 0s" >&2'),
         "    exit 2",
         "  fi",
         "  NODE_RANK=0",

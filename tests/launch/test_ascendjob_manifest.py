@@ -49,8 +49,8 @@ def test_generated_ascendjob_validates(project, flags):
     assert env["RANK_TABLE_FILE"] == f"{mount['mountPath']}/hccl.json"
     assert env["NPU_MAX_RESTARTS"] == "0"
     # The pod runs the per-card launcher with the operator's node rank, clearing its per-node variables.
-    assert container["args"] == ['export NODE_RANK="$RANK"; unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE; '
-                                 'exec bash launch/ranktable.sh']
+    assert container["args"] == [('export NODE_RANK="$RANK"; unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE; '
+                                  'exec bash launch/ranktable.sh')]
 
 
 def test_ascendjob_also_writes_the_ranktable_launcher(run_cli, project):

@@ -160,8 +160,8 @@ def test_the_preflight_runs_first_and_stops_the_launch(project, tmp_path):
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1
     calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
-    assert calls == ["-m npu_runtime.preflight --nodes 1 --cards 2 --node-rank 0 --accelerator ascend-910b "
-                     "--master 127.0.0.1:29500"]
+    assert calls == [("-m npu_runtime.preflight --nodes 1 --cards 2 --node-rank 0 --accelerator ascend-910b "
+                      "--master 127.0.0.1:29500")]
 
 
 def test_ranktable_launcher_starts_one_process_per_card(project, recorder):

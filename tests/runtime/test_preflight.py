@@ -25,7 +25,6 @@ from npu_runtime.preflight.cli import main
 from ._helpers import free_port, write_ranktable_v1
 
 
-
 def _local_address() -> str:
     """This machine's address on its network (not loopback): a multi-node job's master
     must be reachable from the other nodes, so 127.0.0.1 is itself a problem there."""

@@ -76,8 +76,7 @@ def _template(plan: LaunchPlan) -> dict:
         "imagePullPolicy": "IfNotPresent",
         "workingDir": plan.workdir,
         "command": ["/bin/bash", "-c"],
-        "args": [f'export NODE_RANK="$RANK"; unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE; '
-                 f'exec bash {launcher}'],
+        "args": [f'export NODE_RANK="$RANK"; unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE; exec bash {launcher}'],
         "env": env,
         "ports": [{"name": PORT_NAME, "containerPort": plan.master_port}],
         "resources": pod.npu_resources(plan),

@@ -8,6 +8,7 @@ prints ``Health Status : OK`` for a healthy NPU.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from .context import Context
@@ -49,7 +50,7 @@ def _visible(ctx: Context, count: int | None) -> None:
         ctx.problem(AREA, f"ASCEND_RT_VISIBLE_DEVICES={raw!r} is not a comma-separated list of NPU ids", fix)
         return
     ids = [int(p) for p in parts]
-    if any(b <= a for a, b in zip(ids, ids[1:])):
+    if any(b <= a for a, b in itertools.pairwise(ids)):
         ctx.problem(AREA, f"ASCEND_RT_VISIBLE_DEVICES={raw!r} is not ascending (or repeats an id): torch_npu then "
                           "hides NPUs or sees none", fix)
     elif count is not None and ids[-1] >= count:
