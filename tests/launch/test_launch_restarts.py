@@ -125,3 +125,14 @@ def test_hccl_timeouts_follow_init_process_group(project, timeout, accelerator, 
     assert int(execute) % 68 == 0 and 120 <= int(connect) <= 7200
     if timeout and "args" not in timeout:
         assert "train.py:4 init_process_group(timeout=" in launcher.text
+
+
+def test_max_restarts_sets_the_launchers_bound(project, recorder):  # noqa: F811
+    plan = build_plan({}, {"entry": str(project / "train.py"), "max-restarts": 0, "targets": ["ranktable"]}, project)
+    [launcher] = render(plan)
+    assert "NPU_MAX_RESTARTS=${NPU_MAX_RESTARTS:-0}" in launcher.text
+    path = project / launcher.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(launcher.text, encoding="utf-8")
+    proc, calls = _run(path, recorder, {"RANK_TABLE_FILE": "/x.json", "EXIT_CODE": "75"})
+    assert proc.returncode == 75 and "no restart left (0 of NPU_MAX_RESTARTS=0 used)" in proc.stderr

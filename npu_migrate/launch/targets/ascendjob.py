@@ -53,7 +53,7 @@ def configmap(plan: LaunchPlan) -> dict:
         "kind": "ConfigMap",
         "metadata": {"name": configmap_name(plan), "namespace": plan.namespace,
                      "labels": {"ring-controller.atlas": plan.accelerator}},
-        "data": {"hccl.json": '{"status": "initializing"}\n'},
+        "data": {"hccl.json": '{"status": "initializing"}'},
     }
 
 
