@@ -282,5 +282,21 @@ def preflight_command(args: tuple[str, ...]) -> None:
     sys.exit(preflight_main(list(args), prog="npu-migrate preflight"))
 
 
+@main.command("diagnose", add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def diagnose_command(args: tuple[str, ...]) -> None:
+    """Diagnose a failed Ascend training job from its logs (the runtime's npu_runtime.diagnose).
+
+    The same program as 'python -m npu_runtime.diagnose' (its --help lists the
+    options): for each failure, the cause, file:line of the evidence, what it means,
+    what to do and whether a restart can help, root cause first. Exit 1 if a failure
+    was diagnosed, 0 if none, 2 for an unreadable log.
+    """
+    from npu_runtime.diagnose.cli import main as diagnose_main
+
+    sys.exit(diagnose_main(list(args), prog="npu-migrate diagnose"))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -9,7 +9,9 @@ never creates a process group. It
    torchrun's (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
    MASTER_PORT) so the script's own ``init_process_group()`` works unchanged;
 4. sets this rank's device when the job has several ranks and an accelerator;
-5. starts the Watchdog unless NPU_RUNTIME_WATCHDOG=0;
+5. starts the Watchdog unless NPU_RUNTIME_WATCHDOG=0, and the health monitor
+   (health.py: NaN/Inf losses, loss spikes, slow steps, full memory) unless
+   NPU_RUNTIME_HEALTH=0;
 6. arranges for ``torch.multiprocessing.spawn`` / ``multiprocessing.Process`` workers
    started from here to get steps 1-5 too (``children.py``).
 """
@@ -124,6 +126,7 @@ def _install(want_watchdog: bool | None, timeout_s: float | None, environ: Mutab
         except LaunchError as exc:
             _note(notes, "%s", exc)
     wd = _start_watchdog(want_watchdog, timeout_s, environ, notes)
+    _start_health(environ, notes)
     return InstallReport(has_npu, source, exported, hccl, wd, "; ".join(notes) or None, device, child)
 
 
@@ -146,9 +149,21 @@ def _start_watchdog(want: bool | None, timeout_s: float | None, environ: Mutable
     return _wd.Watchdog(timeout_s, environ=environ).start()
 
 
+def _start_health(environ: MutableMapping[str, str], notes: list[str]) -> None:
+    from . import health
+
+    try:
+        health.start_from_env(environ)
+    except Exception as exc:  # noqa: BLE001 - install() never raises; the job trains unwatched
+        _note(notes, "health monitoring not started: %s", exc, level=logging.WARNING)
+
+
 def _reset_for_tests() -> None:
     global _result
+    from . import health
     from . import watchdog as _wd
+
+    health._reset_for_tests()
 
     with _lock:
         wd = _wd.active()

@@ -1,0 +1,141 @@
+"""Read logs and match them against the signature table.
+
+Logs are read line by line (any size, any encoding: undecodable bytes are replaced),
+each line is matched up to ``MAX_LINE`` characters. A directory is walked for log files
+(CANN writes ``plog-<pid>_<time>.log`` under ``~/ascend/log/debug/plog``), without
+following symbolic links, up to ``MAX_FILES`` files. Each signature is reported once,
+at its first line, with the number of lines that matched it; diagnoses come ordered
+root cause first (the signature's rank, then where it was seen first).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .signatures import SIGNATURES, Signature
+
+MAX_LINE = 64 * 1024
+MAX_FILES = 10_000
+MAX_EVIDENCE = 300
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+
+
+class LogError(OSError):
+    """A log cannot be read; the message names it."""
+
+
+@dataclass
+class Diagnosis:
+    signature: Signature
+    file: str
+    line: int
+    evidence: str
+    count: int = 1
+    also_in: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        s = self.signature
+        return {
+            "id": s.id,
+            "cause": s.cause,
+            "severity": s.severity,
+            "file": self.file,
+            "line": self.line,
+            "evidence": self.evidence,
+            "count": self.count,
+            "meaning": s.meaning,
+            "action": s.action,
+            "restart": s.restart,
+            "exit_class": s.exit_class,
+            "also_in": list(self.also_in),
+        }
+
+
+def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
+                   signatures: Sequence[Signature] = SIGNATURES) -> list[Diagnosis]:
+    """Diagnoses for ``(name, lines)`` pairs, root cause first."""
+    found: dict[str, Diagnosis] = {}
+    order: dict[str, int] = {}
+    seen = 0
+    for name, lines in named_lines:
+        for number, raw in enumerate(lines, start=1):
+            line = raw[:MAX_LINE]
+            for signature in signatures:
+                if not signature.match(line):
+                    continue
+                known = found.get(signature.id)
+                if known is None:
+                    found[signature.id] = Diagnosis(signature, name, number, _evidence(line))
+                    order[signature.id] = seen
+                    seen += 1
+                else:
+                    known.count += 1
+                    if name != known.file and name not in known.also_in and len(known.also_in) < 20:
+                        known.also_in.append(name)
+    return sorted(found.values(), key=lambda d: (d.signature.rank, order[d.signature.id]))
+
+
+def diagnose_paths(paths: Sequence[str], stdin: io.TextIOBase | None = None) -> list[Diagnosis]:
+    """Diagnoses for log files, directories of logs and ``-`` (standard input).
+
+    Raises ``LogError`` naming the first path that cannot be read."""
+    return diagnose_lines(_open_all(paths, stdin))
+
+
+def _open_all(paths: Sequence[str], stdin: io.TextIOBase | None) -> Iterator[tuple[str, Iterable[str]]]:
+    for path in paths:
+        if path == "-":
+            stream = stdin if stdin is not None else sys.stdin
+            yield "<stdin>", stream
+            continue
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            raise LogError(f"{path}: {exc.strerror or exc}") from None
+        if stat.S_ISDIR(info.st_mode):
+            for file in _log_files(path):
+                yield from _read(file)
+        else:
+            yield from _read(path)
+
+
+def _log_files(directory: str) -> Iterator[str]:
+    count = 0
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(LOG_SUFFIXES):
+                continue
+            path = os.path.join(root, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            count += 1
+            if count > MAX_FILES:
+                return
+            yield path
+
+
+def _read(path: str) -> Iterator[tuple[str, Iterable[str]]]:
+    # O_NONBLOCK: a FIFO named as a log must not block the diagnosis forever.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise LogError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LogError(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        with open(fd, encoding="utf-8", errors="replace", newline=None, closefd=False) as stream:
+            yield path, stream
+    finally:
+        os.close(fd)
+
+
+def _evidence(line: str) -> str:
+    text = line.strip()
+    return text if len(text) <= MAX_EVIDENCE else text[:MAX_EVIDENCE - 3] + "..."

@@ -1,0 +1,295 @@
+"""Training health under ``install()``: NaN/Inf losses, loss spikes, slow steps, full memory.
+
+Nothing in the training script changes. ``install()`` starts a ``HealthMonitor`` unless
+``NPU_RUNTIME_HEALTH=0``; it watches
+- **losses**: every scalar tensor on which ``backward()`` is called (through
+  ``torch.autograd.backward``, which ``Tensor.backward`` calls). A loss that never goes
+  through ``backward()`` is out of scope. The values are read at the next optimizer
+  step, *before* the optimizer applies it: with ``NPU_RUNTIME_HEALTH_ACTION=stop`` a NaN
+  ends the rank before the weights take the bad step. Reading a loss is one device
+  synchronisation per step, which most loops already pay by logging ``loss.item()``.
+- **step time**: the time between two optimizer steps against the running median of
+  the last ``WINDOW`` steps (the first step, with its compilation, is not counted).
+  Whatever runs between two steps counts (data loading, an evaluation between epochs).
+- **device memory**: memory reserved by the caching allocator against the device's
+  capacity, after each step.
+Collective time is not measured: HCCL's own timeouts and the watchdog cover a stuck
+collective, and timing every collective would cost a synchronisation each.
+
+Each event is one JSON line, appended to the file named by ``NPU_RUNTIME_EVENTS`` (opened
+without following links, mode 0600) and logged on the ``npu_runtime`` logger::
+
+    {"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null, "time": 1767...}
+
+``step`` is the number of optimizer steps completed before the event (from 0).
+
+Settings (environment): ``NPU_RUNTIME_HEALTH_ACTION`` ``warn`` (default) or ``stop`` (exit
+``exitcodes.HEALTH`` = 76 after a NaN/Inf loss, so the launcher restarts from the last
+good checkpoint); ``NPU_RUNTIME_LOSS_SPIKE_FACTOR`` (default 3: a loss above 3x the
+running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2);
+``NPU_RUNTIME_MEMORY_THRESHOLD`` (default 0.95 of capacity).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import exitcodes
+
+log = logging.getLogger("npu_runtime")
+
+WINDOW = 50
+MIN_SAMPLES = 5
+ACTIONS = ("warn", "stop")
+
+_active: HealthMonitor | None = None
+_lock = threading.Lock()
+
+
+def _float_setting(environ: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw[:64])
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and low <= value <= high):
+        log.warning("npu_runtime health: %s=%r is not a number in [%g, %g]; using %g", name, raw[:64], low, high,
+                    default)
+        return default
+    return value
+
+
+class HealthMonitor:
+    """Watches one process's training. ``clock`` and ``exit`` are injectable for tests."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, *, clock: Callable[[], float] = time.monotonic,
+                 exit: Callable[[int], Any] | None = None) -> None:
+        environ = os.environ if environ is None else environ
+        action = environ.get("NPU_RUNTIME_HEALTH_ACTION", "warn").strip().lower() or "warn"
+        if action not in ACTIONS:
+            log.warning("npu_runtime health: NPU_RUNTIME_HEALTH_ACTION=%r is not warn or stop; using warn",
+                        action[:64])
+            action = "warn"
+        self.action = action
+        self.spike_factor = _float_setting(environ, "NPU_RUNTIME_LOSS_SPIKE_FACTOR", 3.0, 1.0, 1e6)
+        self.slow_factor = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_FACTOR", 2.0, 1.0, 1e6)
+        self.memory_threshold = _float_setting(environ, "NPU_RUNTIME_MEMORY_THRESHOLD", 0.95, 0.0, 1.0)
+        self.events_path = environ.get("NPU_RUNTIME_EVENTS") or None
+        self.rank = _rank(environ)
+        self.clock = clock
+        self._exit = exit or _exit_rank
+        self.step = 0
+        self.events: list[dict[str, Any]] = []
+        self._pending: list[Any] = []
+        self._losses: deque[float] = deque(maxlen=WINDOW)
+        self._durations: deque[float] = deque(maxlen=WINDOW)
+        self._last_step_end: float | None = None
+        self._memory_high = False
+        self._capacity: dict[Any, int] = {}
+        self._handles: list[Any] = []
+        self._original_backward: Any = None
+
+    # ------------------------------------------------------------------ hooks
+    def start(self) -> HealthMonitor:
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._handles.append(register_optimizer_step_pre_hook(self._before_step))
+        self._handles.append(register_optimizer_step_post_hook(self._after_step))
+        original = torch.autograd.backward
+        monitor = self
+
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            monitor.observe_backward(tensors)
+            return original(tensors, *args, **kwargs)
+
+        backward.__wrapped__ = original  # type: ignore[attr-defined]
+        backward.__doc__ = original.__doc__
+        self._original_backward = original
+        torch.autograd.backward = backward
+        return self
+
+    def stop(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self._original_backward is not None:
+            import torch
+
+            torch.autograd.backward = self._original_backward
+            self._original_backward = None
+
+    def observe_backward(self, tensors: Any) -> None:
+        tensor = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        with contextlib.suppress(Exception):
+            if tensor.numel() == 1:
+                self._pending.append(tensor.detach())
+
+    def _before_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self.check_losses()
+
+    def _after_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        now = self.clock()
+        if self._last_step_end is not None:
+            self.observe_step_time(now - self._last_step_end)
+        self._last_step_end = now
+        self.check_memory()
+        self.step += 1
+
+    # ------------------------------------------------------------------ checks
+    def check_losses(self) -> None:
+        pending, self._pending = self._pending, []
+        for tensor in pending:
+            try:
+                value = float(tensor)
+            except Exception:  # noqa: BLE001 - a loss we cannot read is not ours to judge
+                continue
+            self.observe_loss(value)
+
+    def observe_loss(self, value: float) -> None:
+        if not math.isfinite(value):
+            kind = "nan_loss" if math.isnan(value) else "inf_loss"
+            self.emit(kind, value, None)
+            if self.action == "stop":
+                log.error("npu_runtime health: %s loss at step %d (rank %d); NPU_RUNTIME_HEALTH_ACTION=stop: "
+                          "exiting with code %d so the launcher restarts from the last good checkpoint",
+                          "nan" if kind == "nan_loss" else "inf", self.step, self.rank, exitcodes.HEALTH)
+                self._exit(exitcodes.HEALTH)
+            return
+        if len(self._losses) >= MIN_SAMPLES:
+            median = statistics.median(self._losses)
+            threshold = self.spike_factor * median
+            if median > 0 and value > threshold:
+                self.emit("loss_spike", value, threshold)
+        self._losses.append(value)
+
+    def observe_step_time(self, seconds: float) -> None:
+        if len(self._durations) >= MIN_SAMPLES:
+            threshold = self.slow_factor * statistics.median(self._durations)
+            if seconds > threshold:
+                self.emit("slow_step", seconds, threshold)
+        self._durations.append(seconds)
+
+    def check_memory(self) -> None:
+        fraction = self._memory_fraction()
+        if fraction is None:
+            return
+        high = fraction > self.memory_threshold
+        if high and not self._memory_high:
+            self.emit("memory_high", fraction, self.memory_threshold)
+        self._memory_high = high
+
+    def _memory_fraction(self) -> float | None:
+        try:
+            import torch
+
+            for name in ("npu", "cuda"):
+                module = getattr(torch, name, None)
+                if module is None or not module.is_available():
+                    continue
+                index = module.current_device()
+                total = self._capacity.get((name, index))
+                if total is None:
+                    total = int(module.get_device_properties(index).total_memory)
+                    self._capacity[(name, index)] = total
+                return module.memory_reserved(index) / total if total > 0 else None
+        except Exception:  # noqa: BLE001 - a device without memory statistics is simply not watched
+            return None
+        return None
+
+    # ------------------------------------------------------------------ output
+    def emit(self, event: str, value: float, threshold: float | None) -> dict[str, Any]:
+        record = {
+            "event": event, "step": self.step, "rank": self.rank, "value": _json_number(value),
+            "threshold": None if threshold is None else _json_number(threshold), "time": round(time.time(), 3),
+        }
+        self.events.append(record)
+        line = json.dumps(record)
+        log.warning("npu_runtime health: %s", _describe(record))
+        if self.events_path:
+            _append(self.events_path, line + "\n")
+        return record
+
+
+def _describe(record: Mapping[str, Any]) -> str:
+    event, value, threshold = record["event"], record["value"], record["threshold"]
+    where = f"at step {record['step']} (rank {record['rank']})"
+    if event in {"nan_loss", "inf_loss"}:
+        return f"{'nan' if event == 'nan_loss' else 'inf'} loss {where}"
+    if event == "loss_spike":
+        return f"loss spike {value:.6g} > {threshold:.6g} (running median x factor) {where}"
+    if event == "slow_step":
+        return f"slow step {value:.3f} s > {threshold:.3f} s (running median x factor) {where}"
+    return f"device memory {value:.1%} of capacity > {threshold:.0%} {where}"
+
+
+def _json_number(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _append(path: str, text: str) -> None:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        log.warning("npu_runtime health: cannot write events to %s: %s", path, exc.strerror or exc)
+        return
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _rank(environ: Mapping[str, str]) -> int:
+    raw = environ.get("RANK", "0").strip()
+    return int(raw) if raw.isdigit() and len(raw) <= 9 else 0
+
+
+def _exit_rank(code: int) -> None:
+    from . import descendants
+
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(Exception):
+        descendants.kill_descendants()
+    os._exit(code)
+
+
+def enabled_by_env(environ: Mapping[str, str]) -> bool:
+    return environ.get("NPU_RUNTIME_HEALTH", "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def start_from_env(environ: Mapping[str, str]) -> HealthMonitor | None:
+    """Start the process's monitor (once) unless NPU_RUNTIME_HEALTH=0."""
+    global _active
+    with _lock:
+        if _active is not None or not enabled_by_env(environ):
+            return _active
+        _active = HealthMonitor(environ).start()
+        return _active
+
+
+def active() -> HealthMonitor | None:
+    return _active
+
+
+def _reset_for_tests() -> None:
+    global _active
+    with _lock:
+        if _active is not None:
+            _active.stop()
+        _active = None

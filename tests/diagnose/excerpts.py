@@ -1,0 +1,96 @@
+"""Log excerpts in the shape CANN, HCCL, torch_npu, torch and npu_runtime print them.
+
+Written for these tests (values, paths, ids and times invented); the layout of each line
+(prefixes, error codes, fixed phrases) follows the public reports the signature table
+cites. ``EXCERPTS[id]`` holds at least one excerpt for every signature, each of which
+must be diagnosed as that signature (and as that signature first).
+"""
+
+EXCERPTS: dict[str, list[str]] = {
+    "hbm-ecc": [
+        "[rank3]: RuntimeError: NPU function error: call aclrtSynchronizeStream failed, error code is 507054\n"
+        "[rank3]: [ERROR] 2026-03-02-10:11:12 (PID:4242, Device:3, RankID:3) ERR00100 PTA call acl api failed\n"
+        "[rank3]: HBM MULTI BIT ECC ERROR.\n",
+        "Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+        "RuntimeError: UCE ERROR. The memory of device 5 has an uncorrectable error.\n",
+    ],
+    "device-link-lost": [
+        "[ERROR] RUNTIME(991,python):2026-03-02-10:11:12.000.001 [device_error_proc.cc:77] device 6 heartbeat lost\n",
+        "[rank7]: RuntimeError: HCCS LINK ERROR.\n",
+    ],
+    "remote-rank-failed": [
+        "[rank2]:[E302 10:11:12.1 ProcessGroupHCCL.cpp:900] SUSPECT REMOTE ERROR. rank 5 did not answer.\n",
+        "[PID: 77] 2026-03-02-10:11:12 grep -rn 'error cqe' found: error cqe status[0x15] on device 1\n",
+    ],
+    "cann-not-set": [
+        "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    import torch_npu\n"
+        "ImportError: libhccl.so: cannot open shared object file: No such file or directory\n",
+        "OSError: libascendcl.so: cannot open shared object file: No such file or directory\n",
+    ],
+    "nccl-backend": [
+        "  File \"/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py\", line 1500, in _new_process_group_helper\n"
+        "    raise RuntimeError(\"Distributed package doesn't have NCCL built in\")\n"
+        "RuntimeError: Distributed package doesn't have NCCL built in\n",
+    ],
+    "version-mismatch": [
+        "ImportError: /usr/local/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so: undefined symbol: "
+        "_ZN3c1010TensorImpl; torch_npu was built against libtorch 2.5\n",
+        "[W302 10:11:12.000 compiler_depend.ts:117] Warning: Driver Version: 23.0.rc2 is invalid or not supported yet.\n",
+    ],
+    "npu-oom": [
+        "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 2.50 GiB (NPU 0; 60.96 GiB total capacity; "
+        "57.10 GiB already allocated; 57.10 GiB current active; 1.01 GiB free; 58.80 GiB reserved in total by PyTorch)\n",
+        "RuntimeError: NPU out of memory. Tried to allocate 64.00 MiB (NPU 3; 29.50 GiB total capacity)\n",
+    ],
+    "aicore-exception": [
+        "[E OpParamMaker.cpp:273] call aclnnIndexPut failed, detail:EZ9999: Inner Error!\n"
+        "EZ9999: 2026-03-02-10:11:12.000.001  The error from device(chipId:1, dieId:0), serial number is 3, "
+        "there is an aicore error exception, core id is 7, error code = 0x800000\n",
+        "        Kernel task happen error, retCode=0x26, [aicore exception].[FUNC:PreCheckTaskErr]\n",
+    ],
+    "nan-loss": [
+        "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
+        '{"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null}\n',
+        "epoch 3 step 120 loss=nan lr=0.001\n",
+    ],
+    "watchdog-hang": [
+        "npu_runtime watchdog: rank 1: no sign of life for 600 s (timeout 600 s); dumping stacks, "
+        "killing 2 child process(es) and exiting with code 75\n",
+        "[rank9]:[E909 09:55:29.3 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=20, OpType=ALLREDUCE) ran for 600045 milliseconds before timing out.\n",
+    ],
+    "rendezvous": [
+        "torch.distributed.DistNetworkError: The client socket has timed out after 900000ms while trying to connect "
+        "to (node-0, 29500).\n",
+        "RuntimeError: [4] is setting up HCCL communicator and retrieving the unique id from [0] via c10d key-value "
+        "store by key '0', but store->get('0') got error: Socket Timeout\n",
+    ],
+    "hccl-connect-timeout": [
+        "[rank1]: EI0006: [PID: 555] 2026-03-02-10:11:12.444.436 Getting socket times out. Reason: Remote Rank did "
+        "not send the data in time. Please check the reason for the rank being stuck\n",
+        "[ERROR] HCCL(555,python3):2026-03-02-10:13:12.177.194 [hccl_socket_manager.cc:778] [556][Wait][LinkEstablish]"
+        "wait socket establish timeout, role[1] rank[3] timeout[120]\n",
+    ],
+    "hccl-exec-timeout": [
+        "EI0002: [PID: 2969] 2026-03-02-10:11:12.713.335 The wait execution of the Notify register times out. "
+        "Reason: The Notify register has not received the Notify record from remote rank: [5].\n",
+        "EI9999: 2026-03-02-10:42:00.358.410  The error from device(chipId:3, dieId:0), serial number is 9, hccl "
+        "fftsplus task timeout occurred during task execution, stream_id:5, stuck notify num:1, timeout:1836.\n",
+    ],
+    "cpu-fallback": [
+        "[W VariableFallbackKernel.cpp:51] Warning: CAUTION: The operator 'aten::isin.Tensor_Tensor_out' is not "
+        "currently supported on the NPU backend and will fall back to run on the CPU. This may have performance "
+        "implications. (function npu_cpu_fallback)\n",
+    ],
+}
+
+# Lines that look alarming but are no failure: none of them may be diagnosed.
+HEALTHY = [
+    "{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
+    "INFO: HCCL_CONNECT_TIMEOUT=1800 HCCL_EXEC_TIMEOUT=1836\n",
+    "Using torch SDPA for faster training and inference.\n",
+    "epoch 3 step 120 loss=0.0123 lr=0.001 (nan_count=0)\n",
+    "npu_runtime: checkpoint step 40 saved to ckpt/step-40\n",
+    "[INFO] memory: 57.10 GiB allocated of 60.96 GiB\n",
+    "The device is ready: 8 NPUs found\n",
+]

@@ -1,0 +1,194 @@
+"""Health events: NaN/Inf losses, loss spikes, slow steps and full memory, as JSON lines,
+and NPU_RUNTIME_HEALTH_ACTION=stop ending the rank with exitcodes.HEALTH."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from npu_runtime import exitcodes, health
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _monitor(tmp_path, clock=None, **env):
+    exits: list[int] = []
+    environ = {"NPU_RUNTIME_EVENTS": str(tmp_path / "events.jsonl"), "RANK": "3", **env}
+    monitor = health.HealthMonitor(environ, clock=clock or Clock(), exit=exits.append)
+    return monitor, exits
+
+
+def _events(tmp_path):
+    path = tmp_path / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _train(monitor, losses, clock=None, durations=None):
+    """A loop: backward on each loss, then an optimizer step."""
+    param = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([param], lr=0.0)
+    monitor.start()
+    try:
+        for i, value in enumerate(losses):
+            if clock is not None and durations is not None:
+                clock.now += durations[i]
+            loss = (param * 0).sum() + value
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        monitor.stop()
+
+
+def test_nan_and_inf_losses_are_events_with_step_and_rank(tmp_path):
+    monitor, exits = _monitor(tmp_path)
+    _train(monitor, [1.0, 1.0, float("nan"), 1.0, float("inf")])
+    events = _events(tmp_path)
+    assert [(e["event"], e["step"], e["rank"], e["value"]) for e in events] == [
+        ("nan_loss", 2, 3, "nan"), ("inf_loss", 4, 3, "inf")]
+    assert exits == []  # warn is the default
+
+
+def test_stop_exits_with_the_health_code_before_the_optimizer_applies_the_step(tmp_path):
+    monitor, exits = _monitor(tmp_path, NPU_RUNTIME_HEALTH_ACTION="stop")
+    param = torch.nn.Parameter(torch.ones(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    monitor.start()
+    try:
+        (param * float("nan")).sum().backward()
+        monitor._exit = lambda code: (exits.append(code), (_ for _ in ()).throw(SystemExit(code)))
+        with pytest.raises(SystemExit):
+            optimizer.step()
+    finally:
+        monitor.stop()
+    assert exits == [exitcodes.HEALTH]
+    assert torch.equal(param.detach(), torch.ones(1))  # the bad step was not applied
+
+
+def test_a_loss_spike_against_the_running_median(tmp_path):
+    monitor, _ = _monitor(tmp_path)
+    _train(monitor, [1.0, 1.1, 0.9, 1.0, 1.05, 2.5, 9.0, 1.0])
+    (spike,) = _events(tmp_path)
+    assert spike["event"] == "loss_spike" and spike["step"] == 6 and spike["value"] == 9.0
+    assert spike["threshold"] == pytest.approx(3.0 * 1.025, rel=1e-6)  # median of the six before
+
+
+def test_spike_factor_is_configurable(tmp_path):
+    monitor, _ = _monitor(tmp_path, NPU_RUNTIME_LOSS_SPIKE_FACTOR="2")
+    _train(monitor, [1.0] * 5 + [2.5])
+    assert [e["event"] for e in _events(tmp_path)] == ["loss_spike"]
+
+
+def test_a_step_slower_than_twice_the_running_median(tmp_path):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock)
+    durations = [0.0, 30.0] + [1.0] * 6 + [3.5, 1.0, 1.9]
+    _train(monitor, [1.0] * len(durations), clock=clock, durations=durations)
+    slow = [e for e in _events(tmp_path) if e["event"] == "slow_step"]
+    # Step 1's 30 s (after the first step: compilation) lands before the window fills.
+    assert [(e["step"], e["value"]) for e in slow] == [(8, 3.5)]
+    assert slow[0]["threshold"] == pytest.approx(2.0)
+
+
+def test_memory_above_threshold_once_per_crossing(tmp_path, monkeypatch):
+    monitor, _ = _monitor(tmp_path)
+    readings = iter([0.5, 0.96, 0.97, 0.5, 0.99])
+    monkeypatch.setattr(monitor, "_memory_fraction", lambda: next(readings))
+    for _ in range(5):
+        monitor.check_memory()
+        monitor.step += 1
+    assert [(e["event"], e["step"]) for e in _events(tmp_path)] == [("memory_high", 1), ("memory_high", 4)]
+
+
+def test_bad_settings_fall_back_to_defaults_with_a_warning(tmp_path, caplog):
+    monitor, _ = _monitor(tmp_path, NPU_RUNTIME_HEALTH_ACTION="explode", NPU_RUNTIME_LOSS_SPIKE_FACTOR="nan",
+                          NPU_RUNTIME_SLOW_STEP_FACTOR="1" + "0" * 5000)
+    assert (monitor.action, monitor.spike_factor, monitor.slow_factor) == ("warn", 3.0, 2.0)
+    assert "NPU_RUNTIME_HEALTH_ACTION" in caplog.text and "NPU_RUNTIME_LOSS_SPIKE_FACTOR" in caplog.text
+
+
+def test_events_file_is_not_written_through_a_planted_link(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    os.symlink(victim, tmp_path / "events.jsonl")
+    monitor, _ = _monitor(tmp_path)
+    monitor.emit("nan_loss", float("nan"), None)
+    assert victim.read_text() == "keep\n"
+
+
+def test_the_monitor_restores_backward(tmp_path):
+    original = torch.autograd.backward
+    monitor, _ = _monitor(tmp_path)
+    monitor.start()
+    assert torch.autograd.backward is not original
+    monitor.stop()
+    assert torch.autograd.backward is original
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import torch
+    import npu_runtime
+    npu_runtime.install()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 4)
+    for step in range(12):
+        loss = model(x).pow(2).mean()
+        if step == int(os.environ.get("NAN_AT", "-1")):
+            loss = loss * float("nan")
+        if step == int(os.environ.get("SLOW_AT", "-1")):
+            time.sleep(0.6)
+        else:
+            time.sleep(0.05)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    print("finished")
+""")
+
+
+def _run(tmp_path, **env):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    environ = {**os.environ, "NPU_RUNTIME_EVENTS": str(tmp_path / "events.jsonl"), "NPU_RUNTIME_WATCHDOG": "0",
+               **env}
+    return subprocess.run([sys.executable, str(script)], env=environ, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(150)
+def test_install_watches_an_unchanged_script_and_stop_exits_76(tmp_path):
+    done = _run(tmp_path, NAN_AT="5", NPU_RUNTIME_HEALTH_ACTION="stop")
+    assert done.returncode == exitcodes.HEALTH, done.stderr
+    assert "finished" not in done.stdout
+    assert "nan loss at step 5" in done.stderr
+    (event,) = _events(tmp_path)
+    assert (event["event"], event["step"], event["rank"]) == ("nan_loss", 5, 0)
+
+
+@pytest.mark.timeout(150)
+def test_install_reports_a_slow_step_and_trains_on(tmp_path):
+    done = _run(tmp_path, SLOW_AT="9")
+    assert done.returncode == 0 and "finished" in done.stdout, done.stderr
+    slow = [e for e in _events(tmp_path) if e["event"] == "slow_step"]
+    assert [e["step"] for e in slow] == [9]
+
+
+@pytest.mark.timeout(150)
+def test_health_can_be_switched_off(tmp_path):
+    done = _run(tmp_path, NAN_AT="2", NPU_RUNTIME_HEALTH="0", NPU_RUNTIME_HEALTH_ACTION="stop")
+    assert done.returncode == 0, done.stderr
+    assert _events(tmp_path) == []
