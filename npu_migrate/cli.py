@@ -126,13 +126,17 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
 @click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR", help="Copy the npu_runtime package into DIR.")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
-@click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff or report, if asked for).")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file (pyproject.toml).")
+@click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
+              help="Colour the diff and the report (auto: on a terminal, unless NO_COLOR is set).")
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings and errors only (no diff, no summary).")
+@click.option("-s", "--silent", is_flag=True, help="Print nothing; the exit code says how it went.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print per-file status and timing.")
 @_exits_on_interrupt
 def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
             force_exclude, output_format, output_file, report, fail_on_findings, exit_zero, statistics, show_fixes,
-            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, quiet,
-            verbose) -> None:
+            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, isolated, color,
+            quiet, silent, verbose) -> None:
     """Migrate PATHS (files or directories; default: the current directory;
     '-': standard input, the migrated source to standard output).
 
@@ -150,7 +154,8 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
         force_exclude=force_exclude, jobs=jobs, output_format=output_format, output_file=output_file, report=report,
         fail_on_findings=fail_on_findings, exit_zero=exit_zero, statistics=statistics, show_fixes=show_fixes,
         annotate=annotate, config=config, cache=not no_cache, cache_dir=cache_dir, vendor_runtime=vendor_runtime,
-        prefilter=not no_prefilter, quiet=quiet, verbose=verbose, stdin_filename=stdin_filename,
+        prefilter=not no_prefilter, quiet=quiet or silent, silent=silent, verbose=verbose and not silent,
+        stdin_filename=stdin_filename, isolated=isolated, color=color,
     )
     sys.exit(command.run(options))
 
