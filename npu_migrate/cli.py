@@ -93,13 +93,32 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
     return split_codes(values) if values else None
 
 
-@main.command(
-    "migrate",
-    epilog="Other commands: 'npu-migrate rules [ID]' documents every rule; "
-    "'npu-migrate emulate SCRIPT' runs a migrated script on the emulated NPU; "
-    "'npu-migrate launch ENTRY' writes launchers and job specs; "
-    "'npu-migrate preflight' checks a training node.",
-)
+MIGRATE_EPILOG = """\b
+Examples:
+  npu-migrate src/                           dry run: the diff, then the findings and a summary
+  npu-migrate src/ --write                   rewrite in place
+  npu-migrate src/ --check                   CI / pre-commit: exit 1 if anything would change
+  npu-migrate src/ --output-format sarif -o npu-migrate.sarif --exit-zero
+  npu-migrate src/ --output-format github    annotations on a pull request (findings)
+  npu-migrate - --stdin-filename train.py < train.py
+
+\b
+Exit codes:
+  0  nothing to do, or done
+  1  --check: files would change; --fail-on-findings: findings left (--exit-zero: 0)
+  2  usage error, or a file could not be read, parsed or written
+
+\b
+Other commands:
+  npu-migrate rules [ID|PREFIX|NAME]   document the rules
+  npu-migrate emulate SCRIPT           run a migrated script on the emulated NPU
+  npu-migrate launch ENTRY             write launchers and job specs
+  npu-migrate preflight                check a training node
+  npu-migrate diagnose LOG...          diagnose a failed job from its logs
+"""
+
+
+@main.command("migrate", epilog=MIGRATE_EPILOG)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--write", "--fix", "write", is_flag=True, help="Rewrite files in place (atomically). --fix is the same.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
@@ -163,10 +182,20 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
 migrate.context_class = _ToolContext
 
 
-@main.command("rules")
-@click.argument("rule_id", required=False)
-def rules_command(rule_id: str | None) -> None:
-    """List every rule, or show one rule's documentation."""
+@main.command("rules", epilog="""\b
+Examples:
+  npu-migrate rules                       every rule, one line each
+  npu-migrate rules NPU301                one rule's rationale and examples
+  npu-migrate rules NPU3                  the rules whose id starts with NPU3
+  npu-migrate rules torch-cuda-amp        a rule by name
+  npu-migrate rules --output-format json  every rule as JSON (id, name, summary, ...)
+""")
+@click.argument("rule_id", metavar="[ID|PREFIX|NAME]", required=False)
+@click.option("--output-format", type=click.Choice(("text", "json")), default="text", show_default=True)
+def rules_command(rule_id: str | None, output_format: str) -> None:
+    """List every rule, or show the rules matching an id, an id prefix or a name."""
+    import json
+
     from rich.console import Console
     from rich.markdown import Markdown
     from rich.table import Table
@@ -177,12 +206,25 @@ def rules_command(rule_id: str | None) -> None:
     console = Console(highlight=False)
     rules = all_rules()
     if rule_id is not None:
-        rule = rules.get(rule_id.upper())
-        if rule is None:
-            raise click.BadParameter(f"no rule {rule_id!r}; run 'npu-migrate rules' for the list", param_hint="RULE_ID")
-        doc = rule_doc(rule)
+        key = rule_id.strip()
+        exact = rules.get(key.upper()) or next((r for r in rules.values() if r.name == key.lower()), None)
+        matched = {exact.id: exact} if exact is not None else {
+            rid: r for rid, r in rules.items() if rid.startswith(key.upper()) or key.lower() in r.name}
+        if not matched:
+            raise click.BadParameter(f"no rule matches {rule_id!r}; run 'npu-migrate rules' for the list",
+                                     param_hint="ID|PREFIX|NAME")
+        rules = matched
+    if output_format == "json":
+        click.echo(json.dumps([{
+            "id": rid, "name": r.name, "summary": r.summary, "fixable": r.fixable, "opt_in": r.opt_in,
+            "rationale": r.rationale.strip(), "documentation": rule_doc(r),
+        } for rid, r in rules.items()], indent=2))
+        return
+    if len(rules) == 1:
+        doc = rule_doc(next(iter(rules.values())))
         console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True, markup=False)
         return
+
     def summary(rule) -> str:
         return f"(opt-in: --extend-select {rule.id}) {rule.summary}" if rule.opt_in else rule.summary
 

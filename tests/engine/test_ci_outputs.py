@@ -115,3 +115,21 @@ def test_sarif_fingerprints_survive_lines_moving_down(project):
         return {r["partialFingerprints"]["npuMigrateLineHash/v1"] for r in run["results"]}
 
     assert prints("a.sarif") == prints("b.sarif")
+
+
+def test_rules_by_prefix_name_and_as_json(tmp_path):
+    prefix = cli(tmp_path, "rules", "NPU3").stdout.decode().splitlines()
+    assert prefix and all(line.startswith("NPU3") for line in prefix)
+    by_name = cli(tmp_path, "rules", "torch-cuda-amp").stdout.decode()
+    assert by_name.startswith("# NPU301 (torch-cuda-amp)")
+    as_json = json.loads(cli(tmp_path, "rules", "--output-format", "json").stdout)
+    assert {"NPU101", "NPU301"} <= {r["id"] for r in as_json}
+    assert all({"id", "name", "summary", "fixable", "documentation"} <= set(r) for r in as_json)
+    missing = cli(tmp_path, "rules", "no-such-rule")
+    assert missing.returncode == 2 and b"no rule matches" in missing.stderr
+
+
+def test_help_has_examples_and_exit_codes(tmp_path):
+    text = cli(tmp_path, "--help").stdout.decode()
+    assert "Examples:" in text and "Exit codes:" in text and "--check" in text
+    assert "npu-migrate diagnose LOG" in text
