@@ -27,7 +27,7 @@ from npu_migrate import __version__
 from npu_migrate.options import split_codes
 
 #: Output formats (``npu_migrate/reporting/``); listed here so that --help needs no import.
-OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab")
+OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab", "markdown")
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it

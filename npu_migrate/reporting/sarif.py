@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from npu_migrate import __version__
 from npu_migrate.reporting.report import Annotation, Report
+from npu_migrate.rulebase import impact_of
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 #: The key of our ``partialFingerprints``: a hash of the rule, the file, the text of the
@@ -108,7 +109,7 @@ def _rules(used: list[str]) -> list[dict]:
             "shortDescription": {"text": rules[rid].summary},
             "fullDescription": {"text": rules[rid].summary},
             "help": {"text": rules[rid].rationale.strip() or rules[rid].summary, "markdown": rule_doc(rules[rid])},
-            "properties": {"fixable": rules[rid].fixable},
+            "properties": {"fixable": rules[rid].fixable, "impact": rules[rid].impact},
         }
         for rid in used
     ]
@@ -132,6 +133,8 @@ def as_dict(report: Report) -> dict:
                   "properties": {"kind": a.kind}}
         if a.suggestion:
             result["properties"]["suggestion"] = a.suggestion
+        if a.kind == "finding":
+            result["properties"]["impact"] = impact_of(a.rule)
         if a.kind == "fix":
             replacements = files.replacements(a)
             if replacements:

@@ -133,3 +133,38 @@ def test_help_has_examples_and_exit_codes(tmp_path):
     text = cli(tmp_path, "--help").stdout.decode()
     assert "Examples:" in text and "Exit codes:" in text and "--check" in text
     assert "npu-migrate diagnose LOG" in text
+
+
+def test_markdown_readiness_summary(project):
+    (project / "sub").mkdir()
+    (project / "sub" / "fused.py").write_bytes(b"import apex\nopt = apex.optimizers.FusedAdam([])\n")
+    done = cli(project, ".", "--no-cache", "--output-format", "markdown")
+    md = done.stdout.decode()
+    assert md.startswith("## npu-migrate: readiness for Ascend NPU")
+    assert "**Not ready**" in md and "--- a/" not in md
+    blocking = md.split("### Blocking")[1].split("###")[0]
+    assert "NPU903" in blocking and "`sub/fused.py:" in blocking  # apex blocks training
+    assert "NPU102" in blocking  # a CUDA API with no NPU counterpart
+    assert "| References converted automatically (fixes) |" in md and "| Lines changed" in md
+    assert "### By directory" in md and "| `sub` |" in md
+    assert "### What to install on the training image" in md
+
+
+def test_impact_class_in_json_sarif_and_github(project):
+    report = json.loads(cli(project, ".", "--no-cache", "--output-format", "json").stdout)
+    finding = report["files"][[f["path"] for f in report["files"]].index("train.py")]["findings"][0]
+    assert finding["rule"] == "NPU102" and finding["impact"] == "blocking"
+    assert report["summary"]["findings_by_impact"]["blocking"] >= 1
+    cli(project, ".", "--no-cache", "--output-format", "sarif", "-o", "r.sarif", "--exit-zero")
+    run = json.loads((project / "r.sarif").read_text())["runs"][0]
+    result = next(r for r in run["results"] if r["ruleId"] == "NPU102")
+    assert result["level"] == "error" and result["properties"]["impact"] == "blocking"
+    github = cli(project, ".", "--no-cache", "--output-format", "github").stdout.decode()
+    assert any(line.startswith("::error ") and "title=NPU102" in line for line in github.splitlines())
+
+
+def test_every_rule_declares_a_known_impact(tmp_path):
+    rules = json.loads(cli(tmp_path, "rules", "--output-format", "json").stdout)
+    impacts = {r["id"]: r["documentation"].split("Impact of a finding: ")[1].split()[0] for r in rules}
+    assert set(impacts.values()) <= {"blocking", "review", "informational"}
+    assert impacts["NPU010"] == "informational" and impacts["NPU903"] == "blocking"

@@ -84,7 +84,7 @@ def test_columns_are_one_based_in_every_format(project, run_cli):
     finding = json.loads((project / "r.json").read_text())["files"][0]["findings"][0]
     assert finding["start"] == {"line": 3, "column": 1}
     github = run_cli("train.py", "--no-cache", "--output-format", "github").output
-    assert "::warning file=train.py,line=3,col=1," in github
+    assert "::error file=train.py,line=3,col=1," in github  # NPU102 is blocking
     run_cli("train.py", "--no-cache", "--output-format", "gitlab", "-o", "gl.json")
     issue = next(i for i in json.loads((project / "gl.json").read_text()) if i["check_name"] == "NPU102")
     assert issue["location"]["positions"]["begin"] == {"line": 3, "column": 1}
@@ -96,12 +96,13 @@ def test_github_annotations(project, run_cli):
     lines = [line for line in result.output.splitlines() if line.startswith("::")]
     assert all(re.fullmatch(r"::(error|warning|notice) [^:]*::.*", line) for line in lines), lines
     assert "::error file=bad.py,line=1,col=5,endLine=1,endColumn=5,title=npu-migrate::syntax error" in result.output
-    # under --check a file with pending fixes is one error (it fails the run); findings stay warnings
+    # under --check a file with pending fixes is one error (it fails the run)
     pending = [line for line in lines if line.startswith("::error file=train.py,line=1,col=1,")]
     assert len(pending) == 1 and "automatic fix(es) pending (NPU100 x1, NPU101 x1)" in pending[0]
     assert not any("title=NPU101" in line for line in lines)  # no annotation per fix without --show-fixes
     finding = next(line for line in lines if "title=NPU102" in line and "file=train.py" in line)
-    assert finding.startswith("::warning ") and "%0Asuggestion: " in finding  # newline escaped
+    # a finding's level is its rule's impact: NPU102 (no NPU counterpart) blocks training
+    assert finding.startswith("::error ") and "%0Asuggestion: " in finding  # newline escaped
     assert any("file=odd%2C name%3A 1.py," in line for line in lines)
     assert "--- a/" not in result.output  # no diff mixed into the annotations
 
