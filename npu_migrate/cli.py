@@ -27,7 +27,7 @@ from npu_migrate import __version__
 from npu_migrate.options import split_codes
 
 #: Output formats (``npu_migrate/reporting/``); listed here so that --help needs no import.
-OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab")
+OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab", "markdown")
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -93,13 +93,32 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
     return split_codes(values) if values else None
 
 
-@main.command(
-    "migrate",
-    epilog="Other commands: 'npu-migrate rules [ID]' documents every rule; "
-    "'npu-migrate emulate SCRIPT' runs a migrated script on the emulated NPU; "
-    "'npu-migrate launch ENTRY' writes launchers and job specs; "
-    "'npu-migrate preflight' checks a training node.",
-)
+MIGRATE_EPILOG = """\b
+Examples:
+  npu-migrate src/                           dry run: the diff, then the findings and a summary
+  npu-migrate src/ --write                   rewrite in place
+  npu-migrate src/ --check                   CI / pre-commit: exit 1 if anything would change
+  npu-migrate src/ --output-format sarif -o npu-migrate.sarif --exit-zero
+  npu-migrate src/ --output-format github    annotations on a pull request (findings)
+  npu-migrate - --stdin-filename train.py < train.py
+
+\b
+Exit codes:
+  0  nothing to do, or done
+  1  --check: files would change; --fail-on-findings: findings left (--exit-zero: 0)
+  2  usage error, or a file could not be read, parsed or written
+
+\b
+Other commands:
+  npu-migrate rules [ID|PREFIX|NAME]   document the rules
+  npu-migrate emulate SCRIPT           run a migrated script on the emulated NPU
+  npu-migrate launch ENTRY             write launchers and job specs
+  npu-migrate preflight                check a training node
+  npu-migrate diagnose LOG...          diagnose a failed job from its logs
+"""
+
+
+@main.command("migrate", epilog=MIGRATE_EPILOG)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--write", "--fix", "write", is_flag=True, help="Rewrite files in place (atomically). --fix is the same.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
@@ -126,13 +145,17 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
 @click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR", help="Copy the npu_runtime package into DIR.")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
-@click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff or report, if asked for).")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file (pyproject.toml).")
+@click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
+              help="Colour the diff and the report (auto: on a terminal, unless NO_COLOR is set).")
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings and errors only (no diff, no summary).")
+@click.option("-s", "--silent", is_flag=True, help="Print nothing; the exit code says how it went.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print per-file status and timing.")
 @_exits_on_interrupt
 def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
             force_exclude, output_format, output_file, report, fail_on_findings, exit_zero, statistics, show_fixes,
-            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, quiet,
-            verbose) -> None:
+            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, isolated, color,
+            quiet, silent, verbose) -> None:
     """Migrate PATHS (files or directories; default: the current directory;
     '-': standard input, the migrated source to standard output).
 
@@ -150,7 +173,8 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
         force_exclude=force_exclude, jobs=jobs, output_format=output_format, output_file=output_file, report=report,
         fail_on_findings=fail_on_findings, exit_zero=exit_zero, statistics=statistics, show_fixes=show_fixes,
         annotate=annotate, config=config, cache=not no_cache, cache_dir=cache_dir, vendor_runtime=vendor_runtime,
-        prefilter=not no_prefilter, quiet=quiet, verbose=verbose, stdin_filename=stdin_filename,
+        prefilter=not no_prefilter, quiet=quiet or silent, silent=silent, verbose=verbose and not silent,
+        stdin_filename=stdin_filename, isolated=isolated, color=color,
     )
     sys.exit(command.run(options))
 
@@ -158,10 +182,20 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
 migrate.context_class = _ToolContext
 
 
-@main.command("rules")
-@click.argument("rule_id", required=False)
-def rules_command(rule_id: str | None) -> None:
-    """List every rule, or show one rule's documentation."""
+@main.command("rules", epilog="""\b
+Examples:
+  npu-migrate rules                       every rule, one line each
+  npu-migrate rules NPU301                one rule's rationale and examples
+  npu-migrate rules NPU3                  the rules whose id starts with NPU3
+  npu-migrate rules torch-cuda-amp        a rule by name
+  npu-migrate rules --output-format json  every rule as JSON (id, name, summary, ...)
+""")
+@click.argument("rule_id", metavar="[ID|PREFIX|NAME]", required=False)
+@click.option("--output-format", type=click.Choice(("text", "json")), default="text", show_default=True)
+def rules_command(rule_id: str | None, output_format: str) -> None:
+    """List every rule, or show the rules matching an id, an id prefix or a name."""
+    import json
+
     from rich.console import Console
     from rich.markdown import Markdown
     from rich.table import Table
@@ -172,12 +206,25 @@ def rules_command(rule_id: str | None) -> None:
     console = Console(highlight=False)
     rules = all_rules()
     if rule_id is not None:
-        rule = rules.get(rule_id.upper())
-        if rule is None:
-            raise click.BadParameter(f"no rule {rule_id!r}; run 'npu-migrate rules' for the list", param_hint="RULE_ID")
-        doc = rule_doc(rule)
+        key = rule_id.strip()
+        exact = rules.get(key.upper()) or next((r for r in rules.values() if r.name == key.lower()), None)
+        matched = {exact.id: exact} if exact is not None else {
+            rid: r for rid, r in rules.items() if rid.startswith(key.upper()) or key.lower() in r.name}
+        if not matched:
+            raise click.BadParameter(f"no rule matches {rule_id!r}; run 'npu-migrate rules' for the list",
+                                     param_hint="ID|PREFIX|NAME")
+        rules = matched
+    if output_format == "json":
+        click.echo(json.dumps([{
+            "id": rid, "name": r.name, "summary": r.summary, "fixable": r.fixable, "opt_in": r.opt_in,
+            "rationale": r.rationale.strip(), "documentation": rule_doc(r),
+        } for rid, r in rules.items()], indent=2))
+        return
+    if len(rules) == 1:
+        doc = rule_doc(next(iter(rules.values())))
         console.print(Markdown(doc) if console.is_terminal else doc, soft_wrap=True, markup=False)
         return
+
     def summary(rule) -> str:
         return f"(opt-in: --extend-select {rule.id}) {rule.summary}" if rule.opt_in else rule.summary
 

@@ -15,6 +15,7 @@ both into 0); 2 usage error, or some file could not be read, parsed or written
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 from dataclasses import dataclass, replace
@@ -52,10 +53,26 @@ def machine_on_stdout(options: Options) -> bool:
     return options.output_format not in reporting.HUMAN and options.output_file is None
 
 
-def consoles() -> tuple[Console, Console]:
-    """(stdout, stderr) consoles: no markup, no highlighting, lines never wrapped."""
-    return (Console(highlight=False, markup=False, soft_wrap=True),
-            Console(stderr=True, highlight=False, markup=False, soft_wrap=True))
+def default_diff(options: Options) -> bool:
+    """A dry run prints its diff unless the report is for a machine or goes to a file
+    (``--output-file``), or the run is quiet: then only ``--diff`` prints one."""
+    from npu_migrate import reporting
+
+    return (options.mode == "dry-run" and not options.quiet and not options.silent
+            and options.output_format in reporting.HUMAN and options.output_file is None)
+
+
+def consoles(color: str = "auto") -> tuple[Console, Console]:
+    """(stdout, stderr) consoles: no markup, no highlighting, lines never wrapped.
+    ``color``: ``auto`` (colours on a terminal, unless NO_COLOR is set), ``always``
+    or ``never`` (``--color``)."""
+    extra: dict = {}
+    if color == "always":
+        extra = {"force_terminal": True, "color_system": "standard"}
+    elif color == "never":
+        extra = {"color_system": None, "no_color": True}
+    return (Console(highlight=False, markup=False, soft_wrap=True, **extra),
+            Console(stderr=True, highlight=False, markup=False, soft_wrap=True, **extra))
 
 
 def prepare(options: Options) -> Prepared:
@@ -64,8 +81,12 @@ def prepare(options: Options) -> Prepared:
     from npu_migrate.reporting import sink
     from npu_migrate.selection import Selection
 
+    if options.isolated and options.config is not None:
+        raise UsageError("--isolated ignores every configuration file; it cannot be combined with --config")
     if options.stdin and len(options.paths) > 1:
         raise UsageError("'-' (standard input) cannot be combined with other paths")
+    if options.mode == "write" and options.diff:
+        raise UsageError("--diff shows what --write would change and never writes; drop one of them")
     machine = machine_on_stdout(options)
     if machine and options.diff:
         raise UsageError(f"--diff and --output-format {options.output_format} would both print to stdout; "
@@ -81,7 +102,7 @@ def prepare(options: Options) -> Prepared:
                 raise UsageError(str(exc)) from None
     config_paths = [options.stdin_filename or "."] if options.stdin else (options.paths or ["."])
     try:
-        cfg = load_config(config_paths, options.config)
+        cfg = load_config(config_paths, options.config, options.isolated)
         resolved = resolve(options, cfg)
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
@@ -152,8 +173,7 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
     from npu_migrate.files import ReadError, read_unchanged
 
     opts = prep.options
-    show_diff = opts.diff if opts.diff is not None else (
-        opts.mode == "dry-run" and not opts.quiet and not prep.machine_on_stdout)
+    show_diff = opts.diff if opts.diff is not None else default_diff(opts)
     done = []
     for result in results:
         if result.error is None and result.changed and (show_diff or opts.mode == "write"):
@@ -208,13 +228,19 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
         except OSError as exc:  # checked before the run, but the disk may have filled since
             err.print(f"error: {flag} {path}: cannot write: {exc.strerror or exc}")
             written = False
+    if opts.silent:  # nothing but the exit code
+        return written
     if opts.output_file is None and fmt not in reporting.HUMAN:
         out.file.write(reporting.render(fmt, report))
         out.file.flush()
-    if opts.quiet:
+    if opts.quiet:  # as ruff's -q: the diagnostics, nothing else
         for result in report.results:
             if result.error is not None:
                 err.print(f"error: {result.error}")
+        if opts.output_file is None and fmt in reporting.HUMAN:
+            for result in report.results:
+                for line in text.diagnostics(result, report.show_fixes):
+                    err.print(line, soft_wrap=True, highlight=False)
     elif opts.output_file is None and fmt in reporting.HUMAN:
         reporting.write_human(fmt, report, err)
     else:  # the report went elsewhere: errors and the summary only
@@ -234,9 +260,30 @@ def exit_code(report, prep: Prepared) -> int:
 
 
 def run(options: Options) -> int:
+    """The whole command; a closed standard output (``| head``) ends it with one line on
+    stderr saying what was written: diffs are printed before any file is written, and
+    ``--diff`` never writes, so a closed pipe stops a dry run or ``--check`` before any
+    write, and a report that no longer fits the pipe comes after every write."""
+    from npu_migrate import writer
+
+    try:
+        return _run(options)
+    except BrokenPipeError:
+        import os
+        import sys
+
+        # Python's own flush at exit would complain about the closed pipe once more.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"error: standard output was closed before the output ended; "
+              f"{len(writer.written)} file(s) written", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(options: Options) -> int:
     from npu_migrate.reporting.report import Report
 
-    out, err = consoles()
+    out, err = consoles(options.color)
     start = time.perf_counter()
     try:
         prep = prepare(options)

@@ -65,7 +65,11 @@ def _string_list(value, key: str, path: Path) -> list[str]:
     return value
 
 
-def load_config(paths: list[str], explicit: str | None = None) -> Config:
+def load_config(paths: list[str], explicit: str | None = None, isolated: bool = False) -> Config:
+    """The ``[tool.npu-migrate]`` table of the nearest pyproject.toml above ``paths``
+    (or of ``explicit``); the defaults with ``isolated`` (``--isolated``)."""
+    if isolated:
+        return Config(root=Path.cwd())
     if explicit is not None:
         candidates = [Path(explicit)]
     else:

@@ -116,7 +116,7 @@ def apply(data: bytes, edits: list[TextEdit]) -> tuple[bytes, list[TextEdit]]:
 
 
 def annotations(lines: LineIndex, findings: list[TextFinding], comment: bytes = b"#") -> list[TextEdit]:
-    """``--annotate``: a ``# npu-migrate: NPUxxx message`` line above the statement of
+    """``--annotate``: a ``# npu-migrate: NPUxxx message; suggestion: ...`` line above the statement of
     each finding, indented like it, unless that exact line is already there."""
     by_line: dict[int, list[bytes]] = {}
     for finding in sorted(findings, key=lambda f: (f.offset, f.rule)):
@@ -124,7 +124,9 @@ def annotations(lines: LineIndex, findings: list[TextFinding], comment: bytes = 
             continue
         line = lines.line(finding.statement)
         message = " ".join(finding.message.split())
-        text = comment + b" " + f"{ANNOTATION_PREFIX}{finding.rule} {message}".encode()
+        suggestion = " ".join((finding.suggestion or "").split())
+        note = f"{ANNOTATION_PREFIX}{finding.rule} {message}" + (f"; suggestion: {suggestion}" if suggestion else "")
+        text = comment + b" " + note.encode()
         if text not in by_line.setdefault(line, []):
             by_line[line].append(text)
     edits = []

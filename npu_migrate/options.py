@@ -48,6 +48,9 @@ class Options:
     vendor_runtime: str | None = None
     prefilter: bool = True
     quiet: bool = False
+    silent: bool = False
+    isolated: bool = False
+    color: str = "auto"
     verbose: bool = False
     stdin_filename: str | None = None
 

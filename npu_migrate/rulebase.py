@@ -37,6 +37,23 @@ class RuleBase:
     opt_in: ClassVar[bool] = False
     #: The front end that runs the rule: a :class:`npu_migrate.filetypes.FileType` name.
     front_end: ClassVar[str] = "python"
+    #: What a finding of this rule means for a team lead (the readiness summary, the
+    #: reports' severity): ``blocking``, the code cannot train on NPU until a person
+    #: acts (a CUDA-only package, an API without an NPU counterpart, a CUDA build in the
+    #: requirements); ``review`` (the default), a person should look; ``informational``,
+    #: left alone on purpose and right as it is (NPU010, NPU011).
+    impact: ClassVar[str] = "review"
+
+
+IMPACTS = ("blocking", "review", "informational")
+
+
+def impact_of(rule_id: str) -> str:
+    """A rule's impact class; ``review`` for an id no rule has."""
+    from npu_migrate.registry import all_rules
+
+    rule = all_rules().get(rule_id)
+    return rule.impact if rule is not None else "review"
 
 
 class FileRule(RuleBase):
@@ -68,6 +85,7 @@ def rule_doc(rule: type[RuleBase]) -> str:
     if rule.rationale:
         parts += [rule.rationale.strip(), ""]
     parts.append(f"Fix available: {'yes' if rule.fixable else 'no (reports a finding)'}")
+    parts.append(f"Impact of a finding: {rule.impact}")
     if rule.opt_in:
         parts.append(
             f"Opt-in: runs only when selected by its exact code (`--extend-select {rule.id}`, "

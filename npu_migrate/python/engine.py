@@ -339,7 +339,8 @@ def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
         if statement is None or finding.rule == NPU_AWARE_RULE:  # NPU010: nothing to do there
             continue
         message = " ".join(finding.message.split())
-        comment = f"{ANNOTATION_PREFIX}{finding.rule} {message}"
+        suggestion = " ".join(finding.suggestion.split()) if finding.suggestion else ""
+        comment = f"{ANNOTATION_PREFIX}{finding.rule} {message}" + (f"; suggestion: {suggestion}" if suggestion else "")
         comments = by_statement.setdefault(statement, [])
         if comment not in comments:
             comments.append(comment)

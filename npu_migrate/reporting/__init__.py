@@ -1,5 +1,5 @@
 """Output formats, one module each: ``text`` (the default), ``grouped``, ``json``,
-``sarif``, ``github`` and ``gitlab``. Every format is made from a
+``sarif``, ``github``, ``gitlab`` and ``markdown`` (a readiness summary). Every format is made from a
 :class:`~npu_migrate.reporting.report.Report`; :mod:`.relocate` moves positions to
 the file as written, and :mod:`.sink` checks and writes ``--output-file`` and
 ``--report``.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 HUMAN = ("text", "grouped")
-MACHINE = {"json": "json_report", "sarif": "sarif", "github": "github", "gitlab": "gitlab"}
+MACHINE = {"json": "json_report", "sarif": "sarif", "github": "github", "gitlab": "gitlab", "markdown": "markdown"}
 FORMATS = (*HUMAN, *MACHINE)
 
 

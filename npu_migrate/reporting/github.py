@@ -1,8 +1,11 @@
 """``--output-format github``: GitHub Actions workflow commands, one per line
 (``::warning file=train.py,line=3,col=5,endLine=3,endColumn=20,title=NPU102::...``),
-which the Actions runner turns into annotations on the pull request."""
+which the Actions runner turns into annotations on the pull request. Findings (and
+file errors) only, unless ``--show-fixes``."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from npu_migrate.reporting.report import Annotation, Report
 
@@ -30,4 +33,20 @@ def line(a: Annotation) -> str:
 
 
 def render(report: Report) -> str:
-    return "".join(line(a) + "\n" for a in report.annotations())
+    """Findings and file errors; every fix too with ``--show-fixes``. GitHub shows only the
+    first few annotations of a step, so (as ruff's ``github`` format) the fixes, which
+    need no person, do not push the findings out of sight by default. Under ``--check``
+    each file with pending fixes gets one error annotation (the reason the run fails)."""
+    lines = []
+    for a in report.annotations():
+        if a.kind != "fix" or report.show_fixes:
+            lines.append(line(a))
+    if report.mode == "check" and not report.show_fixes:
+        for result in report.results:
+            if result.changed and not result.written and result.error is None:
+                counts = Counter(f.rule for f in result.fixes)
+                rules = ", ".join(f"{rule} x{n}" for rule, n in sorted(counts.items()))
+                lines.append(line(Annotation(result.path, "fix", "error", None,
+                                             f"{len(result.fixes)} automatic fix(es) pending ({rules}): "
+                                             f"run npu-migrate --write", line=1, col=1, end_line=1, end_col=1)))
+    return "".join(text + "\n" for text in lines)

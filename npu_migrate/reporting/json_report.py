@@ -9,7 +9,8 @@ import json
 
 from npu_migrate import __version__
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.reporting.report import Report
+from npu_migrate.reporting.report import Report, findings_by_impact
+from npu_migrate.rulebase import impact_of
 
 SCHEMA_VERSION = 1
 
@@ -29,7 +30,8 @@ def _file(result: FileResult) -> dict:
         "error": result.error,
         "fixes": [{"rule": f.rule, "message": f.message, "applied": result.written, **_span(f)}
                   for f in result.fixes],
-        "findings": [{"rule": f.rule, "message": f.message, "suggestion": f.suggestion, **_span(f)}
+        "findings": [{"rule": f.rule, "message": f.message, "suggestion": f.suggestion,
+                      "impact": impact_of(f.rule), **_span(f)}
                      for f in result.findings],
     }
 
@@ -40,7 +42,7 @@ def as_dict(report: Report) -> dict:
         "tool": {"name": "npu-migrate", "version": __version__},
         "mode": report.mode,
         "files": [_file(r) for r in report.results],
-        "summary": report.summary,
+        "summary": {**report.summary, "findings_by_impact": findings_by_impact(report.results)},
     }
 
 

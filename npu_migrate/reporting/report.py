@@ -69,7 +69,7 @@ class Report:
                 for fix in result.fixes:
                     yield _at(result.path, fix, "fix", level, fix.message + " (fixable: run with --write)")
             for finding in result.findings:
-                level = "error" if self.fail_on_findings else "warning"
+                level = "error" if self.fail_on_findings else _LEVEL[_impact(finding.rule)]
                 yield _at(result.path, finding, "finding", level, finding.message, finding.suggestion)
 
 
@@ -78,6 +78,25 @@ def _at(path: str, item: Fix | Finding, kind: str, level: str, message: str, sug
     return Annotation(path, kind, level, item.rule, message, suggestion or None,
                       item.line, item.col + 1, end_line, end_col + 1, item.cell)
 
+
+#: A finding's severity in the CI formats follows its rule's impact class.
+_LEVEL = {"blocking": "error", "review": "warning", "informational": "note"}
+
+
+def _impact(rule_id: str) -> str:
+    # Imported here: the rules (and libcst) load only for the formats that need them,
+    # never for the text output of a warm, fully cached run.
+    from npu_migrate.rulebase import impact_of
+
+    return impact_of(rule_id)
+
+
+def findings_by_impact(results: list[FileResult]) -> dict[str, int]:
+    """Findings counted per impact class (``blocking``, ``review``, ``informational``)."""
+    from npu_migrate.rulebase import IMPACTS
+
+    counts = Counter(_impact(f.rule) for r in results for f in r.findings)
+    return {impact: counts.get(impact, 0) for impact in IMPACTS}
 
 _ERROR_PLACE = re.compile(r"(?P<line>\d+)(?::(?P<col>\d+))?: (?P<message>.*)", re.DOTALL)
 

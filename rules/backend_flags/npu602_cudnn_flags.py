@@ -35,6 +35,7 @@ GENERIC = "cuDNN settings have no effect on NPU; remove the line or keep it for 
 
 class CudnnFlags(FlagUseRule):
     id = "NPU602"
+    impact = "informational"
     name = "cudnn-flags"
     summary = "Report cudnn flags, `torch.version.cuda` and other CUDA backend switches, with what to use on NPU"
     fixable = False

@@ -36,6 +36,7 @@ SUGGESTION = (
 
 class SdpKernelFlags(FlagUseRule):
     id = "NPU603"
+    impact = "informational"
     name = "sdp-kernel-flags"
     summary = "Report `torch.backends.cuda` SDPA kernel switches (`sdp_kernel`, `enable_flash_sdp`...) and point to `torch_npu.npu_fusion_attention`"
     fixable = False

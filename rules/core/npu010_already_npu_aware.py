@@ -5,6 +5,7 @@ from npu_migrate.python.rule import Example, Rule
 
 class AlreadyNpuAware(Rule):
     id = "NPU010"
+    impact = "informational"
     name = "already-npu-aware"
     summary = "CUDA code in an if/elif chain (or conditional expression) that already has an NPU branch is left unchanged"
     fixable = False

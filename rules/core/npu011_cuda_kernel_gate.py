@@ -5,6 +5,7 @@ from npu_migrate.python.rule import Example, Rule
 
 class CudaKernelGate(Rule):
     id = "NPU011"
+    impact = "informational"
     name = "cuda-kernel-gate"
     summary = "A CUDA test that keeps CUDA-only code (a compiled kernel, Triton, DataParallel...) from other devices is left unchanged"
     fixable = False

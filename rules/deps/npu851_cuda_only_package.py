@@ -8,6 +8,7 @@ from npu_migrate.tables.packages import CONDA_CUDA_ONLY, cuda_only, normalise
 
 class CudaOnlyPackage(DepsRule):
     id = "NPU851"
+    impact = "blocking"
     name = "cuda-only-package"
     summary = "Report CUDA-only packages (apex, flash-attn, xformers, bitsandbytes, triton, nvidia-*, cupy-cuda*...) with what to use on Ascend"
     fixable = False

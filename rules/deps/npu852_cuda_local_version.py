@@ -8,6 +8,7 @@ from npu_migrate.deps.rule import DepsRule, Example
 
 class CudaLocalVersion(DepsRule):
     id = "NPU852"
+    impact = "blocking"
     name = "cuda-local-version"
     summary = "Report `+cuXXX` local versions (`torch==2.1.0+cu118`): CUDA builds that do not exist for Ascend"
     fixable = False

@@ -8,6 +8,7 @@ from npu_migrate.tables.packages import CUDA_INDEX_URL
 
 class CudaIndexUrl(DepsRule):
     id = "NPU853"
+    impact = "blocking"
     name = "cuda-index-url"
     summary = "Report CUDA wheel indexes (`--index-url https://download.pytorch.org/whl/cu118`, NVIDIA's PyPI) and CUDA wheel URLs"
     fixable = False

@@ -62,6 +62,7 @@ def suggestion_for(qualified: str) -> str:
 
 class TorchCudaApiUnavailable(Rule):
     id = "NPU102"
+    impact = "blocking"
     name = "torch-cuda-api-unavailable"
     summary = "Report `torch.cuda.X` uses that have no usable `torch.npu` counterpart"
     fixable = False

@@ -21,6 +21,7 @@ SUGGESTION = (
 
 class ProcessGroupNccl(Rule):
     id = "NPU204"
+    impact = "blocking"
     name = "process-group-nccl"
     summary = "Report direct uses of `ProcessGroupNCCL` and its `Options`"
     fixable = False

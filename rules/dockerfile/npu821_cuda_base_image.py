@@ -41,6 +41,7 @@ def suggestion(reference: str) -> str:
 
 class CudaBaseImage(DockerfileRule):
     id = "NPU821"
+    impact = "blocking"
     name = "docker-cuda-base-image"
     summary = "Report CUDA base images (`FROM nvidia/cuda...`, `pytorch/pytorch:*cuda*`, NGC) with the Ascend CANN image to use"
     fixable = False

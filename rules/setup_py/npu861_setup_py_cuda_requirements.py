@@ -11,6 +11,7 @@ from ._requirements import SetupRequirementsRule
 
 class SetupPyCudaRequirements(SetupRequirementsRule):
     id = "NPU861"
+    impact = "blocking"
     name = "setup-py-cuda-requirements"
     summary = "Report CUDA-only packages, `+cuXXX` builds and CUDA wheel URLs in setup.py's literal requirement lists"
     fixable = False

@@ -58,6 +58,7 @@ def _distribution(text: str) -> tuple[str, str] | None:
 
 class ShellCudaPackages(ShellRule):
     id = "NPU808"
+    impact = "blocking"
     name = "shell-cuda-packages"
     summary = "Report `pip install` / `conda install` of CUDA-only packages, CUDA builds and CUDA wheel indexes; ask for torch-npu next to torch"
     triggers = (b"install",)

@@ -31,6 +31,7 @@ _SUGGESTION = (
 
 class ShellSlurmGpus(ShellRule):
     id = "NPU811"
+    impact = "blocking"
     name = "shell-slurm-gpus"
     summary = "Report Slurm options that ask for GPUs (`#SBATCH --gres=gpu:N`, `--gpus*`, `srun -G N`)"
     triggers = (b"gpu", b"-G")

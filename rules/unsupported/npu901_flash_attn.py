@@ -74,6 +74,7 @@ USES = {
 
 class FlashAttn(CudaOnlyPackage):
     id = "NPU901"
+    impact = "blocking"
     name = "flash-attn"
     summary = "Report flash-attn imports and calls; suggest torch_npu.npu_fusion_attention with the argument mapping"
     label = "flash-attn"

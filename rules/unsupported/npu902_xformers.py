@@ -33,6 +33,7 @@ USES = {
 
 class Xformers(CudaOnlyPackage):
     id = "NPU902"
+    impact = "blocking"
     name = "xformers"
     summary = "Report xformers imports and memory_efficient_attention calls; suggest torch_npu.npu_fusion_attention"
     label = "xformers"

@@ -50,6 +50,7 @@ USES = {
 
 class Apex(CudaOnlyPackage):
     id = "NPU903"
+    impact = "blocking"
     name = "apex"
     summary = "Report NVIDIA apex imports and uses (amp, fused optimizers and norms, parallel); suggest native AMP and torch_npu optimizers"
     label = "apex"

@@ -15,6 +15,7 @@ KERNEL = (
 
 class Triton(CudaOnlyPackage):
     id = "NPU904"
+    impact = "blocking"
     name = "triton-kernel"
     summary = "Report Triton imports and @triton.jit / @triton.autotune / @triton.heuristics kernels"
     label = "Triton"

@@ -39,6 +39,7 @@ def _names_cuda_source(node: cst.CSTNode | None) -> bool:
 
 class CudaExtension(Rule):
     id = "NPU905"
+    impact = "blocking"
     name = "cuda-extension"
     summary = "Report CUDA C++ extensions: CUDAExtension, cpp_extension.load/load_inline with CUDA sources, .cu files"
     fixable = False

@@ -18,6 +18,7 @@ _LAYERS = (
 
 class Bitsandbytes(CudaOnlyPackage):
     id = "NPU906"
+    impact = "blocking"
     name = "bitsandbytes"
     summary = "Report bitsandbytes imports and its 8-bit optimizers / quantized layers"
     label = "bitsandbytes"

@@ -11,6 +11,7 @@ _KERNEL = "rewrite the kernel with torch ops on the npu device, or as an Ascend 
 
 class CupyPycuda(CudaOnlyPackage):
     id = "NPU907"
+    impact = "blocking"
     name = "cupy-pycuda"
     summary = "Report CuPy / PyCUDA imports and their raw CUDA kernels"
     label = "CuPy/PyCUDA"

@@ -26,6 +26,7 @@ USES = {
 
 class Nvml(CudaOnlyPackage):
     id = "NPU908"
+    impact = "blocking"
     name = "nvml"
     summary = "Report pynvml / nvidia-smi wrapper imports and NVML queries; suggest torch.npu / npu-smi equivalents"
     label = "NVML"

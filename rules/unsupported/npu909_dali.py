@@ -9,6 +9,7 @@ from ._common import CudaOnlyPackage
 
 class Dali(CudaOnlyPackage):
     id = "NPU909"
+    impact = "blocking"
     name = "nvidia-dali"
     summary = "Report NVIDIA DALI imports; suggest a torch DataLoader pipeline"
     label = "NVIDIA DALI"

@@ -9,6 +9,7 @@ from ._common import CudaOnlyPackage
 
 class TensorRT(CudaOnlyPackage):
     id = "NPU910"
+    impact = "blocking"
     name = "tensorrt"
     summary = "Report TensorRT / Torch-TensorRT imports"
     label = "TensorRT"

@@ -26,6 +26,7 @@ USES = {
 
 class TransformerEngine(CudaOnlyPackage):
     id = "NPU911"
+    impact = "blocking"
     name = "transformer-engine"
     summary = "Report Transformer Engine imports and layers; suggest torch.nn layers and bf16 autocast"
     label = "Transformer Engine"

@@ -22,6 +22,7 @@ NPU_BUILT = (
 
 class DeepspeedOps(CudaOnlyPackage):
     id = "NPU912"
+    impact = "blocking"
     name = "deepspeed-cuda-ops"
     summary = "Report DeepSpeed ops that have no NPU builder (sparse attention, training transformer kernels, ...)"
     label = "DeepSpeed CUDA ops"

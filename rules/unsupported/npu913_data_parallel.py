@@ -24,6 +24,7 @@ WHOLE_MODEL = "wrap the whole model: `model = npu_runtime.data_parallel(model)`"
 
 class DataParallel(Rule):
     id = "NPU913"
+    impact = "blocking"
     name = "data-parallel"
     summary = "Report nn.DataParallel that NPU510 cannot rewrite (subclasses, functional form, nested wrappers)"
     fixable = False

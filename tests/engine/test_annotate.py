@@ -270,3 +270,18 @@ def test_annotate_is_idempotent_and_only_adds_comments(source):
     # one comment per statement with findings (different rules may share a line)
     assert len(annotations(text)) == len({(f.line, f.rule) for f in first.findings})
     assert run(text).new_source is None
+
+
+def test_annotations_carry_the_suggestion(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(b"import torch\ntorch.cuda.nvtx.range_push('a')\n")
+    (tmp_path / "run.sh").write_bytes(b"#!/bin/sh\nexport NCCL_IB_DISABLE=1\n")
+    run_cli(".", "--no-cache", "--write", "--annotate")
+    py = (tmp_path / "train.py").read_text().splitlines()
+    note = next(line for line in py if line.startswith("# npu-migrate: NPU102 "))
+    assert "; suggestion: " in note
+    sh = (tmp_path / "run.sh").read_text().splitlines()
+    assert any(line.startswith("# npu-migrate: NPU") and "; suggestion: " in line for line in sh)
+    # a second run adds nothing
+    before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    run_cli(".", "--no-cache", "--write", "--annotate")
+    assert {p: p.read_bytes() for p in before} == before

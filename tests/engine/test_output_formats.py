@@ -84,7 +84,7 @@ def test_columns_are_one_based_in_every_format(project, run_cli):
     finding = json.loads((project / "r.json").read_text())["files"][0]["findings"][0]
     assert finding["start"] == {"line": 3, "column": 1}
     github = run_cli("train.py", "--no-cache", "--output-format", "github").output
-    assert "::warning file=train.py,line=3,col=1," in github
+    assert "::error file=train.py,line=3,col=1," in github  # NPU102 is blocking
     run_cli("train.py", "--no-cache", "--output-format", "gitlab", "-o", "gl.json")
     issue = next(i for i in json.loads((project / "gl.json").read_text()) if i["check_name"] == "NPU102")
     assert issue["location"]["positions"]["begin"] == {"line": 3, "column": 1}
@@ -96,12 +96,23 @@ def test_github_annotations(project, run_cli):
     lines = [line for line in result.output.splitlines() if line.startswith("::")]
     assert all(re.fullmatch(r"::(error|warning|notice) [^:]*::.*", line) for line in lines), lines
     assert "::error file=bad.py,line=1,col=5,endLine=1,endColumn=5,title=npu-migrate::syntax error" in result.output
-    # under --check a pending fix is an error (it fails the run); findings stay warnings
-    assert any(line.startswith("::error file=train.py,line=2,col=5,") and "title=NPU101" in line for line in lines)
+    # under --check a file with pending fixes is one error (it fails the run)
+    pending = [line for line in lines if line.startswith("::error file=train.py,line=1,col=1,")]
+    assert len(pending) == 1 and "automatic fix(es) pending (NPU100 x1, NPU101 x1)" in pending[0]
+    assert not any("title=NPU101" in line for line in lines)  # no annotation per fix without --show-fixes
     finding = next(line for line in lines if "title=NPU102" in line and "file=train.py" in line)
-    assert finding.startswith("::warning ") and "%0Asuggestion: " in finding  # newline escaped
+    # a finding's level is its rule's impact: NPU102 (no NPU counterpart) blocks training
+    assert finding.startswith("::error ") and "%0Asuggestion: " in finding  # newline escaped
     assert any("file=odd%2C name%3A 1.py," in line for line in lines)
     assert "--- a/" not in result.output  # no diff mixed into the annotations
+
+
+def test_github_carries_findings_only_unless_show_fixes(project, run_cli):
+    plain = run_cli(".", "--no-cache", "--output-format", "github").output.splitlines()
+    assert plain and all("title=NPU101" not in line for line in plain)
+    assert any("title=NPU102" in line for line in plain)
+    shown = run_cli(".", "--no-cache", "--output-format", "github", "--show-fixes").output.splitlines()
+    assert any("title=NPU101" in line and "fixable" in line for line in shown)
 
 
 def test_github_findings_are_errors_when_they_fail_the_run(project, run_cli):
@@ -153,7 +164,8 @@ def test_text_report_to_a_file_has_no_colour_codes(project, run_cli):
     text = (project / "report.txt").read_text()
     assert "train.py:3:1: NPU102" in text and "suggestion:" in text and "\x1b[" not in text
     assert "train.py:3:1" not in result.output  # the findings went to the file
-    assert "+n = torch.npu.device_count()" in result.output  # the diff still goes to stdout
+    assert "+n = torch.npu.device_count()" not in result.output  # with -o, no diff unless --diff
+    assert "+n = torch.npu.device_count()" in run_cli(".", "--no-cache", "-o", "r2.txt", "--diff").output
 
 
 def test_suggestions_are_shown_by_default_and_the_dry_run_says_how_to_apply(project, run_cli):
