@@ -1,0 +1,92 @@
+"""NPU920: ``attn_implementation="flash_attention_2"`` -> ``"sdpa"``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.python.cst_util import string_value, with_string_value
+from npu_migrate.python.rule import Example, Rule
+
+from ._common import literals, values_for
+
+#: Where transformers reads the attention implementation: the `from_pretrained` /
+#: config keyword, the config attribute (public and private spelling), LLaVA's
+#: `train(attn_implementation=...)` and InternVL's `llm_config.attn_implementation`.
+KEYS = frozenset({"attn_implementation", "_attn_implementation"})
+#: The CUDA flash-attention packages (FA2, FA3); "sdpa" is the implementation every
+#: transformers release since 4.36 has and that reaches the NPU's fused attention.
+FLASH = frozenset({"flash_attention_2", "flash_attention_3"})
+
+CONSTRAINT = (
+    "sdpa needs an attention mask per batch: packed/padding-free batches (DataCollatorWithFlattening, "
+    "padding_free=True, position_ids restarting inside a row) rely on flash-attention's varlen path, "
+    "so check them (transformers >= the release with integrations/npu_flash_attention.py maps "
+    "flash_attention_2 to torch_npu.npu_fusion_attention instead)"
+)
+
+
+class FlashAttentionToSdpa(Rule):
+    id = "NPU920"
+    name = "flash-attention-to-sdpa"
+    summary = 'Use `attn_implementation="sdpa"` where code asks transformers for `"flash_attention_2"`'
+    triggers = ("flash_attention_2", "flash_attention_3", "use_flash_attention_2")
+    fixable = True
+    rationale = f"""
+`attn_implementation="flash_attention_2"` makes transformers load the CUDA
+`flash_attn` package, which has no Ascend build: transformers 4.37.2 (LLaVA's
+pin) raises `ImportError: ... flash_attn seems to be not installed` at model load
+and never falls back. `"sdpa"` (torch's `scaled_dot_product_attention`) exists
+in every transformers release since 4.36 and on Ascend dispatches to the fused
+attention kernel; transformers' own NPU guidance (PR #36383) recommends it.
+Newer transformers (5.24.0 checked: `modeling_flash_attention_utils.py` lists
+NPU among FA2's devices) route `flash_attention_2` to
+`torch_npu.npu_fusion_attention` through `integrations/npu_flash_attention.py`,
+so the rewrite is safe on both.
+
+Rewritten where the value is *written* for transformers: the keyword
+(`from_pretrained(..., attn_implementation="flash_attention_2")`,
+`train(attn_implementation=...)` in LLaVA's `train_mem.py`), an attribute or key
+assignment (`config.llm_config.attn_implementation = 'flash_attention_2'` in
+InternVL's train scripts, `kwargs['attn_implementation'] = ...` in LLaVA's
+builder), a dict entry, a parameter default, and both branches of
+`'flash_attention_2' if use_flash_attn else 'eager'`. Comparisons
+(`if config._attn_implementation == "flash_attention_2"`) and registries keyed
+by the name (`LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...`) are left alone.
+The old `use_flash_attention_2=True` keyword is reported.
+
+Constraint: {CONSTRAINT}.
+"""
+    examples = (
+        Example(
+            'model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="flash_attention_2")\n',
+            'model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa")\n',
+        ),
+        Example("if config._attn_implementation == 'flash_attention_2':\n    pass\n"),
+    )
+
+    def _rewrite(self, node: cst.CSTNode) -> None:
+        for value in values_for(node, KEYS):
+            for literal in literals(value):
+                old = string_value(literal)
+                if old in FLASH:
+                    self.replace(
+                        literal, lambda n: with_string_value(n, "sdpa"),
+                        f'attention implementation "{old}" -> "sdpa" (torch SDPA; fused attention on NPU)',
+                        needs_torch_npu=False,
+                    )
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None and node.keyword.value == "use_flash_attention_2":
+            self.report(node, "`use_flash_attention_2` asks transformers for the CUDA flash-attn package",
+                        'drop it and pass attn_implementation="sdpa" (fused attention on NPU)')
+            return
+        self._rewrite(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._rewrite(node)
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        self._rewrite(node)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._rewrite(node)
