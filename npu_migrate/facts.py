@@ -40,6 +40,10 @@ def _suffixes(file: str) -> list[str]:
     return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1) if parts[i].isidentifier()][:8]
 #: ``DataParallel(`` as a call, not ``DistributedDataParallel(`` or ``isinstance(m, DataParallel)``
 _DATA_PARALLEL_CALL = re.compile(rb"\bDataParallel\s*\(")
+#: ``timm==0.3.2`` / ``"timm>=1.0.12",`` in a dependency file: the specifier (NPU923
+#: passes a device to timm's NativeScaler only where every allowed timm takes one).
+_TIMM_REQUIREMENT = re.compile(rb"""^[ \t\-"']*timm[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""", re.MULTILINE)
+_DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,9 @@ class ProjectFacts:
     cuda_only_files: frozenset[str] = frozenset()
     #: Dotted names that, in this project, can only mean one of those modules.
     cuda_only_modules: frozenset[str] = frozenset()
+    #: The version specifier of timm in the project's dependency files (``==0.3.2``),
+    #: "" when none names one.
+    timm_specifier: str = ""
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -62,8 +69,12 @@ class ProjectFacts:
         cuda_only: set[str] = set()
         packages: dict[str, list[str]] = {}  # package module file -> its relative imports
         files: list[str] = []
+        timm = ""
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
+            if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
+                found = _TIMM_REQUIREMENT.search(data)
+                timm = found.group(1).decode("ascii", "replace").replace(" ", "").strip(",\t") if found else ""
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
             constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
             if path is None or not path.endswith(".py"):
@@ -90,6 +101,7 @@ class ProjectFacts:
             constructs_data_parallel=constructs_data_parallel,
             cuda_only_files=frozenset(cuda_only),
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
+            timm_specifier=timm,
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -103,4 +115,4 @@ class ProjectFacts:
         names = sorted(self.cuda_only_files | self.cuda_only_modules)
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
-                f"cuda_only={digest}")
+                f"cuda_only={digest},timm={self.timm_specifier or '-'}")
