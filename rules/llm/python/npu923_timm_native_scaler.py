@@ -56,7 +56,7 @@ small wrapper with the same `__call__`/`state_dict`.
 """
     examples = (
         Example("from timm.utils import NativeScaler\nloss_scaler = NativeScaler()  # reported\n"),
-        Example("from timm.utils import NativeScaler\nloss_scaler = NativeScaler(device='npu')\n"),
+        Example("from timm.utils import NativeScaler\nloss_scaler = NativeScaler(device=args.device)\n"),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
