@@ -1,0 +1,44 @@
+"""NPU936: ``--attn_implementation flash_attention_2`` -> ``sdpa`` on training command lines."""
+
+from __future__ import annotations
+
+from npu_migrate.rulebase import Example
+from npu_migrate.rules.shell._arguments import ValueRule
+
+#: option / variable names (normalized: lower case, `-` as `_`, no leading dashes)
+KEYS = frozenset({"attn_implementation", "_attn_implementation", "flash_attn", "attention_implementation"})
+#: flash-attention values -> sdpa (LLaMA-Factory's `flash_attn` takes `fa2`, its v1 `flash_attention_2`)
+VALUES = {"flash_attention_2": "sdpa", "flash_attention_3": "sdpa", "fa2": "sdpa"}
+
+
+class ShellAttnImplementation(ValueRule):
+    id = "NPU936"
+    name = "shell-attn-implementation"
+    summary = "Use `sdpa` where a launcher asks for the `flash_attention_2` attention implementation"
+    triggers = (b"flash_attention_2", b"flash_attention_3", b"fa2")
+    fixable = True
+    kind = "attention implementation"
+    rationale = """
+Launchers pass the attention implementation to the training script
+(`--attn_implementation flash_attention_2`, LLaMA-Factory's `flash_attn=fa2`
+override and `--flash_attn fa2`); the script hands it to
+`from_pretrained(attn_implementation=...)`, which needs the CUDA flash-attn
+package. `sdpa` reaches the NPU's fused attention through
+`torch.nn.functional.scaled_dot_product_attention` (see NPU920 for the
+transformers facts and the constraint on packed, padding-free batches). The value is rewritten
+in options, Hydra-style `key=value` overrides, argument arrays, option
+strings and variables named after the option (`ATTN_IMPLEMENTATION=...`).
+"""
+    examples = (
+        Example("torchrun train.py --attn_implementation flash_attention_2 --bf16 True\n",
+                "torchrun train.py --attn_implementation sdpa --bf16 True\n"),
+        Example("torchrun train.py --attn_implementation eager\n"),
+    )
+
+    @classmethod
+    def is_key(cls, name: str) -> bool:
+        return name.lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_") in KEYS
+
+    @classmethod
+    def new_value(cls, value: str) -> str | None:
+        return VALUES.get(value)

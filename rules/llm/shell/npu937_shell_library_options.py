@@ -1,0 +1,89 @@
+"""NPU937: launcher options that switch on CUDA-only libraries of the LLM stack."""
+
+from __future__ import annotations
+
+from npu_migrate.rulebase import Example
+from npu_migrate.shell.rule import ShellRule
+
+from ._options import options, words_of
+
+_BNB = ("no released bitsandbytes wheel has an Ascend backend (0.50.2 checked; LLaMA-Factory builds it from source "
+        "for NF4 QLoRA on NPU): drop the quantization and train LoRA on a bf16 model")
+_BNB_OPTIM = ('use --optim adamw_torch_fused (torch.optim.AdamW(fused=True), implemented by torch_npu) or adamw_torch')
+_LIGER = ("liger-kernel 0.8.5 has an Ascend backend for cross-entropy, fused linear cross-entropy, layer/RMS norm, "
+          "RoPE and SwiGLU only (with triton-ascend): pin it and check the model's patches, or pass False")
+BNB_OPTIMIZERS = frozenset({
+    "adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "ademamix_8bit", "paged_ademamix_8bit",
+    "lion_8bit", "lion_32bit", "paged_lion_8bit", "paged_lion_32bit", "rmsprop_bnb", "rmsprop_bnb_8bit",
+})
+
+#: option -> (what it does when on, the Ascend route); the option is reported when truthy
+#: (or, for valued options, for the values listed in VALUED).
+FLAGS = {
+    "--use_liger": ("patches the model with Liger's Triton kernels (InternVL)", _LIGER),
+    "--use_liger_kernel": ("patches the model with Liger's Triton kernels (transformers)", _LIGER),
+    "--enable_liger_kernel": ("patches the model with Liger's Triton kernels (LLaMA-Factory)", _LIGER),
+    "--use_8bit_adam": ("uses bitsandbytes' AdamW8bit (diffusers' training examples)",
+                        "drop it: the script falls back to torch.optim.AdamW (8 bytes of state per parameter)"),
+    "--load_in_4bit": ("quantizes the model with bitsandbytes", _BNB),
+    "--load_in_8bit": ("quantizes the model with bitsandbytes", _BNB),
+    "--use_flash_attention_2": ("asks transformers for the CUDA flash-attn package", "use --attn_implementation sdpa"),
+}
+VALUED = {
+    "--optim": (BNB_OPTIMIZERS, "is a bitsandbytes optimizer", _BNB_OPTIM),
+    "--quantization_bit": (None, "quantizes the model (ChatGLM: cpm_kernels CUDA kernels; LLaMA-Factory: bitsandbytes)",
+                           "drop it on Ascend and run in fp16/bf16 (LLaMA-Factory: NF4 only with a source-built "
+                           "bitsandbytes Ascend backend)"),
+    "--bits": (frozenset({"4", "8"}), "quantizes the model with bitsandbytes (LLaVA's QLoRA launchers)", _BNB),
+    "--fp8_backend": (frozenset({"torchao", "te", "msamp", "auto"}), "trains in FP8",
+                      "Atlas A2/A3 have no FP8 matmul: drop --fp8 and train in bf16"),
+    "--infer_backend": (frozenset({"vllm", "sglang"}), "serves with an engine built for CUDA",
+                        "vllm: install the vllm-ascend plugin; sglang: use huggingface or vllm (vllm-ascend)"),
+    "--quantization": (frozenset({"awq", "gptq", "bitsandbytes", "fp8", "marlin"}), "selects CUDA quantization kernels",
+                       "serve the bf16 model, or a quantization vllm-ascend supports"),
+}
+
+
+class ShellLibraryOptions(ShellRule):
+    id = "NPU937"
+    name = "shell-library-options"
+    summary = "Report launcher options that turn on CUDA-only LLM libraries (Liger, bitsandbytes, cpm_kernels, FP8, vLLM)"
+    triggers = (b"liger", b"8bit", b"_8bit", b"bnb", b"load_in_", b"quantization", b"--bits", b"fp8", b"infer_backend",
+                b"flash_attention_2", b"32bit")
+    fixable = False
+    rationale = """
+What the launchers of the repositories read pass to their scripts, and what it
+switches on: InternVL's `--use_liger True` (16 launchers), LLaVA's QLoRA
+`--bits 4`, ChatGLM-6B's `--quantization_bit 4` (`ptuning/train.sh`,
+`evaluate.sh`; cpm_kernels), diffusers' `--use_8bit_adam` (bitsandbytes'
+AdamW8bit), HF's `--optim adamw_bnb_8bit`, LLaMA-Factory's `--fp8_backend
+torchao` and `--infer_backend vllm`, vLLM's `--quantization awq`. None of these
+has a drop-in Ascend build, and each has a different route (in the message),
+so they are reported, not rewritten. Flags are reported when on (bare, or
+`True`/`1`/`yes`), valued options for the listed values only.
+"""
+    examples = (
+        Example("torchrun train.py --optim adamw_bnb_8bit  # reported\n"),
+        Example("torchrun train.py --optim adamw_torch_fused --use_liger False\n"),
+    )
+
+    def _check(self, node) -> None:
+        for option in options(words_of(node) or []):
+            name = option.name.replace("-", "_").replace("__", "--", 1)
+            if name in FLAGS and option.truthy:
+                what, route = FLAGS[name]
+                self.report(option.word.node, f"`{option.name}` {what}", route, option.word.pieces[0].start)
+            elif name in VALUED and option.text is not None:
+                values, what, route = VALUED[name]
+                value = option.text.strip("\"'")
+                if values is None or value in values:
+                    self.report(option.word.node, f"`{option.name} {value}` {what}", route, option.word.pieces[0].start)
+
+    def visit_command(self, node) -> None:
+        self._check(node)
+
+    def visit_array(self, node) -> None:
+        self._check(node)
+
+    def visit_variable_assignment(self, node) -> None:
+        self._check(node)
