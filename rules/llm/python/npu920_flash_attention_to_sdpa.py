@@ -19,9 +19,8 @@ FLASH = frozenset({"flash_attention_2", "flash_attention_3"})
 
 CONSTRAINT = (
     "sdpa needs an attention mask per batch: packed/padding-free batches (DataCollatorWithFlattening, "
-    "padding_free=True, position_ids restarting inside a row) rely on flash-attention's varlen path, "
-    "so check them (transformers >= the release with integrations/npu_flash_attention.py maps "
-    "flash_attention_2 to torch_npu.npu_fusion_attention instead)"
+    "padding_free=True, position_ids restarting inside a row) rely on flash-attention's varlen path, so "
+    "keep flash_attention_2 for them on transformers >= 4.51, which maps it to torch_npu.npu_fusion_attention"
 )
 
 
@@ -38,10 +37,10 @@ pin) raises `ImportError: ... flash_attn seems to be not installed` at model loa
 and never falls back. `"sdpa"` (torch's `scaled_dot_product_attention`) exists
 in every transformers release since 4.36 and on Ascend dispatches to the fused
 attention kernel; transformers' own NPU guidance (PR #36383) recommends it.
-Newer transformers (5.24.0 checked: `modeling_flash_attention_utils.py` lists
-NPU among FA2's devices) route `flash_attention_2` to
-`torch_npu.npu_fusion_attention` through `integrations/npu_flash_attention.py`,
-so the rewrite is safe on both.
+transformers 4.51 and later route `flash_attention_2` on NPU to
+`torch_npu.npu_fusion_attention` (`integrations/npu_flash_attention.py`: present
+in the 4.51.3, 4.53.3, 4.55.4 and 5.24.0 wheels, absent from 4.37.2 to 4.50.3),
+so the rewrite is needed for the older pins and harmless on the newer ones.
 
 Rewritten where the value is *written* for transformers: the keyword
 (`from_pretrained(..., attn_implementation="flash_attention_2")`,

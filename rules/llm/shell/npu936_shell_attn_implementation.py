@@ -6,28 +6,32 @@ from npu_migrate.rulebase import Example
 from npu_migrate.rules.shell._arguments import ValueRule
 
 #: option / variable names (normalized: lower case, `-` as `_`, no leading dashes)
-KEYS = frozenset({"attn_implementation", "_attn_implementation", "flash_attn", "attention_implementation"})
-#: flash-attention values -> sdpa (LLaMA-Factory's `flash_attn` takes `fa2`, its v1 `flash_attention_2`)
-VALUES = {"flash_attention_2": "sdpa", "flash_attention_3": "sdpa", "fa2": "sdpa"}
+KEYS = frozenset({"attn_implementation", "_attn_implementation", "attention_implementation"})
+#: flash-attention values -> sdpa. LLaMA-Factory's own `flash_attn: fa2` is left alone: its
+#: Ascend examples (examples/ascend/*.yaml) use it, on transformers that map FA2 to the NPU kernel.
+VALUES = {"flash_attention_2": "sdpa", "flash_attention_3": "sdpa"}
 
 
 class ShellAttnImplementation(ValueRule):
     id = "NPU936"
     name = "shell-attn-implementation"
     summary = "Use `sdpa` where a launcher asks for the `flash_attention_2` attention implementation"
-    triggers = (b"flash_attention_2", b"flash_attention_3", b"fa2")
+    triggers = (b"flash_attention_2", b"flash_attention_3")
     fixable = True
     kind = "attention implementation"
     rationale = """
 Launchers pass the attention implementation to the training script
-(`--attn_implementation flash_attention_2`, LLaMA-Factory's `flash_attn=fa2`
-override and `--flash_attn fa2`); the script hands it to
+(`--attn_implementation flash_attention_2`, `model.attn_implementation=...`
+overrides); the script hands it to
 `from_pretrained(attn_implementation=...)`, which needs the CUDA flash-attn
 package. `sdpa` reaches the NPU's fused attention through
 `torch.nn.functional.scaled_dot_product_attention` (see NPU920 for the
 transformers facts and the constraint on packed, padding-free batches). The value is rewritten
 in options, Hydra-style `key=value` overrides, argument arrays, option
 strings and variables named after the option (`ATTN_IMPLEMENTATION=...`).
+LLaMA-Factory's `flash_attn fa2` is left alone: its own Ascend examples
+(`examples/ascend/*.yaml`) use `fa2`, which it runs through transformers'
+NPU flash-attention (transformers >= 4.51).
 """
     examples = (
         Example("torchrun train.py --attn_implementation flash_attention_2 --bf16 True\n",
