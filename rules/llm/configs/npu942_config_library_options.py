@@ -13,6 +13,8 @@ from ._values import TRUE, literal_after
 _VALUED = {name.lstrip("-"): spec for name, spec in VALUED.items()}
 _VALUED["optimizer"] = (BNB_OPTIMIZERS, "is a bitsandbytes optimizer", VALUED["--optim"][2])
 _VALUED["fp8"] = (frozenset(TRUE), "trains in FP8", VALUED["--fp8_backend"][2])
+#: accelerate configs: `fp8_config: {backend: TE}` and upper-case dynamo backends
+_VALUED["fp8_backend"] = (frozenset({"torchao", "te", "msamp", "auto", "TE", "MSAMP", "AO"}), *VALUED["--fp8_backend"][1:])
 _FLAGS = {name.lstrip("-"): spec for name, spec in FLAGS.items()}
 _NUMBER = re.compile(r"[0-9][0-9_.e+-]*")
 
@@ -22,7 +24,7 @@ class ConfigLibraryOptions(ConfigRule):
     name = "config-library-options"
     summary = "Report config keys that turn on CUDA-only LLM libraries (Liger, bitsandbytes, quantization, FP8, vLLM)"
     triggers = (b"liger", b"8bit", b"bnb", b"load_in_", b"quantization_bit", b"fp8", b"infer_backend", b"32bit",
-                b"sparse_attention")
+                b"sparse_attention", b"compile", b"dynamo_backend")
     fixable = False
     rationale = """
 The same switches as NPU937's launcher options, written in argument files:
@@ -33,8 +35,9 @@ LLaMA-Factory's YAML recipes (`quantization_bit: 4` in
 files (`optim: adamw_bnb_8bit`, `load_in_4bit: true`, `use_liger_kernel:
 true`), and DeepSpeed configs passed to `--deepspeed` whose
 `sparse_attention` section needs DeepSpeed's sparse-attention op, which has
-no NPU builder (NPU912 lists the ops that have one). Each is reported with its
-Ascend route.
+no NPU builder (NPU912 lists the ops that have one), and accelerate configs
+(`mixed_precision: fp8`, `fp8_config: {backend: TE}`, `dynamo_config:
+{dynamo_backend: INDUCTOR}`). Each is reported with its Ascend route.
 """
     examples = (
         Example("quantization_bit: 4  # reported\nquantization_method: bnb\n"),

@@ -12,6 +12,9 @@ _BNB = ("no released bitsandbytes wheel has an Ascend backend (0.50.2 checked; L
 _BNB_OPTIM = ('use --optim adamw_torch_fused (torch.optim.AdamW(fused=True), implemented by torch_npu) or adamw_torch')
 _LIGER = ("liger-kernel 0.8.5 has an Ascend backend for cross-entropy, fused linear cross-entropy, layer/RMS norm, "
           "RoPE and SwiGLU only (with triton-ascend): pin it and check the model's patches, or pass False")
+COMPILE = ("accelerate's DynamoBackend has no NPU member (accelerate 1.15.0 checked), so HF/accelerate cannot select "
+           "torch_npu's npu backend (torchair): turn the compile switch off and call torch.compile(model, "
+           'backend="npu") in the script, or keep inductor after installing triton-ascend; see NPU914')
 BNB_OPTIMIZERS = frozenset({
     "adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "ademamix_8bit", "paged_ademamix_8bit",
     "lion_8bit", "lion_32bit", "paged_lion_8bit", "paged_lion_32bit", "rmsprop_bnb", "rmsprop_bnb_8bit",
@@ -28,6 +31,8 @@ FLAGS = {
     "--load_in_4bit": ("quantizes the model with bitsandbytes", _BNB),
     "--load_in_8bit": ("quantizes the model with bitsandbytes", _BNB),
     "--use_flash_attention_2": ("asks transformers for the CUDA flash-attn package", "use --attn_implementation sdpa"),
+    "--torch_compile": ("compiles the model with inductor (Triton kernels for GPUs) unless a backend is given",
+                        COMPILE),
 }
 VALUED = {
     "--optim": (BNB_OPTIMIZERS, "is a bitsandbytes optimizer", _BNB_OPTIM),
@@ -41,6 +46,11 @@ VALUED = {
                         "vllm: install the vllm-ascend plugin; sglang: use huggingface or vllm (vllm-ascend)"),
     "--quantization": (frozenset({"awq", "gptq", "bitsandbytes", "fp8", "marlin"}), "selects CUDA quantization kernels",
                        "serve the bf16 model, or a quantization vllm-ascend supports"),
+    "--mixed_precision": (frozenset({"fp8"}), "trains in FP8 (accelerate: Transformer Engine, MS-AMP or torchao)",
+                          "Atlas A2/A3 have no FP8 matmul: use --mixed_precision bf16"),
+    "--dynamo_backend": (frozenset({"inductor", "INDUCTOR", "cudagraphs", "CUDAGRAPHS", "tensorrt", "TENSORRT"}),
+                         "compiles with a GPU backend (accelerate's torch.compile switch)", COMPILE),
+    "--torch_compile_backend": (frozenset({"inductor", "cudagraphs", "tensorrt"}), "compiles with a GPU backend", COMPILE),
 }
 
 
@@ -49,7 +59,7 @@ class ShellLibraryOptions(ShellRule):
     name = "shell-library-options"
     summary = "Report launcher options that turn on CUDA-only LLM libraries (Liger, bitsandbytes, cpm_kernels, FP8, vLLM)"
     triggers = (b"liger", b"8bit", b"_8bit", b"bnb", b"load_in_", b"quantization", b"--bits", b"fp8", b"infer_backend",
-                b"flash_attention_2", b"32bit")
+                b"flash_attention_2", b"32bit", b"compile", b"dynamo_backend", b"mixed_precision")
     fixable = False
     rationale = """
 What the launchers of the repositories read pass to their scripts, and what it
