@@ -32,6 +32,9 @@ _SELECT = re.compile(r"#\s*npu-migrate-test:\s*select=([A-Za-z0-9,]+)")
 #: ``# npu-migrate-test: requirements=timm>=1.0.12``: the project's requirements.txt
 #: holds that line (rules that read project facts, NPU923)
 _REQUIREMENTS = re.compile(r"#\s*npu-migrate-test:\s*requirements=(\S+)")
+#: ``# npu-migrate-test: project``: the fixture is scanned for project facts as the
+#: project's only file (NPU920 reads whether it registers its own attention classes)
+_PROJECT = re.compile(r"#\s*npu-migrate-test:\s*project\b")
 _KINDS = (".before.", ".unchanged.")
 
 
@@ -52,13 +55,16 @@ class Case:
         select = match.group(1).split(",") if match else [self.rule, "NPU100"]
         settings = Settings(selection=Selection.create(select))
         requirement = next(filter(None, map(_REQUIREMENTS.search, head)), None)
-        if requirement is not None:
+        project = any(map(_PROJECT.search, head))
+        if requirement is not None or project:
             from dataclasses import replace
 
             from npu_migrate.facts import ProjectFacts
 
-            facts = ProjectFacts.scan([("requirements.txt", requirement.group(1).encode() + b"\n")])
-            settings = replace(settings, facts=facts)
+            sources = [("requirements.txt", requirement.group(1).encode() + b"\n")] if requirement else []
+            if project:
+                sources.append((str(self.before), self.before.read_bytes()))
+            settings = replace(settings, facts=ProjectFacts.scan(sources))
         return settings
 
 

@@ -24,6 +24,13 @@ CONSTRAINT = (
 )
 
 
+CUSTOM = (
+    'its own model classes may have no "sdpa" entry (InternVL\'s InternLM2 and Phi-3 have eager and flash_attention_2 '
+    'only): use "eager" for those, "sdpa" for transformers\' own models, or keep "flash_attention_2" on transformers '
+    ">= 4.51 (NPU fused attention) where packed batches need it"
+)
+
+
 class FlashAttentionToSdpa(Rule):
     id = "NPU920"
     name = "flash-attention-to-sdpa"
@@ -53,6 +60,14 @@ builder), a dict entry, a parameter default, and both branches of
 by the name (`LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...`) are left alone.
 The old `use_flash_attention_2=True` keyword is reported.
 
+Where the project registers its own flash-attention classes (a dict with a
+`'flash_attention_2'` key and no `'sdpa'` one, as InternVL's
+`INTERNLM2_ATTENTION_CLASSES = {{'eager': ..., 'flash_attention_2': ...}}`, or a
+packed-training patch `LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...`),
+`"sdpa"` may name a class its model code does not have (a `KeyError` at
+model build), so the values are reported instead (project fact
+`custom_flash_attention`, a text scan of the project's Python files).
+
 Constraint: {CONSTRAINT}.
 """
     examples = (
@@ -67,7 +82,11 @@ Constraint: {CONSTRAINT}.
         for value in values_for(node, KEYS):
             for literal in literals(value):
                 old = string_value(literal)
-                if old in FLASH:
+                if old in FLASH and self.ctx.facts.custom_flash_attention:
+                    self.report(literal, f'attention implementation "{old}": this project registers its own '
+                                "flash-attention classes (an *_ATTENTION_CLASSES registry without \"sdpa\", or a "
+                                "packed-training patch of the flash_attention_2 entry)", CUSTOM)
+                elif old in FLASH:
                     self.replace(
                         literal, lambda n: with_string_value(n, "sdpa"),
                         f'attention implementation "{old}" -> "sdpa" (torch SDPA; fused attention on NPU)',
