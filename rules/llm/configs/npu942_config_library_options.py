@@ -51,7 +51,7 @@ no NPU builder (NPU912 lists the ops that have one), and accelerate configs
             _, what, route = _VALUED[scalar.key]
             self.report(scalar, f"`{scalar.key}: {scalar.value}` {what}", route)
         elif scalar.key == "name" and len(scalar.keys) >= 2 and scalar.keys[-2] == "kernel_config" and scalar.value == "liger_kernel":
-            what, route = FLAGS["--use_liger"]
+            what, route = FLAGS["--enable_liger_kernel"]
             self.report(scalar, f"`kernel_config.name: {scalar.value}` {what}", route)
 
     def _key(self, key) -> None:
