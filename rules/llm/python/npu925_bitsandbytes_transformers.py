@@ -28,7 +28,7 @@ class BitsandbytesTransformers(Rule):
     id = "NPU925"
     name = "bitsandbytes-transformers"
     summary = "Report bitsandbytes quantization and 8-bit optimizers requested through transformers arguments"
-    triggers = ("BitsAndBytesConfig", "load_in_4bit", "load_in_8bit", "bnb", "_8bit", "_32bit")
+    triggers = ("BitsAndBytesConfig", "load_in_4bit", "load_in_8bit", *sorted(BNB_OPTIMIZERS))
     fixable = False
     rationale = f"""
 transformers reaches bitsandbytes without the file importing it (NPU906 reports

@@ -24,7 +24,7 @@ class LigerKernel(CudaOnlyPackage):
     problem = "Liger's kernels are Triton code written for CUDA; its Ascend backend covers only some ops"
     import_suggestion = ROUTE
     uses = {"liger_kernel": ROUTE}
-    triggers = ("liger_kernel", "use_liger", "enable_liger_kernel")
+    triggers = ("liger_kernel", "use_liger", "use_liger_kernel", "enable_liger_kernel")
     rationale = f"""
 Liger (linkedin/Liger-Kernel) patches transformers models with Triton kernels
 (`apply_liger_kernel_to_llama()`, `AutoLigerKernelForCausalLM`,
