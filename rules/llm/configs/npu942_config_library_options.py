@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from npu_migrate.rules.llm._routes import BNB_OPTIMIZERS, FLAGS, VALUED
+
 from npu_migrate.configs.rule import ConfigRule, Example
-from npu_migrate.rules.llm.shell.npu937_shell_library_options import BNB_OPTIMIZERS, FLAGS, VALUED
 
 from ._values import TRUE, literal_after
 

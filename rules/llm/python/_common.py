@@ -36,18 +36,14 @@ def values_for(node: cst.CSTNode, names: frozenset[str]) -> Iterator[cst.BaseExp
     """The expressions ``node`` writes under one of ``names``: ``f(name=v)``,
     ``obj.name = v`` / ``d["name"] = v``, ``{"name": v}``, ``dict(name=v)``,
     ``def f(name=v)``."""
-    if isinstance(node, cst.Arg):
-        if node.keyword is not None and node.keyword.value in names:
-            yield node.value
-    elif isinstance(node, cst.Assign):
-        if any(assigned_name(t.target) in names for t in node.targets):
-            yield node.value
-    elif isinstance(node, cst.DictElement):
-        if string_value(node.key) in names:
-            yield node.value
-    elif isinstance(node, cst.Param):
-        if node.default is not None and node.name.value in names:
-            yield node.default
+    if (
+        (isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value in names)
+        or (isinstance(node, cst.Assign) and any(assigned_name(t.target) in names for t in node.targets))
+        or (isinstance(node, cst.DictElement) and string_value(node.key) in names)
+    ):
+        yield node.value
+    elif isinstance(node, cst.Param) and node.default is not None and node.name.value in names:
+        yield node.default
 
 
 def without_keyword(call: cst.Call, keyword: str) -> cst.Call:

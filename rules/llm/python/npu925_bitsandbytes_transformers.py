@@ -4,16 +4,11 @@
 from __future__ import annotations
 
 import libcst as cst
+from npu_migrate.rules.llm._routes import BNB_OPTIMIZERS
 
 from npu_migrate.python.cst_util import last_name, string_value
 from npu_migrate.python.rule import Example, Rule
 
-#: transformers' OptimizerNames backed by bitsandbytes (training_args.py).
-BNB_OPTIMIZERS = frozenset({
-    "adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "ademamix_8bit", "paged_ademamix_8bit",
-    "paged_ademamix_32bit", "lion_8bit", "lion_32bit", "paged_lion_8bit", "paged_lion_32bit", "rmsprop_bnb",
-    "rmsprop_bnb_8bit", "rmsprop_bnb_32bit",
-})
 ROUTE = (
     "no released bitsandbytes wheel ships an Ascend backend (0.50.2 lists 'npu' as a device but its wheel has only "
     "cpu/cuda/xpu/hpu/mps/triton backends; LLaMA-Factory's QLoRA-on-NPU recipe builds bitsandbytes from source "

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
+from npu_migrate.rules.unsupported._common import CudaOnlyPackage
 
 from npu_migrate.python.rule import Example
-from npu_migrate.rules.unsupported._common import CudaOnlyPackage
 
 ROUTE = (
     "liger-kernel 0.8.5 ships an Ascend backend (liger_kernel/ops/backends/_ascend, default on npu, Triton-Ascend "
@@ -13,6 +13,9 @@ ROUTE = (
     "liger-kernel>=0.8.5 with triton-ascend and keep to those patches, or turn Liger off (use_liger False) and "
     "use torch_npu's fused ops (npu_rms_norm, npu_rotary_mul, npu_swiglu)"
 )
+
+
+USES = {"liger_kernel": ROUTE}
 
 
 class LigerKernel(CudaOnlyPackage):
@@ -23,7 +26,7 @@ class LigerKernel(CudaOnlyPackage):
     packages = ("liger_kernel",)
     problem = "Liger's kernels are Triton code written for CUDA; its Ascend backend covers only some ops"
     import_suggestion = ROUTE
-    uses = {"liger_kernel": ROUTE}
+    uses = USES
     triggers = ("liger_kernel", "use_liger", "use_liger_kernel", "enable_liger_kernel")
     rationale = f"""
 Liger (linkedin/Liger-Kernel) patches transformers models with Triton kernels

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from npu_migrate.python.rule import Example
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
+
+from npu_migrate.python.rule import Example
 
 ROUTE = (
     "kernels 0.17.2 loads the build variant of the running backend and detects Ascend as CANN: keep get_kernel only if "
     "the repo publishes a CANN build; otherwise use torch_npu's fused ops (attention: attn_implementation=\"sdpa\" or "
     "torch_npu.npu_fusion_attention; norms: torch_npu.npu_rms_norm; activations: torch_npu.npu_swiglu)"
 )
+
+
+USES = {"kernels": ROUTE}
 
 
 class HubKernels(CudaOnlyPackage):
@@ -20,7 +24,7 @@ class HubKernels(CudaOnlyPackage):
     packages = ("kernels",)
     problem = "Hub kernels are prebuilt per backend; kernels-community repositories publish CUDA (and ROCm/XPU/Metal) builds"
     import_suggestion = ROUTE
-    uses = {"kernels": ROUTE}
+    uses = USES
     triggers = ("kernels",)
     local_names = ("kernels.get_kernel", "kernels.kernelize", "kernels.use_kernel_forward_from_hub", "kernels.LayerRepository")
     rationale = f"""

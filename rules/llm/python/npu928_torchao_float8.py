@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from npu_migrate.python.rule import Example
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
+
+from npu_migrate.python.rule import Example
 
 ROUTE = (
     "train in bf16 on Ascend (Atlas A2/A3 cube units have no FP8 matmul): drop convert_to_float8_training / the "
     "float8 config and keep the bf16 autocast; torchao's other features (int8/int4 weight-only inference) are separate"
 )
+
+
+USES = {"torchao.float8": ROUTE, "torchao.prototype": ROUTE}
 
 
 class TorchaoFloat8(CudaOnlyPackage):
@@ -19,7 +23,7 @@ class TorchaoFloat8(CudaOnlyPackage):
     packages = ("torchao.float8", "torchao.prototype.mx_formats", "torchao.prototype.moe_training")
     problem = "torchao's float8 training runs FP8 matmuls (torch._scaled_mm) that need CUDA SM89+ GPUs"
     import_suggestion = ROUTE
-    uses = {"torchao.float8": ROUTE, "torchao.prototype": ROUTE}
+    uses = USES
     triggers = ("torchao",)
     rationale = f"""
 torchao's float8 training (`from torchao.float8 import convert_to_float8_training,

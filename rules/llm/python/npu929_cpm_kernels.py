@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from npu_migrate.python.rule import Example
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
+
+from npu_migrate.python.rule import Example
 
 ROUTE = (
     "drop the int4/int8 quantization on Ascend (ChatGLM: no --quantization_bit / model.quantize(...)) and run the "
     "model in fp16/bf16; P-Tuning v2 on a 6B model fits one 32/64 GB NPU without it"
 )
+
+
+USES = {"cpm_kernels": ROUTE}
 
 
 class CpmKernels(CudaOnlyPackage):
@@ -19,7 +23,7 @@ class CpmKernels(CudaOnlyPackage):
     packages = ("cpm_kernels",)
     problem = "cpm_kernels loads precompiled CUDA kernels (fatbins) through the CUDA driver API"
     import_suggestion = ROUTE
-    uses = {"cpm_kernels": ROUTE}
+    uses = USES
     triggers = ("cpm_kernels",)
     rationale = f"""
 ChatGLM-6B's `model.quantize(bits)` (its `quantization.py`, downloaded with the

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from npu_migrate.python.rule import Example
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
+
+from npu_migrate.python.rule import Example
 
 ROUTE = (
     "use lmdeploy's PyTorch engine on Ascend: pipeline(model, backend_config=PytorchEngineConfig(device_type='ascend', "
     "...)) (lmdeploy's Ascend support goes through its dlinfer backend)"
 )
+
+
+USES = {"lmdeploy": ROUTE}
 
 
 class LmdeployTurbomind(CudaOnlyPackage):
@@ -19,7 +23,7 @@ class LmdeployTurbomind(CudaOnlyPackage):
     packages = ("lmdeploy.turbomind", "lmdeploy.TurbomindEngineConfig", "lmdeploy.messages.TurbomindEngineConfig")
     problem = "TurboMind is lmdeploy's CUDA C++ inference engine"
     import_suggestion = ROUTE
-    uses = {"lmdeploy": ROUTE}
+    uses = USES
     triggers = ("turbomind", "TurbomindEngineConfig")
     rationale = f"""
 lmdeploy has two engines: TurboMind (CUDA C++, the default for supported

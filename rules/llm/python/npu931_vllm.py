@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from npu_migrate.python.rule import Example
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
+
+from npu_migrate.python.rule import Example
 
 ROUTE = (
     "install vllm-ascend (the vLLM hardware plugin for Ascend, same minor version as vllm) next to vllm; the vllm API "

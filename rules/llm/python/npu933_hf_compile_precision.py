@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import libcst as cst
+from npu_migrate.rules.llm._routes import COMPILE
 
 from npu_migrate.python.cst_util import string_value
 from npu_migrate.python.rule import Example, Rule
-from npu_migrate.rules.llm.shell.npu937_shell_library_options import COMPILE
 
 FP8 = "Atlas A2/A3 NPUs have no FP8 matmul: use mixed_precision=\"bf16\""
 GPU_BACKENDS = frozenset({"inductor", "cudagraphs", "tensorrt", "aot_ts_nvfuser", "nvprims_nvfuser", "fx2trt"})

@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npu_migrate.rules.shell._arguments import array_words, launch_words, option_string_words
+from npu_migrate.rules.shell._arguments import (
+    array_words,
+    launch_words,
+    option_string_words,
+)
+
 from npu_migrate.shell import syntax
 
 _TRUE = frozenset({"true", "1", "yes"})
