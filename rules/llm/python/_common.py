@@ -22,7 +22,9 @@ def literals(expr: cst.BaseExpression) -> Iterator[cst.SimpleString]:
 
 
 def assigned_name(target: cst.BaseExpression) -> str | None:
-    """``x`` for ``obj.x = ...`` / ``obj.a.x = ...`` and for ``kwargs["x"] = ...``."""
+    """``x`` for ``x = ...``, ``obj.x = ...`` / ``obj.a.x = ...`` and ``kwargs["x"] = ...``."""
+    if isinstance(target, cst.Name):
+        return target.value
     if isinstance(target, cst.Attribute):
         return target.attr.value
     if isinstance(target, cst.Subscript) and len(target.slice) == 1:
@@ -34,8 +36,9 @@ def assigned_name(target: cst.BaseExpression) -> str | None:
 
 def values_for(node: cst.CSTNode, names: frozenset[str]) -> Iterator[cst.BaseExpression]:
     """The expressions ``node`` writes under one of ``names``: ``f(name=v)``,
-    ``obj.name = v`` / ``d["name"] = v``, ``{"name": v}``, ``dict(name=v)``,
-    ``def f(name=v)``."""
+    ``name = v`` / ``obj.name = v`` / ``d["name"] = v``, ``{"name": v}``, ``dict(name=v)``,
+    ``def f(name=v)``, a dataclass field ``name: str = v`` / ``= field(default=v)``, and
+    argparse's ``add_argument("--name", default=v)``."""
     if (
         (isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value in names)
         or (isinstance(node, cst.Assign) and any(assigned_name(t.target) in names for t in node.targets))
@@ -44,6 +47,26 @@ def values_for(node: cst.CSTNode, names: frozenset[str]) -> Iterator[cst.BaseExp
         yield node.value
     elif isinstance(node, cst.Param) and node.default is not None and node.name.value in names:
         yield node.default
+    elif isinstance(node, cst.AnnAssign) and node.value is not None and assigned_name(node.target) in names:
+        value = node.value
+        if isinstance(value, cst.Call):  # field(default="...")
+            yield from (a.value for a in value.args if a.keyword is not None and a.keyword.value == "default")
+        else:
+            yield value
+    elif isinstance(node, cst.Call) and _option_name(node) in names:
+        yield from (a.value for a in node.args if a.keyword is not None and a.keyword.value == "default")
+
+
+def _option_name(call: cst.Call) -> str | None:
+    """``attn_implementation`` for ``parser.add_argument("--attn_implementation", ...)``
+    (also ``--attn-implementation``)."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
+        return None
+    for arg in call.args:
+        if arg.keyword is None and (text := string_value(arg.value)) is not None and text.startswith("--"):
+            return text[2:].replace("-", "_")
+    return None
 
 
 def without_keyword(call: cst.Call, keyword: str) -> cst.Call:

@@ -54,7 +54,10 @@ Rewritten where the value is *written* for transformers: the keyword
 `train(attn_implementation=...)` in LLaVA's `train_mem.py`), an attribute or key
 assignment (`config.llm_config.attn_implementation = 'flash_attention_2'` in
 InternVL's train scripts, `kwargs['attn_implementation'] = ...` in LLaVA's
-builder), a dict entry, a parameter default, and both branches of
+builder, a variable of that name), a dict entry, a parameter default, a
+dataclass field of a `ModelArguments` (`attn_implementation: str =
+field(default="flash_attention_2")`), argparse's
+`add_argument("--attn_implementation", default="flash_attention_2")`, and both branches of
 `'flash_attention_2' if use_flash_attn else 'eager'`. Comparisons
 (`if config._attn_implementation == "flash_attention_2"`) and registries keyed
 by the name (`LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...`) are left alone.
@@ -107,4 +110,10 @@ Constraint: {CONSTRAINT}.
         self._rewrite(node)
 
     def visit_Param(self, node: cst.Param) -> None:
+        self._rewrite(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._rewrite(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
         self._rewrite(node)
