@@ -161,3 +161,27 @@ def test_a_tracked_file_that_gitignore_matches_is_scanned(tmp_path, run_cli):
     assert "configs/zero3.json" in result.output
     assert "local.json" not in result.output and "scratch/try.py" not in result.output
     assert "1 file(s) scanned" in result.output
+
+
+# -- a LLaVA-shaped project, end to end ----------------------------------------------
+
+def test_a_llava_shaped_project_migrates_and_then_checks_clean(tmp_path, run_cli):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "llava" / "train").mkdir(parents=True)
+    (tmp_path / ".devcontainer").mkdir()
+    (tmp_path / "scripts" / "finetune.sh").write_text(
+        "#!/bin/bash\n\ndeepspeed llava/train/train_mem.py \\\n    --deepspeed ./scripts/zero3.json \\\n"
+        "    --bf16 True \\\n    --tf32 True \\\n    --attn_implementation flash_attention_2 \\\n"
+        "    --report_to wandb\n")
+    (tmp_path / "scripts" / "zero3.json").write_text('{\n  "bf16": {"enabled": "auto"},\n  "zero_optimization": {"stage": 3},\n}\n')
+    (tmp_path / "llava" / "train" / "train_mem.py").write_text(
+        'from llava.train.train import train\n\nif __name__ == "__main__":\n    train(attn_implementation="flash_attention_2")\n')
+    (tmp_path / ".devcontainer" / "devcontainer.json").write_text(DEVCONTAINER)
+    first = run_cli(".", "--write", "--no-cache")
+    assert "failed" in first.output and ", 0 failed" in first.output, first.output
+    assert (tmp_path / "scripts" / "finetune.sh").read_text() == (
+        "#!/bin/bash\n\ndeepspeed llava/train/train_mem.py \\\n    --deepspeed ./scripts/zero3.json \\\n"
+        "    --bf16 True \\\n    --attn_implementation sdpa \\\n    --report_to wandb\n")
+    assert 'train(attn_implementation="sdpa")' in (tmp_path / "llava" / "train" / "train_mem.py").read_text()
+    assert (tmp_path / "scripts" / "zero3.json").read_text().endswith('"stage": 3},\n}\n')  # JSONC kept as written
+    assert run_cli(".", "--check", "--no-cache").exit_code == 0
