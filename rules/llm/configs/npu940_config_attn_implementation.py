@@ -23,7 +23,9 @@ CUDA flash-attn package on transformers older than 4.51; `sdpa` reaches the
 NPU's fused attention on every release (NPU920 has the facts and the
 constraint on packed, padding-free batches). LLaMA-Factory's own key
 `flash_attn: fa2` is left alone: its Ascend examples (`examples/ascend/*.yaml`)
-use it.
+use it. A model `config.json` with `auto_map` (remote code: InternVL,
+InternLM2, ChatGLM) is reported instead of rewritten: its own modeling code may
+have no sdpa class (see NPU920).
 """
     examples = (
         Example("model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\n",
@@ -35,7 +37,12 @@ use it.
         if scalar.is_key or scalar.key not in KEYS or scalar.value not in VALUES:
             return
         new = VALUES[scalar.value]
-        if scalar.editable:
+        if b'"auto_map"' in self.file.data or b"auto_map:" in self.file.data:
+            self.report(scalar, f"attention implementation `{scalar.value}` of a remote-code model (`auto_map`): its "
+                        "own modeling code may have no sdpa class (InternVL's InternLM2: eager and flash_attention_2)",
+                        "use `eager` for such models, `sdpa` for transformers' own; transformers >= 4.51 runs "
+                        "flash_attention_2 on NPU where the model code goes through transformers' flash-attention utils")
+        elif scalar.editable:
             self.replace(scalar, new, f"attention implementation `{scalar.value}` -> `{new}` (fused attention on NPU)")
         else:
             self.report(scalar, f"attention implementation `{scalar.value}` needs the CUDA flash-attn package",
