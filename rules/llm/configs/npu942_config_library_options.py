@@ -17,6 +17,14 @@ _VALUED["fp8"] = (frozenset(TRUE), "trains in FP8", VALUED["--fp8_backend"][2])
 #: accelerate configs: `fp8_config: {backend: TE}` and upper-case dynamo backends
 _VALUED["fp8_backend"] = (frozenset({"torchao", "te", "msamp", "auto", "TE", "MSAMP", "AO"}), *VALUED["--fp8_backend"][1:])
 _FLAGS = {name.lstrip("-"): spec for name, spec in FLAGS.items()}
+#: DeepSpeed config sections whose op has only a CUDA builder (op_builder/npu has none)
+_DEEPSPEED_OPS = {
+    "sparse_attention": ("DeepSpeed's `sparse_attention` needs its sparse-attention op, which has no NPU builder",
+                         ("remove the section and use dense attention (attn_implementation sdpa / "
+                          "torch_npu.npu_fusion_attention)")),
+    "random_ltd": ("DeepSpeed's `random_ltd` (data efficiency) needs its random-LTD op, which has no NPU builder",
+                   "remove the random_ltd section (train on all tokens)"),
+}
 _NUMBER = re.compile(r"[0-9][0-9_.e+-]*")
 
 
@@ -25,7 +33,7 @@ class ConfigLibraryOptions(ConfigRule):
     name = "config-library-options"
     summary = "Report config keys that turn on CUDA-only LLM libraries (Liger, bitsandbytes, quantization, FP8, vLLM)"
     triggers = (b"liger", b"8bit", b"bnb", b"load_in_", b"quantization_bit", b"fp8", b"infer_backend", b"32bit",
-                b"sparse_attention", b"compile", b"dynamo_backend")
+                b"sparse_attention", b"random_ltd", b"compile", b"dynamo_backend")
     fixable = False
     rationale = """
 The same switches as NPU937's launcher options, written in argument files:
@@ -35,7 +43,7 @@ LLaMA-Factory's YAML recipes (`quantization_bit: 4` in
 `kernel_config: {name: liger_kernel}`, `infer_backend: vllm`), HF argument
 files (`optim: adamw_bnb_8bit`, `load_in_4bit: true`, `use_liger_kernel:
 true`), and DeepSpeed configs passed to `--deepspeed` whose
-`sparse_attention` section needs DeepSpeed's sparse-attention op, which has
+`sparse_attention` or `random_ltd` section needs a DeepSpeed op that has
 no NPU builder (NPU912 lists the ops that have one), and accelerate configs
 (`mixed_precision: fp8`, `fp8_config: {backend: TE}`, `dynamo_config:
 {dynamo_backend: INDUCTOR}`). Each is reported with its Ascend route.
@@ -57,9 +65,8 @@ no NPU builder (NPU912 lists the ops that have one), and accelerate configs
 
     def _key(self, key) -> None:
         name = key.value
-        if name == "sparse_attention":
-            self.report(key, "DeepSpeed's `sparse_attention` needs its sparse-attention op, which has no NPU builder",
-                        "remove the section and use dense attention (attn_implementation sdpa / torch_npu.npu_fusion_attention)")
+        if name in _DEEPSPEED_OPS:
+            self.report(key, *_DEEPSPEED_OPS[name])
             return
         found = literal_after(self.file.data, key)
         if found is None:
