@@ -185,3 +185,20 @@ def test_a_llava_shaped_project_migrates_and_then_checks_clean(tmp_path, run_cli
     assert 'train(attn_implementation="sdpa")' in (tmp_path / "llava" / "train" / "train_mem.py").read_text()
     assert (tmp_path / "scripts" / "zero3.json").read_text().endswith('"stage": 3},\n}\n')  # JSONC kept as written
     assert run_cli(".", "--check", "--no-cache").exit_code == 0
+
+
+def test_shell_and_config_rules_report_where_the_project_has_its_own_attention_classes():
+    from dataclasses import replace
+
+    from npu_migrate.facts import ProjectFacts
+
+    facts = ProjectFacts.scan([("model.py", b"ATTENTION_CLASSES = {'eager': A, 'flash_attention_2': B}\n")])
+    assert facts.custom_flash_attention
+    project = replace(ALL, facts=facts)
+    launcher = b"torchrun train.py --attn_implementation flash_attention_2\n"
+    config = b"attn_implementation: flash_attention_2\n"
+    assert migrate_shell("run.sh", launcher, ALL).new_source == launcher.replace(b"flash_attention_2", b"sdpa")
+    assert migrate_config("args.yaml", config, ALL).new_source == config.replace(b"flash_attention_2", b"sdpa")
+    for result in (migrate_shell("run.sh", launcher, project), migrate_config("args.yaml", config, project)):
+        assert result.new_source is None
+        assert [f.rule for f in result.findings] in (["NPU936"], ["NPU940"])

@@ -25,7 +25,8 @@ constraint on packed, padding-free batches). LLaMA-Factory's own key
 `flash_attn: fa2` is left alone: its Ascend examples (`examples/ascend/*.yaml`)
 use it. A model `config.json` with `auto_map` (remote code: InternVL,
 InternLM2, ChatGLM) is reported instead of rewritten: its own modeling code may
-have no sdpa class (see NPU920).
+have no sdpa class (see NPU920), and so is every value in a project that
+registers its own flash-attention classes (project fact `custom_flash_attention`).
 """
     examples = (
         Example("model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\n",
@@ -37,7 +38,11 @@ have no sdpa class (see NPU920).
         if scalar.is_key or scalar.key not in KEYS or scalar.value not in VALUES:
             return
         new = VALUES[scalar.value]
-        if b'"auto_map"' in self.file.data or b"auto_map:" in self.file.data:
+        if self.file.facts.custom_flash_attention:
+            self.report(scalar, f"attention implementation `{scalar.value}`: this project registers its own "
+                        "flash-attention classes, which may have no sdpa entry",
+                        "use `eager` for the project's own model classes, `sdpa` for transformers' own (see NPU920)")
+        elif b'"auto_map"' in self.file.data or b"auto_map:" in self.file.data:
             self.report(scalar, f"attention implementation `{scalar.value}` of a remote-code model (`auto_map`): its "
                         "own modeling code may have no sdpa class (InternVL's InternLM2: eager and flash_attention_2)",
                         "use `eager` for such models, `sdpa` for transformers' own; transformers >= 4.51 runs "

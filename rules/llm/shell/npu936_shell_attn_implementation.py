@@ -32,7 +32,9 @@ in options, Hydra-style `key=value` overrides, argument arrays, option
 strings and variables named after the option (`ATTN_IMPLEMENTATION=...`).
 LLaMA-Factory's `flash_attn fa2` is left alone: its own Ascend examples
 (`examples/ascend/*.yaml`) use `fa2`, which it runs through transformers'
-NPU flash-attention (transformers >= 4.51).
+NPU flash-attention (transformers >= 4.51). In a project that registers its
+own flash-attention classes (project fact `custom_flash_attention`, see
+NPU920) the value is reported instead.
 """
     examples = (
         Example("torchrun train.py --attn_implementation flash_attention_2 --bf16 True\n",
@@ -47,3 +49,11 @@ NPU flash-attention (transformers >= 4.51).
     @classmethod
     def new_value(cls, value: str) -> str | None:
         return VALUES.get(value)
+
+    def _rewrite(self, value, where: str, new: str | None = None) -> None:
+        if self.file.facts.custom_flash_attention and (new or self.new_value(value.text)):
+            self.report(value.node, f"attention implementation `{value.text}` of {where}: this project registers its own "
+                        "flash-attention classes, which may have no sdpa entry",
+                        'use "eager" for the project\'s own model classes, "sdpa" for transformers\' own (see NPU920)')
+            return
+        super()._rewrite(value, where, new)
