@@ -6,7 +6,10 @@
 * ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``
   (unless it is a package, with an ``__init__.py``), ``__pycache__`` and tool caches
   are skipped, and so is whatever the
-  ``.gitignore`` files of the enclosing git checkout ignore (via pathspec).
+  ``.gitignore`` files of the enclosing git checkout ignore (via pathspec),
+  except files git tracks (``git ls-files``, asked once per directory given,
+  only when a ``.gitignore`` rule matched something): a DeepSpeed config
+  force-added under an ignored ``configs/`` is part of the project.
 * ``exclude`` globs (gitignore syntax) are relative to the config root.
 * A file named explicitly on the command line is always processed if some front
   end handles it (its name, suffix or shebang says which); otherwise it gets a
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +100,38 @@ class _IgnoreStack:
             if spec.match_file(rel + "/" if is_dir else rel):
                 return True
         return False
+
+
+class _Tracked:
+    """The files git tracks below a directory, asked on first use (``git ls-files``);
+    empty where git is missing or fails."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self._files: frozenset[Path] | None = None
+        self._dirs: frozenset[Path] = frozenset()
+
+    def _load(self) -> None:
+        try:
+            out = subprocess.run(["git", "-C", str(self.top), "ls-files", "-z", "--cached"],
+                                 capture_output=True, timeout=60, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = b""
+        files = {self.top / os.fsdecode(name) for name in out.split(b"\0") if name}
+        self._files = frozenset(files)
+        self._dirs = frozenset(parent for file in files for parent in file.parents
+                               if parent == self.top or self.top in parent.parents)
+
+    def file(self, path: Path) -> bool:
+        if self._files is None:
+            self._load()
+        return path in self._files
+
+    def holds(self, directory: Path) -> bool:
+        """Some tracked file lies below ``directory``."""
+        if self._files is None:
+            self._load()
+        return directory in self._dirs
 
 
 def _skipped_dir(directory: Path) -> bool:
@@ -210,6 +246,7 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
         top = path.absolute()
         ignores = _IgnoreStack()
         git_root = _git_root(top)
+        tracked = _Tracked(top)
         if git_root is not None:
             for directory in reversed((top, *top.parents)):
                 if directory == git_root or git_root in directory.parents:
@@ -223,7 +260,7 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
                 sub = current / name
                 if _skipped_dir(sub):
                     continue
-                if ignores.ignored(sub, True) or is_excluded(sub, True):
+                if is_excluded(sub, True) or (ignores.ignored(sub, True) and not tracked.holds(sub)):
                     continue
                 if sub.is_symlink():  # os.walk would not follow it either
                     not_followed(sub, "directory")
@@ -238,7 +275,9 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
                 known = filetypes.by_name(os.path.join(dirpath, name)) is not None
                 if not known and not filetypes.may_be_script(name):
                     continue
-                if ignores.ignored(file, False) or is_excluded(file, False) or file in own:
+                if is_excluded(file, False) or file in own:
+                    continue
+                if ignores.ignored(file, False) and not tracked.file(file):
                     continue
                 info = walked(file, known)
                 if info is None:

@@ -40,6 +40,15 @@ def _suffixes(file: str) -> list[str]:
     return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1) if parts[i].isidentifier()][:8]
 #: ``DataParallel(`` as a call, not ``DistributedDataParallel(`` or ``isinstance(m, DataParallel)``
 _DATA_PARALLEL_CALL = re.compile(rb"\bDataParallel\s*\(")
+#: ``timm==0.3.2`` / ``"timm>=1.0.12",`` in a dependency file: the specifier (NPU923
+#: passes a device to timm's NativeScaler only where every allowed timm takes one).
+_TIMM_REQUIREMENT = re.compile(rb"""^[ \t\-"']*timm[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""", re.MULTILINE)
+#: The project's own attention-class registry for flash-attention (InternVL's
+#: ``INTERNLM2_ATTENTION_CLASSES = {'eager': ..., 'flash_attention_2': ...}`` or a packed-training
+#: patch ``LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...``): NPU920 then reports instead of
+#: choosing "sdpa", which such model code may not have.
+_FLASH_REGISTRY = re.compile(rb"""\{[^{}]*?['"]flash_attention_2['"]\s*:[^{}]*\}|\[\s*['"]flash_attention_2['"]\s*\]\s*=""")
+_DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,12 @@ class ProjectFacts:
     cuda_only_files: frozenset[str] = frozenset()
     #: Dotted names that, in this project, can only mean one of those modules.
     cuda_only_modules: frozenset[str] = frozenset()
+    #: The version specifier of timm in the project's dependency files (``==0.3.2``),
+    #: "" when none names one.
+    timm_specifier: str = ""
+    #: Some Python file of the project registers its own flash-attention class and
+    #: either has no "sdpa" entry beside it or replaces transformers' FA2 class.
+    custom_flash_attention: bool = False
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -62,12 +77,20 @@ class ProjectFacts:
         cuda_only: set[str] = set()
         packages: dict[str, list[str]] = {}  # package module file -> its relative imports
         files: list[str] = []
+        timm = ""
+        custom_flash = False
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
+            if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
+                found = _TIMM_REQUIREMENT.search(data)
+                timm = found.group(1).decode("ascii", "replace").replace(" ", "").strip(",\t") if found else ""
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
             constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
             if path is None or not path.endswith(".py"):
                 continue
+            if not custom_flash and b"flash_attention_2" in data:
+                custom_flash = any(b"sdpa" not in m.group() or m.group().startswith(b"[")
+                                   for m in _FLASH_REGISTRY.finditer(data))
             file = module_file(path)
             files.append(file)
             if _CUDA_ONLY_MODULE.search(data):
@@ -90,6 +113,8 @@ class ProjectFacts:
             constructs_data_parallel=constructs_data_parallel,
             cuda_only_files=frozenset(cuda_only),
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
+            timm_specifier=timm,
+            custom_flash_attention=custom_flash,
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -103,4 +128,4 @@ class ProjectFacts:
         names = sorted(self.cuda_only_files | self.cuda_only_modules)
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
-                f"cuda_only={digest}")
+                f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)}")

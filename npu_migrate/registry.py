@@ -4,7 +4,9 @@ Rules are grouped in family packages (``rules/device/``, ``rules/shell/``...).
 A family package names the front end its rules belong to with a module-level
 ``FRONT_END = "shell"`` (default ``"python"``), so :func:`rules_for` imports only
 the families a front end needs: migrating Python files never imports the shell
-rules, and the reverse.
+rules, and the reverse. A family about one subject that spans front ends
+(``rules/llm/``) says ``FRONT_END = None`` and holds one sub-package per front
+end (``rules/llm/shell/``), each with its own ``FRONT_END``.
 """
 
 from __future__ import annotations
@@ -33,8 +35,16 @@ def _families() -> dict[str, str]:
 
     families = {}
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        if info.ispkg:
-            families[info.name] = getattr(importlib.import_module(info.name), "FRONT_END", "python")
+        if not info.ispkg:
+            continue
+        module = importlib.import_module(info.name)
+        owner = getattr(module, "FRONT_END", "python")
+        if owner is not None:
+            families[info.name] = owner
+            continue
+        for sub in pkgutil.iter_modules(module.__path__, info.name + "."):  # one sub-package per front end
+            if sub.ispkg:
+                families[sub.name] = getattr(importlib.import_module(sub.name), "FRONT_END", "python")
     return families
 
 

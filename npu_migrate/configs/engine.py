@@ -15,6 +15,7 @@ from types import ModuleType
 from npu_migrate.configs import comments
 from npu_migrate.configs.document import Document, ReadError, Scalar
 from npu_migrate.edits import LineIndex, Recorder, finish
+from npu_migrate.facts import ProjectFacts
 from npu_migrate.model import FileResult
 from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
@@ -44,8 +45,10 @@ def reader(name: str) -> ModuleType:
 class ConfigFile:
     """One parsed config file and what its rules record."""
 
-    def __init__(self, data: bytes, document: Document, recorder: Recorder) -> None:
+    def __init__(self, data: bytes, document: Document, recorder: Recorder, facts: ProjectFacts | None = None) -> None:
         self.data = data
+        #: Project-wide facts (``npu_migrate/facts.py``), as the Python rules see them.
+        self.facts = facts if facts is not None else ProjectFacts()
         self.document = document
         self.recorder = recorder
         self.lines = LineIndex(data)
@@ -86,7 +89,7 @@ def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppres
         return document
     if document is None:
         document = reader(reader_module).read(data)
-    file = ConfigFile(data, document, recorder)
+    file = ConfigFile(data, document, recorder, settings.facts)
     rules = [cls(file) for cls in needed]
     for scalar in document.scalars:
         for rule in rules:

@@ -1,8 +1,13 @@
 """JSON files, read with tree-sitter's JSON grammar (exact byte positions).
 
-Comments (VS Code's ``settings.json`` and ``launch.json`` are JSON with
-comments) are accepted, trailing commas and other syntax errors are not.
-String values are decoded with the standard library's ``json``.
+JSON with comments (JSONC: VS Code's ``settings.json`` and ``launch.json``,
+``.devcontainer/devcontainer.json``, ``tsconfig.json``) is accepted: ``//`` and
+``/* */`` comments and trailing commas before ``}`` or ``]``. Trailing commas
+are found in tree-sitter's first parse (an ERROR node or bare ``,`` token
+followed by a closing bracket), blanked to spaces in a copy of the same length
+and parsed again, so every byte offset is the original file's and edits keep
+the commas and comments. Other syntax errors are refused. String values are
+decoded with the standard library's ``json``.
 """
 
 from __future__ import annotations
@@ -27,8 +32,43 @@ def parse(data: bytes):
     """The tree-sitter tree of ``data``; ReadError names the first syntax error's line."""
     tree = parser().parse(data)
     if tree.root_node.has_error:
+        commas = _trailing_commas(tree.root_node)
+        if commas:
+            blanked = bytearray(data)
+            for offset in commas:
+                blanked[offset] = 0x20
+            again = parser().parse(bytes(blanked))
+            if not again.root_node.has_error:
+                return again
         raise ReadError(_first_error(tree.root_node), "not valid JSON")
     return tree
+
+
+def _tokens(node):
+    """The tokens of the tree in order, comments and zero-width (missing) nodes left
+    out; an ERROR node that holds only a comma is one ``,`` token."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "ERROR" and current.text.strip() == b",":
+            yield b",", current.start_byte + current.text.index(b",")
+        elif current.child_count == 0:
+            if current.type != "comment" and current.end_byte > current.start_byte:
+                yield current.type.encode(), current.start_byte
+        else:
+            stack.extend(reversed(current.children))
+
+
+def _trailing_commas(root) -> list[int]:
+    """Offsets of the commas after a value that the next token closes (``[1, 2,]``,
+    ``{"a": 1,}``; not ``[,]``)."""
+    found, before, previous = [], None, None
+    for kind, start in _tokens(root):
+        if (kind in (b"}", b"]") and previous is not None and previous[0] == b","
+                and before is not None and before[0] not in (b"[", b"{", b",")):
+            found.append(previous[1])
+        before, previous = previous, (kind, start)
+    return found
 
 
 def _first_error(node) -> int:

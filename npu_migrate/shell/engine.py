@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from npu_migrate import treewalk
 from npu_migrate.edits import Recorder, finish
+from npu_migrate.facts import ProjectFacts
 from npu_migrate.model import FileResult
 from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
@@ -37,8 +38,10 @@ class ShellFile:
     """One parsed script (or the shell parts of a Dockerfile) and what its rules record."""
 
     def __init__(self, data: bytes, root: Node, recorder: Recorder,
-                 statement_of: Callable[[Node], int] | None = None) -> None:
+                 statement_of: Callable[[Node], int] | None = None, facts: ProjectFacts | None = None) -> None:
         self.data = data
+        #: Project-wide facts (``npu_migrate/facts.py``), as the Python rules see them.
+        self.facts = facts if facts is not None else ProjectFacts()
         self.root = root
         self.recorder = recorder
         self.statement_of = statement_of or (lambda node: syntax.statement_start(node, data))
@@ -84,7 +87,7 @@ def scan(
         return
     tree = parse(data, ranges)
     local = Recorder()
-    file = ShellFile(data, tree.root_node, local, statement_of)
+    file = ShellFile(data, tree.root_node, local, statement_of, settings.facts)
     rules = [cls(file) for cls in needed]
     embedded = syntax.EmbeddedScripts()
     table = treewalk.handlers([*rules, embedded])

@@ -32,6 +32,12 @@ CUDA_ONLY: dict[str, str] = {
     "mamba-ssm": "drop it: its selective-scan kernels are CUDA-only",
     "causal-conv1d": "drop it: CUDA-only kernels",
     "deepspeed-kernels": "drop it: CUDA-only kernels (DeepSpeed itself supports NPU)",
+    # the LLM stack (rules/llm: NPU929, NPU931, NPU932 report their imports)
+    "auto-gptq": "drop it: AutoGPTQ's GPTQ kernels are CUDA-only; load the bf16 checkpoint (or quantize with msModelSlim)",
+    "gptqmodel": "drop it: GPTQModel's kernels are CUDA-only; load the bf16 checkpoint (or quantize with msModelSlim)",
+    "autoawq": "drop it: AutoAWQ's kernels are CUDA-only; load the bf16 checkpoint",
+    "cpm-kernels": "drop it: ChatGLM's int4/int8 kernels are CUDA fatbins; run the model in fp16/bf16 without quantize()",
+    "vllm": "keep it at a version vllm-ascend supports and add vllm-ascend (the Ascend platform plugin of vLLM)",
 }
 
 #: Name patterns (normalised) -> advice: families of CUDA-only wheels.

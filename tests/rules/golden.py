@@ -29,6 +29,12 @@ from npu_migrate.settings import Settings
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
 _EXPECT = re.compile(r"(?:#|//).*\bexpect:\s*([A-Z0-9, ]+)")
 _SELECT = re.compile(r"#\s*npu-migrate-test:\s*select=([A-Za-z0-9,]+)")
+#: ``# npu-migrate-test: requirements=timm>=1.0.12``: the project's requirements.txt
+#: holds that line (rules that read project facts, NPU923)
+_REQUIREMENTS = re.compile(r"#\s*npu-migrate-test:\s*requirements=(\S+)")
+#: ``# npu-migrate-test: project``: the fixture is scanned for project facts as the
+#: project's only file (NPU920 reads whether it registers its own attention classes)
+_PROJECT = re.compile(r"#\s*npu-migrate-test:\s*project\b")
 _KINDS = (".before.", ".unchanged.")
 
 
@@ -47,7 +53,19 @@ class Case:
         head = self.before.read_text(encoding="utf-8", errors="replace").split("\n", 5)[:5]
         match = next(filter(None, map(_SELECT.search, head)), None)
         select = match.group(1).split(",") if match else [self.rule, "NPU100"]
-        return Settings(selection=Selection.create(select))
+        settings = Settings(selection=Selection.create(select))
+        requirement = next(filter(None, map(_REQUIREMENTS.search, head)), None)
+        project = any(map(_PROJECT.search, head))
+        if requirement is not None or project:
+            from dataclasses import replace
+
+            from npu_migrate.facts import ProjectFacts
+
+            sources = [("requirements.txt", requirement.group(1).encode() + b"\n")] if requirement else []
+            if project:
+                sources.append((str(self.before), self.before.read_bytes()))
+            settings = replace(settings, facts=ProjectFacts.scan(sources))
+        return settings
 
 
 def cases() -> list[Case]:

@@ -70,7 +70,7 @@ def test_yaml_positions_are_bytes_after_non_ascii_text():
     "name,text,line",
     [
         ("a.yaml", "device: cuda\nx: [1, 2\ny: 3\n", 3),
-        ("a.json", '{\n  "device": "cuda",\n  "x": 1,\n}\n', 3),
+        ("a.json", '{\n  "device": "cuda",\n  "x": 1,,\n}\n', 3),  # a trailing comma alone is JSONC
         ("a.toml", 'device = "cuda"\nx = = 1\n', 2),
         ("a.yaml", b"device: cuda\nx: \xff\n", 2),
     ],

@@ -1,0 +1,1 @@
+"""LLM-stack rules for Python (and the code cells of notebooks)."""

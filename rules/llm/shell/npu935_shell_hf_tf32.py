@@ -1,0 +1,55 @@
+"""NPU935: ``--tf32 True`` removed from Hugging Face training command lines."""
+
+from __future__ import annotations
+
+from npu_migrate.rulebase import Example
+from npu_migrate.shell.rule import ShellRule
+
+from ._options import options, removal, words_of
+
+HF32 = ("for Ascend's reduced-precision fp32 set torch.npu.matmul.allow_hf32 = True in the script "
+        "(transformers has no NPU switch for it)")
+
+
+class ShellHfTf32(ShellRule):
+    id = "NPU935"
+    name = "shell-hf-tf32"
+    summary = "Remove `--tf32 True` from training command lines (transformers raises without CUDA)"
+    triggers = (b"--tf32",)
+    fixable = True
+    rationale = f"""
+HF training scripts parse their command line into `TrainingArguments`, and
+`--tf32 True` makes transformers raise `ValueError: --tf32 requires Ampere or a
+newer GPU arch, cuda>=11 and torch>=1.7` whenever CUDA is unavailable (there
+is no NPU exception; transformers 4.37.2 to 5.24.0). LLaVA passes it in 11 of
+its launchers (`scripts/v1_5/finetune.sh`...), FastChat in its training
+scripts and README, stanford_alpaca in its README command, InternVL in 21
+launcher lines. The option and its value are removed (with the whole
+continuation line when they are all it holds, so `\\` chains stay intact);
+`--tf32 False` is left alone. {HF32}.
+"""
+    examples = (
+        Example("torchrun --nproc_per_node=8 train.py \\\n    --bf16 True \\\n    --tf32 True \\\n    --output_dir out\n",
+                "torchrun --nproc_per_node=8 train.py \\\n    --bf16 True \\\n    --output_dir out\n"),
+        Example("torchrun --nproc_per_node=8 train.py --tf32 False\n"),
+    )
+
+    def _check(self, node) -> None:
+        for option in options(words_of(node) or []):
+            if option.name != "--tf32" or not option.truthy:
+                continue
+            span = removal(self.file.data, option)
+            if span is None:
+                self.report(option.word.node, "`--tf32 True` makes transformers raise without CUDA",
+                            f"remove the option; {HF32}")
+                continue
+            self.replace(span[0], span[1], "", f"`--tf32 True` removed: transformers raises without CUDA; {HF32}")
+
+    def visit_command(self, node) -> None:
+        self._check(node)
+
+    def visit_array(self, node) -> None:
+        self._check(node)
+
+    def visit_variable_assignment(self, node) -> None:
+        self._check(node)

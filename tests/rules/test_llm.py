@@ -1,0 +1,204 @@
+"""The LLM-stack rules (rules/llm, NPU920-NPU942) beyond their golden fixtures:
+properties over their shell and config fixtures mixed with unrelated input, and
+the files of the stack that must parse (JSONC, git-tracked files that
+.gitignore hides)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npu_migrate.configs.engine import migrate as migrate_config
+from npu_migrate.selection import Selection
+from npu_migrate.settings import Settings
+from npu_migrate.shell.engine import migrate as migrate_shell
+
+ALL = Settings(selection=Selection.create(["ALL"]))
+ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
+SHELL = sorted(p for d in ("NPU935", "NPU936", "NPU937", "NPU938") for p in (ROOT / d).glob("*.sh")
+               if ".after." not in p.name)
+CONFIGS = sorted(p for d in ("NPU940", "NPU941", "NPU942") for p in (ROOT / d).iterdir()
+                 if ".after." not in p.name)
+
+
+def _messages(result) -> Counter:
+    return Counter((f.rule, f.message) for f in result.findings)
+
+
+# -- shell: unrelated statements, idempotence, stable findings ---------------------
+
+neutral = st.sampled_from([
+    "export OUT=/data/run1", "LR=2e-5", 'echo "training $OUT"', "mkdir -p \"$OUT\"",
+    "python train.py --bf16 True --lr 1e-4", "torchrun --nproc_per_node 8 train.py --optim adamw_torch",
+    "deepspeed train.py --deepspeed ds.json --gradient_checkpointing True", "module load anaconda3",
+    "# the tf32 note: HF32 on Ascend", "accelerate launch train.py --mixed_precision bf16",
+])
+
+
+def _statements(data: bytes) -> list[bytes]:
+    out: list[bytes] = []
+    for line in data.splitlines(keepends=True):
+        if out and out[-1].rstrip(b"\r\n").endswith(b"\\"):
+            out[-1] += line
+        else:
+            out.append(line)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(SHELL), min_size=1, max_size=3, unique=True), st.lists(neutral, max_size=6),
+       st.randoms(use_true_random=False))
+def test_shell_mixes_keep_unrelated_lines_converge_and_report_the_same(fixtures, extra, random):
+    blocks = [b"".join(_statements(p.read_bytes())) for p in fixtures] + [(s + "\n").encode() for s in extra]
+    random.shuffle(blocks)
+    data = b"".join(blocks)
+    first = migrate_shell("run.sh", data, ALL)
+    assert first.error is None
+    output = first.new_source if first.new_source is not None else data
+    for line in extra:  # unrelated input is never touched
+        assert (line + "\n").encode() in output
+    second = migrate_shell("run.sh", output, ALL)
+    assert second.new_source is None, "a second run changed the script again"
+    assert _messages(second) == _messages(first)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(neutral, min_size=1, max_size=8))
+def test_scripts_without_llm_switches_are_untouched(lines):
+    data = ("#!/bin/bash\n" + "\n".join(lines) + "\n").encode()
+    result = migrate_shell("run.sh", data, Settings(selection=Selection.create(["NPU93"])))
+    assert result.new_source is None and result.findings == []
+
+
+# -- configs: unrelated keys, idempotence, stable findings -------------------------
+
+keys = st.sampled_from(["output_dir", "learning_rate", "seed", "per_device_train_batch_size", "report_to", "notes"])
+values = st.sampled_from(["1", "2.0e-5", "none", "out/run", "'tf32 is an Ampere feature'", "true"])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[f"{p.parent.name}/{p.name}" for p in CONFIGS])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(extra=st.dictionaries(keys, values, max_size=4))
+def test_config_fixtures_with_unrelated_keys(path, extra):
+    data = path.read_bytes()
+    name = "args.json" if path.suffix == ".json" else "args.yaml"
+    if path.suffix == ".json":
+        fields = "".join(f'  "x_{k}": "{v}",\n' for k, v in extra.items())
+        data = data.replace(b"{\n", ("{\n" + fields).encode(), 1) if data.startswith(b"{\n") else data
+    else:
+        fields = "".join(f"x_{k}: {v}\n" for k, v in extra.items())
+        data = fields.encode() + data
+    first = migrate_config(name, data, ALL)
+    assert first.error is None, first.error
+    output = first.new_source if first.new_source is not None else data
+    assert output.startswith(data[: len(fields)]) or path.suffix == ".json"
+    assert fields.encode() in output
+    second = migrate_config(name, output, ALL)
+    assert second.new_source is None
+    assert _messages(second) == _messages(first)
+
+
+# -- JSONC ---------------------------------------------------------------------------
+
+DEVCONTAINER = """// For format details, see https://aka.ms/devcontainer.json.
+{
+\t"name": "PyTorch",
+\t/* the GPU image */
+\t"image": "nvcr.io/nvidia/pytorch:24.01-py3",
+\t"runArgs": ["--ipc=host",],
+\t"containerEnv": {
+\t\t"CUDA_VISIBLE_DEVICES": "0", // first card
+\t\t"WANDB_MODE": "offline",
+\t},
+}
+"""
+
+
+def test_a_jsonc_devcontainer_no_longer_fails_the_run_and_keeps_its_commas(tmp_path, run_cli):
+    folder = tmp_path / ".devcontainer"
+    folder.mkdir()
+    (folder / "devcontainer.json").write_text(DEVCONTAINER)
+    check = run_cli(".", "--check", "--no-cache")
+    assert check.exit_code != 2, check.output
+    assert "not valid JSON" not in check.output
+    run_cli(".", "--write", "--no-cache")
+    written = (folder / "devcontainer.json").read_text()
+    assert written == DEVCONTAINER.replace('"CUDA_VISIBLE_DEVICES"', '"ASCEND_RT_VISIBLE_DEVICES"')
+    assert run_cli(".", "--check", "--no-cache").exit_code == 0
+
+
+@pytest.mark.parametrize("text", ['{"a": 1,,}', "[,]", '{"a": }', '{"device": "cuda" "x": 1}'])
+def test_jsonc_still_refuses_what_is_not_json(text):
+    result = migrate_config("a.json", text.encode() + b"  // cuda\n", ALL)
+    assert result.error is not None and result.error.startswith("a.json:1: not valid JSON")
+    assert result.new_source is None
+
+
+# -- git-tracked files under .gitignore ------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_a_tracked_file_that_gitignore_matches_is_scanned(tmp_path, run_cli):
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,
+                       capture_output=True, timeout=60)
+
+    git("init", "-q")
+    (tmp_path / ".gitignore").write_text("configs/\n*.json\nscratch/\n")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "configs" / "zero3.json").write_text('{"dist_backend": "nccl"}\n')
+    (tmp_path / "local.json").write_text('{"dist_backend": "nccl"}\n')  # ignored, not tracked
+    (tmp_path / "scratch" / "try.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    git("add", ".gitignore")
+    git("add", "-f", "configs/zero3.json")
+    git("commit", "-qm", "init")
+    result = run_cli(".", "--no-cache")
+    assert "configs/zero3.json" in result.output
+    assert "local.json" not in result.output and "scratch/try.py" not in result.output
+    assert "1 file(s) scanned" in result.output
+
+
+# -- a LLaVA-shaped project, end to end ----------------------------------------------
+
+def test_a_llava_shaped_project_migrates_and_then_checks_clean(tmp_path, run_cli):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "llava" / "train").mkdir(parents=True)
+    (tmp_path / ".devcontainer").mkdir()
+    (tmp_path / "scripts" / "finetune.sh").write_text(
+        "#!/bin/bash\n\ndeepspeed llava/train/train_mem.py \\\n    --deepspeed ./scripts/zero3.json \\\n"
+        "    --bf16 True \\\n    --tf32 True \\\n    --attn_implementation flash_attention_2 \\\n"
+        "    --report_to wandb\n")
+    (tmp_path / "scripts" / "zero3.json").write_text('{\n  "bf16": {"enabled": "auto"},\n  "zero_optimization": {"stage": 3},\n}\n')
+    (tmp_path / "llava" / "train" / "train_mem.py").write_text(
+        'from llava.train.train import train\n\nif __name__ == "__main__":\n    train(attn_implementation="flash_attention_2")\n')
+    (tmp_path / ".devcontainer" / "devcontainer.json").write_text(DEVCONTAINER)
+    first = run_cli(".", "--write", "--no-cache")
+    assert "failed" in first.output and ", 0 failed" in first.output, first.output
+    assert (tmp_path / "scripts" / "finetune.sh").read_text() == (
+        "#!/bin/bash\n\ndeepspeed llava/train/train_mem.py \\\n    --deepspeed ./scripts/zero3.json \\\n"
+        "    --bf16 True \\\n    --attn_implementation sdpa \\\n    --report_to wandb\n")
+    assert 'train(attn_implementation="sdpa")' in (tmp_path / "llava" / "train" / "train_mem.py").read_text()
+    assert (tmp_path / "scripts" / "zero3.json").read_text().endswith('"stage": 3},\n}\n')  # JSONC kept as written
+    assert run_cli(".", "--check", "--no-cache").exit_code == 0
+
+
+def test_shell_and_config_rules_report_where_the_project_has_its_own_attention_classes():
+    from dataclasses import replace
+
+    from npu_migrate.facts import ProjectFacts
+
+    facts = ProjectFacts.scan([("model.py", b"ATTENTION_CLASSES = {'eager': A, 'flash_attention_2': B}\n")])
+    assert facts.custom_flash_attention
+    project = replace(ALL, facts=facts)
+    launcher = b"torchrun train.py --attn_implementation flash_attention_2\n"
+    config = b"attn_implementation: flash_attention_2\n"
+    assert migrate_shell("run.sh", launcher, ALL).new_source == launcher.replace(b"flash_attention_2", b"sdpa")
+    assert migrate_config("args.yaml", config, ALL).new_source == config.replace(b"flash_attention_2", b"sdpa")
+    for result in (migrate_shell("run.sh", launcher, project), migrate_config("args.yaml", config, project)):
+        assert result.new_source is None
+        assert [f.rule for f in result.findings] in (["NPU936"], ["NPU940"])
