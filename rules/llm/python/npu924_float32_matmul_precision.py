@@ -10,6 +10,7 @@ from npu_migrate.python.rule import Example, Rule
 
 class Float32MatmulPrecision(Rule):
     id = "NPU924"
+    impact = "informational"
     name = "float32-matmul-precision"
     summary = "Report `torch.set_float32_matmul_precision('high'/'medium')`: on Ascend HF32 is `torch.npu.matmul.allow_hf32`"
     triggers = ("set_float32_matmul_precision",)

@@ -21,6 +21,7 @@ OPTIM = ('use optim="adamw_torch_fused" (torch.optim.AdamW(fused=True), implemen
 
 class BitsandbytesTransformers(Rule):
     id = "NPU925"
+    impact = "blocking"
     name = "bitsandbytes-transformers"
     summary = "Report bitsandbytes quantization and 8-bit optimizers requested through transformers arguments"
     triggers = ("BitsAndBytesConfig", "load_in_4bit", "load_in_8bit", *sorted(BNB_OPTIMIZERS))

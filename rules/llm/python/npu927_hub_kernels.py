@@ -18,6 +18,7 @@ USES = {"kernels": ROUTE}
 
 class HubKernels(CudaOnlyPackage):
     id = "NPU927"
+    impact = "blocking"
     name = "hub-kernels"
     summary = "Report Hugging Face Hub kernels (`kernels.get_kernel(...)`); they load only where the repo has a CANN build"
     label = "Hugging Face Hub kernels"

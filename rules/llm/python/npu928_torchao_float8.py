@@ -17,6 +17,7 @@ USES = {"torchao.float8": ROUTE, "torchao.prototype": ROUTE}
 
 class TorchaoFloat8(CudaOnlyPackage):
     id = "NPU928"
+    impact = "blocking"
     name = "torchao-float8"
     summary = "Report torchao float8 training (`convert_to_float8_training`, `Float8LinearConfig`)"
     label = "torchao float8"

@@ -17,6 +17,7 @@ USES = {"cpm_kernels": ROUTE}
 
 class CpmKernels(CudaOnlyPackage):
     id = "NPU929"
+    impact = "blocking"
     name = "cpm-kernels"
     summary = "Report cpm_kernels (ChatGLM's CUDA quantization kernels)"
     label = "cpm_kernels"

@@ -17,6 +17,7 @@ USES = {"lmdeploy": ROUTE}
 
 class LmdeployTurbomind(CudaOnlyPackage):
     id = "NPU930"
+    impact = "blocking"
     name = "lmdeploy-turbomind"
     summary = "Report lmdeploy's TurboMind engine; use `PytorchEngineConfig(device_type='ascend')`"
     label = "lmdeploy TurboMind"

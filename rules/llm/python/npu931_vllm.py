@@ -14,6 +14,7 @@ ROUTE = (
 
 class Vllm(CudaOnlyPackage):
     id = "NPU931"
+    impact = "blocking"
     name = "vllm"
     summary = "Report vLLM imports: on Ascend vLLM runs through the vllm-ascend plugin"
     label = "vLLM"

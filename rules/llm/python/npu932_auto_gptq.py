@@ -17,6 +17,7 @@ USES = {"auto_gptq": ROUTE, "gptqmodel": ROUTE}
 
 class AutoGptq(CudaOnlyPackage):
     id = "NPU932"
+    impact = "blocking"
     name = "auto-gptq"
     summary = "Report AutoGPTQ / GPTQModel imports (CUDA GPTQ kernels)"
     label = "AutoGPTQ"
