@@ -20,7 +20,7 @@ _build.load()
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
 
-from . import _emulator, _hccl, _rnn, _shutdown, npu
+from . import _dataloader, _emulator, _hccl, _rnn, _shutdown, npu
 from . import (
     profiler as profiler,  # torch_npu imports it too: torch_npu.profiler.profile works
 )
@@ -31,9 +31,11 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 _hccl.register()
 _rnn.register()
+_dataloader.install()
 
 
 _emulator.configure_strict_from_env()
+_emulator.exempt_library_float64()
 
 
 _shutdown.install()

@@ -18,6 +18,7 @@ import torch
 from npu_migrate.emulate.api_names import NPU_ALL, api_table_names, unimplemented
 
 from . import amp  # noqa: F401  (torch.npu.amp)
+from ._legacy_tensors import LEGACY_TENSOR_TYPES
 
 _EMULATED_TOTAL_MEMORY = int(
     float(os.environ.get("NPU_MIGRATE_EMULATOR_MEMORY_GB", "64")) * (1 << 30)
@@ -547,6 +548,8 @@ def enable_deterministic_with_backward(tensor):
 def disable_deterministic_with_backward(tensor):
     return tensor
 
+
+globals().update(LEGACY_TENSOR_TYPES)
 
 # ------------------------------------------------ unimplemented real names --
 
