@@ -88,12 +88,21 @@ def fallback_calls() -> int:
 
 
 _names: frozenset[str] | None = None
+_has_table: bool | None = None
+
+
+def has_api_table() -> bool:
+    """Whether npu_migrate ships the torch_npu name table (else every npu_* name is accepted)."""
+    torch_npu_names()
+    return bool(_has_table)
 
 
 def torch_npu_names() -> frozenset[str]:
-    global _names
+    global _names, _has_table
     if _names is None:
-        _names = api_table_names("torch_npu") or frozenset(
+        table = api_table_names("torch_npu")
+        _has_table = table is not None
+        _names = table or frozenset(
             {"optim", "contrib", "profiler", "utils", "onnx", "op_plugin"}
         )
     return _names
