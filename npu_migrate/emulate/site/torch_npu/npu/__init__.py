@@ -327,8 +327,8 @@ def get_sync_debug_mode() -> int:
 # ------------------------------------------------------------------- RNG --
 # torch.npu.random (transformers' Trainer checkpoints RNG state through it);
 # the same functions are torch.npu's own, as in torch_npu.
-from . import random  # noqa: E402
-from .random import (  # noqa: E402,F401
+from . import random as random
+from .random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
     initial_seed,
