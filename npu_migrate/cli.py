@@ -241,10 +241,12 @@ def rules_command(rule_id: str | None, output_format: str) -> None:
 @main.command("emulate", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--nproc", type=click.IntRange(min=1), default=1, help="Processes (>1 runs torchrun with backend hccl).")
 @click.option("--strict", is_flag=True, help="Reject float64 and ops Ascend lacks.")
-@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("script")  # a file, or a Python command on PATH (accelerate, torchrun)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def emulate_command(nproc: int, strict: bool, script: str, args: tuple[str, ...]) -> None:
-    """Run SCRIPT with an emulated torch_npu (CPU-backed 'npu' device). Needs the [emulate] extra."""
+    """Run SCRIPT with an emulated torch_npu (CPU-backed 'npu' device). Needs the [emulate] extra.
+
+    SCRIPT may be a Python launcher on PATH: npu-migrate emulate accelerate launch train.py"""
     try:
         from npu_migrate.emulate.launcher import run as run_emulated
     except ImportError as exc:

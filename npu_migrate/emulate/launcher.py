@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,6 +34,49 @@ def child_search_path(script: str, env: dict[str, str]) -> list[str]:
     return entries
 
 
+# Launchers that start their own workers; their process-count option decides
+# how many emulated devices the workers need (each takes npu:LOCAL_RANK).
+_WORKER_COUNT_OPTIONS = {
+    "accelerate": ("--num_processes", "--num-processes"),
+    "torchrun": ("--nproc-per-node", "--nproc_per_node"),
+}
+
+
+def resolve_script(script: str) -> str | None:
+    """*script* itself if it is a file, else a Python command of that name on PATH.
+
+    So ``npu-migrate emulate accelerate launch train.py`` and ``... torchrun
+    --nproc-per-node 2 train.py`` run those launchers under the emulator.
+    """
+    if Path(script).is_file():
+        return script
+    found = shutil.which(script)
+    if found is None:
+        return None
+    try:
+        with open(found, "rb") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    return found if first.startswith(b"#!") and b"python" in first else None
+
+
+def launcher_workers(script: str, args: list[str]) -> int | None:
+    """Workers a launcher command (accelerate launch, torchrun) will start, if it says."""
+    options = _WORKER_COUNT_OPTIONS.get(Path(script).name)
+    if options is None:
+        return None
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in options:
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                return max(int(value), 1)
+            except ValueError:
+                return None
+    return None
+
+
 def child_env(
     nproc: int = 1, strict: bool = False, base: dict[str, str] | None = None
 ) -> dict[str, str]:
@@ -56,10 +100,12 @@ def run(script: str, args: list[str], nproc: int = 1, strict: bool = False) -> i
     if nproc < 1:
         print("npu-migrate emulate: --nproc must be at least 1", file=sys.stderr)
         return 2
-    if not Path(script).is_file():
+    resolved = resolve_script(script)
+    if resolved is None:
         print(f"npu-migrate emulate: no such script: {script}", file=sys.stderr)
         return 2
-    env = child_env(nproc, strict)
+    script = resolved
+    env = child_env(max(nproc, launcher_workers(script, args) or 1), strict)
     real = find_real_torch_npu(child_search_path(script, env))
     if real is not None:
         print(

@@ -86,6 +86,18 @@ def test_two_process_ddp_with_hccl_equals_gloo_on_cpu(emulator_build, tmp_path):
     for name, value in cpu["params"].items():
         assert torch.equal(npu["params"][name], value), name
     assert [g.tolist() for g in npu["gathered"]] == [[0.0, 0.0], [1.0, 1.0]]
+    # torch 2.13's *_single collectives and their coalesced forms, staged through CPU.
+    assert npu["tensor_forms"] == cpu["tensor_forms"]
+    assert npu["tensor_forms"] == {
+        "all_gather_into_tensor": [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0],
+        "reduce_scatter_tensor": [10.0, 12.0],
+        "all_to_all_single": [0.0, 1.0, 10.0, 11.0],
+        "all_gather_coalesced": [
+            [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0],
+            [0.0, 2.0, 20.0, 22.0],
+        ],
+        "reduce_scatter_coalesced": [[10.0, 12.0], [20.0]],
+    }
     # The hccl group declares npu (as on hardware), so object collectives and
     # barrier stage through npu tensors, and give what gloo gives on CPU.
     assert npu["device_types"] == ["npu"]

@@ -20,6 +20,9 @@
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -316,8 +319,13 @@ static DenyState& deny() {
 #define g_deny_mutex (deny().mutex)
 #define g_deny_ops (deny().ops)
 
+// float64 that torch itself creates on the device (GradScaler.unscale_ takes
+// the reciprocal of the scale in float64) is not the user's: the Python side
+// marks such library code, on the calling thread only, as exempt.
+static thread_local int t_float64_exempt = 0;
+
 static void check_dtype(c10::ScalarType dtype) {
-  if (g_forbid_float64.load(std::memory_order_relaxed) &&
+  if (t_float64_exempt == 0 && g_forbid_float64.load(std::memory_order_relaxed) &&
       (dtype == c10::ScalarType::Double || dtype == c10::ScalarType::ComplexDouble)) {
     TORCH_CHECK_TYPE(
         false, "npu-migrate emulator (strict mode): ", c10::toString(dtype),
@@ -385,6 +393,32 @@ static at::Tensor emu_as_strided(const at::Tensor& self, c10::SymIntArrayRef siz
 
 static at::Tensor emu_view(const at::Tensor& self, c10::SymIntArrayRef size) {
   return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+// View ops whose only kernels are per-backend (CPU, CUDA, Meta): through the
+// fallback they would return a CPU-computed copy, so writes through the view
+// would be lost. Their native functions only restride the input, so they are
+// device-generic. (Found by listing every aten op that returns an alias and
+// has a CPU kernel but no composite one: as_strided, view, _reshape_alias,
+// unfold, view_as_real, view_as_complex, and a nested-tensor op.)
+static at::Tensor emu_unfold(const at::Tensor& self, int64_t dimension, int64_t size,
+                             int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+static at::Tensor emu_view_as_real(const at::Tensor& self) {
+  return at::native::view_as_real(self);
+}
+
+static at::Tensor emu_view_as_complex(const at::Tensor& self) {
+  return at::native::view_as_complex(self);
+}
+
+// Streams are in order here, so a tensor used on another stream needs no
+// bookkeeping before its memory is reused (FSDP calls this on every shard).
+static void emu_record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kNpu, "record_stream: expected an npu stream, got ",
+              stream);
 }
 
 static at::Tensor emu_reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -569,6 +603,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", emu_as_strided);
   m.impl("view", emu_view);
   m.impl("_reshape_alias", emu_reshape_alias);
+  m.impl("unfold", emu_unfold);
+  m.impl("view_as_real", emu_view_as_real);
+  m.impl("view_as_complex", emu_view_as_complex);
+  m.impl("record_stream", emu_record_stream);
   m.impl("resize_", emu_resize_);
   m.impl("_copy_from", emu_copy_from);
   m.impl("_copy_from_and_resize", emu_copy_from_and_resize);
@@ -634,6 +672,14 @@ static void set_strict(bool forbid_float64, std::vector<std::string> deny_ops) {
   }
 }
 
+static void float64_exempt(bool enter) {
+  if (enter) {
+    ++t_float64_exempt;
+  } else if (t_float64_exempt > 0) {
+    --t_float64_exempt;
+  }
+}
+
 static int64_t fallback_calls() { return g_fallback_calls.load(); }
 
 static int64_t emu_device_count() { return device_count(); }
@@ -643,6 +689,7 @@ TORCH_LIBRARY(npu_emu, m) {
   m.def("reset_peak(int device) -> ()", &reset_peak);
   m.def("reset_counts(int device) -> ()", &reset_counts);
   m.def("set_strict(bool forbid_float64, str[] deny_ops) -> ()", &set_strict);
+  m.def("float64_exempt(bool enter) -> ()", &float64_exempt);
   m.def("fallback_calls() -> int", &fallback_calls);
   m.def("device_count() -> int", &emu_device_count);
 }

@@ -54,6 +54,31 @@ gathered = [torch.zeros(2, device=device) for _ in range(dist.get_world_size())]
 dist.all_gather(gathered, torch.full((2,), float(rank), device=device))
 dist.barrier()
 
+# The tensor forms torch 2.13 routes through group.*_single, and their coalesced
+# forms (a _coalescing_manager block calls group.*_single_coalesced).
+world = dist.get_world_size()
+mine = torch.arange(4, dtype=torch.float32, device=device) + 10 * rank
+tensor_forms = {}
+out = torch.zeros(4 * world, device=device)
+dist.all_gather_into_tensor(out, mine)
+tensor_forms["all_gather_into_tensor"] = out.cpu().tolist()
+out = torch.zeros(4 // world, device=device)
+dist.reduce_scatter_tensor(out, mine)
+tensor_forms["reduce_scatter_tensor"] = out.cpu().tolist()
+out = torch.zeros(4, device=device)
+dist.all_to_all_single(out, mine)
+tensor_forms["all_to_all_single"] = out.cpu().tolist()
+outs = [torch.zeros(4 * world, device=device), torch.zeros(2 * world, device=device)]
+with dist._coalescing_manager():
+    dist.all_gather_into_tensor(outs[0], mine)
+    dist.all_gather_into_tensor(outs[1], mine[:2] * 2)
+tensor_forms["all_gather_coalesced"] = [o.cpu().tolist() for o in outs]
+outs = [torch.zeros(4 // world, device=device), torch.zeros(2 // world, device=device)]
+with dist._coalescing_manager():
+    dist.reduce_scatter_tensor(outs[0], mine)
+    dist.reduce_scatter_tensor(outs[1], mine[:2] * 2)
+tensor_forms["reduce_scatter_coalesced"] = [o.cpu().tolist() for o in outs]
+
 # Object collectives pick their staging device from the group's device types.
 objects = [{"from": rank, "step": len(losses)}, f"rank{rank}"]
 dist.broadcast_object_list(objects, src=1)
@@ -71,6 +96,7 @@ if rank == 0:
             "params": {k: v.detach().cpu() for k, v in model.state_dict().items()},
             "losses": losses,
             "gathered": [g.cpu() for g in gathered],
+            "tensor_forms": tensor_forms,
             "backend": dist.get_backend(),
             "device": str(next(model.parameters()).device),
             "device_types": [str(d) for d in dist.group.WORLD._device_types],

@@ -182,7 +182,19 @@ report["compile_eager"] = outcome(
 report["hccl_available"] = torch.distributed.is_hccl_available()
 report["unimplemented_npugraph"] = outcome(lambda: torch.npu.NPUGraph())
 report["missing_nvtx"] = outcome(lambda: torch.npu.nvtx)
-report["fused_kernel"] = outcome(lambda: torch_npu.npu_fusion_attention)
+report["fused_kernel"] = outcome(lambda: torch_npu.npu_fusion_attention(None, None, None, 1, "BSH"))
+
+
+def import_fused_kernels():
+    from torch_npu import npu_fusion_attention, npu_rms_norm  # noqa: F401
+
+    return "imported"
+
+
+report["fused_kernel_import"] = outcome(import_fused_kernels)
+report["fused_kernel_unknown"] = outcome(lambda: torch_npu.npu_no_such_kernel)
+report["npu_random"] = outcome(lambda: [torch.npu.random.get_rng_state_all()[0].equal(torch.get_rng_state()), torch.npu.random.set_rng_state(torch.npu.random.get_rng_state()), torch.npu.random.manual_seed_all(3), torch.npu.random.initial_seed()])
+report["record_stream"] = outcome(lambda: torch.ones(2, device="npu").record_stream(torch.npu.current_stream()))
 torch.npu.matmul.allow_hf32 = True
 torch.npu.conv.allow_hf32 = False
 report["hf32"] = [torch.npu.matmul.allow_hf32, torch.npu.conv.allow_hf32]

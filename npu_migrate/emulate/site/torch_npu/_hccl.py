@@ -201,6 +201,39 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             self._allgather_base(out, inp, opts)
         return _done(outputs)
 
+    # torch 2.13 names the tensor forms *_single and calls them from
+    # all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single (so
+    # every accelerate gather and FSDP shard exchange). Without these methods
+    # the C++ ProcessGroup would hand npu tensors straight to the inner gloo.
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        for out, inp in zip(outputs, inputs):
+            self._reduce_scatter_base(out, inp, opts)
+        return _done(outputs)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        _check_npu([output_lists, inputs], "allgather_coalesced")
+        host_out = [_host(outs) for outs in output_lists]
+        self._gloo.allgather_coalesced(
+            host_out, _host(inputs), opts or c10d.AllgatherOptions()
+        ).wait()
+        for outs, hosts in zip(output_lists, host_out):
+            _back(outs, hosts)
+        return _done(output_lists)
+
     def gather(self, output_lists, inputs, opts=None):
         _check_npu([output_lists, inputs], "gather")
         host_out = [_host(outs) for outs in output_lists]

@@ -18,6 +18,7 @@ import torch
 from npu_migrate.emulate.api_names import NPU_ALL, api_table_names, unimplemented
 
 from . import amp  # noqa: F401  (torch.npu.amp)
+from ._legacy_tensors import LEGACY_TENSOR_TYPES
 
 _EMULATED_TOTAL_MEMORY = int(
     float(os.environ.get("NPU_MIGRATE_EMULATOR_MEMORY_GB", "64")) * (1 << 30)
@@ -324,47 +325,20 @@ def get_sync_debug_mode() -> int:
 
 
 # ------------------------------------------------------------------- RNG --
-# The emulated device draws random numbers on CPU: its default generator is
-# torch's CPU default generator, shared by every emulated device.
-
-
-def manual_seed(seed) -> None:
-    torch.default_generator.manual_seed(int(seed))
-
-
-def manual_seed_all(seed) -> None:
-    torch.default_generator.manual_seed(int(seed))
-
-
-def seed() -> None:
-    torch.default_generator.seed()
-
-
-def seed_all() -> None:
-    torch.default_generator.seed()
-
-
-def initial_seed() -> int:
-    return torch.default_generator.initial_seed()
-
-
-def get_rng_state(device="npu") -> torch.Tensor:
-    _check_index(_get_device_index(device))
-    return torch.default_generator.get_state()
-
-
-def set_rng_state(new_state: torch.Tensor, device="npu") -> None:
-    _check_index(_get_device_index(device))
-    torch.default_generator.set_state(new_state.clone().cpu())
-
-
-def get_rng_state_all() -> list[torch.Tensor]:
-    return [get_rng_state(i) for i in range(device_count())]
-
-
-def set_rng_state_all(new_states) -> None:
-    for i, state in enumerate(new_states):
-        set_rng_state(state, i)
+# torch.npu.random (transformers' Trainer checkpoints RNG state through it);
+# the same functions are torch.npu's own, as in torch_npu.
+from . import random as random
+from .random import (  # noqa: F401
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 
 def _is_in_bad_fork() -> bool:
@@ -547,6 +521,8 @@ def enable_deterministic_with_backward(tensor):
 def disable_deterministic_with_backward(tensor):
     return tensor
 
+
+globals().update(LEGACY_TENSOR_TYPES)
 
 # ------------------------------------------------ unimplemented real names --
 
