@@ -247,8 +247,24 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         aware_lines.setdefault(line(node), node)
         return False
 
+    pending = {line(e.anchor) for e in edits}
     edits = [e for e in edits if outside_aware_chain(e.anchor)]
     findings = [f for f in findings if outside_aware_chain(f.node)]
+    flags = _aware_flags(ctx, pending, {line(e.anchor) for e in edits})
+    if flags:
+        def outside_flag(node: cst.CSTNode) -> bool:
+            number = line(node)
+            held = next((flag for (first, last), flag in flags.items() if first <= number <= last), None)
+            if held is None:
+                return True
+            aware_flag_lines.setdefault(number, (node, held))
+            return False
+
+        aware_flag_lines: dict[int, tuple[cst.CSTNode, tuple[str, int]]] = {}
+        edits = [e for e in edits if outside_flag(e.anchor)]
+        findings = [f for f in findings if outside_flag(f.node)]
+    else:
+        aware_flag_lines = {}
     rules = rules_for("python")
     device_only = {rid for rid in active if rules[rid].only_in_device_files}
     if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
@@ -269,7 +285,27 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                         "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
                     )
                 )
+        for number, (node, (flag, chain_line)) in sorted(aware_flag_lines.items()):
+            if not is_suppressed(table, number, NPU_AWARE_RULE):
+                findings.append(
+                    FindingRecord(
+                        NPU_AWARE_RULE,
+                        node,
+                        f"`{flag}` is tested in an if/elif chain that already handles NPU (line {chain_line}); "
+                        "its CUDA test is left unchanged, so on NPU that chain takes its NPU branch",
+                        "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
+                    )
+                )
     return edits, findings
+
+
+def _aware_flags(ctx: FileContext, pending: set[int], kept: set[int]) -> dict:
+    """Assignments to flags tested in NPU-aware chains (``npu_aware.flags_feeding_aware_chains``):
+    ``pending`` lines held an edit before NPU010 dropped those of aware chains, ``kept`` still do."""
+    tree = ctx.python_ast()
+    if tree is None or not kept:
+        return {}
+    return npu_aware.flags_feeding_aware_chains(tree, pending, kept)
 
 
 def _with_requirements(edits: list[Edit]) -> list[Edit]:

@@ -29,6 +29,7 @@ start of a word part counts (``npu``, ``torch_npu``, ``NPU_VISIBLE``,
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Collection, Iterator
 
@@ -117,6 +118,22 @@ def _branches(ctx: FileContext, top: cst.If) -> Iterator[tuple[cst.CSTNode | Non
         yield None, branch.body
 
 
+def _adjacent(ctx: FileContext, top: cst.If) -> list[cst.If]:
+    """``top`` and the ``if`` statements right next to it in the same block: ``if t ==
+    'cuda': ...`` followed by ``if t == 'npu': ...`` handles the NPU as an elif would."""
+    block = ctx.parent(top)
+    body = getattr(block, "body", None)
+    if not isinstance(body, (list, tuple)) or top not in body:
+        return [top]
+    index = body.index(top)
+    first = last = index
+    while first > 0 and isinstance(body[first - 1], cst.If):
+        first -= 1
+    while last + 1 < len(body) and isinstance(body[last + 1], cst.If):
+        last += 1
+    return list(body[first:last + 1])
+
+
 def _contains(node: cst.CSTNode | None, marked: Collection[cst.CSTNode]) -> bool:
     return node is not None and node in marked
 
@@ -135,7 +152,7 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
             top = ancestor
             while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
                 top = ctx.parent(top)
-            branches = list(_branches(ctx, top))
+            branches = [branch for chain in _adjacent(ctx, top) for branch in _branches(ctx, chain)]
             for index, (test, _) in enumerate(branches):
                 if test is None:
                     continue
@@ -161,3 +178,154 @@ def edited_nodes(ctx: FileContext, targets: Collection[cst.CSTNode]) -> set[cst.
                 break
             marked.add(ancestor)
     return marked
+
+
+# -- flags that feed an NPU-aware chain ------------------------------------------------
+#
+# timm's PrefetchLoader computes ``self.is_cuda = device.type == 'cuda' and
+# torch.cuda.is_available()`` next to ``self.is_npu = ...``, then branches ``if
+# self.is_cuda: torch.cuda.Stream() elif self.is_npu: torch.npu.Stream()``. The chain
+# is left alone (above); rewriting the flag's value into an NPU test would send the
+# NPU into the CUDA branch, which crashes there. So an assignment whose target is
+# tested in an NPU-aware chain is left alone as well. The chain is read from
+# CPython's ``ast`` of the whole file (elision may have left its function out).
+
+
+def _ast_npu_mentions(test: ast.AST) -> tuple[bool, bool]:
+    """:func:`npu_mentions` on an ``ast`` test: ``(any, human)``."""
+    found = human = False
+
+    def walk(node: ast.AST, compared: bool) -> None:
+        nonlocal found, human
+        if isinstance(node, ast.Name) and mentions_npu(node.id) and node.id not in _TOOL_MODULES:
+            found = human = True
+        elif isinstance(node, ast.Attribute) and mentions_npu(node.attr):
+            found = True
+            human = human or node.attr not in _REWRITE_ATTRIBUTES
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and mentions_npu(node.value):
+            found = True
+            human = human or not (compared and _NPU_DEVICE.fullmatch(node.value))
+        testing = isinstance(node, ast.Compare) or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "endswith"))
+        for child in ast.iter_child_nodes(node):
+            walk(child, testing or (compared and isinstance(node, (ast.Tuple, ast.List, ast.Set))))
+
+    walk(test, False)
+    return found, human
+
+
+def _ast_dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _lines(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, getattr(node, "end_lineno", None) or node.lineno
+
+
+def _chain_parts(statement: ast.If) -> list[tuple[ast.AST | None, list[ast.stmt]]]:
+    """``(test, body)`` of an if/elif/else chain, ``elif`` read as a lone nested ``if``."""
+    parts: list[tuple[ast.AST | None, list[ast.stmt]]] = []
+    node: ast.AST = statement
+    while isinstance(node, ast.If):
+        parts.append((node.test, node.body))
+        orelse = node.orelse
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If):
+            node = orelse[0]
+            continue
+        if orelse:
+            parts.append((None, orelse))
+        break
+    return parts
+
+
+def _groups(scope: ast.AST) -> Iterator[list[tuple[ast.AST | None, list[ast.AST]]]]:
+    """Each if/elif chain of ``scope`` together with the ``if`` statements right next to
+    it (``if t == 'cuda': ...`` / ``if t == 'npu': ...``), and each conditional expression."""
+    for node in ast.walk(scope):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            run: list[ast.If] = []
+            for statement in [*block, None]:
+                if isinstance(statement, ast.If) and not (field == "orelse" and len(block) == 1 and isinstance(node, ast.If)):
+                    run.append(statement)
+                    continue
+                if run:
+                    yield [(test, list(body)) for chain in run for test, body in _chain_parts(chain)]
+                    run = []
+        if isinstance(node, ast.IfExp):
+            yield [(node.test, [node.body]), (None, [node.orelse])]
+
+
+def _aware_group(group, edited_lines: Collection[int]) -> bool:
+    for index, (test, _) in enumerate(group):
+        if test is None:
+            continue
+        named, human = _ast_npu_mentions(test)
+        if not named:
+            continue
+        if human:
+            return True
+        for other_index, (other_test, body) in enumerate(group):
+            if other_index == index:
+                continue
+            for node in ([other_test] if other_test is not None else []) + body:
+                first, last = _lines(node)
+                if any(first <= line <= last for line in edited_lines):
+                    return True
+    return False
+
+
+def _function_at(tree: ast.Module, line: int) -> ast.AST:
+    best: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is tree or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def flags_feeding_aware_chains(tree: ast.Module, edited_lines: Collection[int],
+                               kept: Collection[int]) -> dict[tuple[int, int], tuple[str, int]]:
+    """Line ranges of assignments to a flag (a name, or an attribute such as
+    ``self.is_cuda``) that hold a pending edit (a line of ``kept``) and whose flag is
+    tested in an NPU-aware chain (judged with every pending edit, ``edited_lines``):
+    range -> (the flag, the line of the chain's test)."""
+    if not kept:
+        return {}
+    out: dict[tuple[int, int], tuple[str, int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        span = _lines(node)
+        if not any(span[0] <= line <= span[1] for line in kept):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            flag = _ast_dotted(target)
+            if flag is None:
+                continue
+            scope = tree if "." in flag else _function_at(tree, node.lineno)
+            found = _tested_in_aware_group(scope, flag, edited_lines, span)
+            if found is not None:
+                out[span] = (flag, found)
+                break
+    return out
+
+
+def _tested_in_aware_group(scope: ast.AST, flag: str, edited_lines: Collection[int], span: tuple[int, int]) -> int | None:
+    outside = [line for line in edited_lines if not span[0] <= line <= span[1]]
+    for group in _groups(scope):
+        tests = [test for test, _ in group if test is not None]
+        uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
+        if uses and _aware_group(group, outside):
+            return uses[0].lineno
+    return None
