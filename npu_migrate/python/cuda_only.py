@@ -88,9 +88,22 @@ KIND_CUDA_MODULE = "code of a CUDA-specific module"
 KIND_TRITON = "a Triton kernel"
 KIND_PROJECT = "Triton/CuPy code of this project"
 KIND_JIT_BUILD = "a JIT-built CUDA extension"
+KIND_CAPABILITY = ("a CUDA compute-capability probe (on NPU, get_device_capability() returns None and "
+                   "the device properties have no major/minor)")
+KIND_NAMED_PACKAGE = "a CUDA-only package named in the test or its message"
+
+#: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
+#: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
+CUDA_ONLY_WORDS = re.compile(
+    r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
+    r"flash[_-]attn|nvidia[_ ]dali|dali|nvml|pynvml)(?![a-z0-9])",
+    re.IGNORECASE,
+)
+_CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
+_PROPERTIES_CALL = "torch.cuda.get_device_properties"
 
 #: Kinds whose use does not make the enclosing function or class CUDA-only.
-_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD})
+_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_CAPABILITY, KIND_NAMED_PACKAGE})
 
 #: Kind -> rules whose surviving edit on the same line means the use is being
 #: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
@@ -230,7 +243,43 @@ class FileIndex:
         self.bindings: dict[str, str] = {}
         self.local: dict[str, str] = {}  # local name -> kind of CUDA-only code
         self._imports(tree)
+        #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
+        self.probe_funcs: set[int] = set()
+        self.probes: list[ast.Call] = []
+        self._capability_probes(tree)
         self._definitions(tree)
+
+    # compute-capability probes
+
+    def _capability_probes(self, tree: ast.Module) -> None:
+        """``torch.cuda.get_device_capability()`` anywhere, and
+        ``torch.cuda.get_device_properties(...)`` whose ``.major``/``.minor`` is read, on
+        the call or on a name it was assigned to in the same function."""
+        read_names: dict[int, set[str]] = {}  # id(scope) -> names whose .major/.minor is read
+        scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+        for scope in scopes:
+            names = read_names.setdefault(id(scope), set())
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Name):
+                    names.add(node.value.id)
+        for scope in scopes:
+            names = read_names[id(scope)]
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Call):
+                    self._probe(node.value, _PROPERTIES_CALL)
+                elif isinstance(node, ast.Call):
+                    self._probe(node, *_CAPABILITY_CALLS)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                        self._probe(node.value, _PROPERTIES_CALL)
+
+    def _probe(self, call: ast.Call, *names: str) -> None:
+        if id(call.func) in self.probe_funcs:
+            return
+        if self.resolve(ast_dotted_name(call.func) or "") in names:
+            self.probe_funcs.add(id(call.func))
+            self.probes.append(call)
 
     # names
 
@@ -361,6 +410,8 @@ class FileIndex:
         dotted = ast_dotted_name(node)
         if dotted is None:
             return None
+        if id(node) in self.probe_funcs:
+            return CudaOnly(dotted, KIND_CAPABILITY, line)
         kind = self.kind_of(dotted)
         return CudaOnly(dotted, kind, line) if kind is not None else None
 
@@ -452,6 +503,8 @@ def _gate_position(ctx: FileContext, node: cst.CSTNode) -> tuple[str, cst.CSTNod
             return None
         if isinstance(parent, cst.If) and parent.test is current:
             return ("if", parent, current, negated) if condition else None
+        if isinstance(parent, cst.Assert) and parent.test is current:
+            return ("assert", parent, current, negated) if condition else None
         if isinstance(parent, cst.IfExp):
             return ("ifexp", parent, current, negated) if parent.test is current and condition else None
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
@@ -568,6 +621,38 @@ class _GateFinder:
             return use, "the `elif` branch runs instead", _span(statement.body), True
         return use, "the `else` branch runs instead", _span(statement.body), True
 
+    def named_if_gate(self, statement: ast.If, holder: list[ast.stmt] | None, negated: bool) -> tuple | None:
+        """A CUDA test that names a CUDA-only package (``if has_apex and torch.cuda.is_available():``),
+        or whose early ``raise`` does (``if not torch.cuda.is_available(): raise
+        RuntimeError('bitsandbytes needs CUDA')``)."""
+        texts: list[ast.AST] = [statement.test]
+        if negated:
+            texts += [n for n in statement.body if isinstance(n, ast.Raise)]
+        word = named_package(texts)
+        if word is None:
+            return None
+        use = CudaOnly(word, KIND_NAMED_PACKAGE, statement.lineno)
+        if negated:
+            if statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)) and holder is not None:
+                rest = holder[holder.index(statement) + 1:] if statement in holder else []
+                return use, "it stops there, as it does without CUDA", _span(rest or [statement]), True
+            return use, "the test is true and its own branch runs instead", _span(statement.orelse or [statement]), True
+        if statement.orelse:
+            return use, "the other branch runs instead", _span(statement.body), True
+        return use, "the block is skipped", _span(statement.body), False
+
+    def assert_gate(self, statement: ast.Assert, holder: list[ast.stmt] | None) -> tuple | None:
+        """``assert has_apex and torch.cuda.is_available(), 'APEX and CUDA required'``: the code
+        after the assertion is CUDA-only, or the assertion names a CUDA-only package."""
+        rest = holder[holder.index(statement) + 1:] if holder is not None and statement in holder else []
+        use = self.use(rest)
+        if use is None:
+            word = named_package([statement.test, *([statement.msg] if statement.msg is not None else [])])
+            if word is None:
+                return None
+            use = CudaOnly(word, KIND_NAMED_PACKAGE, statement.lineno)
+        return use, "the assertion stops there with its own message, as it does without CUDA", _span(rest or [statement]), True
+
     def _is_elif(self, node: ast.If) -> bool:
         source = self.ctx.text.splitlines()[node.lineno - 1] if node.lineno else ""
         return source.lstrip().startswith("elif")
@@ -600,6 +685,25 @@ class _GateFinder:
             if found is not None:
                 return found
         return None
+
+
+def named_package(nodes: Iterable[ast.AST]) -> str | None:
+    """The first CUDA-only package named (:data:`CUDA_ONLY_WORDS`) by an identifier or a
+    string in ``nodes``: ``has_apex``, ``'bitsandbytes requires CUDA'``."""
+    for root in nodes:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name):
+                text = node.id
+            elif isinstance(node, ast.Attribute):
+                text = node.attr
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            else:
+                continue
+            match = CUDA_ONLY_WORDS.search(text.replace("_", " ") if not isinstance(node, ast.Constant) else text)
+            if match is not None:
+                return match.group(1)
+    return None
 
 
 def _negated_in(test: ast.AST, matches) -> bool:
@@ -644,7 +748,11 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
     if kind == "if":
         statement, holder = _statement_at(tree, _line(ctx, owner), (ast.If,))
         if isinstance(statement, ast.If):
-            found = finder.if_gate(statement, holder, negated)
+            found = finder.if_gate(statement, holder, negated) or finder.named_if_gate(statement, holder, negated)
+    elif kind == "assert":
+        statement, holder = _statement_at(tree, _line(ctx, owner), (ast.Assert,))
+        if isinstance(statement, ast.Assert) and not negated:
+            found = finder.assert_gate(statement, holder)
     elif kind == "ifexp":
         for expression in _expressions_at(tree, _line(ctx, owner), ast.IfExp):
             found = finder.ifexp_gate(expression, negated)

@@ -335,6 +335,8 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     candidates = [e for e in edits if e.rule in _TEST_REWRITES]
     if not candidates:
         return edits, []
+    edits, probe_findings = _capability_probes(ctx, edits)
+    candidates = [e for e in edits if e.rule in _TEST_REWRITES]
     migrated = {(line(e.anchor), e.rule) for e in edits}
     gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
     for edit in candidates:
@@ -361,7 +363,52 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
             "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
             "(a torch_npu fused op or an Ascend C kernel)",
         ))
-    return [e for e in edits if id(e) not in dropped], findings
+    return [e for e in edits if id(e) not in dropped], probe_findings + findings
+
+
+def _char_column(lines: list[str], line: int, byte_col: int) -> int:
+    """``ast`` counts columns in UTF-8 bytes, libcst in characters."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
+
+
+def _capability_probes(ctx: FileContext, edits: list[Edit]) -> tuple[list[Edit], list[FindingRecord]]:
+    """A CUDA compute-capability probe (``torch.cuda.get_device_properties(d).major``,
+    ``torch.cuda.get_device_capability()``) stays a CUDA call: the NPU counterparts
+    have no major/minor (or return None), so the rewrite would crash where the original
+    code, behind its CUDA test, took the generic path. The gate in front of it is kept
+    by :func:`_kernel_gates` (``cuda_only.KIND_CAPABILITY``)."""
+    index = cuda_only.file_index(ctx)
+    if index is None or not index.probes:
+        return edits, []
+    lines = ctx.text.splitlines()
+    spans = []
+    for call in index.probes:
+        start = (call.lineno, _char_column(lines, call.lineno, call.col_offset))
+        end_line = call.end_lineno or call.lineno
+        end = (end_line, _char_column(lines, end_line, call.end_col_offset or 0))
+        spans.append((start, end, call))
+    kept, findings, reported = [], [], set()
+    for edit in edits:
+        where = ctx.position(edit.anchor).start
+        at = (where.line, where.column)
+        span = next((s for s in spans if s[0] <= at < s[1]), None)
+        if span is None or edit.rule not in _TEST_REWRITES:
+            kept.append(edit)
+            continue
+        if id(span[2]) in reported:
+            continue
+        reported.add(id(span[2]))
+        name = cuda_only.ast_dotted_name(span[2].func) or "torch.cuda"
+        findings.append(FindingRecord(
+            KERNEL_GATE_RULE,
+            edit.anchor,
+            f"`{name}(...)` probes the CUDA compute capability; left as a CUDA call "
+            "(on NPU, get_device_capability() returns None and the device properties have no major/minor)",
+            "keep it behind a CUDA test (the test in front of it stays a CUDA test); on NPU choose the path "
+            "by the device type or a feature test such as torch.npu.is_bf16_supported()",
+        ))
+    return kept, findings
 
 
 def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
