@@ -607,7 +607,8 @@ class _GateFinder:
             if use is None:
                 return None
             return use, "the test is true and its own branch runs instead", _span(guarded), True
-        use = self.use(statement.body)
+        # the test's own later conditions are guarded too: `x.is_cuda and probe()[0] >= 9`
+        use = self.use([statement.test, *statement.body])
         if use is None:
             return None
         orelse = statement.orelse

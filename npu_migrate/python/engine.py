@@ -247,10 +247,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         aware_lines.setdefault(line(node), node)
         return False
 
-    pending = {line(e.anchor) for e in edits}
     edits = [e for e in edits if outside_aware_chain(e.anchor)]
     findings = [f for f in findings if outside_aware_chain(f.node)]
-    flags = _aware_flags(ctx, pending, {line(e.anchor) for e in edits})
+    flags = _aware_flags(ctx, {line(e.anchor) for e in edits})
     if flags:
         def outside_flag(node: cst.CSTNode) -> bool:
             number = line(node)
@@ -299,13 +298,13 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     return edits, findings
 
 
-def _aware_flags(ctx: FileContext, pending: set[int], kept: set[int]) -> dict:
-    """Assignments to flags tested in NPU-aware chains (``npu_aware.flags_feeding_aware_chains``):
-    ``pending`` lines held an edit before NPU010 dropped those of aware chains, ``kept`` still do."""
+def _aware_flags(ctx: FileContext, kept: set[int]) -> dict:
+    """Assignments to flags tested in NPU-aware chains (``npu_aware.flags_feeding_aware_chains``);
+    ``kept``: the lines that still hold an edit."""
     tree = ctx.python_ast()
     if tree is None or not kept:
         return {}
-    return npu_aware.flags_feeding_aware_chains(tree, pending, kept)
+    return npu_aware.flags_feeding_aware_chains(tree, kept)
 
 
 def _with_requirements(edits: list[Edit]) -> list[Edit]:

@@ -262,26 +262,12 @@ def _groups(scope: ast.AST) -> Iterator[list[tuple[ast.AST | None, list[ast.AST]
                     yield [(test, list(body)) for chain in run for test, body in _chain_parts(chain)]
                     run = []
         if isinstance(node, ast.IfExp):
-            yield [(node.test, [node.body]), (None, [node.orelse])]
-
-
-def _aware_group(group, edited_lines: Collection[int]) -> bool:
-    for index, (test, _) in enumerate(group):
-        if test is None:
-            continue
-        named, human = _ast_npu_mentions(test)
-        if not named:
-            continue
-        if human:
-            return True
-        for other_index, (other_test, body) in enumerate(group):
-            if other_index == index:
-                continue
-            for node in ([other_test] if other_test is not None else []) + body:
-                first, last = _lines(node)
-                if any(first <= line <= last for line in edited_lines):
-                    return True
-    return False
+            group: list[tuple[ast.AST | None, list[ast.AST]]] = []
+            branch: ast.AST = node
+            while isinstance(branch, ast.IfExp):  # `a if x else b if y else c`
+                group.append((branch.test, [branch.body]))
+                branch = branch.orelse
+            yield [*group, (None, [branch])]
 
 
 def _function_at(tree: ast.Module, line: int) -> ast.AST:
@@ -293,11 +279,10 @@ def _function_at(tree: ast.Module, line: int) -> ast.AST:
     return best
 
 
-def flags_feeding_aware_chains(tree: ast.Module, edited_lines: Collection[int],
-                               kept: Collection[int]) -> dict[tuple[int, int], tuple[str, int]]:
+def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[tuple[int, int], tuple[str, int]]:
     """Line ranges of assignments to a flag (a name, or an attribute such as
     ``self.is_cuda``) that hold a pending edit (a line of ``kept``) and whose flag is
-    tested in an NPU-aware chain (judged with every pending edit, ``edited_lines``):
+    tested in a chain (or next to ``if`` statements) that tests the NPU:
     range -> (the flag, the line of the chain's test)."""
     if not kept:
         return {}
@@ -314,18 +299,20 @@ def flags_feeding_aware_chains(tree: ast.Module, edited_lines: Collection[int],
             if flag is None:
                 continue
             scope = tree if "." in flag else _function_at(tree, node.lineno)
-            found = _tested_in_aware_group(scope, flag, edited_lines, span)
+            found = _tested_in_aware_group(scope, flag)
             if found is not None:
                 out[span] = (flag, found)
                 break
     return out
 
 
-def _tested_in_aware_group(scope: ast.AST, flag: str, edited_lines: Collection[int], span: tuple[int, int]) -> int | None:
-    outside = [line for line in edited_lines if not span[0] <= line <= span[1]]
+def _tested_in_aware_group(scope: ast.AST, flag: str) -> int | None:
+    # Any NPU test counts here, also one written the way a rewrite writes it
+    # (``elif self.is_npu:``): the flag itself still holds a pending edit, so this is
+    # not the tool's own output (a second run has nothing left to rewrite in it).
     for group in _groups(scope):
         tests = [test for test, _ in group if test is not None]
         uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
-        if uses and _aware_group(group, outside):
+        if uses and any(_ast_npu_mentions(test)[0] for test in tests):
             return uses[0].lineno
     return None

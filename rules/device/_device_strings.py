@@ -144,6 +144,7 @@ class DeviceAnalysis:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._cache: dict[cst.CSTNode, Verdict] = {}
+        self._privateuse1: dict[cst.CSTNode, bool] = {}
 
     # -- entry point -----------------------------------------------------------------
 
@@ -215,7 +216,7 @@ class DeviceAnalysis:
                 continue
             if isinstance(parent, cst.Element):  # in a tuple/list/set display
                 container = ctx.parent(parent)
-                if "npu" in _strings_in(container):
+                if "npu" in _strings_in(container) or self._adds_privateuse1(container):
                     return finish(Verdict.AWARE)
                 node = container
                 continue
@@ -274,6 +275,19 @@ class DeviceAnalysis:
 
         test.visit(_Find())
         return found
+
+    def _adds_privateuse1(self, container: cst.CSTNode) -> bool:
+        """A list of device types in a function (or module) that adds the PrivateUse1
+        backend itself (``kinds.append(torch._C._get_privateuse1_backend_name())``): the
+        NPU is in it once torch_npu is imported, and ``'cuda'`` must stay for GPUs."""
+        owner = next((a for a in self.ctx.ancestors(container) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
+        if owner is None:
+            return False
+        held = self._privateuse1.get(owner)
+        if held is None:
+            held = "privateuse1" in self.ctx.module.code_for_node(owner).lower()
+            self._privateuse1[owner] = held
+        return held
 
     def _mentions_npu(self, node: cst.CSTNode) -> bool:
         return "npu" in self.ctx.module.code_for_node(node).lower()
