@@ -28,6 +28,8 @@ class NcclBackend(Rule):
     name = "nccl-backend"
     summary = "Use the `hccl` backend wherever code passes, defaults or compares the `nccl` process-group backend"
     triggers = ("nccl", "NCCL")
+    #: a backend held in an attribute may be assigned in one function and passed in another
+    local_triggers = ("nccl", "NCCL", "init_process_group", "new_group", "new_subgroups", "init_distributed")
     rationale = """
 NCCL does not exist on Ascend; torch_npu registers the `hccl` backend for the
 `npu` device (`torch_npu/_init/registry/distributed.py` calls
@@ -38,7 +40,9 @@ backend where it can be identified for sure:
   `new_subgroups_by_enumeration` (keyword or positional, through any import
   alias) and DeepSpeed's `init_distributed(dist_backend=...)`;
 - through a local variable or parameter default (`backend = "nccl"` then
-  `init_process_group(backend=backend)`), a conditional
+  `init_process_group(backend=backend)`), an attribute assigned in the same file
+  (`args.dist_backend = 'nccl'` then `init_process_group(backend=args.dist_backend)`,
+  the `init_distributed_mode` of torchvision's reference scripts), a conditional
   (`"nccl" if torch.cuda.is_available() else "gloo"`), `x or "nccl"` and
   `os.environ.get("BACKEND", "nccl")`;
 - the composite form: `"cpu:gloo,cuda:nccl"` becomes `"cpu:gloo,npu:hccl"`;
@@ -73,6 +77,10 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
             'import torch.distributed as dist\nif dist.get_backend() == "nccl":\n    pass\n',
             'import torch.distributed as dist\nimport torch_npu  # noqa: F401\nif dist.get_backend() == "hccl":\n    pass\n',
         ),
+        Example(
+            "import torch.distributed as dist\nargs.dist_backend = 'nccl'\ndist.init_process_group(backend=args.dist_backend)\n",
+            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\nargs.dist_backend = 'hccl'\ndist.init_process_group(backend=args.dist_backend)\n",
+        ),
         Example("import torch.distributed as dist\ndist.init_process_group('gloo')\n"),
     )
 
@@ -81,6 +89,8 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
         self.sources: list[cst.BaseExpression] = []
         self.literals: list[cst.SimpleString] = []
         self.fixed: set[cst.CSTNode] = set()
+        #: ``args.dist_backend = 'nccl'``: attribute (as written) -> values assigned to it
+        self.attribute_values: dict[str, list[cst.BaseExpression]] = {}
 
     # -- collection during the pass ---------------------------------------------------
 
@@ -108,6 +118,17 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
         if choices is not None and isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)):
             for element in choices.value.elements:
                 self.sources.append(element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Attribute):
+                text = self.ctx.module.code_for_node(target.target)
+                self.attribute_values.setdefault(text, []).append(node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Attribute) and node.value is not None:
+            text = self.ctx.module.code_for_node(node.target)
+            self.attribute_values.setdefault(text, []).append(node.value)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if string_value(node.key) in BACKEND_KEYWORDS:
@@ -158,6 +179,10 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
                 self._resolve(default.value, depth + 1)
         elif isinstance(node, cst.Name) and self.qualified_name(node) is None:
             for value in self._assigned_values(node):
+                self._resolve(value, depth + 1)
+        elif isinstance(node, cst.Attribute) and self.qualified_name(node) is None:
+            # `args.dist_backend = 'nccl'` ... `init_process_group(backend=args.dist_backend)`
+            for value in self.attribute_values.get(self.ctx.module.code_for_node(node), ()):
                 self._resolve(value, depth + 1)
 
     def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
