@@ -29,13 +29,18 @@ training script receives: `torch.distributed.launch` passes `--local_rank=N`
 (or `--local-rank=N`) on the script's command line unless `--use_env` is
 given, while torchrun only sets `LOCAL_RANK` in the environment. The
 suggestion is the same command line with `torchrun` (launcher options kept,
-`--use_env` dropped); the script must then read
+`--use_env` dropped), as the other rules leave it (`--dist-backend hccl`, not
+the `nccl` it had before NPU803 rewrote it); the script must then read
 `int(os.environ["LOCAL_RANK"])`.
 """
     examples = (
         Example("python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py --epochs 3  # reported\n"),
         Example("torchrun --nproc_per_node=8 train.py\n"),
     )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.launches: list[tuple[Node, list]] = []
 
     def visit_command(self, node: Node) -> None:
         launch = syntax.launch_args(node)
@@ -45,15 +50,40 @@ suggestion is the same command line with `torchrun` (launcher options kept,
         for index, word in enumerate(words):
             text = word.text
             if text in ("-m" + _MODULE,) or (text == "-m" and index + 1 < len(words) and words[index + 1].text == _MODULE):
-                rest = words[index + (1 if text != "-m" else 2) :]
-                kept = " ".join(w.text for w in rest if w.text not in _DROPPED)
-                self.report(
-                    node,
-                    "`python -m torch.distributed.launch` is deprecated; use torchrun (supported by torch_npu)",
-                    f"torchrun {kept}".rstrip()
-                    + "  (torchrun sets LOCAL_RANK in the environment instead of passing --local_rank:"
-                    " read int(os.environ['LOCAL_RANK']) in the script)",
-                )
+                self.launches.append((node, words[index + (1 if text != "-m" else 2) :]))
                 return
             if not text.startswith("-"):
                 return  # the script: python's own options are over
+
+    def leave_file(self) -> None:
+        # The suggestion is built once every rule has recorded its edits, from the words
+        # as the migration leaves them (`--dist-backend hccl --device npu`), so copying it
+        # does not undo NPU803/NPU804.
+        for node, rest in self.launches:
+            kept = " ".join(self._migrated(w) for w in rest if w.text not in _DROPPED)
+            self.report(
+                node,
+                "`python -m torch.distributed.launch` is deprecated; use torchrun (supported by torch_npu)",
+                f"torchrun {kept}".rstrip()
+                + "  (torchrun sets LOCAL_RANK in the environment instead of passing --local_rank:"
+                " read int(os.environ['LOCAL_RANK']) in the script)",
+            )
+
+    def _migrated(self, word) -> str:
+        """The word's text (a ``syntax.Arg``) with the other rules' edits inside its
+        literal pieces applied."""
+        edits = [e for e in self.file.recorder.edits if e.rule != self.id]
+        out = bytearray()
+        for piece in word.pieces:
+            if piece.start is None:
+                out += piece.text
+                continue
+            start, end = piece.start, piece.start + len(piece.text)
+            cursor = start
+            for edit in sorted((e for e in edits if start <= e.start and e.end <= end), key=lambda e: (e.start, e.end)):
+                if edit.start < cursor:
+                    continue  # overlapping edits: the engine applies only the first
+                out += piece.text[cursor - start:edit.start - start] + edit.new
+                cursor = edit.end
+            out += piece.text[cursor - start:]
+        return out.decode("utf-8", errors="replace")
