@@ -574,7 +574,8 @@ def _paths_to(ctx: FileContext, edits: list[Edit]) -> set[cst.CSTNode] | None:
 
 def _to_fix(ctx: FileContext, edit: Edit) -> Fix:
     where = ctx.position(edit.anchor)
-    return Fix(where.start.line, where.start.column, edit.rule, edit.message, where.end.line, where.end.column)
+    return Fix(where.start.line, where.start.column, edit.rule, edit.message, where.end.line, where.end.column,
+               reason=edit.reason)
 
 
 def _to_findings(ctx: FileContext, findings: list[FindingRecord]) -> list[Finding]:

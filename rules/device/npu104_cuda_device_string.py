@@ -75,4 +75,5 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
         for literal in self.candidates:
             if device_strings.classify(literal) is Verdict.REWRITE:
                 text = self.ctx.module.code_for_node(literal)
-                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}")
+                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}",
+                             reason=device_strings.reason(literal))

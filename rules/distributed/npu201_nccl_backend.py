@@ -86,7 +86,7 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.sources: list[cst.BaseExpression] = []
+        self.sources: list[tuple[cst.BaseExpression, str]] = []
         self.literals: list[cst.SimpleString] = []
         self.fixed: set[cst.CSTNode] = set()
         #: ``args.dist_backend = 'nccl'``: attribute (as written) -> values assigned to it
@@ -100,24 +100,25 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
             keyword, position = BACKEND_PARAMS[qualified]
             arg = call_arg(node, keyword, position)
             if arg is not None:
-                self.sources.append(arg.value)
+                self._source(arg.value, f"passed as the backend of `{qualified}`")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
             self._argparse(node)
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in BACKEND_KEYWORDS:
-                self.sources.append(arg.value)
+                self._source(arg.value, f"passed as `{arg.keyword.value}=`, a keyword that names a process-group backend")
 
     def _argparse(self, node: cst.Call) -> None:
         flags = [string_value(a.value) for a in node.args if a.keyword is None and not a.star]
         if not any(f is not None and f.lstrip("-") in ARGPARSE_BACKEND_OPTIONS for f in flags):
             return
+        option = next(f for f in flags if f is not None and f.lstrip("-") in ARGPARSE_BACKEND_OPTIONS)
         default = call_arg(node, "default")
         if default is not None:
-            self.sources.append(default.value)
+            self._source(default.value, f"the default of the argparse option `{option}`")
         choices = call_arg(node, "choices")
         if choices is not None and isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)):
             for element in choices.value.elements:
-                self.sources.append(element.value)
+                self._source(element.value, f"a choice of the argparse option `{option}`")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -132,21 +133,24 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if string_value(node.key) in BACKEND_KEYWORDS:
-            self.sources.append(node.value)
+            self._source(node.value, f"the value of a {string_value(node.key)!r} dict entry")
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         operands = [node.left, *(c.comparator for c in node.comparisons)]
         if not any(isinstance(o, cst.Call) and self.qualified_name(o.func) in GET_BACKEND for o in operands):
             return
+        why = "compared with `dist.get_backend()`"
         for operand in operands:
             if isinstance(operand, (cst.Tuple, cst.List, cst.Set)):
-                self.sources.extend(e.value for e in operand.elements)
+                for element in operand.elements:
+                    self._source(element.value, why)
             elif isinstance(operand, (cst.SimpleString, cst.Name)):
-                self.sources.append(operand)
+                self._source(operand, why)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.qualified_name(node) in BACKEND_NCCL:
-            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`")
+            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`",
+                         reason="`torch.distributed.Backend.NCCL` names the NCCL backend")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
@@ -156,34 +160,38 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
     # -- decisions once the whole file has been seen ----------------------------------
 
     def leave_file(self) -> None:
-        for source in self.sources:
-            self._resolve(source, 0)
+        for source, why in self.sources:
+            self._resolve(source, 0, why)
         for literal in self.literals:
             if literal not in self.fixed:
                 self.report(literal, f"{literal.value} names the NCCL backend, which Ascend does not have", SUGGESTION)
 
-    def _resolve(self, node: cst.CSTNode, depth: int) -> None:
+    def _source(self, node: cst.CSTNode, why: str) -> None:
+        self.sources.append((node, why))
+
+    def _resolve(self, node: cst.CSTNode, depth: int, why: str) -> None:
         if depth > _MAX_DEPTH:
             return
         if isinstance(node, cst.SimpleString):
-            self._fix(node)
+            self._fix(node, why)
         elif isinstance(node, cst.IfExp):
-            self._resolve(node.body, depth + 1)
-            self._resolve(node.orelse, depth + 1)
+            self._resolve(node.body, depth + 1, why)
+            self._resolve(node.orelse, depth + 1, why)
         elif isinstance(node, cst.BooleanOperation):
-            self._resolve(node.left, depth + 1)
-            self._resolve(node.right, depth + 1)
+            self._resolve(node.left, depth + 1, why)
+            self._resolve(node.right, depth + 1, why)
         elif isinstance(node, cst.Call) and self.qualified_name(node.func) in ENV_DEFAULT:
             default = call_arg(node, "default", 1)
             if default is not None:
-                self._resolve(default.value, depth + 1)
+                self._resolve(default.value, depth + 1, f"the default of an environment lookup {why}")
         elif isinstance(node, cst.Name) and self.qualified_name(node) is None:
             for value in self._assigned_values(node):
-                self._resolve(value, depth + 1)
+                self._resolve(value, depth + 1, f"assigned to `{node.value}`, which is {why}")
         elif isinstance(node, cst.Attribute) and self.qualified_name(node) is None:
             # `args.dist_backend = 'nccl'` ... `init_process_group(backend=args.dist_backend)`
-            for value in self.attribute_values.get(self.ctx.module.code_for_node(node), ()):
-                self._resolve(value, depth + 1)
+            text = self.ctx.module.code_for_node(node)
+            for value in self.attribute_values.get(text, ()):
+                self._resolve(value, depth + 1, f"assigned to `{text}`, which is {why}")
 
     def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
         """Values a local variable or parameter can hold, when every binding of it
@@ -212,10 +220,10 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
             return []  # bound some other way (loop, tuple unpacking, walrus...): cannot tell
         return values
 
-    def _fix(self, node: cst.SimpleString) -> None:
+    def _fix(self, node: cst.SimpleString, why: str) -> None:
         value = string_value(node)
         new = hccl_backend(value) if value is not None else None
         if new is None or node in self.fixed:
             return
         self.fixed.add(node)
-        self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}")
+        self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}", reason=why)
