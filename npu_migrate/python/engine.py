@@ -285,6 +285,12 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     )
                 )
         for number, (node, (flag, chain_line)) in sorted(aware_flag_lines.items()):
+            statement = ctx.enclosing_statement(node)
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+            if isinstance(small, cst.Assign):
+                node = small.targets[0].target  # the flag, where the reader looks
+            elif isinstance(small, cst.AnnAssign):
+                node = small.target
             if not is_suppressed(table, number, NPU_AWARE_RULE):
                 findings.append(
                     FindingRecord(

@@ -9,7 +9,7 @@ import json
 
 from npu_migrate import __version__
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.reporting.report import Report
+from npu_migrate.reporting.report import Report, reason_for
 
 SCHEMA_VERSION = 1
 
@@ -27,7 +27,7 @@ def _file(result: FileResult) -> dict:
         "changed": result.changed,
         "written": result.written,
         "error": result.error,
-        "fixes": [{"rule": f.rule, "message": f.message, "applied": result.written, **_span(f)}
+        "fixes": [{"rule": f.rule, "message": f.message, "reason": reason_for(f), "applied": result.written, **_span(f)}
                   for f in result.fixes],
         "findings": [{"rule": f.rule, "message": f.message, "suggestion": f.suggestion, **_span(f)}
                      for f in result.findings],

@@ -61,11 +61,15 @@ def as_dict(report: Report) -> dict:
             notifications.append({"level": "error", "message": {"text": a.message}, "locations": [_location(a)]})
             continue
         text = a.message if not a.suggestion else f"{a.message}\nSuggestion: {a.suggestion}"
+        if a.reason:
+            text = f"{text}\nWhy: {a.reason}"
         result = {"ruleId": a.rule, "ruleIndex": index[a.rule], "level": a.level, "kind": "fail",
                   "message": {"text": text}, "locations": [_location(a)],
                   "properties": {"kind": a.kind}}
         if a.suggestion:
             result["properties"]["suggestion"] = a.suggestion
+        if a.reason:
+            result["properties"]["reason"] = a.reason
         results.append(result)
     return {
         "$schema": SCHEMA_URI,
