@@ -226,4 +226,8 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
         if new is None or node in self.fixed:
             return
         self.fixed.add(node)
-        self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}", reason=why)
+        # A file that imports no torch (a Python config of plain dicts, mmcv's `dist_params =
+        # dict(backend='nccl')`) only holds the name; the code that starts the process group
+        # imports torch_npu (NPU100 adds it there). An import here would be a config key too.
+        self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}", reason=why,
+                     needs_torch_npu=self.ctx.imports.imports_module("torch"))
