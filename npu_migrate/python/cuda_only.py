@@ -244,10 +244,42 @@ class FileIndex:
         self.local: dict[str, str] = {}  # local name -> kind of CUDA-only code
         self._imports(tree)
         #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
+        #: attributes set only behind kept gates (``add_gated_state``): dotted name -> kind
+        self.gated: dict[str, str] = {}
         self.probe_funcs: set[int] = set()
         self.probes: list[ast.Call] = []
         self._capability_probes(tree)
         self._definitions(tree)
+
+    # state set only behind a kept gate
+
+    def add_gated_state(self, gates: Collection[Gate], test_of) -> bool:
+        """Record the attributes (``self.gpu_config``) that code guarded by ``gates``
+        assigns and no code outside a guarded span assigns to anything but None: on
+        NPU they keep their unguarded default, so code that uses them is CUDA-only.
+        Returns whether anything new was recorded."""
+        spans = [(a, b, gate) for gate in gates for a, b in gate.guarded]
+        inside: dict[str, str] = {}
+        outside: set[str] = set()
+        for node in ast.walk(self.tree):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                dotted = ast_dotted_name(target) if isinstance(target, ast.Attribute) else None
+                if dotted is None:
+                    continue
+                span = next((g for a, b, g in spans if a <= node.lineno <= b), None)
+                if span is not None:
+                    inside.setdefault(dotted, test_of(span))
+                elif not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                    outside.add(dotted)
+        added = False
+        for dotted, test in inside.items():
+            if dotted not in outside and dotted not in self.gated:
+                self.gated[dotted] = f"set only behind the CUDA test `{test}`, which stays a CUDA test"
+                added = True
+        return added
 
     # compute-capability probes
 
@@ -412,6 +444,12 @@ class FileIndex:
             return None
         if id(node) in self.probe_funcs:
             return CudaOnly(dotted, KIND_CAPABILITY, line)
+        if self.gated:
+            parts = dotted.split(".")
+            for n in range(len(parts), 1, -1):
+                kind = self.gated.get(".".join(parts[:n]))
+                if kind is not None:
+                    return CudaOnly(".".join(parts[:n]), kind, line)
         kind = self.kind_of(dotted)
         return CudaOnly(dotted, kind, line) if kind is not None else None
 
@@ -760,7 +798,10 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
             if found is not None:
                 break
     elif kind == "flag":
-        found = _flag_gate(ctx, finder, owner)
+        element = _tuple_element(ctx, owner, node)
+        if element is not None:
+            test = element
+        found = _flag_gate(ctx, finder, owner, element)
     elif kind == "predicate":
         found = _predicate_gate(ctx, finder, owner)
     if found is None:
@@ -769,8 +810,49 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
     return Gate(test, use, fallback, guarded, has_fallback)
 
 
-def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode) -> tuple | None:
+def _tuple_element(ctx: FileContext, assign: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The element of an assigned tuple display that holds ``node`` (None: not a tuple)."""
+    value = getattr(assign, "value", None)
+    if not isinstance(value, cst.Tuple):
+        return None
+    current = node
+    while current is not None:
+        parent = ctx.parent(current)
+        if isinstance(parent, cst.Element) and ctx.parent(parent) is value:
+            return current
+        current = parent
+    return None
+
+
+def _unpacked_target(ctx: FileContext, assign: cst.CSTNode, test: cst.CSTNode) -> cst.CSTNode | None:
+    """``a, flag, d = *shape, x.is_cuda, x.device``: the target that receives ``test``,
+    an element of the value tuple (counted from the end after a starred element)."""
+    value = assign.value if isinstance(assign, (cst.Assign, cst.AnnAssign)) else None
+    if not isinstance(value, cst.Tuple) or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    elements = list(value.elements)
+    index = next((i for i, e in enumerate(elements) if e.value is test), None)
+    names = list(target.elements)
+    if index is None or any(isinstance(e, cst.StarredElement) for e in names):
+        return None
+    starred = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+    if any(i > index for i in starred):
+        return None
+    if starred:
+        position = len(names) - (len(elements) - index)
+    else:
+        position = index if len(names) == len(elements) else -1
+    return names[position].value if 0 <= position < len(names) else None
+
+
+def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode, test: cst.CSTNode | None = None) -> tuple | None:
     targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+    unpacked = _unpacked_target(ctx, assign, test) if test is not None else None
+    if unpacked is not None:
+        targets = [unpacked]
     line = _line(ctx, assign)
     for target in targets:
         text = ctx.module.code_for_node(target)

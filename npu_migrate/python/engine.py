@@ -284,7 +284,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                         "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
                     )
                 )
-        for number, (node, (flag, chain_line)) in sorted(aware_flag_lines.items()):
+        for number, (node, (flag, chain_test)) in sorted(aware_flag_lines.items()):
             statement = ctx.enclosing_statement(node)
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
             if isinstance(small, cst.Assign):
@@ -296,7 +296,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     FindingRecord(
                         NPU_AWARE_RULE,
                         node,
-                        f"`{flag}` is tested in an if/elif chain that already handles NPU (line {chain_line}); "
+                        f"`{flag}` is tested in an if/elif chain that already tests the NPU (`{chain_test}`); "
                         "its CUDA test is left unchanged, so on NPU that chain takes its NPU branch",
                         "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
                     )
@@ -343,31 +343,42 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     edits, probe_findings = _capability_probes(ctx, edits)
     candidates = [e for e in edits if e.rule in _TEST_REWRITES]
     migrated = {(line(e.anchor), e.rule) for e in edits}
-    gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
-    for edit in candidates:
-        gate = cuda_only.kernel_gate(ctx, edit.anchor, migrated)
-        if gate is not None:
-            gates.setdefault(gate.test, (gate, []))[1].append(edit)
     dropped: set[int] = set()
     findings = []
-    for gate, group in gates.values():
-        members = {id(e) for e in group}
-        if not gate.has_fallback and any(
-            _moves_to_device(e) and any(a <= line(e.anchor) <= b for a, b in gate.guarded)
-            for e in edits if id(e) not in members
-        ):
-            continue  # skipping the branch on NPU would lose its device work: rewrite the test
-        dropped |= members
-        test = ctx.module.code_for_node(gate.test)
-        shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
-        findings.append(FindingRecord(
-            KERNEL_GATE_RULE,
-            group[0].anchor,
-            f"`{shown}` guards `{gate.kernel.name}` ({gate.kernel.kind}); left as a CUDA test, "
-            f"so on NPU {gate.fallback}",
-            "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
-            "(a torch_npu fused op or an Ascend C kernel)",
-        ))
+    index = cuda_only.file_index(ctx)
+    # Round two: state that only a kept gate's code sets (`self.gpu_config = ...` after
+    # `if not torch.cuda.is_available(): return`) is CUDA-only too, so a test that picks
+    # it (`self.gpu_config if q.is_cuda else self.cpu_config`) stays a CUDA test.
+    for _ in range(2):
+        gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
+        for edit in candidates:
+            if id(edit) in dropped:
+                continue
+            gate = cuda_only.kernel_gate(ctx, edit.anchor, migrated)
+            if gate is not None:
+                gates.setdefault(gate.test, (gate, []))[1].append(edit)
+        kept = []
+        for gate, group in gates.values():
+            members = {id(e) for e in group}
+            if not gate.has_fallback and any(
+                _moves_to_device(e) and any(a <= line(e.anchor) <= b for a, b in gate.guarded)
+                for e in edits if id(e) not in members
+            ):
+                continue  # skipping the branch on NPU would lose its device work: rewrite the test
+            dropped |= members
+            kept.append(gate)
+            test = ctx.module.code_for_node(gate.test)
+            shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
+            findings.append(FindingRecord(
+                KERNEL_GATE_RULE,
+                group[0].anchor,
+                f"`{shown}` guards `{gate.kernel.name}` ({gate.kernel.kind}); left as a CUDA test, "
+                f"so on NPU {gate.fallback}",
+                "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
+                "(a torch_npu fused op or an Ascend C kernel)",
+            ))
+        if not kept or index is None or not index.add_gated_state(kept, lambda g: ' '.join(ctx.module.code_for_node(g.test).split())):
+            break
     return [e for e in edits if id(e) not in dropped], probe_findings + findings
 
 

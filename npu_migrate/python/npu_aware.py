@@ -279,14 +279,14 @@ def _function_at(tree: ast.Module, line: int) -> ast.AST:
     return best
 
 
-def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[tuple[int, int], tuple[str, int]]:
+def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[tuple[int, int], tuple[str, str]]:
     """Line ranges of assignments to a flag (a name, or an attribute such as
     ``self.is_cuda``) that hold a pending edit (a line of ``kept``) and whose flag is
     tested in a chain (or next to ``if`` statements) that tests the NPU:
-    range -> (the flag, the line of the chain's test)."""
+    range -> (the flag, the chain's test of the NPU, as code)."""
     if not kept:
         return {}
-    out: dict[tuple[int, int], tuple[str, int]] = {}
+    out: dict[tuple[int, int], tuple[str, str]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
             continue
@@ -306,7 +306,7 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
     return out
 
 
-def _tested_in_aware_group(scope: ast.AST, flag: str) -> int | None:
+def _tested_in_aware_group(scope: ast.AST, flag: str) -> str | None:
     # Any NPU test counts here, also one written the way a rewrite writes it
     # (``elif self.is_npu:``): the flag itself still holds a pending edit, so this is
     # not the tool's own output (a second run has nothing left to rewrite in it).
@@ -314,5 +314,7 @@ def _tested_in_aware_group(scope: ast.AST, flag: str) -> int | None:
         tests = [test for test, _ in group if test is not None]
         uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
         if uses and any(_ast_npu_mentions(test)[0] for test in tests):
-            return uses[0].lineno
+            test = next(t for t in tests if _ast_npu_mentions(t)[0])
+            text = " ".join(ast.unparse(test).split())
+            return text if len(text) <= 60 else text[:57] + "..."
     return None

@@ -268,7 +268,6 @@ class DeviceAnalysis:
                 return Verdict.PROSE  # f"running on {'cuda'}"
             return finish(self._fallback(proven))
 
-    @staticmethod
     def _fallback(self, proven: bool) -> Verdict:
         if proven:
             return self._rewrite("chosen by a test of `torch.cuda` (`... if torch.cuda.is_available() else ...`)")

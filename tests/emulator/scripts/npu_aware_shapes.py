@@ -37,17 +37,25 @@ class Prefetcher:
 class KernelChoice:
     def __init__(self, fused=True):
         self.mode = "generic"
+        self.gpu_backends = None
         if not fused or not torch.cuda.is_available():
             return
         props = torch.cuda.get_device_properties(torch.device("cuda"))
         self.mode = "sm80" if (props.major, props.minor) >= (8, 0) else "older"
+        self.gpu_backends = {"flash": props.major >= 8}
+
+    def backends(self, x):
+        size, on_gpu = x.shape[-1], x.is_cuda
+        chosen = self.gpu_backends if on_gpu else {"math": True}
+        return sorted(chosen.items())
 
 
 def main():
     device = torch.device("npu")
     batches = [torch.full((2,), float(i)) for i in range(3)]
     seen = [str(b.device) for b in Prefetcher(batches, device)]
-    print(json.dumps({"devices": seen, "mode": KernelChoice().mode}))
+    choice = KernelChoice()
+    print(json.dumps({"devices": seen, "mode": choice.mode, "backends": choice.backends(batches[0].to(device))}))
 
 
 if __name__ == "__main__":
