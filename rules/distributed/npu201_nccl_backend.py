@@ -61,6 +61,8 @@ backend where it can be identified for sure:
 Every other string that is exactly a backend spec naming nccl (`"nccl"`,
 `"NCCL"`, `"cuda:nccl"`), for example a comparison with a config value, is
 reported rather than rewritten: the tool cannot tell what it is compared with.
+A table that already names the NPU's backend (`{"cuda": "nccl", "npu": "hccl"}`,
+timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 `torch_npu.contrib.transfer_to_npu` only patches the `init_process_group` and
 `new_group` arguments at run time and leaves such comparisons alone.
 """
@@ -163,8 +165,23 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
         for source, why in self.sources:
             self._resolve(source, 0, why)
         for literal in self.literals:
-            if literal not in self.fixed:
+            if literal not in self.fixed and not self._beside_hccl(literal):
                 self.report(literal, f"{literal.value} names the NCCL backend, which Ascend does not have", SUGGESTION)
+
+    def _beside_hccl(self, literal: cst.SimpleString) -> bool:
+        """A table that already names the NPU's backend (``{"cuda": "nccl", "npu": "hccl"}``,
+        ``("nccl", "hccl")``): NPU-aware code, nothing to report."""
+        parent = self.ctx.parent(literal)
+        if not isinstance(parent, (cst.DictElement, cst.Element)):
+            return False
+        container = self.ctx.parent(parent)
+        values = []
+        for element in getattr(container, "elements", ()):
+            for part in (getattr(element, "key", None), getattr(element, "value", None)):
+                value = string_value(part) if part is not None else None
+                if value is not None:
+                    values.append(value.lower())
+        return "hccl" in values or "npu" in values
 
     def _source(self, node: cst.CSTNode, why: str) -> None:
         self.sources.append((node, why))
