@@ -90,13 +90,13 @@ KIND_PROJECT = "Triton/CuPy code of this project"
 KIND_JIT_BUILD = "a JIT-built CUDA extension"
 KIND_CAPABILITY = ("a CUDA compute-capability probe (on NPU, get_device_capability() returns None and "
                    "the device properties have no major/minor)")
-KIND_NAMED_PACKAGE = "a CUDA-only package named in the test or its message"
+KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the value it picks"
 
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
-    r"flash[_-]attn|nvidia[_ ]dali|dali|nvml|pynvml)(?![a-z0-9])",
+    r"flash[_-]attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_-]gpu|cupy[_-]cuda\w*)(?![a-z0-9])",
     re.IGNORECASE,
 )
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
@@ -699,6 +699,10 @@ class _GateFinder:
     def ifexp_gate(self, node: ast.IfExp, negated: bool) -> tuple | None:
         guarded, other = (node.orelse, node.body) if negated else (node.body, node.orelse)
         use = self.use([guarded])
+        if use is None and isinstance(guarded, (ast.Constant, ast.JoinedStr)):
+            # `"onnxruntime-gpu" if cuda else "onnxruntime"`: a CUDA-only package's name
+            word = named_package([guarded])
+            use = CudaOnly(word, KIND_NAMED_PACKAGE, node.lineno) if word is not None else None
         if use is None:
             return None
         return use, f"the other value of the conditional expression, `{ast.unparse(other)}`, is used", _span([node]), True
