@@ -103,7 +103,7 @@ _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
 _PROPERTIES_CALL = "torch.cuda.get_device_properties"
 
 #: Kinds whose use does not make the enclosing function or class CUDA-only.
-_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_CAPABILITY, KIND_NAMED_PACKAGE})
+_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE})
 
 #: Kind -> rules whose surviving edit on the same line means the use is being
 #: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
@@ -806,6 +806,8 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
         if element is not None:
             test = element
         found = _flag_gate(ctx, finder, owner, element)
+        if found is None:
+            found = _named_flag(ctx, owner, element)
     elif kind == "predicate":
         found = _predicate_gate(ctx, finder, owner)
     if found is None:
@@ -850,6 +852,24 @@ def _unpacked_target(ctx: FileContext, assign: cst.CSTNode, test: cst.CSTNode) -
     else:
         position = index if len(names) == len(elements) else -1
     return names[position].value if 0 <= position < len(names) else None
+
+
+def _named_flag(ctx: FileContext, assign: cst.CSTNode, element: cst.CSTNode | None) -> tuple | None:
+    """``use_apex = has_apex and torch.cuda.is_available()``: a flag named after a
+    CUDA-only package (``use_apex``, ``HAS_BNB``, ``xformers_ok``) switches that package on."""
+    targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+    if element is not None:
+        unpacked = _unpacked_target(ctx, assign, element)
+        targets = [unpacked] if unpacked is not None else []
+    for target in targets:
+        if not isinstance(target, (cst.Name, cst.Attribute)):
+            continue
+        name = target.value if isinstance(target, cst.Name) else target.attr.value
+        word = CUDA_ONLY_WORDS.search(name.replace("_", " "))
+        if word is not None:
+            use = CudaOnly(word.group(1), KIND_NAMED_PACKAGE, _line(ctx, assign))
+            return use, f"`{name}` is false and that package stays off", ((_line(ctx, assign), _line(ctx, assign)),), True
+    return None
 
 
 def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode, test: cst.CSTNode | None = None) -> tuple | None:

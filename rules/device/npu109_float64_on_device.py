@@ -9,6 +9,8 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_value
 from npu_migrate.python.rule import Example, Rule
 
+from ._device_strings import is_device_word
+
 #: a device string of the accelerator, before or after migration: a second run over
 #: migrated code (``device='npu'``) reports the same lines
 _ACCELERATOR = re.compile(r"(?:cuda|npu)(?::\d+)?")
@@ -38,7 +40,9 @@ the `npu` device. NPU104 still moves the device string (`device='cuda'` becomes
 `device='npu'`), so the tensor's dtype is reported here, with the line:
 
 - a factory or `torch.tensor(...)` call with `dtype=torch.float64`/`torch.double`
-  and a `device=` that is a `'cuda'`/`'npu'` string or `torch.device(...)` of one;
+  and a `device=` that is a `'cuda'`/`'npu'` string, `torch.device(...)` of one,
+  or a name that holds the training device (`device`, `args.device`,
+  `x.device`; a `'cpu'` string is not);
 - `.to('cuda', dtype=torch.float64)`, `.to(device='cuda', dtype=torch.double)`,
   `.to(torch.device('cuda'), torch.float64)`;
 - `.double()` right before or after `.cuda()` (`x.double().cuda()`,
@@ -94,9 +98,16 @@ so nothing is rewritten.
         return string_value(node) in _FLOAT64_STRINGS
 
     def _accelerator(self, node: cst.CSTNode) -> bool:
+        """A ``'cuda'``/``'npu'`` string, ``torch.device`` of one, or a name that holds the
+        training device (``device``, ``args.device``, ``self.device``, ``x.device``): in
+        training code that is the accelerator."""
         value = string_value(node)
         if value is not None:
             return bool(_ACCELERATOR.fullmatch(value))
         if isinstance(node, cst.Call) and self.qualified_name(node.func) == "torch.device" and node.args:
             return self._accelerator(node.args[0].value)
+        if isinstance(node, cst.Name):
+            return is_device_word(node.value)
+        if isinstance(node, cst.Attribute):
+            return is_device_word(node.attr.value)
         return False

@@ -46,6 +46,8 @@ backend where it can be identified for sure:
   (`"nccl" if torch.cuda.is_available() else "gloo"`), `x or "nccl"` and
   `os.environ.get("BACKEND", "nccl")`;
 - the composite form: `"cpu:gloo,cuda:nccl"` becomes `"cpu:gloo,npu:hccl"`;
+- attributes and subscripts named that way (`args.dist_backend = 'nccl'` in a
+  file that starts no process group itself, `cfg["backend"] = "nccl"`);
 - keyword arguments and dict entries named `backend`, `dist_backend`,
   `process_group_backend`, `ddp_backend`, `distributed_backend`
   (Lightning's `DDPStrategy(process_group_backend=...)`, accelerate's
@@ -124,14 +126,23 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            if isinstance(target.target, cst.Attribute):
-                text = self.ctx.module.code_for_node(target.target)
-                self.attribute_values.setdefault(text, []).append(node.value)
+            self._assigned(target.target, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if isinstance(node.target, cst.Attribute) and node.value is not None:
-            text = self.ctx.module.code_for_node(node.target)
-            self.attribute_values.setdefault(text, []).append(node.value)
+        if node.value is not None:
+            self._assigned(node.target, node.value)
+
+    def _assigned(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Attribute):
+            text = self.ctx.module.code_for_node(target)
+            self.attribute_values.setdefault(text, []).append(value)
+            if target.attr.value in BACKEND_KEYWORDS:
+                # `args.dist_backend = 'nccl'` where the process group is started in another file
+                self._source(value, f"assigned to `{text}`, an attribute named for a process-group backend")
+        elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+            key = string_value(target.slice[0].slice.value)
+            if key in BACKEND_KEYWORDS:  # cfg["dist_backend"] = "nccl"
+                self._source(value, f"stored under the key {key!r}, which names a process-group backend")
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if string_value(node.key) in BACKEND_KEYWORDS:
