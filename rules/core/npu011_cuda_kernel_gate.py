@@ -66,9 +66,16 @@ Two more shapes count as CUDA-only code behind a CUDA test:
   torch.cuda.is_available(): raise RuntimeError('xformers needs a GPU')`: a flag,
   a string in the test, or the assertion's / `raise`'s message names apex,
   bitsandbytes (bnb), xformers, Triton, flash-attn, TensorRT... (also an `assert`
-  whose following code uses CUDA-only code). On NPU such a guard stops with its
-  own message, as it does on any machine without CUDA, instead of letting the
-  NPU into code that cannot run there.
+  whose following code uses CUDA-only code), a flag named after such a package
+  (`use_apex = ... torch.cuda.is_available()`), or a conditional expression
+  whose CUDA side is such a package's name (`"onnxruntime-gpu" if cuda else
+  "onnxruntime"`). On NPU such a guard stops with its own message, as it does on
+  any machine without CUDA, instead of letting the NPU into code that cannot run
+  there.
+- **state set only behind a kept gate**: attributes that only the guarded code
+  assigns (`self.cuda_config = ...` after `if not torch.cuda.is_available():
+  return`) keep their default on NPU, so a later test that picks them
+  (`self.cuda_config if q.is_cuda else self.cpu_config`) stays a CUDA test too.
 
 This rule has no visitor: the engine applies it to the device rules' edits
 (`npu_migrate/python/cuda_only.py` holds the classifier). The other device
