@@ -296,9 +296,12 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     FindingRecord(
                         NPU_AWARE_RULE,
                         node,
-                        f"`{flag}` is tested in an if/elif chain that already tests the NPU (`{chain_test}`); "
+                        f"`{flag}` is tested in an if/elif chain that already tests the NPU; "
                         "its CUDA test is left unchanged, so on NPU that chain takes its NPU branch",
-                        "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
+                        # (the chain's NPU test goes in the suggestion: messages are compared across
+                        # runs, and a second run may find another test of the NPU first)
+                        f"nothing to migrate here: the chain's NPU test is `{chain_test}`; check that its branch "
+                        "is the one taken on Ascend",
                     )
                 )
     return edits, findings

@@ -270,6 +270,26 @@ def _groups(scope: ast.AST) -> Iterator[list[tuple[ast.AST | None, list[ast.AST]
             yield [*group, (None, [branch])]
 
 
+_TRUTH_CALLS = frozenset({"is_available", "is_initialized", "is_bf16_supported", "startswith", "endswith",
+                          "isinstance", "hasattr", "bool", "all", "any"})
+
+
+def _truth_value(node: ast.AST) -> bool:
+    """A flag's value: a comparison, ``and``/``or``/``not`` of tests, ``x.is_cuda``,
+    ``torch.cuda.is_available()``. Not a device value (``'cuda' if ... else 'cpu'``)."""
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return True
+    if isinstance(node, ast.Attribute):
+        return node.attr.startswith("is_")
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        return name in _TRUTH_CALLS or name.startswith("is_")
+    return False
+
+
 def _function_at(tree: ast.Module, line: int) -> ast.AST:
     best: ast.AST = tree
     for node in ast.walk(tree):
@@ -293,6 +313,8 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
         span = _lines(node)
         if not any(span[0] <= line <= span[1] for line in kept):
             continue
+        if not _truth_value(node.value):
+            continue  # a device value (`device = 'cuda' if ...`) moved to 'npu' takes the NPU branch: rewrite it
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             flag = _ast_dotted(target)

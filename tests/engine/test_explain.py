@@ -34,7 +34,8 @@ def test_explains_a_line_left_alone(tmp_path, run_cli):
     (tmp_path / "train.py").write_bytes(LOADER)
     out = run_cli("explain", "train.py:5").output
     assert "NPU010 (already-npu-aware) [left unchanged]" in out
-    assert "`gpu` is tested in an if/elif chain that already tests the NPU (`npu`)" in out
+    assert "`gpu` is tested in an if/elif chain that already tests the NPU" in out
+    assert "the chain's NPU test is `npu`" in out
     assert "no rule" in run_cli("explain", "train.py:2").output
 
 
