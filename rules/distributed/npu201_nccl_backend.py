@@ -91,6 +91,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.sources: list[tuple[cst.BaseExpression, str]] = []
+        self.named: list[tuple[cst.BaseExpression, str]] = []
         self.literals: list[cst.SimpleString] = []
         self.fixed: set[cst.CSTNode] = set()
         #: ``args.dist_backend = 'nccl'``: attribute (as written) -> values assigned to it
@@ -138,11 +139,11 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             self.attribute_values.setdefault(text, []).append(value)
             if target.attr.value in BACKEND_KEYWORDS:
                 # `args.dist_backend = 'nccl'` where the process group is started in another file
-                self._source(value, f"assigned to `{text}`, an attribute named for a process-group backend")
+                self.named.append((value, f"assigned to `{text}`, an attribute named for a process-group backend"))
         elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
             key = string_value(target.slice[0].slice.value)
             if key in BACKEND_KEYWORDS:  # cfg["dist_backend"] = "nccl"
-                self._source(value, f"stored under the key {key!r}, which names a process-group backend")
+                self.named.append((value, f"stored under the key {key!r}, which names a process-group backend"))
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if string_value(node.key) in BACKEND_KEYWORDS:
@@ -173,7 +174,8 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
     # -- decisions once the whole file has been seen ----------------------------------
 
     def leave_file(self) -> None:
-        for source, why in self.sources:
+        # where the backend is used first (the better evidence), then what is only named so
+        for source, why in [*self.sources, *self.named]:
             self._resolve(source, 0, why)
         for literal in self.literals:
             if literal not in self.fixed and not self._beside_hccl(literal):
