@@ -46,7 +46,8 @@ the `npu` device. NPU104 still moves the device string (`device='cuda'` becomes
 - `.to('cuda', dtype=torch.float64)`, `.to(device='cuda', dtype=torch.double)`,
   `.to(torch.device('cuda'), torch.float64)`;
 - `.double()` right before or after `.cuda()` (`x.double().cuda()`,
-  `x.cuda().double()`), and `.cuda()` of a call with `dtype=torch.float64`.
+  `x.cuda().double()`, `x.to(device).double()`), and `.cuda()` of a call with
+  `dtype=torch.float64`.
 
 The check runs on migrated code too (`'npu'`, `.npu()`), so a second run reports
 the same lines. Whether float32 is precise enough is a decision for the author,
@@ -70,6 +71,10 @@ so nothing is rewritten.
             inner = func.value
             if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _TO_ACCELERATOR:
                 self.report(node, MESSAGE, SUGGESTION)
+            elif isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "to":
+                device = call_arg(inner, "device", 0)
+                if device is not None and self._accelerator(device.value):
+                    self.report(node, MESSAGE, SUGGESTION)  # x.to(device).double()
         elif self._float64_keyword(node):
             device = call_arg(node, "device")
             if device is not None and self._accelerator(device.value):

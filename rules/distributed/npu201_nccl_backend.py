@@ -46,8 +46,10 @@ backend where it can be identified for sure:
   (`"nccl" if torch.cuda.is_available() else "gloo"`), `x or "nccl"` and
   `os.environ.get("BACKEND", "nccl")`;
 - the composite form: `"cpu:gloo,cuda:nccl"` becomes `"cpu:gloo,npu:hccl"`;
-- attributes and subscripts named that way (`args.dist_backend = 'nccl'` in a
-  file that starts no process group itself, `cfg["backend"] = "nccl"`);
+- names, attributes and subscripts named that way (`args.dist_backend = 'nccl'`
+  in a file that starts no process group itself, `cfg["backend"] = "nccl"`,
+  `DIST_BACKEND = "nccl"` in a config module, `backend: str = "nccl"` in a
+  dataclass);
 - keyword arguments and dict entries named `backend`, `dist_backend`,
   `process_group_backend`, `ddp_backend`, `distributed_backend`
   (Lightning's `DDPStrategy(process_group_backend=...)`, accelerate's
@@ -140,6 +142,9 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             if target.attr.value in BACKEND_KEYWORDS:
                 # `args.dist_backend = 'nccl'` where the process group is started in another file
                 self.named.append((value, f"assigned to `{text}`, an attribute named for a process-group backend"))
+        elif isinstance(target, cst.Name) and target.value.lower() in BACKEND_KEYWORDS:
+            # `dist_backend = "nccl"` in a config module or a class body, `backend: str = "nccl"`
+            self.named.append((value, f"assigned to `{target.value}`, a name for a process-group backend"))
         elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
             key = string_value(target.slice[0].slice.value)
             if key in BACKEND_KEYWORDS:  # cfg["dist_backend"] = "nccl"
