@@ -810,10 +810,32 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
             found = _named_flag(ctx, owner, element)
     elif kind == "predicate":
         found = _predicate_gate(ctx, finder, owner)
+    if found is None and kind in ("flag", "ifexp", "assert", "predicate"):
+        found = _guarded_in_condition(ctx, finder, node)
     if found is None:
         return None
     use, fallback, guarded, has_fallback = found
     return Gate(test, use, fallback, guarded, has_fallback)
+
+
+def _guarded_in_condition(ctx: FileContext, finder: _GateFinder, atom: cst.CSTNode) -> tuple | None:
+    """``x.is_cuda and torch.cuda.get_device_capability()[0] >= 8``: the CUDA test
+    short-circuits the CUDA-only code in the conditions after it (``and``)."""
+    operation = ctx.parent(atom)
+    while operation is not None and not isinstance(operation, cst.BooleanOperation):
+        if not isinstance(operation, (cst.Call, cst.Attribute, cst.UnaryOperation, cst.Comparison,
+                                      cst.ComparisonTarget, cst.Arg)):
+            return None
+        operation = ctx.parent(operation)
+    if operation is None or not isinstance(operation.operator, cst.And):
+        return None
+    line = _line(ctx, operation)
+    for expression in _expressions_at(finder.index.tree, line, ast.BoolOp):
+        if isinstance(expression.op, ast.And):
+            use = finder.use(expression.values[1:])  # the file's own nodes: probes are known by identity
+            if use is not None:
+                return use, "the conditions after it are not evaluated", ((line, line),), True
+    return None
 
 
 def _tuple_element(ctx: FileContext, assign: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:

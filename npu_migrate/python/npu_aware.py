@@ -145,9 +145,24 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
     found = None
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.IfExp):
-            named, human = npu_mentions(ctx, ancestor.test)
-            if named and (human or _contains(ancestor.body, edited) or _contains(ancestor.orelse, edited)):
-                found = ancestor
+            # `a if x else (b if y else c)` is one chain, as if/elif is
+            top = ancestor
+            while isinstance(ctx.parent(top), cst.IfExp) and ctx.parent(top).orelse is top:
+                top = ctx.parent(top)
+            parts: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+            branch: cst.CSTNode = top
+            while isinstance(branch, cst.IfExp):
+                parts.append((branch.test, branch.body))
+                branch = branch.orelse
+            rest = branch
+            for index, (test, _) in enumerate(parts):
+                named, human = npu_mentions(ctx, test)
+                if not named:
+                    continue
+                others = [p for i, pair in enumerate(parts) if i != index for p in pair] + [rest]
+                if human or any(_contains(p, edited) for p in others):
+                    found = top
+                    break
         elif isinstance(ancestor, cst.If):
             top = ancestor
             while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
