@@ -166,3 +166,12 @@ def test_launch_suggestion_shows_the_migrated_command_line():
     only = run(script, Settings(selection=Selection.create(["NPU806", "NPU804"])))
     (finding,) = only.findings
     assert "--dist-backend nccl --device=npu" in finding.suggestion
+
+
+def test_launch_suggestion_keeps_what_precedes_python():
+    """Environment assignments and wrappers in front of `python` stay in the suggestion,
+    renamed as NPU801 renames them in the file."""
+    result = run("CUDA_VISIBLE_DEVICES=0,1 srun -N 2 python3 -m torch.distributed.launch --nproc_per_node 2 main.py\n")
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    assert finding.suggestion.split("  (")[0] == (
+        "ASCEND_RT_VISIBLE_DEVICES=0,1 srun -N 2 torchrun --nproc_per_node 2 main.py")
