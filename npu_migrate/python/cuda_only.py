@@ -764,7 +764,8 @@ def _negated_in(test: ast.AST, matches) -> bool:
     return bool(walk(test, False))
 
 
-def _enclosing_function(tree: ast.Module, line: int) -> ast.AST:
+def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function of ``tree`` around ``line`` (the module outside functions)."""
     best: ast.AST = tree
     for node in ast.walk(tree):
         inside = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno)
@@ -903,7 +904,7 @@ def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode, test:
     for target in targets:
         text = ctx.module.code_for_node(target)
         if isinstance(target, cst.Name):
-            scope = _enclosing_function(finder.index.tree, line)
+            scope = enclosing_function(finder.index.tree, line)
             found = finder.via_tests(scope, lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
         elif isinstance(target, cst.Attribute):
             found = finder.via_tests(finder.index.tree, lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)

@@ -37,6 +37,7 @@ import libcst as cst
 
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import string_value
+from npu_migrate.python.cuda_only import enclosing_function
 
 #: ``npu`` (or ``hccl``, its collective library) at the start of a word or after
 #: ``_``/a non-letter: not ``input``.
@@ -206,27 +207,17 @@ def edited_nodes(ctx: FileContext, targets: Collection[cst.CSTNode]) -> set[cst.
 # CPython's ``ast`` of the whole file (elision may have left its function out).
 
 
-def _ast_npu_mentions(test: ast.AST) -> tuple[bool, bool]:
-    """:func:`npu_mentions` on an ``ast`` test: ``(any, human)``."""
-    found = human = False
-
-    def walk(node: ast.AST, compared: bool) -> None:
-        nonlocal found, human
-        if isinstance(node, ast.Name) and mentions_npu(node.id) and node.id not in _TOOL_MODULES:
-            found = human = True
-        elif isinstance(node, ast.Attribute) and mentions_npu(node.attr):
-            found = True
-            human = human or node.attr not in _REWRITE_ATTRIBUTES
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and mentions_npu(node.value):
-            found = True
-            human = human or not (compared and _NPU_DEVICE.fullmatch(node.value))
-        testing = isinstance(node, ast.Compare) or (
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "endswith"))
-        for child in ast.iter_child_nodes(node):
-            walk(child, testing or (compared and isinstance(node, (ast.Tuple, ast.List, ast.Set))))
-
-    walk(test, False)
-    return found, human
+def _ast_names_npu(test: ast.AST) -> bool:
+    """Whether an ``ast`` test names the NPU in any way (``npu``/``hccl`` in a name, an
+    attribute or a string: ``self.is_npu``, ``torch.npu.is_available()``, ``== 'npu'``)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name) and node.id not in _TOOL_MODULES and mentions_npu(node.id):
+            return True
+        if isinstance(node, ast.Attribute) and mentions_npu(node.attr):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and mentions_npu(node.value):
+            return True
+    return False
 
 
 def _ast_dotted(node: ast.AST) -> str | None:
@@ -305,15 +296,6 @@ def _truth_value(node: ast.AST) -> bool:
     return False
 
 
-def _function_at(tree: ast.Module, line: int) -> ast.AST:
-    best: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if best is tree or node.lineno >= best.lineno:
-                best = node
-    return best
-
-
 def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[tuple[int, int], tuple[str, str]]:
     """Line ranges of assignments to a flag (a name, or an attribute such as
     ``self.is_cuda``) that hold a pending edit (a line of ``kept``) and whose flag is
@@ -335,7 +317,7 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
             flag = _ast_dotted(target)
             if flag is None:
                 continue
-            scope = tree if "." in flag else _function_at(tree, node.lineno)
+            scope = tree if "." in flag else enclosing_function(tree, node.lineno)
             found = _tested_in_aware_group(scope, flag)
             if found is not None:
                 out[span] = (flag, found)
@@ -350,8 +332,8 @@ def _tested_in_aware_group(scope: ast.AST, flag: str) -> str | None:
     for group in _groups(scope):
         tests = [test for test, _ in group if test is not None]
         uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
-        if uses and any(_ast_npu_mentions(test)[0] for test in tests):
-            test = next(t for t in tests if _ast_npu_mentions(t)[0])
+        if uses and any(_ast_names_npu(test) for test in tests):
+            test = next(t for t in tests if _ast_names_npu(t))
             text = " ".join(ast.unparse(test).split())
             return text if len(text) <= 60 else text[:57] + "..."
     return None

@@ -7,6 +7,7 @@ import ast
 import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg, string_literal
+from npu_migrate.python.cuda_only import enclosing_function
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import insert_item, quote_for
@@ -142,7 +143,7 @@ GPU-saved file fails before the `.to` runs.
                 inside_else = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.orelse)
                 if (inside_body and saves(node.orelse)) or (inside_else and saves(node.body)):
                     return True
-        return saves([_function_at(tree, line)], before=line)
+        return saves([enclosing_function(tree, line)], before=line)
 
     def _is_save(self, func: ast.AST) -> bool:
         parts = []
@@ -218,16 +219,6 @@ def _uses(tree: ast.Module, name: str) -> tuple[bool, bool]:
             used = used or func.attr in _MODEL_USES
             moved = moved or func.attr in _MOVES
     return used, moved
-
-
-def _function_at(tree: ast.Module, line: int) -> ast.AST:
-    """The innermost function around ``line`` (the module outside functions)."""
-    best: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if best is tree or node.lineno >= best.lineno:
-                best = node
-    return best
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
