@@ -2,7 +2,8 @@
 
 ``npu-migrate [PATH]...`` is a dry run that prints a diff; ``--write`` rewrites in
 place; ``--check`` is the CI / pre-commit guard. ``npu-migrate rules [ID]``
-documents the rules, ``npu-migrate emulate SCRIPT`` runs a script on the
+documents the rules, ``npu-migrate explain FILE:LINE`` says which rules touch a
+line and why, ``npu-migrate emulate SCRIPT`` runs a script on the
 emulated NPU, ``npu-migrate launch ENTRY`` writes launchers and job specs, and
 ``npu-migrate preflight`` checks a training node.
 
@@ -111,6 +112,7 @@ Exit codes:
 \b
 Other commands:
   npu-migrate rules [ID|PREFIX|NAME]   document the rules
+  npu-migrate explain FILE:LINE        which rules touched a line, and why
   npu-migrate emulate SCRIPT           run a migrated script on the emulated NPU
   npu-migrate launch ENTRY             write launchers and job specs
   npu-migrate preflight                check a training node
@@ -236,6 +238,26 @@ def rules_command(rule_id: str | None, output_format: str) -> None:
     for rid, rule in rules.items():
         table.add_row(rid, rule.name, "yes" if rule.fixable else "-", summary(rule))
     console.print(table)
+
+
+@main.command("explain")
+@click.argument("location", metavar="FILE:LINE")
+@click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
+def explain_command(location: str, config: str | None) -> None:
+    """Print the rules that change or report a line, and why (nothing is written)."""
+    from npu_migrate.command import UsageError, prepare
+    from npu_migrate.explain import ExplainError, explain, parse_location, render
+    from npu_migrate.options import Options
+
+    try:
+        path, _ = parse_location(location)
+        prep = prepare(Options(paths=[path], config=config))
+        explained = explain(location, prep.settings)
+    except (ExplainError, UsageError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    for line in render(explained):
+        click.echo(line)
 
 
 @main.command("emulate", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

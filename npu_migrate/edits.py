@@ -34,6 +34,8 @@ class TextEdit:
     rule: str
     message: str
     anchor: int | None = None
+    #: the evidence for the edit, shown in the report (None: the rule's summary)
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,9 @@ class Recorder:
     findings: list[TextFinding] = field(default_factory=list)
 
     def replace(self, start: int, end: int, new: str | bytes, rule: str, message: str,
-                anchor: int | None = None) -> None:
-        self.edits.append(TextEdit(start, end, new.encode() if isinstance(new, str) else new, rule, message, anchor))
+                anchor: int | None = None, reason: str | None = None) -> None:
+        self.edits.append(TextEdit(start, end, new.encode() if isinstance(new, str) else new, rule, message, anchor,
+                                   reason))
 
     def report(self, offset: int, rule: str, message: str, suggestion: str, statement: int | None = None) -> None:
         self.findings.append(TextFinding(offset, rule, message, suggestion, statement))
@@ -172,7 +175,7 @@ def finish(
     result.findings = sorted({Finding(*lines.position(f.offset), f.rule, f.message, f.suggestion) for f in findings})
     if new != data:
         result.new_source = new
-        result.fixes = sorted({Fix(*lines.position(e.start), e.rule, e.message, *lines.position(e.end))
+        result.fixes = sorted({Fix(*lines.position(e.start), e.rule, e.message, *lines.position(e.end), reason=e.reason)
                                for e in applied if e.rule != "annotate:"})
     return result
 

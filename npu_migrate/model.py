@@ -39,6 +39,9 @@ class Fix(_Located):
     end_line: int | None = None  # None: the same as line:col
     end_col: int | None = None
     cell: int | None = None
+    #: the evidence for the change (``passed to `torch.device` as its device``); None:
+    #: the rule's summary says it (:func:`npu_migrate.reporting.report.reason_for`)
+    reason: str | None = None
 
 
 @dataclass(frozen=True, order=True)

@@ -45,6 +45,8 @@ class Edit:
     #: (an import is removed because every use of it is rewritten elsewhere): if one of
     #: those edits is dropped (suppressed, in NPU-aware code...), this one is dropped too
     requires: tuple[cst.CSTNode, ...] = ()
+    #: why the rule made this edit (the evidence), shown in the report
+    reason: str | None = None
 
 
 @dataclass
@@ -215,8 +217,9 @@ class FileContext:
 
     # -- recording (rules call these through Rule helpers) ---------------------------
 
-    def record_replace(self, rule, node, new, message, needs_torch_npu, anchor, requires=()) -> None:
-        self.edits.append(Edit(rule, node, anchor, message, needs_torch_npu, replacement=new, requires=requires))
+    def record_replace(self, rule, node, new, message, needs_torch_npu, anchor, requires=(), reason=None) -> None:
+        self.edits.append(Edit(rule, node, anchor, message, needs_torch_npu, replacement=new, requires=requires,
+                               reason=reason))
 
     def record_insert(self, rule, statement, before, after, message, needs_torch_npu, anchor, first=False) -> None:
         if not isinstance(statement, cst.BaseStatement):

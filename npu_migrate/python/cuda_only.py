@@ -88,9 +88,22 @@ KIND_CUDA_MODULE = "code of a CUDA-specific module"
 KIND_TRITON = "a Triton kernel"
 KIND_PROJECT = "Triton/CuPy code of this project"
 KIND_JIT_BUILD = "a JIT-built CUDA extension"
+KIND_CAPABILITY = ("a CUDA compute-capability probe (on NPU, get_device_capability() returns None and "
+                   "the device properties have no major/minor)")
+KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the value it picks"
+
+#: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
+#: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
+CUDA_ONLY_WORDS = re.compile(
+    r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
+    r"flash[_-]attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_-]gpu|cupy[_-]cuda\w*)(?![a-z0-9])",
+    re.IGNORECASE,
+)
+_CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
+_PROPERTIES_CALL = "torch.cuda.get_device_properties"
 
 #: Kinds whose use does not make the enclosing function or class CUDA-only.
-_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD})
+_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE})
 
 #: Kind -> rules whose surviving edit on the same line means the use is being
 #: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
@@ -230,7 +243,75 @@ class FileIndex:
         self.bindings: dict[str, str] = {}
         self.local: dict[str, str] = {}  # local name -> kind of CUDA-only code
         self._imports(tree)
+        #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
+        #: attributes set only behind kept gates (``add_gated_state``): dotted name -> kind
+        self.gated: dict[str, str] = {}
+        self.probe_funcs: set[int] = set()
+        self.probes: list[ast.Call] = []
+        self._capability_probes(tree)
         self._definitions(tree)
+
+    # state set only behind a kept gate
+
+    def add_gated_state(self, gates: Collection[Gate], test_of) -> bool:
+        """Record the attributes (``self.gpu_config``) that code guarded by ``gates``
+        assigns and no code outside a guarded span assigns to anything but None: on
+        NPU they keep their unguarded default, so code that uses them is CUDA-only.
+        Returns whether anything new was recorded."""
+        spans = [(a, b, gate) for gate in gates for a, b in gate.guarded]
+        inside: dict[str, str] = {}
+        outside: set[str] = set()
+        for node in ast.walk(self.tree):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                dotted = ast_dotted_name(target) if isinstance(target, ast.Attribute) else None
+                if dotted is None:
+                    continue
+                span = next((g for a, b, g in spans if a <= node.lineno <= b), None)
+                if span is not None:
+                    inside.setdefault(dotted, test_of(span))
+                elif not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                    outside.add(dotted)
+        added = False
+        for dotted, test in inside.items():
+            if dotted not in outside and dotted not in self.gated:
+                self.gated[dotted] = f"set only behind the CUDA test `{test}`, which stays a CUDA test"
+                added = True
+        return added
+
+    # compute-capability probes
+
+    def _capability_probes(self, tree: ast.Module) -> None:
+        """``torch.cuda.get_device_capability()`` anywhere, and
+        ``torch.cuda.get_device_properties(...)`` whose ``.major``/``.minor`` is read, on
+        the call or on a name it was assigned to in the same function."""
+        read_names: dict[int, set[str]] = {}  # id(scope) -> names whose .major/.minor is read
+        scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+        for scope in scopes:
+            names = read_names.setdefault(id(scope), set())
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Name):
+                    names.add(node.value.id)
+        for scope in scopes:
+            names = read_names[id(scope)]
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Call):
+                    self._probe(node.value, _PROPERTIES_CALL)
+                elif isinstance(node, ast.Call):
+                    self._probe(node, *_CAPABILITY_CALLS)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                        self._probe(node.value, _PROPERTIES_CALL)
+
+    def _probe(self, call: ast.Call, *names: str) -> None:
+        if id(call.func) in self.probe_funcs:
+            return
+        if self.resolve(ast_dotted_name(call.func) or "") in names:
+            self.probe_funcs.add(id(call.func))
+            self.probes.append(call)
 
     # names
 
@@ -361,6 +442,14 @@ class FileIndex:
         dotted = ast_dotted_name(node)
         if dotted is None:
             return None
+        if id(node) in self.probe_funcs:
+            return CudaOnly(dotted, KIND_CAPABILITY, line)
+        if self.gated:
+            parts = dotted.split(".")
+            for n in range(len(parts), 1, -1):
+                kind = self.gated.get(".".join(parts[:n]))
+                if kind is not None:
+                    return CudaOnly(".".join(parts[:n]), kind, line)
         kind = self.kind_of(dotted)
         return CudaOnly(dotted, kind, line) if kind is not None else None
 
@@ -452,6 +541,8 @@ def _gate_position(ctx: FileContext, node: cst.CSTNode) -> tuple[str, cst.CSTNod
             return None
         if isinstance(parent, cst.If) and parent.test is current:
             return ("if", parent, current, negated) if condition else None
+        if isinstance(parent, cst.Assert) and parent.test is current:
+            return ("assert", parent, current, negated) if condition else None
         if isinstance(parent, cst.IfExp):
             return ("ifexp", parent, current, negated) if parent.test is current and condition else None
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
@@ -554,7 +645,8 @@ class _GateFinder:
             if use is None:
                 return None
             return use, "the test is true and its own branch runs instead", _span(guarded), True
-        use = self.use(statement.body)
+        # the test's own later conditions are guarded too: `x.is_cuda and probe()[0] >= 9`
+        use = self.use([statement.test, *statement.body])
         if use is None:
             return None
         orelse = statement.orelse
@@ -568,6 +660,38 @@ class _GateFinder:
             return use, "the `elif` branch runs instead", _span(statement.body), True
         return use, "the `else` branch runs instead", _span(statement.body), True
 
+    def named_if_gate(self, statement: ast.If, holder: list[ast.stmt] | None, negated: bool) -> tuple | None:
+        """A CUDA test that names a CUDA-only package (``if has_apex and torch.cuda.is_available():``),
+        or whose early ``raise`` does (``if not torch.cuda.is_available(): raise
+        RuntimeError('bitsandbytes needs CUDA')``)."""
+        texts: list[ast.AST] = [statement.test]
+        if negated:
+            texts += [n for n in statement.body if isinstance(n, ast.Raise)]
+        word = named_package(texts)
+        if word is None:
+            return None
+        use = CudaOnly(word, KIND_NAMED_PACKAGE, statement.lineno)
+        if negated:
+            if statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)) and holder is not None:
+                rest = holder[holder.index(statement) + 1:] if statement in holder else []
+                return use, "it stops there, as it does without CUDA", _span(rest or [statement]), True
+            return use, "the test is true and its own branch runs instead", _span(statement.orelse or [statement]), True
+        if statement.orelse:
+            return use, "the other branch runs instead", _span(statement.body), True
+        return use, "the block is skipped", _span(statement.body), False
+
+    def assert_gate(self, statement: ast.Assert, holder: list[ast.stmt] | None) -> tuple | None:
+        """``assert has_apex and torch.cuda.is_available(), 'APEX and CUDA required'``: the code
+        after the assertion is CUDA-only, or the assertion names a CUDA-only package."""
+        rest = holder[holder.index(statement) + 1:] if holder is not None and statement in holder else []
+        use = self.use(rest)
+        if use is None:
+            word = named_package([statement.test, *([statement.msg] if statement.msg is not None else [])])
+            if word is None:
+                return None
+            use = CudaOnly(word, KIND_NAMED_PACKAGE, statement.lineno)
+        return use, "the assertion stops there with its own message, as it does without CUDA", _span(rest or [statement]), True
+
     def _is_elif(self, node: ast.If) -> bool:
         source = self.ctx.text.splitlines()[node.lineno - 1] if node.lineno else ""
         return source.lstrip().startswith("elif")
@@ -575,6 +699,10 @@ class _GateFinder:
     def ifexp_gate(self, node: ast.IfExp, negated: bool) -> tuple | None:
         guarded, other = (node.orelse, node.body) if negated else (node.body, node.orelse)
         use = self.use([guarded])
+        if use is None and isinstance(guarded, (ast.Constant, ast.JoinedStr)):
+            # `"onnxruntime-gpu" if cuda else "onnxruntime"`: a CUDA-only package's name
+            word = named_package([guarded])
+            use = CudaOnly(word, KIND_NAMED_PACKAGE, node.lineno) if word is not None else None
         if use is None:
             return None
         return use, f"the other value of the conditional expression, `{ast.unparse(other)}`, is used", _span([node]), True
@@ -602,6 +730,25 @@ class _GateFinder:
         return None
 
 
+def named_package(nodes: Iterable[ast.AST]) -> str | None:
+    """The first CUDA-only package named (:data:`CUDA_ONLY_WORDS`) by an identifier or a
+    string in ``nodes``: ``has_apex``, ``'bitsandbytes requires CUDA'``."""
+    for root in nodes:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name):
+                text = node.id
+            elif isinstance(node, ast.Attribute):
+                text = node.attr
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            else:
+                continue
+            match = CUDA_ONLY_WORDS.search(text.replace("_", " ") if not isinstance(node, ast.Constant) else text)
+            if match is not None:
+                return match.group(1)
+    return None
+
+
 def _negated_in(test: ast.AST, matches) -> bool:
     """Whether the first matching name sits under an odd number of ``not``."""
     def walk(node: ast.AST, negated: bool) -> bool | None:
@@ -617,7 +764,8 @@ def _negated_in(test: ast.AST, matches) -> bool:
     return bool(walk(test, False))
 
 
-def _enclosing_function(tree: ast.Module, line: int) -> ast.AST:
+def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function of ``tree`` around ``line`` (the module outside functions)."""
     best: ast.AST = tree
     for node in ast.walk(tree):
         inside = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno)
@@ -644,29 +792,119 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
     if kind == "if":
         statement, holder = _statement_at(tree, _line(ctx, owner), (ast.If,))
         if isinstance(statement, ast.If):
-            found = finder.if_gate(statement, holder, negated)
+            found = finder.if_gate(statement, holder, negated) or finder.named_if_gate(statement, holder, negated)
+    elif kind == "assert":
+        statement, holder = _statement_at(tree, _line(ctx, owner), (ast.Assert,))
+        if isinstance(statement, ast.Assert) and not negated:
+            found = finder.assert_gate(statement, holder)
     elif kind == "ifexp":
         for expression in _expressions_at(tree, _line(ctx, owner), ast.IfExp):
             found = finder.ifexp_gate(expression, negated)
             if found is not None:
                 break
     elif kind == "flag":
-        found = _flag_gate(ctx, finder, owner)
+        element = _tuple_element(ctx, owner, node)
+        if element is not None:
+            test = element
+        found = _flag_gate(ctx, finder, owner, element)
+        if found is None:
+            found = _named_flag(ctx, owner, element)
     elif kind == "predicate":
         found = _predicate_gate(ctx, finder, owner)
+    if found is None and kind in ("flag", "ifexp", "assert", "predicate"):
+        found = _guarded_in_condition(ctx, finder, node)
     if found is None:
         return None
     use, fallback, guarded, has_fallback = found
     return Gate(test, use, fallback, guarded, has_fallback)
 
 
-def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode) -> tuple | None:
+def _guarded_in_condition(ctx: FileContext, finder: _GateFinder, atom: cst.CSTNode) -> tuple | None:
+    """``x.is_cuda and torch.cuda.get_device_capability()[0] >= 8``: the CUDA test
+    short-circuits the CUDA-only code in the conditions after it (``and``)."""
+    operation = ctx.parent(atom)
+    while operation is not None and not isinstance(operation, cst.BooleanOperation):
+        if not isinstance(operation, (cst.Call, cst.Attribute, cst.UnaryOperation, cst.Comparison,
+                                      cst.ComparisonTarget, cst.Arg)):
+            return None
+        operation = ctx.parent(operation)
+    if operation is None or not isinstance(operation.operator, cst.And):
+        return None
+    line = _line(ctx, operation)
+    for expression in _expressions_at(finder.index.tree, line, ast.BoolOp):
+        if isinstance(expression.op, ast.And):
+            use = finder.use(expression.values[1:])  # the file's own nodes: probes are known by identity
+            if use is not None:
+                return use, "the conditions after it are not evaluated", ((line, line),), True
+    return None
+
+
+def _tuple_element(ctx: FileContext, assign: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The element of an assigned tuple display that holds ``node`` (None: not a tuple)."""
+    value = getattr(assign, "value", None)
+    if not isinstance(value, cst.Tuple):
+        return None
+    current = node
+    while current is not None:
+        parent = ctx.parent(current)
+        if isinstance(parent, cst.Element) and ctx.parent(parent) is value:
+            return current
+        current = parent
+    return None
+
+
+def _unpacked_target(ctx: FileContext, assign: cst.CSTNode, test: cst.CSTNode) -> cst.CSTNode | None:
+    """``a, flag, d = *shape, x.is_cuda, x.device``: the target that receives ``test``,
+    an element of the value tuple (counted from the end after a starred element)."""
+    value = assign.value if isinstance(assign, (cst.Assign, cst.AnnAssign)) else None
+    if not isinstance(value, cst.Tuple) or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    elements = list(value.elements)
+    index = next((i for i, e in enumerate(elements) if e.value is test), None)
+    names = list(target.elements)
+    if index is None or any(isinstance(e, cst.StarredElement) for e in names):
+        return None
+    starred = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+    if any(i > index for i in starred):
+        return None
+    if starred:
+        position = len(names) - (len(elements) - index)
+    else:
+        position = index if len(names) == len(elements) else -1
+    return names[position].value if 0 <= position < len(names) else None
+
+
+def _named_flag(ctx: FileContext, assign: cst.CSTNode, element: cst.CSTNode | None) -> tuple | None:
+    """``use_apex = has_apex and torch.cuda.is_available()``: a flag named after a
+    CUDA-only package (``use_apex``, ``HAS_BNB``, ``xformers_ok``) switches that package on."""
     targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+    if element is not None:
+        unpacked = _unpacked_target(ctx, assign, element)
+        targets = [unpacked] if unpacked is not None else []
+    for target in targets:
+        if not isinstance(target, (cst.Name, cst.Attribute)):
+            continue
+        name = target.value if isinstance(target, cst.Name) else target.attr.value
+        word = CUDA_ONLY_WORDS.search(name.replace("_", " "))
+        if word is not None:
+            use = CudaOnly(word.group(1), KIND_NAMED_PACKAGE, _line(ctx, assign))
+            return use, f"`{name}` is false and that package stays off", ((_line(ctx, assign), _line(ctx, assign)),), True
+    return None
+
+
+def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode, test: cst.CSTNode | None = None) -> tuple | None:
+    targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+    unpacked = _unpacked_target(ctx, assign, test) if test is not None else None
+    if unpacked is not None:
+        targets = [unpacked]
     line = _line(ctx, assign)
     for target in targets:
         text = ctx.module.code_for_node(target)
         if isinstance(target, cst.Name):
-            scope = _enclosing_function(finder.index.tree, line)
+            scope = enclosing_function(finder.index.tree, line)
             found = finder.via_tests(scope, lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
         elif isinstance(target, cst.Attribute):
             found = finder.via_tests(finder.index.tree, lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)

@@ -249,6 +249,21 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
 
     edits = [e for e in edits if outside_aware_chain(e.anchor)]
     findings = [f for f in findings if outside_aware_chain(f.node)]
+    flags = _aware_flags(ctx, {line(e.anchor) for e in edits})
+    if flags:
+        def outside_flag(node: cst.CSTNode) -> bool:
+            number = line(node)
+            held = next((flag for (first, last), flag in flags.items() if first <= number <= last), None)
+            if held is None:
+                return True
+            aware_flag_lines.setdefault(number, (node, held))
+            return False
+
+        aware_flag_lines: dict[int, tuple[cst.CSTNode, tuple[str, int]]] = {}
+        edits = [e for e in edits if outside_flag(e.anchor)]
+        findings = [f for f in findings if outside_flag(f.node)]
+    else:
+        aware_flag_lines = {}
     rules = rules_for("python")
     device_only = {rid for rid in active if rules[rid].only_in_device_files}
     if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
@@ -269,7 +284,36 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                         "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
                     )
                 )
+        for number, (node, (flag, chain_test)) in sorted(aware_flag_lines.items()):
+            statement = ctx.enclosing_statement(node)
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+            if isinstance(small, cst.Assign):
+                node = small.targets[0].target  # the flag, where the reader looks
+            elif isinstance(small, cst.AnnAssign):
+                node = small.target
+            if not is_suppressed(table, number, NPU_AWARE_RULE):
+                findings.append(
+                    FindingRecord(
+                        NPU_AWARE_RULE,
+                        node,
+                        f"`{flag}` is tested in an if/elif chain that already tests the NPU; "
+                        "its CUDA test is left unchanged, so on NPU that chain takes its NPU branch",
+                        # (the chain's NPU test goes in the suggestion: messages are compared across
+                        # runs, and a second run may find another test of the NPU first)
+                        f"nothing to migrate here: the chain's NPU test is `{chain_test}`; check that its branch "
+                        "is the one taken on Ascend",
+                    )
+                )
     return edits, findings
+
+
+def _aware_flags(ctx: FileContext, kept: set[int]) -> dict:
+    """Assignments to flags tested in NPU-aware chains (``npu_aware.flags_feeding_aware_chains``);
+    ``kept``: the lines that still hold an edit."""
+    tree = ctx.python_ast()
+    if tree is None or not kept:
+        return {}
+    return npu_aware.flags_feeding_aware_chains(tree, kept)
 
 
 def _with_requirements(edits: list[Edit]) -> list[Edit]:
@@ -299,33 +343,91 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     candidates = [e for e in edits if e.rule in _TEST_REWRITES]
     if not candidates:
         return edits, []
+    edits, probe_findings = _capability_probes(ctx, edits)
+    candidates = [e for e in edits if e.rule in _TEST_REWRITES]
     migrated = {(line(e.anchor), e.rule) for e in edits}
-    gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
-    for edit in candidates:
-        gate = cuda_only.kernel_gate(ctx, edit.anchor, migrated)
-        if gate is not None:
-            gates.setdefault(gate.test, (gate, []))[1].append(edit)
     dropped: set[int] = set()
     findings = []
-    for gate, group in gates.values():
-        members = {id(e) for e in group}
-        if not gate.has_fallback and any(
-            _moves_to_device(e) and any(a <= line(e.anchor) <= b for a, b in gate.guarded)
-            for e in edits if id(e) not in members
-        ):
-            continue  # skipping the branch on NPU would lose its device work: rewrite the test
-        dropped |= members
-        test = ctx.module.code_for_node(gate.test)
-        shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
+    index = cuda_only.file_index(ctx)
+    # Round two: state that only a kept gate's code sets (`self.gpu_config = ...` after
+    # `if not torch.cuda.is_available(): return`) is CUDA-only too, so a test that picks
+    # it (`self.gpu_config if q.is_cuda else self.cpu_config`) stays a CUDA test.
+    for _ in range(2):
+        gates: dict[cst.CSTNode, tuple[cuda_only.Gate, list[Edit]]] = {}
+        for edit in candidates:
+            if id(edit) in dropped:
+                continue
+            gate = cuda_only.kernel_gate(ctx, edit.anchor, migrated)
+            if gate is not None:
+                gates.setdefault(gate.test, (gate, []))[1].append(edit)
+        kept = []
+        for gate, group in gates.values():
+            members = {id(e) for e in group}
+            if not gate.has_fallback and any(
+                _moves_to_device(e) and any(a <= line(e.anchor) <= b for a, b in gate.guarded)
+                for e in edits if id(e) not in members
+            ):
+                continue  # skipping the branch on NPU would lose its device work: rewrite the test
+            dropped |= members
+            kept.append(gate)
+            test = ctx.module.code_for_node(gate.test)
+            shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
+            findings.append(FindingRecord(
+                KERNEL_GATE_RULE,
+                group[0].anchor,
+                f"`{shown}` guards `{gate.kernel.name}` ({gate.kernel.kind}); left as a CUDA test, "
+                f"so on NPU {gate.fallback}",
+                "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
+                "(a torch_npu fused op or an Ascend C kernel)",
+            ))
+        if not kept or index is None or not index.add_gated_state(kept, lambda g: ' '.join(ctx.module.code_for_node(g.test).split())):
+            break
+    return [e for e in edits if id(e) not in dropped], probe_findings + findings
+
+
+def _char_column(lines: list[str], line: int, byte_col: int) -> int:
+    """``ast`` counts columns in UTF-8 bytes, libcst in characters."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
+
+
+def _capability_probes(ctx: FileContext, edits: list[Edit]) -> tuple[list[Edit], list[FindingRecord]]:
+    """A CUDA compute-capability probe (``torch.cuda.get_device_properties(d).major``,
+    ``torch.cuda.get_device_capability()``) stays a CUDA call: the NPU counterparts
+    have no major/minor (or return None), so the rewrite would crash where the original
+    code, behind its CUDA test, took the generic path. The gate in front of it is kept
+    by :func:`_kernel_gates` (``cuda_only.KIND_CAPABILITY``)."""
+    index = cuda_only.file_index(ctx)
+    if index is None or not index.probes:
+        return edits, []
+    lines = ctx.text.splitlines()
+    spans = []
+    for call in index.probes:
+        start = (call.lineno, _char_column(lines, call.lineno, call.col_offset))
+        end_line = call.end_lineno or call.lineno
+        end = (end_line, _char_column(lines, end_line, call.end_col_offset or 0))
+        spans.append((start, end, call))
+    kept, findings, reported = [], [], set()
+    for edit in edits:
+        where = ctx.position(edit.anchor).start
+        at = (where.line, where.column)
+        span = next((s for s in spans if s[0] <= at < s[1]), None)
+        if span is None or edit.rule not in _TEST_REWRITES:
+            kept.append(edit)
+            continue
+        if id(span[2]) in reported:
+            continue
+        reported.add(id(span[2]))
+        name = cuda_only.ast_dotted_name(span[2].func) or "torch.cuda"
         findings.append(FindingRecord(
             KERNEL_GATE_RULE,
-            group[0].anchor,
-            f"`{shown}` guards `{gate.kernel.name}` ({gate.kernel.kind}); left as a CUDA test, "
-            f"so on NPU {gate.fallback}",
-            "nothing to do if that path is right on NPU; to accelerate it, add an NPU branch before this test "
-            "(a torch_npu fused op or an Ascend C kernel)",
+            edit.anchor,
+            f"`{name}(...)` probes the CUDA compute capability; left as a CUDA call "
+            "(on NPU, get_device_capability() returns None and the device properties have no major/minor)",
+            "keep it behind a CUDA test (the test in front of it stays a CUDA test); on NPU choose the path "
+            "by the device type or a feature test such as torch.npu.is_bf16_supported()",
         ))
-    return [e for e in edits if id(e) not in dropped], findings
+    return kept, findings
 
 
 def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
@@ -493,7 +595,8 @@ def _paths_to(ctx: FileContext, edits: list[Edit]) -> set[cst.CSTNode] | None:
 
 def _to_fix(ctx: FileContext, edit: Edit) -> Fix:
     where = ctx.position(edit.anchor)
-    return Fix(where.start.line, where.start.column, edit.rule, edit.message, where.end.line, where.end.column)
+    return Fix(where.start.line, where.start.column, edit.rule, edit.message, where.end.line, where.end.column,
+               reason=edit.reason)
 
 
 def _to_findings(ctx: FileContext, findings: list[FindingRecord]) -> list[Finding]:

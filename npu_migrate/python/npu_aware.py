@@ -29,6 +29,7 @@ start of a word part counts (``npu``, ``torch_npu``, ``NPU_VISIBLE``,
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Collection, Iterator
 
@@ -36,6 +37,7 @@ import libcst as cst
 
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import string_value
+from npu_migrate.python.cuda_only import enclosing_function
 
 #: ``npu`` (or ``hccl``, its collective library) at the start of a word or after
 #: ``_``/a non-letter: not ``input``.
@@ -117,6 +119,22 @@ def _branches(ctx: FileContext, top: cst.If) -> Iterator[tuple[cst.CSTNode | Non
         yield None, branch.body
 
 
+def _adjacent(ctx: FileContext, top: cst.If) -> list[cst.If]:
+    """``top`` and the ``if`` statements right next to it in the same block: ``if t ==
+    'cuda': ...`` followed by ``if t == 'npu': ...`` handles the NPU as an elif would."""
+    block = ctx.parent(top)
+    body = getattr(block, "body", None)
+    if not isinstance(body, (list, tuple)) or top not in body:
+        return [top]
+    index = body.index(top)
+    first = last = index
+    while first > 0 and isinstance(body[first - 1], cst.If):
+        first -= 1
+    while last + 1 < len(body) and isinstance(body[last + 1], cst.If):
+        last += 1
+    return list(body[first:last + 1])
+
+
 def _contains(node: cst.CSTNode | None, marked: Collection[cst.CSTNode]) -> bool:
     return node is not None and node in marked
 
@@ -128,14 +146,29 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
     found = None
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.IfExp):
-            named, human = npu_mentions(ctx, ancestor.test)
-            if named and (human or _contains(ancestor.body, edited) or _contains(ancestor.orelse, edited)):
-                found = ancestor
+            # `a if x else (b if y else c)` is one chain, as if/elif is
+            top = ancestor
+            while isinstance(ctx.parent(top), cst.IfExp) and ctx.parent(top).orelse is top:
+                top = ctx.parent(top)
+            parts: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+            branch: cst.CSTNode = top
+            while isinstance(branch, cst.IfExp):
+                parts.append((branch.test, branch.body))
+                branch = branch.orelse
+            rest = branch
+            for index, (test, _) in enumerate(parts):
+                named, human = npu_mentions(ctx, test)
+                if not named:
+                    continue
+                others = [p for i, pair in enumerate(parts) if i != index for p in pair] + [rest]
+                if human or any(_contains(p, edited) for p in others):
+                    found = top
+                    break
         elif isinstance(ancestor, cst.If):
             top = ancestor
             while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
                 top = ctx.parent(top)
-            branches = list(_branches(ctx, top))
+            branches = [branch for chain in _adjacent(ctx, top) for branch in _branches(ctx, chain)]
             for index, (test, _) in enumerate(branches):
                 if test is None:
                     continue
@@ -161,3 +194,146 @@ def edited_nodes(ctx: FileContext, targets: Collection[cst.CSTNode]) -> set[cst.
                 break
             marked.add(ancestor)
     return marked
+
+
+# -- flags that feed an NPU-aware chain ------------------------------------------------
+#
+# timm's PrefetchLoader computes ``self.is_cuda = device.type == 'cuda' and
+# torch.cuda.is_available()`` next to ``self.is_npu = ...``, then branches ``if
+# self.is_cuda: torch.cuda.Stream() elif self.is_npu: torch.npu.Stream()``. The chain
+# is left alone (above); rewriting the flag's value into an NPU test would send the
+# NPU into the CUDA branch, which crashes there. So an assignment whose target is
+# tested in an NPU-aware chain is left alone as well. The chain is read from
+# CPython's ``ast`` of the whole file (elision may have left its function out).
+
+
+def _ast_names_npu(test: ast.AST) -> bool:
+    """Whether an ``ast`` test names the NPU in any way (``npu``/``hccl`` in a name, an
+    attribute or a string: ``self.is_npu``, ``torch.npu.is_available()``, ``== 'npu'``)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name) and node.id not in _TOOL_MODULES and mentions_npu(node.id):
+            return True
+        if isinstance(node, ast.Attribute) and mentions_npu(node.attr):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and mentions_npu(node.value):
+            return True
+    return False
+
+
+def _ast_dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _lines(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, getattr(node, "end_lineno", None) or node.lineno
+
+
+def _chain_parts(statement: ast.If) -> list[tuple[ast.AST | None, list[ast.stmt]]]:
+    """``(test, body)`` of an if/elif/else chain, ``elif`` read as a lone nested ``if``."""
+    parts: list[tuple[ast.AST | None, list[ast.stmt]]] = []
+    node: ast.AST = statement
+    while isinstance(node, ast.If):
+        parts.append((node.test, node.body))
+        orelse = node.orelse
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If):
+            node = orelse[0]
+            continue
+        if orelse:
+            parts.append((None, orelse))
+        break
+    return parts
+
+
+def _groups(scope: ast.AST) -> Iterator[list[tuple[ast.AST | None, list[ast.AST]]]]:
+    """Each if/elif chain of ``scope`` together with the ``if`` statements right next to
+    it (``if t == 'cuda': ...`` / ``if t == 'npu': ...``), and each conditional expression."""
+    for node in ast.walk(scope):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            run: list[ast.If] = []
+            for statement in [*block, None]:
+                if isinstance(statement, ast.If) and not (field == "orelse" and len(block) == 1 and isinstance(node, ast.If)):
+                    run.append(statement)
+                    continue
+                if run:
+                    yield [(test, list(body)) for chain in run for test, body in _chain_parts(chain)]
+                    run = []
+        if isinstance(node, ast.IfExp):
+            group: list[tuple[ast.AST | None, list[ast.AST]]] = []
+            branch: ast.AST = node
+            while isinstance(branch, ast.IfExp):  # `a if x else b if y else c`
+                group.append((branch.test, [branch.body]))
+                branch = branch.orelse
+            yield [*group, (None, [branch])]
+
+
+_TRUTH_CALLS = frozenset({"is_available", "is_initialized", "is_bf16_supported", "startswith", "endswith",
+                          "isinstance", "hasattr", "bool", "all", "any"})
+
+
+def _truth_value(node: ast.AST) -> bool:
+    """A flag's value: a comparison, ``and``/``or``/``not`` of tests, ``x.is_cuda``,
+    ``torch.cuda.is_available()``. Not a device value (``'cuda' if ... else 'cpu'``)."""
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return True
+    if isinstance(node, ast.Attribute):
+        return node.attr.startswith("is_")
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        return name in _TRUTH_CALLS or name.startswith("is_")
+    return False
+
+
+def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[tuple[int, int], tuple[str, str]]:
+    """Line ranges of assignments to a flag (a name, or an attribute such as
+    ``self.is_cuda``) that hold a pending edit (a line of ``kept``) and whose flag is
+    tested in a chain (or next to ``if`` statements) that tests the NPU:
+    range -> (the flag, the chain's test of the NPU, as code)."""
+    if not kept:
+        return {}
+    out: dict[tuple[int, int], tuple[str, str]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        span = _lines(node)
+        if not any(span[0] <= line <= span[1] for line in kept):
+            continue
+        if not _truth_value(node.value):
+            continue  # a device value (`device = 'cuda' if ...`) moved to 'npu' takes the NPU branch: rewrite it
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            flag = _ast_dotted(target)
+            if flag is None:
+                continue
+            scope = tree if "." in flag else enclosing_function(tree, node.lineno)
+            found = _tested_in_aware_group(scope, flag)
+            if found is not None:
+                out[span] = (flag, found)
+                break
+    return out
+
+
+def _tested_in_aware_group(scope: ast.AST, flag: str) -> str | None:
+    # Any NPU test counts here, also one written the way a rewrite writes it
+    # (``elif self.is_npu:``): the flag itself still holds a pending edit, so this is
+    # not the tool's own output (a second run has nothing left to rewrite in it).
+    for group in _groups(scope):
+        tests = [test for test, _ in group if test is not None]
+        uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
+        if uses and any(_ast_names_npu(test) for test in tests):
+            test = next(t for t in tests if _ast_names_npu(t))
+            text = " ".join(ast.unparse(test).split())
+            return text if len(text) <= 60 else text[:57] + "..."
+    return None

@@ -125,11 +125,15 @@ class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):
         needs_torch_npu: bool = True,
         anchor: cst.CSTNode | None = None,
         requires: tuple[cst.CSTNode, ...] = (),
+        reason: str | None = None,
     ) -> None:
         """Replace ``node``. ``new`` may be a node, or a function of the updated node
         (so that edits other rules make inside ``node`` are kept). ``requires``: nodes
-        that other rules replace, without which this edit must not be applied."""
-        self.ctx.record_replace(self.id, node, new, message, needs_torch_npu, anchor or node, requires)
+        that other rules replace, without which this edit must not be applied.
+        ``reason``: the evidence for the edit (``passed to `torch.device` as its
+        device``), shown by ``--show-fixes``, the JSON/SARIF reports and ``explain``;
+        without one the report gives the rule's summary."""
+        self.ctx.record_replace(self.id, node, new, message, needs_torch_npu, anchor or node, requires, reason)
 
     def insert_before(
         self,

@@ -9,7 +9,7 @@ import json
 
 from npu_migrate import __version__
 from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.reporting.report import Report, findings_by_impact
+from npu_migrate.reporting.report import Report, findings_by_impact, reason_for
 from npu_migrate.rulebase import impact_of
 
 SCHEMA_VERSION = 1
@@ -28,7 +28,7 @@ def _file(result: FileResult) -> dict:
         "changed": result.changed,
         "written": result.written,
         "error": result.error,
-        "fixes": [{"rule": f.rule, "message": f.message, "applied": result.written, **_span(f)}
+        "fixes": [{"rule": f.rule, "message": f.message, "reason": reason_for(f), "applied": result.written, **_span(f)}
                   for f in result.fixes],
         "findings": [{"rule": f.rule, "message": f.message, "suggestion": f.suggestion,
                       "impact": impact_of(f.rule), **_span(f)}

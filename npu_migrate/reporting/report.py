@@ -36,6 +36,19 @@ class Annotation:
     end_line: int | None = None
     end_col: int | None = None
     cell: int | None = None
+    #: why a fix was made (its evidence, or the rule's summary); None for findings and errors
+    reason: str | None = None
+
+
+def reason_for(fix: Fix) -> str:
+    """Why the tool made ``fix``: the evidence its rule recorded (``passed to
+    `torch.device` as its device``), else the rule's one-line summary."""
+    if fix.reason:
+        return fix.reason
+    from npu_migrate.registry import all_rules
+
+    rule = all_rules().get(fix.rule)
+    return rule.summary if rule is not None else ""
 
 
 @dataclass
@@ -67,16 +80,18 @@ class Report:
             if result.changed and not result.written:
                 level = "error" if self.mode == "check" else "warning"
                 for fix in result.fixes:
-                    yield _at(result.path, fix, "fix", level, fix.message + " (fixable: run with --write)")
+                    yield _at(result.path, fix, "fix", level, fix.message + " (fixable: run with --write)",
+                              reason=reason_for(fix))
             for finding in result.findings:
                 level = "error" if self.fail_on_findings else _LEVEL[_impact(finding.rule)]
                 yield _at(result.path, finding, "finding", level, finding.message, finding.suggestion)
 
 
-def _at(path: str, item: Fix | Finding, kind: str, level: str, message: str, suggestion: str | None = None) -> Annotation:
+def _at(path: str, item: Fix | Finding, kind: str, level: str, message: str, suggestion: str | None = None,
+        reason: str | None = None) -> Annotation:
     end_line, end_col = item.end
     return Annotation(path, kind, level, item.rule, message, suggestion or None,
-                      item.line, item.col + 1, end_line, end_col + 1, item.cell)
+                      item.line, item.col + 1, end_line, end_col + 1, item.cell, reason)
 
 
 #: A finding's severity in the CI formats follows its rule's impact class.

@@ -127,6 +127,8 @@ def as_dict(report: Report) -> dict:
             notifications.append({"level": "error", "message": {"text": a.message}, "locations": [_location(a)]})
             continue
         text = a.message if not a.suggestion else f"{a.message}\nSuggestion: {a.suggestion}"
+        if a.reason:
+            text = f"{text}\nWhy: {a.reason}"
         result = {"ruleId": a.rule, "ruleIndex": index[a.rule], "level": a.level, "kind": "fail",
                   "message": {"text": text}, "locations": [_location(a)],
                   "partialFingerprints": {FINGERPRINT: _fingerprint(a, files, seen)},
@@ -141,6 +143,8 @@ def as_dict(report: Report) -> dict:
                 result["fixes"] = [{"description": {"text": a.message},
                                     "artifactChanges": [{"artifactLocation": {"uri": _uri(a.path)},
                                                          "replacements": replacements}]}]
+        if a.reason:
+            result["properties"]["reason"] = a.reason
         results.append(result)
     return {
         "$schema": SCHEMA_URI,

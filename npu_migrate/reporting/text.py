@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npu_migrate.model import FileResult
-from npu_migrate.reporting.report import Report
+from npu_migrate.reporting.report import Report, reason_for
 
 _VERB = {"write": "changed", "check": "would change", "dry-run": "would change", "stdin": "changed"}
 
@@ -69,6 +69,8 @@ def diagnostics(result: FileResult, show_fixes: bool, with_path: bool = True) ->
         lines.append(line)
         if state is None and item.suggestion:
             lines.append(Text(f"    suggestion: {item.suggestion}", style="dim"))
+        elif state is not None:
+            lines.append(Text(f"    why: {reason_for(item)}", style="dim"))
     return lines
 
 

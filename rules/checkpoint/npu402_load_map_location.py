@@ -7,6 +7,7 @@ import ast
 import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg, string_literal
+from npu_migrate.python.cuda_only import enclosing_function
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import insert_item, quote_for
@@ -64,11 +65,18 @@ being moved to a device is different: `load_state_dict` never copies it, and
 with `"cpu"` it would stay on the CPU next to inputs on the NPU. Such a call is
 reported, with `map_location="npu"` as the suggestion.
 
-Caveat: an in-process round trip (`torch.save(obj, buf)` then `torch.load(buf)`
-to move objects between ranks) used to restore tensors on the device they were
-saved from; with the new argument they come back on CPU. Such loads are rare in
-training scripts (lightning has a few); keep them as they were with
-`# npu-migrate: ignore[NPU402]` on the line.
+A load of what the same function saves is left as it is, with no finding: a
+cache (`if os.path.exists(p): emb = torch.load(p)` / `else: emb = optimize();
+torch.save(emb, p)`, diffusers' null-text inversion) or an in-process round trip
+through a buffer (`torch.save(obj, buf)` then `torch.load(buf)`). The file holds
+tensors on the device that computed them, which is the device the code runs on
+(the NPU after migration), and the code uses them there next to freshly computed
+device tensors: `"cpu"` would mix devices. The test is a `torch.save` in the same
+function of the name the load is assigned to, or to the same path expression.
+
+A load whose result is moved at once (`torch.load(f).to(device)`) still gets
+`map_location="cpu"`: the `.to` puts it on the device, and without the mapping a
+GPU-saved file fails before the `.to` runs.
 """
     examples = (
         Example(
@@ -93,6 +101,60 @@ training scripts (lightning has a few); keep them as they were with
         used, moved = _uses(tree, name)
         return name if used and not moved else None
 
+    def _reads_own_cache(self, call: cst.Call) -> bool:
+        """The code saves what this call loads, by design on the device it runs on: a
+        cache (``if exists(p): x = torch.load(p)`` / ``else: x = compute(); torch.save(x,
+        p)``: the save sits in the other branch of the ``if`` that holds the load), or an
+        in-memory round trip (``torch.save(obj, buf)`` earlier in the same function,
+        to the same path expression). A function that resumes from ``path`` and later
+        saves to it again is neither: the file may come from a GPU machine."""
+        tree = self.ctx.python_ast()
+        first = call.args[0] if call.args and call.args[0].keyword is None else None
+        if tree is None or first is None:
+            return False
+        line = self.ctx.position(call).start.line
+        try:
+            path = ast.dump(ast.parse(self.ctx.module.code_for_node(first.value).strip(), mode="eval").body)
+        except SyntaxError:
+            return False
+        name = _assigned_name(self.ctx, call)
+
+        def same_target(save: ast.Call) -> bool:
+            target = save.args[1] if len(save.args) > 1 else next((k.value for k in save.keywords if k.arg == "f"), None)
+            return target is not None and ast.dump(target) == path
+
+        def saves(nodes, before: int | None = None) -> bool:
+            for statement in nodes:
+                for node in ast.walk(statement):
+                    if not (isinstance(node, ast.Call) and node.args and self._is_save(node.func)):
+                        continue
+                    if before is not None:
+                        if node.lineno < before and same_target(node):
+                            return True
+                        continue
+                    saved = node.args[0]
+                    if same_target(node) or (name is not None and isinstance(saved, ast.Name) and saved.id == name):
+                        return True
+            return False
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and node.orelse:
+                inside_body = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body)
+                inside_else = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.orelse)
+                if (inside_body and saves(node.orelse)) or (inside_else and saves(node.body)):
+                    return True
+        return saves([enclosing_function(tree, line)], before=line)
+
+    def _is_save(self, func: ast.AST) -> bool:
+        parts = []
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name):
+            return False
+        root = self.ctx.imports.bindings.get(func.id, func.id)
+        return ".".join([root, *reversed(parts)]) in ("torch.save", "torch.serialization.save")
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
         position = LOADERS.get(qualified or "")
@@ -115,6 +177,8 @@ training scripts (lightning has a few); keep them as they were with
                 f"`{qualified}` gets `*args`/`**kwargs`: cannot tell whether a map_location is passed",
                 'make sure the call passes map_location="cpu" (a CUDA-saved checkpoint fails to load on NPU without it)',
             )
+            return
+        if self._reads_own_cache(node):
             return
         model = self._loaded_model(node)
         if model is not None:

@@ -18,6 +18,23 @@ library on GPUs. The engine therefore drops every fix and finding inside an
 (`npu`, `torch_npu`, `is_npu_available()`, ...), and reports the lines it left
 alone under this id instead, so nothing is silently skipped.
 
+Two shapes around such chains are left alone too:
+
+- `if` statements right next to each other form one chain: `if kind == 'cuda': ...`
+  followed by `if kind == 'npu': ...` handles the NPU as an `elif` would, and
+  rewriting the first would duplicate the second;
+- a flag tested in such a chain: `self.on_gpu = device.type == 'cuda' and
+  torch.cuda.is_available()` next to `self.on_npu = ...`, then `if self.on_gpu:
+  torch.cuda.Stream() elif self.on_npu: torch.npu.Stream()`. Rewriting the flag's
+  value into an NPU test would send the NPU into the CUDA branch (a crash), so the
+  assignment keeps its CUDA test and is reported here. Any NPU test in the chain
+  counts for a flag (also `elif self.on_npu:`), since the flag itself still holds
+  CUDA code to rewrite.
+
+Device-type lists in code that adds the PrivateUse1 backend itself
+(`kinds = ["cuda", "xpu"]; kinds.append(torch._C._get_privateuse1_backend_name())`)
+already include the NPU once torch_npu is imported: NPU104 leaves their `"cuda"`.
+
 This rule has no visitor: the engine applies it to the other rules' edits.
 """
     examples = (

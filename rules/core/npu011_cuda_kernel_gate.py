@@ -53,6 +53,31 @@ A test whose branch also moves things to the device (`model.cuda()`,
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
 own rule (NPU913 for DataParallel, ...).
 
+Two more shapes count as CUDA-only code behind a CUDA test:
+
+- **compute-capability probes**: `torch.cuda.get_device_capability()` and
+  `torch.cuda.get_device_properties(...)` whose `.major`/`.minor` is read (on the
+  call or on the name it is assigned to). On NPU the first returns None and the
+  properties have no major/minor, so the probe itself stays a CUDA call (reported
+  here) and the CUDA test in front of it, also an earlier `x.is_cuda and ...` of the
+  same test, stays a CUDA test: NPU takes the generic path.
+- **a CUDA-only package named by the guard**: `assert has_apex and
+  torch.cuda.is_available(), 'APEX and CUDA required'`, `assert
+  torch.cuda.is_available(), 'bitsandbytes needs CUDA'`, `if not
+  torch.cuda.is_available(): raise RuntimeError('xformers needs a GPU')`: a flag,
+  a string in the test, or the assertion's / `raise`'s message names apex,
+  bitsandbytes (bnb), xformers, Triton, flash-attn, TensorRT... (also an `assert`
+  whose following code uses CUDA-only code), a flag named after such a package
+  (`use_apex = ... torch.cuda.is_available()`), or a conditional expression
+  whose CUDA side is such a package's name (`"onnxruntime-gpu" if cuda else
+  "onnxruntime"`). On NPU such a guard stops with its own message, as it does on
+  any machine without CUDA, instead of letting the NPU into code that cannot run
+  there.
+- **state set only behind a kept gate**: attributes that only the guarded code
+  assigns (`self.cuda_config = ...` after `if not torch.cuda.is_available():
+  return`) keep their default on NPU, so a later test that picks them
+  (`self.cuda_config if q.is_cuda else self.cpu_config`) stays a CUDA test too.
+
 This rule has no visitor: the engine applies it to the device rules' edits
 (`npu_migrate/python/cuda_only.py` holds the classifier). The other device
 rules still rewrite the code inside the branch.

@@ -144,15 +144,34 @@ class DeviceAnalysis:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._cache: dict[cst.CSTNode, Verdict] = {}
+        self._privateuse1: dict[cst.CSTNode, bool] = {}
+        self.reasons: dict[cst.CSTNode, str] = {}
+        self._why: str | None = None
 
     # -- entry point -----------------------------------------------------------------
 
     def classify(self, literal: cst.CSTNode) -> Verdict:
         verdict = self._cache.get(literal)
         if verdict is None:
+            self._why = None
             verdict = self._walk(literal, 0)
             self._cache[literal] = verdict
+            if verdict is Verdict.REWRITE and self._why:
+                self.reasons[literal] = self._why
         return verdict
+
+    def reason(self, literal: cst.CSTNode) -> str | None:
+        """Why :meth:`classify` judged ``literal`` a device (the evidence, for the report)."""
+        self.classify(literal)
+        return self.reasons.get(literal)
+
+    def _short(self, node: cst.CSTNode) -> str:
+        text = " ".join(self.ctx.module.code_for_node(node).split())
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def _rewrite(self, why: str) -> Verdict:
+        self._why = why
+        return Verdict.REWRITE
 
     # -- walking up --------------------------------------------------------------------
 
@@ -215,13 +234,13 @@ class DeviceAnalysis:
                 continue
             if isinstance(parent, cst.Element):  # in a tuple/list/set display
                 container = ctx.parent(parent)
-                if "npu" in _strings_in(container):
+                if "npu" in _strings_in(container) or self._adds_privateuse1(container):
                     return finish(Verdict.AWARE)
                 node = container
                 continue
             if isinstance(parent, cst.DictElement):
                 if node is parent.value and is_device_word(string_value(parent.key)):
-                    return finish(Verdict.REWRITE)
+                    return finish(self._rewrite(f"the value of the {string_value(parent.key)!r} entry of a dict"))
                 dict_key = dict_key or node is parent.key
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container):
@@ -236,12 +255,12 @@ class DeviceAnalysis:
                 return finish(self._assignment(parent, proven, depth))
             if isinstance(parent, cst.Param) and node is parent.default:
                 if is_device_word(parent.name.value):
-                    return finish(Verdict.REWRITE)
+                    return finish(self._rewrite(f"the default of the parameter `{parent.name.value}`"))
                 return finish(self._flow(parent, proven, depth))
             if isinstance(parent, cst.Return):
                 function = next((a for a in ctx.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
                 if function is not None and is_device_word(function.name.value):
-                    return finish(Verdict.REWRITE)
+                    return finish(self._rewrite(f"returned by `{function.name.value}()`, whose name says it gives a device"))
                 return finish(self._fallback(proven))
             if isinstance(parent, cst.Expr) and start is node and depth == 0:
                 return Verdict.PROSE  # a bare string statement: a docstring or a comment-like string
@@ -249,9 +268,10 @@ class DeviceAnalysis:
                 return Verdict.PROSE  # f"running on {'cuda'}"
             return finish(self._fallback(proven))
 
-    @staticmethod
-    def _fallback(proven: bool) -> Verdict:
-        return Verdict.REWRITE if proven else Verdict.UNKNOWN
+    def _fallback(self, proven: bool) -> Verdict:
+        if proven:
+            return self._rewrite("chosen by a test of `torch.cuda` (`... if torch.cuda.is_available() else ...`)")
+        return Verdict.UNKNOWN
 
     def _tests_cuda(self, test: cst.CSTNode) -> bool:
         """``torch.cuda.is_available()`` (or any torch.cuda call) in a condition."""
@@ -275,6 +295,19 @@ class DeviceAnalysis:
         test.visit(_Find())
         return found
 
+    def _adds_privateuse1(self, container: cst.CSTNode) -> bool:
+        """A list of device types in a function (or module) that adds the PrivateUse1
+        backend itself (``kinds.append(torch._C._get_privateuse1_backend_name())``): the
+        NPU is in it once torch_npu is imported, and ``'cuda'`` must stay for GPUs."""
+        owner = next((a for a in self.ctx.ancestors(container) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
+        if owner is None:
+            return False
+        held = self._privateuse1.get(owner)
+        if held is None:
+            held = "privateuse1" in self.ctx.module.code_for_node(owner).lower()
+            self._privateuse1[owner] = held
+        return held
+
     def _mentions_npu(self, node: cst.CSTNode) -> bool:
         return "npu" in self.ctx.module.code_for_node(node).lower()
 
@@ -293,7 +326,7 @@ class DeviceAnalysis:
             return self._argparse(call, keyword, proven)
         if keyword is not None:
             if is_device_word(keyword) or (keyword == "type" and qualified == "torch.device"):
-                return Verdict.REWRITE
+                return self._rewrite(f"passed as `{keyword}=`" + (f" to `{qualified or callee}`" if (qualified or callee) else ""))
             if keyword == "default" and callee in _LOOKUPS:
                 return self._lookup(call, proven)
             return self._fallback(proven)
@@ -302,20 +335,22 @@ class DeviceAnalysis:
         position = [a for a in call.args if a.keyword is None].index(arg)
         if qualified is not None:
             if POSITIONAL_DEVICE.get(qualified) == position:
-                return Verdict.REWRITE
+                return self._rewrite(f"passed to `{qualified}` as its device")
             if qualified.startswith(("torch.cuda.", "torch.npu.")) and position == 0:
-                return Verdict.REWRITE  # torch.cuda.set_device('cuda:0'), torch.cuda.synchronize('cuda')
+                return self._rewrite(f"passed to `{qualified}`")  # torch.cuda.set_device('cuda:0'), torch.cuda.synchronize('cuda')
         if isinstance(call.func, cst.Attribute) and callee in METHOD_DEVICE and position == 0:
-            return Verdict.REWRITE
+            return self._rewrite(f"passed to `.{callee}()`, which takes a device")
         if isinstance(call.func, cst.Attribute) and callee in _PARSING_METHODS and position == 0:
             # str(device).startswith("cuda"), name.replace("cuda:", ""), device.split("cuda:")
-            return Verdict.REWRITE if self.is_device_expr(call.func.value) else self._fallback(proven)
+            if self.is_device_expr(call.func.value):
+                return self._rewrite(f"passed to `.{callee}()` of a device value, `{self._short(call.func.value)}`")
+            return self._fallback(proven)
         if callee in _LOOKUPS and position >= 1:
             return self._lookup(call, proven)
         if callee in ("str", "repr") and depth == 0:
             return self._fallback(proven)
         if is_device_word(callee):
-            return Verdict.REWRITE  # get_device('cuda'), move_to_device(batch, 'cuda')
+            return self._rewrite(f"passed to `{callee}()`, whose name says it takes a device")  # get_device('cuda'), move_to_device(batch, 'cuda')
         return self._fallback(proven)
 
     def _argparse(self, call: cst.Call, keyword: str | None, proven: bool) -> Verdict:
@@ -325,7 +360,7 @@ class DeviceAnalysis:
         dest = next((string_value(a.value) for a in call.args if a.keyword and a.keyword.value == "dest"), None)
         words = [n.lstrip("-").replace("-", "_") for n in [*names, dest] if n]
         if any(is_device_word(w) for w in words):
-            return Verdict.REWRITE
+            return self._rewrite(f"the {keyword} of the argparse option `{next(w for w in words if is_device_word(w))}`")
         return self._fallback(proven)
 
     def _lookup(self, call: cst.Call, proven: bool) -> Verdict:
@@ -333,7 +368,7 @@ class DeviceAnalysis:
         positional = [a for a in call.args if a.keyword is None]
         keys = [string_value(a.value) for a in positional[:2]]
         if any(is_device_word(k) for k in keys if k):
-            return Verdict.REWRITE
+            return self._rewrite(f"the default of a lookup of `{next(k for k in keys if k and is_device_word(k))}`")
         return self._fallback(proven)
 
     def _comparison(self, parent: cst.CSTNode, node: cst.CSTNode, proven: bool) -> Verdict:
@@ -344,13 +379,13 @@ class DeviceAnalysis:
         operands = [comparison.left, *(t.comparator for t in comparison.comparisons)]
         others = [o for o in operands if o is not node]
         if any(self.is_device_expr(o) for o in others):
-            return Verdict.REWRITE
+            return self._rewrite(f"compared with `{self._short(next(o for o in others if self.is_device_expr(o)))}`")
         return self._fallback(proven)
 
     def _assignment(self, assign: cst.Assign | cst.AnnAssign, proven: bool, depth: int) -> Verdict:
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
         if any(self.is_device_expr(t) for t in targets):
-            return Verdict.REWRITE
+            return self._rewrite(f"assigned to `{self._short(next(t for t in targets if self.is_device_expr(t)))}`")
         names = [t for t in targets if isinstance(t, cst.Name)]
         if not names:
             return self._fallback(proven)
@@ -374,13 +409,16 @@ class DeviceAnalysis:
         except Exception:  # noqa: BLE001 - libcst raises for odd names; treat as unknown
             return self._fallback(proven)
         verdicts = []
+        why = None
         for assignment in assignments:
             if getattr(assignment, "node", None) is not target:
                 continue
             for access in assignment.references:
                 verdicts.append(self._walk(access.node, depth + 1))
+                if verdicts[-1] is Verdict.REWRITE and why is None:
+                    why = self._why
         if Verdict.REWRITE in verdicts:
-            return Verdict.REWRITE
+            return self._rewrite(f"held in `{name}`, which is {why}")
         if Verdict.AWARE in verdicts:
             return Verdict.AWARE
         return self._fallback(proven)

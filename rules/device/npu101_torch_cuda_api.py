@@ -109,7 +109,9 @@ already handles NPU), the import stays exactly as it was, so it still binds.
             return  # NPU102 reports it
         if qualified == CUDA and not self._module_use_has_counterpart(node):
             return  # getattr(torch.cuda, "nvtx"): torch.npu has no nvtx; NPU102 reports it
-        self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`")
+        self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`",
+                     reason=f"`{qualified}` resolves through the file's imports to torch.cuda; torch_npu provides "
+                            f"`{target}` (the torch-npu API table)")
 
     def _module_use_has_counterpart(self, node: cst.Attribute) -> bool:
         """``getattr(torch.cuda, "X")`` / ``hasattr(torch.cuda, "X")``: the module may be

@@ -59,7 +59,9 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
         if attr == "cuda":
             if self.qualified_name(func) in _MODULES:
                 return
-            self.replace(func, _rename("npu"), "`.cuda(...)` -> `.npu(...)`")
+            self.replace(func, _rename("npu"), "`.cuda(...)` -> `.npu(...)`",
+                         reason="a called `.cuda(...)` on any receiver is Tensor.cuda / Module.cuda in training code; "
+                                "torch_npu adds `.npu(...)` with the same arguments")
         elif attr == "is_cuda":
             self.report(
                 node,
@@ -102,7 +104,9 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
                     "rename the attribute and its reads together if it should follow the NPU",
                 )
             else:
-                self.replace(node, _rename("is_npu"), "`.is_cuda` -> `.is_npu`")
+                self.replace(node, _rename("is_npu"), "`.is_cuda` -> `.is_npu`",
+                             reason="reads the tensor property `is_cuda` (no class here assigns its own `is_cuda`); "
+                                    "torch_npu adds `Tensor.is_npu`")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value not in ("cuda", "is_cuda"):

@@ -72,7 +72,11 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
 
     def leave_file(self) -> None:
         device_strings = analysis(self.ctx)
+        imports_torch = self.ctx.imports.imports_module("torch")
         for literal in self.candidates:
             if device_strings.classify(literal) is Verdict.REWRITE:
                 text = self.ctx.module.code_for_node(literal)
-                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}")
+                # a file that imports no torch (a config of plain values) only names the device:
+                # no `import torch_npu` there (the code that uses the value imports torch)
+                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}",
+                             reason=device_strings.reason(literal), needs_torch_npu=imports_torch)

@@ -28,6 +28,8 @@ class NcclBackend(Rule):
     name = "nccl-backend"
     summary = "Use the `hccl` backend wherever code passes, defaults or compares the `nccl` process-group backend"
     triggers = ("nccl", "NCCL")
+    #: a backend held in an attribute may be assigned in one function and passed in another
+    local_triggers = ("nccl", "NCCL", "init_process_group", "new_group", "new_subgroups", "init_distributed")
     rationale = """
 NCCL does not exist on Ascend; torch_npu registers the `hccl` backend for the
 `npu` device (`torch_npu/_init/registry/distributed.py` calls
@@ -38,10 +40,16 @@ backend where it can be identified for sure:
   `new_subgroups_by_enumeration` (keyword or positional, through any import
   alias) and DeepSpeed's `init_distributed(dist_backend=...)`;
 - through a local variable or parameter default (`backend = "nccl"` then
-  `init_process_group(backend=backend)`), a conditional
+  `init_process_group(backend=backend)`), an attribute assigned in the same file
+  (`args.dist_backend = 'nccl'` then `init_process_group(backend=args.dist_backend)`,
+  the `init_distributed_mode` of torchvision's reference scripts), a conditional
   (`"nccl" if torch.cuda.is_available() else "gloo"`), `x or "nccl"` and
   `os.environ.get("BACKEND", "nccl")`;
 - the composite form: `"cpu:gloo,cuda:nccl"` becomes `"cpu:gloo,npu:hccl"`;
+- names, attributes and subscripts named that way (`args.dist_backend = 'nccl'`
+  in a file that starts no process group itself, `cfg["backend"] = "nccl"`,
+  `DIST_BACKEND = "nccl"` in a config module, `backend: str = "nccl"` in a
+  dataclass);
 - keyword arguments and dict entries named `backend`, `dist_backend`,
   `process_group_backend`, `ddp_backend`, `distributed_backend`
   (Lightning's `DDPStrategy(process_group_backend=...)`, accelerate's
@@ -57,6 +65,8 @@ backend where it can be identified for sure:
 Every other string that is exactly a backend spec naming nccl (`"nccl"`,
 `"NCCL"`, `"cuda:nccl"`), for example a comparison with a config value, is
 reported rather than rewritten: the tool cannot tell what it is compared with.
+A table that already names the NPU's backend (`{"cuda": "nccl", "npu": "hccl"}`,
+timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 `torch_npu.contrib.transfer_to_npu` only patches the `init_process_group` and
 `new_group` arguments at run time and leaves such comparisons alone.
 """
@@ -73,14 +83,21 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
             'import torch.distributed as dist\nif dist.get_backend() == "nccl":\n    pass\n',
             'import torch.distributed as dist\nimport torch_npu  # noqa: F401\nif dist.get_backend() == "hccl":\n    pass\n',
         ),
+        Example(
+            "import torch.distributed as dist\nargs.dist_backend = 'nccl'\ndist.init_process_group(backend=args.dist_backend)\n",
+            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\nargs.dist_backend = 'hccl'\ndist.init_process_group(backend=args.dist_backend)\n",
+        ),
         Example("import torch.distributed as dist\ndist.init_process_group('gloo')\n"),
     )
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.sources: list[cst.BaseExpression] = []
+        self.sources: list[tuple[cst.BaseExpression, str]] = []
+        self.named: list[tuple[cst.BaseExpression, str]] = []
         self.literals: list[cst.SimpleString] = []
         self.fixed: set[cst.CSTNode] = set()
+        #: ``args.dist_backend = 'nccl'``: attribute (as written) -> values assigned to it
+        self.attribute_values: dict[str, list[cst.BaseExpression]] = {}
 
     # -- collection during the pass ---------------------------------------------------
 
@@ -90,42 +107,69 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
             keyword, position = BACKEND_PARAMS[qualified]
             arg = call_arg(node, keyword, position)
             if arg is not None:
-                self.sources.append(arg.value)
+                self._source(arg.value, f"passed as the backend of `{qualified}`")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
             self._argparse(node)
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in BACKEND_KEYWORDS:
-                self.sources.append(arg.value)
+                self._source(arg.value, f"passed as `{arg.keyword.value}=`, a keyword that names a process-group backend")
 
     def _argparse(self, node: cst.Call) -> None:
         flags = [string_value(a.value) for a in node.args if a.keyword is None and not a.star]
         if not any(f is not None and f.lstrip("-") in ARGPARSE_BACKEND_OPTIONS for f in flags):
             return
+        option = next(f for f in flags if f is not None and f.lstrip("-") in ARGPARSE_BACKEND_OPTIONS)
         default = call_arg(node, "default")
         if default is not None:
-            self.sources.append(default.value)
+            self._source(default.value, f"the default of the argparse option `{option}`")
         choices = call_arg(node, "choices")
         if choices is not None and isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)):
             for element in choices.value.elements:
-                self.sources.append(element.value)
+                self._source(element.value, f"a choice of the argparse option `{option}`")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assigned(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._assigned(node.target, node.value)
+
+    def _assigned(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Attribute):
+            text = self.ctx.module.code_for_node(target)
+            self.attribute_values.setdefault(text, []).append(value)
+            if target.attr.value in BACKEND_KEYWORDS:
+                # `args.dist_backend = 'nccl'` where the process group is started in another file
+                self.named.append((value, f"assigned to `{text}`, an attribute named for a process-group backend"))
+        elif isinstance(target, cst.Name) and target.value.lower() in BACKEND_KEYWORDS:
+            # `dist_backend = "nccl"` in a config module or a class body, `backend: str = "nccl"`
+            self.named.append((value, f"assigned to `{target.value}`, a name for a process-group backend"))
+        elif isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+            key = string_value(target.slice[0].slice.value)
+            if key in BACKEND_KEYWORDS:  # cfg["dist_backend"] = "nccl"
+                self.named.append((value, f"stored under the key {key!r}, which names a process-group backend"))
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if string_value(node.key) in BACKEND_KEYWORDS:
-            self.sources.append(node.value)
+            self._source(node.value, f"the value of a {string_value(node.key)!r} dict entry")
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         operands = [node.left, *(c.comparator for c in node.comparisons)]
         if not any(isinstance(o, cst.Call) and self.qualified_name(o.func) in GET_BACKEND for o in operands):
             return
+        why = "compared with `dist.get_backend()`"
         for operand in operands:
             if isinstance(operand, (cst.Tuple, cst.List, cst.Set)):
-                self.sources.extend(e.value for e in operand.elements)
+                for element in operand.elements:
+                    self._source(element.value, why)
             elif isinstance(operand, (cst.SimpleString, cst.Name)):
-                self.sources.append(operand)
+                self._source(operand, why)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.qualified_name(node) in BACKEND_NCCL:
-            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`")
+            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`",
+                         reason="`torch.distributed.Backend.NCCL` names the NCCL backend")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
@@ -135,30 +179,54 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
     # -- decisions once the whole file has been seen ----------------------------------
 
     def leave_file(self) -> None:
-        for source in self.sources:
-            self._resolve(source, 0)
+        # where the backend is used first (the better evidence), then what is only named so
+        for source, why in [*self.sources, *self.named]:
+            self._resolve(source, 0, why)
         for literal in self.literals:
-            if literal not in self.fixed:
+            if literal not in self.fixed and not self._beside_hccl(literal):
                 self.report(literal, f"{literal.value} names the NCCL backend, which Ascend does not have", SUGGESTION)
 
-    def _resolve(self, node: cst.CSTNode, depth: int) -> None:
+    def _beside_hccl(self, literal: cst.SimpleString) -> bool:
+        """A table that already names the NPU's backend (``{"cuda": "nccl", "npu": "hccl"}``,
+        ``("nccl", "hccl")``): NPU-aware code, nothing to report."""
+        parent = self.ctx.parent(literal)
+        if not isinstance(parent, (cst.DictElement, cst.Element)):
+            return False
+        container = self.ctx.parent(parent)
+        values = []
+        for element in getattr(container, "elements", ()):
+            for part in (getattr(element, "key", None), getattr(element, "value", None)):
+                value = string_value(part) if part is not None else None
+                if value is not None:
+                    values.append(value.lower())
+        return "hccl" in values or "npu" in values
+
+    def _source(self, node: cst.CSTNode, why: str) -> None:
+        self.sources.append((node, why))
+
+    def _resolve(self, node: cst.CSTNode, depth: int, why: str) -> None:
         if depth > _MAX_DEPTH:
             return
         if isinstance(node, cst.SimpleString):
-            self._fix(node)
+            self._fix(node, why)
         elif isinstance(node, cst.IfExp):
-            self._resolve(node.body, depth + 1)
-            self._resolve(node.orelse, depth + 1)
+            self._resolve(node.body, depth + 1, why)
+            self._resolve(node.orelse, depth + 1, why)
         elif isinstance(node, cst.BooleanOperation):
-            self._resolve(node.left, depth + 1)
-            self._resolve(node.right, depth + 1)
+            self._resolve(node.left, depth + 1, why)
+            self._resolve(node.right, depth + 1, why)
         elif isinstance(node, cst.Call) and self.qualified_name(node.func) in ENV_DEFAULT:
             default = call_arg(node, "default", 1)
             if default is not None:
-                self._resolve(default.value, depth + 1)
+                self._resolve(default.value, depth + 1, f"the default of an environment lookup {why}")
         elif isinstance(node, cst.Name) and self.qualified_name(node) is None:
             for value in self._assigned_values(node):
-                self._resolve(value, depth + 1)
+                self._resolve(value, depth + 1, f"assigned to `{node.value}`, which is {why}")
+        elif isinstance(node, cst.Attribute) and self.qualified_name(node) is None:
+            # `args.dist_backend = 'nccl'` ... `init_process_group(backend=args.dist_backend)`
+            text = self.ctx.module.code_for_node(node)
+            for value in self.attribute_values.get(text, ()):
+                self._resolve(value, depth + 1, f"assigned to `{text}`, which is {why}")
 
     def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
         """Values a local variable or parameter can hold, when every binding of it
@@ -187,10 +255,14 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
             return []  # bound some other way (loop, tuple unpacking, walrus...): cannot tell
         return values
 
-    def _fix(self, node: cst.SimpleString) -> None:
+    def _fix(self, node: cst.SimpleString, why: str) -> None:
         value = string_value(node)
         new = hccl_backend(value) if value is not None else None
         if new is None or node in self.fixed:
             return
         self.fixed.add(node)
-        self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}")
+        # A file that imports no torch (a Python config of plain dicts, mmcv's `dist_params =
+        # dict(backend='nccl')`) only holds the name; the code that starts the process group
+        # imports torch_npu (NPU100 adds it there). An import here would be a config key too.
+        self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}", reason=why,
+                     needs_torch_npu=self.ctx.imports.imports_module("torch"))

@@ -71,6 +71,8 @@ def test_json_report_follows_its_documented_schema(project, run_cli):
     jsonschema.Draft202012Validator(schema).validate(report)
     files = {f["path"]: f for f in report["files"]}
     assert report["schema_version"] == 1 and report["mode"] == "dry-run"
+    (fix,) = [f for f in files["train.py"]["fixes"] if f["rule"] == "NPU101"]
+    assert "torch.npu.device_count" in fix["reason"]  # the evidence, not only the message
     assert files["bad.py"]["error"].startswith("bad.py:1:") and files["cpu.py"]["changed"] is False
     # --report writes the same document (r.json, now in the tree, would be a config file of this run)
     run_cli(".", "--no-cache", "--report", "same.json", "--extend-exclude", "r.json")
@@ -189,5 +191,30 @@ def test_show_fixes(project, run_cli):
     assert "NPU101" not in plain.split("file(s) scanned")[0]
     shown = run_cli("train.py", "--no-cache", "--no-diff", "--show-fixes").output
     assert "train.py:2:5: NPU101 [fixable] `torch.cuda.device_count` -> `torch.npu.device_count`" in shown
+    assert "    why: `torch.cuda.device_count` resolves through the file's imports to torch.cuda" in shown
     written = run_cli("train.py", "--no-cache", "--write", "--show-fixes").output
     assert "train.py:3:5: NPU101 [fixed]" in written  # line 3: below the inserted import
+
+
+def test_every_fix_says_why(tmp_path, run_cli):
+    """Each fix carries its evidence in the text, JSON and SARIF reports; a rule that records
+    none is explained by its summary."""
+    (tmp_path / "train.py").write_bytes(
+        b"import torch\nimport torch.distributed as dist\n"
+        b"args.dist_backend = 'nccl'\ndist.init_process_group(backend=args.dist_backend)\n"
+        b"x = torch.ones(2, device='cuda')\n")
+    shown = run_cli("train.py", "--no-cache", "--no-diff", "--show-fixes").output
+    assert "why: assigned to `args.dist_backend`, which is passed as the backend of " \
+           "`torch.distributed.init_process_group`" in shown
+    assert "why: passed as `device=` to `torch.ones`" in shown
+    run_cli("train.py", "--no-cache", "--output-format", "json", "-o", "r.json")
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "report.schema.json").read_text())).validate(report)
+    reasons = {f["rule"]: f["reason"] for f in report["files"][0]["fixes"]}
+    assert reasons["NPU104"] == "passed as `device=` to `torch.ones`"
+    assert reasons["NPU100"].startswith("Add `import torch_npu")  # no evidence recorded: the summary
+    run_cli("train.py", "--no-cache", "--output-format", "sarif", "-o", "r.sarif")
+    results = json.loads((tmp_path / "r.sarif").read_text())["runs"][0]["results"]
+    fix = next(r for r in results if r["ruleId"] == "NPU104")
+    assert fix["properties"]["reason"] == "passed as `device=` to `torch.ones`"
+    assert fix["message"]["text"].endswith("Why: passed as `device=` to `torch.ones`")

@@ -150,3 +150,28 @@ def test_noqa_with_an_npu_code_suppresses_in_shell_too():
     source = "export CUDA_VISIBLE_DEVICES=0  # noqa: SC2034, NPU801\nexport NCCL_DEBUG=INFO  # noqa\n"
     result = run(source)
     assert result.new_source is None and [f.rule for f in result.findings] == ["NPU802"]
+
+
+def test_launch_suggestion_shows_the_migrated_command_line():
+    """NPU806's torchrun suggestion is the command line as the other rules leave it:
+    copying it after --write must not bring back `nccl` / `cuda` (NPU803, NPU804)."""
+    script = ("python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py "
+              "--dist-backend nccl --device=cuda --log-name cuda_run\n")
+    result = run(script)
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    command = finding.suggestion.split("  (")[0]
+    assert command == "torchrun --nproc_per_node=8 train.py --dist-backend hccl --device=npu --log-name cuda_run"
+    assert b"--dist-backend hccl --device=npu" in result.new_source
+    # with NPU803 off, the suggestion keeps what the file keeps
+    only = run(script, Settings(selection=Selection.create(["NPU806", "NPU804"])))
+    (finding,) = only.findings
+    assert "--dist-backend nccl --device=npu" in finding.suggestion
+
+
+def test_launch_suggestion_keeps_what_precedes_python():
+    """Environment assignments and wrappers in front of `python` stay in the suggestion,
+    renamed as NPU801 renames them in the file."""
+    result = run("CUDA_VISIBLE_DEVICES=0,1 srun -N 2 python3 -m torch.distributed.launch --nproc_per_node 2 main.py\n")
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    assert finding.suggestion.split("  (")[0] == (
+        "ASCEND_RT_VISIBLE_DEVICES=0,1 srun -N 2 torchrun --nproc_per_node 2 main.py")
