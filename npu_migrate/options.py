@@ -50,6 +50,8 @@ class Options:
     quiet: bool = False
     verbose: bool = False
     stdin_filename: str | None = None
+    #: What CUDA becomes (npu_migrate/target.py); only ``npu-migrate verify`` sets "cpu".
+    target: str = "npu"
 
     @property
     def stdin(self) -> bool:

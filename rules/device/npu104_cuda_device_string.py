@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from npu_migrate.python.rule import Example
 
 from ._device_strings import DeviceLiteralRule, Verdict, analysis, swap
@@ -12,6 +14,7 @@ class CudaDeviceString(DeviceLiteralRule):
     name = "cuda-device-string"
     summary = "Rewrite `'cuda'` / `'cuda:N'` / `f'cuda:{i}'` to `'npu...'` where the string is used as a device"
     triggers = ("cuda",)
+    targets = ("npu", "cpu")
     rationale = """
 On Ascend the device type is `npu`: `torch.device('npu:0')`, `x.to('npu')`,
 `torch.autocast('npu')`, `map_location='npu:0'`. A `'cuda'` device string fails
@@ -75,4 +78,5 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
         for literal in self.candidates:
             if device_strings.classify(literal) is Verdict.REWRITE:
                 text = self.ctx.module.code_for_node(literal)
-                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}")
+                new = functools.partial(swap, device=self.ctx.target.device)
+                self.replace(literal, new, f"device string {text} -> {self.ctx.module.code_for_node(new(literal))}")

@@ -7,7 +7,7 @@ from libcst.metadata import Assignment
 
 from npu_migrate.python.cst_util import call_arg, string_literal, string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
-from npu_migrate.tables.backends import hccl_backend, mentions_nccl
+from npu_migrate.tables.backends import mentions_nccl
 
 from ._common import ARGPARSE_BACKEND_OPTIONS, BACKEND_NCCL, BACKEND_PARAMS, GET_BACKEND
 
@@ -28,6 +28,7 @@ class NcclBackend(Rule):
     name = "nccl-backend"
     summary = "Use the `hccl` backend wherever code passes, defaults or compares the `nccl` process-group backend"
     triggers = ("nccl", "NCCL")
+    targets = ("npu", "cpu")
     rationale = """
 NCCL does not exist on Ascend; torch_npu registers the `hccl` backend for the
 `npu` device (`torch_npu/_init/registry/distributed.py` calls
@@ -125,7 +126,8 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.qualified_name(node) in BACKEND_NCCL:
-            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`")
+            backend = self.ctx.target.backend
+            self.replace(node, string_literal(backend, self.ctx.quote), f"`Backend.NCCL` -> `\"{backend}\"`")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
@@ -189,7 +191,7 @@ reported rather than rewritten: the tool cannot tell what it is compared with.
 
     def _fix(self, node: cst.SimpleString) -> None:
         value = string_value(node)
-        new = hccl_backend(value) if value is not None else None
+        new = self.ctx.target.backend_string(value) if value is not None else None
         if new is None or node in self.fixed:
             return
         self.fixed.add(node)
