@@ -181,11 +181,12 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         if first is None:
             first = {"step": len(next(iter(npu.ranks.values()), {}).get("steps", [])) + 1, "rank": 0,
                      "what": [f"the migrated twin failed: {npu.error}"]}
+    elif hidden and (first is None or hidden[0]["step"] <= first["step"]):
+        verdict, reason = "fail", "silent CPU work in the migrated twin: " + hidden[0]["detail"]
+        first = {"step": hidden[0]["step"], "rank": hidden[0]["rank"],
+                 "what": ["silent CPU work: " + hidden[0]["detail"], *(first["what"] if first else [])]}
     elif first is not None:
         verdict, reason = "fail", f"the twins diverge at step {first['step']}: " + "; ".join(first["what"])
-    elif hidden:
-        verdict, reason = "fail", "silent CPU work in the migrated twin: " + hidden[0]["detail"]
-        first = {"step": hidden[0]["step"], "rank": hidden[0]["rank"], "what": [hidden[0]["detail"]]}
     elif resume["status"] == "fail":
         verdict, reason = "fail", "resume round-trip: " + "; ".join(resume["detail"])
         if resume.get("first_divergence"):
