@@ -105,7 +105,9 @@ def _close(a: float | None, b: float | None, rtol: float, atol: float) -> bool:
 def _side(step: dict | None) -> dict | None:
     if step is None:
         return None
-    return {"losses": [loss["value"] for loss in step["losses"]], "grad_norm": step["grad_norm"],
+    return {"losses": [loss["value"] for loss in step["losses"]],
+            "unscaled_losses": [loss.get("unscaled", loss["value"]) for loss in step["losses"]],
+            "grad_norm": step["grad_norm"],
             "digest": step["digest_after"], "scale": step["scale"], "skipped": step["skipped"]}
 
 

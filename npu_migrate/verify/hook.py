@@ -77,6 +77,7 @@ class Recorder:
         self._in_scaler_step = False
         self._stepped_in_scaler = False
         self._optimizers: list = []
+        self.last_scaled: tuple | None = None
 
     # -- what the hooks record ---------------------------------------------------------
 
@@ -124,12 +125,17 @@ class Recorder:
         if self.global_done >= self.limit and (self.steps or self.offset is not None):
             raise VerifyStop
         value = tensor.detach()
-        self.pending_losses.append({
+        entry = {
             "value": float(value.cpu().to(self.torch.float64).sum()),
             "dtype": str(value.dtype).replace("torch.", ""),
             "device": value.device.type,
             "shape": list(value.shape),
-        })
+        }
+        scaled = self.last_scaled
+        if scaled is not None and scaled[0] is tensor and scaled[1]:
+            entry["unscaled"] = entry["value"] / scaled[1]  # the GradScaler's output: the loss times the scale
+        self.last_scaled = None
+        self.pending_losses.append(entry)
 
     def before_step(self, optimizer) -> None:
         params = self._params_of(optimizer)
@@ -258,7 +264,15 @@ def install(recorder: Recorder) -> None:
             recorder.write()
         return result
 
-    scaler_cls.step, scaler_cls.update = scaler_step, scaler_update
+    original_scale = scaler_cls.scale
+
+    def scaler_scale(self, outputs):
+        result = original_scale(self, outputs)
+        if isinstance(result, torch.Tensor) and self.is_enabled():
+            recorder.last_scaled = (result, float(self.get_scale()))
+        return result
+
+    scaler_cls.step, scaler_cls.update, scaler_cls.scale = scaler_step, scaler_update, scaler_scale
 
     original_save = torch.save
 

@@ -43,14 +43,18 @@ def summary(report: dict) -> str:
         lines.append(f"  first diverging step: {first['step']} (rank {first['rank']}): " + "; ".join(first["what"]))
     for item in report.get("silent_cpu", []):
         lines.append(f"  silent CPU work at step {item['step']} (rank {item['rank']}): {item['detail']}")
+    exact = report["precision"]["mode"] == "fp32"
     if report.get("steps"):
         lines.append("")
         lines.append(f"  {'step':>4} {'rank':>4}  {'CPU loss':>14} {'NPU loss':>14}  {'CPU grad norm':>14} "
                      f"{'NPU grad norm':>14}  params")
         for row in report["steps"]:
             cpu, npu = row["cpu"] or {}, row["npu"] or {}
-            cl, nl = cpu.get("losses") or [None], npu.get("losses") or [None]
+            cl = cpu.get("unscaled_losses") or cpu.get("losses") or [None]
+            nl = npu.get("unscaled_losses") or npu.get("losses") or [None]
             same = "=" if cpu.get("digest") and cpu.get("digest") == npu.get("digest") else "≠"
+            if same == "≠" and not exact and not any("parameters" in what for what in row["diverged"]):
+                same = "≈"  # within the autocast bounds
             mark = "  <- " + row["diverged"][0] if row["diverged"] else ""
             lines.append(f"  {row['step']:>4} {row['rank']:>4}  {_num(cl[-1]):>14} {_num(nl[-1]):>14}  "
                          f"{_num(cpu.get('grad_norm')):>14} {_num(npu.get('grad_norm')):>14}  {same:>6}{mark}")
@@ -84,21 +88,23 @@ def plot(report: dict, path: Path) -> str | None:
     rows = [r for r in report["steps"] if r["rank"] == 0]
     steps, cpu, npu = [], [], []
     for row in rows:
-        c = (row["cpu"] or {}).get("losses") or [None]
-        n = (row["npu"] or {}).get("losses") or [None]
+        c = (row["cpu"] or {}).get("unscaled_losses") or (row["cpu"] or {}).get("losses") or [None]
+        n = (row["npu"] or {}).get("unscaled_losses") or (row["npu"] or {}).get("losses") or [None]
         steps.append(row["step"])
         cpu.append(c[-1] if isinstance(c[-1], float) else math.nan)
         npu.append(n[-1] if isinstance(n[-1], float) else math.nan)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     top.plot(steps, cpu, "o-", label="CPU twin (reference)")
     top.plot(steps, npu, "x--", label=f"migrated twin ({report['device']})")
-    top.set_ylabel("loss")
+    top.set_ylabel("loss (unscaled)" if any((r["cpu"] or {}).get("unscaled_losses") != (r["cpu"] or {}).get("losses")
+                                            for r in rows) else "loss")
     top.set_title(f"npu-migrate verify: {report['verdict']}")
     top.legend()
     bottom.plot(steps, [n - c for n, c in zip(npu, cpu)], "o-", color="tab:red")
     bottom.axhline(0.0, color="grey", linewidth=0.5)
     bottom.set_ylabel("migrated - reference")
     bottom.set_xlabel("optimizer step")
+    bottom.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     first = report.get("first_divergence")
     if first:
         for axis in (top, bottom):
