@@ -233,9 +233,9 @@ def verify_command(nproc, steps, report, select, extend_select, ignore, extend_i
     migrated on the emulated NPU and retargeted to the CPU, compare losses, gradient
     norms and parameters per optimizer step. Exit 0 pass, 1 fail, 2 error. See docs/verify.md.
     """
-    from npu_migrate.verify.command import Request, run as run_verify
+    from npu_migrate.verify import command as verify
 
-    sys.exit(run_verify(Request(
+    sys.exit(verify.run(verify.Request(
         script=script, args=list(args), nproc=nproc, steps=steps, report=report, select=_codes(select),
         extend_select=split_codes(extend_select), ignore=_codes(ignore), extend_ignore=split_codes(extend_ignore),
         config=config, project=project, resume=resume, resume_args=list(resume_args), seed=seed, timeout=timeout,

@@ -214,13 +214,13 @@ def _resume(req: Request, npu, copy: Path | None, run_twin, emulated: bool) -> d
     points = [s for s in saves if 0 < s < req.steps]
     if not points:
         return {"status": "no-checkpoint", "detail": [
-            f"the script saved nothing with torch.save between steps 1 and {req.steps - 1} "
+            (f"the script saved nothing with torch.save between steps 1 and {req.steps - 1} "
             f"(saves after steps {sorted(set(saves)) or 'none'}), so there is no point to resume from; "
-            "give more --steps, or make the script checkpoint more often"]}
+            "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
     env_a = twins.npu_env(twins.base_env(records / "resume-stop", k, req.seed), req.nproc, emulated)
-    first = run_twin("migrated twin, stopped after step %d" % k, copy, env_a, k, req.args)
+    first = run_twin(f"migrated twin, stopped after step {k}", copy, env_a, k, req.args)
     if first.error is not None:
         return {"status": "fail", "stopped_after": k, "detail": [f"the run stopped after step {k} failed: {first.error}"]}
     env_b = twins.npu_env(twins.base_env(records / "resume-restart", req.steps, req.seed, align=npu.out),

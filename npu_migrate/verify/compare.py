@@ -208,17 +208,17 @@ def compare_resume(full_run, restarted_run, stopped_after: int) -> dict:
         offset = data.get("offset")
         full = {s["step"]: s for s in full_run.ranks.get(rank, {}).get("steps", [])}
         if not data.get("steps"):
-            statuses.append(("fail", f"rank {rank}: the restarted run did no step "
-                                     f"({data.get('error') or data.get('status')})"))
+            statuses.append(("fail", (f"rank {rank}: the restarted run did no step "
+                                     f"({data.get('error') or data.get('status')})")))
             continue
         if offset == -1:
-            statuses.append(("fail", f"rank {rank}: the restarted run starts from parameters that match no step of "
-                                     "the uninterrupted run (the checkpoint was not restored as saved)"))
+            statuses.append(("fail", (f"rank {rank}: the restarted run starts from parameters that match no step of "
+                                     "the uninterrupted run (the checkpoint was not restored as saved)")))
             continue
         if offset == 0:
-            statuses.append(("no-resume-path", f"rank {rank}: the restarted run started again from the initial "
+            statuses.append(("no-resume-path", (f"rank {rank}: the restarted run started again from the initial "
                                                "parameters: the script has no resume path (or did not find its "
-                                               "checkpoint)"))
+                                               "checkpoint)")))
             continue
         result["restarted_at"] = offset + 1
         first = None
@@ -235,8 +235,8 @@ def compare_resume(full_run, restarted_run, stopped_after: int) -> dict:
             statuses.append(("fail", f"rank {rank}: resumed after step {offset}, diverges at step {first['step']}: "
                                      + "; ".join(first["what"])))
         else:
-            statuses.append(("pass", f"rank {rank}: resumed after step {offset}; steps {offset + 1}-"
-                                     f"{data['steps'][-1]['step']} are bit-identical to the uninterrupted run"))
+            statuses.append(("pass", (f"rank {rank}: resumed after step {offset}; steps {offset + 1}-"
+                                     f"{data['steps'][-1]['step']} are bit-identical to the uninterrupted run")))
     order = ["fail", "no-resume-path", "pass"]
     result["status"] = min((s for s, _ in statuses), key=order.index) if statuses else "fail"
     result["detail"] = [d for _, d in statuses] or ["the restarted run recorded nothing"]

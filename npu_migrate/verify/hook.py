@@ -25,6 +25,7 @@ This module imports torch; the CLI process never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -235,7 +236,10 @@ class Recorder:
 
 def install(recorder: Recorder) -> None:
     torch = recorder.torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
     original_backward = torch.Tensor.backward
 
@@ -312,10 +316,8 @@ def _shutdown_process_group() -> None:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        try:
+        with contextlib.suppress(Exception):  # best effort at the end of a stopped run
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - best effort at the end of a stopped run
-            pass
 
 
 def main(argv: list[str]) -> int:

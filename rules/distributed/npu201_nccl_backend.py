@@ -5,7 +5,12 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import Assignment
 
-from npu_migrate.python.cst_util import call_arg, string_literal, string_value, with_string_value
+from npu_migrate.python.cst_util import (
+    call_arg,
+    string_literal,
+    string_value,
+    with_string_value,
+)
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.backends import mentions_nccl
 
