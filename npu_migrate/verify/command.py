@@ -52,6 +52,8 @@ class Request:
     timeout: float = 600.0
     keep: bool = False
     quiet: bool = False
+    #: start one process with torchrun too (scripts that always call init_process_group)
+    torchrun: bool = False
 
 
 def _say(req: Request, message: str) -> None:
@@ -145,7 +147,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
 
     def run_twin(name, copy, env, steps, args):
         _say(req, f"running the {name} ({steps} step(s))")
-        return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout)
+        return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
+                         req.torchrun)
 
     records = work / "records"
     cpu = run_twin("CPU twin", cpu_copy, twins.cpu_env(twins.base_env(records / "cpu", req.steps, req.seed)),

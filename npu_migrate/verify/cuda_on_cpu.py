@@ -20,8 +20,11 @@ migrated twin:
 * ``torch.distributed.is_nccl_available()`` is True, and DDP drops ``device_ids`` /
   ``output_device`` for a CPU module (gloo DDP refuses them).
 
+* ``nn.DataParallel`` wraps the module and calls it (as torch does on a CPU), which
+  is what one process of the migrated twin's ``npu_runtime.data_parallel`` does.
+
 Not covered (docs/verify.md): ``Tensor.is_cuda`` stays False, CUDA graphs, custom
-CUDA kernels, ``nn.DataParallel`` (torch replicates it with CUDA bindings).
+CUDA kernels.
 """
 
 from __future__ import annotations
@@ -144,6 +147,11 @@ def install() -> None:
     torch.Tensor.pin_memory = lambda self, device=None: self
     torch.nn.Module.cuda = lambda self, device=None: self
     torch.set_autocast_dtype("cpu", torch.float16)
+    # nn.DataParallel asks for the device type itself: on the CPU it wraps the module and calls it,
+    # which is what one process of the migrated twin's npu_runtime.data_parallel does.
+    import importlib
+
+    importlib.import_module("torch.nn.parallel.data_parallel")._get_available_device_type = constant(None)
 
     if dist.is_available():
         dist.is_nccl_available = lambda: True

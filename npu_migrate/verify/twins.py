@@ -122,9 +122,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def command_line(script: str, args: list[str], nproc: int) -> list[str]:
+def command_line(script: str, args: list[str], nproc: int, torchrun: bool = False) -> list[str]:
     runner = ["-m", "npu_migrate.verify.hook", script, *args]
-    if nproc == 1:
+    if nproc == 1 and not torchrun:
         return [sys.executable, *runner]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
             "127.0.0.1", "--master-port", str(_free_port()), *runner]
@@ -166,13 +166,13 @@ def real_npu(copy: Path, script: str) -> str | None:
 
 
 def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
-        timeout: float) -> RunResult:
+        timeout: float, torchrun: bool = False) -> RunResult:
     out = Path(env[hook.ENV_OUT])
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "output.log"
     with open(log_path, "w", encoding="utf-8") as log:
         # A session of its own, so that a timeout ends torchrun's workers too.
-        proc = subprocess.Popen(command_line(script, args, nproc), cwd=copy, env=env, stdout=log,
+        proc = subprocess.Popen(command_line(script, args, nproc, torchrun), cwd=copy, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             code, timed_out = proc.wait(timeout=timeout), False
