@@ -6,9 +6,9 @@
    resume round-trip;
 3. run both for N optimizer steps through the hook (npu_migrate/verify/hook.py);
 4. compare them step by step (npu_migrate/verify/compare.py);
-5. resume round-trip: in the fresh migrated copy, stop after the last checkpoint
-   written before step N, restart the script as it is, and compare with the
-   uninterrupted migrated run;
+5. resume round-trip: in fresh copies of both twins, stop after the last checkpoint
+   written before step N, restart the script as it is, and compare the restarted
+   migrated twin with the restarted reference (and each with its uninterrupted run);
 6. verdict, report (npu_migrate/verify/report.py), exit 0 pass / 1 fail / 2 error.
 
 Nothing is written into the user's tree: the migration, the runs, their
@@ -129,10 +129,10 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         twins.migrate_copy(cpu_copy, twins.reference_options(empty_config))
     except twins.MigrationError as exc:
         raise VerifyError(str(exc)) from None
-    resume_copy = None
-    if req.resume:
-        resume_copy = work / "resume"
-        shutil.copytree(npu_copy, resume_copy, symlinks=True)
+    resume_copies = {}
+    if req.resume:  # fresh migrated trees for the stop-and-restart runs
+        for name, copy in (("cpu", cpu_copy), ("npu", npu_copy)):
+            resume_copies[name] = Path(shutil.copytree(copy, work / f"resume-{name}", symlinks=True))
 
     real = twins.real_npu(npu_copy, script)
     emulated = real is None
@@ -175,7 +175,7 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     hidden = compare.silent_cpu(npu) if npu.ranks else []
     resume = {"status": "not-tried", "detail": ["--no-resume"]} if not req.resume else None
     if resume is None:
-        resume = _resume(req, npu, resume_copy, run_twin, emulated)
+        resume = _resume(req, cpu, npu, resume_copies, run_twin, emulated, tol)
 
     verdict, reason = "pass", None
     if npu.error is not None:
@@ -191,7 +191,7 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     elif first is not None:
         verdict, reason = "fail", f"the twins diverge at step {first['step']}: " + "; ".join(first["what"])
     elif resume["status"] == "fail":
-        verdict, reason = "fail", "resume round-trip: " + "; ".join(resume["detail"])
+        verdict, reason = "fail", "resume round-trip: " + resume["detail"][0]
         if resume.get("first_divergence"):
             first = dict(resume["first_divergence"], what=["after resume: " + w
                                                            for w in resume["first_divergence"]["what"]])
@@ -210,10 +210,15 @@ def _twin_info(result) -> dict:
             "log_tail": tail}
 
 
-def _resume(req: Request, npu, copy: Path | None, run_twin, emulated: bool) -> dict:
+def _resume(req: Request, cpu, npu, copies: dict[str, Path], run_twin, emulated: bool,
+            tol: compare.Tolerance) -> dict:
+    """Stop both twins after step k and restart them; the restarted migrated twin must
+    compute what the restarted reference computes. (Whether the script's own resume
+    is exact, i.e. each restart equals its uninterrupted run, is reported beside:
+    a script whose resume is not exact on CUDA is not exact after migration either.)"""
     if npu.error is not None or not npu.ranks:
         return {"status": "not-tried", "detail": ["the migrated twin did not run through"]}
-    saves = npu.ranks.get(0, next(iter(npu.ranks.values()))).get("saves", [])
+    saves = cpu.ranks.get(0, next(iter(cpu.ranks.values()))).get("saves", [])
     points = [s for s in saves if 0 < s < req.steps]
     if not points:
         return {"status": "no-checkpoint", "detail": [
@@ -222,16 +227,40 @@ def _resume(req: Request, npu, copy: Path | None, run_twin, emulated: bool) -> d
             "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
-    env_a = twins.npu_env(twins.base_env(records / "resume-stop", k, req.seed), req.nproc, emulated)
-    first = run_twin(f"migrated twin, stopped after step {k}", copy, env_a, k, req.args)
-    if first.error is not None:
-        return {"status": "fail", "stopped_after": k, "detail": [f"the run stopped after step {k} failed: {first.error}"]}
-    env_b = twins.npu_env(twins.base_env(records / "resume-restart", req.steps, req.seed, align=npu.out),
-                          req.nproc, emulated)
-    second = run_twin("migrated twin, restarted", copy, env_b, req.steps, [*req.args, *req.resume_args])
-    if second.error is not None:
-        return {"status": "fail", "stopped_after": k, "detail": [f"the restarted run failed: {second.error}"]}
-    return compare.compare_resume(npu, second, k)
+    restarted = {}
+    for name, full in (("cpu", cpu), ("npu", npu)):
+        def env(out, steps, align=None, name=name):
+            base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
+            return twins.cpu_env(base) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
+
+        label = "CPU twin" if name == "cpu" else "migrated twin"
+        first = run_twin(f"{label}, stopped after step {k}", copies[name], env("stop", k), k, req.args)
+        if first.error is not None:
+            restarted[name] = first
+            continue
+        restarted[name] = run_twin(f"{label}, restarted", copies[name], env("restart", req.steps, full.out),
+                                   req.steps, [*req.args, *req.resume_args])
+    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
+    if restarted["cpu"].error is not None:
+        return dict(result, status="reference-failed", detail=[
+            f"the CPU twin's stop-and-restart failed ({restarted['cpu'].error}): no reference to compare with"])
+    if restarted["npu"].error is not None:
+        return dict(result, status="fail", detail=[(f"the migrated twin's stop-and-restart failed: "
+                                                   f"{restarted['npu'].error}")],
+                    first_divergence={"step": k + 1, "rank": 0, "what": [(f"the restarted migrated twin failed: "
+                                                                         f"{restarted['npu'].error}")]})
+    own_cpu, own_npu = compare.own_resume(cpu, restarted["cpu"]), compare.own_resume(npu, restarted["npu"])
+    rows, first, _ = compare.compare_runs(restarted["cpu"], restarted["npu"], tol)
+    result.update(reference=own_cpu, migrated=own_npu, steps=rows)
+    detail = [f"reference (CPU twin): {own_cpu['status']}: {own_cpu['detail']}",
+              f"migrated twin: {own_npu['status']}: {own_npu['detail']}"]
+    if first is not None:
+        return dict(result, status="fail", first_divergence=first,
+                    detail=[f"after the restart the migrated twin diverges from the restarted reference at step "
+                            f"{first['step']}: " + "; ".join(first["what"]), *detail])
+    status = "pass" if own_cpu["status"] != "no-resume-path" else "no-resume-path"
+    return dict(result, status=status, detail=[
+        "the restarted migrated twin computes what the restarted reference computes", *detail])
 
 
 def _finish(req: Request, result: dict, code: int) -> int:

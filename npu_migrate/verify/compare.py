@@ -108,7 +108,8 @@ def _side(step: dict | None) -> dict | None:
     return {"losses": [loss["value"] for loss in step["losses"]],
             "unscaled_losses": [loss.get("unscaled", loss["value"]) for loss in step["losses"]],
             "grad_norm": step["grad_norm"],
-            "digest": step["digest_after"], "scale": step["scale"], "skipped": step["skipped"]}
+            "digest": step["digest_after"], "scale": step["scale"], "growth_tracker": step.get("growth_tracker"),
+            "skipped": step["skipped"]}
 
 
 def compare_steps(ref: dict | None, got: dict | None, tol: Tolerance, params_ok: bool | None = None) -> list[str]:
@@ -127,6 +128,9 @@ def compare_steps(ref: dict | None, got: dict | None, tol: Tolerance, params_ok:
         what.append(f"GradScaler skipped the step: {got['skipped']} instead of {ref['skipped']}")
     if ref["scale"] != got["scale"]:
         what.append(f"GradScaler scale: {got['scale']} instead of {ref['scale']}")
+    if ref.get("growth_tracker") != got.get("growth_tracker"):
+        what.append(f"GradScaler growth tracker (steps since the scale changed): {got.get('growth_tracker')} "
+                    f"instead of {ref.get('growth_tracker')}")
     if not _close(got["grad_norm"], ref["grad_norm"], tol.grad_rtol, tol.atol):
         what.append(f"gradient norm: {got['grad_norm']!r} instead of {ref['grad_norm']!r}")
     if tol.exact:
@@ -199,45 +203,36 @@ def compare_runs(ref_run, got_run, tol: Tolerance) -> tuple[list[dict], dict | N
     return rows, first, all_metrics
 
 
-def compare_resume(full_run, restarted_run, stopped_after: int) -> dict:
-    """The restarted run against the uninterrupted one, on the same device (bit-exact)."""
+def own_resume(full_run, restarted_run) -> dict:
+    """One twin's restarted run against its own uninterrupted run (same device, so
+    bit-exact where the script's resume is exact): ``exact``, ``not-exact`` (with
+    the first step that differs), ``no-resume-path`` (it began again from the
+    initial parameters) or ``failed``."""
     exact = TOLERANCES["fp32"]
-    result: dict = {"stopped_after": stopped_after, "steps": []}
-    statuses = []
+    result: dict = {"steps": 0}
     for rank, data in sorted(restarted_run.ranks.items()):
-        offset = data.get("offset")
         full = {s["step"]: s for s in full_run.ranks.get(rank, {}).get("steps", [])}
         if not data.get("steps"):
-            statuses.append(("fail", (f"rank {rank}: the restarted run did no step "
-                                     f"({data.get('error') or data.get('status')})")))
-            continue
-        if offset == -1:
-            statuses.append(("fail", (f"rank {rank}: the restarted run starts from parameters that match no step of "
-                                     "the uninterrupted run (the checkpoint was not restored as saved)")))
-            continue
-        if offset == 0:
-            statuses.append(("no-resume-path", (f"rank {rank}: the restarted run started again from the initial "
-                                               "parameters: the script has no resume path (or did not find its "
-                                               "checkpoint)")))
-            continue
+            return {"status": "failed", "detail": f"rank {rank}: the restarted run did no step "
+                                                  f"({data.get('error') or data.get('status')})"}
+        offset = data.get("offset") or 0
         result["restarted_at"] = offset + 1
-        first = None
+        if offset == 0 and data.get("aligned", True):
+            return {"status": "no-resume-path", "restarted_at": 1,
+                    "detail": "the restarted run began again from the initial parameters: the script has no "
+                              "resume path (or did not find its checkpoint)"}
+        if not data.get("aligned", True):
+            return {"status": "not-exact", "restarted_at": offset + 1,
+                    "detail": f"rank {rank}: the restarted run's parameters match no step of the uninterrupted run "
+                              "(the checkpoint does not restore them as they were)"}
         for step in data["steps"]:
-            what = compare_steps(full.get(step["step"]), step, exact)
-            if full.get(step["step"]) is None:
-                what = ["extra: the uninterrupted run did not do this step"]
-            result["steps"].append({"step": step["step"], "rank": rank, "uninterrupted": _side(full.get(step["step"])),
-                                    "restarted": _side(step), "diverged": what})
-            if what and first is None:
-                first = {"step": step["step"], "rank": rank, "what": what}
-        if first is not None:
-            result.setdefault("first_divergence", first)
-            statuses.append(("fail", f"rank {rank}: resumed after step {offset}, diverges at step {first['step']}: "
-                                     + "; ".join(first["what"])))
-        else:
-            statuses.append(("pass", (f"rank {rank}: resumed after step {offset}; steps {offset + 1}-"
-                                     f"{data['steps'][-1]['step']} are bit-identical to the uninterrupted run")))
-    order = ["fail", "no-resume-path", "pass"]
-    result["status"] = min((s for s, _ in statuses), key=order.index) if statuses else "fail"
-    result["detail"] = [d for _, d in statuses] or ["the restarted run recorded nothing"]
+            what = compare_steps(full.get(step["step"]), step, exact) if step["step"] in full else ["extra step"]
+            if what:
+                return {"status": "not-exact", "restarted_at": offset + 1,
+                        "first_divergence": {"step": step["step"], "rank": rank, "what": what},
+                        "detail": f"rank {rank}: resumed after step {offset}, differs from the uninterrupted run "
+                                  f"at step {step['step']}: " + "; ".join(what)}
+        result["steps"] = max(result["steps"], len(data["steps"]))
+    result.update(status="exact", detail=f"resumed after step {result['restarted_at'] - 1}; every later step is "
+                                          "bit-identical to the uninterrupted run")
     return result

@@ -16,7 +16,9 @@ Settings come from the environment (set by npu_migrate/verify/twins.py):
 * ``NPU_MIGRATE_VERIFY_STEPS``: stop after this many (global) optimizer steps;
 * ``NPU_MIGRATE_VERIFY_ALIGN``: directory of an earlier run's records: the first
   step's parameters are looked up there to find which global step this (restarted)
-  run begins with;
+  run begins with; where they match none (a restore that is not exact),
+  ``NPU_MIGRATE_VERIFY_RESUMED_AFTER`` (the step the first run stopped after) is
+  taken, and ``aligned`` is false;
 * ``NPU_MIGRATE_VERIFY_CUDA_ON_CPU=1``: the CPU twin (npu_migrate/verify/cuda_on_cpu.py);
 * ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs.
 
@@ -40,6 +42,7 @@ ENV_STEPS = "NPU_MIGRATE_VERIFY_STEPS"
 ENV_ALIGN = "NPU_MIGRATE_VERIFY_ALIGN"
 ENV_CPU = "NPU_MIGRATE_VERIFY_CUDA_ON_CPU"
 ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
+ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
 #: Parameters kept for every step (for the element-wise metrics) up to this many
 #: elements; larger models keep the last step's only.
 KEEP_EVERY_STEP = 2_000_000
@@ -64,6 +67,8 @@ class Recorder:
         self.saves: list[int] = []
         self.autocast: list[list] = []
         self.offset: int | None = 0
+        self.aligned = True
+        self.resumed_after = int(os.environ.get(ENV_RESUMED_AFTER, "0"))
         self.align_digests: list[str] | None = None
         if align:
             try:
@@ -138,12 +143,18 @@ class Recorder:
         self.last_scaled = None
         self.pending_losses.append(entry)
 
+    def _align(self, digest: str) -> None:
+        digests = self.align_digests or []
+        if digest in digests:
+            self.offset = digests.index(digest)
+        else:
+            self.offset, self.aligned = self.resumed_after, False
+
     def before_step(self, optimizer) -> None:
         params = self._params_of(optimizer)
         before = self.digest(params)
         if self.offset is None:  # a restarted run: which global step is this?
-            digests = self.align_digests or []
-            self.offset = digests.index(before) if before in digests else -1
+            self._align(before)
         self._current = {
             "optimizer": self._optimizer_index(optimizer),
             "losses": self.pending_losses,
@@ -170,8 +181,7 @@ class Recorder:
         params = self._params_of(optimizer)
         digest = self.digest(params)
         if self.offset is None:
-            digests = self.align_digests or []
-            self.offset = digests.index(digest) if digest in digests else -1
+            self._align(digest)
         record = {
             "optimizer": self._optimizer_index(optimizer),
             "losses": self.pending_losses,
@@ -195,9 +205,10 @@ class Recorder:
             self.params[record["step"]] = flat.numpy().copy()
         self.write()
 
-    def on_scale(self, scale: float) -> None:
+    def on_scale(self, scale: float, growth_tracker: int) -> None:
         if self.steps:
             self.steps[-1]["scale"] = scale
+            self.steps[-1]["growth_tracker"] = growth_tracker
 
     def _optimizer_index(self, optimizer) -> int:
         for i, known in enumerate(self._optimizers):
@@ -214,6 +225,7 @@ class Recorder:
             "status": self.status,
             "error": self.error,
             "offset": self.offset,
+            "aligned": self.aligned,
             "steps": self.steps,
             "saves": self.saves,
             "autocast": self.autocast,
@@ -264,7 +276,7 @@ def install(recorder: Recorder) -> None:
     def scaler_update(self, *args, **kwargs):
         result = original_update(self, *args, **kwargs)
         if self.is_enabled():
-            recorder.on_scale(float(self.get_scale()))
+            recorder.on_scale(float(self.get_scale()), int(self._get_growth_tracker()))
             recorder.write()
         return result
 

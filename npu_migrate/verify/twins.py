@@ -130,7 +130,7 @@ def command_line(script: str, args: list[str], nproc: int, torchrun: bool = Fals
             "127.0.0.1", "--master-port", str(_free_port()), *runner]
 
 
-def base_env(out: Path, steps: int, seed: int, align: Path | None = None) -> dict[str, str]:
+def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resumed_after: int = 0) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _EMULATOR_VARS}
     env[hook.ENV_OUT] = str(out)
     env[hook.ENV_STEPS] = str(steps)
@@ -138,8 +138,10 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None) -> dic
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop(hook.ENV_ALIGN, None)
     env.pop(hook.ENV_CPU, None)
+    env.pop(hook.ENV_RESUMED_AFTER, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
+        env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
     return env
 
 

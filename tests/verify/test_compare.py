@@ -83,15 +83,20 @@ def test_silent_cpu_is_reported():
     assert found[0]["step"] == 2 and "4 of 4 parameters" in found[0]["detail"]
 
 
-def test_resume_statuses():
+def test_own_resume_statuses():
     full = _run([_step(1, digest="a"), _step(2, digest="b"), _step(3, digest="c"), _step(4, digest="d")])
     good = _run([_step(3, digest="c"), _step(4, digest="d")], offset=2)
-    assert compare.compare_resume(full, good, 2)["status"] == "pass"
+    assert compare.own_resume(full, good)["status"] == "exact"
     bad = _run([_step(3, digest="c"), _step(4, digest="x")], offset=2)
-    result = compare.compare_resume(full, bad, 2)
-    assert result["status"] == "fail" and result["first_divergence"]["step"] == 4
-    assert compare.compare_resume(full, _run([_step(1)], offset=0), 2)["status"] == "no-resume-path"
-    assert compare.compare_resume(full, _run([_step(1)], offset=-1), 2)["status"] == "fail"
+    result = compare.own_resume(full, bad)
+    assert result["status"] == "not-exact" and result["first_divergence"]["step"] == 4
+    assert compare.own_resume(full, _run([_step(1)], offset=0))["status"] == "no-resume-path"
+    unaligned = _run([_step(3)], offset=2)
+    unaligned.ranks[0]["aligned"] = False
+    assert "match no step" in compare.own_resume(full, unaligned)["detail"]
+    tracker = compare.compare_steps(_step(3, scale=8.0) | {"growth_tracker": 3}, _step(3, scale=8.0) | {"growth_tracker": 1},
+                                    compare.TOLERANCES["fp32"])
+    assert tracker and "growth tracker" in tracker[0]
 
 
 def test_report_files(tmp_path):
