@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -75,12 +76,26 @@ def _versions() -> dict:
     return {"npu-migrate": __version__, "torch": version("torch"), "python": platform.python_version()}
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds: the runs are ended, the scratch directory removed
+
+
 def run(req: Request) -> int:
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
     try:
         return _run(req)
     except VerifyError as exc:
         print(f"npu-migrate verify: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("npu-migrate verify: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _resolve(req: Request) -> tuple[Path, str]:

@@ -181,7 +181,7 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             code, timed_out = proc.wait(), True
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C, or SIGTERM (verify's handler raises SystemExit): end the run too
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
