@@ -137,17 +137,22 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     empty_config = work / "reference.toml"
     empty_config.write_text("[tool.npu-migrate]\n", "utf-8")
     _say(req, f"migrating two copies of {root} in {work}")
+    options = {
+        "npu": twins.migrated_options(req.select, req.extend_select, req.ignore, req.extend_ignore,
+                                      str(Path(req.config).resolve()) if req.config else None),
+        "cpu": twins.reference_options(empty_config),
+    }
     try:
-        migration_log = twins.migrate_copy(npu_copy, twins.migrated_options(
-            req.select, req.extend_select, req.ignore, req.extend_ignore,
-            str(Path(req.config).resolve()) if req.config else None))
-        twins.migrate_copy(cpu_copy, twins.reference_options(empty_config))
+        migration_log = twins.migrate_copy(npu_copy, options["npu"])
+        twins.migrate_copy(cpu_copy, options["cpu"])
     except twins.MigrationError as exc:
         raise VerifyError(str(exc)) from None
-    resume_copies = {}
-    if req.resume:  # fresh migrated trees for the stop-and-restart runs
-        for name, copy in (("cpu", cpu_copy), ("npu", npu_copy)):
-            resume_copies[name] = Path(shutil.copytree(copy, work / f"resume-{name}", symlinks=True))
+
+    def fresh_copy(name: str) -> Path:
+        """Another copy of the project, migrated as twin ``name`` was (for a stop-and-restart)."""
+        copy = scratch.copy_project(root, work / f"resume-{name}", skip)
+        twins.migrate_copy(copy, options[name])
+        return copy
 
     real = twins.real_npu(npu_copy, script)
     emulated = real is None
@@ -190,7 +195,7 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     hidden = compare.silent_cpu(npu) if npu.ranks else []
     resume = {"status": "not-tried", "detail": ["--no-resume"]} if not req.resume else None
     if resume is None:
-        resume = _resume(req, cpu, npu, resume_copies, run_twin, emulated, tol)
+        resume = _resume(req, cpu, npu, {"cpu": cpu_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol)
 
     verdict, reason = "pass", None
     if npu.error is not None:
@@ -225,12 +230,17 @@ def _twin_info(result) -> dict:
             "log_tail": tail}
 
 
-def _resume(req: Request, cpu, npu, copies: dict[str, Path], run_twin, emulated: bool,
+def _resume(req: Request, cpu, npu, copies: dict[str, Path], fresh_copy, run_twin, emulated: bool,
             tol: compare.Tolerance) -> dict:
     """Stop both twins after step k and restart them; the restarted migrated twin must
     compute what the restarted reference computes. (Whether the script's own resume
     is exact, i.e. each restart equals its uninterrupted run, is reported beside:
-    a script whose resume is not exact on CUDA is not exact after migration either.)"""
+    a script whose resume is not exact on CUDA is not exact after migration either.)
+
+    Where a twin's uninterrupted run saved nothing after step k, its copy is already
+    what a run stopped after step k leaves on disk (checkpoints are only written by
+    torch.save), and the restart runs there; otherwise a fresh copy is stopped after
+    step k first."""
     if npu.error is not None or not npu.ranks:
         return {"status": "not-tried", "detail": ["the migrated twin did not run through"]}
     saves = cpu.ranks.get(0, next(iter(cpu.ranks.values()))).get("saves", [])
@@ -249,12 +259,19 @@ def _resume(req: Request, cpu, npu, copies: dict[str, Path], run_twin, emulated:
             return twins.cpu_env(base) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
 
         label = "CPU twin" if name == "cpu" else "migrated twin"
-        first = run_twin(f"{label}, stopped after step {k}", copies[name], env("stop", k), k, req.args)
-        if first.error is not None:
-            restarted[name] = first
-            continue
-        restarted[name] = run_twin(f"{label}, restarted", copies[name], env("restart", req.steps, full.out),
-                                   req.steps, [*req.args, *req.resume_args])
+        own_saves = full.ranks.get(0, next(iter(full.ranks.values()))).get("saves", [])
+        copy = copies[name]
+        if max(own_saves, default=0) != k:
+            try:
+                copy = fresh_copy(name)
+            except twins.MigrationError as exc:
+                raise VerifyError(str(exc)) from None
+            first = run_twin(f"{label}, stopped after step {k}", copy, env("stop", k), k, req.args)
+            if first.error is not None:
+                restarted[name] = first
+                continue
+        restarted[name] = run_twin(f"{label}, restarted after step {k}", copy,
+                                   env("restart", req.steps, full.out), req.steps, [*req.args, *req.resume_args])
     result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
     if restarted["cpu"].error is not None:
         return dict(result, status="reference-failed", detail=[
