@@ -100,13 +100,16 @@ def test_silent_cpu_work_fails(tmp_path, emulator_build):
 
 
 @pytest.mark.timeout(900)
-def test_ddp_two_processes_pass(tmp_path, emulator_build):
+def test_ddp_two_processes_with_resume_pass(tmp_path, emulator_build):
     project = _copy("ddp", tmp_path)
-    proc, data = _verify(project, "--nproc", "2", "--steps", "4", "--no-resume", "train.py")
+    proc, data = _verify(project, "--nproc", "2", "--steps", "5", "train.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["precision"]["mode"] == "fp32"
     assert sorted({row["rank"] for row in data["steps"]}) == [0, 1]
     assert all(row["cpu"]["digest"] == row["npu"]["digest"] for row in data["steps"])  # bit-exact
+    resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 4
+    assert resume["migrated"]["status"] == "exact" and {row["step"] for row in resume["steps"]} == {5}
 
 
 @pytest.mark.timeout(900)
