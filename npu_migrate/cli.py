@@ -26,6 +26,7 @@ import click
 
 from npu_migrate import __version__
 from npu_migrate.options import split_codes
+from npu_migrate.verify.cli import verify_command
 
 #: Output formats (``npu_migrate/reporting/``); listed here so that --help needs no import.
 OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab", "markdown")
@@ -114,6 +115,7 @@ Other commands:
   npu-migrate rules [ID|PREFIX|NAME]   document the rules
   npu-migrate explain FILE:LINE        which rules touched a line, and why
   npu-migrate emulate SCRIPT           run a migrated script on the emulated NPU
+  npu-migrate verify SCRIPT -- ARGS    prove a migration step by step against a CPU twin
   npu-migrate launch ENTRY             write launchers and job specs
   npu-migrate preflight                check a training node
   npu-migrate diagnose LOG...          diagnose a failed job from its logs
@@ -367,6 +369,7 @@ def diagnose_command(args: tuple[str, ...]) -> None:
     from npu_runtime.diagnose.cli import main as diagnose_main
 
     sys.exit(diagnose_main(list(args), prog="npu-migrate diagnose"))
+main.add_command(verify_command)  # npu_migrate/verify/cli.py
 
 
 if __name__ == "__main__":  # pragma: no cover

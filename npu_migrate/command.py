@@ -107,7 +107,8 @@ def prepare(options: Options) -> Prepared:
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
-    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter)
+    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter,
+                        target=options.target)
     return Prepared(options, resolved, settings, cfg.root)
 
 

@@ -53,6 +53,8 @@ class Options:
     color: str = "auto"
     verbose: bool = False
     stdin_filename: str | None = None
+    #: What CUDA becomes (npu_migrate/target.py); only ``npu-migrate verify`` sets "cpu".
+    target: str = "npu"
 
     @property
     def stdin(self) -> bool:

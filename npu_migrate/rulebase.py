@@ -37,6 +37,9 @@ class RuleBase:
     opt_in: ClassVar[bool] = False
     #: The front end that runs the rule: a :class:`npu_migrate.filetypes.FileType` name.
     front_end: ClassVar[str] = "python"
+    #: The migration targets the rule knows (npu_migrate/target.py): the CPU only
+    #: where it writes the CPU spelling too (``npu-migrate verify``'s reference twin).
+    targets: ClassVar[tuple[str, ...]] = ("npu",)
     #: What a finding of this rule means for a team lead (the readiness summary, the
     #: reports' severity): ``blocking``, the code cannot train on NPU until a person
     #: acts (a CUDA-only package, an API without an NPU counterpart, a CUDA build in the

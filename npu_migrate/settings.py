@@ -14,6 +14,9 @@ class Settings:
     facts: ProjectFacts = field(default_factory=ProjectFacts)
     annotate: bool = False
     prefilter: bool = True
+    #: What CUDA becomes: "npu" (the product) or "cpu" (verify's reference twin).
+    target: str = "npu"
 
     def key(self) -> str:
-        return f"{self.selection.key()}|{self.facts.key()}|annotate={self.annotate}|prefilter={self.prefilter}"
+        return (f"{self.selection.key()}|{self.facts.key()}|annotate={self.annotate}|prefilter={self.prefilter}"
+                + ("" if self.target == "npu" else f"|target={self.target}"))

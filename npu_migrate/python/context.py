@@ -27,6 +27,7 @@ from npu_migrate.python.positions import (
     relined,
 )
 from npu_migrate.python.rule import Replacement
+from npu_migrate.target import NPU, Target
 
 
 @dataclass
@@ -82,6 +83,8 @@ class FileContext:
     python_tree: ast.Module | None = None
     #: Ids of the rules selected for this file (a rule may defer to another one).
     active: frozenset[str] = frozenset()
+    #: What CUDA becomes (npu_migrate/target.py).
+    target: Target = NPU
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)
     import_requests: list[ImportRequest] = field(default_factory=list)

@@ -36,6 +36,7 @@ from npu_migrate.python.suppression import (
 from npu_migrate.registry import rule_ids, rules_for
 from npu_migrate.settings import Settings
 from npu_migrate.suppression import RULE, describe
+from npu_migrate.target import named as named_target
 
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
@@ -199,7 +200,7 @@ def _run_rules(path, text, wrapper, resolver, *, table, settings, rule_ids, redu
                active) -> FileContext | None:
     ctx = FileContext(path=path, text=text, wrapper=wrapper, imports=table, resolver=resolver,
                       facts=settings.facts, reduced=reduced, statement_starts=starts, python_tree=tree,
-                      active=active)
+                      active=active, target=named_target(settings.target))
     rules = rules_for("python")
     visitors = [rules[rid](ctx) for rid in rule_ids]
     bindings = BindingCollector()

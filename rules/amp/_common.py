@@ -63,11 +63,11 @@ def autocast_args_ok(call: cst.Call) -> bool:
     return len(positional) <= len(AUTOCAST_POSITIONAL)
 
 
-def _npu(quote: str) -> cst.SimpleString:
-    return string_literal("npu", quote)
+def _npu(quote: str, device: str = "npu") -> cst.SimpleString:
+    return string_literal(device, quote)
 
 
-def autocast_call(call: cst.Call, quote: str = '"') -> cst.Call:
+def autocast_call(call: cst.Call, quote: str = '"', device: str = "npu") -> cst.Call:
     """``autocast(True, torch.bfloat16)`` -> ``autocast("npu", enabled=True, dtype=torch.bfloat16)``:
     torch.amp.autocast's second parameter is ``dtype``, not ``enabled``."""
     args = []
@@ -77,23 +77,23 @@ def autocast_call(call: cst.Call, quote: str = '"') -> cst.Call:
             arg = _keyword(AUTOCAST_POSITIONAL[position], arg.value, arg.comma)
             position += 1
         args.append(arg)
-    return with_first_arg(call.with_changes(args=args), cst.Arg(_npu(quote)))
+    return with_first_arg(call.with_changes(args=args), cst.Arg(_npu(quote, device)))
 
 
-def scaler_call(call: cst.Call, quote: str = '"') -> cst.Call:
+def scaler_call(call: cst.Call, quote: str = '"', device: str = "npu") -> cst.Call:
     """``GradScaler(init_scale)`` -> ``GradScaler("npu", init_scale)``: the device comes
     first in torch.amp.GradScaler and the other parameters keep their order."""
-    return with_first_arg(call, cst.Arg(_npu(quote)))
+    return with_first_arg(call, cst.Arg(_npu(quote, device)))
 
 
-def custom_call(call: cst.Call, quote: str = '"') -> cst.Call:
+def custom_call(call: cst.Call, quote: str = '"', device: str = "npu") -> cst.Call:
     """``custom_fwd(cast_inputs=x)`` -> ``custom_fwd(device_type="npu", cast_inputs=x)``
     (``device_type`` is keyword-only; it goes after any positional argument)."""
     index = 0
     for i, arg in enumerate(call.args):
         if arg.keyword is None and arg.star != "**":
             index = i + 1
-    new = _keyword("device_type", _npu(quote))
+    new = _keyword("device_type", _npu(quote, device))
     args = list(call.args)
     if index < len(args):
         new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
@@ -108,9 +108,9 @@ def custom_call(call: cst.Call, quote: str = '"') -> cst.Call:
     return call.with_changes(args=args)
 
 
-def bare_custom_decorator(decorator: cst.Decorator, quote: str = '"') -> cst.Decorator:
+def bare_custom_decorator(decorator: cst.Decorator, quote: str = '"', device: str = "npu") -> cst.Decorator:
     """``@custom_fwd`` -> ``@custom_fwd(device_type="npu")``."""
-    call = cst.Call(func=decorator.decorator, args=[_keyword("device_type", _npu(quote))])
+    call = cst.Call(func=decorator.decorator, args=[_keyword("device_type", _npu(quote, device))])
     return decorator.with_changes(decorator=call)
 
 

@@ -39,6 +39,7 @@ def _suggestion(qualified: str) -> str:
 
 class TorchCudaAmp(Rule):
     id = "NPU301"
+    targets = ("npu", "cpu")
     name = "torch-cuda-amp"
     summary = 'Rewrite `torch.cuda.amp.autocast/GradScaler/custom_fwd/custom_bwd` to `torch.amp` with device "npu"'
     triggers = ("amp",)
@@ -174,9 +175,10 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             self.replace(node, rename, message)
         if how == "call":
             transform = {"autocast": autocast_call, "scaler": scaler_call, "custom": custom_call}[kind]
-            self.replace(holder, functools.partial(transform, quote=self.ctx.quote), message, anchor=node)
+            self.replace(holder, functools.partial(transform, quote=self.ctx.quote, device=self.ctx.target.device), message, anchor=node)
         elif how == "decorator":
-            self.replace(holder, functools.partial(bare_custom_decorator, quote=self.ctx.quote), message, anchor=node)
+            self.replace(holder, functools.partial(bare_custom_decorator, quote=self.ctx.quote,
+                                                   device=self.ctx.target.device), message, anchor=node)
         return True
 
     # -- imports ----------------------------------------------------------------------

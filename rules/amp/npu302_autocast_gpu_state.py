@@ -28,6 +28,7 @@ SCALERS = (
 
 class AutocastGpuState(Rule):
     id = "NPU302"
+    targets = ("npu", "cpu")
     name = "autocast-gpu-state"
     summary = 'Give CUDA-implicit AMP calls the device "npu": `torch.get/set_autocast_gpu_dtype()`, argument-less `torch.is/set_autocast_enabled()`, `GradScaler()`, `ShardedGradScaler()`'
     triggers = ("get_autocast_gpu_dtype", "set_autocast_gpu_dtype", "is_autocast_enabled", "set_autocast_enabled",
@@ -84,7 +85,7 @@ import order.)
 
         def rewrite(call: cst.Call) -> cst.Call:
             func = call.func.with_changes(attr=cst.Name(new_name))
-            first = cst.Arg(string_literal("npu", self.ctx.quote))
+            first = cst.Arg(string_literal(self.ctx.target.device, self.ctx.quote))
             if call.args:
                 first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             return call.with_changes(func=func, args=[first, *call.args])
@@ -96,5 +97,5 @@ import order.)
             return  # a device is given (or positional arguments make it unknowable)
 
         short = qualified.rsplit(".", 1)[1]
-        self.replace(node, lambda call: with_first_arg(call, cst.Arg(string_literal("npu", self.ctx.quote))),
+        self.replace(node, lambda call: with_first_arg(call, cst.Arg(string_literal(self.ctx.target.device, self.ctx.quote))),
                      f'`{short}()` defaults to device "cuda" -> `{short}("npu", ...)`')

@@ -87,6 +87,7 @@ def _is_optimizer_class(qualified: str | None) -> bool:
 
 class ScalerCheckpointState(Rule):
     id = "NPU401"
+    targets = ("npu", "cpu")
     name = "scaler-checkpoint-state"
     summary = "Save and restore the GradScaler state next to the optimizer state in checkpoints"
     triggers = (

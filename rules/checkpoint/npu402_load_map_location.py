@@ -24,6 +24,7 @@ LOADERS = {
 
 class LoadMapLocation(Rule):
     id = "NPU402"
+    targets = ("npu", "cpu")
     name = "load-map-location"
     summary = 'Add `map_location="cpu"` to `torch.load` calls that have none, so CUDA-saved checkpoints load on NPU machines'
     triggers = (("torch", "load"), ("torch", "load_state_dict_from_url"), ("torch", "load_url"))

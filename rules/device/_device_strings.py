@@ -107,19 +107,20 @@ def literal_is_device(node: cst.CSTNode) -> bool:
     return False
 
 
-def swap(node: cst.CSTNode) -> cst.CSTNode:
-    """``'cuda...'`` -> ``'npu...'`` in a literal, keeping prefix and quotes; a no-op
-    on anything else (so applying it twice is harmless)."""
+def swap(node: cst.CSTNode, device: str = "npu") -> cst.CSTNode:
+    """``'cuda...'`` -> ``'npu...'`` (or another target's ``device``) in a literal,
+    keeping prefix and quotes; a no-op on anything else (so applying it twice is
+    harmless)."""
     if isinstance(node, cst.SimpleString):
         head = len(node.prefix) + len(node.quote)
         body = node.value[head:]
         if body.startswith("cuda"):
-            return node.with_changes(value=node.value[:head] + "npu" + body[4:])
+            return node.with_changes(value=node.value[:head] + device + body[4:])
         return node
     if isinstance(node, cst.FormattedString) and node.parts:
         first = node.parts[0]
         if isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda"):
-            new_first = first.with_changes(value="npu" + first.value[4:])
+            new_first = first.with_changes(value=device + first.value[4:])
             return node.with_changes(parts=[new_first, *node.parts[1:]])
     return node
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from npu_migrate.python.rule import Example
 
 from ._device_strings import DeviceLiteralRule, Verdict, analysis, swap
@@ -12,6 +14,7 @@ class CudaDeviceString(DeviceLiteralRule):
     name = "cuda-device-string"
     summary = "Rewrite `'cuda'` / `'cuda:N'` / `f'cuda:{i}'` to `'npu...'` where the string is used as a device"
     triggers = ("cuda",)
+    targets = ("npu", "cpu")
     rationale = """
 On Ascend the device type is `npu`: `torch.device('npu:0')`, `x.to('npu')`,
 `torch.autocast('npu')`, `map_location='npu:0'`. A `'cuda'` device string fails
@@ -76,7 +79,8 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
         for literal in self.candidates:
             if device_strings.classify(literal) is Verdict.REWRITE:
                 text = self.ctx.module.code_for_node(literal)
+                new = functools.partial(swap, device=self.ctx.target.device)
                 # a file that imports no torch (a config of plain values) only names the device:
                 # no `import torch_npu` there (the code that uses the value imports torch)
-                self.replace(literal, swap, f"device string {text} -> {self.ctx.module.code_for_node(swap(literal))}",
+                self.replace(literal, new, f"device string {text} -> {self.ctx.module.code_for_node(new(literal))}",
                              reason=device_strings.reason(literal), needs_torch_npu=imports_torch)

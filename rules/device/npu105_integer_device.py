@@ -30,6 +30,7 @@ class IntegerDevice(Rule):
     name = "integer-device"
     summary = "Make integer device indices explicit NPU devices: `.to(local_rank)` -> `.to(f\"npu:{local_rank}\")`"
     triggers = ("cuda", "npu", "is_npu", "torch_npu")
+    targets = ("npu", "cpu")
     only_in_device_files = True
     runs_with_other_rules = True
     #: Where it acts: `.to(0)` / `torch.device(0)` / `device=0`, or the same with an
@@ -91,19 +92,20 @@ over it reports the same names as the first.
             self.candidates.append((node, arg))
 
     def leave_file(self) -> None:
+        device = self.ctx.target.device
         for call, arg in self.candidates:
             value = arg.value
             if isinstance(value, cst.Integer):
-                self.replace(arg, lambda a, v=value.value: a.with_changes(value=string_literal(f"npu:{v}", self.ctx.quote)),
-                             f"integer device {value.value} -> \"npu:{value.value}\"", anchor=value)
+                self.replace(arg, lambda a, v=value.value, d=device: a.with_changes(value=string_literal(f"{d}:{v}", self.ctx.quote)),
+                             f"integer device {value.value} -> \"{device}:{value.value}\"", anchor=value)
                 continue
             name = _index_name(value)
             if name is None:
                 continue
             text = self.ctx.module.code_for_node(value)
             if isinstance(value, cst.Name) and self.assigned.get(name) and all(map(_is_int_value, self.assigned[name])):
-                self.replace(arg, lambda a, t=text, q=self.ctx.quote: a.with_changes(value=cst.parse_expression(f"f{q}npu:{{{t}}}{q}")),
-                             f"integer device `{text}` -> f\"npu:{{{text}}}\"", anchor=value)
+                self.replace(arg, lambda a, t=text, q=self.ctx.quote, d=device: a.with_changes(value=cst.parse_expression(f"f{q}{d}:{{{t}}}{q}")),
+                             f"integer device `{text}` -> f\"{device}:{{{text}}}\"", anchor=value)
             else:
                 self.report(value, f"`{text}` looks like an integer device index",
                             f'write f"npu:{{{text}}}" if it is one (an int means the current accelerator only in recent torch)')

@@ -5,9 +5,14 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import Assignment
 
-from npu_migrate.python.cst_util import call_arg, string_literal, string_value, with_string_value
+from npu_migrate.python.cst_util import (
+    call_arg,
+    string_literal,
+    string_value,
+    with_string_value,
+)
 from npu_migrate.python.rule import Example, Rule
-from npu_migrate.tables.backends import hccl_backend, mentions_nccl
+from npu_migrate.tables.backends import mentions_nccl
 
 from ._common import ARGPARSE_BACKEND_OPTIONS, BACKEND_NCCL, BACKEND_PARAMS, GET_BACKEND
 
@@ -30,6 +35,7 @@ class NcclBackend(Rule):
     triggers = ("nccl", "NCCL")
     #: a backend held in an attribute may be assigned in one function and passed in another
     local_triggers = ("nccl", "NCCL", "init_process_group", "new_group", "new_subgroups", "init_distributed")
+    targets = ("npu", "cpu")
     rationale = """
 NCCL does not exist on Ascend; torch_npu registers the `hccl` backend for the
 `npu` device (`torch_npu/_init/registry/distributed.py` calls
@@ -168,7 +174,8 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.qualified_name(node) in BACKEND_NCCL:
-            self.replace(node, string_literal("hccl", self.ctx.quote), "`Backend.NCCL` -> `\"hccl\"`",
+            backend = self.ctx.target.backend
+            self.replace(node, string_literal(backend, self.ctx.quote), f"`Backend.NCCL` -> `\"{backend}\"`",
                          reason="`torch.distributed.Backend.NCCL` names the NCCL backend")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
@@ -257,7 +264,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 
     def _fix(self, node: cst.SimpleString, why: str) -> None:
         value = string_value(node)
-        new = hccl_backend(value) if value is not None else None
+        new = self.ctx.target.backend_string(value) if value is not None else None
         if new is None or node in self.fixed:
             return
         self.fixed.add(node)

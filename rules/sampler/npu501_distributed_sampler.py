@@ -19,6 +19,7 @@ _INIT = frozenset(
 
 class DistributedSamplerForShuffle(Rule):
     id = "NPU501"
+    targets = ("npu", "cpu")
     name = "distributed-sampler"
     summary = "Give a shuffled DataLoader in DDP code a DistributedSampler (and call set_epoch each epoch)"
     triggers = (

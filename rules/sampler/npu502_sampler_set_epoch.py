@@ -23,6 +23,7 @@ from ._common import (
 
 class SamplerSetEpoch(Rule):
     id = "NPU502"
+    targets = ("npu", "cpu")
     name = "sampler-set-epoch"
     summary = (
         "Call `sampler.set_epoch(epoch)` for a DistributedSampler that never gets it"

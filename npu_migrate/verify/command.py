@@ -1,0 +1,305 @@
+"""``npu-migrate verify SCRIPT -- ARGS``: what the command does, step by step.
+
+1. copy the project (the current directory) twice into a scratch directory;
+2. migrate one copy normally (the migrated twin) and the other to the CPU target
+   (the CPU twin, the reference); keep a third copy of the migrated tree for the
+   resume round-trip;
+3. run both for N optimizer steps through the hook (npu_migrate/verify/hook.py);
+4. compare them step by step (npu_migrate/verify/compare.py);
+5. resume round-trip: in fresh copies of both twins, stop after the last checkpoint
+   written before step N, restart the script as it is, and compare the restarted
+   migrated twin with the restarted reference (and each with its uninterrupted run);
+6. verdict, report (npu_migrate/verify/report.py), exit 0 pass / 1 fail / 2 error.
+
+Nothing is written into the user's tree: the migration, the runs, their
+checkpoints and caches all live in the scratch copies.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import compare, report, scratch, twins
+
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+
+class VerifyError(Exception):
+    """Verify could not reach a verdict (exit 2); ``str()`` is one line."""
+
+
+@dataclass
+class Request:
+    script: str
+    args: list[str] = field(default_factory=list)
+    nproc: int = 1
+    steps: int = 4
+    report: str | None = None
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] | None = None
+    extend_ignore: list[str] = field(default_factory=list)
+    config: str | None = None
+    project: str = "."
+    resume: bool = True
+    resume_args: list[str] = field(default_factory=list)
+    seed: int = 0
+    timeout: float = 600.0
+    keep: bool = False
+    quiet: bool = False
+    #: start one process with torchrun too (scripts that always call init_process_group)
+    torchrun: bool = False
+
+
+def _say(req: Request, message: str) -> None:
+    if not req.quiet:
+        print(f"verify: {message}", file=sys.stderr, flush=True)
+
+
+def _versions() -> dict:
+    from importlib import metadata
+
+    from npu_migrate import __version__
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"npu-migrate": __version__, "torch": version("torch"), "python": platform.python_version()}
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds: the runs are ended, the scratch directory removed
+
+
+def run(req: Request) -> int:
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        return _run(req)
+    except VerifyError as exc:
+        print(f"npu-migrate verify: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("npu-migrate verify: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _resolve(req: Request) -> tuple[Path, str]:
+    root = Path(req.project).resolve()
+    if not root.is_dir():
+        raise VerifyError(f"{req.project}: not a directory")
+    script = Path(req.script)
+    script_abs = (script if script.is_absolute() else Path.cwd() / script).resolve()
+    if not script_abs.is_file():
+        raise VerifyError(f"{req.script}: no such script")
+    if not script_abs.is_relative_to(root):
+        raise VerifyError(f"{req.script} is outside the project directory {root} (see --project)")
+    if req.nproc < 1 or req.steps < 1:
+        raise VerifyError("--nproc and --steps must be at least 1")
+    return root, str(script_abs.relative_to(root))
+
+
+def _run(req: Request) -> int:
+    root, script = _resolve(req)
+    if req.report:
+        report_path = Path(req.report).resolve()
+        if report_path.is_relative_to(root):
+            _say(req, f"note: the report is written inside the project ({req.report}), as asked")
+    cwd_in_root = Path.cwd().resolve().relative_to(root) if Path.cwd().resolve().is_relative_to(root) else Path(".")
+    work = Path(tempfile.mkdtemp(prefix="npu-migrate-verify-")).resolve()
+    try:
+        return _verify(req, root, script, cwd_in_root, work)
+    finally:
+        if req.keep:
+            _say(req, f"scratch copies kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path) -> int:
+    skip = work if work.is_relative_to(root) else None
+    cpu_copy = scratch.copy_project(root, work / "cpu", skip)
+    npu_copy = scratch.copy_project(root, work / "npu", skip)
+    empty_config = work / "reference.toml"
+    empty_config.write_text("[tool.npu-migrate]\n", "utf-8")
+    _say(req, f"migrating two copies of {root} in {work}")
+    options = {
+        "npu": twins.migrated_options(req.select, req.extend_select, req.ignore, req.extend_ignore,
+                                      str(Path(req.config).resolve()) if req.config else None),
+        "cpu": twins.reference_options(empty_config),
+    }
+    try:
+        migration_log = twins.migrate_copy(npu_copy, options["npu"])
+        twins.migrate_copy(cpu_copy, options["cpu"])
+    except twins.MigrationError as exc:
+        raise VerifyError(str(exc)) from None
+
+    def fresh_copy(name: str) -> Path:
+        """Another copy of the project, migrated as twin ``name`` was (for a stop-and-restart)."""
+        copy = scratch.copy_project(root, work / f"resume-{name}", skip)
+        twins.migrate_copy(copy, options[name])
+        return copy
+
+    real = twins.real_npu(npu_copy, script)
+    emulated = real is None
+    device = "the emulated NPU" if emulated else f"a real NPU (torch_npu from {real})"
+    if emulated:
+        from npu_migrate.emulate.build import BuildError, build
+
+        try:
+            build()
+        except BuildError as exc:
+            raise VerifyError(f"the emulated NPU cannot be built: {exc}") from None
+
+    def run_twin(name, copy, env, steps, args):
+        _say(req, f"running the {name} ({steps} step(s))")
+        return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
+                         req.torchrun)
+
+    records = work / "records"
+    cpu = run_twin("CPU twin", cpu_copy, twins.cpu_env(twins.base_env(records / "cpu", req.steps, req.seed)),
+                   req.steps, req.args)
+    npu = run_twin("migrated twin", npu_copy,
+                   twins.npu_env(twins.base_env(records / "npu", req.steps, req.seed), req.nproc, emulated),
+                   req.steps, req.args)
+
+    base = {
+        "tool": "npu-migrate verify", "versions": _versions(), "script": script, "args": req.args,
+        "nproc": req.nproc, "steps_requested": req.steps, "seed": req.seed, "device": device,
+        "project": str(root),
+        "twins": {"cpu": _twin_info(cpu), "migrated": _twin_info(npu)},
+        "migration": migration_log.strip().splitlines()[-20:],
+    }
+    tol = compare.precision(cpu, npu, real_npu=not emulated)
+    base["precision"] = tol.as_dict()
+    if cpu.error is not None:
+        return _finish(req, dict(base, verdict="error", steps=[], metrics={}, resume={"status": "not-tried"},
+                                 reason=f"the CPU twin (the reference) failed: {cpu.error}; "
+                                        f"see {cpu.out / 'output.log'} (--keep)"), EXIT_ERROR)
+
+    rows, first, metrics = compare.compare_runs(cpu, npu, tol)
+    hidden = compare.silent_cpu(npu) if npu.ranks else []
+    resume = {"status": "not-tried", "detail": ["--no-resume"]} if not req.resume else None
+    if resume is None:
+        resume = _resume(req, cpu, npu, {"cpu": cpu_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol)
+
+    verdict, reason = "pass", None
+    if npu.error is not None:
+        verdict = "fail"
+        reason = f"the migrated twin failed: {npu.error}"
+        if first is None:
+            first = {"step": len(next(iter(npu.ranks.values()), {}).get("steps", [])) + 1, "rank": 0,
+                     "what": [f"the migrated twin failed: {npu.error}"]}
+    elif hidden and (first is None or hidden[0]["step"] <= first["step"]):
+        verdict, reason = "fail", "silent CPU work in the migrated twin: " + hidden[0]["detail"]
+        first = {"step": hidden[0]["step"], "rank": hidden[0]["rank"],
+                 "what": ["silent CPU work: " + hidden[0]["detail"], *(first["what"] if first else [])]}
+    elif first is not None:
+        verdict, reason = "fail", f"the twins diverge at step {first['step']}: " + "; ".join(first["what"])
+    elif resume["status"] == "fail":
+        verdict, reason = "fail", "resume round-trip: " + resume["detail"][0]
+        if resume.get("first_divergence"):
+            first = dict(resume["first_divergence"], what=["after resume: " + w
+                                                           for w in resume["first_divergence"]["what"]])
+    elif not rows:
+        verdict, reason = "error", "no optimizer step was recorded in either twin"
+    result = dict(base, verdict=verdict, reason=reason, first_divergence=first, steps=rows, metrics=metrics,
+                  resume=resume, silent_cpu=hidden)
+    code = {"pass": EXIT_PASS, "fail": EXIT_FAIL}.get(verdict, EXIT_ERROR)
+    return _finish(req, result, code)
+
+
+def _twin_info(result) -> dict:
+    tail = result.log.strip().splitlines()[-15:]
+    return {"status": "ok" if result.error is None else "failed", "error": result.error,
+            "returncode": result.returncode, "steps": {r: len(d.get("steps", [])) for r, d in result.ranks.items()},
+            "log_tail": tail}
+
+
+def _resume(req: Request, cpu, npu, copies: dict[str, Path], fresh_copy, run_twin, emulated: bool,
+            tol: compare.Tolerance) -> dict:
+    """Stop both twins after step k and restart them; the restarted migrated twin must
+    compute what the restarted reference computes. (Whether the script's own resume
+    is exact, i.e. each restart equals its uninterrupted run, is reported beside:
+    a script whose resume is not exact on CUDA is not exact after migration either.)
+
+    Where a twin's uninterrupted run saved nothing after step k, its copy is already
+    what a run stopped after step k leaves on disk (checkpoints are only written by
+    torch.save), and the restart runs there; otherwise a fresh copy is stopped after
+    step k first."""
+    if npu.error is not None or not npu.ranks:
+        return {"status": "not-tried", "detail": ["the migrated twin did not run through"]}
+    saves = cpu.ranks.get(0, next(iter(cpu.ranks.values()))).get("saves", [])
+    points = [s for s in saves if 0 < s < req.steps]
+    if not points:
+        return {"status": "no-checkpoint", "detail": [
+            (f"the script saved nothing with torch.save between steps 1 and {req.steps - 1} "
+            f"(saves after steps {sorted(set(saves)) or 'none'}), so there is no point to resume from; "
+            "give more --steps, or make the script checkpoint more often")]}
+    k = max(points)
+    records = npu.out.parent
+    restarted = {}
+    for name, full in (("cpu", cpu), ("npu", npu)):
+        def env(out, steps, align=None, name=name):
+            base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
+            return twins.cpu_env(base) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
+
+        label = "CPU twin" if name == "cpu" else "migrated twin"
+        own_saves = full.ranks.get(0, next(iter(full.ranks.values()))).get("saves", [])
+        copy = copies[name]
+        if max(own_saves, default=0) != k:
+            try:
+                copy = fresh_copy(name)
+            except twins.MigrationError as exc:
+                raise VerifyError(str(exc)) from None
+            first = run_twin(f"{label}, stopped after step {k}", copy, env("stop", k), k, req.args)
+            if first.error is not None:
+                restarted[name] = first
+                continue
+        restarted[name] = run_twin(f"{label}, restarted after step {k}", copy,
+                                   env("restart", req.steps, full.out), req.steps, [*req.args, *req.resume_args])
+    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
+    if restarted["cpu"].error is not None:
+        return dict(result, status="reference-failed", detail=[
+            f"the CPU twin's stop-and-restart failed ({restarted['cpu'].error}): no reference to compare with"])
+    if restarted["npu"].error is not None:
+        return dict(result, status="fail", detail=[(f"the migrated twin's stop-and-restart failed: "
+                                                   f"{restarted['npu'].error}")],
+                    first_divergence={"step": k + 1, "rank": 0, "what": [(f"the restarted migrated twin failed: "
+                                                                         f"{restarted['npu'].error}")]})
+    own_cpu, own_npu = compare.own_resume(cpu, restarted["cpu"]), compare.own_resume(npu, restarted["npu"])
+    rows, first, _ = compare.compare_runs(restarted["cpu"], restarted["npu"], tol)
+    result.update(reference=own_cpu, migrated=own_npu, steps=rows)
+    detail = [f"reference (CPU twin): {own_cpu['status']}: {own_cpu['detail']}",
+              f"migrated twin: {own_npu['status']}: {own_npu['detail']}"]
+    if first is not None:
+        return dict(result, status="fail", first_divergence=first,
+                    detail=[f"after the restart the migrated twin diverges from the restarted reference at step "
+                            f"{first['step']}: " + "; ".join(first["what"]), *detail])
+    status = "pass" if own_cpu["status"] != "no-resume-path" else "no-resume-path"
+    return dict(result, status=status, detail=[
+        "the restarted migrated twin computes what the restarted reference computes", *detail])
+
+
+def _finish(req: Request, result: dict, code: int) -> int:
+    text = report.summary(result)
+    if req.report:
+        written = report.write(result, Path(req.report))
+        text += "  report: " + ", ".join(str(p) for p in written) + "\n"
+    if not req.quiet or code != EXIT_PASS:
+        sys.stdout.write(text)
+    return code

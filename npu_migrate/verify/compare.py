@@ -1,0 +1,238 @@
+"""Comparing the twins step by step: tolerances, msprobe's metrics, the verdict.
+
+The metrics are the ones Ascend engineers know from msprobe's accuracy
+comparison: maximum absolute error, maximum relative error, cosine similarity,
+and the share of elements whose relative error is within one thousandth
+(``one_thousandth``) and within five thousandths (``five_thousandths``). The
+reference (msprobe's "bench") is the CPU twin.
+
+Tolerances per precision (docs/verify.md says how they were chosen):
+
+* ``fp32`` on the emulated NPU: bit-exact. Losses, gradient norms and parameter
+  digests must be equal, since the emulator computes with the CPU's kernels;
+* ``fp32`` on a real NPU: relative 1e-3 on losses and gradient norms (not measured
+  here: no Ascend hardware);
+* ``fp16`` / ``bf16`` autocast: the CPU twin autocasts with the CPU's op lists, the
+  NPU with the accelerator's, so results differ within the bounds in
+  :data:`TOLERANCES`. A GradScaler's scale and its skipped steps must be equal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    name: str
+    loss_rtol: float
+    grad_rtol: float
+    #: element-wise parameter checks (None: exact digests instead)
+    param_cosine: float | None
+    param_five_thousandths: float | None
+    atol: float = 0.0
+
+    @property
+    def exact(self) -> bool:
+        return self.param_cosine is None
+
+    def as_dict(self) -> dict:
+        return {"mode": self.name, "loss_rtol": self.loss_rtol, "grad_norm_rtol": self.grad_rtol, "atol": self.atol,
+                "params": "bit-exact digests" if self.exact else
+                {"cosine_min": self.param_cosine, "five_thousandths_min": self.param_five_thousandths}}
+
+
+TOLERANCES = {
+    "fp32": Tolerance("fp32", 0.0, 0.0, None, None),
+    "fp32-npu": Tolerance("fp32 (real NPU)", 1e-3, 1e-3, 0.99999, 0.99, atol=1e-6),
+    "fp16": Tolerance("fp16 autocast", 1e-2, 2e-2, 0.9999, 0.95, atol=1e-4),
+    "bf16": Tolerance("bf16 autocast", 4e-2, 8e-2, 0.999, 0.90, atol=1e-3),
+}
+
+
+def precision(*runs, real_npu: bool = False) -> Tolerance:
+    """fp32 unless some autocast with a lower precision was entered (in either twin)."""
+    dtypes = {entry[1] for run in runs for data in run.ranks.values() for entry in data.get("autocast", [])
+              if entry[2] and entry[1] in ("float16", "bfloat16")}
+    if "bfloat16" in dtypes:
+        return TOLERANCES["bf16"]
+    if "float16" in dtypes:
+        return TOLERANCES["fp16"]
+    return TOLERANCES["fp32-npu" if real_npu else "fp32"]
+
+
+def metrics(actual, bench) -> dict:
+    """msprobe's metrics of ``actual`` against ``bench`` (sequences or arrays)."""
+    import numpy as np
+
+    a = np.asarray(actual, dtype=np.float64).reshape(-1)
+    b = np.asarray(bench, dtype=np.float64).reshape(-1)
+    if a.shape != b.shape or a.size == 0:
+        return {"count": int(min(a.size, b.size)), "comparable": False}
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a - b)
+    diff[~finite] = np.where(a[~finite] == b[~finite], 0.0, np.inf)
+    rel = np.where(diff == 0, 0.0, diff / np.maximum(np.abs(b), np.finfo(np.float64).tiny))
+    na, nb = np.linalg.norm(a[finite]), np.linalg.norm(b[finite])
+    if na == 0 and nb == 0:
+        cosine = 1.0
+    elif na == 0 or nb == 0:
+        cosine = 0.0
+    else:
+        cosine = float(np.dot(a[finite], b[finite]) / (na * nb))
+    return {
+        "count": int(a.size),
+        "max_abs_err": float(diff.max()),
+        "max_rel_err": float(rel.max()),
+        "cosine": cosine,
+        "one_thousandth": float(np.mean(rel <= 1e-3)),
+        "five_thousandths": float(np.mean(rel <= 5e-3)),
+    }
+
+
+def _close(a: float | None, b: float | None, rtol: float, atol: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if rtol == 0 and atol == 0:
+        return a == b
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+def _side(step: dict | None) -> dict | None:
+    if step is None:
+        return None
+    return {"losses": [loss["value"] for loss in step["losses"]],
+            "unscaled_losses": [loss.get("unscaled", loss["value"]) for loss in step["losses"]],
+            "grad_norm": step["grad_norm"],
+            "digest": step["digest_after"], "scale": step["scale"], "growth_tracker": step.get("growth_tracker"),
+            "skipped": step["skipped"]}
+
+
+def compare_steps(ref: dict | None, got: dict | None, tol: Tolerance, params_ok: bool | None = None) -> list[str]:
+    """What differs between one step of the reference and of the other side ([] if nothing)."""
+    if got is None:
+        return ["missing: the migrated twin did not reach this step"]
+    if ref is None:
+        return ["extra: the reference did not do this step"]
+    what = []
+    ref_losses, got_losses = [x["value"] for x in ref["losses"]], [x["value"] for x in got["losses"]]
+    if len(ref_losses) != len(got_losses):
+        what.append(f"backward() calls: {len(got_losses)} instead of {len(ref_losses)}")
+    elif not all(_close(g, r, tol.loss_rtol, tol.atol) for g, r in zip(got_losses, ref_losses)):
+        what.append(f"loss: {got_losses} instead of {ref_losses}")
+    if ref["skipped"] != got["skipped"]:
+        what.append(f"GradScaler skipped the step: {got['skipped']} instead of {ref['skipped']}")
+    if ref["scale"] != got["scale"]:
+        what.append(f"GradScaler scale: {got['scale']} instead of {ref['scale']}")
+    if ref.get("growth_tracker") != got.get("growth_tracker"):
+        what.append(f"GradScaler growth tracker (steps since the scale changed): {got.get('growth_tracker')} "
+                    f"instead of {ref.get('growth_tracker')}")
+    if not _close(got["grad_norm"], ref["grad_norm"], tol.grad_rtol, tol.atol):
+        what.append(f"gradient norm: {got['grad_norm']!r} instead of {ref['grad_norm']!r}")
+    if tol.exact:
+        if ref["digest_after"] != got["digest_after"]:
+            what.append("parameters after the step (digest differs)")
+    elif params_ok is False:
+        what.append("parameters after the step (outside the element-wise bounds)")
+    return what
+
+
+def params_within(actual, bench, tol: Tolerance) -> tuple[bool, dict]:
+    m = metrics(actual, bench)
+    if not m.get("comparable", True):
+        return False, m
+    return m["cosine"] >= (tol.param_cosine or 1.0) and m["five_thousandths"] >= (tol.param_five_thousandths or 1.0), m
+
+
+def silent_cpu(run, device: str = "npu") -> list[dict]:
+    """Steps of the migrated twin whose parameters or losses are on the CPU."""
+    found = []
+    for rank, data in sorted(run.ranks.items()):
+        for step in data.get("steps", []):
+            on_cpu = step.get("param_devices", {}).get("cpu", 0)
+            total = sum(step.get("param_devices", {}).values())
+            losses = sum(1 for loss in step["losses"] if loss["device"] == "cpu")
+            if on_cpu or losses:
+                found.append({"rank": rank, "step": step["step"],
+                              "detail": f"{on_cpu} of {total} parameters and {losses} of {len(step['losses'])} "
+                                        f"losses are on the CPU, not on the {device}"})
+                break
+    return found
+
+
+def compare_runs(ref_run, got_run, tol: Tolerance) -> tuple[list[dict], dict | None, dict]:
+    """Per step and rank: both sides and what diverged; the first divergence; the metrics."""
+    rows: list[dict] = []
+    first: dict | None = None
+    losses_ref, losses_got, norms_ref, norms_got = [], [], [], []
+    params_metrics = {}
+    for rank in sorted(set(ref_run.ranks) | set(got_run.ranks)):
+        ref_steps = ref_run.ranks.get(rank, {}).get("steps", [])
+        got_steps = got_run.ranks.get(rank, {}).get("steps", [])
+        ref_params, got_params = ref_run.params(rank), got_run.params(rank)
+        for i in range(max(len(ref_steps), len(got_steps))):
+            ref = ref_steps[i] if i < len(ref_steps) else None
+            got = got_steps[i] if i < len(got_steps) else None
+            number = (ref or got)["step"]
+            params_ok = None
+            if not tol.exact and number in ref_params and number in got_params:
+                params_ok, m = params_within(got_params[number], ref_params[number], tol)
+                params_metrics[f"rank{rank}_step{number}"] = m
+            what = compare_steps(ref, got, tol, params_ok)
+            rows.append({"step": number, "rank": rank, "cpu": _side(ref), "npu": _side(got), "diverged": what})
+            if ref is not None and got is not None:
+                for a, b in zip(ref["losses"], got["losses"]):
+                    losses_ref.append(a["value"])
+                    losses_got.append(b["value"])
+                if ref["grad_norm"] is not None and got["grad_norm"] is not None:
+                    norms_ref.append(ref["grad_norm"])
+                    norms_got.append(got["grad_norm"])
+            if what and (first is None or number < first["step"]):
+                first = {"step": number, "rank": rank, "what": what}
+        common = sorted(set(ref_params) & set(got_params))
+        if common:
+            last = common[-1]
+            params_metrics.setdefault(f"rank{rank}_step{last}", metrics(got_params[last], ref_params[last]))
+    rows.sort(key=lambda row: (row["step"], row["rank"]))
+    all_metrics = {"loss": metrics(losses_got, losses_ref), "grad_norm": metrics(norms_got, norms_ref),
+                   "params": params_metrics}
+    return rows, first, all_metrics
+
+
+def own_resume(full_run, restarted_run) -> dict:
+    """One twin's restarted run against its own uninterrupted run (same device, so
+    bit-exact where the script's resume is exact): ``exact``, ``not-exact`` (with
+    the first step that differs), ``no-resume-path`` (it began again from the
+    initial parameters) or ``failed``."""
+    exact = TOLERANCES["fp32"]
+    result: dict = {"steps": 0}
+    for rank, data in sorted(restarted_run.ranks.items()):
+        full = {s["step"]: s for s in full_run.ranks.get(rank, {}).get("steps", [])}
+        if not data.get("steps"):
+            return {"status": "failed", "detail": f"rank {rank}: the restarted run did no step "
+                                                  f"({data.get('error') or data.get('status')})"}
+        offset = data.get("offset") or 0
+        result["restarted_at"] = offset + 1
+        if offset == 0 and data.get("aligned", True):
+            return {"status": "no-resume-path", "restarted_at": 1,
+                    "detail": "the restarted run began again from the initial parameters: the script has no "
+                              "resume path (or did not find its checkpoint)"}
+        if not data.get("aligned", True):
+            return {"status": "not-exact", "restarted_at": offset + 1,
+                    "detail": f"rank {rank}: the restarted run's parameters match no step of the uninterrupted run "
+                              "(the checkpoint does not restore them as they were)"}
+        for step in data["steps"]:
+            what = compare_steps(full.get(step["step"]), step, exact) if step["step"] in full else ["extra step"]
+            if what:
+                return {"status": "not-exact", "restarted_at": offset + 1,
+                        "first_divergence": {"step": step["step"], "rank": rank, "what": what},
+                        "detail": f"rank {rank}: resumed after step {offset}, differs from the uninterrupted run "
+                                  f"at step {step['step']}: " + "; ".join(what)}
+        result["steps"] = max(result["steps"], len(data["steps"]))
+    result.update(status="exact", detail=f"resumed after step {result['restarted_at'] - 1}; every later step is "
+                                          "bit-identical to the uninterrupted run")
+    return result

@@ -1,0 +1,378 @@
+"""Runs inside each twin: ``python -m npu_migrate.verify.hook SCRIPT ARGS...``.
+
+It records, without the user adding anything, per optimizer step: every tensor
+``backward()`` is called on (the losses), the global gradient norm, a digest of
+the optimizer's parameters before and after the step, the GradScaler's scale
+and whether the scaler skipped the step, and on which devices the parameters and
+losses live; plus the step count at every ``torch.save`` (the checkpoints a
+resume can start from). It stops the script cleanly once it has done its steps:
+at the next ``backward()`` (so that whatever the script does after a step, an
+epoch-end checkpoint for example, still runs), by raising :class:`VerifyStop`,
+which only this wrapper catches.
+
+Settings come from the environment (set by npu_migrate/verify/twins.py):
+
+* ``NPU_MIGRATE_VERIFY_OUT``: directory for ``rank<R>.json`` and ``rank<R>.npz``;
+* ``NPU_MIGRATE_VERIFY_STEPS``: stop after this many (global) optimizer steps;
+* ``NPU_MIGRATE_VERIFY_ALIGN``: directory of an earlier run's records: the first
+  step's parameters are looked up there to find which global step this (restarted)
+  run begins with; where they match none (a restore that is not exact),
+  ``NPU_MIGRATE_VERIFY_RESUMED_AFTER`` (the step the first run stopped after) is
+  taken, and ``aligned`` is false;
+* ``NPU_MIGRATE_VERIFY_CUDA_ON_CPU=1``: the CPU twin (npu_migrate/verify/cuda_on_cpu.py);
+* ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs.
+
+This module imports torch; the CLI process never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import runpy
+import sys
+import traceback
+
+ENV_OUT = "NPU_MIGRATE_VERIFY_OUT"
+ENV_STEPS = "NPU_MIGRATE_VERIFY_STEPS"
+ENV_ALIGN = "NPU_MIGRATE_VERIFY_ALIGN"
+ENV_CPU = "NPU_MIGRATE_VERIFY_CUDA_ON_CPU"
+ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
+ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
+#: Parameters kept for every step (for the element-wise metrics) up to this many
+#: elements; larger models keep the last step's only.
+KEEP_EVERY_STEP = 2_000_000
+
+
+class VerifyStop(BaseException):
+    """Raised at the first backward() after the last step; caught by :func:`main` only."""
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+class Recorder:
+    def __init__(self, torch, out: str, limit: int, align: str | None) -> None:
+        self.torch = torch
+        self.out = out
+        self.limit = limit
+        self.rank = _rank()
+        self.steps: list[dict] = []
+        self.pending_losses: list[dict] = []
+        self.saves: list[int] = []
+        self.autocast: list[list] = []
+        self.offset: int | None = 0
+        self.aligned = True
+        self.resumed_after = int(os.environ.get(ENV_RESUMED_AFTER, "0"))
+        self.align_digests: list[str] | None = None
+        if align:
+            try:
+                with open(os.path.join(align, f"rank{self.rank}.json"), encoding="utf-8") as fh:
+                    self.align_digests = [s["digest_before"] for s in json.load(fh)["steps"]]
+                self.offset = None  # found at the first step
+            except (OSError, ValueError, KeyError):
+                self.align_digests = None
+        self.params: dict[int, object] = {}
+        self.status = "running"
+        self.error: str | None = None
+        self._in_scaler_step = False
+        self._stepped_in_scaler = False
+        self._optimizers: list = []
+        self.last_scaled: tuple | None = None
+
+    # -- what the hooks record ---------------------------------------------------------
+
+    @property
+    def global_done(self) -> int:
+        return max(self.offset or 0, 0) + len(self.steps)
+
+    def _params_of(self, optimizer) -> list:
+        return [p for group in optimizer.param_groups for p in group["params"]]
+
+    def digest(self, params) -> str:
+        torch = self.torch
+        h = hashlib.sha256()
+        for p in params:
+            t = p.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            h.update(str(t.dtype).encode())
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()[:20]
+
+    def grad_norm(self, params) -> float | None:
+        torch = self.torch
+        total = 0.0
+        seen = False
+        for p in params:
+            g = p.grad
+            if g is None:
+                continue
+            seen = True
+            g = g.detach()
+            if g.is_sparse:
+                g = g.coalesce().values()
+            total += float(g.cpu().to(torch.float64).pow(2).sum())
+        return math.sqrt(total) if seen else None
+
+    @staticmethod
+    def devices(params) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for p in params:
+            counts[p.device.type] = counts.get(p.device.type, 0) + 1
+        return counts
+
+    def on_backward(self, tensor) -> None:
+        if self.global_done >= self.limit and (self.steps or self.offset is not None):
+            raise VerifyStop
+        value = tensor.detach()
+        entry = {
+            "value": float(value.cpu().to(self.torch.float64).sum()),
+            "dtype": str(value.dtype).replace("torch.", ""),
+            "device": value.device.type,
+            "shape": list(value.shape),
+        }
+        scaled = self.last_scaled
+        if scaled is not None and scaled[0] is tensor and scaled[1]:
+            entry["unscaled"] = entry["value"] / scaled[1]  # the GradScaler's output: the loss times the scale
+        self.last_scaled = None
+        self.pending_losses.append(entry)
+
+    def _align(self, digest: str) -> None:
+        digests = self.align_digests or []
+        if digest in digests:
+            self.offset = digests.index(digest)
+        else:
+            self.offset, self.aligned = self.resumed_after, False
+
+    def before_step(self, optimizer) -> None:
+        params = self._params_of(optimizer)
+        before = self.digest(params)
+        if self.offset is None:  # a restarted run: which global step is this?
+            self._align(before)
+        self._current = {
+            "optimizer": self._optimizer_index(optimizer),
+            "losses": self.pending_losses,
+            "grad_norm": self.grad_norm(params),
+            "digest_before": before,
+            "param_devices": self.devices(params),
+            "skipped": False,
+            "scale": None,
+        }
+        self.pending_losses = []
+
+    def after_step(self, optimizer) -> None:
+        record = getattr(self, "_current", None)
+        if record is None:
+            return
+        self._current = None
+        params = self._params_of(optimizer)
+        record["digest_after"] = self.digest(params)
+        self._finish(record, params)
+        self._stepped_in_scaler = True
+
+    def skipped_step(self, optimizer) -> None:
+        """GradScaler.step found inf/NaN gradients and did not call optimizer.step()."""
+        params = self._params_of(optimizer)
+        digest = self.digest(params)
+        if self.offset is None:
+            self._align(digest)
+        record = {
+            "optimizer": self._optimizer_index(optimizer),
+            "losses": self.pending_losses,
+            "grad_norm": None,
+            "digest_before": digest,
+            "digest_after": digest,
+            "param_devices": self.devices(params),
+            "skipped": True,
+            "scale": None,
+        }
+        self.pending_losses = []
+        self._finish(record, params)
+
+    def _finish(self, record: dict, params) -> None:
+        record["step"] = self.global_done + 1
+        self.steps.append(record)
+        flat = self.torch.cat([p.detach().cpu().float().reshape(-1) for p in params]) if params else None
+        if flat is not None:
+            if flat.numel() > KEEP_EVERY_STEP:
+                self.params.clear()
+            self.params[record["step"]] = flat.numpy().copy()
+        self.write()
+
+    def on_scale(self, scale: float, growth_tracker: int) -> None:
+        if self.steps:
+            self.steps[-1]["scale"] = scale
+            self.steps[-1]["growth_tracker"] = growth_tracker
+
+    def _optimizer_index(self, optimizer) -> int:
+        for i, known in enumerate(self._optimizers):
+            if known is optimizer:
+                return i
+        self._optimizers.append(optimizer)
+        return len(self._optimizers) - 1
+
+    # -- output ------------------------------------------------------------------------
+
+    def write(self) -> None:
+        data = {
+            "rank": self.rank,
+            "status": self.status,
+            "error": self.error,
+            "offset": self.offset,
+            "aligned": self.aligned,
+            "steps": self.steps,
+            "saves": self.saves,
+            "autocast": self.autocast,
+            "torch": self.torch.__version__,
+            "pending_losses": self.pending_losses,
+        }
+        path = os.path.join(self.out, f"rank{self.rank}.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, path)
+
+    def write_params(self) -> None:
+        import numpy as np
+
+        if self.params:
+            np.savez(os.path.join(self.out, f"rank{self.rank}.npz"),
+                     **{f"step{step}": flat for step, flat in self.params.items()})
+
+
+def install(recorder: Recorder) -> None:
+    torch = recorder.torch
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    original_backward = torch.Tensor.backward
+
+    def backward(self, *args, **kwargs):
+        recorder.on_backward(self)
+        return original_backward(self, *args, **kwargs)
+
+    torch.Tensor.backward = backward
+    register_optimizer_step_pre_hook(lambda opt, args, kwargs: recorder.before_step(opt))
+    register_optimizer_step_post_hook(lambda opt, args, kwargs: recorder.after_step(opt))
+
+    scaler_cls = torch.amp.GradScaler
+    original_step, original_update = scaler_cls.step, scaler_cls.update
+
+    def scaler_step(self, optimizer, *args, **kwargs):
+        recorder._stepped_in_scaler = False
+        result = original_step(self, optimizer, *args, **kwargs)
+        if not recorder._stepped_in_scaler and self.is_enabled():
+            recorder.skipped_step(optimizer)
+        return result
+
+    def scaler_update(self, *args, **kwargs):
+        result = original_update(self, *args, **kwargs)
+        if self.is_enabled():
+            recorder.on_scale(float(self.get_scale()), int(self._get_growth_tracker()))
+            recorder.write()
+        return result
+
+    original_scale = scaler_cls.scale
+
+    def scaler_scale(self, outputs):
+        result = original_scale(self, outputs)
+        if isinstance(result, torch.Tensor) and self.is_enabled():
+            recorder.last_scaled = (result, float(self.get_scale()))
+        return result
+
+    scaler_cls.step, scaler_cls.update, scaler_cls.scale = scaler_step, scaler_update, scaler_scale
+
+    original_save = torch.save
+
+    def save(*args, **kwargs):
+        result = original_save(*args, **kwargs)
+        recorder.saves.append(recorder.global_done)
+        return result
+
+    torch.save = save
+
+    autocast_cls = torch.amp.autocast_mode.autocast
+    original_enter = autocast_cls.__enter__
+
+    def enter(self):
+        entry = [self.device, str(self.fast_dtype).replace("torch.", ""), bool(self._enabled)]
+        if entry not in recorder.autocast:
+            recorder.autocast.append(entry)
+        return original_enter(self)
+
+    autocast_cls.__enter__ = enter
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy comes with the [emulate] extra
+        pass
+
+
+def _shutdown_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        with contextlib.suppress(Exception):  # best effort at the end of a stopped run
+            dist.destroy_process_group()
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m npu_migrate.verify.hook SCRIPT [ARGS...]", file=sys.stderr)
+        return 2
+    script, args = argv[0], argv[1:]
+    out = os.environ[ENV_OUT]
+    os.makedirs(out, exist_ok=True)
+    import torch
+
+    if os.environ.get(ENV_CPU) == "1":
+        from npu_migrate.verify import cuda_on_cpu
+
+        cuda_on_cpu.install()
+    recorder = Recorder(torch, out, int(os.environ.get(ENV_STEPS, "5")), os.environ.get(ENV_ALIGN))
+    install(recorder)
+    _seed(int(os.environ.get(ENV_SEED, "0")))
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+        recorder.status = "finished"
+    except VerifyStop:
+        recorder.status = "stopped"
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        recorder.status = "finished" if code == 0 else "crashed"
+        if code:
+            recorder.error = f"the script exited with status {exc.code}"
+    except BaseException as exc:  # noqa: BLE001 - every crash is a result to report
+        recorder.status = "crashed"
+        recorder.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        traceback.print_exc()
+        code = 1
+    finally:
+        recorder.write()
+        recorder.write_params()
+    if recorder.status == "stopped":
+        _shutdown_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

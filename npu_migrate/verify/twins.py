@@ -1,0 +1,189 @@
+"""The two twins: how each copy is migrated, and how a run of it is started and read.
+
+* the **migrated twin**: the normal migration (the project's configuration and
+  the user's rule selection), run on the emulated NPU, or on a real NPU where
+  ``torch_npu`` imports;
+* the **CPU twin** (the reference): the same source migrated by the same rules to
+  the CPU target (npu_migrate/target.py), with every rule that knows the CPU
+  target selected and no configuration, run with the CUDA-on-CPU layer
+  (npu_migrate/verify/cuda_on_cpu.py).
+
+A run is ``python -m npu_migrate.verify.hook SCRIPT ARGS`` (one process) or
+``torchrun --nproc-per-node N -m npu_migrate.verify.hook SCRIPT ARGS`` with the
+copy as working directory; the hook writes ``rank<R>.json`` / ``rank<R>.npz``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npu_migrate.options import Options
+
+from . import hook
+
+#: Emulator variables a run must not inherit from the caller's environment.
+_EMULATOR_VARS = ("NPU_MIGRATE_EMULATOR", "NPU_MIGRATE_EMULATOR_STRICT", "NPU_MIGRATE_EMULATOR_DEVICES",
+                  "NPU_MIGRATE_EMULATOR_DENY_OPS")
+
+
+class MigrationError(Exception):
+    """A copy could not be migrated (one line)."""
+
+
+def migrate_copy(copy: Path, options: Options) -> str:
+    """Migrate ``copy`` in place with ``options`` (mode write, no cache); returns the
+    migration's own output (diff summary, findings) for the report."""
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from npu_migrate import command
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(copy)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = command.run(options)
+    finally:
+        os.chdir(cwd)
+    if code == command.EXIT_ERROR:
+        raise MigrationError(f"the migration of the copy failed: {(err.getvalue() or out.getvalue()).strip()}")
+    return out.getvalue() + err.getvalue()
+
+
+def migrated_options(select, extend_select, ignore, extend_ignore, config) -> Options:
+    """The user's migration: the project's configuration and the given selection."""
+    return Options(paths=["."], mode="write", select=select, extend_select=list(extend_select), ignore=ignore,
+                   extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
+
+
+def reference_options(empty_config: Path) -> Options:
+    """The reference: every rule that knows the CPU target, nothing ignored."""
+    from npu_migrate.target import rule_ids_for
+
+    return Options(paths=["."], mode="write", select=rule_ids_for("cpu"), config=str(empty_config), cache=False,
+                   quiet=True, jobs=1, diff=False, target="cpu")
+
+
+@dataclass
+class RunResult:
+    name: str
+    out: Path
+    returncode: int
+    log: str
+    timed_out: bool = False
+    ranks: dict[int, dict] = field(default_factory=dict)
+
+    def load(self) -> RunResult:
+        for path in sorted(self.out.glob("rank*.json")):
+            try:
+                data = json.loads(path.read_text("utf-8"))
+            except ValueError:
+                continue
+            self.ranks[int(data.get("rank", 0))] = data
+        return self
+
+    def params(self, rank: int):
+        """Flat parameters per step of ``rank`` ({step: ndarray}), empty if not kept."""
+        path = self.out / f"rank{rank}.npz"
+        if not path.is_file():
+            return {}
+        import numpy as np
+
+        with np.load(path) as data:
+            return {int(key[4:]): data[key] for key in data.files}
+
+    @property
+    def error(self) -> str | None:
+        """Why the run failed (None if it did not)."""
+        if self.timed_out:
+            return "timed out"
+        for data in self.ranks.values():
+            if data.get("status") == "crashed":
+                return data.get("error") or "crashed"
+        if self.returncode != 0:
+            tail = [line for line in self.log.strip().splitlines() if line.strip()][-1:] or [""]
+            return f"exited with status {self.returncode}: {tail[0]}"
+        if not self.ranks:
+            return "recorded nothing (did the script run a training step?)"
+        return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command_line(script: str, args: list[str], nproc: int, torchrun: bool = False) -> list[str]:
+    runner = ["-m", "npu_migrate.verify.hook", script, *args]
+    if nproc == 1 and not torchrun:
+        return [sys.executable, *runner]
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
+            "127.0.0.1", "--master-port", str(_free_port()), *runner]
+
+
+def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resumed_after: int = 0) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _EMULATOR_VARS}
+    env[hook.ENV_OUT] = str(out)
+    env[hook.ENV_STEPS] = str(steps)
+    env[hook.ENV_SEED] = str(seed)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop(hook.ENV_ALIGN, None)
+    env.pop(hook.ENV_CPU, None)
+    env.pop(hook.ENV_RESUMED_AFTER, None)
+    if align is not None:
+        env[hook.ENV_ALIGN] = str(align)
+        env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
+    return env
+
+
+def cpu_env(env: dict[str, str]) -> dict[str, str]:
+    env = dict(env)
+    env[hook.ENV_CPU] = "1"
+    return env
+
+
+def npu_env(env: dict[str, str], nproc: int, emulated: bool) -> dict[str, str]:
+    if not emulated:
+        return env
+    from npu_migrate.emulate.launcher import child_env
+
+    return child_env(nproc, base=env)
+
+
+def real_npu(copy: Path, script: str) -> str | None:
+    """Where a real torch_npu imports from (then the migrated twin runs on it)."""
+    from npu_migrate.emulate.detect import find_real_torch_npu
+    from npu_migrate.emulate.launcher import child_search_path
+
+    return find_real_torch_npu(child_search_path(str(copy / script), dict(os.environ)))
+
+
+def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
+        timeout: float, torchrun: bool = False) -> RunResult:
+    out = Path(env[hook.ENV_OUT])
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "output.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        # A session of its own, so that a timeout ends torchrun's workers too.
+        proc = subprocess.Popen(command_line(script, args, nproc, torchrun), cwd=copy, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code, timed_out = proc.wait(timeout=timeout), False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code, timed_out = proc.wait(), True
+        except BaseException:  # Ctrl-C, or SIGTERM (verify's handler raises SystemExit): end the run too
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    text = log_path.read_text("utf-8", errors="replace")
+    return RunResult(name=name, out=out, returncode=code, log=text, timed_out=timed_out).load()

@@ -1,0 +1,115 @@
+"""Comparison, tolerances, the resume check and the report, on recorded data (no process)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.verify import compare, report
+from npu_migrate.verify.twins import RunResult
+
+
+def _step(n, loss=1.0, norm=0.5, digest="d", scale=None, skipped=False, devices=None, loss_device="npu"):
+    return {"step": n, "optimizer": 0, "losses": [{"value": loss, "dtype": "float32", "device": loss_device,
+                                                   "shape": []}],
+            "grad_norm": norm, "digest_before": f"b{n}", "digest_after": digest, "scale": scale,
+            "skipped": skipped, "param_devices": devices or {"npu": 4}}
+
+
+def _run(steps, rank=0, autocast=(), offset=0, status="finished"):
+    result = RunResult(name="x", out=Path("/nonexistent"), returncode=0, log="")
+    result.ranks[rank] = {"rank": rank, "status": status, "steps": steps, "autocast": list(autocast),
+                          "offset": offset, "saves": []}
+    return result
+
+
+def test_metrics_match_msprobe_definitions():
+    m = compare.metrics([1.0, 2.0, 3.0015, 0.0], [1.0, 2.0, 3.0, 0.0])
+    assert m["max_abs_err"] == pytest.approx(0.0015)
+    assert m["max_rel_err"] == pytest.approx(0.0005)
+    assert m["one_thousandth"] == 1.0 and m["five_thousandths"] == 1.0
+    assert m["cosine"] == pytest.approx(1.0, abs=1e-6)
+    m = compare.metrics([1.0, 1.1], [1.0, 1.0])
+    assert m["one_thousandth"] == 0.5 and m["max_rel_err"] == pytest.approx(0.1)
+    assert compare.metrics([0.0, 1.0], [1.0, 0.0])["cosine"] == 0.0
+    assert compare.metrics([math.inf], [math.inf])["max_abs_err"] == 0.0
+
+
+def test_fp32_is_bit_exact():
+    ref = _run([_step(1), _step(2, loss=0.9)])
+    same = _run([_step(1), _step(2, loss=0.9)])
+    tol = compare.precision(ref, same)
+    assert tol.exact and tol.name == "fp32"
+    rows, first, _ = compare.compare_runs(ref, same, tol)
+    assert first is None and len(rows) == 2
+    off = _run([_step(1), _step(2, loss=0.9 + 1e-7)])
+    _, first, _ = compare.compare_runs(ref, off, tol)
+    assert first["step"] == 2 and first["what"][0].startswith("loss")
+    digest = _run([_step(1, digest="other"), _step(2, loss=0.9)])
+    _, first, _ = compare.compare_runs(ref, digest, tol)
+    assert first["step"] == 1 and "parameters" in first["what"][0]
+
+
+def test_autocast_precision_and_bounds():
+    ref = _run([_step(1, loss=2.0, norm=1.0, digest="a")], autocast=[["cpu", "float16", True]])
+    near = _run([_step(1, loss=2.01, norm=1.01, digest="b")], autocast=[["npu", "float16", True]])
+    tol = compare.precision(ref, near)
+    assert tol.name == "fp16 autocast" and not tol.exact
+    assert compare.compare_runs(ref, near, tol)[1] is None
+    far = _run([_step(1, loss=2.1, norm=1.0, digest="b")])
+    assert compare.compare_runs(ref, far, tol)[1]["what"][0].startswith("loss")
+    bf = _run([_step(1)], autocast=[["npu", "bfloat16", True]])
+    assert compare.precision(ref, bf).name == "bf16 autocast"
+    disabled = _run([_step(1)], autocast=[["npu", "float16", False]])
+    assert compare.precision(disabled, _run([_step(1)])).exact
+
+
+def test_scaler_and_missing_steps_diverge():
+    tol = compare.TOLERANCES["fp32"]
+    ref = _run([_step(1, scale=32.0), _step(2, scale=64.0)])
+    got = _run([_step(1, scale=32.0), _step(2, scale=16.0)])
+    assert "scale" in compare.compare_runs(ref, got, tol)[1]["what"][0]
+    short = _run([_step(1, scale=32.0)])
+    first = compare.compare_runs(ref, short, tol)[1]
+    assert first["step"] == 2 and first["what"][0].startswith("missing")
+
+
+def test_silent_cpu_is_reported():
+    assert compare.silent_cpu(_run([_step(1), _step(2)])) == []
+    found = compare.silent_cpu(_run([_step(1), _step(2, devices={"cpu": 4}, loss_device="cpu")]))
+    assert found[0]["step"] == 2 and "4 of 4 parameters" in found[0]["detail"]
+
+
+def test_own_resume_statuses():
+    full = _run([_step(1, digest="a"), _step(2, digest="b"), _step(3, digest="c"), _step(4, digest="d")])
+    good = _run([_step(3, digest="c"), _step(4, digest="d")], offset=2)
+    assert compare.own_resume(full, good)["status"] == "exact"
+    bad = _run([_step(3, digest="c"), _step(4, digest="x")], offset=2)
+    result = compare.own_resume(full, bad)
+    assert result["status"] == "not-exact" and result["first_divergence"]["step"] == 4
+    assert compare.own_resume(full, _run([_step(1)], offset=0))["status"] == "no-resume-path"
+    unaligned = _run([_step(3)], offset=2)
+    unaligned.ranks[0]["aligned"] = False
+    assert "match no step" in compare.own_resume(full, unaligned)["detail"]
+    tracker = compare.compare_steps(_step(3, scale=8.0) | {"growth_tracker": 3}, _step(3, scale=8.0) | {"growth_tracker": 1},
+                                    compare.TOLERANCES["fp32"])
+    assert tracker and "growth tracker" in tracker[0]
+
+
+def test_report_files(tmp_path):
+    ref = _run([_step(1, loss=1.0), _step(2, loss=0.5)])
+    got = _run([_step(1, loss=1.0), _step(2, loss=0.75)])
+    rows, first, metrics = compare.compare_runs(ref, got, compare.TOLERANCES["fp32"])
+    data = {"script": "train.py", "verdict": "fail", "reason": "x", "device": "the emulated NPU", "nproc": 1,
+            "steps_requested": 2, "precision": compare.TOLERANCES["fp32"].as_dict(), "first_divergence": first,
+            "steps": rows, "metrics": metrics, "resume": {"status": "not-tried"}, "silent_cpu": [],
+            "nan": math.nan}
+    written = report.write(data, tmp_path / "out" / "verify.json")
+    assert [p.name for p in written] == ["verify.json", "verify.txt", "verify.png"]
+    loaded = json.loads((tmp_path / "out" / "verify.json").read_text())  # strict JSON: no NaN
+    assert loaded["nan"] == "nan" and loaded["first_divergence"]["step"] == 2
+    assert (tmp_path / "out" / "verify.png").read_bytes()[:4] == b"\x89PNG"
+    assert "first diverging step: 2" in (tmp_path / "out" / "verify.txt").read_text()
