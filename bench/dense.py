@@ -98,11 +98,21 @@ def corpus_main(args) -> int:
     out += [markdown_table(["project", "files", "lines", "CUDA uses", "uses/kLOC"], table), ""]
     print("\n".join(out), file=sys.stderr)
     skip = {"single", "ruff"} | {s for s in args.skip.split(",") if s}
+    tools = [("this checkout", os.environ.get("NPU_MIGRATE_CMD"))]
+    if args.baseline_cmd:
+        tools.append((f"baseline `{args.baseline_cmd}`", args.baseline_cmd))
     for round_no in range(1, args.rounds + 1):
-        rows, meta = throughput.run(dense, 1, skip=skip, log=lambda m: print(m, file=sys.stderr))
-        text = throughput.render(rows, meta, dense, 1)
-        out += [f"## Round {round_no} of {args.rounds}", "", *text.splitlines()[2:], ""]
-        print("\n".join(out[-len(text.splitlines()) - 2:]))
+        for label, cmd in tools:  # alternating, each next to a floor of its own
+            if cmd is None:
+                os.environ.pop("NPU_MIGRATE_CMD", None)
+            else:
+                os.environ["NPU_MIGRATE_CMD"] = cmd
+            rows, meta = throughput.run(dense, 1, skip=skip, log=lambda m: print(m, file=sys.stderr))
+            text = throughput.render(rows, meta, dense, 1).splitlines()
+            out += [f"## Round {round_no} of {args.rounds}: {label}", "", *text[2:], ""]
+            print("\n".join(out[-len(text):]), flush=True)
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text("\n".join(out) + "\n", encoding="utf-8")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text("\n".join(out) + "\n", encoding="utf-8")
     print(f"written to {args.output}", file=sys.stderr)
@@ -176,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--projects", default=DENSE_PROJECTS)
     c.add_argument("--min-density", type=float, default=2.0, help="CUDA uses per kLOC (default 2)")
     c.add_argument("--rounds", type=int, default=2)
+    c.add_argument("--baseline-cmd", default=None,
+                   help="also measure this npu-migrate command line (another checkout) in every round")
     c.add_argument("--skip", default="", help="rows to leave out: floor,jobs1,jobs2,warm")
     c.add_argument("--output", type=Path, default=RESULTS_DIR / "dense.md")
     lin = sub.add_parser("linear")
