@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="what", required=True)
     c = sub.add_parser("corpus")
     c.add_argument("--projects", default=DENSE_PROJECTS)
-    c.add_argument("--min-density", type=float, default=2.0, help="CUDA uses per kLOC (default 2)")
+    c.add_argument("--min-density", type=float, default=4.0, help="CUDA uses per kLOC (default 4)")
     c.add_argument("--rounds", type=int, default=2)
     c.add_argument("--baseline-cmd", default=None,
                    help="also measure this npu-migrate command line (another checkout) in every round")
