@@ -22,6 +22,7 @@ machine where the absolute seconds do not:
 
     python -m bench.dense corpus [--projects accelerate,peft,timm] [--rounds 2]
     python -m bench.dense linear [--file accelerate/state.py] [--sizes 1,2,4,8]
+    python -m bench.dense isolation [--repeat 3]   (after ``corpus``: uses its tree)
 """
 
 from __future__ import annotations
@@ -131,18 +132,18 @@ def grown(data: bytes, times: int) -> bytes:
 def _floor_once(data: bytes) -> float:
     import libcst
 
-    start = time.perf_counter()
+    start = time.process_time()
     _ = libcst.parse_module(data).bytes
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def _tool_once(path: str, data: bytes) -> float:
     from npu_migrate.runner import migrate_safely
     from npu_migrate.settings import Settings
 
-    start = time.perf_counter()
+    start = time.process_time()
     result = migrate_safely(path, data, Settings())
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     if result.error:
         raise SystemExit(f"{path}: {result.error}")
     return elapsed
@@ -169,13 +170,54 @@ def linear_main(args) -> int:
                      f"{os.getloadavg()[0]:.1f}"])
         print(rows[-1], file=sys.stderr)
     text = ["# No file slower than linear", "",
-            f"`{project.label}/{rel}` repeated; median of {args.repeat} alternating runs per size, in one process.",
+            f"`{project.label}/{rel}` repeated; median of {args.repeat} alternating runs per size, in one process; "
+            "CPU seconds of this process (`time.process_time`), which other load on the machine disturbs "
+            "less than wall time.",
             "",
-            markdown_table(["size", "lines", "CUDA uses", "floor s", "npu-migrate s", "floor µs/line",
+            markdown_table(["size", "lines", "CUDA uses", "floor CPU s", "npu-migrate CPU s", "floor µs/line",
                             "npu-migrate µs/line", "vs floor", "load"], rows), ""]
     print("\n".join(text))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text("\n".join(text), encoding="utf-8")
+    return 0
+
+
+# --------------------------------------------------------------------------- isolation
+
+def isolation_main(args) -> int:
+    """What the crash isolation costs: ``runner.run`` with its worker pool (``--jobs 1``:
+    one worker process that handles every file) against the same call with the pool
+    refused, so that every file is migrated in this process (the fallback the runner
+    has for platforms without process pools), alternating, ``--repeat`` times."""
+    from unittest import mock
+
+    from npu_migrate import runner
+    from npu_migrate.settings import Settings
+
+    cache = args.cache_dir or default_cache_dir()
+    root = cache / "dense"
+    paths = sorted(str(p) for p in root.rglob("*.py"))
+    if not paths:
+        raise SystemExit(f"no dense tree under {root}: run `python -m bench.dense corpus` first")
+
+    def no_pool(*_a, **_k):
+        raise runner._NoProcessPool()
+
+    runner.run(paths[:1], Settings(), jobs=1)  # imports outside the timings
+    pooled, inline = [], []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        runner.run(paths, Settings(), jobs=1)
+        pooled.append(time.perf_counter() - start)
+        with mock.patch.object(runner, "_until_broken", no_pool):
+            start = time.perf_counter()
+            runner.run(paths, Settings(), jobs=1)
+            inline.append(time.perf_counter() - start)
+        print(f"pool {pooled[-1]:.2f} s, in-process {inline[-1]:.2f} s, load {os.getloadavg()[0]:.1f}",
+              file=sys.stderr)
+    p, i = statistics.median(pooled), statistics.median(inline)
+    print(f"{len(paths)} files: worker pool (--jobs 1) {p:.2f} s, in-process {i:.2f} s: "
+          f"isolation costs {p - i:+.2f} s ({(p - i) / i:+.1%}); load {os.getloadavg()[0]:.1f}")
     return 0
 
 
@@ -195,10 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     lin.add_argument("--sizes", default="1,2,4,8")
     lin.add_argument("--repeat", type=int, default=1)
     lin.add_argument("--output", type=Path, default=RESULTS_DIR / "linear.md")
-    for p in (c, lin):
+    iso = sub.add_parser("isolation")
+    iso.add_argument("--repeat", type=int, default=3)
+    for p in (c, lin, iso):
         p.add_argument("--cache-dir", type=Path, default=None)
     args = ap.parse_args(argv)
-    return corpus_main(args) if args.what == "corpus" else linear_main(args)
+    return {"corpus": corpus_main, "linear": linear_main, "isolation": isolation_main}[args.what](args)
 
 
 if __name__ == "__main__":
