@@ -96,6 +96,7 @@ class FileContext:
     _positions: object = None
     _statement_positions: StatementPositions | None = None
     _scopes: object = None
+    _local_scopes: dict[cst.CSTNode, object] = field(default_factory=dict)
     _names: dict[cst.CSTNode, str | None] = field(default_factory=dict)
     _import_nodes: set[cst.CSTNode] = field(default_factory=set)
     _import_depth: int = 0
@@ -203,6 +204,39 @@ class FileContext:
             self._scopes = self.wrapper.resolve(ScopeProvider)
         return self._scopes.get(node)
 
+    def local_scope(self, node: cst.CSTNode):
+        """The ScopeProvider scope of ``node`` for following a *local* name to its uses:
+        the same scope objects as :meth:`scope` gives for the names bound inside a
+        function, but computed on the outermost function that holds ``node`` alone
+        (a module made of that one ``def``), once per function; outside functions, on
+        the outermost class that holds it. A name bound in a function is read only
+        inside it (closures and nested classes included), one bound in a class body
+        only in that body, so its assignments and references are the same; a
+        ``global`` statement in it would bind module names, so then (and at module
+        level, or once the whole-module scopes exist) the whole module is analysed. Scope analysis of
+        the whole module costs several passes over it; a dense file asks about a
+        few functions (``docs/benchmarks.md``, "No file slower than linear")."""
+        if self._scopes is not None:
+            return self._scopes.get(node)
+        function = node if isinstance(node, cst.FunctionDef) else None
+        cls = node if isinstance(node, cst.ClassDef) else None
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                function = ancestor
+            elif isinstance(ancestor, cst.ClassDef):
+                cls = ancestor
+        outer = function or cls
+        if outer is None:
+            return self.scope(node)
+        scopes = self._local_scopes.get(outer)
+        if scopes is None:
+            if _has_global(outer):
+                scopes = self._local_scopes[outer] = self.wrapper.resolve(ScopeProvider)
+            else:
+                alone = cst.Module(body=[outer])
+                scopes = self._local_scopes[outer] = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ScopeProvider)
+        return scopes.get(node)
+
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is in the original file."""
         if self.statement_starts is None:
@@ -237,6 +271,20 @@ class FileContext:
     def record_finding(self, rule, node, message, suggestion) -> None:
         self.findings.append(FindingRecord(rule, node, message, suggestion))
 
+
+
+class _GlobalFinder(cst.CSTVisitor):
+    found = False
+
+    def visit_Global(self, node: cst.Global) -> bool:
+        self.found = True
+        return False
+
+
+def _has_global(node: cst.CSTNode) -> bool:
+    finder = _GlobalFinder()
+    node.visit(finder)
+    return finder.found
 
 
 def preferred_quote(text: str) -> str:

@@ -606,22 +606,54 @@ def _span(statements: Iterable[ast.AST]) -> tuple[tuple[int, int], ...]:
 
 def _statement_at(tree: ast.Module, line: int, types: tuple[type, ...]) -> tuple[ast.AST | None, list[ast.stmt] | None]:
     """The ast node of one of ``types`` that starts at ``line``, and the statement list holding it."""
-    stack: list[tuple[ast.AST, list | None]] = [(tree, None)]
-    while stack:
-        node, holder = stack.pop()
-        if isinstance(node, types) and node.lineno == line:
+    for node, holder in _line_index(tree).statements.get(line, ()):
+        if isinstance(node, types):
             return node, holder
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(node, field, None)
-            if isinstance(block, list):
-                stack.extend((child, block) for child in block if isinstance(child, ast.AST))
     return None, None
 
 
 def _expressions_at(tree: ast.AST, line: int, kind: type) -> Iterator[ast.AST]:
-    for node in ast.walk(tree):
-        if isinstance(node, kind) and node.lineno == line:
+    for node in _line_index(tree).nodes.get(line, ()):
+        if isinstance(node, kind):
             yield node
+
+
+class _LineIndex:
+    """Where the nodes of one ``ast`` tree start, built once per tree: the gate finders
+    ask about one line per CUDA test, and a walk of the whole tree per question made a
+    file with n tests cost n walks (quadratic as a file grows, ``bench/dense.py linear``).
+    The lists keep the order of the walks they replace, so the first match is the same."""
+
+    def __init__(self, tree: ast.AST) -> None:
+        #: line -> (statement, list holding it), in the order of the former depth-first search
+        self.statements: dict[int, list[tuple[ast.AST, list | None]]] = {}
+        stack: list[tuple[ast.AST, list | None]] = [(tree, None)]
+        while stack:
+            node, holder = stack.pop()
+            line = getattr(node, "lineno", None)
+            if line is not None:
+                self.statements.setdefault(line, []).append((node, holder))
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(node, field, None)
+                if isinstance(block, list):
+                    stack.extend((child, block) for child in block if isinstance(child, ast.AST))
+        #: line -> every node starting there, in ``ast.walk`` order; the functions, in that order
+        self.nodes: dict[int, list[ast.AST]] = {}
+        self.functions: list[ast.AST] = []
+        for node in ast.walk(tree):
+            line = getattr(node, "lineno", None)
+            if line is not None:
+                self.nodes.setdefault(line, []).append(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.append(node)
+
+
+def _line_index(tree: ast.AST) -> _LineIndex:
+    index = getattr(tree, "_npu_migrate_lines", None)
+    if index is None:
+        index = _LineIndex(tree)
+        tree._npu_migrate_lines = index  # ast nodes take attributes; dies with the tree
+    return index
 
 
 class _GateFinder:
@@ -767,8 +799,8 @@ def _negated_in(test: ast.AST, matches) -> bool:
 def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
     """The innermost function of ``tree`` around ``line`` (the module outside functions)."""
     best: ast.AST = tree
-    for node in ast.walk(tree):
-        inside = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno)
+    for node in _line_index(tree).functions:
+        inside = node.lineno <= line <= (node.end_lineno or node.lineno)
         if inside and (best is tree or node.lineno >= best.lineno):
             best = node
     return best

@@ -402,7 +402,8 @@ class DeviceAnalysis:
         if depth >= self.MAX_FLOW:
             return self._fallback(proven)
         name = target.name.value if isinstance(target, cst.Param) else target.value
-        scope = self.ctx.scope(target) or (self.ctx.scope(target.name) if isinstance(target, cst.Param) else None)
+        scope = self.ctx.local_scope(target) or (
+            self.ctx.local_scope(target.name) if isinstance(target, cst.Param) else None)
         if scope is None:
             return self._fallback(proven)
         try:
