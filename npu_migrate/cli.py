@@ -269,7 +269,9 @@ def preflight_command(args: tuple[str, ...]) -> None:
     options: --nodes, --cards, --node-rank, --master ADDR:PORT, ...). One line per
     problem with its fix; exit 1 if any.
     """
-    from npu_runtime.preflight.cli import main as preflight_main
+    # The runtime copy npu-migrate bundles (npu_migrate/runtime_bundle.py): the same
+    # program, with no npu-runtime (or torch) installed next to the tool.
+    from npu_migrate._runtime.preflight.cli import main as preflight_main
 
     sys.exit(preflight_main(list(args), prog="npu-migrate preflight"))
 
