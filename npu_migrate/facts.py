@@ -23,6 +23,9 @@ _CUDA_ONLY_MODULE = re.compile(
     rb"^(?:(?:import|from)[ \t]+(?:triton|cupy|cupyx|pycuda)\b|[ \t]*@triton\.(?:jit|autotune|heuristics)\b)",
     re.MULTILINE,
 )
+#: ``import npu_runtime`` / ``from npu_runtime import ...`` at the start of a line (what
+#: NPU701 writes, in any block).
+IMPORTS_RUNTIME = re.compile(rb"^[ \t]*(?:import[ \t]+npu_runtime\b|from[ \t]+npu_runtime[ \t.])", re.MULTILINE)
 #: ``from .swiglu import ...`` in a package's ``__init__.py``.
 _RELATIVE_IMPORT = re.compile(rb"^from[ \t]+\.(\w+)[ \t]+import\b", re.MULTILINE)
 
@@ -53,6 +56,12 @@ class ProjectFacts:
     cuda_only_files: frozenset[str] = frozenset()
     #: Dotted names that, in this project, can only mean one of those modules.
     cuda_only_modules: frozenset[str] = frozenset()
+    #: Files that import ``npu_runtime`` before this run (see :data:`IMPORTS_RUNTIME`).
+    runtime_importers: frozenset[str] = frozenset()
+    #: ``npu-runtime==X`` when, after this run, some file imports npu_runtime and the
+    #: runtime is not vendored: the dependency rules (NPU854, NPU862) declare it. Set by
+    #: the runner between its two passes (:mod:`npu_migrate.declared`), never by the scan.
+    runtime_requirement: str | None = None
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -62,8 +71,11 @@ class ProjectFacts:
         cuda_only: set[str] = set()
         packages: dict[str, list[str]] = {}  # package module file -> its relative imports
         files: list[str] = []
+        importers: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
+            if path is not None and path.endswith(".py") and IMPORTS_RUNTIME.search(data):
+                importers.add(path)
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
             constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
             if path is None or not path.endswith(".py"):
@@ -90,6 +102,7 @@ class ProjectFacts:
             constructs_data_parallel=constructs_data_parallel,
             cuda_only_files=frozenset(cuda_only),
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
+            runtime_importers=frozenset(importers),
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -103,4 +116,4 @@ class ProjectFacts:
         names = sorted(self.cuda_only_files | self.cuda_only_modules)
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
-                f"cuda_only={digest}")
+                f"cuda_only={digest},runtime={self.runtime_requirement or '-'}")
