@@ -67,7 +67,8 @@ def _pip_row(label: str, args: list[str], command: list[str] | None, work: Path)
     ran = ""
     if command:
         start = time.perf_counter()
-        proc = subprocess.run([str(env_dir / "bin" / command[0]), *command[1:]], capture_output=True, env=env)
+        proc = subprocess.run([str(env_dir / "bin" / command[0]), *command[1:]], check=False, capture_output=True,
+                              env=env)
         ran = f"{time.perf_counter() - start:.1f} s (exit {proc.returncode})"
     freeze = subprocess.run([str(env_dir / "bin" / "pip"), "list", "--format=freeze"], capture_output=True,
                             text=True, env=env, check=True).stdout.lower().splitlines()
@@ -88,10 +89,10 @@ def _pre_commit_row(label: str, hook: str, work: Path) -> list[str]:
         subprocess.run(cmd, cwd=project, check=True, env=env)
     pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).with_name("pre-commit"))
     start = time.perf_counter()
-    proc = subprocess.run([pre_commit, "run", "--all-files"], cwd=project, capture_output=True, text=True, env=env)
+    proc = subprocess.run([pre_commit, "run", "--all-files"], check=False, cwd=project, capture_output=True, text=True, env=env)
     first = time.perf_counter() - start
     start = time.perf_counter()
-    subprocess.run([pre_commit, "run", "--all-files"], cwd=project, capture_output=True, env=env)
+    subprocess.run([pre_commit, "run", "--all-files"], check=False, cwd=project, capture_output=True, env=env)
     second = time.perf_counter() - start
     if "An unexpected error" in proc.stdout + proc.stderr or "CalledProcessError" in proc.stdout + proc.stderr:
         raise SystemExit(f"{label}: pre-commit failed to install the hook\n{proc.stdout}\n{proc.stderr}")
@@ -136,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the tables (markdown) to this file too")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
-    parts = [f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python "
-             f"{sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.1f} at the start.", ""]
+    parts = [(f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python "
+              f"{sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.1f} at the start."), ""]
     with tempfile.TemporaryDirectory(prefix="npu-migrate-install-") as tmp:
         work = Path(tmp)
         rows = [_pip_row(label, a, c, work) for label, (a, c) in TARGETS.items()]

@@ -120,15 +120,15 @@ def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
         cache_root = Path(opts.cache_dir) if opts.cache_dir else prep.root / DIRNAME
         cache_factory = lambda s: Cache(cache_root, s.key())
     results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
-                                 opts.quiet)
+                                 opts.quiet, opts.vendor_runtime)
     return failed + results
 
 
-def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool):
+def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
     from npu_migrate.runner import run
 
     if quiet or not err.is_terminal or len(files) <= 8:
-        return run(files, settings, jobs, cache_factory)
+        return run(files, settings, jobs, cache_factory, vendored=vendored)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -142,7 +142,7 @@ def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("migrating", total=len(files))
-        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task))
+        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task), vendored=vendored)
 
 
 def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileResult]:
@@ -257,6 +257,9 @@ def run(options: Options) -> int:
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)
+    from npu_migrate import declared
+
+    results = declared.report_undeclared(results, options.vendor_runtime, prep.settings)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
                     options.verbose, time.perf_counter() - start)
     if not emit(report, prep, out, err):

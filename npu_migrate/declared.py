@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from npu_migrate import filetypes
 from npu_migrate.facts import IMPORTS_RUNTIME, ProjectFacts
-from npu_migrate.model import Finding, FileResult
+from npu_migrate.model import FileResult, Finding
 
 RULE = "NPU854"
 SETUP_PY_RULE = "NPU862"
@@ -72,12 +72,33 @@ def _declares(result: FileResult, original_mentions: bool) -> bool:
     return original_mentions
 
 
-def report_undeclared(results: list[FileResult], facts: ProjectFacts, vendored: str | None,
-                      settings) -> list[FileResult]:
-    """``results``, with a finding on the first file that imports npu_runtime when no
-    dependency file of the run declares npu-runtime."""
-    importers = runtime_importers(facts, results)
-    if vendored is not None or not importers:
+def _source(result: FileResult) -> bytes | None:
+    if result.new_source is not None:
+        return result.new_source
+    try:
+        with open(result.path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def report_undeclared(results: list[FileResult], vendored: str | None, settings) -> list[FileResult]:
+    """``results`` (after they were written, if they were), with a finding on the file
+    that imports npu_runtime when no dependency file of the run declares npu-runtime.
+    The finding sits on the line of ``import npu_runtime`` in the file as it is on disk
+    (line 1 where this dry run only proposes it), so that a later run reports it at
+    the same place."""
+    if vendored is not None:
+        return results
+    importing = {}
+    for result in results:
+        if result.error is None and result.path.endswith(".py"):
+            source = _source(result)
+            match = IMPORTS_RUNTIME.search(source) if source is not None else None
+            if match is not None:
+                on_disk = result.written or result.new_source is None
+                importing[result.path] = source.count(b"\n", 0, match.start()) + 1 if on_disk else 1
+    if not importing:
         return results
     from npu_migrate import runtime_bundle
 
@@ -90,18 +111,17 @@ def report_undeclared(results: list[FileResult], facts: ProjectFacts, vendored: 
                 result, _mentions(result.path)):
             return results
     # The entry point NPU701 wrote the import into, else the first importer.
-    written = [r.path for r in results if r.path in importers and any(f.rule == "NPU701" for f in r.fixes)]
-    target = (written or sorted(importers))[0]
+    written = [r.path for r in results if r.path in importing and any(f.rule == "NPU701" for f in r.fixes)]
+    target = (written or sorted(importing))[0]
     if not settings.selection.active(RULE, target):
         return results
     finding = Finding(
-        line=1, col=0, rule=RULE,
+        line=importing[target], col=0, rule=RULE,
         message=f"this file imports npu_runtime, and no dependency file of the repository declares {requirement}",
         suggestion=f"install it where the job runs (pip install {requirement}), or declare it in the repository's "
                    "requirements.txt / pyproject.toml / environment.yml; or vendor it: --vendor-runtime DIR",
     )
-    return [replace(r, findings=[*r.findings, finding]) if r.path == target and r.error is None else r
-            for r in results]
+    return [replace(r, findings=sorted([*r.findings, finding])) if r.path == target else r for r in results]
 
 
 def _mentions(path: str) -> bool:

@@ -323,8 +323,7 @@ def run(
         requirement = declared.runtime_requirement(facts, [results[p] for p in first], vendored)
         _pass(second, replace(settings, facts=replace(facts, runtime_requirement=requirement)), jobs, cache,
               digests, sizes, done)
-    ordered = [results[p] for p in paths if p in results]
-    return declared.report_undeclared(ordered, facts, vendored, settings)
+    return [results[p] for p in paths if p in results]
 
 
 def _pass(paths: list[str], settings: Settings, jobs: int, cache, digests: dict[str, str], sizes: dict[str, int],
