@@ -124,14 +124,17 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .npu_migrate_cache/.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
-@click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR", help="Copy the npu_runtime package into DIR.")
+@click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR",
+              help="With --write: copy the npu_runtime package into DIR (skipped by later runs) instead of declaring npu-runtime.")
+@click.option("--entry", "entries", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="A training entry point (repeatable; also [tool.npu-migrate] entry-points): NPU701 installs the runtime there.")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
 @click.option("-q", "--quiet", is_flag=True, help="Only print errors (and the diff or report, if asked for).")
 @click.option("-v", "--verbose", is_flag=True, help="Also print per-file status and timing.")
 @_exits_on_interrupt
 def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
             force_exclude, output_format, output_file, report, fail_on_findings, exit_zero, statistics, show_fixes,
-            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, quiet,
+            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, entries, no_prefilter, quiet,
             verbose) -> None:
     """Migrate PATHS (files or directories; default: the current directory;
     '-': standard input, the migrated source to standard output).
@@ -150,7 +153,7 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
         force_exclude=force_exclude, jobs=jobs, output_format=output_format, output_file=output_file, report=report,
         fail_on_findings=fail_on_findings, exit_zero=exit_zero, statistics=statistics, show_fixes=show_fixes,
         annotate=annotate, config=config, cache=not no_cache, cache_dir=cache_dir, vendor_runtime=vendor_runtime,
-        prefilter=not no_prefilter, quiet=quiet, verbose=verbose, stdin_filename=stdin_filename,
+        entries=list(entries), prefilter=not no_prefilter, quiet=quiet, verbose=verbose, stdin_filename=stdin_filename,
     )
     sys.exit(command.run(options))
 

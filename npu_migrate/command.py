@@ -86,7 +86,10 @@ def prepare(options: Options) -> Prepared:
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
-    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter)
+    from npu_migrate.facts import ProjectFacts
+
+    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter,
+                        facts=ProjectFacts(entry_points=resolved.entry_points))
     return Prepared(options, resolved, settings, cfg.root)
 
 

@@ -62,6 +62,12 @@ class ProjectFacts:
     #: runtime is not vendored: the dependency rules (NPU854, NPU862) declare it. Set by
     #: the runner between its two passes (:mod:`npu_migrate.declared`), never by the scan.
     runtime_requirement: str | None = None
+    #: Absolute paths or globs of the entry points the user named (``--entry``,
+    #: ``entry-points``); see :mod:`npu_migrate.entry_points`.
+    entry_points: tuple[str, ...] = ()
+    #: Directories (absolute) of the run that hold an ``__init__.py``: packages, whose
+    #: modules are library code (:mod:`npu_migrate.entry_points`).
+    package_dirs: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -72,10 +78,13 @@ class ProjectFacts:
         packages: dict[str, list[str]] = {}  # package module file -> its relative imports
         files: list[str] = []
         importers: set[str] = set()
+        packages_seen: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
             if path is not None and path.endswith(".py") and IMPORTS_RUNTIME.search(data):
                 importers.add(path)
+            if path is not None and os.path.basename(path) == "__init__.py":
+                packages_seen.add(os.path.dirname(os.path.abspath(path)))
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
             constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
             if path is None or not path.endswith(".py"):
@@ -103,6 +112,7 @@ class ProjectFacts:
             cuda_only_files=frozenset(cuda_only),
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
             runtime_importers=frozenset(importers),
+            package_dirs=frozenset(packages_seen),
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -113,7 +123,8 @@ class ProjectFacts:
         return dotted in self.cuda_only_modules
 
     def key(self) -> str:
-        names = sorted(self.cuda_only_files | self.cuda_only_modules)
+        names = sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
-                f"cuda_only={digest},runtime={self.runtime_requirement or '-'}")
+                f"cuda_only={digest},runtime={self.runtime_requirement or '-'},"
+                f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")

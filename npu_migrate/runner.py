@@ -306,7 +306,7 @@ def run(
             sizes[path] = len(data)
             yield path, data
 
-    facts = ProjectFacts.scan(contents())
+    facts = replace(ProjectFacts.scan(contents()), entry_points=settings.facts.entry_points)
     settings = replace(settings, facts=facts)
 
     def done(result: FileResult) -> None:
