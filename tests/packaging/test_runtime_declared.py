@@ -108,3 +108,60 @@ def test_vendored_runtime_is_not_declared(tmp_path):
     _, report = _run(repo, "--write", "--vendor-runtime", str(repo))
     assert (repo / "requirements.txt").read_bytes() == before
     assert not [f for f in _findings(report) if f[1] == "NPU854"]
+
+
+@pytest.mark.timeout(120)
+def test_a_migrated_library_package_imports_without_torch_npu_and_npu_runtime(tmp_path):
+    """fixtures/declared/library_package: the package's modules (one with a __main__
+    demo that trains) import where neither torch_npu nor npu_runtime can be imported."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
+             "import pkg.mod, pkg.helpers, pkg.config_data\n"
+             "print(pkg.config_data.dist_params['backend'], callable(pkg.helpers.to_device))")
+    after = FIXTURES / "library_package" / "after"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=after, capture_output=True, text=True, timeout=100,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["hccl", "True"]
+    # ...and the demo block, run as a script, does import the runtime
+    assert "    import npu_runtime\n    npu_runtime.install()\n" in (after / "pkg" / "mod.py").read_text()
+    assert not (after / "pkg" / "config_data.py").read_text().count("import")
+
+
+@pytest.mark.timeout(120)
+def test_entry_flag_names_an_entry_point_like_the_configuration(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    _run(repo, "--write")
+    assert "npu_runtime" not in (repo / "main.py").read_text()  # trains elsewhere: not found by itself
+    shutil.rmtree(repo)
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    _run(repo, "--write", "--entry", str(repo / "main.py"))
+    assert (repo / "main.py").read_text() == (FIXTURES / "named_entry" / "after" / "main.py").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_launch_advice_is_a_command_that_works_or_the_lines_to_add(tmp_path, monkeypatch):
+    """`npu-migrate launch -t ranktable` advises running NPU701 only where that adds
+    npu_runtime.install(): following the advice silences the warning."""
+    import shlex
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    monkeypatch.chdir(repo)
+    warned = CliRunner().invoke(main, ["launch", "main.py", "-t", "ranktable"])
+    advice = re.search(r"\((npu-migrate .*) adds it, rule NPU701\)", warned.output)
+    assert advice, warned.output
+    CliRunner().invoke(main, shlex.split(advice.group(1))[1:] + ["--no-cache", "--jobs", "1", "--quiet"])
+    assert "warning" not in CliRunner().invoke(main, ["launch", "main.py", "-t", "ranktable"]).output
+    # a file NPU701 would not change (already NPU code): the lines to add, no command
+    (repo / "done.py").write_text("import torch\nimport torch_npu\n\nif __name__ == '__main__':\n"
+                                  "    torch.npu.set_device(0)\n")
+    told = CliRunner().invoke(main, ["launch", "done.py", "-t", "ranktable"]).output
+    (warning,) = [line for line in told.splitlines() if line.startswith("warning: done.py")]
+    assert "rule NPU701" not in warning and "add `import npu_runtime` and `npu_runtime.install()`" in warning
