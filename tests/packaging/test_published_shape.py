@@ -108,9 +108,10 @@ def test_a_stock_image_with_what_the_migrated_example_declares_trains_it(tmp_pat
     bin_dir = _venv(tmp_path / "stock")
     _run([bin_dir / "python", "-m", "pip", "install", "-q", TORCH], timeout=500, env=env)
     # What the repository declares, as from an index: torch is there, torch-npu is the
-    # stand-in (its dist-info is on PYTHONPATH), npu-runtime comes from the built wheel.
-    _run([bin_dir / "python", "-m", "pip", "install", "-q", "--no-index", "--find-links", wheels,
-          "-r", project / "requirements.txt"], env=env, cwd=project)
+    # stand-in (its dist-info is on PYTHONPATH), npu-runtime comes from the built wheel
+    # (--find-links), numpy from the package sources.
+    _run([bin_dir / "python", "-m", "pip", "install", "-q", "--find-links", wheels,
+          "-r", project / "requirements.txt"], timeout=300, env=env, cwd=project)
     installed = _installed(bin_dir)
     assert "npu-runtime" in installed and not {"npu-migrate", "libcst", "click"} & installed, installed
 
