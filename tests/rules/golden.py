@@ -29,6 +29,9 @@ from npu_migrate.settings import Settings
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
 _EXPECT = re.compile(r"(?:#|//).*\bexpect:\s*([A-Z0-9, ]+)")
 _SELECT = re.compile(r"#\s*npu-migrate-test:\s*select=([A-Za-z0-9,]+)")
+#: ``# npu-migrate-test: imports-runtime``: the run's code imports npu_runtime (the
+#: project fact NPU854/NPU862 act on; fixtures/declared/ has whole repositories).
+_IMPORTS_RUNTIME = re.compile(r"#\s*npu-migrate-test:.*\bimports-runtime\b")
 _KINDS = (".before.", ".unchanged.")
 
 
@@ -47,6 +50,12 @@ class Case:
         head = self.before.read_text(encoding="utf-8", errors="replace").split("\n", 5)[:5]
         match = next(filter(None, map(_SELECT.search, head)), None)
         select = match.group(1).split(",") if match else [self.rule, "NPU100"]
+        if any(map(_IMPORTS_RUNTIME.search, head)):
+            from npu_migrate import runtime_bundle
+            from npu_migrate.facts import ProjectFacts
+
+            facts = ProjectFacts(runtime_requirement=runtime_bundle.requirement())
+            return Settings(selection=Selection.create(select), facts=facts)
         return Settings(selection=Selection.create(select))
 
 
