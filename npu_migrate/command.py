@@ -297,12 +297,12 @@ def _vendor_runtime(directory: Path, mode: str, err: Console):
 def _check_vendored_imports(results, plan, err: Console) -> None:
     """Entry points that import npu_runtime from another directory than the vendored
     copy's do not find it unless that directory is on PYTHONPATH: say so."""
-    from npu_migrate.declared import IMPORTS_RUNTIME, _source
+    from npu_migrate.declared import IMPORTS_RUNTIME, source_of
 
     home = plan.target.parent.absolute()
     for result in results:
         if result.error is None and result.path.endswith(".py"):
-            source = _source(result)
+            source = source_of(result)
             if source is not None and IMPORTS_RUNTIME.search(source) and Path(result.path).absolute().parent != home:
                 err.print(f"warning: {result.path} imports npu_runtime, vendored in {home}: run it with "
                           f"PYTHONPATH={home} (a script's own directory is what Python searches first)")

@@ -72,7 +72,7 @@ def _declares(result: FileResult, original_mentions: bool) -> bool:
     return original_mentions
 
 
-def _source(result: FileResult) -> bytes | None:
+def source_of(result: FileResult) -> bytes | None:
     if result.new_source is not None:
         return result.new_source
     try:
@@ -93,7 +93,7 @@ def report_undeclared(results: list[FileResult], vendored: str | None, settings)
     importing = {}
     for result in results:
         if result.error is None and result.path.endswith(".py"):
-            source = _source(result)
+            source = source_of(result)
             match = IMPORTS_RUNTIME.search(source) if source is not None else None
             if match is not None:
                 on_disk = result.written or result.new_source is None
