@@ -147,7 +147,10 @@ Other commands:
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .npu_migrate_cache/.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
-@click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR", help="Copy the npu_runtime package into DIR.")
+@click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR",
+              help="With --write: copy the npu_runtime package into DIR (skipped by later runs) instead of declaring npu-runtime.")
+@click.option("--entry", "entries", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="A training entry point (repeatable; also [tool.npu-migrate] entry-points): NPU701 installs the runtime there.")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to verify the prefilter).")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file (pyproject.toml).")
 @click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
@@ -158,7 +161,7 @@ Other commands:
 @_exits_on_interrupt
 def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
             force_exclude, output_format, output_file, report, fail_on_findings, exit_zero, statistics, show_fixes,
-            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, no_prefilter, isolated, color,
+            annotate, stdin_filename, jobs, config, no_cache, cache_dir, vendor_runtime, entries, no_prefilter, isolated, color,
             quiet, silent, verbose) -> None:
     """Migrate PATHS (files or directories; default: the current directory;
     '-': standard input, the migrated source to standard output).
@@ -177,7 +180,7 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
         force_exclude=force_exclude, jobs=jobs, output_format=output_format, output_file=output_file, report=report,
         fail_on_findings=fail_on_findings, exit_zero=exit_zero, statistics=statistics, show_fixes=show_fixes,
         annotate=annotate, config=config, cache=not no_cache, cache_dir=cache_dir, vendor_runtime=vendor_runtime,
-        prefilter=not no_prefilter, quiet=quiet or silent, silent=silent, verbose=verbose and not silent,
+        entries=list(entries), prefilter=not no_prefilter, quiet=quiet or silent, silent=silent, verbose=verbose and not silent,
         stdin_filename=stdin_filename, isolated=isolated, color=color,
     )
     sys.exit(command.run(options))
@@ -350,7 +353,9 @@ def preflight_command(args: tuple[str, ...]) -> None:
     options: --nodes, --cards, --node-rank, --master ADDR:PORT, ...). One line per
     problem with its fix; exit 1 if any.
     """
-    from npu_runtime.preflight.cli import main as preflight_main
+    # The runtime copy npu-migrate bundles (npu_migrate/runtime_bundle.py): the same
+    # program, with no npu-runtime (or torch) installed next to the tool.
+    from npu_migrate._runtime.preflight.cli import main as preflight_main
 
     sys.exit(preflight_main(list(args), prog="npu-migrate preflight"))
 

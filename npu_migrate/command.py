@@ -107,12 +107,14 @@ def prepare(options: Options) -> Prepared:
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
+    from npu_migrate.facts import ProjectFacts
+
     settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter,
-                        target=options.target)
+                        target=options.target, facts=ProjectFacts(entry_points=resolved.entry_points))
     return Prepared(options, resolved, settings, cfg.root)
 
 
-def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
+def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> list[FileResult]:
     """Discover and migrate; files that could not be found come back as errors.
     Discovery's warnings (a named file no front end handles, nothing to migrate)
     are printed here, unless quiet."""
@@ -142,15 +144,15 @@ def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
         cache_root = Path(opts.cache_dir) if opts.cache_dir else prep.root / DIRNAME
         cache_factory = lambda s: Cache(cache_root, s.key())
     results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
-                                 opts.quiet)
+                                 opts.quiet, vendored)
     return failed + results
 
 
-def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool):
+def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
     from npu_migrate.runner import run
 
     if quiet or not err.is_terminal or len(files) <= 8:
-        return run(files, settings, jobs, cache_factory)
+        return run(files, settings, jobs, cache_factory, vendored=vendored)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -164,7 +166,7 @@ def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("migrating", total=len(files))
-        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task))
+        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task), vendored=vendored)
 
 
 def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileResult]:
@@ -295,31 +297,59 @@ def _run(options: Options) -> int:
         from npu_migrate import stdin
 
         return stdin.run(prep, out, err)
+    vendored = None
     if options.vendor_runtime:
         try:
-            _vendor_runtime(Path(options.vendor_runtime), err)
+            vendored = _vendor_runtime(Path(options.vendor_runtime), options.mode, err)
         except (UsageError, OSError) as exc:
             err.print(f"error: --vendor-runtime: {exc}")
             return EXIT_ERROR
-    results = migrate_files(prep, err)
+    from npu_migrate import vendor
+
+    vendored_dir = options.vendor_runtime or vendor.find(options.paths or ["."], prep.root)
+    results = migrate_files(prep, err, vendored_dir)
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)
+    from npu_migrate import declared
+
+    results = declared.report_undeclared(results, vendored_dir, prep.settings)
+    if vendored is not None and not options.quiet:
+        _check_vendored_imports(results, vendored, err)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
                     options.verbose, time.perf_counter() - start)
     if not emit(report, prep, out, err):
         return EXIT_ERROR
+    if vendored is not None and options.mode == "check" and vendored.action in ("create", "update") \
+            and not options.exit_zero:
+        return EXIT_FAILED  # the vendored copy is missing or older
     return exit_code(report, prep)
 
 
-def _vendor_runtime(directory: Path, err: Console) -> None:
-    import importlib.util
-    import shutil
+def _vendor_runtime(directory: Path, mode: str, err: Console):
+    """Plan (and with --write make) the vendored copy; the plan, for the exit code."""
+    from npu_migrate import runtime_bundle, vendor
 
-    spec = importlib.util.find_spec("npu_runtime")
-    if spec is None or not spec.submodule_search_locations:
-        raise UsageError("npu_runtime is not installed next to npu-migrate")
-    source = Path(next(iter(spec.submodule_search_locations)))
-    target = directory / "npu_runtime"
-    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    err.print(f"copied npu_runtime to {target}")
+    try:
+        plan = vendor.plan(directory)
+    except (vendor.VendorError, runtime_bundle.BundleMissing) as exc:
+        raise UsageError(str(exc)) from None
+    write = mode == "write" and plan.action in ("create", "update")
+    if write:
+        vendor.apply(plan)
+    err.print(vendor.describe(plan, write))
+    return plan
+
+
+def _check_vendored_imports(results, plan, err: Console) -> None:
+    """Entry points that import npu_runtime from another directory than the vendored
+    copy's do not find it unless that directory is on PYTHONPATH: say so."""
+    from npu_migrate.declared import IMPORTS_RUNTIME, source_of
+
+    home = plan.target.parent.absolute()
+    for result in results:
+        if result.error is None and result.path.endswith(".py"):
+            source = source_of(result)
+            if source is not None and IMPORTS_RUNTIME.search(source) and Path(result.path).absolute().parent != home:
+                err.print(f"warning: {result.path} imports npu_runtime, vendored in {home}: run it with "
+                          f"PYTHONPATH={home} (a script's own directory is what Python searches first)")

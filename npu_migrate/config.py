@@ -27,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-LISTS = {"select", "extend-select", "ignore", "extend-ignore", "exclude", "extend-exclude"}
+LISTS = {"select", "extend-select", "ignore", "extend-ignore", "exclude", "extend-exclude", "entry-points"}
 SWITCHES = {"force-exclude", "fail-on-findings"}
 KEYS = {*LISTS, *SWITCHES, "per-file-ignores", "launch"}
 
@@ -47,6 +47,9 @@ class Config:
     exclude: list[str] = field(default_factory=list)
     extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    #: Training entry points the user names (globs relative to the root): NPU701 and
+    #: `npu-migrate launch` treat them as entry points (npu_migrate/entry_points.py).
+    entry_points: list[str] = field(default_factory=list)
     force_exclude: bool = False
     fail_on_findings: bool = False
     # [tool.npu-migrate.launch], validated by the launch subsystem that owns its keys.

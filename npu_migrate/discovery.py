@@ -138,7 +138,9 @@ def _skipped_dir(directory: Path) -> bool:
     name = directory.name
     if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
         return True
-    return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info")
+    # a runtime copy written by --vendor-runtime (npu_migrate/vendor.py): never migrated
+    return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info") or (
+        directory / ".npu-migrate-vendored").is_file()
 
 
 def _matcher(exclude: list[str], root: Path):
@@ -234,6 +236,8 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
         if not path.is_dir():
             if force_exclude and force_excluded(raw, exclude, root):
                 continue
+            if any((parent / ".npu-migrate-vendored").is_file() for parent in path.absolute().parents):
+                continue  # inside a vendored runtime (--vendor-runtime): never migrated, named or not
             info = path.stat()
             if not regular(path, info):
                 continue

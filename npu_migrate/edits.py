@@ -98,6 +98,11 @@ class LineIndex:
         return b"\r\n" if self.data[self.starts[line - 1] : end].endswith(b"\r\n") else b"\n"
 
 
+#: Rules whose insertions at one point are all kept, in rule-id order: torch-npu (NPU850)
+#: and npu-runtime (NPU854) both go after the last requirement when that is torch.
+STACKED_INSERTIONS = frozenset({"NPU850", "NPU854"})
+
+
 def apply(data: bytes, edits: list[TextEdit]) -> tuple[bytes, list[TextEdit]]:
     """Apply non-overlapping edits; an edit that overlaps one already taken (two
     rules on the same bytes) is dropped. Returns the new bytes and the edits applied."""
@@ -105,7 +110,8 @@ def apply(data: bytes, edits: list[TextEdit]) -> tuple[bytes, list[TextEdit]]:
     for edit in sorted(set(edits), key=lambda e: (e.start, e.end, e.rule)):
         if taken and edit.start < taken[-1].end:
             continue
-        if taken and edit.start == edit.end == taken[-1].start == taken[-1].end:
+        if taken and edit.start == edit.end == taken[-1].start == taken[-1].end and not (
+                {edit.rule, taken[-1].rule} <= STACKED_INSERTIONS and edit.rule != taken[-1].rule):
             continue  # two insertions at one point: their order would be arbitrary
         taken.append(edit)
     out = bytearray()

@@ -23,6 +23,9 @@ _CUDA_ONLY_MODULE = re.compile(
     rb"^(?:(?:import|from)[ \t]+(?:triton|cupy|cupyx|pycuda)\b|[ \t]*@triton\.(?:jit|autotune|heuristics)\b)",
     re.MULTILINE,
 )
+#: ``import npu_runtime`` / ``from npu_runtime import ...`` at the start of a line (what
+#: NPU701 writes, in any block).
+IMPORTS_RUNTIME = re.compile(rb"^[ \t]*(?:import[ \t]+npu_runtime\b|from[ \t]+npu_runtime[ \t.])", re.MULTILINE)
 #: ``from .swiglu import ...`` in a package's ``__init__.py``.
 _RELATIVE_IMPORT = re.compile(rb"^from[ \t]+\.(\w+)[ \t]+import\b", re.MULTILINE)
 
@@ -68,6 +71,18 @@ class ProjectFacts:
     #: Some Python file of the project registers its own flash-attention class and
     #: either has no "sdpa" entry beside it or replaces transformers' FA2 class.
     custom_flash_attention: bool = False
+    #: Files that import ``npu_runtime`` before this run (see :data:`IMPORTS_RUNTIME`).
+    runtime_importers: frozenset[str] = frozenset()
+    #: ``npu-runtime==X`` when, after this run, some file imports npu_runtime and the
+    #: runtime is not vendored: the dependency rules (NPU854, NPU862) declare it. Set by
+    #: the runner between its two passes (:mod:`npu_migrate.declared`), never by the scan.
+    runtime_requirement: str | None = None
+    #: Absolute paths or globs of the entry points the user named (``--entry``,
+    #: ``entry-points``); see :mod:`npu_migrate.entry_points`.
+    entry_points: tuple[str, ...] = ()
+    #: Directories (absolute) of the run that hold an ``__init__.py``: packages, whose
+    #: modules are library code (:mod:`npu_migrate.entry_points`).
+    package_dirs: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -79,11 +94,17 @@ class ProjectFacts:
         files: list[str] = []
         timm = ""
         custom_flash = False
+        importers: set[str] = set()
+        packages_seen: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
             if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
                 found = _TIMM_REQUIREMENT.search(data)
                 timm = found.group(1).decode("ascii", "replace").replace(" ", "").strip(",\t") if found else ""
+            if path is not None and path.endswith(".py") and IMPORTS_RUNTIME.search(data):
+                importers.add(path)
+            if path is not None and os.path.basename(path) == "__init__.py":
+                packages_seen.add(os.path.dirname(os.path.abspath(path)))
             calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
             constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
             if path is None or not path.endswith(".py"):
@@ -115,6 +136,8 @@ class ProjectFacts:
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
             timm_specifier=timm,
             custom_flash_attention=custom_flash,
+            runtime_importers=frozenset(importers),
+            package_dirs=frozenset(packages_seen),
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -125,7 +148,9 @@ class ProjectFacts:
         return dotted in self.cuda_only_modules
 
     def key(self) -> str:
-        names = sorted(self.cuda_only_files | self.cuda_only_modules)
+        names = sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
-                f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)}")
+                f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)},"
+                f"runtime={self.runtime_requirement or '-'},"
+                f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")

@@ -46,6 +46,8 @@ class Options:
     cache: bool = True
     cache_dir: str | None = None
     vendor_runtime: str | None = None
+    #: ``--entry FILE`` (repeatable): training entry points, next to the configuration's.
+    entries: list[str] = field(default_factory=list)
     prefilter: bool = True
     quiet: bool = False
     silent: bool = False
@@ -88,6 +90,8 @@ class Resolved:
     exclude: list[str]
     force_exclude: bool
     fail_on_findings: bool
+    #: Absolute paths (or globs) of the named entry points.
+    entry_points: tuple[str, ...] = ()
 
 
 def resolve(options: Options, cfg: Config) -> Resolved:
@@ -120,4 +124,6 @@ def resolve(options: Options, cfg: Config) -> Resolved:
         exclude=exclude,
         force_exclude=options.force_exclude if options.force_exclude is not None else cfg.force_exclude,
         fail_on_findings=options.fail_on_findings if options.fail_on_findings is not None else cfg.fail_on_findings,
+        entry_points=tuple([str(Path(cfg.root, pattern)) for pattern in cfg.entry_points]
+                           + [str(Path(entry).absolute()) for entry in options.entries]),
     )

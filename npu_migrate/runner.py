@@ -33,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
 
-from npu_migrate import filetypes
+from npu_migrate import declared, filetypes
 from npu_migrate.cache import Cache
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.files import ReadError, content_digest, read_regular
@@ -286,10 +286,12 @@ def run(
     jobs: int = 1,
     cache: Callable[[Settings], Cache] | None = None,
     progress: Callable[[FileResult], None] | None = None,
+    vendored: str | None = None,
 ) -> list[FileResult]:
     """Migrate ``paths``. Files are read once for the project facts and the cache
     keys (only their digests are kept), and again where they are migrated, so
-    memory does not grow with the size of the tree."""
+    memory does not grow with the size of the tree. ``vendored``: the directory
+    ``--vendor-runtime`` puts npu_runtime in (then nothing declares npu-runtime)."""
     results: dict[str, FileResult] = {}
     digests: dict[str, str] = {}
     sizes: dict[str, int] = {}
@@ -304,16 +306,32 @@ def run(
             sizes[path] = len(data)
             yield path, data
 
-    settings = replace(settings, facts=ProjectFacts.scan(contents()))
-    store = cache(settings) if cache is not None else None
+    facts = replace(ProjectFacts.scan(contents()), entry_points=settings.facts.entry_points)
+    settings = replace(settings, facts=facts)
 
     def done(result: FileResult) -> None:
         results[result.path] = result
         if progress is not None:
             progress(result)
 
+    # Two passes: the files that declare dependencies run after the code, so that they
+    # know whether the migrated code imports npu_runtime (npu_migrate/declared.py).
+    first = [p for p in digests if not declared.declares_dependencies(p)]
+    second = [p for p in digests if declared.declares_dependencies(p)]
+    _pass(first, settings, jobs, cache, digests, sizes, done)
+    if second:
+        requirement = declared.runtime_requirement(facts, [results[p] for p in first], vendored)
+        _pass(second, replace(settings, facts=replace(facts, runtime_requirement=requirement)), jobs, cache,
+              digests, sizes, done)
+    return [results[p] for p in paths if p in results]
+
+
+def _pass(paths: list[str], settings: Settings, jobs: int, cache, digests: dict[str, str], sizes: dict[str, int],
+          done: Callable[[FileResult], None]) -> None:
+    store = cache(settings) if cache is not None else None
     todo: list[Item] = []
-    for path, digest in digests.items():
+    for path in paths:
+        digest = digests[path]
         key = store.key(path, digest) if store is not None else None
         hit = store.get(path, key) if store is not None else None
         if hit is not None:
@@ -335,4 +353,3 @@ def run(
     if todo:
         types = tuple(sorted({(filetypes.by_name(p) or filetypes.PYTHON).name for p, _ in todo}))
         _in_workers(todo, settings, types, jobs, finish)
-    return [results[p] for p in paths if p in results]

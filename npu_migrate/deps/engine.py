@@ -37,9 +37,11 @@ def readers_for(path: str) -> tuple[str, str | None]:
 
 
 class DepsFile:
-    def __init__(self, data: bytes, recorder: Recorder) -> None:
+    def __init__(self, data: bytes, recorder: Recorder, path: str = "", settings: Settings | None = None) -> None:
         self.data = data
         self.recorder = recorder
+        self.path = path
+        self.settings = settings if settings is not None else Settings()
 
 
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
@@ -51,10 +53,10 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     try:
         document = None
         needed = [cls for rid, cls in rules_for("deps").items()
-                  if settings.selection.active(rid, path) and cls.triggered(data)]
+                  if settings.selection.active(rid, path) and (cls.triggered(data) or cls.wanted(settings))]
         if needed:
             document = importlib.import_module(f"npu_migrate.deps.{deps_reader}").read(data)
-            file = DepsFile(data, recorder)
+            file = DepsFile(data, recorder, path, settings)
             for cls in needed:
                 cls(file).check(document)
             comments.find(data, document, LineIndex(data), suppressions)

@@ -34,6 +34,11 @@ class DepsRule(RuleBase):
     def triggered(cls, data: bytes) -> bool:
         return any(t in data for t in cls.triggers)
 
+    @classmethod
+    def wanted(cls, settings) -> bool:
+        """Whether the run's settings (a project fact) make the rule run on every file."""
+        return False
+
     def check(self, document: DepsDocument) -> None:
         """Record the rule's edits and findings for the whole file."""
 

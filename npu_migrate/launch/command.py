@@ -108,9 +108,24 @@ def _warn_unmigrated(err: Console, plan: LaunchPlan) -> None:
     except OSError:
         return
     if "npu_runtime" not in text:
+        how = _install_advice(plan.root / plan.entry, text)
         err.print(f"warning: {plan.entry} does not use npu_runtime: the ranktable launcher needs "
-                  "npu_runtime.install() there to turn RANK_ID/RANK_SIZE into torch's variables "
-                  f"(npu-migrate {plan.entry} --write adds it, rule NPU701)")
+                  f"npu_runtime.install() there to turn RANK_ID/RANK_SIZE into torch's variables ({how})")
+
+
+def _install_advice(path: Path, text: str) -> str:
+    """The command that adds npu_runtime.install() to ``path``, if NPU701 would really
+    add it there once the file is named as an entry point; otherwise the lines to add."""
+    from npu_migrate.facts import ProjectFacts
+    from npu_migrate.python.engine import migrate_source
+    from npu_migrate.settings import Settings
+
+    entry = _shown(path)
+    result = migrate_source(str(path), text.encode(), Settings(facts=ProjectFacts(entry_points=(str(path.absolute()),))))
+    if any(fix.rule == "NPU701" for fix in result.fixes):
+        return f"npu-migrate {entry} --entry {entry} --write adds it, rule NPU701"
+    return ("add `import npu_runtime` and `npu_runtime.install()` as the first statement of its "
+            "`if __name__ == \"__main__\":` block")
 
 
 def _summary(err: Console, plan: LaunchPlan, planned, pending, write: bool, check: bool) -> None:

@@ -38,6 +38,8 @@ from npu_migrate.settings import Settings
 from npu_migrate.suppression import RULE, describe
 from npu_migrate.target import named as named_target
 
+#: ``import torch...`` / ``from torch... import`` anywhere in a file (functions too).
+_IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
 KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
@@ -503,7 +505,11 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     import_fix = None
     needs_npu = any(e.needs_torch_npu for e in edits) or ctx.uses_npu_unimported is not None
     added_at_top = False
-    if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu"):
+    # A file that never imports torch (an mmcv/mmengine config of plain data such as
+    # `dist_params = dict(backend="nccl")`) has only strings changed: whoever reads them
+    # imports torch, and torch_npu with it. It gets no import.
+    if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu") and _IMPORTS_TORCH.search(
+            ctx.text):
         original = _first_torch_import(ctx.module)
         where = ctx.position(ctx.module.body[original]) if original is not None else None
         line, end = (where.start.line, where.end) if where is not None else (1, None)
@@ -512,7 +518,10 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         else:
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
         import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
-        placed = imports.insert_torch_npu(new_module)
+        from npu_migrate.entry_points import is_library
+
+        guarded = is_library(ctx.path, ctx.facts)  # library code: importable without torch_npu
+        placed = imports.insert_torch_npu(new_module, guarded=guarded)
         if placed is not None:
             new_module = placed
         else:

@@ -143,10 +143,37 @@ def imports_from(module: cst.Module, name: str) -> bool:
     return found
 
 
-def insert_torch_npu(module: cst.Module) -> cst.Module | None:
+#: How library code imports torch_npu (npu_migrate/entry_points.py): the package still
+#: imports where torch_npu is not installed.
+TORCH_NPU_GUARDED = (
+    "try:\n"
+    "    import torch_npu  # noqa: F401\n"
+    "except ImportError:  # library code: importable where torch_npu is not installed\n"
+    "    pass\n"
+)
+
+
+def insert_torch_npu(module: cst.Module, *, guarded: bool = False) -> cst.Module | None:
     """``module`` with ``import torch_npu`` placed next to its torch imports; None
-    when it has no top-level torch import (the caller adds it at the top)."""
-    return insert_import(module, TORCH_NPU, TORCH_NPU_IMPORT)
+    when it has no top-level torch import (the caller adds it at the top). ``guarded``:
+    the try/except ImportError form of library code, placed after the top-level
+    imports when there is no torch import to put it next to."""
+    if not guarded:
+        return insert_import(module, TORCH_NPU, TORCH_NPU_IMPORT)
+    placed = insert_import(module, TORCH_NPU, TORCH_NPU_GUARDED)
+    if placed is not None:
+        return placed
+    body = list(module.body)
+    position = 0
+    while position < len(body) and (_single_import(body[position]) is not None or (
+            position == 0 and isinstance(body[0], cst.SimpleStatementLine)
+            and isinstance(body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString))):
+        position += 1
+    if position < len(body) and isinstance(body[position], (cst.FunctionDef, cst.ClassDef)) \
+            and not body[position].leading_lines:
+        body[position] = body[position].with_changes(leading_lines=(cst.EmptyLine(), cst.EmptyLine()))
+    body.insert(position, cst.parse_statement(TORCH_NPU_GUARDED))
+    return module.with_changes(body=body)
 
 
 def keep_torch_npu(module: cst.Module) -> cst.Module:

@@ -89,6 +89,26 @@ def statistics(report: Report, console: Console) -> None:
         console.print(f"{count:>{width}}  {rule}  {state:<8} {name}", highlight=False, soft_wrap=True)
 
 
+def runtime_line(report: Report) -> str | None:
+    """What the summary says about npu-runtime: which files declare it (NPU854/NPU862
+    fixes), or that nothing does and it must be installed (NPU854 on a Python file)."""
+    from npu_migrate import declared
+
+    declaring = sorted({r.path for r in report.results
+                        for f in r.fixes if f.rule in (declared.RULE, declared.SETUP_PY_RULE)})
+    missing = any(f.rule == declared.RULE and r.path.endswith(".py") for r in report.results for f in r.findings)
+    if not declaring and not missing:
+        return None
+    from npu_migrate import runtime_bundle
+
+    requirement = runtime_bundle.requirement()
+    if declaring:
+        verb = "added to" if report.mode in ("write", "stdin") else "to add to"
+        return f"npu-runtime: the migrated code imports npu_runtime; {requirement} {verb} {', '.join(declaring)}"
+    return (f"npu-runtime: the migrated code imports npu_runtime and no dependency file declares it: "
+            f"install {requirement} where the job runs")
+
+
 def summary(report: Report, console: Console) -> None:
     s = report.summary
     console.print(
@@ -96,6 +116,9 @@ def summary(report: Report, console: Console) -> None:
         f"{s['fixes']} fix(es), {s['findings']} finding(s) need manual work, {s['files_failed']} failed.",
         highlight=False, soft_wrap=True,
     )
+    runtime = runtime_line(report)
+    if runtime:
+        console.print(f"  {runtime}", highlight=False, soft_wrap=True)
     for label, key in (("fixes:   ", "fixes_by_rule"), ("findings:", "findings_by_rule")):
         if s[key]:
             console.print(f"  {label} " + ", ".join(f"{k} x{v}" for k, v in s[key].items()), highlight=False, soft_wrap=True)

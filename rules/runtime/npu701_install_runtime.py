@@ -8,6 +8,7 @@ import re
 
 import libcst as cst
 
+from npu_migrate.entry_points import is_library, is_named_entry
 from npu_migrate.python.cst_util import is_main_guard
 from npu_migrate.python.rule import Example, Rule
 
@@ -121,6 +122,17 @@ not run; they are not injected into: `npu_runtime.install()` in the parent
 carries over into spawned children by itself (see docs/runtime.md), so one call
 in the parent's entry point covers them.
 
+Entry points you name (`--entry FILE`, or `entry-points = ["main.py"]` in
+`[tool.npu-migrate]`) get the call whether or not they train themselves (ConvNeXt,
+DeiT and MAE train in modules their `main.py` imports), and are never treated as
+tests or library code.
+
+Library code stays importable without npu_runtime: a module of a package (its
+directory holds an `__init__.py`; see npu_migrate/entry_points.py) never gets a
+top-level `import npu_runtime`. A `__main__` demo block in such a module gets
+`import npu_runtime` and the call inside the block; a package module without one is
+left alone. Name it with `--entry` to make it an entry point.
+
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
 if the training image should not install npu-migrate.
@@ -137,17 +149,39 @@ if the training image should not install npu-migrate.
 
     def leave_file(self) -> None:
         text = self.ctx.text
-        if "npu_runtime" in text or not _TRAINS.search(text) or is_test_module(self.ctx.path, text):
+        if "npu_runtime" in text:
             return
+        facts = self.ctx.facts
+        named = is_named_entry(self.ctx.path, facts)
+        if not named and (not _TRAINS.search(text) or is_test_module(self.ctx.path, text)):
+            return
+        library = is_library(self.ctx.path, facts)
         body = self.ctx.module.body
         guard = next((s for s in body if is_main_guard(s)), None)
         message = "call npu_runtime.install() at the start of the entry point"
         install = cst.parse_statement(INSTALL + "\n")
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
+            if library:
+                # a package module's demo block: the import stays inside it, so that
+                # importing the module never needs npu_runtime
+                self.insert_before(guard.body.body[0], [cst.parse_statement("import npu_runtime\n"), install],
+                                   message + " (imported there: the module is library code)", anchor=guard,
+                                   first=True)
+                return
             self.insert_before(guard.body.body[0], [install], message, anchor=guard, first=True)
         else:
+            if library:
+                return  # a module of a package that trains at import: not an entry point to inject into
             trainers = _training_functions(self.ctx.python_ast())
             loop = next((s for s in body if isinstance(s, (cst.For, cst.While)) and _trains(s, trainers)), None)
+            if loop is None and named:
+                # a named entry point that trains elsewhere and has no guard: after its imports
+                imports = [s for s in body if _is_import(s)]
+                if not imports:
+                    return
+                self.insert_after(imports[-1], [install], message, anchor=imports[-1], first=True)
+                self.add_import("npu_runtime")
+                return
             if loop is None:
                 return
             # the call goes right after the last top-level import before the loop

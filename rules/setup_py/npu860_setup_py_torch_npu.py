@@ -8,7 +8,7 @@ from npu_migrate.deps import pairing
 from npu_migrate.python.cst_util import with_string_value
 from npu_migrate.python.rule import Example
 
-from ._requirements import SetupRequirementsRule
+from ._requirements import SetupRequirementsRule, appender
 
 
 def _name(text: str) -> str | None:
@@ -66,6 +66,8 @@ def _inserter(torch: cst.Element, requirement: str):
     def insert(updated: cst.List | cst.Tuple) -> cst.List | cst.Tuple:
         elements = list(updated.elements)
         index = next(i for i, e in enumerate(elements) if e.value.deep_equals(torch.value))
+        if index == len(elements) - 1:  # torch is last: appended in the list's layout
+            return appender(requirement)(updated)
         current = elements[index]
         string = current.value if isinstance(current.value, cst.SimpleString) else cst.SimpleString(f'"{requirement}"')
         comma = current.comma

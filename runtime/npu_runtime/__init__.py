@@ -6,6 +6,10 @@ package does not import torch (every submodule imports it lazily).
 
 from __future__ import annotations
 
+#: The release; runtime/pyproject.toml reads it, and npu-migrate pins migrated repositories
+#: to it (`npu-runtime==<this>`) when it adds `import npu_runtime`.
+__version__ = "0.1.0"
+
 from . import children as _children
 from .checkpoint import CheckpointManager, ResumePoint, SaveHandle, resume_batches
 from .distributed import DistInfo, init_distributed

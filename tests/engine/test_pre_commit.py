@@ -1,9 +1,10 @@
 """Both pre-commit hooks with the real pre-commit, in a throwaway git repository that
 uses a copy of this working tree as its hook repository (``repo:`` a path, ``rev:``
 a real commit), offline: pre-commit's hook environment is a virtualenv that sees
-the interpreter's installed packages (``VIRTUALENV_SYSTEM_SITE_PACKAGES``) and
-installs npu-migrate itself with pip, without an index and without build
-isolation."""
+the packages of the environment running the tests (its site-packages on
+``PYTHONPATH``: never the base interpreter's, which a fresh venv's tests must not
+need) and installs npu-migrate itself with pip, without an index and without
+build isolation."""
 
 from __future__ import annotations
 
@@ -65,11 +66,24 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
+def _env(home: Path) -> dict[str, str]:
+    """pre-commit's environment: offline, and the hook virtualenv sees this
+    interpreter's site-packages (libcst, setuptools...) through PYTHONPATH. (The
+    virtualenv's system site packages would be the base interpreter's: a fresh venv
+    running the tests has none of them.) Editable installs there (.pth files) are not
+    followed on PYTHONPATH, so the hook still installs npu-migrate from its repository."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    site = os.pathsep.join(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUALENV_SYSTEM_SITE_PACKAGES", "VIRTUAL_ENV")}
+    return {**env, "PRE_COMMIT_HOME": str(home), "PYTHONPATH": site,
+            "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
+            "PATH": f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 def pre_commit(cwd: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "VIRTUALENV_SYSTEM_SITE_PACKAGES": "1",
-           "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
-           "PATH": f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=cwd, env=_env(home), capture_output=True,
                           text=True, timeout=600, check=False)
 
 
@@ -103,9 +117,9 @@ def test_fix_hook_rewrites_then_passes(project, hooks_repo, pre_commit_home):
 def test_commit_is_blocked_until_the_migration_is_staged(project, hooks_repo, pre_commit_home):
     _config(project, *hooks_repo, "npu-migrate")
     assert pre_commit(project, pre_commit_home, "install").returncode == 0
-    env_path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     commit = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "train"]
-    env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home), "PATH": env_path}
+    env = _env(pre_commit_home)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     blocked = subprocess.run(commit, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert blocked.returncode != 0 and (project / "train.py").read_bytes() == MIGRATED
     _git(project, "add", "-A")

@@ -35,6 +35,9 @@ _REQUIREMENTS = re.compile(r"#\s*npu-migrate-test:\s*requirements=(\S+)")
 #: ``# npu-migrate-test: project``: the fixture is scanned for project facts as the
 #: project's only file (NPU920 reads whether it registers its own attention classes)
 _PROJECT = re.compile(r"#\s*npu-migrate-test:\s*project\b")
+#: ``# npu-migrate-test: imports-runtime``: the run's code imports npu_runtime (the
+#: project fact NPU854/NPU862 act on; fixtures/declared/ has whole repositories).
+_IMPORTS_RUNTIME = re.compile(r"#\s*npu-migrate-test:.*\bimports-runtime\b")
 _KINDS = (".before.", ".unchanged.")
 
 
@@ -65,6 +68,12 @@ class Case:
             if project:
                 sources.append((str(self.before), self.before.read_bytes()))
             settings = replace(settings, facts=ProjectFacts.scan(sources))
+        if any(map(_IMPORTS_RUNTIME.search, head)):
+            from dataclasses import replace
+
+            from npu_migrate import runtime_bundle
+
+            settings = replace(settings, facts=replace(settings.facts, runtime_requirement=runtime_bundle.requirement()))
         return settings
 
 

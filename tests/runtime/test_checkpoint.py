@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -306,22 +307,42 @@ def test_full_disk_is_a_checkpoint_error_and_leaves_nothing_behind(tmp_path, mon
 def test_a_durable_save_flushes_while_torch_save_writes(tmp_path, monkeypatch):
     """The data reaches the disk as it is written (fdatasync on the state file before it is
     closed), so that save() waits for the tail only; async_save() does not flush while
-    writing (it returns as soon as the bytes are written)."""
+    writing (it returns as soon as the bytes are written).
+
+    Robust to load: once a flush is due, the writer waits (up to 60 s) for the flusher
+    thread's fdatasync before writing on, so a busy machine cannot finish torch.save
+    before the thread is scheduled. A writer that does not flush while writing never
+    sets the event: the wait runs out and the assertions below fail."""
     flushed_open: list[int] = []
+    flushed = threading.Event()
     real = os.fdatasync
 
     def fdatasync(fd):
         if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == STATE_FILE:
             flushed_open.append(os.fstat(fd).st_size)
+            flushed.set()
         return real(fd)
+
+    pacing = {"on": True, "waited": False}
+    write = durable.DurableWriter.write
+
+    def paced_write(self, data):
+        written = write(self, data)
+        if pacing["on"] and not pacing["waited"] and self.size >= durable.FLUSH_EVERY and self._flush_every:
+            pacing["waited"] = True
+            flushed.wait(timeout=60)
+        return written
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     monkeypatch.setattr(durable, "FLUSH_EVERY", 1 << 20)
+    monkeypatch.setattr(durable.DurableWriter, "write", paced_write)
     model = torch.nn.Linear(1024, 1024)  # 4 MB of weights
     CheckpointManager(tmp_path / "sync").save(1, model=model)
     size = os.path.getsize(tmp_path / "sync" / step_dirname(1) / STATE_FILE)
+    assert pacing["waited"]
     assert len(flushed_open) >= 2 and min(flushed_open) < size  # flushed part-way, and at the end
     flushed_open.clear()
+    pacing["on"] = False
     mgr = CheckpointManager(tmp_path / "async")
     handle = mgr.async_save(1, model=model)
     handle.wait()

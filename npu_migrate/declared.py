@@ -1,0 +1,132 @@
+"""Does the migrated repository declare the npu-runtime its code imports?
+
+NPU701 writes ``import npu_runtime`` into training entry points. A repository whose
+code imports it must also declare it, or the first job on a stock Ascend image (torch
+and torch_npu, nothing else) stops with ``ModuleNotFoundError: npu_runtime``. The
+decision is about the whole repository, so the runner makes it between two passes:
+
+1. every file that does not declare dependencies (the code) is migrated;
+2. :func:`runtime_requirement`: if some file imports npu_runtime afterwards (written
+   by this run, or already there) and the runtime is not vendored
+   (``--vendor-runtime``), the files that declare dependencies (requirements files,
+   ``pyproject.toml``, ``setup.cfg``, conda ``environment.yml``, ``setup.py``,
+   Dockerfiles) are migrated knowing ``npu-runtime==X`` (X: the runtime npu-migrate
+   bundles, :mod:`npu_migrate.runtime_bundle`), and NPU854 / NPU862 add it in each
+   file's own style;
+3. :func:`report_undeclared`: where no file declares it (none exists, or none could
+   take it), a finding (NPU854) on the file that imports it says what to install.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+
+from npu_migrate import filetypes
+from npu_migrate.facts import IMPORTS_RUNTIME, ProjectFacts
+from npu_migrate.model import FileResult, Finding
+
+RULE = "NPU854"
+SETUP_PY_RULE = "NPU862"
+#: npu-runtime as a requirement names it (pip normalises ``-``, ``_`` and ``.``).
+_NAMED = re.compile(rb"(?<![\w.-])npu[-_.]runtime(?![\w])", re.IGNORECASE)
+
+
+def declares_dependencies(path: str) -> bool:
+    """Files that declare what the repository installs: migrated in the second pass."""
+    name = os.path.basename(path)
+    file_type = filetypes.by_name(path)
+    return name == "setup.py" or file_type in (filetypes.DEPS, filetypes.DOCKERFILE)
+
+
+def runtime_importers(facts: ProjectFacts, results: Iterable[FileResult]) -> set[str]:
+    """Files that import npu_runtime once this run's changes are made."""
+    importers = set(facts.runtime_importers)
+    for result in results:
+        if result.error is None and result.new_source is not None and result.path.endswith(".py"):
+            if IMPORTS_RUNTIME.search(result.new_source):
+                importers.add(result.path)
+            else:
+                importers.discard(result.path)
+    return importers
+
+
+def runtime_requirement(facts: ProjectFacts, code_results: list[FileResult], vendored: str | None) -> str | None:
+    """``npu-runtime==X`` for the dependency rules, or None (nothing imports it, or it
+    is vendored)."""
+    if vendored is not None or not runtime_importers(facts, code_results):
+        return None
+    from npu_migrate import runtime_bundle
+
+    try:
+        return runtime_bundle.requirement()
+    except runtime_bundle.BundleMissing:
+        return None
+
+
+def _declares(result: FileResult, original_mentions: bool) -> bool:
+    if any(fix.rule in (RULE, SETUP_PY_RULE) for fix in result.fixes):
+        return True
+    return original_mentions
+
+
+def source_of(result: FileResult) -> bytes | None:
+    if result.new_source is not None:
+        return result.new_source
+    try:
+        with open(result.path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def report_undeclared(results: list[FileResult], vendored: str | None, settings) -> list[FileResult]:
+    """``results`` (after they were written, if they were), with a finding on the file
+    that imports npu_runtime when no dependency file of the run declares npu-runtime.
+    The finding sits on the line of ``import npu_runtime`` in the file as it is on disk
+    (line 1 where this dry run only proposes it), so that a later run reports it at
+    the same place."""
+    if vendored is not None:
+        return results
+    importing = {}
+    for result in results:
+        if result.error is None and result.path.endswith(".py"):
+            source = source_of(result)
+            match = IMPORTS_RUNTIME.search(source) if source is not None else None
+            if match is not None:
+                on_disk = result.written or result.new_source is None
+                importing[result.path] = source.count(b"\n", 0, match.start()) + 1 if on_disk else 1
+    if not importing:
+        return results
+    from npu_migrate import runtime_bundle
+
+    try:
+        requirement = runtime_bundle.requirement()
+    except runtime_bundle.BundleMissing:
+        return results
+    for result in results:
+        if declares_dependencies(result.path) and result.error is None and _declares(
+                result, _mentions(result.path)):
+            return results
+    # The entry point NPU701 wrote the import into, else the first importer.
+    written = [r.path for r in results if r.path in importing and any(f.rule == "NPU701" for f in r.fixes)]
+    target = (written or sorted(importing))[0]
+    if not settings.selection.active(RULE, target):
+        return results
+    finding = Finding(
+        line=importing[target], col=0, rule=RULE,
+        message=f"this file imports npu_runtime, and no dependency file of the repository declares {requirement}",
+        suggestion=f"install it where the job runs (pip install {requirement}), or declare it in the repository's "
+                   "requirements.txt / pyproject.toml / environment.yml; or vendor it: --vendor-runtime DIR",
+    )
+    return [replace(r, findings=sorted([*r.findings, finding])) if r.path == target else r for r in results]
+
+
+def _mentions(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return _NAMED.search(handle.read()) is not None
+    except OSError:
+        return False

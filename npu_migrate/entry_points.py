@@ -1,0 +1,41 @@
+"""Which Python files are training entry points, and which are library modules.
+
+* An **entry point the user names** (``--entry FILE``, ``[tool.npu-migrate]
+  entry-points = ["main.py", "tools/*.py"]``, globs relative to the configuration's
+  directory) always gets ``npu_runtime.install()`` from NPU701 when it is migrated for
+  the NPU, even when its training happens in imported modules (ConvNeXt's, DeiT's and
+  MAE's ``main.py``), and ``npu-migrate launch`` uses the same names.
+* A **library module** is a file inside a package (its directory has an
+  ``__init__.py``) that is not a named entry point. Importing it must keep working
+  where torch_npu and npu_runtime are not installed: NPU701 never gives it a
+  top-level ``import npu_runtime`` (a ``__main__`` demo block gets the import inside
+  the block), and NPU100's ``import torch_npu`` is written guarded::
+
+      try:
+          import torch_npu  # noqa: F401
+      except ImportError:  # the package still imports where torch_npu is absent
+          pass
+
+  so ``import timm`` keeps working on a machine without torch_npu, and its NPU
+  code paths (``torch.npu...``) fail only when called there.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+from npu_migrate.facts import ProjectFacts
+
+
+def is_named_entry(path: str, facts: ProjectFacts) -> bool:
+    absolute = os.path.abspath(path)
+    return any(absolute == pattern or fnmatch.fnmatchcase(absolute, pattern) for pattern in facts.entry_points)
+
+
+def is_library(path: str, facts: ProjectFacts) -> bool:
+    """A module of a package of the run (its directory holds an ``__init__.py`` that
+    the run sees), not ``__main__.py``, not named as an entry point."""
+    directory = os.path.dirname(os.path.abspath(path))
+    return (directory in facts.package_dirs and os.path.basename(path) != "__main__.py"
+            and not is_named_entry(path, facts))

@@ -1,0 +1,119 @@
+"""``--vendor-runtime DIR``: a copy of npu_runtime inside the repository.
+
+When to vendor: the training cluster cannot install packages (air-gapped Ascend
+clusters are common; images are built offline), so the repository must carry the
+runtime itself. Otherwise install it: the migration declares ``npu-runtime==X``
+(NPU854/NPU862), and ``pip install -r requirements.txt`` brings it.
+
+The copy (``DIR/npu_runtime``):
+
+* is written only with ``--write`` (a dry run says what it would do, ``--check`` fails
+  while the copy is missing or older);
+* is marked by a file, :data:`MARKER`, which discovery honours: no later run migrates
+  or reports a file below it, named or walked, with or without ``--force-exclude``;
+* is replaced when npu-migrate bundles a newer runtime (by version), never downgraded,
+  and left as it is at the same version;
+* is what ``import npu_runtime`` resolves to when ``DIR`` is on ``sys.path``: the
+  directory of the script that runs (``python train.py`` puts the script's directory
+  first) or ``PYTHONPATH``. Vendor into the directory of the entry points; the run
+  warns about entry points elsewhere.
+
+Then the dependency files do not declare npu-runtime (NPU854 is not needed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from npu_migrate import runtime_bundle
+
+MARKER = ".npu-migrate-vendored"
+_MARKER_TEXT = """npu_runtime {version}, vendored by `npu-migrate --vendor-runtime`.
+npu-migrate never migrates nor reports files below this directory, and replaces the
+whole directory when it bundles a newer runtime: do not edit it.
+"""
+
+
+class VendorError(Exception):
+    """Cannot vendor (one line, exit 2)."""
+
+
+def is_vendored(directory: Path) -> bool:
+    return (directory / MARKER).is_file()
+
+
+def inside_vendored(path: Path) -> bool:
+    """``path`` is below a vendored copy."""
+    return any(is_vendored(parent) for parent in Path(path).absolute().parents)
+
+
+def find(paths: list[str], root: Path) -> str | None:
+    """A vendored copy a later run (without ``--vendor-runtime``) should know about:
+    ``<dir>/npu_runtime`` with the marker, for a directory the run was given or the
+    configuration's root."""
+    for directory in [*(Path(p) for p in paths), root]:
+        if directory.is_dir() and is_vendored(directory / runtime_bundle.MODULE):
+            return str(directory)
+    return None
+
+
+@dataclass
+class Plan:
+    target: Path
+    action: str  # "create", "update", "up to date", "newer"
+    current: str | None
+    bundled: str
+
+
+def plan(directory: Path) -> Plan:
+    target = directory / runtime_bundle.MODULE
+    bundled = runtime_bundle.version()
+    if not target.exists():
+        return Plan(target, "create", None, bundled)
+    if not target.is_dir():
+        raise VendorError(f"{target} exists and is not a directory")
+    current = runtime_bundle.read_version(target)
+    if not is_vendored(target):
+        raise VendorError(f"{target} exists and was not vendored by npu-migrate (no {MARKER}): "
+                          "remove it, or choose another directory")
+    try:
+        newer = current is None or Version(bundled) > Version(current)
+        older = current is not None and Version(bundled) < Version(current)
+    except InvalidVersion:
+        newer, older = True, False
+    return Plan(target, "update" if newer else "newer" if older else "up to date", current, bundled)
+
+
+def apply(p: Plan) -> None:
+    """Write the copy (atomically: a temporary sibling renamed into place)."""
+    source = runtime_bundle.directory()
+    p.target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".npu_runtime.", dir=p.target.parent))
+    try:
+        fresh = staging / runtime_bundle.MODULE
+        shutil.copytree(source, fresh, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+        (fresh / MARKER).write_text(_MARKER_TEXT.format(version=p.bundled), encoding="utf-8")
+        old = None
+        if p.target.exists():
+            old = staging / "old"
+            os.replace(p.target, old)
+        os.replace(fresh, p.target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def describe(p: Plan, written: bool) -> str:
+    where = p.target
+    if p.action == "create":
+        return f"{'copied' if written else 'would copy'} npu_runtime {p.bundled} to {where}"
+    if p.action == "update":
+        return f"{'updated' if written else 'would update'} {where} from npu_runtime {p.current} to {p.bundled}"
+    if p.action == "newer":
+        return f"{where} holds npu_runtime {p.current}, newer than this npu-migrate's {p.bundled}: left as it is"
+    return f"{where}: npu_runtime {p.current}, up to date"

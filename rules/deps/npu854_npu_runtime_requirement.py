@@ -1,0 +1,92 @@
+"""NPU854: declare ``npu-runtime==X`` where the migrated code imports npu_runtime."""
+
+from __future__ import annotations
+
+import os
+
+from packaging.utils import canonicalize_name
+
+from npu_migrate.deps.rule import DepsRule, Example
+
+DISTRIBUTION = "npu-runtime"
+#: The lists that say what the project itself needs to run (not extras, groups, dev).
+MAIN_LISTS = frozenset({"requirements", "[project] dependencies", "[tool.poetry.dependencies]",
+                        "[options] install_requires", "pip list"})
+#: Requirements files that declare the project's own dependencies even without torch.
+MAIN_REQUIREMENTS = frozenset({"requirements.txt", "requirements.in"})
+
+
+def _is_runtime(entry) -> bool:
+    return entry.name is not None and canonicalize_name(entry.name) == DISTRIBUTION
+
+
+class NpuRuntimeRequirement(DepsRule):
+    id = "NPU854"
+    name = "npu-runtime-requirement"
+    summary = "Declare `npu-runtime==X` in the dependency files when the migrated code imports npu_runtime"
+    triggers = ()  # a project fact, not the file's bytes: see `wanted`
+    rationale = """
+NPU701 writes `import npu_runtime` (and one `npu_runtime.install()` call) into
+training entry points. A repository that imports it must declare it, or the
+first job on a stock Ascend image (torch and torch_npu, nothing else) stops with
+`ModuleNotFoundError: npu_runtime`. So when, after the migration, some Python
+file of the run imports npu_runtime, `npu-runtime==X` (X: the runtime release
+this npu-migrate writes code against) is added where the repository declares
+what it needs to run, in each file's own style:
+
+* a requirements file that lists torch, or is called `requirements.txt` /
+  `requirements.in`: a line of its own after the last requirement (with that
+  line's line ending). A pip-compile output (or a file with `--hash` pins) is
+  not edited: the finding says to add it to the `.in` file, which gets it in the
+  same run when it is part of the run;
+* `pyproject.toml`: `[project] dependencies` (tomlkit; the array's own
+  indentation, quotes and trailing comma) and Poetry's
+  `[tool.poetry.dependencies]` (`npu-runtime = "X"`); never the optional
+  dependencies, dependency groups or dev dependencies;
+* `setup.cfg`: `[options] install_requires`; `setup.py`: NPU862;
+* conda `environment.yml`: its `pip:` list (npu-runtime is not on conda); an
+  environment without one gets a finding;
+* Dockerfiles install the repository's requirements file or the repository
+  itself, which then declare it.
+
+A file that already names npu-runtime is left alone, whatever the version.
+Nothing is added to a repository whose code never imports npu_runtime, nor
+when `--vendor-runtime` puts a copy in the tree. Where no file of the run
+declares it, the finding on the file that imports it says what to install
+(`pip install npu-runtime==X`); the summary says it too.
+"""
+    examples = (
+        Example("numpy>=1.24\n"),  # the code imports no npu_runtime: nothing to declare
+    )
+
+    @classmethod
+    def wanted(cls, settings) -> bool:
+        return settings.facts.runtime_requirement is not None
+
+    def check(self, document) -> None:
+        requirement = self.file.settings.facts.runtime_requirement
+        if requirement is None:
+            return
+        if any(_is_runtime(e) for lst in document.lists for e in lst.entries):
+            return
+        lists = [lst for lst in document.lists if lst.where in MAIN_LISTS and lst.entries]
+        if document.format == "requirements":
+            named = os.path.basename(self.file.path) in MAIN_REQUIREMENTS
+            lists = [lst for lst in lists if named or any(e.is_torch for e in lst.entries)]
+        conda = [lst for lst in document.lists if lst.conda and lst.entries]
+        if not lists and conda:
+            self.report_entry(conda[0].entries[0], "the code imports npu_runtime and npu-runtime is not on conda; "
+                              "this environment has no `pip:` list", f"add `- pip` and `- pip: [{requirement}]`")
+            return
+        for lst in lists:
+            after = lst.entries[-1]
+            edit = lst.add(after, requirement) if lst.add is not None and document.no_additions is None else None
+            if edit is None or isinstance(edit, str):
+                reason = (document.no_additions or edit or f"this {lst.where} cannot take one more entry safely")
+                reason = reason.replace("torch-npu", DISTRIBUTION)
+                self.report_entry(after, f"the code imports npu_runtime, but {reason}",
+                                  f"add `{lst.written(requirement) if lst.written else requirement}`")
+                continue
+            start, end, new = edit
+            self.edit(start, end, new, f"add `{requirement}`: the migrated code imports npu_runtime",
+                      anchor=after.start)

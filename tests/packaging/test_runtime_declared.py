@@ -1,0 +1,167 @@
+"""A migrated repository declares the npu-runtime its code imports (NPU854, NPU862).
+
+Each ``fixtures/declared/<case>/before`` is a small repository: a CUDA training script
+(which NPU701 gives ``import npu_runtime``) next to one way of declaring dependencies;
+``after`` is what ``npu-migrate . --write`` must leave. The negative cases stay
+byte-identical where nothing imports npu_runtime, or where npu-runtime is declared
+already. A second run changes nothing and reports the same findings.
+"""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from npu_migrate import runtime_bundle
+from npu_migrate.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "declared"
+CASES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".npu-migrate-cache" not in p.parts}
+
+
+@pytest.fixture(autouse=True)
+def _in_process(monkeypatch):
+    """Files are migrated in this process (the runner's fallback where no pool can be
+    made): a worker pool per run would cost seconds on a loaded machine."""
+    from npu_migrate import runner
+
+    def no_pool(*args, **kwargs):
+        raise runner._NoProcessPool
+
+    monkeypatch.setattr(runner, "_until_broken", no_pool)
+
+
+def _run(repo: Path, *flags: str) -> tuple[int, dict]:
+    report = repo.parent / "report.json"
+    result = CliRunner().invoke(main, [str(repo), "--no-cache", "--no-diff", "--quiet", "--jobs", "1",
+                                       "--report", str(report), *flags])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(report.read_text())
+
+
+def _findings(report: dict) -> list[tuple[str, str, int]]:
+    return sorted((Path(f["path"]).name, item["rule"], item["start"]["line"]) for f in report["files"]
+                  for item in f.get("findings", []))
+
+
+def test_the_pin_is_the_bundled_runtime_version():
+    pyproject = (FIXTURES.parents[1] / "runtime" / "npu_runtime" / "__init__.py").read_text()
+    assert f'__version__ = "{runtime_bundle.version()}"' in pyproject
+    assert runtime_bundle.requirement() == f"npu-runtime=={runtime_bundle.version()}"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", CASES)
+def test_declared_fixture(case, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / case / "before", repo)
+    _, first = _run(repo, "--write")
+    assert _files(repo) == _files(FIXTURES / case / "after")
+    second_code, second = _run(repo, "--check")
+    assert second_code == 0, "a second run would change files"
+    assert _findings(second) == _findings(first)
+
+
+EXPECTED_FINDINGS = {
+    # nothing declares dependencies: the entry point says what to install
+    "nothing_declared": [("train.py", "NPU854", 1)],
+    # conda has no npu-runtime and the environment has no pip list to hold it
+    "conda_no_pip": [("environment.yml", "NPU854", 3), ("train.py", "NPU854", 1)],
+    # pip-compile's output is not edited: its input gets the line
+    "pip_compile": [("requirements.txt", "NPU854", 6)],
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(EXPECTED_FINDINGS))
+def test_runtime_findings(case, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / case / "before", repo)
+    _, report = _run(repo)
+    assert [f for f in _findings(report) if f[1] == "NPU854"] == EXPECTED_FINDINGS[case]
+
+
+@pytest.mark.timeout(120)
+def test_summary_says_where_it_is_declared_or_what_to_install(tmp_path):
+    version = runtime_bundle.version()
+    for case, expected in (("requirements_txt", rf"npu-runtime=={version} to add to \S*requirements\.txt\n"),
+                           ("nothing_declared", rf"no dependency file declares it: install npu-runtime=={version} ")):
+        repo = tmp_path / case
+        shutil.copytree(FIXTURES / case / "before", repo)
+        result = CliRunner().invoke(main, [str(repo), "--no-cache", "--no-diff", "--jobs", "1"])
+        assert re.search(expected, result.output), result.output
+
+
+@pytest.mark.timeout(120)
+def test_vendored_runtime_is_not_declared(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "requirements_no_torch" / "before", repo)
+    before = (repo / "requirements.txt").read_bytes()
+    _, report = _run(repo, "--write", "--vendor-runtime", str(repo))
+    assert (repo / "requirements.txt").read_bytes() == before
+    assert not [f for f in _findings(report) if f[1] == "NPU854"]
+
+
+@pytest.mark.timeout(120)
+def test_a_migrated_library_package_imports_without_torch_npu_and_npu_runtime(tmp_path):
+    """fixtures/declared/library_package: the package's modules (one with a __main__
+    demo that trains) import where neither torch_npu nor npu_runtime can be imported."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
+             "import pkg.mod, pkg.helpers, pkg.config_data\n"
+             "print(pkg.config_data.dist_params['backend'], callable(pkg.helpers.to_device))")
+    after = FIXTURES / "library_package" / "after"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=after, capture_output=True, text=True, timeout=100,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["hccl", "True"]
+    # ...and the demo block, run as a script, does import the runtime
+    assert "    import npu_runtime\n    npu_runtime.install()\n" in (after / "pkg" / "mod.py").read_text()
+    assert not (after / "pkg" / "config_data.py").read_text().count("import")
+
+
+@pytest.mark.timeout(120)
+def test_entry_flag_names_an_entry_point_like_the_configuration(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    _run(repo, "--write")
+    assert "npu_runtime" not in (repo / "main.py").read_text()  # trains elsewhere: not found by itself
+    shutil.rmtree(repo)
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    _run(repo, "--write", "--entry", str(repo / "main.py"))
+    assert (repo / "main.py").read_text() == (FIXTURES / "named_entry" / "after" / "main.py").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_launch_advice_is_a_command_that_works_or_the_lines_to_add(tmp_path, monkeypatch):
+    """`npu-migrate launch -t ranktable` advises running NPU701 only where that adds
+    npu_runtime.install(): following the advice silences the warning."""
+    import shlex
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    monkeypatch.chdir(repo)
+    warned = CliRunner().invoke(main, ["launch", "main.py", "-t", "ranktable"])
+    advice = re.search(r"\((npu-migrate .*) adds it, rule NPU701\)", warned.output)
+    assert advice, warned.output
+    CliRunner().invoke(main, shlex.split(advice.group(1))[1:] + ["--no-cache", "--jobs", "1", "--quiet"])
+    assert "warning" not in CliRunner().invoke(main, ["launch", "main.py", "-t", "ranktable"]).output
+    # a file NPU701 would not change (already NPU code): the lines to add, no command
+    (repo / "done.py").write_text("import torch\nimport torch_npu\n\nif __name__ == '__main__':\n"
+                                  "    torch.npu.set_device(0)\n")
+    told = CliRunner().invoke(main, ["launch", "done.py", "-t", "ranktable"]).output
+    (warning,) = [line for line in told.splitlines() if line.startswith("warning: done.py")]
+    assert "rule NPU701" not in warning and "add `import npu_runtime` and `npu_runtime.install()`" in warning
