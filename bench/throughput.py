@@ -273,7 +273,7 @@ def render(rows: list[Row], meta: dict, projects: list[Project], sample: int) ->
         f"Corpus: {', '.join(p.label for p in projects)}"
         + (f"; one file in {sample}" if sample > 1 else "") + f" ({meta['files']:,} files, {meta['lines']:,} lines).",
         f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}; "
-        f"measured {time.strftime('%Y-%m-%d %H:%M')}. Tool: `{' '.join(npu_migrate_cmd())}`.",
+        f"measured {time.strftime('%Y-%m-%d %H:%M')}. Tool: `{' '.join(os.path.basename(c) if c == sys.executable else c for c in npu_migrate_cmd())}`.",
         "",
         markdown_table(["run", "files", "lines", "wall s", "CPU s", "lines/s (wall)", "wall vs floor",
                         "CPU vs floor", "peak RSS MB", "load", "note"], table),
