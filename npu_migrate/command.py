@@ -39,6 +39,8 @@ class Prepared:
     resolved: Resolved
     settings: Settings
     root: Path
+    #: The run's cache (made by the runner), flushed after the writes.
+    cache: object = None
 
     @property
     def machine_on_stdout(self) -> bool:
@@ -115,13 +117,32 @@ def migrate_files(prep: Prepared, err: Console) -> list[FileResult]:
         return failed
     cache_factory = None
     if opts.cache:
-        from npu_migrate.cache import DIRNAME, Cache
+        from npu_migrate.cache import Cache, default_directory
 
-        cache_root = Path(opts.cache_dir) if opts.cache_dir else prep.root / DIRNAME
-        cache_factory = lambda s: Cache(cache_root, s.key())
+        cache_root = Path(opts.cache_dir).absolute() if opts.cache_dir else default_directory(prep.root)
+
+        def cache_factory(settings):
+            prep.cache = Cache(cache_root, settings.key())
+            return prep.cache
     results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
                                  opts.quiet)
+    _cache_warnings(prep, err)
     return failed + results
+
+
+def _cache_warnings(prep: Prepared, err: Console) -> None:
+    if prep.cache is not None:
+        for message in prep.cache.warnings if not prep.options.quiet else ():
+            err.print(f"warning: {message}")
+        prep.cache.warnings.clear()
+
+
+def flush_cache(prep: Prepared, err: Console) -> None:
+    """Write the cache entries of the run: after the files, so that the cache never
+    takes the space a write needs."""
+    if prep.cache is not None:
+        prep.cache.flush()
+        _cache_warnings(prep, err)
 
 
 def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool):
@@ -257,6 +278,7 @@ def run(options: Options) -> int:
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)
+    flush_cache(prep, err)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
                     options.verbose, time.perf_counter() - start)
     if not emit(report, prep, out, err):
