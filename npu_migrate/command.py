@@ -176,6 +176,7 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
     show_diff = opts.diff if opts.diff is not None else (
         opts.mode == "dry-run" and not opts.quiet and not prep.machine_on_stdout)
     done = []
+    roots = project_roots(prep) if opts.mode == "write" else []
     for result in results:
         if result.error is None and result.changed and (show_diff or opts.mode == "write"):
             try:  # nothing is shown or written for a file that changed since it was read
@@ -186,19 +187,30 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
             if show_diff:
                 output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
             if opts.mode == "write":
-                result = _write(result, original)
+                result = _write(result, original, roots)
         done.append(result)
     return done
 
 
-def _write(result: FileResult, original: bytes) -> FileResult:
+def project_roots(prep: Prepared) -> list[str]:
+    """Where ``--write`` may write (real paths): the project root, each directory given,
+    and the directory of each file given (never a named link's far end)."""
+    import os
+
+    roots = [os.path.realpath(prep.root)]
+    for path in prep.options.paths or ["."]:
+        roots.append(os.path.realpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))))
+    return roots
+
+
+def _write(result: FileResult, original: bytes, roots: list[str]) -> FileResult:
     from npu_migrate.files import ReadError
     from npu_migrate.reporting.relocate import relocate, split_for
-    from npu_migrate.writer import write_atomic
+    from npu_migrate.writer import Refused, write_atomic
 
     try:
-        write_atomic(result.path, result.new_source, result.source_digest)
-    except ReadError as exc:  # edited (or gone) since it was read: the user's version stays
+        write_atomic(result.path, result.new_source, result.source_digest, roots=roots)
+    except (ReadError, Refused) as exc:  # edited (or gone) since it was read, a link out, a hard link
         return replace(result, error=str(exc), new_source=None)
     except OSError as exc:
         return replace(result, error=f"{result.path}: cannot write: {exc.strerror or exc}")
