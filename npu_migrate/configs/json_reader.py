@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 
+from npu_migrate import limits
 from npu_migrate.configs.document import Document, ReadError, Scalar
 
 _MARK_WORD = b"npu-migrate"
@@ -25,6 +26,7 @@ def parser():
 
 def parse(data: bytes):
     """The tree-sitter tree of ``data``; ReadError names the first syntax error's line."""
+    limits.check(data, "json")  # size and nesting first (LimitError): npu_migrate/limits.py
     tree = parser().parse(data)
     if tree.root_node.has_error:
         raise ReadError(_first_error(tree.root_node), "not valid JSON")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from npu_migrate import limits
 from npu_migrate.deps.model import (
     DependencyList,
     DepsDocument,
@@ -54,6 +55,7 @@ def _logical_lines(data: bytes):
 
 
 def read(data: bytes) -> DepsDocument:
+    limits.check(data, "requirements")  # the size limit (LimitError): npu_migrate/limits.py
     document = DepsDocument("requirements")
     if _GENERATED.search(data[:2000]):
         document.no_additions = "the file is generated (pip-compile); add torch-npu to its input (requirements.in) instead"
