@@ -22,6 +22,8 @@ import re
 
 #: Deepest nesting of brackets (JSON/YAML/TOML) or compound commands (shell) accepted.
 MAX_DEPTH = 200
+#: Per format, where the parser has a lower limit of its own (tomlkit: 100).
+DEPTHS = {"toml": 100}
 #: Largest file accepted per format (notebooks carry outputs, images included).
 MAX_BYTES = {"json": 32 << 20, "yaml": 32 << 20, "toml": 32 << 20, "shell": 32 << 20,
              "dockerfile": 32 << 20, "notebook": 128 << 20, "requirements": 32 << 20, "ini": 32 << 20}
@@ -76,22 +78,23 @@ def check(data: bytes | str, kind: str) -> None:
     if pattern is None:
         return
     text = data.decode("latin-1") if isinstance(data, bytes) else data
+    deepest = DEPTHS.get(kind, MAX_DEPTH)
     depth = 0
     for match in pattern.finditer(text):
         if match.lastgroup == "open":
             depth += 1
-            if depth > MAX_DEPTH:
+            if depth > deepest:
                 line = text.count("\n", 0, match.start()) + 1
-                raise LimitError(line, f"nested more than {MAX_DEPTH} levels deep; skipped "
+                raise LimitError(line, f"nested more than {deepest} levels deep; skipped "
                                        "(npu-migrate's limit for this file type)")
         elif match.lastgroup == "close" and depth:
             depth -= 1
         elif match.lastgroup == "word" and _command_word(text, match.start()):
             if match.group() in _OPENERS:
                 depth += 1
-                if depth > MAX_DEPTH:
+                if depth > deepest:
                     raise LimitError(text.count("\n", 0, match.start()) + 1,
-                                     f"nested more than {MAX_DEPTH} levels deep; skipped "
+                                     f"nested more than {deepest} levels deep; skipped "
                                      "(npu-migrate's limit for this file type)")
             elif depth:
                 depth -= 1
