@@ -3,10 +3,9 @@ name lines and columns of the file as written, not as it was read."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
