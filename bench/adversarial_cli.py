@@ -211,7 +211,7 @@ def jobs_nan(root: Path) -> tuple[bool, str]:
 
 
 def memory_cap(root: Path) -> tuple[bool, str]:
-    (root / "big.py").write_text("import torch\n" + "".join(f"x{i} = {i}\n" for i in range(200_000)))
+    (root / "big.py").write_text("import torch\n" + "".join(f"x{i} = {i}\n" for i in range(200_000)) + "torch.cuda.synchronize()\n")
     outcome = npu_migrate(["--no-cache", "-j", "1", "big.py"], root, 300, memory_bytes=700 << 20)
     ok = outcome.code == 2 and "out of memory" in outcome.out and "Traceback" not in outcome.out
     return ok, f"exit {outcome.code} in {outcome.seconds:.0f}s: {[l for l in outcome.out.splitlines() if 'error' in l][:1]}"

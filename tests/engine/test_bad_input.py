@@ -137,12 +137,20 @@ def test_symlinks_outside_the_given_paths_are_reported_not_followed(tmp_path, ru
 
 def test_a_file_with_two_names_in_the_tree_is_migrated_once(project, run_cli):
     (project / "alias.py").symlink_to("good.py")
-    (project / "sub").mkdir()
-    (project / "sub" / "hard.py").hardlink_to(project / "good.py")
     result = run_cli("--write", ".")
     assert result.exit_code == 0, result.output  # a second write would find the file changed
     assert "1 file(s) scanned, 1 changed" in result.output
     assert (project / "alias.py").is_symlink() and b"torch.npu" in (project / "good.py").read_bytes()
+
+
+def test_a_hard_linked_file_is_processed_once_and_not_split(project, run_cli):
+    (project / "sub").mkdir()
+    (project / "sub" / "hard.py").hardlink_to(project / "good.py")
+    result = run_cli("--write", ".")
+    _assert_clean_failure(result, "has 2 hard links; not written (skipped)")
+    assert "1 file(s) scanned" in result.output
+    assert (project / "sub" / "hard.py").samefile(project / "good.py")
+    assert (project / "good.py").read_bytes() == GOOD
 
 
 # --------------------------------------------------------------------------- what CPython rejects
