@@ -62,3 +62,14 @@ def test_a_memory_error_is_named_as_such(monkeypatch):
     monkeypatch.setattr(ast, "parse", exhausted)
     result = migrate_safely("a.py", b"import torch\ntorch.cuda.synchronize()\n", Settings())
     assert result.error.startswith("a.py:1: out of memory while parsing") and "nested" not in result.error
+
+
+def test_a_worker_killed_for_memory_is_named_as_such():
+    import signal
+
+    from npu_migrate.runner import _worker_died
+
+    for sig in (signal.SIGKILL, signal.SIGABRT):
+        error = _worker_died("a.py", -sig).error
+        assert error.startswith("a.py:1: the worker migrating this file died") and "out of memory" in error
+    assert "internal error" in _worker_died("a.py", -signal.SIGSEGV).error
