@@ -77,7 +77,7 @@ class PositionMap:
         self.old = _NEWLINE.split(old)
         self.new = _NEWLINE.split(new)
         self._pairs: dict[int, int] = {}
-        self._columns: dict[tuple[int, int], tuple[list, list[int]]] = {}
+        self._columns: dict[tuple[str, str], tuple[list, list[int]]] = {}
 
     @cached_property
     def _blocks(self) -> list[tuple[str, int, int, int, int]]:
@@ -103,10 +103,10 @@ class PositionMap:
         old_line, new_line = self.old[i], self.new[j]
         if old_line == new_line:
             return j + 1, col
-        blocks = self._columns.get((i, j))
+        blocks = self._columns.get((old_line, new_line))  # by text: alike lines share one diff
         if blocks is None:
             made = opcodes(old_line, new_line)
-            blocks = self._columns[i, j] = (made, [block[1] for block in made])
+            blocks = self._columns[old_line, new_line] = (made, [block[1] for block in made])
         return j + 1, _column(blocks, old_line, new_line, col, end)
 
     def _index(self, i: int) -> int:
@@ -232,8 +232,9 @@ def _sync_opcodes(a: Sequence, b: Sequence, window: int = 64, run: int = 4) -> l
                 if cost and a[i + da:i + da + run] == b[jj:jj + run]:
                     found, best = (i + da, jj), cost
                     break
-        if found is None:  # no resynchronisation nearby: one element changed, go on
-            found = (i + 1, j + 1)
+        if found is None:  # nothing agrees again within the window: all of it changed
+            step = max(1, window // 2)
+            found = (min(len(a), i + step), min(len(b), j + step))
         fi, fj = found
         tag = "replace" if fi > i and fj > j else "delete" if fi > i else "insert"
         emit(tag, i, fi, j, fj)
