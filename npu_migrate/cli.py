@@ -145,8 +145,8 @@ Other commands:
 @click.option("--stdin-filename", metavar="PATH", help="With '-': the name of the file read from standard input.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: CPU count).")
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
-@click.option("--no-cache", is_flag=True, help="Do not read or write .npu_migrate_cache/.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: <project>/.npu_migrate_cache).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache (nor use what it holds).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache directory (default: a per-project directory in ~/.cache/npu-migrate; see SECURITY.md).")
 @click.option("--vendor-runtime", type=click.Path(file_okay=False), metavar="DIR",
               help="With --write: copy the npu_runtime package into DIR (skipped by later runs) instead of declaring npu-runtime.")
 @click.option("--entry", "entries", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",

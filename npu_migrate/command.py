@@ -40,6 +40,8 @@ class Prepared:
     resolved: Resolved
     settings: Settings
     root: Path
+    #: The run's cache (made by the runner), flushed after the writes.
+    cache: object = None
 
     @property
     def machine_on_stdout(self) -> bool:
@@ -139,13 +141,32 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
         return failed
     cache_factory = None
     if opts.cache:
-        from npu_migrate.cache import DIRNAME, Cache
+        from npu_migrate.cache import Cache, default_directory
 
-        cache_root = Path(opts.cache_dir) if opts.cache_dir else prep.root / DIRNAME
-        cache_factory = lambda s: Cache(cache_root, s.key())
+        cache_root = Path(opts.cache_dir).absolute() if opts.cache_dir else default_directory(prep.root)
+
+        def cache_factory(settings):
+            prep.cache = Cache(cache_root, settings.key())
+            return prep.cache
     results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
                                  opts.quiet, vendored)
+    _cache_warnings(prep, err)
     return failed + results
+
+
+def _cache_warnings(prep: Prepared, err: Console) -> None:
+    if prep.cache is not None:
+        for message in prep.cache.warnings if not prep.options.quiet else ():
+            err.print(f"warning: {message}")
+        prep.cache.warnings.clear()
+
+
+def flush_cache(prep: Prepared, err: Console) -> None:
+    """Write the cache entries of the run: after the files, so that the cache never
+    takes the space a write needs."""
+    if prep.cache is not None:
+        prep.cache.flush()
+        _cache_warnings(prep, err)
 
 
 def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
@@ -178,6 +199,7 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
     opts = prep.options
     show_diff = opts.diff if opts.diff is not None else default_diff(opts)
     done = []
+    roots = project_roots(prep) if opts.mode == "write" else []
     for result in results:
         if result.error is None and result.changed and (show_diff or opts.mode == "write"):
             try:  # nothing is shown or written for a file that changed since it was read
@@ -188,19 +210,30 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
             if show_diff:
                 output.print_diff(out, output.unified_diff(result.path, original, result.new_source))
             if opts.mode == "write":
-                result = _write(result, original)
+                result = _write(result, original, roots)
         done.append(result)
     return done
 
 
-def _write(result: FileResult, original: bytes) -> FileResult:
+def project_roots(prep: Prepared) -> list[str]:
+    """Where ``--write`` may write (real paths): the project root, each directory given,
+    and the directory of each file given (never a named link's far end)."""
+    import os
+
+    roots = [os.path.realpath(prep.root)]
+    for path in prep.options.paths or ["."]:
+        roots.append(os.path.realpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))))
+    return roots
+
+
+def _write(result: FileResult, original: bytes, roots: list[str]) -> FileResult:
     from npu_migrate.files import ReadError
     from npu_migrate.reporting.relocate import relocate, split_for
-    from npu_migrate.writer import write_atomic
+    from npu_migrate.writer import Refused, write_atomic
 
     try:
-        write_atomic(result.path, result.new_source, result.source_digest)
-    except ReadError as exc:  # edited (or gone) since it was read: the user's version stays
+        write_atomic(result.path, result.new_source, result.source_digest, roots=roots)
+    except (ReadError, Refused) as exc:  # edited (or gone) since it was read, a link out, a hard link
         return replace(result, error=str(exc), new_source=None)
     except OSError as exc:
         return replace(result, error=f"{result.path}: cannot write: {exc.strerror or exc}")
@@ -316,6 +349,7 @@ def _run(options: Options) -> int:
     results = declared.report_undeclared(results, vendored_dir, prep.settings)
     if vendored is not None and not options.quiet:
         _check_vendored_imports(results, vendored, err)
+    flush_cache(prep, err)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
                     options.verbose, time.perf_counter() - start)
     if not emit(report, prep, out, err):

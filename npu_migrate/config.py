@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu_migrate import limits
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -84,9 +86,15 @@ def load_config(paths: list[str], explicit: str | None = None, isolated: bool = 
                 raise ConfigError(f"{candidate}: no such config file")
             continue
         try:
-            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            text = candidate.read_text(encoding="utf-8")
+            limits.check(text, "toml")  # size and nesting first: tomllib recurses
+            data = tomllib.loads(text)
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{candidate}: cannot read config: {exc}") from None
+        except limits.LimitError as exc:
+            raise ConfigError(f"{candidate}:{exc.line}: cannot read config: {exc.message}") from None
+        except (RecursionError, MemoryError):
+            raise ConfigError(f"{candidate}: cannot read config: too deeply nested or too large") from None
         table = data.get("tool", {}).get("npu-migrate")
         if table is None:
             if explicit is not None:

@@ -71,9 +71,18 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     a file no front end claims is treated as Python, as named files always were),
     turning a bug in a rule into a one-line error for that file. Front ends are
     imported only when a file needs them."""
+    from npu_migrate.limits import LimitError
+
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
         return file_type.migrate()(path, data, settings)
+    except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/limits.py)
+        return FileResult(path=path, error=f"{path}:{exc.line}: {exc.message}")
+    except RecursionError:  # a parser recursed past Python's limit anyway: still one line
+        return FileResult(path=path, error=f"{path}:1: too deeply nested for npu-migrate's parser; skipped")
+    except MemoryError:
+        return FileResult(path=path, error=f"{path}:1: out of memory while migrating this file "
+                                           f"({len(data) / (1 << 20):.1f} MB); skipped")
     except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
         return _internal_error(path, f"{type(exc).__name__}: {exc}")
 
@@ -167,6 +176,17 @@ def _death(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
+def _worker_died(path: str, exitcode: int | None) -> FileResult:
+    """The one line for a file whose worker died. SIGKILL is what the kernel's
+    out-of-memory killer sends, and SIGABRT what native code (libcst's parser) does
+    when an allocation fails under a memory cap: those are named as memory first."""
+    death = _death(exitcode)
+    if exitcode in (-signal.SIGKILL, -signal.SIGABRT):
+        return FileResult(path=path, error=f"{path}:1: the worker migrating this file died ({death}): out of memory, "
+                                           "or a crash in a native parser; skipped")
+    return _internal_error(path, f"a worker process died on this file: {death}")
+
+
 def _one_at_a_time(items: list[Item], settings: Settings, type_names: tuple[str, ...],
                    finish: Callable[[str, str | None, Outcome], None], data: bytes | None = None) -> None:
     """Migrate ``items`` one after another in a process of their own (the file's bytes
@@ -197,7 +217,7 @@ def _one_at_a_time(items: list[Item], settings: Settings, type_names: tuple[str,
             receive.close()
         if pending:
             path, key = pending.popleft()
-            finish(path, key, (_internal_error(path, f"a worker process died on this file: {_death(process.exitcode)}"), None))
+            finish(path, key, (_worker_died(path, process.exitcode), None))
 
 
 class _NoProcessPool(Exception):

@@ -10,6 +10,15 @@
   whole life. A run killed by SIGKILL leaves its temp file behind, but not the
   lock, so a later run removes such files (:func:`remove_leftovers`) and never
   one whose writer is still running (a concurrent run).
+* With ``roots`` (``--write`` passes the project root and the paths it was given:
+  a directory, or a named file's directory), a file whose real path leaves them
+  all (a symlink such as ``launch/x.sh -> ../../home/.bashrc``) is not
+  written: :class:`Refused`, one line, the run's exit code 2.
+* Hard links are reported and skipped, not split: ``os.replace`` gives the name
+  a new inode, so the file's other names would keep the old (CUDA) text and
+  ``--check`` would fail on them; writing in place through the inode cannot be
+  atomic. A file with more than one link is :class:`Refused` (one line, exit 2)
+  and left as it is; break the link (``cp --remove-destination``) to migrate it.
 * A Ctrl-C cannot fall between the swap and its entry in :data:`written`, so the
   CLI can say exactly how many files were written before it stopped.
 """
@@ -42,14 +51,29 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
-def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: int | None = None) -> None:
+class Refused(Exception):
+    """A write that would follow a link out of the project or split a hard link;
+    ``str()`` is the one-line message naming the file."""
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether the real path ``path`` is ``root`` (a real path) or below it."""
+    return os.path.commonpath([path, root]) == root
+
+
+def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: int | None = None,
+                 roots: Iterable[str] | None = None) -> None:
     """Replace the contents of ``path`` with ``data``, if it still has the bytes with
-    ``digest`` (None: whatever it has). Raises ReadError or OSError, writing nothing.
-    Without ``new_mode`` the file must exist; with it, a missing file is created with
-    that mode (less the umask)."""
+    ``digest`` (None: whatever it has). Raises ReadError, Refused or OSError, writing
+    nothing. Without ``new_mode`` the file must exist; with it, a missing file is
+    created with that mode (less the umask). With ``roots`` (real paths), a file whose
+    real path is outside all of them, or that has other hard links, is refused."""
     if digest is not None:
         read_unchanged(path, digest)  # gone, not a regular file, or edited: fail before any temp file
     target = os.path.realpath(path)  # keep symlinks pointing where they pointed
+    if roots is not None:
+        roots = tuple(roots)
+        _check_target(path, target, roots)
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
@@ -65,6 +89,8 @@ def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: in
             os.chmod(tmp, mode)
             if digest is not None:
                 read_unchanged(path, digest)  # again, as late as possible
+            if roots is not None and os.path.realpath(path) != target:  # a link swapped meanwhile
+                raise Refused(f"{path}: its symbolic link changed during the run; not written (skipped)")
             with _interrupt_deferred():
                 os.replace(tmp, target)
                 if digest is not None:  # a migrated source, not a report or a new file
@@ -75,6 +101,18 @@ def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: in
         except OSError:
             pass
         raise
+
+
+def _check_target(path: str, target: str, roots: tuple[str, ...]) -> None:
+    if not any(inside(target, root) for root in roots):
+        raise Refused(f"{path}: symbolic link to {target}, outside the project; not written (skipped)")
+    try:
+        links = os.stat(target).st_nlink
+    except FileNotFoundError:
+        return
+    if links > 1:
+        raise Refused(f"{path}: has {links} hard links; not written (skipped): replacing it would split them and "
+                      "leave the old text under the other names; break the link to migrate it")
 
 
 def _umask() -> int:

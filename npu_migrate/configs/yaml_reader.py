@@ -2,7 +2,12 @@
 
 Composing builds the node graph without constructing Python objects, so custom
 tags (``!!python/object``, ``!include``), interpolations (``${oc.env:X}``) and
-duplicate keys are all fine. Each scalar node carries the marks (character
+duplicate keys are all fine.
+
+Aliases are never expanded: the node graph PyYAML composes shares an anchored
+node between its aliases, and :func:`read` visits each node once (a "billion
+laughs" file of 10 levels of 9 aliases is 10 x 9 visits, not 9**10), and refuses,
+with one line, a file that uses more than :data:`MAX_ALIASES` aliases. Each scalar node carries the marks (character
 offsets) of its text; libyaml's marks are used only for ASCII files (it counts a
 BOM and characters outside the BMP differently from PyYAML's pure-Python reader).
 """
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import yaml
 
+from npu_migrate import limits
 from npu_migrate.configs.document import Document, ReadError, Scalar, decode
 from npu_migrate.configs.offsets import CharToByte
 
@@ -33,6 +39,7 @@ def _quote(raw: str, value: str, style: str | None) -> str | None:
 def compose(text: str) -> list[yaml.Node]:
     """The root node of every document of ``text``; ReadError names the line of a
     syntax error."""
+    limits.check(text, "yaml")  # size and nesting first (LimitError): npu_migrate/limits.py
     try:
         return [root for root in yaml.compose_all(text, Loader=_loader(text)) if root is not None]
     except yaml.MarkedYAMLError as exc:
@@ -45,11 +52,17 @@ def compose(text: str) -> list[yaml.Node]:
         raise ReadError(1, "too deeply nested for the YAML parser") from None
 
 
+#: The most aliases (``*name``) one YAML file may use.
+MAX_ALIASES = 10_000
+
+
 def read(data: bytes) -> Document:
     text = decode(data)
     document = Document("YAML")
     to_byte = CharToByte(text)
     seen: set[tuple[int, bool]] = set()
+    visited: set[int] = set()
+    aliases = [0]
 
     def scalar(node: yaml.ScalarNode, keys: tuple[str, ...], is_key: bool) -> None:
         start, end = node.start_mark.index, node.end_mark.index
@@ -66,6 +79,12 @@ def read(data: bytes) -> Document:
         )
 
     def visit(node: yaml.Node, keys: tuple[str, ...]) -> None:
+        if id(node) in visited:  # an alias of a node already visited: nothing new in it
+            aliases[0] += 1
+            if aliases[0] > MAX_ALIASES:
+                raise ReadError(node.start_mark.line + 1, f"more than {MAX_ALIASES} YAML aliases; skipped")
+            return
+        visited.add(id(node))
         if isinstance(node, yaml.ScalarNode):
             scalar(node, keys, False)
         elif isinstance(node, yaml.SequenceNode):

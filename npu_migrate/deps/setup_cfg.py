@@ -13,6 +13,7 @@ from __future__ import annotations
 import configparser
 import re
 
+from npu_migrate import limits
 from npu_migrate.configs.document import ReadError, decode
 from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, line_after
 
@@ -23,6 +24,7 @@ _COMMENT = re.compile(r"\s+#.*$")
 
 
 def read(data: bytes) -> DepsDocument:
+    limits.check(data, "ini")  # the size limit (LimitError): npu_migrate/limits.py
     text = decode(data)
     parser = configparser.RawConfigParser(strict=False, interpolation=None)
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from npu_migrate import treewalk
+from npu_migrate import limits, treewalk
 from npu_migrate.dockerfile.parser import parse
 from npu_migrate.edits import Recorder, finish
 from npu_migrate.model import FileResult
@@ -51,6 +51,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     shell_rules = [cls for cls in shell.active_rules(path, settings).values() if cls.triggered(data)]
     if not docker_rules and not shell_rules:
         return result
+    limits.check(data, "dockerfile")  # size and nesting first (LimitError): npu_migrate/limits.py
     tree = parse(data)
     recorder = Recorder()
     suppressions = Suppressions()

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
-from npu_migrate import filetypes
+from npu_migrate import filetypes, limits
 from npu_migrate.edits import TextEdit, apply
 from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.notebooks import cells as joiner
@@ -76,6 +76,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
     import nbformat
 
     result = FileResult(path=path)
+    limits.check(data, "notebook")  # size and nesting first (LimitError): npu_migrate/limits.py
     try:
         notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
         nbformat.validate(notebook)

@@ -77,6 +77,9 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
         result.error = _syntax_error(path, data, exc)
     except RecursionError:
         result.error = f"{path}:1: too deeply nested for npu-migrate's parser (libcst); left unchanged"
+    except MemoryError:
+        result = FileResult(path=path, error=f"{path}:1: out of memory while migrating "
+                                              f"({len(data) / (1 << 20):.1f} MB); left unchanged")
     return result
 
 
@@ -103,9 +106,10 @@ def python_ast(path: str, data: bytes) -> ast.Module | None:
     except ValueError as exc:  # "source code string cannot contain null bytes" (some Python versions)
         line, col = _null_byte(data)
         raise SourceError(f"{path}:{line}:{col}: syntax error: {exc}") from None
-    except (RecursionError, MemoryError) as exc:
-        detail = str(exc) or type(exc).__name__
-        raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({detail})") from None
+    except RecursionError as exc:
+        raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({exc})") from None
+    except MemoryError:  # a memory cap, not nesting (issue 29: a 12 MB file was called "too deeply nested")
+        raise SourceError(f"{path}:1: out of memory while parsing ({len(data) / (1 << 20):.1f} MB); skipped") from None
 
 
 def _syntax_error(path: str, data: bytes, exc: cst.ParserSyntaxError) -> str:

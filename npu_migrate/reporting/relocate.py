@@ -10,6 +10,14 @@ on a rewritten line lands on the line that replaced it. A message or suggestion
 that cites another line of the file ("created only later (line 48)") cites it in
 the written file too, so ``--check`` over that file reports the same text.
 
+The cost stays linear in the size of the file (issue 29: 20,000 identical lines,
+or a 37 KB one-line JSON, took 40-50 s): the common head and tail are cut off
+first; what is left is diffed with difflib only while it is small
+(:data:`SMALL`), and otherwise with a linear re-synchronising scan
+(:func:`_sync_opcodes`); blocks are found by bisection; a replaced line is
+matched against a few lines around its place, not against the whole block; and
+a line's character diff is made once, however many positions it holds.
+
 Files whose sources come in parts (a notebook's cells) give :func:`relocate` a
 ``split`` function that returns each part's text by cell number; positions that
 name a cell are mapped through that cell's diff.
@@ -17,8 +25,9 @@ name a cell are mapped through that cell's diff.
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from difflib import SequenceMatcher
 from functools import cached_property
@@ -68,10 +77,15 @@ class PositionMap:
         self.old = _NEWLINE.split(old)
         self.new = _NEWLINE.split(new)
         self._pairs: dict[int, int] = {}
+        self._columns: dict[tuple[str, str], tuple[list, list[int]]] = {}
 
     @cached_property
     def _blocks(self) -> list[tuple[str, int, int, int, int]]:
-        return SequenceMatcher(None, self.old, self.new, autojunk=False).get_opcodes()
+        return opcodes(self.old, self.new)
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        return [block[1] for block in self._blocks]
 
     def line(self, line: int) -> int:
         """The 1-based line of ``new`` that holds what line ``line`` of ``old`` held."""
@@ -87,43 +101,147 @@ class PositionMap:
         if j >= len(self.new):
             return len(self.new), len(self.new[-1]) if self.new else 0
         old_line, new_line = self.old[i], self.new[j]
-        return j + 1, (col if old_line == new_line else _column(old_line, new_line, col, end))
+        if old_line == new_line:
+            return j + 1, col
+        blocks = self._columns.get((old_line, new_line))  # by text: alike lines share one diff
+        if blocks is None:
+            made = opcodes(old_line, new_line)
+            blocks = self._columns[old_line, new_line] = (made, [block[1] for block in made])
+        return j + 1, _column(blocks, old_line, new_line, col, end)
 
     def _index(self, i: int) -> int:
         if i in self._pairs:
             return self._pairs[i]
-        for tag, i1, i2, j1, j2 in self._blocks:
-            if i1 <= i < i2:
-                if tag == "equal":
-                    j = j1 + (i - i1)
-                elif tag == "delete" or j1 == j2:
-                    j = min(j1, max(len(self.new) - 1, 0))
-                else:
-                    j = _best_match(self.old[i], self.new, j1, j2, (i - i1) / max(i2 - i1, 1))
-                break
+        at = bisect.bisect_right(self._starts, i) - 1
+        if 0 <= at and i < self._blocks[at][2]:
+            tag, i1, i2, j1, j2 = self._blocks[at]
+            if tag == "equal":
+                j = j1 + (i - i1)
+            elif tag == "delete" or j1 == j2:
+                j = min(j1, max(len(self.new) - 1, 0))
+            elif i2 - i1 == j2 - j1:  # lines rewritten one for one
+                j = j1 + (i - i1)
+            else:
+                self._pairs.update(_align(self.old, self.new, i1, i2, j1, j2))
+                return self._pairs[i]
         else:  # after the last line
             j = len(self.new) + (i - len(self.old))
         self._pairs[i] = j
         return j
 
 
-def _best_match(line: str, new: list[str], j1: int, j2: int, where: float) -> int:
-    """The line of ``new[j1:j2]`` most like ``line`` (ties: the one at the same relative place)."""
-    def score(j: int) -> tuple[float, float]:
-        return SequenceMatcher(None, line, new[j], autojunk=False).ratio(), -abs((j - j1) / (j2 - j1) - where)
+#: How many following lines of ``new`` a replaced line is compared with.
+NEAR = 8
+#: Above this many elements left after the common head and tail, the diff is the
+#: linear scan, not difflib (whose cost grows with the square of repeated elements).
+SMALL = 2000
 
-    return max(range(j1, j2), key=score)
+
+def _align(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -> dict[int, int]:
+    """Where each line of a replaced block ``old[i1:i2]`` went in ``new[j1:j2]`` (blocks of
+    different sizes): in order, each to the most similar of the next few lines, so the
+    cost is linear and lines that are all alike keep their order."""
+    pairs = {}
+    previous = j1 - 1
+    for i in range(i1, i2):
+        room = (j2 - previous - 1) >= (i2 - i)  # enough lines left to move on
+        low = min(previous + 1, j2 - 1) if room else max(previous, j1)
+        candidates = range(low, min(j2, low + NEAR + 1))
+
+        def score(j: int, line: str = old[i], low: int = low) -> tuple[float, int]:
+            return SequenceMatcher(None, line, new[j], autojunk=False).quick_ratio(), -(j - low)
+
+        previous = pairs[i] = max(candidates, key=score)
+    return pairs
 
 
-def _column(old: str, new: str, col: int, end: bool) -> int:
+def _column(blocks, old: str, new: str, col: int, end: bool) -> int:
     if col >= len(old):
         return len(new) + (col - len(old))
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+    blocks, starts = blocks
+    at = bisect.bisect_right(starts, col) - 1
+    if 0 <= at:
+        tag, i1, i2, j1, j2 = blocks[at]
         if i1 <= col < i2:
             if tag == "equal":
                 return j1 + (col - i1)
             return j2 if end and col > i1 else j1
     return col
+
+
+def opcodes(a: Sequence, b: Sequence) -> list[tuple[str, int, int, int, int]]:
+    """difflib-style opcodes turning ``a`` into ``b``, in time linear in their size."""
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    middle_a, middle_b = a[head:len(a) - tail], b[head:len(b) - tail]
+    if len(middle_a) <= SMALL and len(middle_b) <= SMALL:
+        inner = SequenceMatcher(None, middle_a, middle_b, autojunk=False).get_opcodes()
+    else:
+        inner = _sync_opcodes(middle_a, middle_b)
+    out = [("equal", 0, head, 0, head)] if head else []
+    out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in inner
+            if (i1, i2, j1, j2) != (0, 0, 0, 0) or tag != "equal"]
+    if tail:
+        out.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return out
+
+
+def _sync_opcodes(a: Sequence, b: Sequence, window: int = 64, run: int = 4) -> list[tuple[str, int, int, int, int]]:
+    """Opcodes from one forward scan: equal elements are matched in order; at a
+    difference, the nearest point within ``window`` elements on both sides where
+    ``run`` elements agree again is taken, and what lies before it is a change."""
+    out: list[tuple[str, int, int, int, int]] = []
+    i = j = 0
+
+    def emit(tag, i1, i2, j1, j2):
+        if i1 == i2 and j1 == j2:
+            return
+        if out and (out[-1][0] == "equal") == (tag == "equal"):  # one change block, not several
+            _, i0, _, j0, _ = out[-1]
+            merged = tag if tag == "equal" else "replace" if i2 > i0 and j2 > j0 else "delete" if i2 > i0 else "insert"
+            out[-1] = (merged, i0, i2, j0, j2)
+        else:
+            out.append((tag, i1, i2, j1, j2))
+
+    while i < len(a) and j < len(b):
+        start_i, start_j = i, j
+        while i < len(a) and j < len(b) and a[i] == b[j]:
+            i += 1
+            j += 1
+        emit("equal", start_i, i, start_j, j)
+        if i >= len(a) or j >= len(b):
+            break
+        found = None
+        best = 2 * window + 1
+        places: dict = {}
+        for jj in range(j, min(len(b), j + window)):
+            places.setdefault(b[jj], []).append(jj)
+        # the nearest a[i + da] == b[jj] (smallest da + jj - j) from which ``run`` elements agree
+        for da in range(min(window, len(a) - i)):
+            if da >= best:
+                break
+            for jj in places.get(a[i + da], ()):
+                cost = da + jj - j
+                if cost >= best:
+                    break
+                if cost and a[i + da:i + da + run] == b[jj:jj + run]:
+                    found, best = (i + da, jj), cost
+                    break
+        if found is None:  # nothing agrees again within the window: all of it changed
+            step = max(1, window // 2)
+            found = (min(len(a), i + step), min(len(b), j + step))
+        fi, fj = found
+        tag = "replace" if fi > i and fj > j else "delete" if fi > i else "insert"
+        emit(tag, i, fi, j, fj)
+        i, j = fi, fj
+    if i < len(a) or j < len(b):
+        emit("replace" if i < len(a) and j < len(b) else "delete" if i < len(a) else "insert", i, len(a), j, len(b))
+    return out
 
 
 def _recite(text: str, mapping: PositionMap) -> str:

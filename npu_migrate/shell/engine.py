@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from npu_migrate import treewalk
+from npu_migrate import limits, treewalk
 from npu_migrate.edits import Recorder, finish
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.model import FileResult
@@ -82,9 +82,15 @@ def scan(
     ``variables`` are nodes of another tree whose text is a variable name (a
     Dockerfile's ``ENV NAME value``): the rules see them as ``variable_name``s."""
     active = active_rules(path, settings)
-    needed = [cls for rid, cls in active.items() if rid != UNPARSED_RULE and cls.triggered(data)]
+    # The prefilter looks at the text that is parsed: with ``ranges`` (one Dockerfile
+    # instruction) that is not the whole file, and testing the whole file once per
+    # instruction made a Dockerfile of many RUN lines quadratic.
+    sample = data if not ranges else b"\n".join([*(data[s:e] for s, e in ranges), *(v.text for v in variables)])
+    needed = [cls for rid, cls in active.items() if rid != UNPARSED_RULE and cls.triggered(sample)]
     if not needed:
         return
+    if ranges is None:  # a Dockerfile's RUN parts: checked once, by the Dockerfile front end
+        limits.check(data, "shell")  # size and nesting first (LimitError): npu_migrate/limits.py
     tree = parse(data, ranges)
     local = Recorder()
     file = ShellFile(data, tree.root_node, local, statement_of, settings.facts)

@@ -137,12 +137,20 @@ def test_symlinks_outside_the_given_paths_are_reported_not_followed(tmp_path, ru
 
 def test_a_file_with_two_names_in_the_tree_is_migrated_once(project, run_cli):
     (project / "alias.py").symlink_to("good.py")
-    (project / "sub").mkdir()
-    (project / "sub" / "hard.py").hardlink_to(project / "good.py")
     result = run_cli("--write", ".")
     assert result.exit_code == 0, result.output  # a second write would find the file changed
     assert "1 file(s) scanned, 1 changed" in result.output
     assert (project / "alias.py").is_symlink() and b"torch.npu" in (project / "good.py").read_bytes()
+
+
+def test_a_hard_linked_file_is_processed_once_and_not_split(project, run_cli):
+    (project / "sub").mkdir()
+    (project / "sub" / "hard.py").hardlink_to(project / "good.py")
+    result = run_cli("--write", ".")
+    _assert_clean_failure(result, "has 2 hard links; not written (skipped)")
+    assert "1 file(s) scanned" in result.output
+    assert (project / "sub" / "hard.py").samefile(project / "good.py")
+    assert (project / "good.py").read_bytes() == GOOD
 
 
 # --------------------------------------------------------------------------- what CPython rejects
@@ -214,14 +222,23 @@ def test_what_cpython_rejects_never_reaches_libcst(monkeypatch, source, message)
      '{"new_source": "\\u20ac", "fixes": [], "findings": []}'],
 )
 def test_a_cache_entry_of_the_wrong_shape_is_recomputed(project, run_cli, entry, tmp_path_factory):
+    """Even an entry that verifies (this user's key: an older npu-migrate's shape) is
+    recomputed when its content is not what the cache writes."""
     import json
+    import zlib
+
+    from npu_migrate import cache
 
     reports = tmp_path_factory.mktemp("reports")  # outside the tree: JSON files are migrated too
     first = run_cli(".", "--report", reports / "1.json")
-    [cached] = (project / ".npu_migrate_cache").rglob("*.json")
-    cached.write_text(entry)
+    [cached] = cache.default_directory(project).rglob("*.bin")
+    store = cache.Cache(cache.default_directory(project), "")
+    store._key = cache.secret_key(store.home)
+    payload = zlib.compress(entry.encode())
+    cached.write_bytes(cache._MAGIC + store._mac(cached.stem, payload) + payload)
     second = run_cli(".", "--report", reports / "2.json")
     assert second.exit_code == 0 and "Traceback" not in second.output
-    assert second.output == first.output
+    assert second.output == first.output  # a verified entry: no warning
     assert json.loads((reports / "2.json").read_text()) == json.loads((reports / "1.json").read_text())
-    assert json.loads(cached.read_text())["new_source"]  # rewritten with the real result
+    data = cached.read_bytes()
+    assert json.loads(zlib.decompress(data[len(cache._MAGIC) + 32:]))["new_source"]  # rewritten with the real result

@@ -147,19 +147,25 @@ def test_parallel_jobs_match_serial(tmp_path, run_cli):
 
 
 def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
+    from npu_migrate.cache import default_directory
+
     write(tmp_path / "src", "a.py", CUDA)  # the reports go beside the tree (JSON in it is migrated too)
     first = run_cli("src", "--report", "1.json")
-    cache = tmp_path / ".npu_migrate_cache"
+    cache = default_directory(tmp_path)
     assert (cache / ".gitignore").read_text().strip().endswith("*")
-    entries = list(cache.rglob("*.json"))
+    entries = list(cache.rglob("*.bin"))
     assert len(entries) == 1
     entries[0].write_text("{not json")
     second = run_cli("src", "--report", "2.json")
-    assert first.output == second.output
+    assert "cache entry did not verify" in second.output  # said once, and recomputed
+    assert first.output == second.output.replace(
+        "warning: src/a.py: cache entry did not verify (not written by this user's npu-migrate); "
+        "ignored and recomputed\n", "")
     assert json.loads((tmp_path / "1.json").read_text())["files"] == json.loads((tmp_path / "2.json").read_text())["files"]
-    assert json.loads(entries[0].read_text())  # rewritten
+    assert entries[0].read_bytes().startswith(b"npu-migrate-cache")  # rewritten
+    before = entries[0].read_bytes()
     run_cli("src", "--no-cache")
-    assert list(cache.rglob("*.json")) == entries
+    assert list(cache.rglob("*.bin")) == entries and entries[0].read_bytes() == before
 
 
 def test_cache_result_is_used(tmp_path, run_cli, monkeypatch):
@@ -295,9 +301,11 @@ def test_a_file_that_changes_during_the_run_is_not_cached_under_its_old_content(
     results = runner.run([str(path)], Settings(), cache=edited_now)
     assert results[0].new_source is None  # migrated what is on disk now
     assert results[0].source_digest == content_digest(b"x = 1\n")
-    assert not list((tmp_path / "c").rglob("*.json"))  # but not cached under the first content's key
+    store["c"].flush()
+    assert not list((tmp_path / "c").rglob("*.bin"))  # but not cached under the first content's key
     runner.run([str(path)], Settings(), cache=lambda s: store["c"])
-    assert len(list((tmp_path / "c").rglob("*.json"))) == 1  # a steady file is cached
+    store["c"].flush()
+    assert len(list((tmp_path / "c").rglob("*.bin"))) == 1  # a steady file is cached
 
 
 SINGLE_DEVICE = b"""import torch

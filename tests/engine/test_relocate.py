@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -170,3 +171,45 @@ def test_positions_in_cells_move_with_their_own_cell():
     moved = relocate(result, old, new, split=cells)
     assert moved.findings[0].line == 2 and moved.findings[0].col == 4 and moved.findings[0].cell == 2
     assert moved.findings[1] == result.findings[1]  # no part without a cell: left alone
+
+
+# --------------------------------------------------------------------------- cost (issue 29)
+
+
+def _timed_relocation(old: bytes, new: bytes, positions: list[tuple[int, int]]) -> tuple[float, object]:
+    import time
+
+    from npu_migrate.model import FileResult, Fix
+    from npu_migrate.reporting.relocate import relocate
+
+    fixes = [Fix(line, col, "NPU101", "m", line, col + 4) for line, col in positions]
+    start = time.perf_counter()
+    moved = relocate(FileResult(path="a.py", fixes=fixes), old, new)
+    return time.perf_counter() - start, moved
+
+
+@pytest.mark.timeout(120)
+def test_relocation_of_identical_lines_is_linear():
+    def case(n):
+        old = b"import torch\n" + b"torch.cuda.synchronize()\n" * n
+        new = b"import torch\nimport torch_npu\n" + b"torch.npu.synchronize()\n" * n
+        return _timed_relocation(old, new, [(line, 6) for line in range(2, n + 2)])
+
+    small, _ = case(5_000)
+    large, moved = case(20_000)
+    assert large < 30 and large < 8 * small + 1, (small, large)  # 4x the lines: about 4x the time
+    assert [(f.line, f.col) for f in moved.fixes[:3]] == [(3, 6), (4, 6), (5, 6)]
+    assert (moved.fixes[-1].line, moved.fixes[-1].end_col) == (20_002, 9)
+
+
+@pytest.mark.timeout(120)
+def test_relocation_in_one_long_json_line_is_fast_and_exact():
+    import json
+
+    old = json.dumps({f"k{i}": {"device": "cuda", "backend": "nccl"} for i in range(700)}).encode()
+    new = old.replace(b'"cuda"', b'"npu"').replace(b'"nccl"', b'"hccl"')
+    cols = [m.start() + 1 for m in __import__("re").finditer(rb'"cuda"', old)]
+    took, moved = _timed_relocation(old, new, [(1, col) for col in cols])
+    assert took < 10, took
+    expected = [m.start() + 1 for m in __import__("re").finditer(rb'"npu"', new)]
+    assert [f.col for f in moved.fixes] == expected

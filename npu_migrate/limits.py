@@ -1,0 +1,105 @@
+"""Limits every front end applies before its parser sees a file: size and nesting.
+
+Parsers of nested formats recurse (PyYAML's composer, tomllib, nbformat's
+``json``), build a key path per level (quadratic in the depth), or take
+super-linear time on pathological nesting (tree-sitter-bash on 50,000 nested
+``$(``). So each reader first calls :func:`check` with its format: a file larger
+than :data:`MAX_BYTES`, or nested deeper than :data:`MAX_DEPTH`, is refused with a
+:class:`LimitError` that names the line; the runner turns it (and a
+``RecursionError`` or ``MemoryError`` that escapes a parser anyway) into one line
+``path:line: ...``, exit 2, the file untouched, the other files processed.
+
+The depth is counted with one regular-expression pass over the bracket tokens
+of the format (strings and comments skipped where that is cheap and certain), so
+it costs well under a second per megabyte whatever the shape; the count may err
+high on odd files (brackets in a plain YAML scalar), never by the hundreds of
+levels the limit leaves: real configuration files nest a few dozen levels at most.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Deepest nesting of brackets (JSON/YAML/TOML) or compound commands (shell) accepted.
+MAX_DEPTH = 200
+#: Per format, where the parser has a lower limit of its own (tomlkit: 100).
+DEPTHS = {"toml": 100}
+#: Largest file accepted per format (notebooks carry outputs, images included).
+MAX_BYTES = {"json": 32 << 20, "yaml": 32 << 20, "toml": 32 << 20, "shell": 32 << 20,
+             "dockerfile": 32 << 20, "notebook": 128 << 20, "requirements": 32 << 20, "ini": 32 << 20}
+
+_JSON = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|(?P<open>[\[{])|(?P<close>[\]}])', re.DOTALL)
+_TOML = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|(?P<open>[\[{])|(?P<close>[\]}])')
+_YAML = re.compile(r'"(?:[^"\\]|\\.)*"|[ \t]#[^\n]*|^#[^\n]*|(?P<open>[\[{])|(?P<close>[\]}])', re.MULTILINE)
+#: Shell: ``$(``, subshells and groups, and compound commands (a keyword where a
+#: command starts: checked in :func:`_command_word`); quoted text and comments (a
+#: ``#`` that starts a word) are skipped.
+_SHELL = re.compile(
+    r"'[^']*'|(?<!\S)#[^\n]*|(?P<open>\$\(|[({])|(?P<close>[)}])"
+    r"|(?P<word>(?<![\w-])(?:if|case|while|until|for|select|fi|esac|done)(?![\w-]))"
+)
+_OPENERS = frozenset({"if", "case", "while", "until", "for", "select"})
+_SEPARATORS = frozenset(";&|(){}`\n")
+
+
+def _command_word(text: str, at: int) -> bool:
+    """Whether the keyword at ``at`` is where a command starts (not an argument)."""
+    j = at
+    while j and text[j - 1] in " \t":
+        j -= 1
+    if j and text[j - 1] == "!":
+        j -= 1
+        while j and text[j - 1] in " \t":
+            j -= 1
+    return j == 0 or text[j - 1] in _SEPARATORS or text.endswith(("then", "do", "else"), max(0, j - 4), j)
+
+
+_PATTERNS = {"json": _JSON, "notebook": _JSON, "toml": _TOML, "yaml": _YAML, "shell": _SHELL,
+             "dockerfile": _SHELL}
+
+
+class LimitError(ValueError):
+    """A file over a limit: ``line`` and a one-line ``message`` (without the path)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def check(data: bytes | str, kind: str) -> None:
+    """Raise :class:`LimitError` if ``data`` (a file of format ``kind``) is too large
+    or nested deeper than :data:`MAX_DEPTH`."""
+    limit = MAX_BYTES[kind]
+    if len(data) > limit:
+        raise LimitError(1, f"{len(data) / (1 << 20):.1f} MB, larger than the {limit >> 20} MB npu-migrate "
+                            "reads in one file; skipped")
+    pattern = _PATTERNS.get(kind)
+    if pattern is None:
+        return
+    text = data.decode("latin-1") if isinstance(data, bytes) else data
+    deepest = DEPTHS.get(kind, MAX_DEPTH)
+    depth = 0
+    for match in pattern.finditer(text):
+        if match.lastgroup == "open":
+            depth += 1
+            if depth > deepest:
+                line = text.count("\n", 0, match.start()) + 1
+                raise LimitError(line, f"nested more than {deepest} levels deep; skipped "
+                                       "(npu-migrate's limit for this file type)")
+        elif match.lastgroup == "close" and depth:
+            depth -= 1
+        elif match.lastgroup == "word" and _command_word(text, match.start()):
+            if match.group() in _OPENERS:
+                depth += 1
+                if depth > deepest:
+                    raise LimitError(text.count("\n", 0, match.start()) + 1,
+                                     f"nested more than {deepest} levels deep; skipped "
+                                     "(npu-migrate's limit for this file type)")
+            elif depth:
+                depth -= 1
+
+
+def check_lines(data: bytes | str, kind: str) -> None:
+    """The size limit alone (line-based formats: requirements files, setup.cfg)."""
+    check(data, kind)
