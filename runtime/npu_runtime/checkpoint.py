@@ -36,6 +36,8 @@ FORMAT = "npu_runtime.checkpoint/1"
 STATE_FILE = "state.pt"
 #: how often loading lists the directory again when a checkpoint vanishes as it is read
 _RELISTS = 10
+#: how many skipped checkpoints get a warning each (the rest one summary line)
+_WARN_EACH = 5
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -496,6 +498,7 @@ class CheckpointManager:
                 safeio.check_private(os.fstat(sfd), os.path.join(path, DCP_SUBDIR))
             finally:
                 os.close(sfd)
+            sharded_files = [rel[len(DCP_SUBDIR) + 1:] for rel in files if rel.startswith(DCP_SUBDIR + "/")]
         # Every entry is a regular file of its size (and private, when sharded) before any is read.
         for rel, meta in files.items():
             fd, st = safeio.open_regular(dfd, rel, shown=os.path.join(path, rel), size=meta["size"])
@@ -538,8 +541,10 @@ class CheckpointManager:
         if payload["step"] != step:
             raise CheckpointError(f"{spath}: payload step {payload['step']} does not match the directory")
         if sharded:
-            payload["_sharded_files"] = sorted(rel[len(DCP_SUBDIR) + 1:] for rel in files
-                                               if rel.startswith(DCP_SUBDIR + "/"))
+            # DCP's metadata is a pickle: checked here (allow-list unpickler), so a bad one
+            # is skipped like any corrupt checkpoint; DCP reads it again the same way.
+            sharded_io.load_metadata(os.path.join(path, DCP_SUBDIR), sharded_files)
+            payload["_sharded_files"] = sorted(sharded_files)
         return payload
 
     def _choose(self) -> tuple[str, dict[str, Any]] | None:
@@ -565,7 +570,8 @@ class CheckpointManager:
                         stale = True  # renamed away (or replaced under the same name) meanwhile
                         break
                     rejected.add((name, identity))
-                    log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
+                    if len(rejected) <= _WARN_EACH:
+                        log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
                     continue
                 chosen, key = (path, payload), (step, gen)
                 break
@@ -575,6 +581,9 @@ class CheckpointManager:
                      if (step, gen) > key and (name, _identity(os.path.join(self.directory, name))) not in rejected]
             if not newer:
                 break
+        if len(rejected) > _WARN_EACH:
+            log.warning("npu_runtime: skipped %d more directories with checkpoint names that are not good "
+                        "checkpoints in %s", len(rejected) - _WARN_EACH, self.directory)
         if chosen is not None:
             self._good.add(os.path.basename(chosen[0]))
         return chosen
