@@ -230,6 +230,7 @@ class Watchdog:
         self.started_at: float | None = None
         self.interval_s = min(max(self.timeout_s / 8.0, 0.05), 5.0)
         self._paused = 0
+        self._exiting = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -247,8 +248,18 @@ class Watchdog:
         return max(t for t in (self.started_at, self.last_beat, self.last_step) if t is not None)
 
     def current_timeout(self) -> float:
-        """The first-step timeout until an optimizer step completed, then the step timeout."""
+        """The first-step timeout until an optimizer step completed, then the step timeout;
+        while the interpreter exits, the larger of the two."""
+        if self._exiting:
+            return max(self.first_step_timeout_s, self.timeout_s)
         return self.first_step_timeout_s if self.last_step is None else self.timeout_s
+
+    def _at_exit(self) -> None:
+        """The interpreter is exiting: its atexit handlers (compile worker pools, process
+        group teardown) run silently, like a first step; still watched, not on the step
+        clock."""
+        self._exiting = True
+        self.last_beat = _monotonic()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -285,6 +296,10 @@ class Watchdog:
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._run, name="npu_runtime-watchdog", daemon=True)
         self._thread.start()
+        register = getattr(threading, "_register_atexit", None)  # runs before atexit handlers
+        if register is not None:
+            with contextlib.suppress(RuntimeError):
+                register(self._at_exit)
         with _active_lock:
             _active = self
         return self
