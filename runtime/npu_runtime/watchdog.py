@@ -290,6 +290,9 @@ class Watchdog:
         self._feeds.hook_imports()
         if self.watch_forwards:
             self._feeds.hook_batches()
+        from . import descendants
+
+        descendants.become_subreaper()  # orphaned helpers stay in the tree the watchdog kills
         self._stop.clear()
         self.started_at = _monotonic()
         self._owner_ident = threading.get_ident()

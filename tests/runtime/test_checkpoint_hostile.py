@@ -283,3 +283,25 @@ def test_lock_file_that_is_a_symlink_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="lock file"):
         CheckpointManager(tmp_path).save(1, model=_model())
     assert victim.read_text() == "precious"
+
+
+def test_a_failing_sharded_save_is_a_checkpoint_error_and_leaves_nothing(tmp_path, monkeypatch):
+    """Issue 29 item 6: DCP wraps a write failure in CheckpointException, a BaseException
+    that an ``except Exception`` lets through; the save must raise CheckpointError and
+    remove its temporary directory."""
+    import errno
+
+    from torch.distributed.checkpoint import filesystem
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    mgr = CheckpointManager(tmp_path, sharded=True)
+    mgr.save(1, model=_model())
+    monkeypatch.setattr(filesystem.FileSystemWriter, "write_data", full_disk)
+    with pytest.raises(CheckpointError, match="checkpoint step 2"):
+        mgr.save(2, model=_model())
+    mgr.wait()
+    assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp", ".trash"))]
+    monkeypatch.undo()
+    assert CheckpointManager(tmp_path, sharded=True).load_latest(model=_model()).step == 1
