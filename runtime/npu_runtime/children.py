@@ -115,21 +115,29 @@ def mark_installed(_report: Any, watchdog: bool | None, timeout_s: float | None)
     os.environ[ENV_MARK] = json.dumps({"watchdog": watchdog, "timeout_s": timeout_s})
     register()
     track_exit_classes()
+    from . import heartbeat
+
+    heartbeat.create_for_children()
 
 
 _child_class: int | None = None
 _tracking = False
 
 
-def _note_exit(popen: Any) -> None:
+def note_class(code: Any, pid: Any) -> None:
+    """A worker ended with ``code``: if it is a runtime exit class, this process will exit
+    with it (the first noted wins)."""
     global _child_class
     from . import exitcodes
 
-    code = getattr(popen, "returncode", None)
     if _child_class is None and code in exitcodes.NAMES:
         _child_class = code
         log.error("npu_runtime: worker process %s exited with %d (%s); this process will exit with %d too",
-                  getattr(popen, "pid", "?"), code, exitcodes.NAMES[code], code)
+                  pid, code, exitcodes.NAMES[code], code)
+
+
+def _note_exit(popen: Any) -> None:
+    note_class(getattr(popen, "returncode", None), getattr(popen, "pid", "?"))
 
 
 def _wrap_poll(cls: Any) -> None:

@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from . import exitcodes
 from .errors import LaunchError
@@ -339,8 +340,22 @@ class Watchdog:
 
     # ---------------------------------------------------------------- checker thread
     def _run(self) -> None:
+        from . import heartbeat
+
         armed_until = 0.0
+        beacon = heartbeat.Beacon(self.current_timeout() + self.grace_s, self.interval_s)
+        try:
+            self._check_loop(armed_until, beacon)
+        finally:
+            beacon.remove()
+
+    def _check_loop(self, armed_until: float, beacon: Any) -> None:
+        from . import heartbeat
+
         while not self._stop.wait(self.interval_s):
+            beacon.touch()  # "this worker's watchdog runs" (heartbeat.py)
+            with contextlib.suppress(Exception):
+                heartbeat.check_workers()
             with self._lock:  # paused() cancels the backstop under the same lock
                 if self._paused:
                     armed_until = 0.0

@@ -78,3 +78,47 @@ def test_killed_rank_leaves_no_process_behind(tmp_path, method):
     for p in left:  # never leave them to the next test
         os.kill(p, 9)
     assert not left, f"processes left behind: {left}"
+
+
+GIL_FORK_JOB = textwrap.dedent(r"""
+    import multiprocessing as mp, os, re, sys, time
+    import npu_runtime
+
+    def hog(out):
+        for _ in range(6):                       # the worker's watchdog runs and touches its heartbeat
+            time.sleep(0.2)
+        with open(os.path.join(out, "worker.pid"), "w") as fh:
+            fh.write(str(os.getpid()))
+        re.match(r"(a+)+$", "a" * 64 + "b")     # C code holding the GIL, for good
+
+    if __name__ == "__main__":
+        npu_runtime.install()
+        time.sleep(1.0)                          # the parent's checker arms faulthandler's timer: a
+        start = time.monotonic()                 # forked child cannot use it (watchdog.py, "backstop")
+        p = mp.get_context("fork").Process(target=hog, args=(sys.argv[1],))
+        p.start()
+        p.join()                                 # the parent waits: alive by its own watchdog's rules
+        print(f"joined after {time.monotonic() - start:.1f} s, exitcode {p.exitcode}", flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_forked_worker_hung_holding_the_gil_is_caught_by_its_parent(tmp_path):
+    """Its own watchdog cannot run and faulthandler's timer does not work after fork():
+    the parent's watchdog sees its heartbeat stop and kills it within the worker's
+    timeout + grace + two check intervals (+ one of the parent's), and exits 75."""
+    env = child_env(NPU_RUNTIME_WATCHDOG_TIMEOUT="2", NPU_RUNTIME_WATCHDOG_DIR=str(tmp_path))
+    pid_file = tmp_path / "worker.pid"
+    try:
+        proc = run_script(tmp_path, GIL_FORK_JOB, tmp_path, env=env, timeout=120)
+        worker_left = pid_file.exists() and alive(int(pid_file.read_text()))
+    finally:  # never leave a spinning worker behind, whatever happened
+        if pid_file.exists() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), 9)
+    assert not worker_left
+    assert proc.returncode == WATCHDOG_EXIT_CODE, proc.stdout + proc.stderr
+    assert "hung in C code holding the GIL" in proc.stderr
+    joined = float(proc.stdout.split("joined after ")[1].split(" s")[0])
+    # budget: timeout 2 + grace 5 + 2 x interval 0.25 = 7.5 s, then at most one parent interval
+    assert joined < 7.5 + 0.25 + 15, joined  # + slack for a loaded machine and worker start-up
