@@ -303,8 +303,9 @@ class CheckpointManager:
                 self._finish(tmp, step, files, tag, handle)
                 if handle.exception() is not None:
                     error = str(handle.exception())
-        if rank == 0 and error is not None:
-            self._attempt(what, layout.prune, self.directory, self.keep, self._good.__contains__, tag)  # leftovers
+        if rank == 0 and error is not None and layout.holds_lock(self.directory):
+            # leftovers; never without the lock: they may be another job's save in progress
+            self._attempt(what, layout.prune, self.directory, self.keep, self._good.__contains__, tag)
         # Every rank returns together, once rank 0's save is durable (or failed for all).
         error = _agree(dist, error)
         _watchdog.beat()

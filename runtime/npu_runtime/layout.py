@@ -66,6 +66,16 @@ _locks: dict[tuple[int, int], int] = {}
 _locks_guard = threading.Lock()
 
 
+def holds_lock(directory: str) -> bool:
+    """Does this process hold ``directory``'s save lock?"""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    with _locks_guard:
+        return (st.st_dev, st.st_ino) in _locks
+
+
 def lock_for_saving(directory: str) -> None:
     """Hold the directory's save lock for the rest of this process, or raise
     CheckpointError when another process holds it: two jobs saving into one directory

@@ -266,10 +266,13 @@ def test_a_second_job_saving_into_the_same_directory_is_refused(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "saved"
+        in_progress = tmp_path / ".tmp-step-0000000002-1-0-0123456789abcdef"  # the other job's save under way
+        in_progress.mkdir()
         with pytest.raises(CheckpointError, match="another process is saving checkpoints into"):
             CheckpointManager(tmp_path).save(2, model=_model())
         assert [s for s, _p in CheckpointManager(tmp_path).checkpoints()] == [1]
-        assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp", ".trash"))]
+        assert in_progress.is_dir(), "the refused job pruned the other job's save in progress"
+        assert not [n for n in os.listdir(tmp_path) if n.startswith(".trash")]
     finally:
         holder.kill()
         holder.wait(timeout=30)
