@@ -105,9 +105,10 @@ def descendants(pid: int | None = None) -> list[int]:
     return out
 
 
-def kill_descendants(pid: int | None = None, *, rounds: int = 20, settle_s: float = 0.05) -> list[int]:
+def kill_descendants(pid: int | None = None, *, rounds: int = 5, settle_s: float = 0.0) -> list[int]:
     """Stop, then SIGKILL every live descendant, again until none is left (at most
-    ``rounds`` times); returns the pids signalled."""
+    ``rounds`` times); returns the pids signalled. No pause by default: the caller is
+    about to exit, and its main thread may react to the dying children meanwhile."""
     killed: list[int] = []
     for _ in range(rounds):
         live = [child for child in descendants(pid) if _live(child)]
@@ -121,5 +122,6 @@ def kill_descendants(pid: int | None = None, *, rounds: int = 20, settle_s: floa
                 os.kill(child, signal.SIGKILL)
                 if child not in killed:
                     killed.append(child)
-        time.sleep(settle_s)
+        if settle_s:
+            time.sleep(settle_s)
     return killed

@@ -232,6 +232,8 @@ class Watchdog:
         self.interval_s = min(max(self.timeout_s / 8.0, 0.05), 5.0)
         self._paused = 0
         self._exiting = False
+        self._expiring = threading.Event()
+        self._killed = threading.Event()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -259,6 +261,11 @@ class Watchdog:
         """The interpreter is exiting: its atexit handlers (compile worker pools, process
         group teardown) run silently, like a first step; still watched, not on the step
         clock."""
+        if self._expiring.is_set():
+            # The checker is killing this process (its dying workers may have made the main
+            # thread raise, e.g. DataLoader's SIGCHLD check): end as the watchdog would.
+            self._killed.wait(10)
+            os._exit(EXIT_CODE)
         self._exiting = True
         self.last_beat = _monotonic()
 
@@ -395,6 +402,7 @@ class Watchdog:
     def _expire(self, idle: float, timeout: float) -> None:
         from . import descendants
 
+        self._expiring.set()
         _cancel_backstop()
         # a job that install() found to be a single process exports no RANK: it is rank 0
         rank = os.environ.get("RANK") or ("0" if os.environ.get("WORLD_SIZE", "1") == "1" else "unknown")
@@ -417,6 +425,7 @@ class Watchdog:
             os.write(err, f"npu_runtime watchdog: stacks written to {path}\n".encode())
         with contextlib.suppress(Exception):
             descendants.kill_descendants()
+        self._killed.set()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
         os._exit(EXIT_CODE)
