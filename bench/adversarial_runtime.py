@@ -316,7 +316,7 @@ def _run_snippet(name: str, limit: float, body: str, scratch: Path) -> tuple[boo
     start = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
-                              timeout=limit)
+                              timeout=limit, check=False)
     except subprocess.TimeoutExpired:
         return False, f"hang (> {limit:g} s)", time.monotonic() - start
     took = time.monotonic() - start
@@ -340,7 +340,7 @@ def _run_script(name: str, limit: float, body: str, scratch: Path) -> tuple[bool
     except subprocess.TimeoutExpired:
         proc.kill()
         _out, err = proc.communicate()
-        code, err = None, err
+        code = None
     else:
         code = proc.returncode
     took = time.monotonic() - start
@@ -386,8 +386,9 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(why)
         rows.append((name, args.trials, held, broke, worst, limit, notes[:1]))
         print(f"{name}: {held}/{args.trials} held, worst {worst:.1f} s {notes[:1]}", flush=True)
-    lines = [f"# Runtime adversarial round ({platform.node()}, {os.cpu_count()} cores, "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+    title = (f"# Runtime adversarial round ({platform.node()}, {os.cpu_count()} cores, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    lines = [title, "",
              "| case | tried | held | broke | worst s | limit s | note |", "|---|---|---|---|---|---|---|"]
     for name, tried, held, broke, worst, limit, notes in rows:
         lines.append(f"| {name} | {tried} | {held} | {broke} | {worst:.1f} | {limit:g} | {'; '.join(notes)} |")

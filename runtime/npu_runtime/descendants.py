@@ -23,7 +23,6 @@ import signal
 import sys
 import time
 
-
 PR_SET_CHILD_SUBREAPER = 36
 _subreaper = False
 

@@ -440,9 +440,9 @@ def _open_dump(directory: str | None, name: str):
         with contextlib.suppress(OSError):
             os.makedirs(directory, exist_ok=True)
             path = os.path.join(directory, name)
-            return open(os.open(path, flags, 0o600), "w", closefd=True), path  # noqa: SIM115 - caller closes
+            return open(os.open(path, flags, 0o600), "w", closefd=True), path
     path = os.path.join(tempfile.mkdtemp(prefix="npu_runtime-watchdog-"), name)
-    return open(os.open(path, flags, 0o600), "w", closefd=True), path  # noqa: SIM115
+    return open(os.open(path, flags, 0o600), "w", closefd=True), path
 
 
 def _new_lock_in_child() -> None:

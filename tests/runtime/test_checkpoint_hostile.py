@@ -19,7 +19,6 @@ import zlib
 
 import pytest
 import torch
-
 from npu_runtime import CheckpointError, CheckpointManager, layout, safeio
 from npu_runtime.checkpoint import MANIFEST, MANIFEST_MAX, STATE_FILE, step_dirname
 
