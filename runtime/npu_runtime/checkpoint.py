@@ -15,6 +15,8 @@ import itertools
 import json
 import logging
 import os
+import secrets
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -22,7 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import durable, layout
+from . import durable, layout, safeio, sharded_io
 from . import rng as _rng
 from . import watchdog as _watchdog
 from .errors import CheckpointError
@@ -34,6 +36,8 @@ FORMAT = "npu_runtime.checkpoint/1"
 STATE_FILE = "state.pt"
 #: how often loading lists the directory again when a checkpoint vanishes as it is read
 _RELISTS = 10
+#: how many skipped checkpoints get a warning each (the rest one summary line)
+_WARN_EACH = 5
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -45,6 +49,8 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 MANIFEST = "MANIFEST.json"
 DCP_SUBDIR = "sharded"
+#: a manifest larger than this is not one (a sharded manifest is ~100 bytes per file)
+MANIFEST_MAX = 16 << 20
 
 
 @dataclass
@@ -94,6 +100,33 @@ def _unwrap(obj: Any) -> Any:
             obj = obj._orig_mod
         else:
             return obj
+
+
+def _checksum_private(directory: str, name: str) -> tuple[int, int]:
+    """(size, crc32) of a file DCP just wrote, made unwritable by group and others first:
+    loading a sharded checkpoint trusts only files nobody else can change (a umask of
+    002 would leave them group-writable)."""
+    dfd = safeio.open_dir(directory)
+    try:
+        fd, st = safeio.open_regular(dfd, name, shown=os.path.join(directory, name))
+    finally:
+        os.close(dfd)
+    try:
+        if st.st_mode & 0o022:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o022)
+        return st.st_size, durable.crc32_fd(fd, st.st_size)
+    finally:
+        os.close(fd)
+
+
+def _dcp_exception() -> type[BaseException]:
+    """torch.distributed.checkpoint's CheckpointException: a BaseException, so an
+    ``except Exception`` lets it through."""
+    try:
+        from torch.distributed.checkpoint.api import CheckpointException
+    except ImportError:  # pragma: no cover - every torch this runtime supports has it
+        return Exception
+    return CheckpointException
 
 
 def _is_stateful(obj: Any) -> bool:
@@ -199,7 +232,17 @@ class CheckpointManager:
         return layout.read_latest(self.directory)
 
     def _tag(self) -> str:
-        return f"{os.getpid()}-{next(self._counter)}"
+        """A fresh suffix for this save's temporary names: random, so nobody can plant
+        them in advance (they are created with O_EXCL / mkdir anyway)."""
+        return f"{os.getpid()}-{next(self._counter)}-{secrets.token_hex(8)}"
+
+    def _begin(self, tmp: str) -> None:
+        """Rank 0: hold the directory's save lock; create the save's directory (never an
+        existing one, never through a link), private to writing by this user."""
+        layout.lock_for_saving(self.directory)
+        os.mkdir(tmp, 0o755)
+        if self.sharded:
+            os.mkdir(os.path.join(tmp, DCP_SUBDIR), 0o755)
 
     # ------------------------------------------------------------------ saving
     def wait(self) -> None:
@@ -244,8 +287,9 @@ class CheckpointManager:
         payload, sharded_state = self._payload(step, epoch, batch_in_epoch, objects)
         files: dict[str, dict[str, Any]] = {}
         error = None
+        error = self._attempt(what, self._begin, tmp) if rank == 0 else None
         if self.sharded:
-            error = _agree(dist, self._attempt(what, os.makedirs, os.path.join(tmp, DCP_SUBDIR), exist_ok=True))
+            error = _agree(dist, error)
             if error is None:
                 files, error = self._write_shards(tmp, sharded_state, dist, what)
         handle = SaveHandle()
@@ -259,8 +303,9 @@ class CheckpointManager:
                 self._finish(tmp, step, files, tag, handle)
                 if handle.exception() is not None:
                     error = str(handle.exception())
-        if rank == 0 and error is not None:
-            self._attempt(what, layout.prune, self.directory, self.keep, self._good.__contains__, tag)  # leftovers
+        if rank == 0 and error is not None and layout.holds_lock(self.directory):
+            # leftovers; never without the lock: they may be another job's save in progress
+            self._attempt(what, layout.prune, self.directory, self.keep, self._good.__contains__, tag)
         # Every rank returns together, once rank 0's save is durable (or failed for all).
         error = _agree(dist, error)
         _watchdog.beat()
@@ -274,7 +319,7 @@ class CheckpointManager:
         """Run ``fn``; the message of the CheckpointError it amounts to, or None."""
         try:
             fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every rank has to hear of it
+        except (Exception, _dcp_exception()) as exc:  # noqa: BLE001 - every rank has to hear of it
             return str(exc if isinstance(exc, CheckpointError) else durable.write_failure(exc, what, self.directory))
         return None
 
@@ -284,7 +329,6 @@ class CheckpointManager:
         returns as soon as the bytes are written and flushes them on its thread."""
         import torch
 
-        os.makedirs(tmp, exist_ok=True)
         writer = durable.DurableWriter(os.path.join(tmp, STATE_FILE), crc=not durable.torch_writes_crc(),
                                        flush_every=durable.FLUSH_EVERY if flush else 0)
         try:
@@ -319,7 +363,7 @@ class CheckpointManager:
             for name in sorted(os.listdir(where)):
                 owner = name.split("_")[2] if name.startswith("__") and name.count("_") >= 3 else "0"
                 if owner == str(rank) or (rank == 0 and not owner.isdigit()):
-                    size, crc = durable.crc32_file(os.path.join(where, name))
+                    size, crc = _checksum_private(where, name)
                     mine[f"{DCP_SUBDIR}/{name}"] = {"size": size, "crc32": crc}
 
         error = self._attempt(what, checksum_mine)
@@ -415,43 +459,77 @@ class CheckpointManager:
 
     # ------------------------------------------------------------------ loading
     def verify_dir(self, path: str, *, check_data: bool | None = None) -> dict[str, Any]:
-        """Check one checkpoint directory; returns its loaded payload or raises CheckpointError."""
-        import torch
+        """Check one checkpoint directory; returns its loaded payload or raises CheckpointError.
 
+        Nothing in it is trusted: the directory and every file are opened without
+        following links, every file must be a regular file of the manifest's size before
+        a byte of it is read, and a sharded checkpoint (pickled DCP metadata) must belong
+        to this user and be writable by nobody else (``safeio.check_private``)."""
         name = os.path.basename(os.path.normpath(path))
         key = layout.parse_name(name)
         if key is None:
             raise CheckpointError(f"{path}: not a checkpoint directory name")
-        mpath = os.path.join(path, MANIFEST)
+        pfd = safeio.open_dir(os.path.dirname(os.path.normpath(path)) or ".")
         try:
-            with open(mpath, encoding="utf-8") as fh:
-                manifest = json.load(fh)
-        except (OSError, ValueError, RecursionError) as exc:
-            raise CheckpointError(f"{mpath}: unreadable manifest ({exc})") from None
-        files = _check_manifest(manifest, mpath, key[0])
-        for rel, meta in files.items():
-            fpath = os.path.join(path, rel)
+            dfd = safeio.open_dir(name, dir_fd=pfd)  # a symlinked checkpoint directory is refused
+        finally:
+            os.close(pfd)
+        try:
+            return self._verify_open(dfd, path, key[0], self.verify if check_data is None else check_data)
+        finally:
+            os.close(dfd)
+
+    def _verify_open(self, dfd: int, path: str, step: int, check_data: bool) -> dict[str, Any]:
+        import torch
+
+        mpath = os.path.join(path, MANIFEST)
+        raw = safeio.read_small(dfd, MANIFEST, shown=mpath, max_size=MANIFEST_MAX)
+        try:
+            manifest = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise CheckpointError(f"{mpath}: unreadable manifest ({type(exc).__name__}: {exc})") from None
+        files = _check_manifest(manifest, mpath, step)
+        sharded = any(rel.startswith(DCP_SUBDIR + "/") for rel in files)
+        if sharded:
+            if f"{DCP_SUBDIR}/{sharded_io.METADATA}" not in files:
+                raise CheckpointError(f"{mpath}: a sharded checkpoint whose manifest lists no metadata")
+            safeio.check_private(os.fstat(dfd), path)
+            sfd = safeio.open_dir(DCP_SUBDIR, dir_fd=dfd)
             try:
-                size = os.path.getsize(fpath)
-            except OSError as exc:
-                raise CheckpointError(f"{fpath}: {exc}") from None
-            if size != meta["size"]:
-                raise CheckpointError(f"{fpath}: size {size} != {meta['size']} in manifest (truncated?)")
-        if self.verify if check_data is None else check_data:
+                safeio.check_private(os.fstat(sfd), os.path.join(path, DCP_SUBDIR))
+            finally:
+                os.close(sfd)
+            sharded_files = [rel[len(DCP_SUBDIR) + 1:] for rel in files if rel.startswith(DCP_SUBDIR + "/")]
+        # Every entry is a regular file of its size (and private, when sharded) before any is read.
+        for rel, meta in files.items():
+            fd, st = safeio.open_regular(dfd, rel, shown=os.path.join(path, rel), size=meta["size"])
+            os.close(fd)
+            if sharded:
+                safeio.check_private(st, os.path.join(path, rel))
+        if check_data:
             for rel, meta in files.items():
                 fpath = os.path.join(path, rel)
-                if "crc32" in meta:
-                    try:
-                        _size, crc = durable.crc32_file(fpath)
-                    except OSError as exc:
-                        raise CheckpointError(f"{fpath}: {exc}") from None
-                    if crc != meta["crc32"]:
-                        raise CheckpointError(f"{fpath}: crc32 mismatch (corrupt)")
-                else:
-                    durable.check_zip(fpath)
+                fd, _st = safeio.open_regular(dfd, rel, shown=fpath, size=meta["size"])
+                try:
+                    if "crc32" in meta:
+                        try:
+                            crc = durable.crc32_fd(fd, meta["size"])
+                        except CheckpointError as exc:
+                            raise CheckpointError(f"{fpath}: {exc}") from None
+                        except OSError as exc:
+                            raise CheckpointError(f"{fpath}: {exc}") from None
+                        if crc != meta["crc32"]:
+                            raise CheckpointError(f"{fpath}: crc32 mismatch (corrupt)")
+                    else:
+                        with os.fdopen(os.dup(fd), "rb") as fh:
+                            durable.check_zip(fh, fpath)
+                finally:
+                    os.close(fd)
         spath = os.path.join(path, STATE_FILE)
+        fd, _st = safeio.open_regular(dfd, STATE_FILE, shown=spath, size=files[STATE_FILE]["size"])
         try:
-            payload = torch.load(spath, map_location="cpu", weights_only=True)
+            with os.fdopen(fd, "rb") as fh:
+                payload = torch.load(fh, map_location="cpu", weights_only=True)
         except Exception as exc:
             if "weights_only" in str(exc) or "Weights only" in str(exc):
                 # Verified bytes that fail the safe unpickler hold an unsupported type:
@@ -461,8 +539,13 @@ class CheckpointManager:
                     f"state_dicts and plain Python values to save(). {exc}") from exc
             raise CheckpointError(f"{spath}: cannot be loaded ({type(exc).__name__}: {exc})") from None
         payload = _check_payload(payload, spath)
-        if payload["step"] != key[0]:
+        if payload["step"] != step:
             raise CheckpointError(f"{spath}: payload step {payload['step']} does not match the directory")
+        if sharded:
+            # DCP's metadata is a pickle: checked here (allow-list unpickler), so a bad one
+            # is skipped like any corrupt checkpoint; DCP reads it again the same way.
+            sharded_io.load_metadata(os.path.join(path, DCP_SUBDIR), sharded_files)
+            payload["_sharded_files"] = sorted(sharded_files)
         return payload
 
     def _choose(self) -> tuple[str, dict[str, Any]] | None:
@@ -488,7 +571,8 @@ class CheckpointManager:
                         stale = True  # renamed away (or replaced under the same name) meanwhile
                         break
                     rejected.add((name, identity))
-                    log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
+                    if len(rejected) <= _WARN_EACH:
+                        log.warning("npu_runtime: skipping checkpoint step %d: %s", step, exc)
                     continue
                 chosen, key = (path, payload), (step, gen)
                 break
@@ -498,6 +582,9 @@ class CheckpointManager:
                      if (step, gen) > key and (name, _identity(os.path.join(self.directory, name))) not in rejected]
             if not newer:
                 break
+        if len(rejected) > _WARN_EACH:
+            log.warning("npu_runtime: skipped %d more directories with checkpoint names that are not good "
+                        "checkpoints in %s", len(rejected) - _WARN_EACH, self.directory)
         if chosen is not None:
             self._good.add(os.path.basename(chosen[0]))
         return chosen
@@ -535,7 +622,7 @@ class CheckpointManager:
             elif _is_stateful(obj) or isinstance(obj, torch.Generator):
                 log.warning("npu_runtime: checkpoint %s has no state for %r; left as is", path, name)
         if self.sharded:
-            self._load_sharded(path, objects)
+            self._load_sharded(path, objects, payload.get("_sharded_files", []))
         rank = dist.get_rank() if dist else 0
         rngs = payload["rng"]
         if len(rngs) != (dist.get_world_size() if dist else 1):
@@ -548,7 +635,7 @@ class CheckpointManager:
         return ResumePoint(payload["step"], payload.get("epoch"), payload.get("batch_in_epoch"), path,
                            dict(payload.get("extra", {})))
 
-    def _load_sharded(self, path: str, objects: dict[str, Any]) -> None:
+    def _load_sharded(self, path: str, objects: dict[str, Any], files: list[str]) -> None:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import (
             get_state_dict,
@@ -561,7 +648,13 @@ class CheckpointManager:
         state = {"model": msd}
         if opt is not None:
             state["optimizer"] = osd
-        dcp.load(state, checkpoint_id=os.path.join(path, DCP_SUBDIR))
+        where = os.path.join(path, DCP_SUBDIR)
+        try:
+            dcp.load(state, storage_reader=sharded_io.reader(where, files), planner=sharded_io.planner())
+        except CheckpointError:
+            raise
+        except (Exception, _dcp_exception()) as exc:  # noqa: BLE001 - DCP's own error is a BaseException
+            raise CheckpointError(f"{where}: sharded state cannot be loaded ({type(exc).__name__}: {exc})") from None
         set_state_dict(model, [opt] if opt is not None else [], model_state_dict=state["model"],
                        optim_state_dict=state.get("optimizer", {}))
 

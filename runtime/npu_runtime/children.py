@@ -29,6 +29,15 @@ The hook then looks at the child's target:
 
 A parent that waits to join its workers counts as alive for its own watchdog (see
 ``watchdog.py``): each worker has its own.
+
+**A worker's failure class reaches its parent's exit code.** When a worker that
+``multiprocessing`` (or ``torch.multiprocessing.spawn``) started ends with one of the
+runtime's exit classes (``exitcodes.py``: 75 hang, 76 health, 77 hardware, 78 fatal),
+the installed parent notes it as soon as ``multiprocessing`` learns the code (``join``,
+``exitcode``, ``is_alive``, ``active_children``, torch's ``ProcessContext.join``), and
+exits with that class at the end, whether it would have exited 0 (a ``join()`` that
+never looked at ``exitcode``) or 1 (torch's ``ProcessExitedException`` traceback): the
+launcher sees a hang, not a success. The first class noted wins.
 """
 
 from __future__ import annotations
@@ -105,6 +114,88 @@ def _hook_spawn_bootstrap() -> None:
 def mark_installed(_report: Any, watchdog: bool | None, timeout_s: float | None) -> None:
     os.environ[ENV_MARK] = json.dumps({"watchdog": watchdog, "timeout_s": timeout_s})
     register()
+    track_exit_classes()
+    from . import heartbeat
+
+    heartbeat.create_for_children()
+
+
+_child_class: int | None = None
+_tracking = False
+
+
+def note_class(code: Any, pid: Any) -> None:
+    """A worker ended with ``code``: if it is a runtime exit class, this process will exit
+    with it (the first noted wins)."""
+    global _child_class
+    from . import exitcodes
+
+    if _child_class is None and code in exitcodes.NAMES:
+        _child_class = code
+        log.error("npu_runtime: worker process %s exited with %d (%s); this process will exit with %d too",
+                  pid, code, exitcodes.NAMES[code], code)
+
+
+def _note_exit(popen: Any) -> None:
+    note_class(getattr(popen, "returncode", None), getattr(popen, "pid", "?"))
+
+
+def _wrap_poll(cls: Any) -> None:
+    original = cls.__dict__.get("poll")
+    if original is None or getattr(original, "_npu_runtime", False):
+        return
+
+    def poll(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if result is not None:
+            _note_exit(self)
+        return result
+
+    poll._npu_runtime = True  # type: ignore[attr-defined]
+    cls.poll = poll
+
+
+def track_exit_classes() -> None:
+    """Note workers that end with a runtime exit class; exit with it at the end."""
+    global _tracking
+    if _tracking:
+        return
+    import atexit
+    import importlib
+
+    for name in ("multiprocessing.popen_fork", "multiprocessing.popen_forkserver"):
+        try:
+            _wrap_poll(importlib.import_module(name).Popen)
+        except (ImportError, AttributeError):  # a platform without it
+            continue
+    atexit.register(_exit_with_child_class)
+    _tracking = True
+
+
+def _exit_with_child_class() -> None:
+    """At exit: if a worker ended with a runtime class, end with it as well (after the
+    cleanup the skipped handlers would do: multiprocessing's, logging's, stdio)."""
+    import contextlib
+    import multiprocessing
+
+    with contextlib.suppress(Exception):
+        multiprocessing.active_children()  # polls (and notes) workers that ended unnoticed
+    code = _child_class
+    if code is None:
+        return
+    import logging as _logging
+    import sys
+
+    with contextlib.suppress(Exception):
+        from multiprocessing import util
+
+        util._exit_function()
+    with contextlib.suppress(Exception):
+        _logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def classify(target: Any, args: tuple) -> tuple[str | None, int | None]:

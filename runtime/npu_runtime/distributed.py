@@ -12,6 +12,7 @@ from typing import Any
 
 from . import devices, teardown
 from . import env as _env
+from .bounds import bounded_int, bounded_list
 from .errors import LaunchError
 
 log = logging.getLogger("npu_runtime")
@@ -36,15 +37,23 @@ class DistInfo:
         return self.rank == 0
 
 
+def _int_or_none(raw: str | None, name: str) -> int | None:
+    """A bounded int, or None for anything unset or malformed (callers have a fallback)."""
+    try:
+        return bounded_int(raw, name)
+    except LaunchError:
+        return None
+
+
 def default_host_ids(environ: MutableMapping[str, str] | None = None) -> list[str]:
     """Names and addresses of this host, to find it in a ranktable.
 
     NPU_RUNTIME_HOST_IP (comma-separated) replaces detection entirely.
     """
     environ = os.environ if environ is None else environ
-    override = environ.get("NPU_RUNTIME_HOST_IP")
+    override = bounded_list(environ.get("NPU_RUNTIME_HOST_IP"), "NPU_RUNTIME_HOST_IP")  # LaunchError if too long
     if override:
-        return [x.strip() for x in override.split(",") if x.strip()]
+        return override
     ids = {"127.0.0.1", "localhost"}
     for var in ("MA_CURRENT_IP", "POD_IP", "XDL_IP"):
         if environ.get(var):
@@ -70,7 +79,8 @@ def apply_hccl_defaults(environ: MutableMapping[str, str] | None = None, *,
         current = environ.get("HCCL_CONNECT_TIMEOUT")
         if current in (None, ""):
             environ["HCCL_CONNECT_TIMEOUT"] = changed["HCCL_CONNECT_TIMEOUT"] = str(HCCL_CONNECT_TIMEOUT_WITH_RANKTABLE)
-        elif current.strip().isdigit() and int(current) < HCCL_CONNECT_TIMEOUT_WITH_RANKTABLE:
+        elif _int_or_none(current, "HCCL_CONNECT_TIMEOUT") is not None and \
+                int(current) < HCCL_CONNECT_TIMEOUT_WITH_RANKTABLE:
             log.warning("npu_runtime: HCCL_CONNECT_TIMEOUT=%s is below %d s, which is short for ranktable jobs",
                         current, HCCL_CONNECT_TIMEOUT_WITH_RANKTABLE)
     return changed
@@ -82,9 +92,13 @@ def hccl_exec_timeout_s(environ: MutableMapping[str, str] | None = None) -> int 
     raw = environ.get("HCCL_EXEC_TIMEOUT")
     if raw in (None, ""):
         return HCCL_EXEC_TIMEOUT_DEFAULT
-    if not (raw.strip().isascii() and raw.strip().isdigit()):
+    try:
+        value = bounded_int(raw, "HCCL_EXEC_TIMEOUT", minimum=0)
+    except LaunchError as exc:
+        raise LaunchError(f"{exc} (a whole number of seconds >= 0)") from None
+    if value is None:
         raise LaunchError(f"HCCL_EXEC_TIMEOUT={raw!r} is not a whole number of seconds >= 0")
-    return int(raw) or None
+    return value or None
 
 
 def pg_timeout_s(environ: MutableMapping[str, str] | None = None) -> float | None:
@@ -152,13 +166,12 @@ def _current_info() -> DistInfo:
     import torch
     import torch.distributed as dist
 
-    local = os.environ.get("LOCAL_RANK", "")
-    local_rank = int(local) if local.isdigit() else 0
-    lws = os.environ.get("LOCAL_WORLD_SIZE", "")
+    local_rank = _int_or_none(os.environ.get("LOCAL_RANK"), "LOCAL_RANK") or 0
+    lws = _int_or_none(os.environ.get("LOCAL_WORLD_SIZE"), "LOCAL_WORLD_SIZE")
     dt = devices.accelerator_type()
     device = torch.device(dt, devices.module_for(dt).current_device()) if dt else torch.device("cpu")
     return DistInfo(dist.get_rank(), local_rank, dist.get_world_size(),
-                    int(lws) if lws.isdigit() else dist.get_world_size(), device,
+                    lws or dist.get_world_size(), device,
                     str(dist.get_backend()), "existing")
 
 

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from . import watchdog
+from . import safeio, watchdog
 from .errors import CheckpointError
 
 CHUNK = 64 << 20  # bytes between watchdog beats while writing or checking
@@ -55,7 +55,7 @@ class DurableWriter:
     def __init__(self, path: str, *, crc: bool, flush_every: int = FLUSH_EVERY) -> None:
         """``flush_every``: 0 for no background flushes."""
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.fd = safeio.create_exclusive(path)
         self.size = 0
         self.crc: int | None = 0 if crc else None
         self.error: OSError | None = None
@@ -202,8 +202,9 @@ def fsync_dir(path: str) -> None:
 
 
 def write_text(path: str, text: str) -> None:
-    """Write a small file (not atomic, not yet durable: the caller syncs and renames it)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    """Write a new small file (not atomic, not yet durable: the caller syncs and renames
+    it). The name must not exist: a planted file or symlink is an error, never followed."""
+    fd = safeio.create_exclusive(path)
     try:
         data = text.encode("utf-8")
         done = 0
@@ -213,29 +214,42 @@ def write_text(path: str, text: str) -> None:
         os.close(fd)
 
 
+def crc32_fd(fd: int, size: int) -> int:
+    """crc32 of exactly ``size`` bytes of ``fd`` (CheckpointError if the file is shorter
+    or longer). The watchdog is fed only for blocks actually read: a read loop that
+    makes no progress never passes for a sign of life."""
+    crc = 0
+    for block in safeio.read_exactly(fd, size, CHUNK):
+        crc = zlib.crc32(block, crc)
+        watchdog.beat()
+    return crc
+
+
 def crc32_file(path: str) -> tuple[int, int]:
-    """(size, crc32) of a file, read in chunks (feeding the watchdog)."""
-    crc, size = 0, 0
-    with open(path, "rb", buffering=0) as fh:
-        while True:
-            block = fh.read(CHUNK)
-            if not block:
-                return size, crc
-            crc = zlib.crc32(block, crc)
-            size += len(block)
-            watchdog.beat()
-
-
-def check_zip(path: str) -> None:
-    """Read every record of a torch.save zip and check its crc32; raise CheckpointError."""
+    """(size, crc32) of a regular file (not through a symlink), read in chunks."""
+    directory, name = os.path.split(path)
+    dfd = safeio.open_dir(directory or ".")
     try:
-        with zipfile.ZipFile(path) as zf:
+        fd, st = safeio.open_regular(dfd, name, shown=path)
+    finally:
+        os.close(dfd)
+    try:
+        return st.st_size, crc32_fd(fd, st.st_size)
+    finally:
+        os.close(fd)
+
+
+def check_zip(fileobj: Any, shown: str) -> None:
+    """Read every record of a torch.save zip (an open binary file, already checked to be
+    a regular file of the manifest's size) and check its crc32; raise CheckpointError."""
+    try:
+        with zipfile.ZipFile(fileobj) as zf:
             for info in zf.infolist():
                 with zf.open(info) as member:  # raises BadZipFile on a crc mismatch at its end
                     while member.read(CHUNK):
                         watchdog.beat()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
-        raise CheckpointError(f"{path}: corrupt ({exc})") from None
+        raise CheckpointError(f"{shown}: corrupt ({exc})") from None
 
 
 def write_failure(exc: BaseException, what: str, directory: str) -> CheckpointError:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import ranktable as _rt
+from .bounds import MAX_DIGITS, MAX_INT, MAX_LIST, bounded_int, bounded_list
 from .errors import LaunchError
 
 log = logging.getLogger("npu_runtime")
@@ -42,7 +43,6 @@ RANKTABLE_TIMEOUT_VAR = "NPU_RUNTIME_RANKTABLE_TIMEOUT"
 RANKTABLE_TIMEOUT_DEFAULT_S = 300.0
 
 _LIST_RE = re.compile(r"^\s*[\{\[]\s*([0-9]+(\s*,\s*[0-9]+)*)?\s*[\}\]]\s*$")
-_INT_RE = re.compile(r"[+-]?[0-9]+")  # ASCII only: int() also accepts other scripts' digits
 
 
 @dataclass(frozen=True)
@@ -67,16 +67,9 @@ class LaunchSpec:
 
 
 def _get_int(env: Mapping[str, str], name: str, source: str, *, default: int | None = None,
-             minimum: int = 0) -> int | None:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    if not _INT_RE.fullmatch(raw.strip()):
-        raise LaunchError(f"{name}={raw!r} is not an integer ({source} environment)")
-    value = int(raw.strip())
-    if value < minimum:
-        raise LaunchError(f"{name}={raw!r} must be >= {minimum} ({source} environment)")
-    return value
+             minimum: int = 0, maximum: int = MAX_INT) -> int | None:
+    value = bounded_int(env.get(name), name, minimum=minimum, maximum=maximum, where=f"{source} environment")
+    return default if value is None else value
 
 
 def _require_int(env: Mapping[str, str], name: str, source: str, minimum: int = 0) -> int:
@@ -87,10 +80,7 @@ def _require_int(env: Mapping[str, str], name: str, source: str, minimum: int = 
 
 
 def _port(env: Mapping[str, str], source: str, default: int | None) -> int | None:
-    port = _get_int(env, "MASTER_PORT", source, default=default, minimum=1)
-    if port is not None and port > 65535:
-        raise LaunchError(f"MASTER_PORT={env.get('MASTER_PORT')!r} is not a TCP port ({source} environment)")
-    return port
+    return _get_int(env, "MASTER_PORT", source, default=default, minimum=1, maximum=65535)
 
 
 def _check_rank(rank: int, world: int, rank_name: str, world_name: str, source: str) -> None:
@@ -108,6 +98,8 @@ def ranktable_timeout_s(env: Mapping[str, str]) -> float:
     raw = env.get(RANKTABLE_TIMEOUT_VAR)
     if raw is None or not raw.strip():
         return RANKTABLE_TIMEOUT_DEFAULT_S
+    if len(raw) > 64:
+        raise LaunchError(f"{RANKTABLE_TIMEOUT_VAR} ({len(raw)} characters) is not a number of seconds")
     try:
         value = float(raw)
     except ValueError:
@@ -117,13 +109,18 @@ def ranktable_timeout_s(env: Mapping[str, str]) -> float:
     return value
 
 
+#: a LOCAL_RANK list names the devices of one node: a few characters each
+_LIST_MAX_CHARS = 4096
+
+
 def is_local_rank_list(value: str | None) -> bool:
-    return value is not None and bool(_LIST_RE.match(value))
+    return value is not None and len(value) <= _LIST_MAX_CHARS and bool(_LIST_RE.match(value))
 
 
 def parse_local_rank_list(value: str) -> list[int]:
     inner = value.strip()[1:-1].strip()
-    return [int(x) for x in inner.split(",")] if inner else []
+    items = bounded_list(inner, "LOCAL_RANK", max_items=MAX_LIST, max_item=MAX_DIGITS)
+    return [bounded_int(x, "LOCAL_RANK", where="Ascend Operator environment") or 0 for x in items]
 
 
 def detect_source(env: Mapping[str, str]) -> str:

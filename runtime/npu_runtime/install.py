@@ -56,7 +56,7 @@ def install(*, watchdog: bool | None = None, watchdog_timeout_s: float | None = 
         if _result is not None:
             return _result
         environ = os.environ if environ is None else environ
-        _result = _install(watchdog, watchdog_timeout_s, environ, local_rank, child=None)
+        _result = _install_never_raising(watchdog, watchdog_timeout_s, environ, local_rank, child=None)
         if environ is os.environ:
             from . import children
 
@@ -68,7 +68,8 @@ def install_child(kind: str, local_rank: int | None, settings: dict[str, Any]) -
     """``install()`` in a worker process of an installed parent (called by children.py)."""
     global _result
     with _lock:
-        _result = _install(settings.get("watchdog"), settings.get("timeout_s"), os.environ, local_rank, child=kind)
+        _result = _install_never_raising(settings.get("watchdog"), settings.get("timeout_s"), os.environ, local_rank,
+                                         child=kind)
         return _result
 
 
@@ -76,6 +77,17 @@ def _note(notes: list[str], message: str, *args: Any, level: int = logging.ERROR
     text = message % args if args else message
     notes.append(text)
     log.log(level, "npu_runtime.install: %s", text)
+
+
+def _install_never_raising(want_watchdog: bool | None, timeout_s: float | None, environ: MutableMapping[str, str],
+                           local_rank: int | None, child: str | None) -> InstallReport:
+    """``_install``, with any error it did not foresee turned into one logged line: the
+    documented promise is that install() never raises."""
+    try:
+        return _install(want_watchdog, timeout_s, environ, local_rank, child)
+    except Exception as exc:  # noqa: BLE001 - the script's own init fails where it is called
+        log.error("npu_runtime.install: %s: %s (the runtime is not installed)", type(exc).__name__, exc)
+        return InstallReport(False, _env.SINGLE, note=f"{type(exc).__name__}: {exc}", child=child)
 
 
 def _install(want_watchdog: bool | None, timeout_s: float | None, environ: MutableMapping[str, str],
@@ -91,7 +103,7 @@ def _install(want_watchdog: bool | None, timeout_s: float | None, environ: Mutab
         try:
             spec = _env.resolve(environ, local_rank=local_rank, host_ids=distributed.default_host_ids(environ),
                                 ranktable_timeout_s=_env.ranktable_timeout_s(environ))
-        except LaunchError as exc:
+        except (LaunchError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
             # install() runs before the user's code: report, and let init fail where it is called.
             _note(notes, "%s", exc)
         else:

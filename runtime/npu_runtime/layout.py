@@ -5,8 +5,9 @@
     step-0000000500/        a complete checkpoint (never visible half-written)
     step-0000000500.1/      the same step saved again, while it replaces step-0000000500
     latest                  "step-0000000500\\n" (for people and scripts; never read back)
-    .tmp-step-...           a save in progress, or one killed mid-way
+    .tmp-step-...           a save in progress, or one killed mid-way (random names)
     .trash-...              a checkpoint being deleted
+    .npu_runtime.lock       held (fcntl) by the one job that saves here
 
 Every change to what is visible is one ``rename``: a kill at any moment leaves every
 complete checkpoint that was visible before, or its replacement, visible. Deleting is
@@ -18,9 +19,12 @@ by the next save.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import re
 import shutil
+import stat
 import threading
 from collections.abc import Callable
 
@@ -44,13 +48,69 @@ def parse_name(name: str) -> tuple[int, int] | None:
 
 
 def listing(directory: str) -> list[tuple[int, int, str]]:
-    """(step, generation, name) of visible checkpoint directories, newest first."""
+    """(step, generation, name) of visible checkpoint directories, newest first. Only
+    real directories count: files and symlinks with checkpoint names are ignored."""
     out = []
-    for name in os.listdir(directory):
-        key = parse_name(name)
-        if key and os.path.isdir(os.path.join(directory, name)):
-            out.append((*key, name))
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            key = parse_name(entry.name)
+            if key:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        out.append((*key, entry.name))
     return sorted(out, reverse=True)
+
+
+LOCK = ".npu_runtime.lock"
+_locks: dict[tuple[int, int], int] = {}
+_locks_guard = threading.Lock()
+
+
+def holds_lock(directory: str) -> bool:
+    """Does this process hold ``directory``'s save lock?"""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    with _locks_guard:
+        return (st.st_dev, st.st_ino) in _locks
+
+
+def lock_for_saving(directory: str) -> None:
+    """Hold the directory's save lock for the rest of this process, or raise
+    CheckpointError when another process holds it: two jobs saving into one directory
+    would prune each other's saves in progress. A POSIX record lock (``lockf``): the
+    kernel drops it when the process ends however it ends, and forked children (data
+    loader workers that outlive a killed rank) do not inherit it."""
+    from .errors import CheckpointError
+
+    st = os.stat(directory)
+    key = (st.st_dev, st.st_ino)
+    with _locks_guard:
+        if key in _locks:
+            return
+        path = os.path.join(directory, LOCK)
+        nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | nofollow, 0o644)
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot open the checkpoint directory's lock file "
+                                  f"({exc.strerror or exc}; a symlink or someone else's file is refused)") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CheckpointError(f"{path}: the lock file is not a regular file")
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EAGAIN):
+                    raise CheckpointError(
+                        f"another process is saving checkpoints into {directory} (it holds {path}): two jobs "
+                        "must not share a checkpoint directory; give each its own") from None
+                raise CheckpointError(f"{path}: cannot lock ({exc.strerror or exc})") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        _locks[key] = fd
 
 
 _removals: list[threading.Thread] = []
@@ -115,11 +175,21 @@ def install_latest(directory: str, prepared: str) -> None:
 
 
 def read_latest(directory: str) -> str | None:
+    """The name ``latest`` records (for people and scripts; loading never reads it).
+    A ``latest`` that is not a small regular file counts as absent."""
+    from . import safeio
+    from .errors import CheckpointError
+
     try:
-        with open(os.path.join(directory, LATEST), encoding="utf-8") as fh:
-            return fh.read().strip() or None
-    except (FileNotFoundError, UnicodeDecodeError):
+        dfd = safeio.open_dir(directory)
+    except CheckpointError:
         return None
+    try:
+        return safeio.read_small(dfd, LATEST, shown=LATEST, max_size=4096).decode("utf-8").strip() or None
+    except (CheckpointError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(dfd)
 
 
 def prune(directory: str, keep: int, is_good: Callable[[str], bool], tag: str,

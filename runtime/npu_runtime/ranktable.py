@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import stat
 import threading
 import time
@@ -25,7 +24,6 @@ from .errors import RanktableError
 log = logging.getLogger("npu_runtime")
 
 DEFAULT_FILENAME = "jobstart_hccl.json"
-_INT_RE = re.compile(r"-?[0-9]+")  # ASCII digits only: int() also takes "٣", str.isdigit() also "²"
 _monotonic = time.monotonic  # module-level so that tests can run the wait on a fake clock
 _sleep = time.sleep
 
@@ -76,12 +74,16 @@ def resolve_path(path: str) -> str:
 
 
 def _int_field(value: Any, where: str, path: str, minimum: int | None = None) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and _INT_RE.fullmatch(value.strip()):
-        number = int(value.strip())
-    else:
-        raise RanktableError(f"ranktable {path}: field {where} must be an integer string, got {value!r}")
+    """An integer field through the runtime's one bounded parser (``bounds.py``)."""
+    from .bounds import MAX_DIGITS, MAX_INT, BoundError, bounded_int, shown
+
+    try:
+        number = bounded_int(value, where, minimum=-MAX_INT, maximum=MAX_INT)
+    except BoundError:
+        number = None
+    if number is None:
+        raise RanktableError(f"ranktable {path}: field {where} must be an integer string of at most {MAX_DIGITS} "
+                             f"digits, got {shown(value)}")
     if minimum is not None and number < minimum:
         raise RanktableError(f"ranktable {path}: field {where} must be >= {minimum}, got {value!r}")
     return number

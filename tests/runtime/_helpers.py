@@ -36,11 +36,14 @@ def child_env(**extra: str) -> dict:
             "GROUP_RANK", "TORCHELASTIC_RUN_ID", "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE",
             "ASCEND_DEVICE_ID", "DEVICE_ID", "MA_NUM_HOSTS", "VC_TASK_INDEX", "MA_NUM_GPUS",
             "VC_WORKER_HOSTS", "NPU_RUNTIME_WATCHDOG", "NPU_RUNTIME_WATCHDOG_TIMEOUT", "NPU_RUNTIME_INSTALLED",
-            "NPU_RUNTIME_WATCHDOG_DIR", "HCCL_EXEC_TIMEOUT", "TORCHELASTIC_RESTART_COUNT")
+            "NPU_RUNTIME_WATCHDOG_DIR", "HCCL_EXEC_TIMEOUT", "TORCHELASTIC_RESTART_COUNT",
+            "NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT", "NPU_RUNTIME_HEARTBEAT_DIR")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
+    if "NPU_RUNTIME_WATCHDOG_TIMEOUT" in extra:  # the tests' hangs before a first step are caught as quickly
+        env.setdefault("NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT", extra["NPU_RUNTIME_WATCHDOG_TIMEOUT"])
     return env
 
 

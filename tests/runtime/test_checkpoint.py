@@ -99,7 +99,7 @@ def test_resave_same_step_replaces(tmp_path):
     mgr.save(5, model=model, note="second")
     assert CheckpointManager(tmp_path).load_latest(model=model).extra == {"note": "second"}
     mgr.wait()
-    assert sorted(os.listdir(tmp_path)) == [LATEST, step_dirname(5)]
+    assert sorted(set(os.listdir(tmp_path)) - {layout.LOCK}) == [LATEST, step_dirname(5)]
 
 
 def test_unwraps_ddp_and_compiled_prefixes(tmp_path):
@@ -296,7 +296,7 @@ def test_full_disk_is_a_checkpoint_error_and_leaves_nothing_behind(tmp_path, mon
         with pytest.raises(CheckpointError, match=r"checkpoint step \d could not be written to .*: the disk is full"):
             mgr.save(step, model=model)
         mgr.wait()
-        assert sorted(os.listdir(tmp_path)) == [LATEST, step_dirname(1)]
+        assert sorted(set(os.listdir(tmp_path)) - {layout.LOCK}) == [LATEST, step_dirname(1)]
     monkeypatch.undo()
     assert mgr.latest_pointer() == step_dirname(1)
     assert CheckpointManager(tmp_path).load_latest(model=model).step == 1
@@ -370,7 +370,7 @@ def test_a_failed_background_flush_fails_the_save(tmp_path, monkeypatch):
         mgr.save(2, model=model)
     monkeypatch.undo()
     mgr.wait()
-    assert sorted(os.listdir(tmp_path)) == [LATEST, step_dirname(1)]
+    assert sorted(set(os.listdir(tmp_path)) - {layout.LOCK}) == [LATEST, step_dirname(1)]
     assert CheckpointManager(tmp_path).load_latest(model=model).step == 1
 
 

@@ -211,7 +211,7 @@ FILE_SIZE_LIMIT = textwrap.dedent(r"""
         except CheckpointError as exc:
             print("CheckpointError:", exc, flush=True)
     mgr.wait()                                           # removals run in the background
-    print("left:", sorted(os.listdir(sys.argv[1])), flush=True)
+    print("left:", sorted(n for n in os.listdir(sys.argv[1]) if n != ".npu_runtime.lock"), flush=True)
 """)
 
 

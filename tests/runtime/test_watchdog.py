@@ -222,7 +222,7 @@ def test_killed_rank_takes_its_hung_dataloader_worker_with_it(tmp_path):
 GIL_HOG = textwrap.dedent(r"""
     import re, sys, time
     from npu_runtime import Watchdog
-    wd = Watchdog(float(sys.argv[1]), dump_dir=sys.argv[2], grace_s=0.5).start()
+    wd = Watchdog(float(sys.argv[1]), dump_dir=sys.argv[2], grace_s=0.5, first_step_timeout_s=float(sys.argv[1])).start()
     for _ in range(4):                       # the checker thread arms the backstop
         wd.beat()
         time.sleep(0.2)
@@ -361,7 +361,7 @@ def _until(condition, seconds=30.0):
 def test_checker_arms_the_forward_feed_only_when_quiet(monkeypatch):
     expired, arms = [], []
     wd = Watchdog(4.0, grace_s=600)  # checks every 0.5 s
-    monkeypatch.setattr(wd, "_expire", lambda idle: expired.append(idle))  # never exit pytest
+    monkeypatch.setattr(wd, "_expire", lambda idle, timeout: expired.append(idle))  # never exit pytest
     arm = wd._feeds.arm_forward
     monkeypatch.setattr(wd._feeds, "arm_forward", lambda: (arms.append(time.monotonic()), arm()))
     p = torch.nn.Parameter(torch.ones(1))
@@ -451,3 +451,79 @@ def test_descendants_lists_the_process_tree():
         child.kill()
         child.wait(timeout=60)
 
+
+
+# ----------------------------------------------------------------------------- first step
+
+
+def test_first_step_gets_its_own_timeout_then_the_step_timeout_applies(monkeypatch):
+    """Issue 29 item 3: before the first optimizer step the first-step timeout applies
+    (compile, autotune, warm-up); after it, the step timeout."""
+    expired = []
+    wd = Watchdog(0.3, first_step_timeout_s=1.5, grace_s=600)
+    monkeypatch.setattr(wd, "_expire", lambda idle, timeout: expired.append((idle, timeout)))
+    p = torch.nn.Parameter(torch.ones(1))
+    p.grad = torch.ones(1)
+    opt = torch.optim.SGD([p], lr=0.0)
+    wd.start()
+    try:
+        time.sleep(0.9)  # three step timeouts of silence before the first step: no kill
+        assert not expired and wd.current_timeout() == 1.5
+        opt.step()
+        assert wd.current_timeout() == 0.3
+        _until(lambda: expired, seconds=5)
+        assert expired[0][1] == 0.3
+    finally:
+        wd.stop()
+    wd = Watchdog(0.3, first_step_timeout_s=1.0, grace_s=600)
+    monkeypatch.setattr(wd, "_expire", lambda idle, timeout: expired.append((idle, timeout)))
+    expired.clear()
+    wd.start()
+    try:  # a hang before the first step is still caught, within the first-step timeout
+        _until(lambda: expired, seconds=5)
+        assert expired[0][1] == 1.0 and 1.0 <= expired[0][0] < 3.0
+    finally:
+        wd.stop()
+
+
+def test_first_step_timeout_default_and_validation():
+    assert Watchdog(30, environ={}).first_step_timeout_s == wd_mod.FIRST_STEP_DEFAULT_S
+    assert Watchdog(4000, environ={}).first_step_timeout_s == 4000
+    assert Watchdog(30, environ={"NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT": "90"}).first_step_timeout_s == 90
+    for bad in ("soon", "-1", "0", "nan", "inf", "1" * 100):
+        with pytest.raises(LaunchError, match="NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT"):
+            Watchdog(30, environ={"NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT": bad})
+    with Watchdog(30, first_step_timeout_s=100) as wd:
+        wd_mod.warmed_up()
+        assert wd.current_timeout() == 30
+
+
+COMPILE_WARMUP = textwrap.dedent(r"""
+    import time, torch, npu_runtime
+    npu_runtime.install()                    # step timeout 2 s, first-step timeout from the environment
+    import torch._dynamo                     # imports are signs of life: done before the clock matters
+    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 1)),
+                          backend="aot_eager")  # a real compile (dynamo + AOTAutograd), without a C++ toolchain
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    start = time.monotonic()
+    for step in range(3):
+        loss = model(torch.randn(8, 64)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if step == 0:
+            print(f"first step took {time.monotonic() - start:.1f} s", flush=True)
+    print("finished", flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_real_torch_compile_warm_up_longer_than_the_step_timeout_survives(tmp_path):
+    env = child_env(NPU_RUNTIME_WATCHDOG_TIMEOUT="2", NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT="300",
+                    NPU_RUNTIME_WATCHDOG_DIR=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    proc = run_python(COMPILE_WARMUP, env=env, timeout=360)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "finished" in proc.stdout
+    first = float(re.search(r"first step took ([0-9.]+) s", proc.stdout).group(1))
+    assert first > 2, f"the warm-up ({first} s) was not longer than the step timeout: nothing was shown"

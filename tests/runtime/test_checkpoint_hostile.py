@@ -1,0 +1,309 @@
+"""A checkpoint directory someone else can write to (issue 30 item 2-3, issue 29 item 5).
+
+Each test plants what an attacker (or a broken file system) could leave in a shared
+checkpoint directory and checks that loading executes nothing, never blocks or spins,
+and resumes from the last good checkpoint; and that saving never writes through a
+planted name.
+"""
+
+import json
+import logging
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+
+import pytest
+import torch
+from npu_runtime import CheckpointError, CheckpointManager, layout, safeio
+from npu_runtime.checkpoint import MANIFEST, MANIFEST_MAX, STATE_FILE, step_dirname
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 3)
+
+
+def _reseal(directory, step):
+    """What an attacker does after changing files: a fresh state.pt for ``step`` and a
+    manifest whose sizes and CRCs match every file now present."""
+    state = directory / STATE_FILE
+    payload = torch.load(state, weights_only=True)
+    payload["step"] = step
+    os.remove(state)
+    torch.save(payload, state)
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        rel = path.relative_to(directory).as_posix()
+        if rel == MANIFEST or path.is_dir() or path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        files[rel] = {"size": len(data), "crc32": zlib.crc32(data)}
+    return files
+
+
+def _write_manifest(directory, step, files):
+    (directory / MANIFEST).unlink(missing_ok=True)
+    (directory / MANIFEST).write_text(json.dumps({"format": "npu_runtime.checkpoint/1", "step": step,
+                                                  "files": files}))
+
+
+def _plant_copy(root, src_step, step):
+    """A copy of checkpoint ``src_step`` posing as ``step`` (valid, before tampering)."""
+    dst = root / step_dirname(step)
+    shutil.copytree(root / step_dirname(src_step), dst)
+    return dst
+
+
+class _Marker:
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))  # unpickling creates the marker file
+
+
+def test_hostile_sharded_metadata_is_never_unpickled(tmp_path, caplog):
+    model = _model()
+    mgr = CheckpointManager(tmp_path, sharded=True)
+    mgr.save(1, model=model)
+    planted = _plant_copy(tmp_path, 1, 2)
+    marker = tmp_path.parent / f"{tmp_path.name}-pwned"
+    (planted / "sharded" / ".metadata").write_bytes(pickle.dumps(_Marker(marker)))
+    _write_manifest(planted, 2, _reseal(planted, 2))
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        point = CheckpointManager(tmp_path, sharded=True).load_latest(model=_model())
+    assert not marker.exists(), "the planted pickle ran"
+    assert point.step == 1
+    assert "refers to" in caplog.text and "nothing was executed" in caplog.text
+
+
+def test_sharded_checkpoint_others_can_write_is_refused(tmp_path, caplog):
+    model = _model()
+    CheckpointManager(tmp_path, sharded=True).save(1, model=model)
+    planted = _plant_copy(tmp_path, 1, 2)
+    _write_manifest(planted, 2, _reseal(planted, 2))
+    os.chmod(planted / "sharded" / ".metadata", 0o666)
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert CheckpointManager(tmp_path, sharded=True).load_latest(model=_model()).step == 1
+    assert "writable by group or others" in caplog.text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_sharded_checkpoint_of_another_user_is_refused(tmp_path, caplog):
+    CheckpointManager(tmp_path, sharded=True).save(1, model=_model())
+    planted = _plant_copy(tmp_path, 1, 2)
+    _write_manifest(planted, 2, _reseal(planted, 2))
+    os.chown(planted, 4242, 4242)
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert CheckpointManager(tmp_path, sharded=True).load_latest(model=_model()).step == 1
+    assert "owned by uid 4242" in caplog.text
+
+
+def test_check_private_names_owner_and_mode(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    os.chmod(path, 0o644)
+    safeio.check_private(os.stat(path), str(path))
+    os.chmod(path, 0o664)
+    with pytest.raises(CheckpointError, match="writable by group or others"):
+        safeio.check_private(os.stat(path), str(path))
+    fake = os.stat_result((0o100644, 0, 0, 1, os.geteuid() + 1, 0, 1, 0, 0, 0))
+    with pytest.raises(CheckpointError, match=f"owned by uid {os.geteuid() + 1}"):
+        safeio.check_private(fake, "f")
+
+
+def _good_pair(tmp_path):
+    mgr = CheckpointManager(tmp_path, keep=5)
+    mgr.save(10, model=_model())
+    mgr.save(20, model=_model())
+    return mgr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "dir-symlink"])
+def test_manifest_entry_that_is_not_a_regular_file_is_refused_without_reading(tmp_path, caplog, kind):
+    """An extra manifest entry of size 0: /dev/zero through a symlink spun the CRC loop
+    forever (feeding the watchdog), a FIFO blocked open()."""
+    _good_pair(tmp_path)
+    planted = _plant_copy(tmp_path, 20, 30)
+    files = _reseal(planted, 30)
+    if kind == "dev-zero":
+        os.symlink("/dev/zero", planted / "extra.bin")
+        files["extra.bin"] = {"size": 0, "crc32": 0}
+    elif kind == "fifo":
+        os.mkfifo(planted / "extra.bin")
+        files["extra.bin"] = {"size": 0, "crc32": 0}
+    else:  # a symlinked directory leading out of the checkpoint
+        (tmp_path.parent / f"{tmp_path.name}-outside").mkdir(exist_ok=True)
+        (tmp_path.parent / f"{tmp_path.name}-outside" / "x").write_bytes(b"")
+        os.symlink(tmp_path.parent / f"{tmp_path.name}-outside", planted / "sub")
+        files["sub/x"] = {"size": 0, "crc32": 0}
+    _write_manifest(planted, 30, files)
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 20
+    assert time.monotonic() - start < 20
+    assert "skipping checkpoint step 30" in caplog.text
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "huge", "garbage", "deep", "dir"])
+def test_bad_manifest_is_skipped_for_the_last_good_checkpoint(tmp_path, caplog, kind):
+    _good_pair(tmp_path)
+    manifest = tmp_path / step_dirname(20) / MANIFEST
+    manifest.unlink()
+    if kind == "dev-zero":
+        os.symlink("/dev/zero", manifest)
+    elif kind == "fifo":
+        os.mkfifo(manifest)
+    elif kind == "huge":
+        with open(manifest, "wb") as fh:
+            fh.truncate(MANIFEST_MAX + 1)  # sparse: no disk used
+    elif kind == "garbage":
+        manifest.write_bytes(os.urandom(4096))
+    elif kind == "deep":
+        manifest.write_text("[" * 200_000 + "]" * 200_000)
+    else:
+        manifest.mkdir()
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 10
+    assert time.monotonic() - start < 20
+    assert "skipping checkpoint step 20" in caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_state_file_through_a_symlink_is_refused(tmp_path, caplog):
+    _good_pair(tmp_path)
+    state = tmp_path / step_dirname(20) / STATE_FILE
+    real = tmp_path.parent / f"{tmp_path.name}-state.pt"
+    shutil.move(state, real)
+    os.symlink(real, state)  # same bytes, same size, same CRC: still not a file of this checkpoint
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 10
+    assert "is a symlink" in caplog.text
+
+
+def test_symlinked_checkpoint_directory_is_not_a_checkpoint(tmp_path):
+    _good_pair(tmp_path)
+    os.symlink(tmp_path / step_dirname(20), tmp_path / step_dirname(30))
+    mgr = CheckpointManager(tmp_path)
+    assert [s for s, _p in mgr.checkpoints()] == [20, 10]
+    assert mgr.load_latest(model=_model()).step == 20
+
+
+@pytest.mark.timeout(60)
+def test_garbage_file_with_the_newest_name_is_ignored(tmp_path):
+    """Issue 29: "a 100 MB garbage file as the newest checkpoint". A file is not a
+    checkpoint directory: the newest good checkpoint (20) is the answer."""
+    _good_pair(tmp_path)
+    with open(tmp_path / step_dirname(30), "wb") as fh:
+        fh.truncate(100 << 20)
+    start = time.monotonic()
+    assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 20
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.timeout(60)
+def test_garbage_in_the_newest_checkpoint_falls_back(tmp_path):
+    """The same garbage *inside* the newest checkpoint (its state file replaced): the
+    size check refuses it before any byte is read, and 10 is the last good one."""
+    _good_pair(tmp_path)
+    state = tmp_path / step_dirname(20) / STATE_FILE
+    state.unlink()
+    with open(state, "wb") as fh:
+        fh.truncate(100 << 20)
+    assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 10
+
+
+@pytest.mark.timeout(120)
+def test_twenty_thousand_empty_step_directories_are_ignored_quickly(tmp_path, caplog):
+    _good_pair(tmp_path)
+    for step in range(21, 20_021):
+        os.mkdir(tmp_path / step_dirname(step))
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    (tmp_path / "step-banana").mkdir()
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="npu_runtime"):
+        assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 20
+    elapsed = time.monotonic() - start
+    assert elapsed < 30, elapsed
+    assert len(caplog.records) <= 10  # five named, then one summary line
+    assert "skipped 19995 more" in caplog.text
+
+
+def test_save_never_writes_through_planted_temporary_names(tmp_path):
+    """The old names were predictable (pid and a counter): symlinks planted under every
+    such name must not lead the save into another file."""
+    victim = tmp_path.parent / f"{tmp_path.name}-victim"
+    victim.write_text("precious")
+    pid = os.getpid()
+    for k in range(8):
+        for name in (f".tmp-latest-{pid}-{k}", f".tmp-{step_dirname(1)}-{pid}-{k}"):
+            os.symlink(victim, tmp_path / name)
+    CheckpointManager(tmp_path).save(1, model=_model())
+    assert victim.read_text() == "precious"
+    assert CheckpointManager(tmp_path).load_latest(model=_model()).step == 1
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time, torch
+    from npu_runtime import CheckpointManager
+    CheckpointManager(sys.argv[1]).save(1, model=torch.nn.Linear(2, 2))
+    print("saved", flush=True)
+    time.sleep(60)
+""")
+
+
+@pytest.mark.timeout(120)
+def test_a_second_job_saving_into_the_same_directory_is_refused(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "saved"
+        in_progress = tmp_path / ".tmp-step-0000000002-1-0-0123456789abcdef"  # the other job's save under way
+        in_progress.mkdir()
+        with pytest.raises(CheckpointError, match="another process is saving checkpoints into"):
+            CheckpointManager(tmp_path).save(2, model=_model())
+        assert [s for s, _p in CheckpointManager(tmp_path).checkpoints()] == [1]
+        assert in_progress.is_dir(), "the refused job pruned the other job's save in progress"
+        assert not [n for n in os.listdir(tmp_path) if n.startswith(".trash")]
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    CheckpointManager(tmp_path).save(2, model=_model())  # the lock went with the process
+
+
+def test_lock_file_that_is_a_symlink_is_refused(tmp_path):
+    victim = tmp_path.parent / f"{tmp_path.name}-lockvictim"
+    victim.write_text("precious")
+    os.symlink(victim, tmp_path / layout.LOCK)
+    with pytest.raises(CheckpointError, match="lock file"):
+        CheckpointManager(tmp_path).save(1, model=_model())
+    assert victim.read_text() == "precious"
+
+
+def test_a_failing_sharded_save_is_a_checkpoint_error_and_leaves_nothing(tmp_path, monkeypatch):
+    """Issue 29 item 6: DCP wraps a write failure in CheckpointException, a BaseException
+    that an ``except Exception`` lets through; the save must raise CheckpointError and
+    remove its temporary directory."""
+    import errno
+
+    from torch.distributed.checkpoint import filesystem
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    mgr = CheckpointManager(tmp_path, sharded=True)
+    mgr.save(1, model=_model())
+    monkeypatch.setattr(filesystem.FileSystemWriter, "write_data", full_disk)
+    with pytest.raises(CheckpointError, match="checkpoint step 2"):
+        mgr.save(2, model=_model())
+    mgr.wait()
+    assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp", ".trash"))]
+    monkeypatch.undo()
+    assert CheckpointManager(tmp_path, sharded=True).load_latest(model=_model()).step == 1
