@@ -53,6 +53,8 @@ WINDOW = 50
 MIN_SAMPLES = 5
 ACTIONS = ("warn", "stop")
 
+_UNKNOWN = object()
+
 _active: HealthMonitor | None = None
 _lock = threading.Lock()
 
@@ -99,6 +101,7 @@ class HealthMonitor:
         self._last_step_end: float | None = None
         self._memory_high = False
         self._capacity: dict[Any, int] = {}
+        self._device: Any = _UNKNOWN
         self._handles: list[Any] = []
         self._original_backward: Any = None
 
@@ -192,14 +195,26 @@ class HealthMonitor:
             self.emit("memory_high", fraction, self.memory_threshold)
         self._memory_high = high
 
+    def _device_module(self) -> Any:
+        """``torch.npu`` or ``torch.cuda`` when available, else None; looked up once."""
+        if self._device is _UNKNOWN:
+            self._device = None
+            with contextlib.suppress(Exception):
+                import torch
+
+                for name in ("npu", "cuda"):
+                    module = getattr(torch, name, None)
+                    if module is not None and module.is_available():
+                        self._device = (name, module)
+                        break
+        return self._device
+
     def _memory_fraction(self) -> float | None:
         try:
-            import torch
-
-            for name in ("npu", "cuda"):
-                module = getattr(torch, name, None)
-                if module is None or not module.is_available():
-                    continue
+            found = self._device_module()
+            if found is None:
+                return None
+            for name, module in (found,):
                 index = module.current_device()
                 total = self._capacity.get((name, index))
                 if total is None:
