@@ -14,6 +14,7 @@ from npu_migrate.rules.shell._arguments import (
 )
 
 from npu_migrate.shell import syntax
+from npu_migrate.shell.rule import ShellRule
 
 _TRUE = frozenset({"true", "1", "yes"})
 
@@ -107,3 +108,20 @@ def removal(data: bytes, option: Option, values: set[str] | None = None) -> tupl
     while cut > line_start and data[cut - 1 : cut] in (b" ", b"\t"):
         cut -= 1
     return cut, end
+
+
+class OptionsRule(ShellRule):
+    """Base of the rules that read training options wherever a launcher spells them:
+    a command line, an array of arguments (``ARGS=(...)``), a variable assignment."""
+
+    def _check(self, node) -> None:
+        raise NotImplementedError
+
+    def visit_command(self, node) -> None:
+        self._check(node)
+
+    def visit_array(self, node) -> None:
+        self._check(node)
+
+    def visit_variable_assignment(self, node) -> None:
+        self._check(node)

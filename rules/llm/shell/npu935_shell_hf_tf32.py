@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from npu_migrate.rulebase import Example
-from npu_migrate.shell.rule import ShellRule
 
-from ._options import options, removal, words_of
+from ._options import OptionsRule, options, removal, words_of
 
 HF32 = ("for Ascend's reduced-precision fp32 set torch.npu.matmul.allow_hf32 = True in the script "
         "(transformers has no NPU switch for it)")
 
 
-class ShellHfTf32(ShellRule):
+class ShellHfTf32(OptionsRule):
     id = "NPU935"
     name = "shell-hf-tf32"
     summary = "Remove `--tf32 True` from training command lines (transformers raises without CUDA)"
@@ -44,12 +43,3 @@ continuation line when they are all it holds, so `\\` chains stay intact);
                             f"remove the option; {HF32}")
                 continue
             self.replace(span[0], span[1], "", f"`--tf32 True` removed: transformers raises without CUDA; {HF32}")
-
-    def visit_command(self, node) -> None:
-        self._check(node)
-
-    def visit_array(self, node) -> None:
-        self._check(node)
-
-    def visit_variable_assignment(self, node) -> None:
-        self._check(node)

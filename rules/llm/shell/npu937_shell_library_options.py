@@ -5,12 +5,11 @@ from __future__ import annotations
 from npu_migrate.rules.llm._routes import FLAGS, VALUED
 
 from npu_migrate.rulebase import Example
-from npu_migrate.shell.rule import ShellRule
 
-from ._options import options, words_of
+from ._options import OptionsRule, options, words_of
 
 
-class ShellLibraryOptions(ShellRule):
+class ShellLibraryOptions(OptionsRule):
     id = "NPU937"
     name = "shell-library-options"
     summary = "Report launcher options that turn on CUDA-only LLM libraries (Liger, bitsandbytes, cpm_kernels, FP8, vLLM)"
@@ -44,12 +43,3 @@ so they are reported, not rewritten. Flags are reported when on (bare, or
                 value = option.text.strip("\"'")
                 if values is None or value in values:
                     self.report(option.word.node, f"`{option.name} {value}` {what}", route, option.word.pieces[0].start)
-
-    def visit_command(self, node) -> None:
-        self._check(node)
-
-    def visit_array(self, node) -> None:
-        self._check(node)
-
-    def visit_variable_assignment(self, node) -> None:
-        self._check(node)
