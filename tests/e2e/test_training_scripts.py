@@ -92,7 +92,9 @@ def test_migrated_text(workspace, name):
     assert entry["error"] is None, entry["error"]
     assert entry["changed"], f"npu-migrate left {name}.py unchanged"
     findings = {(f["rule"], f["start"]["line"], f["message"]) for f in entry["findings"]}
-    allowed = spec.informational | ({spec.rejected_by} if spec.rejected_by else set())
+    # NPU854 says what to install where no dependency file declares npu-runtime: this
+    # workspace is a folder of scripts without one, and the test environment has it.
+    allowed = spec.informational | {"NPU854"} | ({spec.rejected_by} if spec.rejected_by else set())
     unexpected = sorted(f for f in findings if f[0] not in allowed)
     assert not unexpected, f"{name}.py: findings that block running it: {unexpected}"
     if spec.rejected_by:
