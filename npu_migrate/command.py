@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -40,8 +40,9 @@ class Prepared:
     resolved: Resolved
     settings: Settings
     root: Path
-    #: The run's cache (made by the runner), flushed after the writes.
-    cache: object = None
+    #: The run's caches (the runner makes one per pass: code, then dependency files),
+    #: flushed after the writes.
+    caches: list = field(default_factory=list)
 
     @property
     def machine_on_stdout(self) -> bool:
@@ -146,8 +147,8 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
         cache_root = Path(opts.cache_dir).absolute() if opts.cache_dir else default_directory(prep.root)
 
         def cache_factory(settings):
-            prep.cache = Cache(cache_root, settings.key())
-            return prep.cache
+            prep.caches.append(Cache(cache_root, settings.key()))
+            return prep.caches[-1]
     results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
                                  opts.quiet, vendored)
     _cache_warnings(prep, err)
@@ -155,18 +156,18 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
 
 
 def _cache_warnings(prep: Prepared, err: Console) -> None:
-    if prep.cache is not None:
-        for message in prep.cache.warnings if not prep.options.quiet else ():
+    for cache in prep.caches:
+        for message in cache.warnings if not prep.options.quiet else ():
             err.print(f"warning: {message}")
-        prep.cache.warnings.clear()
+        cache.warnings.clear()
 
 
 def flush_cache(prep: Prepared, err: Console) -> None:
     """Write the cache entries of the run: after the files, so that the cache never
     takes the space a write needs."""
-    if prep.cache is not None:
-        prep.cache.flush()
-        _cache_warnings(prep, err)
+    for cache in prep.caches:
+        cache.flush()
+    _cache_warnings(prep, err)
 
 
 def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
