@@ -25,7 +25,7 @@ _CUDA_ONLY_MODULE = re.compile(
 )
 #: ``import npu_runtime`` / ``from npu_runtime import ...`` at the start of a line (what
 #: NPU701 writes, in any block).
-IMPORTS_RUNTIME = re.compile(rb"^[ \t]*(?:import[ \t]+npu_runtime\b|from[ \t]+npu_runtime[ \t.])", re.MULTILINE)
+IMPORTS_RUNTIME = re.compile(rb"^[ \t\f]*(?:import[ \t]+npu_runtime\b|from[ \t]+npu_runtime[ \t.])", re.MULTILINE)
 #: ``from .swiglu import ...`` in a package's ``__init__.py``.
 _RELATIVE_IMPORT = re.compile(rb"^from[ \t]+\.(\w+)[ \t]+import\b", re.MULTILINE)
 

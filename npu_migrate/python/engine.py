@@ -39,7 +39,9 @@ from npu_migrate.suppression import RULE, describe
 from npu_migrate.target import named as named_target
 
 #: ``import torch...`` / ``from torch... import`` anywhere in a file (functions too).
-_IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
+#: Any import statement (a form feed may stand before one). A file with none is plain
+#: data (an mmcv/mmengine config): it never gets `import torch_npu`.
+_IMPORTS_ANYTHING = re.compile(r"^[ \t\f]*(?:import|from)[ \t]+\w", re.MULTILINE)
 IMPORT_RULE = "NPU100"  # adds `import torch_npu`; documented in rules/device/
 NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
 KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
@@ -393,9 +395,12 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
 
 
 def _char_column(lines: list[str], line: int, byte_col: int) -> int:
-    """``ast`` counts columns in UTF-8 bytes, libcst in characters."""
+    """``ast`` counts columns in UTF-8 bytes, libcst in characters; and a form feed
+    that starts a line counts as a column for ``ast``, not for libcst."""
     text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
+    column = len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
+    feeds = len(text) - len(text.lstrip("\f"))
+    return column - feeds if column >= feeds else column
 
 
 def _capability_probes(ctx: FileContext, edits: list[Edit]) -> tuple[list[Edit], list[FindingRecord]]:
@@ -407,7 +412,7 @@ def _capability_probes(ctx: FileContext, edits: list[Edit]) -> tuple[list[Edit],
     index = cuda_only.file_index(ctx)
     if index is None or not index.probes:
         return edits, []
-    lines = ctx.text.splitlines()
+    lines = ctx.text.split("\n")  # not splitlines(): a form feed does not end a line for ast
     spans = []
     for call in index.probes:
         start = (call.lineno, _char_column(lines, call.lineno, call.col_offset))
@@ -509,10 +514,11 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     import_fix = None
     needs_npu = any(e.needs_torch_npu for e in edits) or ctx.uses_npu_unimported is not None
     added_at_top = False
-    # A file that never imports torch (an mmcv/mmengine config of plain data such as
+    # A file that imports nothing (an mmcv/mmengine config of plain data such as
     # `dist_params = dict(backend="nccl")`) has only strings changed: whoever reads them
-    # imports torch, and torch_npu with it. It gets no import.
-    if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu") and _IMPORTS_TORCH.search(
+    # imports torch, and torch_npu with it. It gets no import. (A file that imports no
+    # torch but calls a library with device "npu", as NPU923's timm NativeScaler, does.)
+    if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu") and _IMPORTS_ANYTHING.search(
             ctx.text):
         original = _first_torch_import(ctx.module)
         where = ctx.position(ctx.module.body[original]) if original is not None else None

@@ -44,7 +44,7 @@ def _file_lines(report: Report, console: Console) -> None:
     for result in report.results:
         if result.error is not None:
             console.print(f"error: {result.error}", soft_wrap=True, highlight=False)
-        elif result.written:  # every file --write wrote is named, verbose or not
+        elif result.written and report.mode == "write":  # every file --write wrote is named, verbose or not
             console.print(f"wrote: {result.path}", soft_wrap=True, highlight=False)
         elif report.mode == "check" and result.changed:
             console.print(f"would migrate: {result.path}", soft_wrap=True, highlight=False)

@@ -157,7 +157,7 @@ def test_annotate_is_idempotent_and_keeps_line_endings(tmp_path, run_cli, fake):
     path = tmp_path / "z.fake"
     path.write_bytes(b"ok\r\n  use nccl\r\n")
     run_cli("--write", "--annotate", "z.fake")
-    assert path.read_bytes() == b"ok\r\n  # npu-migrate: NPU991 `nccl` has no effect\r\n  use nccl\r\n"
+    assert path.read_bytes() == b"ok\r\n  # npu-migrate: NPU991 `nccl` has no effect; suggestion: use hccl\r\n  use nccl\r\n"
     assert run_cli("--check", "--annotate", "z.fake").exit_code == 0
 
 
