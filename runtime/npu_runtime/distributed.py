@@ -93,7 +93,10 @@ def hccl_exec_timeout_s(environ: MutableMapping[str, str] | None = None) -> int 
     if raw in (None, ""):
         return HCCL_EXEC_TIMEOUT_DEFAULT
     try:
-        value = bounded_int(raw, "HCCL_EXEC_TIMEOUT", minimum=0)
+        # HCCL's own range (0-2147483647, a multiple of 68 on Atlas training) is the
+        # preflight's to report; here any bounded whole number is a timeout (the
+        # watchdog clamps what it derives from it).
+        value = bounded_int(raw, "HCCL_EXEC_TIMEOUT", minimum=0, maximum=10**12 - 1)
     except LaunchError as exc:
         raise LaunchError(f"{exc} (a whole number of seconds >= 0)") from None
     if value is None:
