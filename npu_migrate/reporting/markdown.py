@@ -76,8 +76,8 @@ def render(report: Report) -> str:
             f"| Files scanned | {s['files_scanned']} |",
             f"| Files the migration changes | {s['files_changed']} ({s['files_written']} written) |",
             f"| References converted automatically (fixes) | {s['fixes']} |",
-            f"| References left for a person (findings) | {s['findings']}: {counts['blocking']} blocking, "
-            f"{counts['review']} review, {counts['informational']} informational |"]
+            (f"| References left for a person (findings) | {s['findings']}: {counts['blocking']} blocking, "
+             f"{counts['review']} review, {counts['informational']} informational |")]
     added, removed, total = _line_counts(report)
     if total:
         out.append(f"| Lines changed (files still unwritten) | +{added} -{removed} "
@@ -113,8 +113,8 @@ def render(report: Report) -> str:
 
 def _install_lines(report: Report) -> list[str]:
     sources = [r.new_source or b"" for r in report.results if r.changed]
-    lines = ["- `torch_npu` of the same X.Y as `torch` (torch 2.13 pairs with torch-npu 2.13), and the CANN "
-             "release its notes name; `npu-migrate preflight` checks a node."]
+    lines = [("- `torch_npu` of the same X.Y as `torch` (torch 2.13 pairs with torch-npu 2.13), and the CANN "
+              "release its notes name; `npu-migrate preflight` checks a node.")]
     if any(b"import npu_runtime" in src for src in sources):
         lines.append("- `npu-runtime`: the migrated entry points import `npu_runtime` (distributed set-up, "
                      "durable checkpoints, the hang watchdog).")

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import exitcodes
+from .bounds import BoundError, bounded_int
 
 log = logging.getLogger("npu_runtime")
 
@@ -108,7 +109,10 @@ class HealthMonitor:
     # ------------------------------------------------------------------ hooks
     def start(self) -> HealthMonitor:
         import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
         self._handles.append(register_optimizer_step_pre_hook(self._before_step))
         self._handles.append(register_optimizer_step_post_hook(self._after_step))
@@ -158,7 +162,7 @@ class HealthMonitor:
         for tensor in pending:
             try:
                 value = float(tensor)
-            except Exception:  # noqa: BLE001 - a loss we cannot read is not ours to judge
+            except Exception:  # noqa: BLE001, S112 - a loss we cannot read is not ours to judge
                 continue
             self.observe_loss(value)
 
@@ -210,20 +214,19 @@ class HealthMonitor:
         return self._device
 
     def _memory_fraction(self) -> float | None:
+        found = self._device_module()
+        if found is None:
+            return None
+        name, module = found
         try:
-            found = self._device_module()
-            if found is None:
-                return None
-            for name, module in (found,):
-                index = module.current_device()
-                total = self._capacity.get((name, index))
-                if total is None:
-                    total = int(module.get_device_properties(index).total_memory)
-                    self._capacity[(name, index)] = total
-                return module.memory_reserved(index) / total if total > 0 else None
+            index = module.current_device()
+            total = self._capacity.get((name, index))
+            if total is None:
+                total = int(module.get_device_properties(index).total_memory)
+                self._capacity[(name, index)] = total
+            return module.memory_reserved(index) / total if total > 0 else None
         except Exception:  # noqa: BLE001 - a device without memory statistics is simply not watched
             return None
-        return None
 
     # ------------------------------------------------------------------ output
     def emit(self, event: str, value: float, threshold: float | None) -> dict[str, Any]:
@@ -269,8 +272,12 @@ def _append(path: str, text: str) -> None:
 
 
 def _rank(environ: Mapping[str, str]) -> int:
-    raw = environ.get("RANK", "0").strip()
-    return int(raw) if raw.isdigit() and len(raw) <= 9 else 0
+    """RANK through the runtime's one bounded parser; 0 when unset or bad (install()
+    already says so for a bad one)."""
+    try:
+        return bounded_int(environ.get("RANK"), "RANK") or 0
+    except BoundError:
+        return 0
 
 
 def _exit_rank(code: int) -> None:

@@ -56,8 +56,8 @@ SIGNATURES: tuple[Signature, ...] = (
                "the scheduler) and report the node and device to the cluster operator; "
                "`npu-smi info -t health -i <card>` shows the device's health.",
         restart=True, exit_class=exitcodes.HARDWARE, rank=0,
-        sources=("torch_npu csrc/core/npu/NPUQueue.cpp deviceErrorMap (UCE ERROR, HBM MULTI BIT ECC ERROR, "
-                 "SUSPECT MEM ERROR); ACL runtime codes 507053/507054",),
+        sources=(("torch_npu csrc/core/npu/NPUQueue.cpp deviceErrorMap (UCE ERROR, HBM MULTI BIT ECC ERROR, "
+                  "SUSPECT MEM ERROR); ACL runtime codes 507053/507054"),),
     ),
     Signature(
         id="device-link-lost",
@@ -129,8 +129,8 @@ SIGNATURES: tuple[Signature, ...] = (
                "optimizer state (FSDP/ZeRO); set `PYTORCH_NPU_ALLOC_CONF=expandable_segments:True` against "
                "fragmentation (not together with max_split_size_mb). A restart as it is fails the same way.",
         restart=False, exit_class=exitcodes.FATAL, rank=20,
-        sources=("torch_npu OOM message ('NPU out of memory. Tried to allocate ...'); "
-                 "PYTORCH_NPU_ALLOC_CONF in the torch_npu documentation",),
+        sources=(("torch_npu OOM message ('NPU out of memory. Tried to allocate ...'); "
+                  "PYTORCH_NPU_ALLOC_CONF in the torch_npu documentation"),),
     ),
     Signature(
         id="aicore-exception",
