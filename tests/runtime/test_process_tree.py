@@ -32,12 +32,17 @@ TREE_JOB = textwrap.dedent(r"""
 
     if __name__ == "__main__":
         npu_runtime.install()
-        daemon = ("import os, time; open(os.path.join(%r, 'daemon.pid'), 'w').write(str(os.getpid())); "
+        daemon = ("import os, time; d = %r; open(os.path.join(d, 'daemon.tmp'), 'w').write(str(os.getpid())); "
+                  "os.replace(os.path.join(d, 'daemon.tmp'), os.path.join(d, 'daemon.pid')); "
                   "time.sleep(600)" % out)
-        subprocess.run(["setsid", "-f", sys.executable, "-c", daemon], check=True)
         loader = DataLoader(Stuck(), batch_size=1, num_workers=2, persistent_workers=True,
                             multiprocessing_context=method)
         with watchdog.active().paused():         # starting spawn workers is slow, not a hang
+            subprocess.run(["setsid", "-f", sys.executable, "-c", daemon], check=True)
+            pid_file = os.path.join(out, "daemon.pid")
+            deadline = time.monotonic() + 60     # setsid -f returns before the daemon runs:
+            while not os.path.exists(pid_file) and time.monotonic() < deadline:
+                time.sleep(0.05)                 # under load, fork workers can be up first
             it = iter(loader)
             next(it), next(it)
         print("workers up", os.getpid(), flush=True)
