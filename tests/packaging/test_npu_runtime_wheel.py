@@ -94,7 +94,7 @@ def test_runtime_wheel_installs_and_passes_its_tests_without_npu_migrate(tmp_pat
     assert out[2].endswith(" True") and int(out[2].split()[0]) > 15, out
     # The console script the wheel declares runs (the preflight: stdlib only).
     usage = _run([env_dir / "bin" / "npu-preflight", "--help"], cwd=tmp_path).stdout
-    assert usage.startswith("usage: npu-preflight"), usage
+    assert usage.startswith("Usage: npu-preflight [OPTIONS]"), usage
 
     # 4. The runtime tests, copied out of the repository, against that installation.
     tests = tmp_path / "runtime_tests"

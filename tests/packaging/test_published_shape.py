@@ -76,7 +76,7 @@ def test_npu_migrate_wheel_installs_without_torch_and_migrates_the_example(tmp_p
     assert "+import npu_runtime" in dry.stdout and "+npu-runtime==" in dry.stdout, dry.stdout[-2000:]
     assert "npu-runtime: the migrated code imports npu_runtime" in dry.stderr, dry.stderr[-2000:]
     preflight = _run([bin_dir / "npu-migrate", "preflight", "--help"], cwd=tmp_path)
-    assert preflight.stdout.startswith("usage: npu-migrate preflight")
+    assert preflight.stdout.startswith("Usage: npu-migrate preflight [OPTIONS]")
 
 
 @pytest.mark.slow

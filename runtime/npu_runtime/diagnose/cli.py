@@ -11,29 +11,31 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .. import helpstyle
 from .scan import Diagnosis, LogError, diagnose_paths
 
 EPILOG = """\
-examples:
-  python -m npu_runtime.diagnose rank0.log rank1.log
-  python -m npu_runtime.diagnose ~/ascend/log/debug/plog
-  kubectl logs job-worker-0 | python -m npu_runtime.diagnose -
-  python -m npu_runtime.diagnose --output-format json train.log
+  Examples:
+    python -m npu_runtime.diagnose rank0.log rank1.log
+    python -m npu_runtime.diagnose ~/ascend/log/debug/plog
+    kubectl logs job-worker-0 | python -m npu_runtime.diagnose -
+    python -m npu_runtime.diagnose --output-format json train.log
 
-exit codes:
-  0  no failure found (warnings such as CPU fallbacks may still be printed)
-  1  a failure was diagnosed (the first one printed is the root cause)
-  2  bad options, or a log that cannot be read
+  Exit codes:
+    0  no failure found (warnings such as CPU fallbacks may still be printed)
+    1  a failure was diagnosed (the first one printed is the root cause)
+    2  bad options, or a log that cannot be read
 """
 
 
 def parser(prog: str | None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="Diagnose a failed Ascend training job from its logs (CANN, HCCL, torch_npu, torch, "
-                    "npu_runtime): for each failure, the cause, where the evidence is, what it means, what "
-                    "to do, and whether an automatic restart can help. Root cause first.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = helpstyle.parser(
+        prog,
+        "Diagnose a failed Ascend training job from its logs (CANN, HCCL, torch_npu, torch, npu_runtime): "
+        "for each failure, the cause, where the evidence is, what it means, what to do, and whether an "
+        "automatic restart can help. Root cause first.",
+        EPILOG,
+        arguments="LOG...",
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="a log file, a directory of logs (plog), or - for stdin")
     p.add_argument("--output-format", choices=("text", "json"), default="text",

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .. import helpstyle
 from ..distributed import default_host_ids
 from . import run_checks
 from .context import ASCEND_ROOT, DRIVER_TOOLS, Context
@@ -42,6 +43,19 @@ def _index(value: str) -> int:
     return int(value)
 
 
+EPILOG = """\
+  Examples:
+    npu-preflight --nodes 2 --cards 8 --node-rank 0 --master 10.0.0.1:29500
+    npu-preflight -v                       also list what was checked and skipped
+    python -m npu_runtime.preflight -q     only the problems (in a job's entry script)
+
+  Exit codes:
+    0  every check passed (or was skipped, with -v saying why)
+    1  at least one problem (one line each, with its fix)
+    2  bad options
+"""
+
+
 def _seconds(value: str) -> float:
     try:
         seconds = float(value)
@@ -53,13 +67,13 @@ def _seconds(value: str) -> float:
 
 
 def parser(prog: str | None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="Check this Ascend training node before the job starts: the launch environment "
-                    "(every source init_distributed() reads, and whether they agree), the ranktable, HCCL's "
-                    "settings and ports, kernel settings against the job size, the rendezvous, and, where "
-                    "npu-smi / hccn_tool exist, the NPUs and their links. One line per problem with its fix; "
-                    "exit 1 if any.",
+    p = helpstyle.parser(
+        prog,
+        "Check this Ascend training node before the job starts: the launch environment (every source "
+        "init_distributed() reads, and whether they agree), the ranktable, HCCL's settings and ports, kernel "
+        "settings against the job size, the rendezvous, and, where npu-smi / hccn_tool exist, the NPUs and "
+        "their links. One line per problem with its fix.",
+        EPILOG,
     )
     p.add_argument("--nodes", type=_count, help="nodes in the job (the launcher's NNODES)")
     p.add_argument("--cards", type=_count, help="NPUs (processes) per node (the launcher's NPROC_PER_NODE)")
