@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.configs.engine import migrate as migrate_config
+from npu_migrate.python.engine import migrate_source as migrate_python
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 from npu_migrate.shell.engine import migrate as migrate_shell
@@ -72,6 +73,47 @@ def test_shell_mixes_keep_unrelated_lines_converge_and_report_the_same(fixtures,
 def test_scripts_without_llm_switches_are_untouched(lines):
     data = ("#!/bin/bash\n" + "\n".join(lines) + "\n").encode()
     result = migrate_shell("run.sh", data, Settings(selection=Selection.create(["NPU93"])))
+    assert result.new_source is None and result.findings == []
+
+
+# -- Python: tf32 set outside a call (NPU921) ----------------------------------------
+
+TF32 = Settings(selection=Selection.create(["NPU921"]))
+python_neutral = st.sampled_from([
+    "tf32 = True", "args.tf32 = False", "args.tf32 = use_tf32", "config.tf32_matmul = True",
+    'setattr(args, "tf32", flag)', "args.bf16 = True", 'kwargs["tf32"] = None', "x = 1",
+    'print("set tf32 = True on Ampere")',
+])
+tf32_sets = st.sampled_from(["training_args.tf32 = True", "args.tf32 = True", 'kwargs["tf32"] = True',
+                             'setattr(training_args, "tf32", True)', "self.args.tf32 = True"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(python_neutral, max_size=6), st.lists(tf32_sets, max_size=3), st.booleans())
+def test_tf32_assignments_become_false_and_nothing_else_moves(extra, sets, reads_flag):
+    lines = ["from transformers import TrainingArguments", *extra, *sets]
+    if reads_flag:
+        lines.append("torch.backends.cuda.matmul.allow_tf32 = args.tf32")
+    data = ("\n".join(lines) + "\n").encode()
+    first = migrate_python("train.py", data, TF32)
+    assert first.error is None
+    output = first.new_source if first.new_source is not None else data
+    for line in extra:  # unrelated statements are never touched
+        assert (line + "\n").encode() in output
+    if reads_flag:  # the project reads the flag itself: reported, not changed
+        assert first.new_source is None and len(first.findings) == len(sets)
+    else:
+        assert output.count(b"True") == data.count(b"True") - len(sets) and first.findings == []
+    second = migrate_python("train.py", output, TF32)
+    assert second.new_source is None, "a second run changed the script again"
+    assert _messages(second) == _messages(first)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(tf32_sets, min_size=1, max_size=3), st.lists(python_neutral, max_size=4))
+def test_tf32_assignments_outside_hf_files_are_untouched(sets, extra):
+    data = ("import argparse\n" + "\n".join([*extra, *sets]) + "\n").encode()
+    result = migrate_python("train.py", data, TF32)
     assert result.new_source is None and result.findings == []
 
 
