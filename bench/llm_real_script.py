@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = ("the a npu trains on ascend cards with hccl and torch model loss step data text of small tiny llama").split()
+WORDS = ["the", "a", "npu", "trains", "on", "ascend", "cards", "with", "hccl", "and", "torch", "model", "loss", "step", "data", "text", "of", "small", "tiny", "llama"]
 
 _MAKE_DATA = """
 import sys
