@@ -112,8 +112,14 @@ NOTEBOOK = FileType(
     "notebook", "npu_migrate.notebooks.engine:migrate", suffixes=(".ipynb",),
     rule_front_ends=("notebook", "python"), example_name="example.ipynb", fence="python",
 )
+#: README commands: shell-fenced code blocks through the shell rules, reported only
+#: (npu_migrate/markdown/engine.py says why).
+MARKDOWN = FileType(
+    "markdown", "npu_migrate.markdown.engine:migrate", suffixes=(".md", ".markdown"),
+    rule_front_ends=("shell",), example_name="README.md", fence="markdown",
+)
 #: Every supported file type, in the order they are tried.
-FILE_TYPES: tuple[FileType, ...] = (DOCKERFILE, PYTHON, SHELL, DEPS, CONFIG, NOTEBOOK)
+FILE_TYPES: tuple[FileType, ...] = (DOCKERFILE, PYTHON, SHELL, DEPS, CONFIG, NOTEBOOK, MARKDOWN)
 
 
 def named(name: str) -> FileType | None:

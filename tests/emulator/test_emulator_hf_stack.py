@@ -121,19 +121,26 @@ def test_trainer_resume_is_exact(single):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_trainer_fsdp_two_processes(emulator_build, tmp_path):
     script = str(HF / "trainer_llama.py")
     args = ("fsdp", "--workdir", str(tmp_path / "w"), "--steps", "4")
     _emulated(script, str(tmp_path / "npu.json"), *args, nproc=2)
     _cpu(*_torchrun(script, str(tmp_path / "cpu.json"), *args))
+    # A restarted 2-process job: both ranks resume from the sharded step-3
+    # checkpoint (FSDP's distributed checkpoint of model and optimizer, each
+    # rank's RNG state) and recompute step 4.
+    _emulated(script, str(tmp_path / "resumed.json"), *args, "--resume-step", "3", nproc=2)
     npu = _load(tmp_path / "npu.json")["fsdp"]
     cpu = _load(tmp_path / "cpu.json")["fsdp"]
     assert npu["device"] == "npu:0" and npu["backend"] == "hccl"
     assert cpu["backend"] == "gloo"
     # accelerate shards with FSDP on npu only; on CPU the Trainer falls back to
-    # DDP. The same data-parallel step: losses and parameters are bitwise equal,
-    # the gradient norm is summed over shards in another order.
+    # DDP (accelerate 1.15.0's AcceleratorState turns `fsdp=` into FSDP only for
+    # MULTI_GPU/NPU/XPU/... groups, never MULTI_CPU, although torch shards on
+    # gloo: test_fsdp2_two_processes_against_fsdp2_on_gloo). The same
+    # data-parallel step: losses and parameters are bitwise equal, the gradient
+    # norm is summed over shards in another order.
     assert npu["losses"] == cpu["losses"]
     assert npu["params"] == cpu["params"] and len(npu["params"]) == 21
     assert npu["grad_norms"] == pytest.approx(cpu["grad_norms"], rel=1e-6)
@@ -141,6 +148,32 @@ def test_trainer_fsdp_two_processes(emulator_build, tmp_path):
     rank1_cpu = _load(tmp_path / "cpu.json.rank1")["fsdp"]
     assert rank1_npu["device"] == "npu:1"
     assert rank1_npu["losses"] == rank1_cpu["losses"]
+    resumed = _load(tmp_path / "resumed.json")["fsdp"]
+    resumed1 = _load(tmp_path / "resumed.json.rank1")["fsdp"]
+    assert resumed["global_step"] == 4 and resumed["device"] == "npu:0"
+    assert resumed["losses"] == npu["losses"][3:] and len(resumed["losses"]) == 1
+    assert resumed1["losses"] == rank1_npu["losses"][3:]
+    assert resumed["params"] == npu["params"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_fsdp2_two_processes_against_fsdp2_on_gloo(emulator_build, tmp_path):
+    """The FSDP reference the Trainer cannot give on CPU (accelerate routes its
+    fsdp option only for accelerator process groups): torch's fully_shard on
+    the emulated NPU over hccl and on CPU over gloo, the same sharded step."""
+    script = str(HF / "fsdp_llama.py")
+    _emulated(script, str(tmp_path / "npu.json"), nproc=2)
+    _cpu(*_torchrun(script, str(tmp_path / "cpu.json")))
+    for suffix, device in (("", "npu:0"), (".rank1", "npu:1")):
+        npu, cpu = _load(tmp_path / f"npu.json{suffix}"), _load(tmp_path / f"cpu.json{suffix}")
+        assert npu["device"] == device and npu["backend"] == "hccl"
+        assert cpu["device"] == "cpu" and cpu["backend"] == "gloo"
+        # Both shard: a DTensor per parameter, half the 64 embedding rows each.
+        assert npu["sharded"] == cpu["sharded"] == "DTensor"
+        assert npu["local_rows"] == cpu["local_rows"] == 32
+        assert len(npu["losses"]) == 4 and npu["losses"] == cpu["losses"]
+        assert npu["params"] == cpu["params"] and len(npu["params"]) == 21
 
 
 @pytest.mark.slow

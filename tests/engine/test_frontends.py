@@ -53,7 +53,9 @@ def test_shebang_interpreter(head, program):
 
 def test_python_is_decided_by_suffix_or_shebang(tmp_path):
     assert filetypes.by_name("train.py") is filetypes.PYTHON
-    assert filetypes.by_name("README.md") is None and not filetypes.may_be_script("README.md")
+    assert filetypes.by_name("notes.txt") is None and not filetypes.may_be_script("notes.txt")
+    # README commands: the Markdown front end (reported only, never written)
+    assert filetypes.by_name("README.md") is filetypes.MARKDOWN and not filetypes.may_be_script("README.md")
     assert filetypes.may_be_script("train") and filetypes.may_be_script("job.slurm")
     script = tmp_path / "train"
     script.write_bytes(b"#!/usr/bin/env python3\nimport torch\n")
@@ -79,7 +81,7 @@ def test_a_new_file_type_is_one_entry(fake):
 def _project(tmp_path):
     (tmp_path / "a.py").write_bytes(b"import torch\nn = torch.cuda.device_count()\n")
     (tmp_path / "b.fake").write_bytes(b"run on cuda\nuse nccl\n")
-    (tmp_path / "notes.md").write_bytes(b"cuda\n")
+    (tmp_path / "notes.txt").write_bytes(b"cuda\n")
     (tmp_path / "tool").write_bytes(b"#!/usr/bin/env python3\nimport torch\ntorch.cuda.synchronize()\n")
     (tmp_path / "data").write_bytes(b"cuda\n")
     return tmp_path
@@ -97,9 +99,9 @@ def test_directory_runs_take_every_supported_type(tmp_path, run_cli, fake):
 
 def test_an_unsupported_file_named_explicitly_is_a_warning(tmp_path, run_cli, fake):
     _project(tmp_path)
-    result = run_cli("notes.md", "b.fake")
+    result = run_cli("notes.txt", "b.fake")
     assert result.exit_code == 0, result.output
-    assert "warning: notes.md: not a supported file type; skipped" in result.output
+    assert "warning: notes.txt: not a supported file type; skipped" in result.output
     assert "syntax error" not in result.output and "+run on npu" in result.output
     alone = run_cli("data")
     assert alone.exit_code == 0 and alone.output.count("warning:") == 1

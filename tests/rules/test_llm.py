@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.configs.engine import migrate as migrate_config
+from npu_migrate.python.engine import migrate_source as migrate_python
 from npu_migrate.selection import Selection
 from npu_migrate.settings import Settings
 from npu_migrate.shell.engine import migrate as migrate_shell
@@ -72,6 +73,47 @@ def test_shell_mixes_keep_unrelated_lines_converge_and_report_the_same(fixtures,
 def test_scripts_without_llm_switches_are_untouched(lines):
     data = ("#!/bin/bash\n" + "\n".join(lines) + "\n").encode()
     result = migrate_shell("run.sh", data, Settings(selection=Selection.create(["NPU93"])))
+    assert result.new_source is None and result.findings == []
+
+
+# -- Python: tf32 set outside a call (NPU921) ----------------------------------------
+
+TF32 = Settings(selection=Selection.create(["NPU921"]))
+python_neutral = st.sampled_from([
+    "tf32 = True", "args.tf32 = False", "args.tf32 = use_tf32", "config.tf32_matmul = True",
+    'setattr(args, "tf32", flag)', "args.bf16 = True", 'kwargs["tf32"] = None', "x = 1",
+    'print("set tf32 = True on Ampere")',
+])
+tf32_sets = st.sampled_from(["training_args.tf32 = True", "args.tf32 = True", 'kwargs["tf32"] = True',
+                             'setattr(training_args, "tf32", True)', "self.args.tf32 = True"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(python_neutral, max_size=6), st.lists(tf32_sets, max_size=3), st.booleans())
+def test_tf32_assignments_become_false_and_nothing_else_moves(extra, sets, reads_flag):
+    lines = ["from transformers import TrainingArguments", *extra, *sets]
+    if reads_flag:
+        lines.append("torch.backends.cuda.matmul.allow_tf32 = args.tf32")
+    data = ("\n".join(lines) + "\n").encode()
+    first = migrate_python("train.py", data, TF32)
+    assert first.error is None
+    output = first.new_source if first.new_source is not None else data
+    for line in extra:  # unrelated statements are never touched
+        assert (line + "\n").encode() in output
+    if reads_flag:  # the project reads the flag itself: reported, not changed
+        assert first.new_source is None and len(first.findings) == len(sets)
+    else:
+        assert output.count(b"True") == data.count(b"True") - len(sets) and first.findings == []
+    second = migrate_python("train.py", output, TF32)
+    assert second.new_source is None, "a second run changed the script again"
+    assert _messages(second) == _messages(first)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(tf32_sets, min_size=1, max_size=3), st.lists(python_neutral, max_size=4))
+def test_tf32_assignments_outside_hf_files_are_untouched(sets, extra):
+    data = ("import argparse\n" + "\n".join([*extra, *sets]) + "\n").encode()
+    result = migrate_python("train.py", data, TF32)
     assert result.new_source is None and result.findings == []
 
 
@@ -202,3 +244,80 @@ def test_shell_and_config_rules_report_where_the_project_has_its_own_attention_c
     for result in (migrate_shell("run.sh", launcher, project), migrate_config("args.yaml", config, project)):
         assert result.new_source is None
         assert [f.rule for f in result.findings] in (["NPU936"], ["NPU940"])
+
+
+# -- Markdown: README commands reported, never rewritten ------------------------------
+
+ALPACA_README = """# Stanford Alpaca
+
+Below is a command that fine-tunes LLaMA-7B:
+
+```bash
+torchrun --nproc_per_node=4 --master_port=<your_random_port> train.py \\
+    --model_name_or_path <your_path_to_hf_converted_llama_ckpt_and_tokenizer> \\
+    --bf16 True \\
+    --optim adamw_bnb_8bit \\
+    --tf32 True
+```
+
+- a list item with its own block:
+
+  ```sh
+  python train.py --tf32=true --seed 1
+  ```
+
+Inline `--tf32 True` and indented code are not commands:
+
+    torchrun train.py --tf32 True
+
+```python
+args = TrainingArguments(tf32=True)
+```
+
+```console
+$ python train.py --tf32 True
+ValueError: --tf32 requires Ampere or a newer GPU arch
+```
+"""
+
+
+def test_readme_commands_are_reported_at_their_lines_and_the_file_is_not_written(tmp_path, run_cli):
+    from npu_migrate.markdown.engine import migrate as migrate_markdown
+
+    result = migrate_markdown("README.md", ALPACA_README.encode(), ALL)
+    assert result.new_source is None and result.fixes == [] and result.error is None
+    got = sorted((f.line, f.col + 1, f.rule) for f in result.findings)
+    assert got == [(9, 5, "NPU937"), (10, 5, "NPU935"), (16, 19, "NPU935"), (28, 19, "NPU935")]
+    assert all("left as is" in f.message for f in result.findings)
+    readme = tmp_path / "README.md"
+    readme.write_bytes(ALPACA_README.encode())
+    written = run_cli(".", "--write", "--no-cache")
+    assert readme.read_bytes() == ALPACA_README.encode()
+    assert "README.md:10:5: NPU935" in written.output and ", 0 failed" in written.output
+    assert run_cli(".", "--check", "--no-cache").exit_code == 0  # findings never fail --check
+    assert run_cli(".", "--fail-on-findings", "--no-cache").exit_code == 1
+
+
+prose = st.sampled_from([
+    "Some prose about `--tf32 True`.", "    torchrun train.py --tf32 True", "```python\nx = 1\n```",
+    "```bash\npython train.py --seed 1\n```", "## Training", "```\ntorchrun train.py --tf32 True\n```",
+])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(SHELL), max_size=3), st.lists(prose, max_size=5), st.randoms(use_true_random=False))
+def test_readmes_report_what_their_blocks_hold_and_never_change(fixtures, extra, random):
+    from npu_migrate.markdown.engine import migrate as migrate_markdown
+
+    blocks = [f"```bash\n{p.read_text()}```" for p in fixtures] + list(extra)
+    random.shuffle(blocks)
+    text = "\n\n".join(["# README", *blocks]) + "\n"
+    result = migrate_markdown("README.md", text.encode(), ALL)
+    assert result.new_source is None and result.fixes == []
+    expected = Counter()
+    for p in fixtures:
+        shell = migrate_shell("run.sh", p.read_bytes(), ALL)
+        expected.update(f.rule for f in [*shell.fixes, *shell.findings])
+    assert Counter(f.rule for f in result.findings) == expected  # prose and other fences: nothing
+    again = migrate_markdown("README.md", text.encode(), ALL)
+    assert _messages(again) == _messages(result)

@@ -1,0 +1,1 @@
+"""Markdown front end: the shell commands in fenced code blocks, reported only."""

@@ -1,0 +1,95 @@
+"""Markdown files: the shell commands in fenced code blocks (```bash, ```sh,
+```shell, ```console...), run through the shell rules and **reported**, never
+rewritten.
+
+READMEs carry the commands users copy (stanford_alpaca's and FastChat's
+``torchrun ... --tf32 True``, HF examples' ``--optim adamw_bnb_8bit``). A
+README is prose that people read and edit, not a program the tool can prove
+it keeps working: a rewritten command may be quoted in the text around it,
+repeated in another language's README, or be a CUDA-vs-NPU comparison the
+author wants to keep. So every fix the shell rules would make in a script
+becomes a finding here, with its ``file:line`` in the Markdown file, and the
+file is never written (``--write`` and ``--check`` leave it alone; findings
+never fail ``--check``, ``--fail-on-findings`` decides). Blocks are found with
+markdown-it-py's CommonMark parser (fences in lists and block quotes included;
+indented code blocks are not commands and are skipped). In ``console`` /
+``shell-session`` blocks only the ``$ `` prompt lines are commands; output
+lines are blanked (and prompts turned into blanks) so lines and columns
+still match. Placeholders such as ``<your_random_port>`` (stanford_alpaca's
+README), which bash would parse as redirections, are blanked to underscores of
+the same length first.
+"""
+
+from __future__ import annotations
+
+import re
+
+from markdown_it import MarkdownIt
+
+from npu_migrate.model import FileResult, Finding
+from npu_migrate.settings import Settings
+from npu_migrate.shell.engine import migrate as migrate_shell
+
+#: Fence languages whose blocks are shell commands.
+SHELL_FENCES = frozenset({"bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession"})
+#: Of those, the ones that mix ``$ `` prompt lines with output.
+SESSION_FENCES = frozenset({"console", "shell-session", "shellsession"})
+
+#: README placeholders (``--master_port=<your_random_port>``), which bash would read as
+#: redirections: blanked to ``_`` of the same length before the block is parsed.
+PLACEHOLDER = re.compile(r"<[A-Za-z_][\w./ -]*>")
+
+NOTE = "a command in a Markdown code block: reported, the file is left as is"
+
+
+def shell_blocks(text: str) -> list[tuple[int, int, str]]:
+    """``(line, indent, code)`` per shell-fenced block: ``line`` is the 1-based
+    line of the block's first code line, ``indent`` the columns CommonMark took
+    off its lines (a fence in a list item), placeholders blanked."""
+    out = []
+    source_lines = text.splitlines()
+    for token in MarkdownIt("commonmark").parse(text):
+        if token.type != "fence" or token.map is None:
+            continue
+        language = (token.info.split() or [""])[0].lower()
+        if language not in SHELL_FENCES:
+            continue
+        code = token.content
+        if language in SESSION_FENCES:
+            # the prompt becomes two blanks, so columns stay the file's
+            code = "".join("  " + line[2:] if line.startswith("$ ") else "\n" for line in code.splitlines(keepends=True))
+        fence = source_lines[token.map[0]]
+        code = PLACEHOLDER.sub(lambda m: "_" * len(m.group()), code)
+        out.append((token.map[0] + 2, len(fence) - len(fence.lstrip(" ")), code))
+    return out
+
+
+def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
+    """Never raises for bad input and never returns new source."""
+    result = FileResult(path=path)
+    text = data.decode("utf-8", "replace")
+    for first, indent, code in shell_blocks(text):
+        block = migrate_shell(path, code.encode("utf-8"), settings)
+        lines = code.splitlines()
+        for fix in block.fixes:
+            line, col = _start(lines, fix.line, fix.col)
+            result.findings.append(Finding(
+                line=first + line - 1, col=col + indent, rule=fix.rule,
+                message=f"what npu-migrate fixes in a script: {fix.message} ({NOTE})",
+                suggestion="edit the command by hand as npu-migrate edits it in a script"))
+        for finding in block.findings:
+            result.findings.append(Finding(
+                line=first + finding.line - 1, col=finding.col + indent, rule=finding.rule,
+                message=f"{finding.message} ({NOTE})", suggestion=finding.suggestion))
+    return result
+
+
+def _start(lines: list[str], line: int, col: int) -> tuple[int, int]:
+    """Where a fix's words start: an edit that removes a continuation's last option
+    begins at the previous line's ``\\``, one that removes a line's last option at
+    the blank before it; the report names the option itself."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    if text[col:].strip() in ("\\", "") and line < len(lines):  # col: 0-based, as in Fix
+        following = lines[line]
+        return line + 1, len(following) - len(following.lstrip())
+    return line, col + len(text[col:]) - len(text[col:].lstrip())  # past the blanks the edit takes too
