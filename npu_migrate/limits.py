@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import os
 import re
-import resource
+
+try:
+    import resource
+except ImportError:  # not on Unix: physical memory only
+    resource = None
 
 #: Deepest nesting of brackets (JSON/YAML/TOML) or compound commands (shell) accepted.
 MAX_DEPTH = 200
@@ -116,8 +120,8 @@ PYTHON_BYTES_PER_LINE = 12 << 10
 def memory_limit() -> int | None:
     """Bytes this process may still allocate: the soft ``RLIMIT_AS`` less what it has
     mapped already, else the machine's physical memory (None where unknown)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS) if resource is not None else (None, None)
+    if soft is not None and soft != resource.RLIM_INFINITY:
         try:
             with open("/proc/self/statm", encoding="ascii") as statm:
                 mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
