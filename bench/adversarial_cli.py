@@ -217,6 +217,22 @@ def memory_cap(root: Path) -> tuple[bool, str]:
     return ok, f"exit {outcome.code} in {outcome.seconds:.0f}s: {[l for l in outcome.out.splitlines() if 'error' in l][:1]}"
 
 
+def notebook_cells(root: Path) -> tuple[bool, str]:
+    """Time per cell flat: 2,000 cells (one CUDA call each) take less than 3x 1,000 cells."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for bench.*
+    from bench.notebook_growth import notebook as many_cells
+
+    seconds = []
+    for cells in (1000, 2000):
+        (root / f"n{cells}.ipynb").write_bytes(many_cells(cells))
+        outcome = npu_migrate(["--no-cache", "--write", f"n{cells}.ipynb"], root, 600)
+        if outcome.code != 0:
+            return False, f"{cells} cells: exit {outcome.code}"
+        seconds.append(outcome.seconds)
+    ratio = seconds[1] / seconds[0]
+    return ratio < 3, f"--write 1,000 cells {seconds[0]:.1f}s, 2,000 cells {seconds[1]:.1f}s (x{ratio:.1f})"
+
+
 def notebook(n: int) -> str:
     head = {"cells": [{"cell_type": "code", "metadata": {}, "source": "import torch\ntorch.cuda.synchronize()\n",
                        "outputs": [], "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
@@ -252,6 +268,7 @@ CASES: dict[str, Callable[[Path], tuple[bool, str]]] = {
     "requirements.txt with lone-CR line ends": requirements(b"torch==2.1.0\rnumpy\r"),
     "--jobs nan": jobs_nan,
     "700 MB address-space cap, 200k-line .py": memory_cap,
+    "notebook of 1,000 then 2,000 cells (time per cell)": notebook_cells,
 }
 
 

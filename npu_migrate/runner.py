@@ -71,18 +71,19 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     a file no front end claims is treated as Python, as named files always were),
     turning a bug in a rule into a one-line error for that file. Front ends are
     imported only when a file needs them."""
-    from npu_migrate.limits import LimitError
+    from npu_migrate.limits import LimitError, check_python_memory, out_of_memory
 
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
+        if file_type is filetypes.PYTHON:
+            check_python_memory(data)  # refused before parsing if it cannot fit (npu_migrate/limits.py)
         return file_type.migrate()(path, data, settings)
     except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/limits.py)
         return FileResult(path=path, error=f"{path}:{exc.line}: {exc.message}")
     except RecursionError:  # a parser recursed past Python's limit anyway: still one line
         return FileResult(path=path, error=f"{path}:1: too deeply nested for npu-migrate's parser; skipped")
     except MemoryError:
-        return FileResult(path=path, error=f"{path}:1: out of memory while migrating this file "
-                                           f"({len(data) / (1 << 20):.1f} MB); skipped")
+        return FileResult(path=path, error=f"{path}:1: {out_of_memory(data)}")
     except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
         return _internal_error(path, f"{type(exc).__name__}: {exc}")
 

@@ -10,6 +10,7 @@ module is cut at the sentinels and the placeholders get their lines back.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -37,14 +38,20 @@ class Joined:
     held: list[Special] = field(default_factory=list)
     #: Cell index -> its first line when that is a Python-running cell magic (``%%time``).
     heads: dict[int, str] = field(default_factory=dict)
+    #: (start, cell index) in module order, for :meth:`locate`.
+    _order: list[tuple[int, int]] = field(default_factory=list, repr=False, compare=False)
 
     def locate(self, line: int) -> tuple[int, int] | None:
-        """(cell index, line in the cell, 1-based) of a module line; None on a sentinel."""
-        found = None
-        for cell, start in self.starts.items():
-            if start <= line:
-                found = (cell, line - start + 1)
-        return found
+        """(cell index, line in the cell, 1-based) of a module line; None on a sentinel
+        (a binary search: the notebook engine locates every fix and finding, so a
+        scan of all cells per call made large notebooks quadratic)."""
+        if len(self._order) != len(self.starts):
+            self._order = sorted((start, cell) for cell, start in self.starts.items())
+        at = bisect.bisect_right(self._order, (line, float("inf"))) - 1
+        if at < 0:
+            return None
+        start, cell = self._order[at]
+        return cell, line - start + 1
 
 
 def join(cells: dict[int, str]) -> Joined:

@@ -105,7 +105,9 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
     changed = {i: text for i, text in new.items() if text != code[i]}
     if changed:
         positions = layout.sources(data)
-        edits = [TextEdit(positions[i].start, positions[i].end, layout.render(data, positions[i], code[i], text), "", "")
+        ensure_ascii = layout.ascii_style(data)  # once: it reads the whole file
+        edits = [TextEdit(positions[i].start, positions[i].end,
+                          layout.render(data, positions[i], code[i], text, ensure_ascii), "", "")
                  for i, text in changed.items() if i in positions]
         result.new_source, _ = apply(data, edits)
     return result
@@ -167,10 +169,10 @@ def _ipython_lines(path: str, code: dict[int, str], new: dict[int, str], nb_file
                 migrated = _shell(shell, path, command, index, special.first, result, settings, offset, held)
                 if migrated is not None:
                     nb_file.lines[(index, line.line)] = (text[:offset] + restore_expressions(migrated, held), "", "")
-        for (cell, number), (text, _, _) in nb_file.lines.items():
-            if cell == index:
-                ending = lines[number - 1][len(lines[number - 1].rstrip("\r\n")):]
-                lines[number - 1] = text + ending
+        for number, old in enumerate(lines, start=1):  # this cell's lines, not every replaced line of the notebook
+            replaced = nb_file.lines.get((index, number))
+            if replaced is not None:
+                lines[number - 1] = replaced[0] + old[len(old.rstrip("\r\n")):]
         new[index] = "".join(lines)
 
 

@@ -73,9 +73,12 @@ def ascii_style(data: bytes) -> bool:
     return data.isascii() and b"\\u" in data
 
 
-def render(data: bytes, source: Source, old_text: str, new_text: str) -> bytes:
-    """The bytes that replace ``data[source.start:source.end]``."""
-    ensure_ascii = ascii_style(data)
+def render(data: bytes, source: Source, old_text: str, new_text: str, ensure_ascii: bool | None = None) -> bytes:
+    """The bytes that replace ``data[source.start:source.end]``. ``ensure_ascii``:
+    :func:`ascii_style` of ``data``, which reads the whole file; a caller rendering
+    many cells computes it once."""
+    if ensure_ascii is None:
+        ensure_ascii = ascii_style(data)
     if source.elements is None:
         return json.dumps(new_text, ensure_ascii=ensure_ascii).encode()
     old_lines = old_text.splitlines(keepends=True)

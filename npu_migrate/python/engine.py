@@ -13,6 +13,7 @@ import re
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from npu_migrate import limits
 from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
@@ -80,8 +81,7 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
     except RecursionError:
         result.error = f"{path}:1: too deeply nested for npu-migrate's parser (libcst); left unchanged"
     except MemoryError:
-        result = FileResult(path=path, error=f"{path}:1: out of memory while migrating "
-                                              f"({len(data) / (1 << 20):.1f} MB); left unchanged")
+        result = FileResult(path=path, error=f"{path}:1: {limits.out_of_memory(data)}")
     return result
 
 
@@ -111,7 +111,7 @@ def python_ast(path: str, data: bytes) -> ast.Module | None:
     except RecursionError as exc:
         raise SourceError(f"{path}:1: too deeply nested: Python cannot parse it either ({exc})") from None
     except MemoryError:  # a memory cap, not nesting (issue 29: a 12 MB file was called "too deeply nested")
-        raise SourceError(f"{path}:1: out of memory while parsing ({len(data) / (1 << 20):.1f} MB); skipped") from None
+        raise SourceError(f"{path}:1: {limits.out_of_memory(data)}") from None
 
 
 def _syntax_error(path: str, data: bytes, exc: cst.ParserSyntaxError) -> str:

@@ -30,6 +30,7 @@ start of a word part counts (``npu``, ``torch_npu``, ``NPU_VISIBLE``,
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Collection, Iterator
 
@@ -304,11 +305,13 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
     if not kept:
         return {}
     out: dict[tuple[int, int], tuple[str, str]] = {}
+    ordered = sorted(kept)  # a binary search per assignment, not a scan of every kept line (quadratic)
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
             continue
         span = _lines(node)
-        if not any(span[0] <= line <= span[1] for line in kept):
+        at = bisect.bisect_left(ordered, span[0])
+        if at == len(ordered) or ordered[at] > span[1]:
             continue
         if not _truth_value(node.value):
             continue  # a device value (`device = 'cuda' if ...`) moved to 'npu' takes the NPU branch: rewrite it

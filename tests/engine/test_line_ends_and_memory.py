@@ -61,7 +61,47 @@ def test_a_memory_error_is_named_as_such(monkeypatch):
 
     monkeypatch.setattr(ast, "parse", exhausted)
     result = migrate_safely("a.py", b"import torch\ntorch.cuda.synchronize()\n", Settings())
-    assert result.error.startswith("a.py:1: out of memory while parsing") and "nested" not in result.error
+    assert result.error.startswith("a.py:1: not migrated: out of memory (0.0 MB file, limit ") \
+        and "nested" not in result.error
+
+
+def test_a_python_file_that_cannot_fit_is_refused_before_it_is_parsed(monkeypatch):
+    import ast
+
+    from npu_migrate import limits
+
+    parsed = []
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(1))
+    monkeypatch.setattr(limits, "memory_limit", lambda: 100 << 20)  # 100 MB left
+    lines = (100 << 20) // limits.PYTHON_BYTES_PER_LINE + 10
+    result = migrate_safely("a.py", b"x = 1\n" * lines, Settings())
+    assert result.error == (f"a.py:1: not migrated: out of memory (about {(lines + 1) * 12 >> 10} MB for "
+                            f"{lines + 1} lines, limit 100 MB); skipped")
+    assert parsed == []
+    fits = migrate_safely("a.py", b"import torch\ntorch.cuda.synchronize()\n", Settings())
+    assert fits.error is None and fits.new_source is not None
+
+
+@pytest.mark.timeout(300)
+def test_under_a_low_address_space_limit_the_big_file_fails_in_one_line_and_the_rest_migrate(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "big.py").write_text("import torch\n" + "".join(f"x{i} = {i}\n" for i in range(150_000)))
+    (tmp_path / "small.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (1200 << 20, 1200 << 20))
+
+    done = subprocess.run([sys.executable, "-m", "npu_migrate", "--no-cache", "--write", "."], cwd=tmp_path,
+                          capture_output=True, text=True, preexec_fn=cap, timeout=280, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "big.py" in line]
+    assert len(errors) == 1 and "big.py:1: not migrated: out of memory (about " in errors[0]
+    assert ".npu()" in (tmp_path / "small.py").read_text()
+    assert "x149999 = 149999" in (tmp_path / "big.py").read_text()
 
 
 def test_a_worker_killed_for_memory_is_named_as_such():
