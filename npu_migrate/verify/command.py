@@ -55,6 +55,8 @@ class Request:
     quiet: bool = False
     #: start one process with torchrun too (scripts that always call init_process_group)
     torchrun: bool = False
+    #: the script starts its own processes (torch.multiprocessing.spawn); None: detect it
+    spawns: bool | None = None
 
 
 def _say(req: Request, message: str) -> None:
@@ -131,6 +133,15 @@ def _run(req: Request) -> int:
 
 
 def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path) -> int:
+    from .detect import data_parallel_only, spawns_processes
+
+    spawns = req.spawns
+    if spawns is None:
+        spawns = req.nproc > 1 and not req.torchrun and spawns_processes(root / script)
+    if req.nproc > 1 and not spawns and data_parallel_only(root / script):
+        raise VerifyError(f"{script} uses nn.DataParallel without a distributed path of its own: verify it with "
+                          "--nproc 1 (with more, the migrated twin is a DDP job that shards each batch while the "
+                          "reference keeps DataParallel's whole batch per process; see docs/verify.md)")
     skip = work if work.is_relative_to(root) else None
     cpu_copy = scratch.copy_project(root, work / "cpu", skip)
     npu_copy = scratch.copy_project(root, work / "npu", skip)
@@ -165,13 +176,17 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         except BuildError as exc:
             raise VerifyError(f"the emulated NPU cannot be built: {exc}") from None
 
+    if spawns:
+        _say(req, f"{script} starts its own processes (torch.multiprocessing.spawn): run as one process "
+                  f"with {req.nproc} device(s)")
+
     def run_twin(name, copy, env, steps, args):
         _say(req, f"running the {name} ({steps} step(s))")
         return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
-                         req.torchrun)
+                         req.torchrun, spawns)
 
     records = work / "records"
-    cpu = run_twin("CPU twin", cpu_copy, twins.cpu_env(twins.base_env(records / "cpu", req.steps, req.seed)),
+    cpu = run_twin("CPU twin", cpu_copy, twins.cpu_env(twins.base_env(records / "cpu", req.steps, req.seed), req.nproc),
                    req.steps, req.args)
     npu = run_twin("migrated twin", npu_copy,
                    twins.npu_env(twins.base_env(records / "npu", req.steps, req.seed), req.nproc, emulated),
@@ -179,7 +194,9 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
 
     base = {
         "tool": "npu-migrate verify", "versions": _versions(), "script": script, "args": req.args,
-        "nproc": req.nproc, "steps_requested": req.steps, "seed": req.seed, "device": device,
+        "nproc": req.nproc, "launch": "spawn" if spawns else ("torchrun" if req.nproc > 1 or req.torchrun
+                                                               else "python"),
+        "steps_requested": req.steps, "seed": req.seed, "device": device,
         "project": str(root),
         "twins": {"cpu": _twin_info(cpu), "migrated": _twin_info(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
@@ -256,7 +273,7 @@ def _resume(req: Request, cpu, npu, copies: dict[str, Path], fresh_copy, run_twi
     for name, full in (("cpu", cpu), ("npu", npu)):
         def env(out, steps, align=None, name=name):
             base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
-            return twins.cpu_env(base) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
+            return twins.cpu_env(base, req.nproc) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
 
         label = "CPU twin" if name == "cpu" else "migrated twin"
         own_saves = full.ranks.get(0, next(iter(full.ranks.values()))).get("saves", [])
