@@ -14,7 +14,8 @@ migrated twin:
   statistics (0) and the peak resets are no-ops; streams and events are dummies;
 * the CUDA generator is the CPU one (``torch.cuda.manual_seed(_all)`` seeds it, as
   the emulated NPU's generator is the CPU one);
-* ``Tensor.cuda()`` / ``Module.cuda()`` move to (stay on) the CPU; ``pin_memory()``
+* ``Tensor.cuda()`` / ``Module.cuda()`` and ``.to(N)`` with an integer device (the
+  accelerator N, which the NPU target leaves as it is) move to (stay on) the CPU; ``pin_memory()``
   is a no-op; ``torch.load(map_location="cpu:N")`` (the CPU target's ``cuda:N``) loads
   to the CPU;
 * CPU autocast defaults to float16, CUDA's default (the CPU's own is bfloat16);
@@ -152,6 +153,21 @@ def install() -> None:
         return self.to("cpu", non_blocking=non_blocking, memory_format=memory_format)
 
     torch.Tensor.cuda = tensor_cuda
+
+    def integer_to_cpu(original):
+        # .to(0) / .to(local_rank) means the accelerator with that index (cuda:N on the original's
+        # machine, npu:N after migration, which leaves it as it is): here, the CPU
+        def to(self, *args, **kwargs):
+            if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+                args = ("cpu", *args[1:])
+            if isinstance(kwargs.get("device"), int) and not isinstance(kwargs["device"], bool):
+                kwargs["device"] = "cpu"
+            return original(self, *args, **kwargs)
+
+        return to
+
+    torch.Tensor.to = integer_to_cpu(torch.Tensor.to)
+    torch.nn.Module.to = integer_to_cpu(torch.nn.Module.to)
     original_load = torch.load
 
     def load(f, map_location=None, *args, **kwargs):

@@ -173,6 +173,19 @@ def real_npu(copy: Path, script: str) -> str | None:
     return find_real_torch_npu(child_search_path(str(copy / script), dict(os.environ)))
 
 
+#: Process groups of the runs under way (a run per twin at the same time with --jobs 2).
+_RUNNING: set[int] = set()
+
+
+def kill_running() -> None:
+    """End every run under way (their own sessions: torchrun's or the script's workers too)."""
+    for pid in list(_RUNNING):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
         timeout: float, torchrun: bool = False, spawns: bool = False) -> RunResult:
     out = Path(env[hook.ENV_OUT])
@@ -182,6 +195,7 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
         # A session of its own, so that a timeout ends torchrun's workers too.
         proc = subprocess.Popen(command_line(script, args, nproc, torchrun, spawns), cwd=copy, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        _RUNNING.add(proc.pid)
         try:
             code, timed_out = proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
@@ -191,5 +205,7 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+        finally:
+            _RUNNING.discard(proc.pid)
     text = log_path.read_text("utf-8", errors="replace")
     return RunResult(name=name, out=out, returncode=code, log=text, timed_out=timed_out).load()
