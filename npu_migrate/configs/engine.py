@@ -20,6 +20,8 @@ from npu_migrate.model import FileResult
 from npu_migrate.registry import rules_for
 from npu_migrate.settings import Settings
 from npu_migrate.suppression import Suppressions
+from npu_migrate.target import NPU, Target
+from npu_migrate.target import named as named_target
 
 #: File suffix -> the module that reads that format (imported on first use).
 READERS = {
@@ -45,8 +47,11 @@ def reader(name: str) -> ModuleType:
 class ConfigFile:
     """One parsed config file and what its rules record."""
 
-    def __init__(self, data: bytes, document: Document, recorder: Recorder, facts: ProjectFacts | None = None) -> None:
+    def __init__(self, data: bytes, document: Document, recorder: Recorder, facts: ProjectFacts | None = None,
+                 target: Target = NPU) -> None:
         self.data = data
+        #: What CUDA becomes (npu_migrate/target.py; the CPU for verify's reference twin).
+        self.target = target
         #: Project-wide facts (``npu_migrate/facts.py``), as the Python rules see them.
         self.facts = facts if facts is not None else ProjectFacts()
         self.document = document
@@ -89,7 +94,7 @@ def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppres
         return document
     if document is None:
         document = reader(reader_module).read(data)
-    file = ConfigFile(data, document, recorder, settings.facts)
+    file = ConfigFile(data, document, recorder, settings.facts, named_target(settings.target))
     rules = [cls(file) for cls in needed]
     for scalar in document.scalars:
         for rule in rules:

@@ -19,6 +19,11 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.command("verify")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, help="Processes per twin (>1 runs torchrun).")
 @click.option("--torchrun", is_flag=True, help="Start the twins with torchrun even for one process.")
+@click.option("--spawns/--no-spawns", default=None,
+              help="The script starts its own --nproc processes (torch.multiprocessing.spawn): run it as one "
+                   "process. Default: detected in SCRIPT.")
+@click.option("--jobs", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2: run the two twins at the same time (not for a script that binds a fixed port).")
 @click.option("--steps", type=click.IntRange(min=1), default=4, show_default=True, help="Optimizer steps to compare.")
 @click.option("--report", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the JSON report to FILE, the summary (.txt) and the loss plot (.png) next to it.")
@@ -38,7 +43,7 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict's summary on failure.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def verify_command(nproc, torchrun, steps, report, select, extend_select, ignore, extend_ignore, config, project, resume,
+def verify_command(nproc, torchrun, spawns, jobs, steps, report, select, extend_select, ignore, extend_ignore, config, project, resume,
                    resume_args, seed, timeout, keep, quiet, script, args) -> None:
     """Prove a migration step by step, before writing it: run SCRIPT (with ARGS, after --)
     migrated on the emulated NPU and retargeted to the CPU, compare losses, gradient
@@ -50,4 +55,4 @@ def verify_command(nproc, torchrun, steps, report, select, extend_select, ignore
         script=script, args=list(args), nproc=nproc, steps=steps, report=report, select=_codes(select),
         extend_select=split_codes(extend_select), ignore=_codes(ignore), extend_ignore=split_codes(extend_ignore),
         config=config, project=project, resume=resume, resume_args=list(resume_args), seed=seed, timeout=timeout,
-        keep=keep, quiet=quiet, torchrun=torchrun)))
+        keep=keep, quiet=quiet, torchrun=torchrun, spawns=spawns, jobs=jobs)))

@@ -55,6 +55,11 @@ class Request:
     quiet: bool = False
     #: start one process with torchrun too (scripts that always call init_process_group)
     torchrun: bool = False
+    #: the script starts its own processes (torch.multiprocessing.spawn); None: detect it
+    spawns: bool | None = None
+    #: run the two twins at the same time (2), or one after the other (1: a script that
+    #: binds a fixed port, MASTER_PORT=12355, would collide with its twin)
+    jobs: int = 1
 
 
 def _say(req: Request, message: str) -> None:
@@ -131,6 +136,15 @@ def _run(req: Request) -> int:
 
 
 def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path) -> int:
+    from .detect import data_parallel_only, spawns_processes
+
+    spawns = req.spawns
+    if spawns is None:
+        spawns = req.nproc > 1 and not req.torchrun and spawns_processes(root / script)
+    if req.nproc > 1 and not spawns and data_parallel_only(root / script):
+        raise VerifyError(f"{script} uses nn.DataParallel without a distributed path of its own: verify it with "
+                          "--nproc 1 (with more, the migrated twin is a DDP job that shards each batch while the "
+                          "reference keeps DataParallel's whole batch per process; see docs/verify.md)")
     skip = work if work.is_relative_to(root) else None
     cpu_copy = scratch.copy_project(root, work / "cpu", skip)
     npu_copy = scratch.copy_project(root, work / "npu", skip)
@@ -165,21 +179,26 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         except BuildError as exc:
             raise VerifyError(f"the emulated NPU cannot be built: {exc}") from None
 
+    if spawns:
+        _say(req, f"{script} starts its own processes (torch.multiprocessing.spawn): run as one process "
+                  f"with {req.nproc} device(s)")
+
     def run_twin(name, copy, env, steps, args):
         _say(req, f"running the {name} ({steps} step(s))")
         return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
-                         req.torchrun)
+                         req.torchrun, spawns)
 
     records = work / "records"
-    cpu = run_twin("CPU twin", cpu_copy, twins.cpu_env(twins.base_env(records / "cpu", req.steps, req.seed)),
-                   req.steps, req.args)
-    npu = run_twin("migrated twin", npu_copy,
-                   twins.npu_env(twins.base_env(records / "npu", req.steps, req.seed), req.nproc, emulated),
-                   req.steps, req.args)
+    cpu, npu = _both(req, lambda: run_twin("CPU twin", cpu_copy, twins.cpu_env(twins.base_env(
+        records / "cpu", req.steps, req.seed), req.nproc), req.steps, req.args),
+        lambda: run_twin("migrated twin", npu_copy, twins.npu_env(twins.base_env(
+            records / "npu", req.steps, req.seed), req.nproc, emulated), req.steps, req.args))
 
     base = {
         "tool": "npu-migrate verify", "versions": _versions(), "script": script, "args": req.args,
-        "nproc": req.nproc, "steps_requested": req.steps, "seed": req.seed, "device": device,
+        "nproc": req.nproc, "launch": "spawn" if spawns else ("torchrun" if req.nproc > 1 or req.torchrun
+                                                               else "python"),
+        "steps_requested": req.steps, "seed": req.seed, "device": device,
         "project": str(root),
         "twins": {"cpu": _twin_info(cpu), "migrated": _twin_info(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
@@ -252,26 +271,31 @@ def _resume(req: Request, cpu, npu, copies: dict[str, Path], fresh_copy, run_twi
             "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
-    restarted = {}
+    chains = {}
     for name, full in (("cpu", cpu), ("npu", npu)):
         def env(out, steps, align=None, name=name):
             base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
-            return twins.cpu_env(base) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
+            return twins.cpu_env(base, req.nproc) if name == "cpu" else twins.npu_env(base, req.nproc, emulated)
 
-        label = "CPU twin" if name == "cpu" else "migrated twin"
         own_saves = full.ranks.get(0, next(iter(full.ranks.values()))).get("saves", [])
-        copy = copies[name]
-        if max(own_saves, default=0) != k:
-            try:
+        copy, stop_first = copies[name], max(own_saves, default=0) != k
+        if stop_first:
+            try:  # here, not in the chain: the migration changes the working directory
                 copy = fresh_copy(name)
             except twins.MigrationError as exc:
                 raise VerifyError(str(exc)) from None
-            first = run_twin(f"{label}, stopped after step {k}", copy, env("stop", k), k, req.args)
-            if first.error is not None:
-                restarted[name] = first
-                continue
-        restarted[name] = run_twin(f"{label}, restarted after step {k}", copy,
-                                   env("restart", req.steps, full.out), req.steps, [*req.args, *req.resume_args])
+
+        def chain(name=name, full=full, env=env, copy=copy, stop_first=stop_first):
+            label = "CPU twin" if name == "cpu" else "migrated twin"
+            if stop_first:
+                first = run_twin(f"{label}, stopped after step {k}", copy, env("stop", k), k, req.args)
+                if first.error is not None:
+                    return first
+            return run_twin(f"{label}, restarted after step {k}", copy, env("restart", req.steps, full.out),
+                            req.steps, [*req.args, *req.resume_args])
+
+        chains[name] = chain
+    restarted = dict(zip(("cpu", "npu"), _both(req, chains["cpu"], chains["npu"])))
     result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
     if restarted["cpu"].error is not None:
         return dict(result, status="reference-failed", detail=[
@@ -293,6 +317,21 @@ def _resume(req: Request, cpu, npu, copies: dict[str, Path], fresh_copy, run_twi
     status = "pass" if own_cpu["status"] != "no-resume-path" else "no-resume-path"
     return dict(result, status=status, detail=[
         "the restarted migrated twin computes what the restarted reference computes", *detail])
+
+
+def _both(req: Request, first, second) -> list:
+    """``[first(), second()]``: the two twins' runs, at the same time with ``--jobs 2``."""
+    if req.jobs < 2:
+        return [first(), second()]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify-twin") as pool:
+        futures = [pool.submit(first), pool.submit(second)]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:  # Ctrl-C or SIGTERM in this thread: end both runs, then unwind
+            twins.kill_running()
+            raise
 
 
 def _finish(req: Request, result: dict, code: int) -> int:

@@ -8,14 +8,16 @@ the twin, and this layer makes it behave as the original does on a CUDA machine
 with the data on the CPU, so that the CPU twin takes the same code paths as the
 migrated twin:
 
-* ``torch.cuda.is_available()`` is True, ``device_count()`` is the number of local
-  processes (``LOCAL_WORLD_SIZE``, 1 without torchrun), ``current_device()`` is
-  ``LOCAL_RANK``; ``set_device``, ``synchronize``, ``empty_cache``, the memory
+* ``torch.cuda.is_available()`` is True, ``device_count()`` is verify's ``--nproc``
+  (``NPU_MIGRATE_VERIFY_DEVICES``; else ``LOCAL_WORLD_SIZE``, 1), ``current_device()`` is
+  the last ``set_device`` (else ``LOCAL_RANK``); ``synchronize``, ``empty_cache``, the memory
   statistics (0) and the peak resets are no-ops; streams and events are dummies;
 * the CUDA generator is the CPU one (``torch.cuda.manual_seed(_all)`` seeds it, as
   the emulated NPU's generator is the CPU one);
-* ``Tensor.cuda()`` / ``Module.cuda()`` move to (stay on) the CPU; ``pin_memory()``
-  is a no-op;
+* ``Tensor.cuda()`` / ``Module.cuda()`` and ``.to(N)`` with an integer device (the
+  accelerator N, which the NPU target leaves as it is) move to (stay on) the CPU; ``pin_memory()``
+  is a no-op; ``torch.load(map_location="cpu:N")`` (the CPU target's ``cuda:N``) loads
+  to the CPU;
 * CPU autocast defaults to float16, CUDA's default (the CPU's own is bfloat16);
 * ``torch.distributed.is_nccl_available()`` is True, and DDP drops ``device_ids`` /
   ``output_device`` for a CPU module (gloo DDP refuses them).
@@ -83,12 +85,19 @@ def install() -> None:
     import torch.distributed as dist
 
     cuda = torch.cuda
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    # verify's --nproc (a script that starts its own processes asks device_count() how many)
+    local = int(os.environ.get("NPU_MIGRATE_VERIFY_DEVICES") or os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
     def constant(value):  # a new function each time: torch._dynamo refuses one object under two names
         return lambda *args, **kwargs: value
 
     generator = torch.default_generator
+    current = [int(os.environ.get("LOCAL_RANK", "0"))]
+
+    def set_device(device) -> None:  # remembered for current_device() (a spawned worker has no LOCAL_RANK)
+        index = torch.device(device).index if isinstance(device, (str, torch.device)) else device
+        if index is not None and int(index) >= 0:
+            current[0] = int(index)
 
     def manual_seed(seed) -> None:
         generator.manual_seed(int(seed))
@@ -100,8 +109,8 @@ def install() -> None:
         "is_initialized": lambda: True,
         "init": constant(None),
         "device_count": lambda: local,
-        "current_device": lambda: int(os.environ.get("LOCAL_RANK", "0")),
-        "set_device": constant(None),
+        "current_device": lambda: current[0],
+        "set_device": set_device,
         "synchronize": constant(None),
         "empty_cache": constant(None),
         "ipc_collect": constant(None),
@@ -144,6 +153,32 @@ def install() -> None:
         return self.to("cpu", non_blocking=non_blocking, memory_format=memory_format)
 
     torch.Tensor.cuda = tensor_cuda
+
+    def integer_to_cpu(original):
+        # .to(0) / .to(local_rank) means the accelerator with that index (cuda:N on the original's
+        # machine, npu:N after migration, which leaves it as it is): here, the CPU
+        def to(self, *args, **kwargs):
+            if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+                args = ("cpu", *args[1:])
+            if isinstance(kwargs.get("device"), int) and not isinstance(kwargs["device"], bool):
+                kwargs["device"] = "cpu"
+            return original(self, *args, **kwargs)
+
+        return to
+
+    torch.Tensor.to = integer_to_cpu(torch.Tensor.to)
+    torch.nn.Module.to = integer_to_cpu(torch.nn.Module.to)
+    original_load = torch.load
+
+    def load(f, map_location=None, *args, **kwargs):
+        # the CPU target writes map_location="cpu:N" for "cuda:N"; torch.load knows only "cpu"
+        if isinstance(map_location, (str, torch.device)) and str(map_location).startswith("cpu:"):
+            map_location = "cpu"
+        elif isinstance(map_location, dict):
+            map_location = {k: ("cpu" if str(v).startswith("cpu:") else v) for k, v in map_location.items()}
+        return original_load(f, map_location, *args, **kwargs)
+
+    torch.load = load
     torch.Tensor.pin_memory = lambda self, device=None: self
     torch.nn.Module.cuda = lambda self, device=None: self
     torch.set_autocast_dtype("cpu", torch.float16)

@@ -20,7 +20,9 @@ Settings come from the environment (set by npu_migrate/verify/twins.py):
   ``NPU_MIGRATE_VERIFY_RESUMED_AFTER`` (the step the first run stopped after) is
   taken, and ``aligned`` is false;
 * ``NPU_MIGRATE_VERIFY_CUDA_ON_CPU=1``: the CPU twin (npu_migrate/verify/cuda_on_cpu.py);
-* ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs.
+* ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs
+  (and in each process the script starts itself, npu_migrate/verify/spawned.py);
+* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU twin's ``torch.cuda.device_count()``.
 
 This module imports torch; the CLI process never imports it.
 """
@@ -43,6 +45,8 @@ ENV_ALIGN = "NPU_MIGRATE_VERIFY_ALIGN"
 ENV_CPU = "NPU_MIGRATE_VERIFY_CUDA_ON_CPU"
 ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
 ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
+#: The CPU twin's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
+ENV_DEVICES = "NPU_MIGRATE_VERIFY_DEVICES"
 #: Parameters kept for every step (for the element-wise metrics) up to this many
 #: elements; larger models keep the last step's only.
 KEEP_EVERY_STEP = 2_000_000
@@ -57,11 +61,18 @@ def _rank() -> int:
 
 
 class Recorder:
-    def __init__(self, torch, out: str, limit: int, align: str | None) -> None:
+    def __init__(self, torch, out: str, limit: int, align: str | None, rank: int | None = None) -> None:
         self.torch = torch
         self.out = out
         self.limit = limit
-        self.rank = _rank()
+        #: a process started by torch.multiprocessing.spawn learns its rank from its
+        #: spawn index; a process group that is up when the first step is taken wins
+        self.rank = _rank() if rank is None else rank
+        self._rank_fixed = False
+        self.pid = os.getpid()
+        #: this process started the script's own processes (torch.multiprocessing.spawn):
+        #: they record the steps; this one writes launcher.json, not a rank file
+        self.launcher = False
         self.steps: list[dict] = []
         self.pending_losses: list[dict] = []
         self.saves: list[int] = []
@@ -70,13 +81,9 @@ class Recorder:
         self.aligned = True
         self.resumed_after = int(os.environ.get(ENV_RESUMED_AFTER, "0"))
         self.align_digests: list[str] | None = None
+        self._align_dir = align
         if align:
-            try:
-                with open(os.path.join(align, f"rank{self.rank}.json"), encoding="utf-8") as fh:
-                    self.align_digests = [s["digest_before"] for s in json.load(fh)["steps"]]
-                self.offset = None  # found at the first step
-            except (OSError, ValueError, KeyError):
-                self.align_digests = None
+            self.offset = None  # found at the first step
         self.params: dict[int, object] = {}
         self.status = "running"
         self.error: str | None = None
@@ -143,7 +150,22 @@ class Recorder:
         self.last_scaled = None
         self.pending_losses.append(entry)
 
+    def _fix_rank(self) -> None:
+        """At the first step: the process group's rank where one is up."""
+        if self._rank_fixed:
+            return
+        self._rank_fixed = True
+        dist = self.torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            self.rank = dist.get_rank()
+
     def _align(self, digest: str) -> None:
+        if self.align_digests is None and self._align_dir:
+            try:
+                with open(os.path.join(self._align_dir, f"rank{self.rank}.json"), encoding="utf-8") as fh:
+                    self.align_digests = [s["digest_before"] for s in json.load(fh)["steps"]]
+            except (OSError, ValueError, KeyError):
+                self.align_digests = []
         digests = self.align_digests or []
         if digest in digests:
             self.offset = digests.index(digest)
@@ -151,6 +173,7 @@ class Recorder:
             self.offset, self.aligned = self.resumed_after, False
 
     def before_step(self, optimizer) -> None:
+        self._fix_rank()
         params = self._params_of(optimizer)
         before = self.digest(params)
         if self.offset is None:  # a restarted run: which global step is this?
@@ -178,6 +201,7 @@ class Recorder:
 
     def skipped_step(self, optimizer) -> None:
         """GradScaler.step found inf/NaN gradients and did not call optimizer.step()."""
+        self._fix_rank()
         params = self._params_of(optimizer)
         digest = self.digest(params)
         if self.offset is None:
@@ -232,7 +256,7 @@ class Recorder:
             "torch": self.torch.__version__,
             "pending_losses": self.pending_losses,
         }
-        path = os.path.join(self.out, f"rank{self.rank}.json")
+        path = os.path.join(self.out, "launcher.json" if self.launcher else f"rank{self.rank}.json")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(data, fh)
@@ -241,12 +265,29 @@ class Recorder:
     def write_params(self) -> None:
         import numpy as np
 
-        if self.params:
+        if self.params and not self.launcher:
             np.savez(os.path.join(self.out, f"rank{self.rank}.npz"),
                      **{f"step{step}": flat for step, flat in self.params.items()})
 
 
+#: The recorder the hooks write to (a process forked by the script gets its own, see spawned.py).
+_ACTIVE: list[Recorder] = []
+
+
+def active() -> Recorder | None:
+    return _ACTIVE[0] if _ACTIVE else None
+
+
+def activate(recorder: Recorder) -> None:
+    _ACTIVE[:] = [recorder]
+
+
 def install(recorder: Recorder) -> None:
+    """Make ``recorder`` the active one and hook torch (once per process)."""
+    installed = bool(_ACTIVE)
+    activate(recorder)
+    if installed:
+        return
     torch = recorder.torch
     from torch.optim.optimizer import (
         register_optimizer_step_post_hook,
@@ -256,17 +297,19 @@ def install(recorder: Recorder) -> None:
     original_backward = torch.Tensor.backward
 
     def backward(self, *args, **kwargs):
+        recorder = active()
         recorder.on_backward(self)
         return original_backward(self, *args, **kwargs)
 
     torch.Tensor.backward = backward
-    register_optimizer_step_pre_hook(lambda opt, args, kwargs: recorder.before_step(opt))
-    register_optimizer_step_post_hook(lambda opt, args, kwargs: recorder.after_step(opt))
+    register_optimizer_step_pre_hook(lambda opt, args, kwargs: active().before_step(opt))
+    register_optimizer_step_post_hook(lambda opt, args, kwargs: active().after_step(opt))
 
     scaler_cls = torch.amp.GradScaler
     original_step, original_update = scaler_cls.step, scaler_cls.update
 
     def scaler_step(self, optimizer, *args, **kwargs):
+        recorder = active()
         recorder._stepped_in_scaler = False
         result = original_step(self, optimizer, *args, **kwargs)
         if not recorder._stepped_in_scaler and self.is_enabled():
@@ -274,6 +317,7 @@ def install(recorder: Recorder) -> None:
         return result
 
     def scaler_update(self, *args, **kwargs):
+        recorder = active()
         result = original_update(self, *args, **kwargs)
         if self.is_enabled():
             recorder.on_scale(float(self.get_scale()), int(self._get_growth_tracker()))
@@ -283,6 +327,7 @@ def install(recorder: Recorder) -> None:
     original_scale = scaler_cls.scale
 
     def scaler_scale(self, outputs):
+        recorder = active()
         result = original_scale(self, outputs)
         if isinstance(result, torch.Tensor) and self.is_enabled():
             recorder.last_scaled = (result, float(self.get_scale()))
@@ -293,6 +338,7 @@ def install(recorder: Recorder) -> None:
     original_save = torch.save
 
     def save(*args, **kwargs):
+        recorder = active()
         result = original_save(*args, **kwargs)
         recorder.saves.append(recorder.global_done)
         return result
@@ -303,6 +349,7 @@ def install(recorder: Recorder) -> None:
     original_enter = autocast_cls.__enter__
 
     def enter(self):
+        recorder = active()
         entry = [self.device, str(self.fast_dtype).replace("torch.", ""), bool(self._enabled)]
         if entry not in recorder.autocast:
             recorder.autocast.append(entry)
@@ -332,27 +379,36 @@ def _shutdown_process_group() -> None:
             dist.destroy_process_group()
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m npu_migrate.verify.hook SCRIPT [ARGS...]", file=sys.stderr)
-        return 2
-    script, args = argv[0], argv[1:]
-    out = os.environ[ENV_OUT]
-    os.makedirs(out, exist_ok=True)
+def boot(rank: int | None = None) -> Recorder:
+    """Hook this process (the script's, or one it started): the CPU twin's CUDA-on-CPU
+    layer, the recorder, the processes the script starts itself, the seeds."""
     import torch
 
     if os.environ.get(ENV_CPU) == "1":
         from npu_migrate.verify import cuda_on_cpu
 
         cuda_on_cpu.install()
-    recorder = Recorder(torch, out, int(os.environ.get(ENV_STEPS, "5")), os.environ.get(ENV_ALIGN))
+    out = os.environ[ENV_OUT]
+    os.makedirs(out, exist_ok=True)
+    recorder = Recorder(torch, out, int(os.environ.get(ENV_STEPS, "5")), os.environ.get(ENV_ALIGN), rank=rank)
     install(recorder)
+    from npu_migrate.verify import spawned
+
+    spawned.install()
+    seed()
+    return recorder
+
+
+def seed() -> None:
     _seed(int(os.environ.get(ENV_SEED, "0")))
-    sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+
+
+def record(recorder: Recorder, call, reraise: bool = False) -> int:
+    """Run ``call()`` and record how it ended; the exit code (``reraise``: a crash is
+    raised again, after it is recorded, so that the script's own handling sees it)."""
     code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        call()
         recorder.status = "finished"
     except VerifyStop:
         recorder.status = "stopped"
@@ -361,9 +417,13 @@ def main(argv: list[str]) -> int:
         recorder.status = "finished" if code == 0 else "crashed"
         if code:
             recorder.error = f"the script exited with status {exc.code}"
-    except BaseException as exc:  # noqa: BLE001 - every crash is a result to report
+        if reraise:
+            raise
+    except BaseException as exc:  # every crash is a result to report
         recorder.status = "crashed"
         recorder.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if reraise:
+            raise
         traceback.print_exc()
         code = 1
     finally:
@@ -374,5 +434,20 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m npu_migrate.verify.hook SCRIPT [ARGS...]", file=sys.stderr)
+        return 2
+    script, args = argv[0], argv[1:]
+    recorder = boot()
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    return record(recorder, lambda: runpy.run_path(script, run_name="__main__"))
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Run as the importable module, not as __main__: the processes the script starts
+    # (spawned.py) and this one must share one VerifyStop class and one active recorder.
+    import importlib
+
+    sys.exit(importlib.import_module("npu_migrate.verify.hook").main(sys.argv[1:]))

@@ -8,7 +8,8 @@
   target selected and no configuration, run with the CUDA-on-CPU layer
   (npu_migrate/verify/cuda_on_cpu.py).
 
-A run is ``python -m npu_migrate.verify.hook SCRIPT ARGS`` (one process) or
+A run is ``python -m npu_migrate.verify.hook SCRIPT ARGS`` (one process, or a
+script that starts its own N processes with ``torch.multiprocessing.spawn``) or
 ``torchrun --nproc-per-node N -m npu_migrate.verify.hook SCRIPT ARGS`` with the
 copy as working directory; the hook writes ``rank<R>.json`` / ``rank<R>.npz``.
 """
@@ -122,9 +123,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def command_line(script: str, args: list[str], nproc: int, torchrun: bool = False) -> list[str]:
+def command_line(script: str, args: list[str], nproc: int, torchrun: bool = False,
+                 spawns: bool = False) -> list[str]:
+    """``python -m npu_migrate.verify.hook SCRIPT ARGS``, under torchrun for ``nproc`` > 1
+    unless the script starts its own processes (``spawns``: npu_migrate/verify/spawned.py)."""
     runner = ["-m", "npu_migrate.verify.hook", script, *args]
-    if nproc == 1 and not torchrun:
+    if spawns or (nproc == 1 and not torchrun):
         return [sys.executable, *runner]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
             "127.0.0.1", "--master-port", str(_free_port()), *runner]
@@ -139,15 +143,17 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env.pop(hook.ENV_ALIGN, None)
     env.pop(hook.ENV_CPU, None)
     env.pop(hook.ENV_RESUMED_AFTER, None)
+    env.pop(hook.ENV_DEVICES, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
         env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
     return env
 
 
-def cpu_env(env: dict[str, str]) -> dict[str, str]:
+def cpu_env(env: dict[str, str], nproc: int = 1) -> dict[str, str]:
     env = dict(env)
     env[hook.ENV_CPU] = "1"
+    env[hook.ENV_DEVICES] = str(nproc)  # torch.cuda.device_count(), as the emulator's device count
     return env
 
 
@@ -167,15 +173,29 @@ def real_npu(copy: Path, script: str) -> str | None:
     return find_real_torch_npu(child_search_path(str(copy / script), dict(os.environ)))
 
 
+#: Process groups of the runs under way (a run per twin at the same time with --jobs 2).
+_RUNNING: set[int] = set()
+
+
+def kill_running() -> None:
+    """End every run under way (their own sessions: torchrun's or the script's workers too)."""
+    for pid in list(_RUNNING):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
-        timeout: float, torchrun: bool = False) -> RunResult:
+        timeout: float, torchrun: bool = False, spawns: bool = False) -> RunResult:
     out = Path(env[hook.ENV_OUT])
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "output.log"
     with open(log_path, "w", encoding="utf-8") as log:
         # A session of its own, so that a timeout ends torchrun's workers too.
-        proc = subprocess.Popen(command_line(script, args, nproc, torchrun), cwd=copy, env=env, stdout=log,
+        proc = subprocess.Popen(command_line(script, args, nproc, torchrun, spawns), cwd=copy, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        _RUNNING.add(proc.pid)
         try:
             code, timed_out = proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
@@ -185,5 +205,7 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+        finally:
+            _RUNNING.discard(proc.pid)
     text = log_path.read_text("utf-8", errors="replace")
     return RunResult(name=name, out=out, returncode=code, log=text, timed_out=timed_out).load()

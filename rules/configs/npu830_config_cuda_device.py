@@ -13,6 +13,7 @@ class ConfigCudaDevice(ConfigRule):
     name = "config-cuda-device"
     summary = "Rewrite `cuda` / `cuda:N` to `npu` / `npu:N` where a config key (or option) holds a device"
     triggers = (b"cuda",)
+    targets = ("npu", "cpu")  # the CPU for verify's reference twin: `cuda:1` -> `cpu:1`
     rationale = """
 Training configs (YAML, Hydra/OmegaConf, JSON, TOML) name the device the code
 then passes to `torch.device(cfg.device)` or `.to(cfg.device)`. A value that is
@@ -43,6 +44,6 @@ TOML, `# npu-migrate: ignore[NPU830]` at the end of the line keeps a value.
         found = setting(scalar, self.file.previous)
         if found.name is None or not is_device_key(found.name):
             return
-        new = npu_device(found.value)
-        if new is not None:
+        if npu_device(found.value) is not None:  # a CUDA device: the target's with the same index
+            new = self.file.target.device_string(found.value)
             self.replace(scalar, found.replaced(scalar, new), f"`{found.value}` -> `{new}` ({found.name})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from npu_migrate.configs.rule import ConfigRule, Example
-from npu_migrate.tables.backends import hccl_backend, is_backend_key
+from npu_migrate.tables.backends import is_backend_key
 
 from ._values import setting
 
@@ -13,6 +13,7 @@ class ConfigNcclBackend(ConfigRule):
     name = "config-nccl-backend"
     summary = "Rewrite the `nccl` process-group backend to `hccl` where a config key (or option) holds a backend"
     triggers = (b"nccl",)
+    targets = ("npu", "cpu")  # the CPU for verify's reference twin: `gloo`
     rationale = """
 NCCL does not exist on Ascend; HCCL is its counterpart, and torch_npu
 registers it as the `hccl` process-group backend. A value naming nccl (`nccl`,
@@ -38,6 +39,6 @@ rewritten. Backend keys (`npu_migrate/tables/backends.py`): `backend`,
         found = setting(scalar, self.file.previous)
         if found.name is None or not is_backend_key(found.name):
             return
-        new = hccl_backend(found.value)
+        new = self.file.target.backend_string(found.value)  # hccl_backend's spec for the NPU
         if new is not None:
             self.replace(scalar, found.replaced(scalar, new), f"backend `{found.value}` -> `{new}` ({found.name})")

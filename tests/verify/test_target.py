@@ -82,3 +82,14 @@ def test_backend_strings():
     assert CPU.backend_string("cpu:gloo,cuda:nccl") == "gloo"
     assert CPU.backend_string("gloo") is None
     assert named("cpu") is CPU and CPU.device_string("cuda:1") == "cpu:1"
+
+
+def test_config_rules_write_the_cpu_spelling():
+    from npu_migrate.configs.engine import migrate
+
+    data = b"dist:\n  backend: nccl  # comm\ndevice: 'cuda:1'\nnote: cuda\n"
+    for target, device, backend in (("cpu", "cpu:1", "gloo"), ("npu", "npu:1", "hccl")):
+        ids = rule_ids_for(target) if target == "cpu" else None
+        result = migrate("config.yaml", data, Settings(selection=Selection.create(select=ids), target=target))
+        assert result.new_source == f"dist:\n  backend: {backend}  # comm\ndevice: '{device}'\nnote: cuda\n".encode()
+    assert {"NPU830", "NPU831"} <= set(rule_ids_for("cpu"))

@@ -1,7 +1,9 @@
-"""``npu-migrate verify`` end to end: real twins, real processes (slow; tiny models, 3-5 steps).
+"""``npu-migrate verify`` end to end: real twins, real processes (slow; tiny models, 1-3 steps).
 
 Correct migrations pass; planted wrong migrations (a rule switched off with
 --ignore) fail with the right first diverging step; the user's tree is untouched.
+Each test is one verify run, its twins at the same time (--jobs 2): the cost is
+the processes (each imports torch), so every run checks all it can.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _snapshot(root: Path) -> dict:
 def _verify(project: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
     report = project.parent / "report" / "verify.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
-    proc = subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--report", str(report), *args],
+    proc = subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--report", str(report),
+                           *args],
                           cwd=project, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     data = json.loads(report.read_text()) if report.is_file() else {}
     return proc, data
@@ -47,74 +50,85 @@ def _copy(name: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.timeout(900)
-def test_example_project_passes_and_its_tree_is_untouched(tmp_path, emulator_build):
-    project = _copy("cuda_project", tmp_path)
+def test_amp_with_scaler_and_resume_passes_and_the_tree_is_untouched(tmp_path, emulator_build):
+    project = _copy("amp_resume", tmp_path)
     before = _snapshot(project)
-    proc, data = _verify(project, "--steps", "3", "train.py", "--", "--epochs", "1")
+    proc, data = _verify(project, "--steps", "3", "train.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["verdict"] == "pass" and data["precision"]["mode"] == "fp16 autocast"
     assert [row["step"] for row in data["steps"]] == [1, 2, 3]
+    assert [row["npu"]["scale"] for row in data["steps"]] == [32.0, 64.0, 128.0]
     assert all(row["cpu"]["losses"] and row["npu"]["losses"] for row in data["steps"])
-    assert data["resume"]["status"] == "no-checkpoint"  # 16 steps per epoch: nothing saved by step 2
+    resume = data["resume"]  # two steps per epoch: the checkpoint after step 2
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2 and resume["migrated"]["status"] == "exact"
     assert (tmp_path / "report" / "verify.png").is_file() and (tmp_path / "report" / "verify.txt").is_file()
     assert _snapshot(project) == before
-
-
-@pytest.mark.timeout(600)
-def test_dropped_npu_call_fails_at_step_one(tmp_path, emulator_build):
-    project = _copy("cuda_project", tmp_path)
-    proc, data = _verify(project, "--steps", "3", "--no-resume", "--ignore", "NPU103", "train.py", "--",
-                         "--epochs", "1")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert data["verdict"] == "fail" and data["first_divergence"]["step"] == 1
-    assert "CUDA" in data["reason"]  # the leftover .cuda(): "Torch not compiled with CUDA enabled"
-
-
-@pytest.mark.timeout(900)
-def test_amp_with_scaler_and_resume_passes(tmp_path, emulator_build):
-    project = _copy("amp_resume", tmp_path)
-    proc, data = _verify(project, "--steps", "5", "train.py")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert data["resume"]["status"] == "pass" and data["resume"]["stopped_after"] == 4
-    assert [row["npu"]["scale"] for row in data["steps"]] == [32.0, 64.0, 128.0, 256.0, 512.0]
 
 
 @pytest.mark.timeout(900)
 def test_scaler_state_not_restored_fails_after_the_resume(tmp_path, emulator_build):
     project = _copy("amp_resume", tmp_path)
-    proc, data = _verify(project, "--steps", "5", "--ignore", "NPU401", "train.py")
+    proc, data = _verify(project, "--steps", "3", "--ignore", "NPU401", "train.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert data["resume"]["status"] == "fail"
     first = data["first_divergence"]
-    assert first["step"] == 5 and any("GradScaler scale" in what for what in first["what"])
+    assert first["step"] == 3 and any("GradScaler scale" in what for what in first["what"])
 
 
 @pytest.mark.timeout(600)
 def test_silent_cpu_work_fails(tmp_path, emulator_build):
     project = _copy("amp_resume", tmp_path)
     # torch.cuda.is_available() left as it is: False on the NPU machine, so the model stays on the CPU
-    proc, data = _verify(project, "--steps", "3", "--no-resume", "--ignore", "NPU101", "train.py")
+    proc, data = _verify(project, "--steps", "1", "--no-resume", "--ignore", "NPU101", "train.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert data["silent_cpu"] and data["first_divergence"]["step"] == 1
     assert "silent CPU work" in data["reason"]
 
 
+@pytest.mark.timeout(600)
+def test_dropped_npu_call_in_the_example_project_fails_at_step_one(tmp_path, emulator_build):
+    project = _copy("cuda_project", tmp_path)
+    before = _snapshot(project)
+    proc, data = _verify(project, "--steps", "1", "--no-resume", "--ignore", "NPU103", "train.py", "--",
+                         "--epochs", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert data["twins"]["cpu"]["status"] == "ok" and data["twins"]["cpu"]["steps"] == {"0": 1}  # the reference ran
+    assert data["verdict"] == "fail" and data["first_divergence"]["step"] == 1
+    assert "CUDA" in data["reason"]  # the leftover .cuda(): "Torch not compiled with CUDA enabled"
+    assert _snapshot(project) == before
+
+
 @pytest.mark.timeout(900)
-def test_ddp_two_processes_with_resume_pass(tmp_path, emulator_build):
+def test_ddp_two_processes_pass_until_the_sampler_changes_the_data_order(tmp_path, emulator_build):
     project = _copy("ddp", tmp_path)
-    proc, data = _verify(project, "--nproc", "2", "--steps", "5", "train.py")
+    proc, data = _verify(project, "--nproc", "2", "--steps", "3", "--no-resume", "--ignore", "NPU502", "train.py")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert data["launch"] == "torchrun" and data["precision"]["mode"] == "fp32"
+    before = [row for row in data["steps"] if row["step"] < 3]
+    assert sorted((row["step"], row["rank"]) for row in before) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert all(row["cpu"]["digest"] == row["npu"]["digest"] and not row["diverged"] for row in before)  # bit-exact
+    assert data["first_divergence"]["step"] == 3  # two steps per epoch: epoch 1 repeats epoch 0's order
+
+
+@pytest.mark.timeout(900)
+def test_spawned_ddp_two_processes_with_resume_pass(tmp_path, emulator_build):
+    project = _copy("ddp_spawn", tmp_path)
+    proc, data = _verify(project, "--nproc", "2", "--steps", "3", "train.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert data["precision"]["mode"] == "fp32"
-    assert sorted({row["rank"] for row in data["steps"]}) == [0, 1]
+    assert data["launch"] == "spawn" and data["precision"]["mode"] == "fp32"
+    assert sorted((row["step"], row["rank"]) for row in data["steps"]) == [(s, r) for s in (1, 2, 3) for r in (0, 1)]
     assert all(row["cpu"]["digest"] == row["npu"]["digest"] for row in data["steps"])  # bit-exact
     resume = data["resume"]
-    assert resume["status"] == "pass" and resume["stopped_after"] == 4
-    assert resume["migrated"]["status"] == "exact" and {row["step"] for row in resume["steps"]} == {5}
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2
+    assert resume["migrated"]["status"] == "exact" and {(row["step"], row["rank"]) for row in resume["steps"]} == {
+        (3, 0), (3, 1)}
 
 
 @pytest.mark.timeout(900)
-def test_sampler_changing_the_data_order_fails_at_the_second_epoch(tmp_path, emulator_build):
-    project = _copy("ddp", tmp_path)
-    proc, data = _verify(project, "--nproc", "2", "--steps", "4", "--no-resume", "--ignore", "NPU502", "train.py")
+def test_spawned_ddp_without_set_epoch_fails_at_the_second_epoch(tmp_path, emulator_build):
+    project = _copy("ddp_spawn", tmp_path)
+    proc, data = _verify(project, "--nproc", "2", "--steps", "3", "--no-resume", "--ignore", "NPU502", "train.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert data["first_divergence"]["step"] == 3  # two steps per epoch: epoch 1 repeats epoch 0's order
+    assert data["launch"] == "spawn"
+    first = data["first_divergence"]
+    assert first["step"] == 3 and any("loss" in what for what in first["what"])
