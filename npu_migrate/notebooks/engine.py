@@ -16,20 +16,20 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
-from npu_migrate import filetypes, limits
-from npu_migrate.edits import TextEdit, apply
-from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.notebooks import cells as joiner
 from npu_migrate.notebooks import layout
 from npu_migrate.notebooks.magics import SHELL_CELL_MAGICS, cell_magic, specials
 from npu_migrate.notebooks.rule import CellLine
-from npu_migrate.registry import rules_for
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import MARK
-from npu_migrate.suppression import parse as parse_suppression
+from npu_migrate.pipeline import filetypes, limits
+from npu_migrate.pipeline.edits import TextEdit, apply
+from npu_migrate.pipeline.model import FileResult, Finding, Fix
+from npu_migrate.pipeline.registry import rules_for
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import MARK
+from npu_migrate.pipeline.suppression import parse as parse_suppression
 
 if TYPE_CHECKING:
-    from npu_migrate.model import FileResult as Result
+    from npu_migrate.pipeline.model import FileResult as Result
 
 _SYNTAX = re.compile(r"^.*?:(\d+):(\d+): (.*)$")
 #: Python rules that do not run on notebooks: the runtime shim (NPU701) is for
@@ -40,7 +40,7 @@ NOT_IN_NOTEBOOKS = ("NPU701",)
 
 def _located(item: Fix | Finding, cell: int, line: int):
     """``item`` moved to ``line`` of the cell with index ``cell`` (the result names the
-    cell by its number, 1-based: ``npu_migrate/model.py``)."""
+    cell by its number, 1-based: ``npu_migrate/pipeline/model.py``)."""
     end_line = item.end_line + line - item.line if item.end_line is not None else None
     return dataclasses.replace(item, line=line, end_line=end_line, cell=cell + 1)
 
@@ -76,7 +76,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
     import nbformat
 
     result = FileResult(path=path)
-    limits.check(data, "notebook")  # size and nesting first (LimitError): npu_migrate/limits.py
+    limits.check(data, "notebook")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     try:
         notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
         nbformat.validate(notebook)

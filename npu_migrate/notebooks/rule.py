@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.rulebase import Example, RuleBase
+from npu_migrate.pipeline.rulebase import Example, RuleBase
 
 if TYPE_CHECKING:
     from npu_migrate.notebooks.engine import NotebookFile

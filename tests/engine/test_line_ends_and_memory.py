@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from npu_migrate.runner import migrate_safely
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.runner import migrate_safely
+from npu_migrate.pipeline.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_a_memory_error_is_named_as_such(monkeypatch):
 def test_a_worker_killed_for_memory_is_named_as_such():
     import signal
 
-    from npu_migrate.runner import _worker_died
+    from npu_migrate.pipeline.runner import _worker_died
 
     for sig in (signal.SIGKILL, signal.SIGABRT):
         error = _worker_died("a.py", -sig).error

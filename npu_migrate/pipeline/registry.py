@@ -17,7 +17,7 @@ import os
 import pkgutil
 import re
 
-from npu_migrate.rulebase import RuleBase
+from npu_migrate.pipeline.rulebase import RuleBase
 
 
 def _subclasses(cls: type) -> list[type]:

@@ -5,7 +5,7 @@ checked before touching any file (flag conflicts, report paths, configuration,
 rule codes); :func:`migrate_files` finds and migrates the files; :func:`apply`
 prints diffs and writes files; :func:`emit` prints the report in the chosen
 format; :func:`exit_code` says how it went. Standard input has its own path
-(:mod:`npu_migrate.stdin`).
+(:mod:`npu_migrate.cli.stdin`).
 
 Exit codes (as ruff and black): 0 nothing to do, or done; 1 ``--check`` found
 pending changes, or ``--fail-on-findings`` found findings (``--exit-zero`` turns
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from npu_migrate.model import FileResult
-from npu_migrate.options import OptionError, Options, Resolved, resolve
-from npu_migrate.settings import Settings
+from npu_migrate.cli.options import OptionError, Options, Resolved, resolve
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -80,9 +80,9 @@ def consoles(color: str = "auto") -> tuple[Console, Console]:
 
 def prepare(options: Options) -> Prepared:
     """Everything that can fail before a file is read; raises :class:`UsageError`."""
-    from npu_migrate.config import ConfigError, load_config
+    from npu_migrate.pipeline.config import ConfigError, load_config
+    from npu_migrate.pipeline.selection import Selection
     from npu_migrate.reporting import sink
-    from npu_migrate.selection import Selection
 
     if options.isolated and options.config is not None:
         raise UsageError("--isolated ignores every configuration file; it cannot be combined with --config")
@@ -110,7 +110,7 @@ def prepare(options: Options) -> Prepared:
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
-    from npu_migrate.facts import ProjectFacts
+    from npu_migrate.pipeline.facts import ProjectFacts
 
     settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter,
                         target=options.target, facts=ProjectFacts(entry_points=resolved.entry_points))
@@ -121,8 +121,8 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
     """Discover and migrate; files that could not be found come back as errors.
     Discovery's warnings (a named file no front end handles, nothing to migrate)
     are printed here, unless quiet."""
-    from npu_migrate.discovery import discover
-    from npu_migrate.runner import default_jobs
+    from npu_migrate.pipeline.discovery import discover
+    from npu_migrate.pipeline.runner import default_jobs
 
     opts = prep.options
     found = discover(opts.paths or ["."], prep.resolved.exclude, prep.root, prep.resolved.force_exclude,
@@ -130,7 +130,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
     for message in found.warnings if not opts.quiet else ():
         err.print(f"warning: {message}")
     if found.leftovers:
-        from npu_migrate.writer import remove_leftovers
+        from npu_migrate.pipeline.writer import remove_leftovers
 
         removed = remove_leftovers(found.leftovers)
         if removed and opts.verbose:
@@ -142,7 +142,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
         return failed
     cache_factory = None
     if opts.cache:
-        from npu_migrate.cache import Cache, default_directory
+        from npu_migrate.pipeline.cache import Cache, default_directory
 
         cache_root = Path(opts.cache_dir).absolute() if opts.cache_dir else default_directory(prep.root)
 
@@ -171,7 +171,7 @@ def flush_cache(prep: Prepared, err: Console) -> None:
 
 
 def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
-    from npu_migrate.runner import run
+    from npu_migrate.pipeline.runner import run
 
     if quiet or not err.is_terminal or len(files) <= 8:
         return run(files, settings, jobs, cache_factory, vendored=vendored)
@@ -194,8 +194,8 @@ def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet
 def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileResult]:
     """Print the diffs and write the files, as the mode says; returns the results with
     positions of the files as they are on disk afterwards."""
-    from npu_migrate import output
-    from npu_migrate.files import ReadError, read_unchanged
+    from npu_migrate.cli import output
+    from npu_migrate.pipeline.files import ReadError, read_unchanged
 
     opts = prep.options
     show_diff = opts.diff if opts.diff is not None else default_diff(opts)
@@ -228,9 +228,9 @@ def project_roots(prep: Prepared) -> list[str]:
 
 
 def _write(result: FileResult, original: bytes, roots: list[str]) -> FileResult:
-    from npu_migrate.files import ReadError
+    from npu_migrate.pipeline.files import ReadError
+    from npu_migrate.pipeline.writer import Refused, write_atomic
     from npu_migrate.reporting.relocate import relocate, split_for
-    from npu_migrate.writer import Refused, write_atomic
 
     try:
         write_atomic(result.path, result.new_source, result.source_digest, roots=roots)
@@ -301,7 +301,7 @@ def run(options: Options) -> int:
     stderr saying what was written: diffs are printed before any file is written, and
     ``--diff`` never writes, so a closed pipe stops a dry run or ``--check`` before any
     write, and a report that no longer fits the pipe comes after every write."""
-    from npu_migrate import writer
+    from npu_migrate.pipeline import writer
 
     try:
         return _run(options)
@@ -328,7 +328,7 @@ def _run(options: Options) -> int:
         err.print(f"error: {exc}")
         return EXIT_ERROR
     if options.stdin:
-        from npu_migrate import stdin
+        from npu_migrate.cli import stdin
 
         return stdin.run(prep, out, err)
     vendored = None
@@ -338,14 +338,14 @@ def _run(options: Options) -> int:
         except (UsageError, OSError) as exc:
             err.print(f"error: --vendor-runtime: {exc}")
             return EXIT_ERROR
-    from npu_migrate import vendor
+    from npu_migrate.cli import vendor
 
     vendored_dir = options.vendor_runtime or vendor.find(options.paths or ["."], prep.root)
     results = migrate_files(prep, err, vendored_dir)
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)
-    from npu_migrate import declared
+    from npu_migrate.pipeline import declared
 
     results = declared.report_undeclared(results, vendored_dir, prep.settings)
     if vendored is not None and not options.quiet:
@@ -363,7 +363,8 @@ def _run(options: Options) -> int:
 
 def _vendor_runtime(directory: Path, mode: str, err: Console):
     """Plan (and with --write make) the vendored copy; the plan, for the exit code."""
-    from npu_migrate import runtime_bundle, vendor
+    from npu_migrate.cli import vendor
+    from npu_migrate.pipeline import runtime_bundle
 
     try:
         plan = vendor.plan(directory)
@@ -379,7 +380,7 @@ def _vendor_runtime(directory: Path, mode: str, err: Console):
 def _check_vendored_imports(results, plan, err: Console) -> None:
     """Entry points that import npu_runtime from another directory than the vendored
     copy's do not find it unless that directory is on PYTHONPATH: say so."""
-    from npu_migrate.declared import IMPORTS_RUNTIME, source_of
+    from npu_migrate.pipeline.declared import IMPORTS_RUNTIME, source_of
 
     home = plan.target.parent.absolute()
     for result in results:
