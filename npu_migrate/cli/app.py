@@ -250,9 +250,9 @@ def rules_command(rule_id: str | None, output_format: str) -> None:
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
 def explain_command(location: str, config: str | None) -> None:
     """Print the rules that change or report a line, and why (nothing is written)."""
-    from npu_migrate.cli.command import UsageError, prepare
     from npu_migrate.cli.explain import ExplainError, explain, parse_location, render
     from npu_migrate.cli.options import Options
+    from npu_migrate.cli.prepare import UsageError, prepare
 
     try:
         path, _ = parse_location(location)

@@ -1,120 +1,37 @@
 """``npu-migrate [OPTIONS] PATH...``: what the command does once click has parsed it.
 
-One function per step, in the order they run: :func:`prepare` checks what can be
-checked before touching any file (flag conflicts, report paths, configuration,
-rule codes); :func:`migrate_files` finds and migrates the files; :func:`apply`
-prints diffs and writes files; :func:`emit` prints the report in the chosen
-format; :func:`exit_code` says how it went. Standard input has its own path
-(:mod:`npu_migrate.cli.stdin`).
-
-Exit codes (as ruff and black): 0 nothing to do, or done; 1 ``--check`` found
-pending changes, or ``--fail-on-findings`` found findings (``--exit-zero`` turns
-both into 0); 2 usage error, or some file could not be read, parsed or written
-(all other files are still processed).
+One function per step, in the order they run: :func:`~npu_migrate.cli.prepare.prepare`
+checks what can be checked before touching any file (flag conflicts, report paths,
+configuration, rule codes); :func:`migrate_files` finds and migrates the files;
+:func:`apply` prints diffs and writes files; :func:`~npu_migrate.cli.emit.emit` prints
+the report in the chosen format; :func:`~npu_migrate.cli.emit.exit_code` says how it
+went (the codes: :mod:`npu_migrate.cli.prepare`). Standard input has its own path
+(:mod:`npu_migrate.cli.stdin`), which shares the first and last steps.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
-from npu_migrate.cli.options import OptionError, Options, Resolved, resolve
+from npu_migrate.cli import stdin
+from npu_migrate.cli.emit import emit, exit_code
+from npu_migrate.cli.options import Options
+from npu_migrate.cli.prepare import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    Prepared,
+    UsageError,
+    consoles,
+    default_diff,
+    prepare,
+)
 from npu_migrate.pipeline.model import FileResult
-from npu_migrate.pipeline.settings import Settings
-
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad flags or configuration: one line, exit 2, nothing read or written."""
-
-
-@dataclass
-class Prepared:
-    options: Options
-    resolved: Resolved
-    settings: Settings
-    root: Path
-    #: The run's caches (the runner makes one per pass: code, then dependency files),
-    #: flushed after the writes.
-    caches: list = field(default_factory=list)
-
-    @property
-    def machine_on_stdout(self) -> bool:
-        return machine_on_stdout(self.options)
-
-
-def machine_on_stdout(options: Options) -> bool:
-    """Whether a machine-readable report owns stdout."""
-    from npu_migrate import reporting
-
-    return options.output_format not in reporting.HUMAN and options.output_file is None
-
-
-def default_diff(options: Options) -> bool:
-    """A dry run prints its diff unless the report is for a machine or goes to a file
-    (``--output-file``), or the run is quiet: then only ``--diff`` prints one."""
-    from npu_migrate import reporting
-
-    return (options.mode == "dry-run" and not options.quiet and not options.silent
-            and options.output_format in reporting.HUMAN and options.output_file is None)
-
-
-def consoles(color: str = "auto") -> tuple[Console, Console]:
-    """(stdout, stderr) consoles: no markup, no highlighting, lines never wrapped.
-    ``color``: ``auto`` (colours on a terminal, unless NO_COLOR is set), ``always``
-    or ``never`` (``--color``)."""
-    extra: dict = {}
-    if color == "always":
-        extra = {"force_terminal": True, "color_system": "standard"}
-    elif color == "never":
-        extra = {"color_system": None, "no_color": True}
-    return (Console(highlight=False, markup=False, soft_wrap=True, **extra),
-            Console(stderr=True, highlight=False, markup=False, soft_wrap=True, **extra))
-
-
-def prepare(options: Options) -> Prepared:
-    """Everything that can fail before a file is read; raises :class:`UsageError`."""
-    from npu_migrate.pipeline.config import ConfigError, load_config
-    from npu_migrate.pipeline.selection import Selection
-    from npu_migrate.reporting import sink
-
-    if options.isolated and options.config is not None:
-        raise UsageError("--isolated ignores every configuration file; it cannot be combined with --config")
-    if options.stdin and len(options.paths) > 1:
-        raise UsageError("'-' (standard input) cannot be combined with other paths")
-    if options.mode == "write" and options.diff:
-        raise UsageError("--diff shows what --write would change and never writes; drop one of them")
-    machine = machine_on_stdout(options)
-    if machine and options.diff:
-        raise UsageError(f"--diff and --output-format {options.output_format} would both print to stdout; "
-                         "give the report an --output-file")
-    if machine and options.stdin and options.mode != "check" and not options.diff:
-        raise UsageError(f"with standard input the migrated source goes to stdout; give the "
-                         f"{options.output_format} report an --output-file")
-    for flag, path in (("--output-file", options.output_file), ("--report", options.report)):
-        if path is not None:
-            try:
-                sink.check(path, flag)
-            except sink.OutputPathError as exc:
-                raise UsageError(str(exc)) from None
-    config_paths = [options.stdin_filename or "."] if options.stdin else (options.paths or ["."])
-    try:
-        cfg = load_config(config_paths, options.config, options.isolated)
-        resolved = resolve(options, cfg)
-    except (ConfigError, OptionError) as exc:
-        raise UsageError(str(exc)) from None
-    selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
-    from npu_migrate.pipeline.facts import ProjectFacts
-
-    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter,
-                        target=options.target, facts=ProjectFacts(entry_points=resolved.entry_points))
-    return Prepared(options, resolved, settings, cfg.root)
 
 
 def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> list[FileResult]:
@@ -241,60 +158,6 @@ def _write(result: FileResult, original: bytes, roots: list[str]) -> FileResult:
     return replace(relocate(result, original, result.new_source, split_for(result.path)), written=True)
 
 
-def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
-    """The report in the chosen format, where it was asked for; ``--report`` as JSON.
-    False when a report file could not be written (one line on stderr)."""
-    from npu_migrate import reporting
-    from npu_migrate.reporting import sink, text
-
-    opts = prep.options
-    fmt = opts.output_format
-    written = True
-    for flag, path, name in (("--report", opts.report, "json"), ("--output-file", opts.output_file, fmt)):
-        if path is None:
-            continue
-        if name in reporting.HUMAN:
-            buffer = io.StringIO()
-            reporting.write_human(name, report, Console(file=buffer, color_system=None, highlight=False,
-                                                        markup=False, soft_wrap=True, width=200))
-            content = buffer.getvalue()
-        else:
-            content = reporting.render(name, report)
-        try:
-            sink.write(path, content)
-        except OSError as exc:  # checked before the run, but the disk may have filled since
-            err.print(f"error: {flag} {path}: cannot write: {exc.strerror or exc}")
-            written = False
-    if opts.silent:  # nothing but the exit code
-        return written
-    if opts.output_file is None and fmt not in reporting.HUMAN:
-        out.file.write(reporting.render(fmt, report))
-        out.file.flush()
-    if opts.quiet:  # as ruff's -q: the diagnostics, nothing else
-        for result in report.results:
-            if result.error is not None:
-                err.print(f"error: {result.error}")
-        if opts.output_file is None and fmt in reporting.HUMAN:
-            for result in report.results:
-                for line in text.diagnostics(result, report.show_fixes):
-                    err.print(line, soft_wrap=True, highlight=False)
-    elif opts.output_file is None and fmt in reporting.HUMAN:
-        reporting.write_human(fmt, report, err)
-    else:  # the report went elsewhere: errors and the summary only
-        for result in report.results:
-            if result.error is not None:
-                err.print(f"error: {result.error}")
-        text.summary(report, err)
-    return written
-
-
-def exit_code(report, prep: Prepared) -> int:
-    if any(r.error is not None for r in report.results):
-        return EXIT_ERROR
-    failing = (prep.options.mode == "check" and report.pending) or (
-        prep.resolved.fail_on_findings and report.summary["findings"] > 0)
-    return EXIT_FAILED if failing and not prep.options.exit_zero else EXIT_OK
-
 
 def run(options: Options) -> int:
     """The whole command; a closed standard output (``| head``) ends it with one line on
@@ -328,8 +191,6 @@ def _run(options: Options) -> int:
         err.print(f"error: {exc}")
         return EXIT_ERROR
     if options.stdin:
-        from npu_migrate.cli import stdin
-
         return stdin.run(prep, out, err)
     vendored = None
     if options.vendor_runtime:

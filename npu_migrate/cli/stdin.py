@@ -19,7 +19,8 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from npu_migrate.cli.command import Prepared, emit, exit_code
+from npu_migrate.cli.emit import emit, exit_code
+from npu_migrate.cli.prepare import Prepared
 from npu_migrate.pipeline.facts import ProjectFacts
 from npu_migrate.pipeline.model import FileResult
 

@@ -51,14 +51,6 @@ class RuleBase:
 IMPACTS = ("blocking", "review", "informational")
 
 
-def impact_of(rule_id: str) -> str:
-    """A rule's impact class; ``review`` for an id no rule has."""
-    from npu_migrate.pipeline.registry import all_rules
-
-    rule = all_rules().get(rule_id)
-    return rule.impact if rule is not None else "review"
-
-
 class FileRule(RuleBase):
     """Base of the rules of the front ends that edit bytes (shell, Dockerfile...):
     they visit one file (``self.file``, the front end's view of it), and a file

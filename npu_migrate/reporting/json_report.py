@@ -9,7 +9,7 @@ import json
 
 from npu_migrate import __version__
 from npu_migrate.pipeline.model import FileResult, Finding, Fix
-from npu_migrate.pipeline.rulebase import impact_of
+from npu_migrate.pipeline.registry import impact_of
 from npu_migrate.reporting.report import Report, findings_by_impact, reason_for
 
 SCHEMA_VERSION = 1

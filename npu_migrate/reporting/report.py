@@ -101,7 +101,7 @@ _LEVEL = {"blocking": "error", "review": "warning", "informational": "note"}
 def _impact(rule_id: str) -> str:
     # Imported here: the rules (and libcst) load only for the formats that need them,
     # never for the text output of a warm, fully cached run.
-    from npu_migrate.pipeline.rulebase import impact_of
+    from npu_migrate.pipeline.registry import impact_of
 
     return impact_of(rule_id)
 

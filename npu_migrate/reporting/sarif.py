@@ -16,7 +16,7 @@ from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from npu_migrate import __version__
-from npu_migrate.pipeline.rulebase import impact_of
+from npu_migrate.pipeline.registry import impact_of
 from npu_migrate.reporting.report import Annotation, Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
