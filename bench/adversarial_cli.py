@@ -112,7 +112,7 @@ def write_vs_dry(filename: str, data: bytes):
 
 
 def _poison(directory: Path, attacker_key: bytes) -> int:
-    from npu_migrate.cache import _MAC_SIZE, _MAGIC
+    from npu_migrate.pipeline.cache import _MAC_SIZE, _MAGIC
 
     count = 0
     for entry in directory.rglob("*"):

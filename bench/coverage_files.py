@@ -96,7 +96,7 @@ class FilesAudit:
 # --------------------------------------------------------------------------- what a file is
 
 def kind_of(path: str) -> str:
-    from npu_migrate import filetypes
+    from npu_migrate.pipeline import filetypes
 
     name = PurePosixPath(path).name
     if name.endswith((".sh", ".bash")):

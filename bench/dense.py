@@ -138,8 +138,8 @@ def _floor_once(data: bytes) -> float:
 
 
 def _tool_once(path: str, data: bytes) -> float:
-    from npu_migrate.runner import migrate_safely
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.pipeline.settings import Settings
 
     start = time.process_time()
     result = migrate_safely(path, data, Settings())
@@ -191,8 +191,8 @@ def isolation_main(args) -> int:
     has for platforms without process pools), alternating, ``--repeat`` times."""
     from unittest import mock
 
-    from npu_migrate import runner
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline import runner
+    from npu_migrate.pipeline.settings import Settings
 
     cache = args.cache_dir or default_cache_dir()
     root = cache / "dense"

@@ -21,7 +21,7 @@ import textwrap
 CHILD = textwrap.dedent("""
     import json, resource, sys, time
     from npu_migrate.python.engine import migrate_source
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline.settings import Settings
     migrate_source("warm.py", b"import torch\\ntorch.cuda.synchronize()\\n", Settings())
     lines = int(sys.argv[1])
     body = "".join("torch.cuda.synchronize()\\n" if i % 10 == 0 else f"x{i} = {i}\\n" for i in range(lines))

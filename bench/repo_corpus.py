@@ -4,7 +4,7 @@ The main corpus (``bench/corpus.py``) is wheels, which hold only the packages'
 ``.py`` files. Launchers, configs, requirements files and notebooks live in the
 projects' source distributions: this module downloads pinned sdists at run time
 (``pip download --no-deps --no-binary :all:``, never committed) and unpacks the
-files a non-Python front end handles (``npu_migrate/filetypes.py``) plus shell
+files a non-Python front end handles (``npu_migrate/pipeline/filetypes.py``) plus shell
 scripts and Dockerfiles, into a cache outside the repository::
 
     $NPU_MIGRATE_CORPUS_CACHE (default ~/.cache/npu-migrate/corpus)/
@@ -70,7 +70,7 @@ class RepoProject:
 def wanted(path: str) -> bool:
     """A repository file the audit covers: a non-Python type a front end handles,
     or a shell script / Dockerfile."""
-    from npu_migrate import filetypes
+    from npu_migrate.pipeline import filetypes
 
     parts = PurePosixPath(path).parts
     if any(p.endswith(".egg-info") or p in ("__pycache__", ".git") for p in parts):

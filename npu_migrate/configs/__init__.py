@@ -4,7 +4,7 @@ Each format has a reader that parses the file with a real parser and hands the
 rules the same neutral view (:mod:`npu_migrate.configs.document`): every string
 scalar with its value, the keys above it and the byte range of its text. Rules
 (``rules/configs/``) record replacements of those byte ranges and findings; the
-shared machinery (``npu_migrate/edits.py``) applies them, so every byte outside
+shared machinery (``npu_migrate/pipeline/edits.py``) applies them, so every byte outside
 an edited scalar (comments, key order, quoting, indentation, line endings) is
 kept by construction.
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from npu_migrate.configs.document import Document
-from npu_migrate.edits import LineIndex
-from npu_migrate.suppression import MARK, Suppressions
+from npu_migrate.pipeline.edits import LineIndex
+from npu_migrate.pipeline.suppression import MARK, Suppressions
 
 if TYPE_CHECKING:
     from npu_migrate.deps.model import DepsDocument

@@ -1,6 +1,6 @@
 """Migrates one config file: prefilter, one parse with the format's reader, every
 selected rule visits every string scalar, then the shared byte-edit machinery
-(``npu_migrate/edits.py``).
+(``npu_migrate/pipeline/edits.py``).
 
 :func:`scan` is also what the dependency-file front end runs on
 ``pyproject.toml`` and ``environment.yml`` (their ``[tool.*]`` tables and
@@ -14,14 +14,14 @@ from types import ModuleType
 
 from npu_migrate.configs import comments
 from npu_migrate.configs.document import Document, ReadError, Scalar
-from npu_migrate.edits import LineIndex, Recorder, finish
-from npu_migrate.facts import ProjectFacts
-from npu_migrate.model import FileResult
-from npu_migrate.registry import rules_for
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import Suppressions
-from npu_migrate.target import NPU, Target
-from npu_migrate.target import named as named_target
+from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.registry import rules_for
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import Suppressions
+from npu_migrate.pipeline.target import NPU, Target
+from npu_migrate.pipeline.target import named as named_target
 
 #: File suffix -> the module that reads that format (imported on first use).
 READERS = {
@@ -50,9 +50,10 @@ class ConfigFile:
     def __init__(self, data: bytes, document: Document, recorder: Recorder, facts: ProjectFacts | None = None,
                  target: Target = NPU) -> None:
         self.data = data
-        #: What CUDA becomes (npu_migrate/target.py; the CPU for verify's reference twin).
+        #: Project-wide facts (``npu_migrate/pipeline/facts.py``), as the Python rules see them.
+        #: What CUDA becomes (npu_migrate/pipeline/target.py; the CPU for verify's reference twin).
         self.target = target
-        #: Project-wide facts (``npu_migrate/facts.py``), as the Python rules see them.
+        #: Project-wide facts (``npu_migrate/pipeline/facts.py``), as the Python rules see them.
         self.facts = facts if facts is not None else ProjectFacts()
         self.document = document
         self.recorder = recorder

@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import json
 
-from npu_migrate import limits
 from npu_migrate.configs.document import Document, ReadError, Scalar
+from npu_migrate.pipeline import limits
 
 _MARK_WORD = b"npu-migrate"
 
@@ -31,7 +31,7 @@ def parser():
 
 def parse(data: bytes):
     """The tree-sitter tree of ``data``; ReadError names the first syntax error's line."""
-    limits.check(data, "json")  # size and nesting first (LimitError): npu_migrate/limits.py
+    limits.check(data, "json")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     tree = parser().parse(data)
     if tree.root_node.has_error:
         commas = _trailing_commas(tree.root_node)

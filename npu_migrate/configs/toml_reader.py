@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from npu_migrate import limits
 from npu_migrate.configs.document import Document, ReadError, Scalar, decode
 from npu_migrate.configs.offsets import CharToByte
+from npu_migrate.pipeline import limits
 
 _MARK_WORD = "npu-migrate"
 _QUOTES = {"SLB": '"', "SLL": "'", "MLB": '"""', "MLL": "'''"}
@@ -25,7 +25,7 @@ def parse(text: str):
     import tomlkit
     from tomlkit.exceptions import ParseError
 
-    limits.check(text, "toml")  # size and nesting first (LimitError): npu_migrate/limits.py
+    limits.check(text, "toml")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     try:
         return tomlkit.parse(text)
     except ParseError as exc:

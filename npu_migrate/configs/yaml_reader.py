@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import yaml
 
-from npu_migrate import limits
 from npu_migrate.configs.document import Document, ReadError, Scalar, decode
 from npu_migrate.configs.offsets import CharToByte
+from npu_migrate.pipeline import limits
 
 _MARK_WORD = "npu-migrate"
 
@@ -39,7 +39,7 @@ def _quote(raw: str, value: str, style: str | None) -> str | None:
 def compose(text: str) -> list[yaml.Node]:
     """The root node of every document of ``text``; ReadError names the line of a
     syntax error."""
-    limits.check(text, "yaml")  # size and nesting first (LimitError): npu_migrate/limits.py
+    limits.check(text, "yaml")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     try:
         return [root for root in yaml.compose_all(text, Loader=_loader(text)) if root is not None]
     except yaml.MarkedYAMLError as exc:

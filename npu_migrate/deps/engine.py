@@ -1,5 +1,5 @@
 """Migrates one dependency file: prefilter, the format's reader, every selected
-rule, then the shared byte-edit machinery (``npu_migrate/edits.py``).
+rule, then the shared byte-edit machinery (``npu_migrate/pipeline/edits.py``).
 
 ``pyproject.toml`` and ``environment.yml`` are configuration too: the config
 rules (``rules/configs/``) run on them in the same pass, so a
@@ -15,11 +15,11 @@ import os
 
 from npu_migrate.configs import comments
 from npu_migrate.configs.document import ReadError
-from npu_migrate.edits import LineIndex, Recorder, finish
-from npu_migrate.model import FileResult
-from npu_migrate.registry import rules_for
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import Suppressions
+from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.registry import rules_for
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import Suppressions
 
 #: File-name globs -> reader module, and the config reader for the same file (if any).
 READERS = (

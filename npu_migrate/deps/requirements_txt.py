@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 
-from npu_migrate import limits
 from npu_migrate.deps.model import (
     DependencyList,
     DepsDocument,
@@ -30,6 +29,7 @@ from npu_migrate.deps.model import (
     IndexUrl,
     line_after,
 )
+from npu_migrate.pipeline import limits
 
 _COMMENT = re.compile(rb"(?:^|(?<=[ \t]))#")
 _BREAK = re.compile(rb"\r\n|\r|\n")
@@ -61,7 +61,7 @@ def _logical_lines(data: bytes):
 
 
 def read(data: bytes) -> DepsDocument:
-    limits.check(data, "requirements")  # the size limit (LimitError): npu_migrate/limits.py
+    limits.check(data, "requirements")  # the size limit (LimitError): npu_migrate/pipeline/limits.py
     document = DepsDocument("requirements")
     if _GENERATED.search(data[:2000]):
         document.no_additions = "the file is generated (pip-compile); add torch-npu to its input (requirements.in) instead"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.rulebase import Example, RuleBase
+from npu_migrate.pipeline.rulebase import Example, RuleBase
 
 if TYPE_CHECKING:
     from npu_migrate.deps.engine import DepsFile

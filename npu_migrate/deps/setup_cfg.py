@@ -13,9 +13,9 @@ from __future__ import annotations
 import configparser
 import re
 
-from npu_migrate import limits
 from npu_migrate.configs.document import ReadError, decode
 from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, line_after
+from npu_migrate.pipeline import limits
 
 _SECTION = re.compile(rb"^\[([^\]]+)\]")
 _OPTION = re.compile(rb"^([A-Za-z0-9_.\-]+)\s*[=:]")
@@ -24,7 +24,7 @@ _COMMENT = re.compile(r"\s+#.*$")
 
 
 def read(data: bytes) -> DepsDocument:
-    limits.check(data, "ini")  # the size limit (LimitError): npu_migrate/limits.py
+    limits.check(data, "ini")  # the size limit (LimitError): npu_migrate/pipeline/limits.py
     text = decode(data)
     parser = configparser.RawConfigParser(strict=False, interpolation=None)
     try:

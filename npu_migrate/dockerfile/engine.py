@@ -1,6 +1,6 @@
 """Migrates one Dockerfile: the Dockerfile rules on the instructions, the shell
 rules on ``RUN``/``CMD``/``ENTRYPOINT``/``ENV`` (see ``npu_migrate/dockerfile/__init__.py``),
-then the shared byte-edit machinery (``npu_migrate/edits.py``).
+then the shared byte-edit machinery (``npu_migrate/pipeline/edits.py``).
 
 Suppression: Dockerfile comments stand on lines of their own, so a
 ``# npu-migrate: ignore[...]`` comment covers the whole instruction below it
@@ -14,14 +14,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from npu_migrate import limits, treewalk
 from npu_migrate.dockerfile.parser import parse
-from npu_migrate.edits import Recorder, finish
-from npu_migrate.model import FileResult
-from npu_migrate.registry import rules_for
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline import limits, treewalk
+from npu_migrate.pipeline.edits import Recorder, finish
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.registry import rules_for
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import Suppressions
 from npu_migrate.shell import engine as shell
-from npu_migrate.suppression import Suppressions
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -51,7 +51,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     shell_rules = [cls for cls in shell.active_rules(path, settings).values() if cls.triggered(data)]
     if not docker_rules and not shell_rules:
         return result
-    limits.check(data, "dockerfile")  # size and nesting first (LimitError): npu_migrate/limits.py
+    limits.check(data, "dockerfile")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     tree = parse(data)
     recorder = Recorder()
     suppressions = Suppressions()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.rulebase import Example, FileRule
+from npu_migrate.pipeline.rulebase import Example, FileRule
 
 if TYPE_CHECKING:
     from tree_sitter import Node

@@ -1,6 +1,6 @@
 """Generated files against what is on disk: the dry-run diff, ``--check`` and ``--write``.
 
-A file is written only when its bytes differ, atomically (npu_migrate.writer), so a
+A file is written only when its bytes differ, atomically (npu_migrate.pipeline.writer), so a
 second run changes nothing. New shell launchers are executable; an existing file keeps
 the mode it has.
 
@@ -88,7 +88,7 @@ def plan_writes(root: Path, artifacts: list[Artifact]) -> tuple[list[Planned], l
 
 
 def write(planned: Planned) -> None:
-    from npu_migrate.writer import write_atomic
+    from npu_migrate.pipeline.writer import write_atomic
 
     root = planned.target.parents[len(Path(planned.artifact.path).parts) - 1]
     outside = outside_error(root, planned.artifact)  # again, as late as possible

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from npu_migrate import output
-from npu_migrate.config import ConfigError, load_config
+from npu_migrate.cli import output
+from npu_migrate.pipeline.config import ConfigError, load_config
 
 from . import artifacts
 from .plan import LaunchPlan, PlanError, build_plan
@@ -116,9 +116,9 @@ def _warn_unmigrated(err: Console, plan: LaunchPlan) -> None:
 def _install_advice(path: Path, text: str) -> str:
     """The command that adds npu_runtime.install() to ``path``, if NPU701 would really
     add it there once the file is named as an entry point; otherwise the lines to add."""
-    from npu_migrate.facts import ProjectFacts
+    from npu_migrate.pipeline.facts import ProjectFacts
+    from npu_migrate.pipeline.settings import Settings
     from npu_migrate.python.engine import migrate_source
-    from npu_migrate.settings import Settings
 
     entry = _shown(path)
     result = migrate_source(str(path), text.encode(), Settings(facts=ProjectFacts(entry_points=(str(path.absolute()),))))

@@ -26,8 +26,8 @@ import re
 
 from markdown_it import MarkdownIt
 
-from npu_migrate.model import FileResult, Finding
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.model import FileResult, Finding
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.shell.engine import migrate as migrate_shell
 
 #: Fence languages whose blocks are shell commands.

@@ -16,20 +16,18 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
-from npu_migrate import filetypes, limits
-from npu_migrate.edits import TextEdit, apply
-from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.notebooks import cells as joiner
 from npu_migrate.notebooks import layout
+from npu_migrate.notebooks.lines import CellLine, NotebookFile, located
 from npu_migrate.notebooks.magics import SHELL_CELL_MAGICS, cell_magic, specials
-from npu_migrate.notebooks.rule import CellLine
-from npu_migrate.registry import rules_for
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import MARK
-from npu_migrate.suppression import parse as parse_suppression
+from npu_migrate.pipeline import filetypes, limits
+from npu_migrate.pipeline.edits import TextEdit, apply
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.registry import rules_for
+from npu_migrate.pipeline.settings import Settings
 
 if TYPE_CHECKING:
-    from npu_migrate.model import FileResult as Result
+    from npu_migrate.pipeline.model import FileResult as Result
 
 _SYNTAX = re.compile(r"^.*?:(\d+):(\d+): (.*)$")
 #: Python rules that do not run on notebooks: the runtime shim (NPU701) is for
@@ -38,45 +36,12 @@ _SYNTAX = re.compile(r"^.*?:(\d+):(\d+): (.*)$")
 NOT_IN_NOTEBOOKS = ("NPU701",)
 
 
-def _located(item: Fix | Finding, cell: int, line: int):
-    """``item`` moved to ``line`` of the cell with index ``cell`` (the result names the
-    cell by its number, 1-based: ``npu_migrate/model.py``)."""
-    end_line = item.end_line + line - item.line if item.end_line is not None else None
-    return dataclasses.replace(item, line=line, end_line=end_line, cell=cell + 1)
-
-
-class NotebookFile:
-    """The new text of each cell's IPython lines, and the notebook rules' findings."""
-
-    def __init__(self) -> None:
-        self.lines: dict[tuple[int, int], tuple[str, str, str]] = {}
-        self.fixes: list[Fix] = []
-        self.findings: list[Finding] = []
-
-    @staticmethod
-    def suppressed(line: CellLine, rule: str) -> bool:
-        """``# npu-migrate: ignore[...]`` on the line itself."""
-        codes = parse_suppression(line.text) if MARK in line.text else None
-        return codes is not None and any(rule.startswith(code) for code in codes)
-
-    def replace_line(self, line: CellLine, text: str, rule: str, message: str) -> None:
-        if self.suppressed(line, rule):
-            return
-        self.lines[(line.cell, line.line)] = (text, rule, message)
-        self.fixes.append(_located(Fix(line.line, 0, rule, message), line.cell, line.line))
-
-    def report(self, line: CellLine, column: int, rule: str, message: str, suggestion: str) -> None:
-        if self.suppressed(line, rule):
-            return
-        self.findings.append(_located(Finding(line.line, column, rule, message, suggestion), line.cell, line.line))
-
-
 def migrate(path: str, data: bytes, settings: Settings) -> Result:
     """Never raises for bad input."""
     import nbformat
 
     result = FileResult(path=path)
-    limits.check(data, "notebook")  # size and nesting first (LimitError): npu_migrate/limits.py
+    limits.check(data, "notebook")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     try:
         notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
         nbformat.validate(notebook)
@@ -134,7 +99,7 @@ def _python(path: str, code: dict[int, str], new: dict[int, str], result: FileRe
         for item in items:
             where = joined.locate(item.line)
             if where is not None:
-                target.append(_located(item, where[0], where[1]))
+                target.append(located(item, where[0], where[1]))
     if migrated.new_source is not None:
         new.update(joiner.split(joined, migrated.new_source.decode("utf-8"), code))
     return True
@@ -220,5 +185,5 @@ def _shell(shell, path: str, text: str, cell: int, first: int, result: FileResul
             if end_col is not None and item.end_line == 1:
                 end_col = _original_column(end_col, held) + shift
             moved = dataclasses.replace(item, col=col + shift, end_col=end_col)
-            target.append(_located(moved, cell, first + item.line))
+            target.append(located(moved, cell, first + item.line))
     return migrated.new_source.decode("utf-8") if migrated.new_source is not None else None

@@ -9,25 +9,12 @@ written as the code of one cell (``example.ipynb``: the tests wrap them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from npu_migrate.rulebase import Example, RuleBase
-
-if TYPE_CHECKING:
-    from npu_migrate.notebooks.engine import NotebookFile
+from npu_migrate.notebooks.lines import CellLine, NotebookFile
+from npu_migrate.pipeline.rulebase import Example, RuleBase
 
 __all__ = ["CellLine", "Example", "NotebookRule"]
-
-
-@dataclass(frozen=True)
-class CellLine:
-    """One IPython line: its cell (notebook index), its line in the cell (1-based)
-    and its text without the line break."""
-
-    cell: int
-    line: int
-    text: str
 
 
 class NotebookRule(RuleBase):

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
 
-from npu_migrate.facts import ProjectFacts
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.target import NPU, Target
 from npu_migrate.python.elision import Reduced
 from npu_migrate.python.names import ImportTable, ImportTableResolver, ScopeResolver
 from npu_migrate.python.positions import (
@@ -27,7 +28,6 @@ from npu_migrate.python.positions import (
     relined,
 )
 from npu_migrate.python.rule import Replacement
-from npu_migrate.target import NPU, Target
 
 
 @dataclass
@@ -83,7 +83,7 @@ class FileContext:
     python_tree: ast.Module | None = None
     #: Ids of the rules selected for this file (a rule may defer to another one).
     active: frozenset[str] = frozenset()
-    #: What CUDA becomes (npu_migrate/target.py).
+    #: What CUDA becomes (npu_migrate/pipeline/target.py).
     target: Target = NPU
     edits: list[Edit] = field(default_factory=list)
     findings: list[FindingRecord] = field(default_factory=list)

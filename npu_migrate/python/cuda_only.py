@@ -128,7 +128,7 @@ _CPP_LOAD = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_i
 def _package_kinds() -> tuple[tuple[str, str], ...]:
     """``(package prefix, kind)`` of every package an NPU9xx rule reports, minus its exemptions
     (returned as ``(prefix, "")``, longest prefixes first)."""
-    from npu_migrate.registry import rules_for
+    from npu_migrate.pipeline.registry import rules_for
 
     found: list[tuple[str, str]] = []
     for rule in rules_for("python").values():

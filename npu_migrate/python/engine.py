@@ -13,8 +13,12 @@ import re
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from npu_migrate import limits
-from npu_migrate.model import FileResult, Finding, Fix
+from npu_migrate.pipeline import limits
+from npu_migrate.pipeline.model import FileResult, Finding, Fix
+from npu_migrate.pipeline.registry import rule_ids, rules_for
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import RULE, describe
+from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import Edit, FileContext, FindingRecord
@@ -34,10 +38,6 @@ from npu_migrate.python.suppression import (
     parse,
     suppressions,
 )
-from npu_migrate.registry import rule_ids, rules_for
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import RULE, describe
-from npu_migrate.target import named as named_target
 
 #: ``import torch...`` / ``from torch... import`` anywhere in a file (functions too).
 #: Any import statement (a form feed may stand before one). A file with none is plain
@@ -528,7 +528,7 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         else:
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
         import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
-        from npu_migrate.entry_points import is_library
+        from npu_migrate.pipeline.entry_points import is_library
 
         guarded = is_library(ctx.path, ctx.facts)  # library code: importable without torch_npu
         placed = imports.insert_torch_npu(new_module, guarded=guarded)

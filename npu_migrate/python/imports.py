@@ -143,7 +143,7 @@ def imports_from(module: cst.Module, name: str) -> bool:
     return found
 
 
-#: How library code imports torch_npu (npu_migrate/entry_points.py): the package still
+#: How library code imports torch_npu (npu_migrate/pipeline/entry_points.py): the package still
 #: imports where torch_npu is not installed.
 TORCH_NPU_GUARDED = (
     "try:\n"

@@ -1,4 +1,4 @@
-"""The base class every Python rule derives from (see also ``npu_migrate/rulebase.py``).
+"""The base class every Python rule derives from (see also ``npu_migrate/pipeline/rulebase.py``).
 
 A rule is a libcst :class:`~libcst.BatchableCSTVisitor`: all selected rules walk
 the *same* parsed tree in one batched pass, and share one :class:`FileContext`
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, ClassVar, Union
 
 import libcst as cst
 
-from npu_migrate.rulebase import Example, RuleBase, rule_doc
+from npu_migrate.pipeline.rulebase import Example, RuleBase, rule_doc
 
 __all__ = ["Example", "Rule", "rule_doc"]
 

@@ -1,4 +1,4 @@
-"""Suppression comments in Python files (the forms: ``npu_migrate/suppression.py``).
+"""Suppression comments in Python files (the forms: ``npu_migrate/pipeline/suppression.py``).
 
 A suppression applies to fixes and findings that start on the same line, as
 ``# noqa`` does for linters. Only real comments count: tokenize tells them from
@@ -12,7 +12,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from npu_migrate.suppression import ALL, MARKS, bad_codes
+from npu_migrate.pipeline.suppression import ALL, MARKS, bad_codes
 
 _NPU = re.compile("npu", re.IGNORECASE)
 
@@ -39,7 +39,7 @@ class Found:
 def parse(text: str, known: list[str] | None = None) -> Found:
     """The suppressions of ``text``; with ``known`` (rule ids), also the codes that
     name none of them."""
-    from npu_migrate.suppression import parse as parse_comment
+    from npu_migrate.pipeline.suppression import parse as parse_comment
 
     found = Found()
     if not any(mark in text for mark in MARKS):

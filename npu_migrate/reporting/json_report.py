@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 from npu_migrate import __version__
-from npu_migrate.model import FileResult, Finding, Fix
+from npu_migrate.pipeline.model import FileResult, Finding, Fix
+from npu_migrate.pipeline.registry import impact_of
 from npu_migrate.reporting.report import Report, findings_by_impact, reason_for
-from npu_migrate.rulebase import impact_of
 
 SCHEMA_VERSION = 1
 

@@ -49,7 +49,7 @@ def _line_counts(report: Report) -> tuple[int, int, int]:
 
 
 def render(report: Report) -> str:
-    from npu_migrate.registry import all_rules
+    from npu_migrate.pipeline.registry import all_rules
 
     rules = all_rules()
     s = report.summary

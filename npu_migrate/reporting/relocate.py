@@ -32,8 +32,8 @@ from dataclasses import replace
 from difflib import SequenceMatcher
 from functools import cached_property
 
-from npu_migrate.model import FileResult
-from npu_migrate.output import decode_text
+from npu_migrate.pipeline.files import decode_text
+from npu_migrate.pipeline.model import FileResult
 
 #: Line breaks as Python's tokenizer (and so libcst and ``ast``) counts them: not
 #: ``str.splitlines``, which also breaks at form feeds and U+2028.
@@ -58,13 +58,13 @@ def notebook_cells(data: bytes) -> dict[int | None, str]:
     return cell_texts(data)
 
 
-#: File type name (``npu_migrate/filetypes.py``) -> how its files split into parts;
+#: File type name (``npu_migrate/pipeline/filetypes.py``) -> how its files split into parts;
 #: types not listed are one part (:func:`whole_file`).
 SPLITS: dict[str, Split] = {"notebook": notebook_cells}
 
 
 def split_for(path: str) -> Split:
-    from npu_migrate import filetypes
+    from npu_migrate.pipeline import filetypes
 
     file_type = filetypes.by_name(path.replace("\\", "/").rsplit("/", 1)[-1])
     return SPLITS.get(file_type.name, whole_file) if file_type is not None else whole_file

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from npu_migrate.model import FileResult, Finding, Fix
+from npu_migrate.pipeline.model import FileResult, Finding, Fix
 
 #: What the run did to the files: a dry run, ``--check``, ``--write``, or stdin mode.
 MODES = ("dry-run", "check", "write", "stdin")
@@ -45,7 +45,7 @@ def reason_for(fix: Fix) -> str:
     `torch.device` as its device``), else the rule's one-line summary."""
     if fix.reason:
         return fix.reason
-    from npu_migrate.registry import all_rules
+    from npu_migrate.pipeline.registry import all_rules
 
     rule = all_rules().get(fix.rule)
     return rule.summary if rule is not None else ""
@@ -101,14 +101,14 @@ _LEVEL = {"blocking": "error", "review": "warning", "informational": "note"}
 def _impact(rule_id: str) -> str:
     # Imported here: the rules (and libcst) load only for the formats that need them,
     # never for the text output of a warm, fully cached run.
-    from npu_migrate.rulebase import impact_of
+    from npu_migrate.pipeline.registry import impact_of
 
     return impact_of(rule_id)
 
 
 def findings_by_impact(results: list[FileResult]) -> dict[str, int]:
     """Findings counted per impact class (``blocking``, ``review``, ``informational``)."""
-    from npu_migrate.rulebase import IMPACTS
+    from npu_migrate.pipeline.rulebase import IMPACTS
 
     counts = Counter(_impact(f.rule) for r in results for f in r.findings)
     return {impact: counts.get(impact, 0) for impact in IMPACTS}

@@ -16,8 +16,8 @@ from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from npu_migrate import __version__
+from npu_migrate.pipeline.registry import impact_of
 from npu_migrate.reporting.report import Annotation, Report
-from npu_migrate.rulebase import impact_of
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 #: The key of our ``partialFingerprints``: a hash of the rule, the file, the text of the
@@ -98,8 +98,8 @@ def _location(a: Annotation) -> dict:
 
 
 def _rules(used: list[str]) -> list[dict]:
-    from npu_migrate.registry import all_rules
-    from npu_migrate.rulebase import rule_doc
+    from npu_migrate.pipeline.registry import all_rules
+    from npu_migrate.pipeline.rulebase import rule_doc
 
     rules = all_rules()
     return [

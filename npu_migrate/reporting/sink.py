@@ -53,7 +53,7 @@ def check(path: str, option: str) -> None:
 
 
 def write(path: str, text: str) -> None:
-    from npu_migrate.writer import write_atomic
+    from npu_migrate.pipeline.writer import write_atomic
 
     target = Path(path)
     data = text.encode("utf-8")
@@ -61,4 +61,4 @@ def write(path: str, text: str) -> None:
         with open(target, "wb") as handle:
             handle.write(data)
         return
-    write_atomic(path, data, new_mode=0o666)  # a locked temp file: see npu_migrate/writer.py
+    write_atomic(path, data, new_mode=0o666)  # a locked temp file: see npu_migrate/pipeline/writer.py

@@ -13,7 +13,7 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
-from npu_migrate.model import FileResult
+from npu_migrate.pipeline.model import FileResult
 from npu_migrate.reporting.report import Report, reason_for
 
 _VERB = {"write": "changed", "check": "would change", "dry-run": "would change", "stdin": "changed"}
@@ -78,7 +78,7 @@ def diagnostics(result: FileResult, show_fixes: bool, with_path: bool = True) ->
 
 def statistics(report: Report, console: Console) -> None:
     """Counts per rule, most frequent first, as ``ruff --statistics`` prints them."""
-    from npu_migrate.registry import all_rules
+    from npu_migrate.pipeline.registry import all_rules
 
     rules = all_rules()
     counts: Counter[tuple[str, str]] = Counter()
@@ -94,14 +94,14 @@ def statistics(report: Report, console: Console) -> None:
 def runtime_line(report: Report) -> str | None:
     """What the summary says about npu-runtime: which files declare it (NPU854/NPU862
     fixes), or that nothing does and it must be installed (NPU854 on a Python file)."""
-    from npu_migrate import declared
+    from npu_migrate.pipeline import declared
 
     declaring = sorted({r.path for r in report.results
                         for f in r.fixes if f.rule in (declared.RULE, declared.SETUP_PY_RULE)})
     missing = any(f.rule == declared.RULE and r.path.endswith(".py") for r in report.results for f in r.findings)
     if not declaring and not missing:
         return None
-    from npu_migrate import runtime_bundle
+    from npu_migrate.pipeline import runtime_bundle
 
     requirement = runtime_bundle.requirement()
     if declaring:

@@ -1,5 +1,5 @@
 """Migrates one shell script: prefilter, one parse, one walk of every selected
-rule, then the shared byte-edit machinery (``npu_migrate/edits.py``).
+rule, then the shared byte-edit machinery (``npu_migrate/pipeline/edits.py``).
 
 A statement that tree-sitter cannot parse (it recovers, and keeps the error
 inside the top-level command that holds it) is left exactly as it is: no rule
@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from npu_migrate import limits, treewalk
-from npu_migrate.edits import Recorder, finish
-from npu_migrate.facts import ProjectFacts
-from npu_migrate.model import FileResult
-from npu_migrate.registry import rules_for
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline import limits, treewalk
+from npu_migrate.pipeline.edits import Recorder, finish
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.registry import rules_for
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import MARKS, Suppressions
 from npu_migrate.shell import syntax
 from npu_migrate.shell.parser import parse
-from npu_migrate.suppression import MARKS, Suppressions
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -40,7 +40,7 @@ class ShellFile:
     def __init__(self, data: bytes, root: Node, recorder: Recorder,
                  statement_of: Callable[[Node], int] | None = None, facts: ProjectFacts | None = None) -> None:
         self.data = data
-        #: Project-wide facts (``npu_migrate/facts.py``), as the Python rules see them.
+        #: Project-wide facts (``npu_migrate/pipeline/facts.py``), as the Python rules see them.
         self.facts = facts if facts is not None else ProjectFacts()
         self.root = root
         self.recorder = recorder
@@ -90,7 +90,7 @@ def scan(
     if not needed:
         return
     if ranges is None:  # a Dockerfile's RUN parts: checked once, by the Dockerfile front end
-        limits.check(data, "shell")  # size and nesting first (LimitError): npu_migrate/limits.py
+        limits.check(data, "shell")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     tree = parse(data, ranges)
     local = Recorder()
     file = ShellFile(data, tree.root_node, local, statement_of, settings.facts)

@@ -12,14 +12,14 @@ Python rules, shell rules never change the tree; they record
 ``triggers`` are byte strings of which a file must contain at least one for
 the rule to run (the prefilter: a script without any is not parsed at all).
 Documentation attributes (id, name, summary, rationale, examples) are those of
-every rule (``npu_migrate/rulebase.py``); the examples are shell scripts.
+every rule (``npu_migrate/pipeline/rulebase.py``); the examples are shell scripts.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.rulebase import Example, FileRule
+from npu_migrate.pipeline.rulebase import Example, FileRule
 
 if TYPE_CHECKING:
     from tree_sitter import Node

@@ -1,6 +1,6 @@
 """``npu-migrate verify``'s options (click); what it does is npu_migrate/verify/command.py.
 
-Imported by npu_migrate/cli.py, so it stays as cheap as that module: click only.
+Imported by npu_migrate/cli/app.py, so it stays as cheap as that module: click only.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from npu_migrate.options import split_codes
+from npu_migrate.cli.options import split_codes
 
 
 def _codes(values: tuple[str, ...]) -> list[str] | None:

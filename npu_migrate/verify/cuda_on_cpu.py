@@ -1,7 +1,7 @@
 """The CPU twin's run-time layer: CUDA-only calls answer as on a CUDA machine.
 
 The CPU twin's source is the project migrated by the normal rules to the CPU
-target (npu_migrate/target.py): device strings say ``cpu``, the backend is
+target (npu_migrate/pipeline/target.py): device strings say ``cpu``, the backend is
 ``gloo``, autocast and GradScaler name ``"cpu"``. What only the NPU target
 rewrites (``torch.cuda.X``, ``x.cuda()``, ``Module.cuda()``) stays CUDA code in
 the twin, and this layer makes it behave as the original does on a CUDA machine

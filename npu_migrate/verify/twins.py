@@ -4,7 +4,7 @@
   the user's rule selection), run on the emulated NPU, or on a real NPU where
   ``torch_npu`` imports;
 * the **CPU twin** (the reference): the same source migrated by the same rules to
-  the CPU target (npu_migrate/target.py), with every rule that knows the CPU
+  the CPU target (npu_migrate/pipeline/target.py), with every rule that knows the CPU
   target selected and no configuration, run with the CUDA-on-CPU layer
   (npu_migrate/verify/cuda_on_cpu.py).
 
@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_migrate.options import Options
+from npu_migrate.cli.options import Options
 
 from . import hook
 
@@ -44,7 +44,7 @@ def migrate_copy(copy: Path, options: Options) -> str:
     migration's own output (diff summary, findings) for the report."""
     from contextlib import redirect_stderr, redirect_stdout
 
-    from npu_migrate import command
+    from npu_migrate.cli import command
 
     out, err = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
@@ -67,7 +67,7 @@ def migrated_options(select, extend_select, ignore, extend_ignore, config) -> Op
 
 def reference_options(empty_config: Path) -> Options:
     """The reference: every rule that knows the CPU target, nothing ignored."""
-    from npu_migrate.target import rule_ids_for
+    from npu_migrate.pipeline.target import rule_ids_for
 
     return Options(paths=["."], mode="write", select=rule_ids_for("cpu"), config=str(empty_config), cache=False,
                    quiet=True, jobs=1, diff=False, target="cpu")

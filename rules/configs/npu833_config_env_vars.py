@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from npu_migrate.configs.rule import ConfigRule, Example
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.tables.env_vars import ADVICE, advice, ascend_name
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*")

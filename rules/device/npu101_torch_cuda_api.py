@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.python.cst_util import (
     call_arg,
     from_import_names,

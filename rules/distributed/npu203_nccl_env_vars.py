@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.python.cst_util import string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.env_vars import advice, ascend_name

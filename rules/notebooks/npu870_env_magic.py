@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from npu_migrate.notebooks.rule import Example, NotebookRule
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.tables.env_vars import ADVICE, advice, ascend_name
 
 _ENV = re.compile(r"^(\s*%(?:env|set_env)\s+)([A-Za-z_][A-Za-z0-9_]*)(?=[\s=]|$)")

@@ -8,7 +8,7 @@ import re
 
 import libcst as cst
 
-from npu_migrate.entry_points import is_library, is_named_entry
+from npu_migrate.pipeline.entry_points import is_library, is_named_entry
 from npu_migrate.python.cst_util import is_main_guard
 from npu_migrate.python.rule import Example, Rule
 
@@ -128,7 +128,7 @@ DeiT and MAE train in modules their `main.py` imports), and are never treated as
 tests or library code.
 
 Library code stays importable without npu_runtime: a module of a package (its
-directory holds an `__init__.py`; see npu_migrate/entry_points.py) never gets a
+directory holds an `__init__.py`; see npu_migrate/pipeline/entry_points.py) never gets a
 top-level `import npu_runtime`. A `__main__` demo block in such a module gets
 `import npu_runtime` and the call inside the block; a package module without one is
 left alone. Name it with `--entry` to make it an entry point.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, ClassVar
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 from npu_migrate.tables.env_vars import advice, ascend_name

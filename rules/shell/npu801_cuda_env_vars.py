@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 from npu_migrate.tables.env_vars import is_cuda_variable
 
 from ._env import EnvVarRule

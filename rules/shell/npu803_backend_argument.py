@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 from npu_migrate.tables.backends import hccl_backend, is_backend_key
 
 from ._arguments import ValueRule

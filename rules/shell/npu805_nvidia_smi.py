@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 

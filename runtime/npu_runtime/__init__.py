@@ -15,7 +15,14 @@ from .checkpoint import CheckpointManager, ResumePoint, SaveHandle, resume_batch
 from .distributed import DistInfo, init_distributed
 from .errors import CheckpointError, LaunchError, RanktableError
 from .install import install
-from .parallel import data_parallel, distribute_model, init_data_parallel, is_main_process, per_process_batch_size
+from .install import install_in_worker as _install_in_worker
+from .parallel import (
+    data_parallel,
+    distribute_model,
+    init_data_parallel,
+    is_main_process,
+    per_process_batch_size,
+)
 from .watchdog import EXIT_CODE as WATCHDOG_EXIT_CODE
 from .watchdog import Watchdog, beat
 
@@ -42,4 +49,4 @@ __all__ = [
 
 # A worker process of an installed parent (spawn/forkserver start methods) imports this
 # package before it bootstraps: arm the hook that installs the runtime in it.
-_children.register_if_marked()
+_children.register_if_marked(_install_in_worker)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("npu_runtime")
@@ -69,11 +70,15 @@ class _Anchor:
 _anchor = _Anchor()
 _registered = False  # inherited through fork together with the registry itself
 _handled_pid: int | None = None
+#: What runs in each worker (``install.install_in_worker``): install.py hands it over,
+#: so that this module, below install.py, never imports it.
+_installer: Callable[[Any], None] | None = None
 
 
-def register() -> None:
-    """Run :func:`_on_child_start` in every multiprocessing child of this process."""
-    global _registered
+def register(installer: Callable[[Any], None]) -> None:
+    """Run ``installer(process)`` in every multiprocessing child of this process."""
+    global _registered, _installer
+    _installer = installer
     if _registered:
         return
     from multiprocessing import util
@@ -82,11 +87,11 @@ def register() -> None:
     _registered = True
 
 
-def register_if_marked() -> None:
+def register_if_marked(installer: Callable[[Any], None]) -> None:
     """At import: in a process whose parent ran install(), arm the hook for its children
     and for itself (a spawn child imports the package before it bootstraps)."""
     if os.environ.get(ENV_MARK):
-        register()
+        register(installer)
         _hook_spawn_bootstrap()
 
 
@@ -111,13 +116,21 @@ def _hook_spawn_bootstrap() -> None:
     cls._after_fork = staticmethod(_after_fork)
 
 
-def mark_installed(_report: Any, watchdog: bool | None, timeout_s: float | None) -> None:
+def mark_installed(watchdog: bool | None, timeout_s: float | None, installer: Callable[[Any], None]) -> None:
+    """In a process that ran install(): its settings into the environment, for the
+    workers; ``installer(process)`` in each worker; the workers' exit classes noted."""
     os.environ[ENV_MARK] = json.dumps({"watchdog": watchdog, "timeout_s": timeout_s})
-    register()
+    register(installer)
     track_exit_classes()
-    from . import heartbeat
 
-    heartbeat.create_for_children()
+
+def settings() -> dict[str, Any]:
+    """In a worker: the settings its installed parent wrote (``{}`` when unreadable)."""
+    try:
+        found = json.loads(os.environ.get(ENV_MARK) or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 _child_class: int | None = None
@@ -216,30 +229,13 @@ def classify(target: Any, args: tuple) -> tuple[str | None, int | None]:
 def _on_child_start(_anchor_obj: Any) -> None:
     """Never raises: a failure is logged and the worker runs without the runtime."""
     global _handled_pid
-    if _handled_pid == os.getpid():
+    if _handled_pid == os.getpid() or _installer is None:
         return
     _handled_pid = os.getpid()
     import multiprocessing
 
     proc = multiprocessing.current_process()
     try:
-        _install_in_child(proc)
+        _installer(proc)
     except Exception:
         log.exception("npu_runtime: the runtime could not be installed in worker process %s", proc.name)
-
-
-def _install_in_child(proc: Any) -> None:
-    # npu_runtime.install is the function; the module holds the child entry points.
-    from .install import _forget_after_fork, install_child
-
-    _forget_after_fork()  # fork: the parent's report and watchdog are not this process's
-    kind, local_rank = classify(getattr(proc, "_target", None), tuple(getattr(proc, "_args", ()) or ()))
-    if kind is None:
-        return
-    try:
-        settings = json.loads(os.environ.get(ENV_MARK) or "{}")
-    except ValueError:
-        settings = {}
-    report = install_child(kind, local_rank, settings if isinstance(settings, dict) else {})
-    log.info("npu_runtime: installed in %s worker %s (source %s, device %s, watchdog %s)", kind, proc.name,
-             report.source, report.device, "on" if report.watchdog else "off")

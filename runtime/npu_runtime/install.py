@@ -13,7 +13,8 @@ never creates a process group. It
    (health.py: NaN/Inf losses, loss spikes, slow steps, full memory) unless
    NPU_RUNTIME_HEALTH=0;
 6. arranges for ``torch.multiprocessing.spawn`` / ``multiprocessing.Process`` workers
-   started from here to get steps 1-5 too (``children.py``).
+   started from here to get steps 1-5 too (``children.py`` catches each worker's start,
+   :func:`install_in_worker` installs there).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import children, heartbeat
 from . import env as _env
 from .errors import LaunchError
 
@@ -58,14 +60,26 @@ def install(*, watchdog: bool | None = None, watchdog_timeout_s: float | None = 
         environ = os.environ if environ is None else environ
         _result = _install_never_raising(watchdog, watchdog_timeout_s, environ, local_rank, child=None)
         if environ is os.environ:
-            from . import children
-
-            children.mark_installed(_result, watchdog, watchdog_timeout_s)
+            children.mark_installed(watchdog, watchdog_timeout_s, install_in_worker)
+            heartbeat.create_for_children()
         return _result
 
 
+def install_in_worker(proc: Any) -> None:
+    """In a ``multiprocessing`` worker of an installed parent (children.py runs it as the
+    worker starts): ``install()`` as the worker's target calls for, or nothing for
+    library machinery."""
+    _forget_after_fork()  # fork: the parent's report and watchdog are not this process's
+    kind, local_rank = children.classify(getattr(proc, "_target", None), tuple(getattr(proc, "_args", ()) or ()))
+    if kind is None:
+        return
+    report = install_child(kind, local_rank, children.settings())
+    log.info("npu_runtime: installed in %s worker %s (source %s, device %s, watchdog %s)", kind, proc.name,
+             report.source, report.device, "on" if report.watchdog else "off")
+
+
 def install_child(kind: str, local_rank: int | None, settings: dict[str, Any]) -> InstallReport:
-    """``install()`` in a worker process of an installed parent (called by children.py)."""
+    """``install()`` in a worker process of an installed parent (:func:`install_in_worker`)."""
     global _result
     with _lock:
         _result = _install_never_raising(settings.get("watchdog"), settings.get("timeout_s"), os.environ, local_rank,

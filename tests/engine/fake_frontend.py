@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from npu_migrate.edits import Recorder, finish
-from npu_migrate.filetypes import FileType
-from npu_migrate.model import FileResult
-from npu_migrate.suppression import Suppressions, parse
+from npu_migrate.pipeline.edits import Recorder, finish
+from npu_migrate.pipeline.filetypes import FileType
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.suppression import Suppressions, parse
 
 FAKE = FileType("fake", "tests.engine.fake_frontend:migrate", suffixes=(".fake",), example_name="x.fake")
 

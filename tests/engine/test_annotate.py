@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 SELECT = ["NPU9", "NPU102"]
 ANNOTATION = re.compile(r"^(?P<indent>[ \t]*)# npu-migrate: (?P<rule>NPU\d{3}) ")

@@ -227,7 +227,7 @@ def test_a_cache_entry_of_the_wrong_shape_is_recomputed(project, run_cli, entry,
     import json
     import zlib
 
-    from npu_migrate import cache
+    from npu_migrate.pipeline import cache
 
     reports = tmp_path_factory.mktemp("reports")  # outside the tree: JSON files are migrated too
     first = run_cli(".", "--report", reports / "1.json")

@@ -39,7 +39,7 @@ def _poison(directory: Path, attacker_home: Path | None) -> int:
             data["new_source"] = EVIL
             entry.write_text(json.dumps(data))
         else:
-            from npu_migrate.cache import _MAC_SIZE, _MAGIC
+            from npu_migrate.pipeline.cache import _MAC_SIZE, _MAGIC
 
             data = json.loads(zlib.decompress(raw[len(_MAGIC) + _MAC_SIZE:]))
             data["new_source"] = EVIL
@@ -125,7 +125,7 @@ def test_cache_dir_in_a_world_writable_or_foreign_place_is_refused(tmp_path, run
 
 
 def test_cache_is_private_and_outside_the_repository(tmp_path, run_cli):
-    from npu_migrate.cache import default_directory, user_cache_home
+    from npu_migrate.pipeline.cache import default_directory, user_cache_home
 
     project = _project(tmp_path / "p")
     run_cli(".", cwd=project)
@@ -161,7 +161,7 @@ def test_write_names_every_file_it_writes(tmp_path, run_cli):
 
 def test_entries_are_written_after_the_files(tmp_path, run_cli, monkeypatch):
     """The cache never takes the space a write needs: no entry exists until the files are written."""
-    from npu_migrate import cache, writer
+    from npu_migrate.pipeline import cache, writer
 
     project = _project(tmp_path / "p")
     seen = []
@@ -179,8 +179,8 @@ def test_entries_are_written_after_the_files(tmp_path, run_cli, monkeypatch):
 def test_a_full_disk_stops_caching_quietly(tmp_path, monkeypatch):
     import errno
 
-    from npu_migrate import cache
-    from npu_migrate.model import FileResult
+    from npu_migrate.pipeline import cache
+    from npu_migrate.pipeline.model import FileResult
 
     store = cache.Cache(tmp_path / "c", "settings", home=tmp_path / "home" / "npu-migrate")
     calls = []
@@ -197,8 +197,8 @@ def test_a_full_disk_stops_caching_quietly(tmp_path, monkeypatch):
 
 
 def test_a_verified_entry_of_the_wrong_shape_is_recomputed(tmp_path):
-    from npu_migrate import cache
-    from npu_migrate.model import FileResult
+    from npu_migrate.pipeline import cache
+    from npu_migrate.pipeline.model import FileResult
 
     home = tmp_path / "home" / "npu-migrate"
     store = cache.Cache(tmp_path / "c", "settings", home=home)
@@ -219,8 +219,8 @@ def test_a_verified_entry_of_the_wrong_shape_is_recomputed(tmp_path):
 
 
 def test_old_generations_are_removed(tmp_path, monkeypatch):
-    from npu_migrate import cache
-    from npu_migrate.model import FileResult
+    from npu_migrate.pipeline import cache
+    from npu_migrate.pipeline.model import FileResult
 
     home = tmp_path / "home" / "npu-migrate"
     root = tmp_path / "c"
@@ -237,7 +237,7 @@ def test_old_generations_are_removed(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad", ["link", "group-readable", "short"])
 def test_a_key_file_that_is_not_private_disables_the_cache(tmp_path, bad):
-    from npu_migrate import cache
+    from npu_migrate.pipeline import cache
 
     home = tmp_path / "home" / "npu-migrate"
     home.mkdir(parents=True, mode=0o700)

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from npu_migrate import runner, writer
-from npu_migrate.files import ReadError, content_digest
+from npu_migrate.pipeline import runner, writer
+from npu_migrate.pipeline.files import ReadError, content_digest
 
 CUDA = b"import torch\nn = torch.cuda.device_count()\n"
 MIGRATED = b"import torch\nimport torch_npu  # noqa: F401\nn = torch.npu.device_count()\n"
@@ -136,7 +136,7 @@ def test_a_writer_racing_a_clean_up_never_loses_its_temp_file(tmp_path, monkeypa
 
 def test_without_a_process_pool_files_are_migrated_in_this_process(project, monkeypatch):
     """A platform without sem_open cannot make a pool: the run goes on, unisolated."""
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline.settings import Settings
 
     def no_pool(*args, **kwargs):
         raise OSError(38, "Function not implemented")

@@ -147,7 +147,7 @@ def test_parallel_jobs_match_serial(tmp_path, run_cli):
 
 
 def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
-    from npu_migrate.cache import default_directory
+    from npu_migrate.pipeline.cache import default_directory
 
     write(tmp_path / "src", "a.py", CUDA)  # the reports go beside the tree (JSON in it is migrated too)
     first = run_cli("src", "--report", "1.json")
@@ -171,7 +171,7 @@ def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
 def test_cache_result_is_used(tmp_path, run_cli, monkeypatch):
     write(tmp_path, "a.py", CUDA)
     run_cli(".")
-    from npu_migrate import runner
+    from npu_migrate.pipeline import runner
 
     def boom(*a, **k):
         raise AssertionError("the engine ran although the cache had the result")
@@ -257,7 +257,7 @@ def test_help_shows_the_default_command_as_the_tool_itself():
 
 
 def test_rule_ids_from_file_names_match_the_rule_classes():
-    from npu_migrate.registry import all_rules, rule_ids
+    from npu_migrate.pipeline.registry import all_rules, rule_ids
 
     assert rule_ids() == list(all_rules()) and len(rule_ids()) > 30
     for rule_id, cls in all_rules().items():
@@ -270,7 +270,7 @@ def test_a_run_the_cache_answers_does_not_import_libcst(tmp_path):
 
     (tmp_path / "a.py").write_text("import torch\nx = torch.cuda.is_available()\n")
     code = (
-        "import sys; from npu_migrate import runner; from npu_migrate.cli import main\n"
+        "import sys; from npu_migrate.pipeline import runner; from npu_migrate.cli import main\n"
         "pooled, real = [], runner._in_workers\n"
         "runner._in_workers = lambda *a: (pooled.append(1), real(*a))\n"
         "try:\n    main([{args}])\nexcept SystemExit:\n    pass\n"
@@ -285,10 +285,10 @@ def test_a_run_the_cache_answers_does_not_import_libcst(tmp_path):
 
 
 def test_a_file_that_changes_during_the_run_is_not_cached_under_its_old_content(tmp_path):
-    from npu_migrate import runner
-    from npu_migrate.cache import Cache
-    from npu_migrate.files import content_digest
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline import runner
+    from npu_migrate.pipeline.cache import Cache
+    from npu_migrate.pipeline.files import content_digest
+    from npu_migrate.pipeline.settings import Settings
 
     path = tmp_path / "a.py"
     path.write_bytes(CUDA)

@@ -287,7 +287,7 @@ def test_a_report_that_cannot_be_written_at_the_end_is_one_line(tmp_path, run_cl
 
 
 def test_a_file_gone_before_its_diff_is_one_line(tmp_path, run_cli, monkeypatch):
-    from npu_migrate import runner
+    from npu_migrate.pipeline import runner
 
     write(tmp_path, "a.py", CUDA)
     write(tmp_path, "b.py", CUDA)

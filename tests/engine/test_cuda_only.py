@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from npu_migrate.facts import ProjectFacts
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.cuda_only import (
     KIND_COMPILED,
     KIND_CUDA_MODULE,
@@ -17,8 +19,6 @@ from npu_migrate.python.cuda_only import (
     classify_name,
 )
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 SETTINGS = Settings(selection=Selection.create(["NPU1", "NPU011", "NPU9"]))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.output import git_quoted, unified_diff
+from npu_migrate.cli.output import git_quoted, unified_diff
 from tests.rules.golden import ROOT as FIXTURES
 from tests.rules.golden import cases
 

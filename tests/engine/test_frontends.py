@@ -12,18 +12,18 @@ import stat
 
 import pytest
 
-from npu_migrate import edits, filetypes
-from npu_migrate.model import FileResult
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import ALL, Suppressions, parse
+from npu_migrate.pipeline import edits, filetypes
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import ALL, Suppressions, parse
 
 from .fake_frontend import FAKE
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    from npu_migrate import registry
+    from npu_migrate.pipeline import registry
 
     monkeypatch.setattr(filetypes, "FILE_TYPES", (*filetypes.FILE_TYPES, FAKE))
     known = registry.rule_ids()
@@ -146,7 +146,7 @@ def test_selection_per_file_ignores_and_suppression(tmp_path, run_cli, fake):
 def test_cache_serves_other_file_types(tmp_path, run_cli, fake, monkeypatch):
     _project(tmp_path)
     first = run_cli("b.fake")
-    from npu_migrate import runner
+    from npu_migrate.pipeline import runner
 
     def boom(*args):
         raise AssertionError("not served from the cache")
@@ -241,7 +241,7 @@ _MODULES = "sorted(m for m in ('libcst', 'tree_sitter', 'tree_sitter_bash', 'npu
 _IMPORTS = (
     "import multiprocessing, sys\n"
     "multiprocessing.set_start_method('fork')  # so that the wrapper below is the worker's too\n"
-    "from npu_migrate import runner\n"
+    "from npu_migrate.pipeline import runner\n"
     "from npu_migrate.cli import main\n"
     "real = runner._work\n"
     "def work(path):\n"
@@ -341,7 +341,7 @@ def test_the_pre_commit_hooks_pass_every_supported_file_and_no_other(tmp_path):
 def test_the_cache_key_follows_the_parser_versions(monkeypatch):
     from importlib import metadata
 
-    from npu_migrate import cache
+    from npu_migrate.pipeline import cache
 
     before = cache.code_fingerprint()
     cache.code_fingerprint.cache_clear()

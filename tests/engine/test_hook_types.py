@@ -10,7 +10,7 @@ import pytest
 import yaml
 from identify import identify
 
-from npu_migrate import filetypes
+from npu_migrate.pipeline import filetypes
 
 HOOKS = yaml.safe_load((Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text())
 

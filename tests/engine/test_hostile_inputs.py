@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.limits import DEPTHS, MAX_DEPTH
+from npu_migrate.pipeline.limits import DEPTHS, MAX_DEPTH
 
 #: The payload that makes every front end's rules parse the file (their prefilters).
 WORD = "CUDA_VISIBLE_DEVICES=0 torch.cuda nccl cuda"
@@ -60,8 +60,8 @@ FRONT_ENDS = {
 
 
 def _migrate(name: str, text: str):
-    from npu_migrate.runner import migrate_safely
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.pipeline.settings import Settings
 
     filename = FRONT_ENDS[name][0]
     start = time.perf_counter()
@@ -146,9 +146,9 @@ LOW_RECURSION = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {tests!r})
     from tests.engine.test_hostile_inputs import FRONT_ENDS
-    from npu_migrate.runner import migrate_safely, _warm
-    from npu_migrate.settings import Settings
-    from npu_migrate import filetypes
+    from npu_migrate.pipeline.runner import migrate_safely, _warm
+    from npu_migrate.pipeline.settings import Settings
+    from npu_migrate.pipeline import filetypes
     _warm(tuple(t.name for t in filetypes.FILE_TYPES))
     import yaml, tomlkit, nbformat, libcst  # imported before the limit is lowered
     depth = len(__import__("inspect").stack())

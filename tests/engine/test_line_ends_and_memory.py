@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from npu_migrate.runner import migrate_safely
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.runner import migrate_safely
+from npu_migrate.pipeline.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_a_memory_error_is_named_as_such(monkeypatch):
 def test_a_python_file_that_cannot_fit_is_refused_before_it_is_parsed(monkeypatch):
     import ast
 
-    from npu_migrate import limits
+    from npu_migrate.pipeline import limits
 
     parsed = []
     monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(1))
@@ -107,7 +107,7 @@ def test_under_a_low_address_space_limit_the_big_file_fails_in_one_line_and_the_
 def test_a_worker_killed_for_memory_is_named_as_such():
     import signal
 
-    from npu_migrate.runner import _worker_died
+    from npu_migrate.pipeline.runner import _worker_died
 
     for sig in (signal.SIGKILL, signal.SIGABRT):
         error = _worker_died("a.py", -sig).error

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 TIMEOUT = 120

@@ -9,10 +9,10 @@ import difflib
 import json
 import random
 
-from npu_migrate import output
+from npu_migrate.cli import output
 from npu_migrate.notebooks import cells, layout
 from npu_migrate.notebooks.engine import migrate
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.settings import Settings
 
 
 def notebook(count: int) -> bytes:

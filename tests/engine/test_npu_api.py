@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gen_torch_npu_api.py"
@@ -45,7 +45,7 @@ def test_table_loads_and_is_cached():
 
 
 def test_loader_does_not_import_torch():
-    code = "import sys; from npu_migrate.npu_api import load_api; load_api(); print('torch' in sys.modules)"
+    code = "import sys; from npu_migrate.pipeline.npu_api import load_api; load_api(); print('torch' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.python.prefilter import Prefilter, word_pattern
-from npu_migrate.registry import rules_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIGGERS = {rid: rule.triggers for rid, rule in rules_for("python").items()}

@@ -118,7 +118,7 @@ LOSSY_FOR_LIBCST = [
 @pytest.mark.parametrize(("src", "expected"), LOSSY_FOR_LIBCST)
 @pytest.mark.parametrize("prefilter", [True, False], ids=["elided", "whole-file"])
 def test_bytes_libcst_drops_are_kept(src, expected, prefilter):
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline.settings import Settings
 
     result = migrate_source("t.py", src, Settings(prefilter=prefilter))
     assert result.error is None, result.error

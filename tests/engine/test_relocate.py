@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.model import FileResult, Finding
+from npu_migrate.pipeline.model import FileResult, Finding
 from npu_migrate.python.engine import migrate_source
 from npu_migrate.reporting.relocate import PositionMap, relocate
 
@@ -179,7 +179,7 @@ def test_positions_in_cells_move_with_their_own_cell():
 def _timed_relocation(old: bytes, new: bytes, positions: list[tuple[int, int]]) -> tuple[float, object]:
     import time
 
-    from npu_migrate.model import FileResult, Fix
+    from npu_migrate.pipeline.model import FileResult, Fix
     from npu_migrate.reporting.relocate import relocate
 
     fixes = [Fix(line, col, "NPU101", "m", line, col + 4) for line, col in positions]

@@ -58,7 +58,7 @@ def test_a_link_swapped_to_the_outside_during_the_run_is_refused(tmp_path, monke
     """The check is made on the path the writer is about to replace, not on an earlier look."""
     import pytest
 
-    from npu_migrate import writer
+    from npu_migrate.pipeline import writer
 
     outside = tmp_path / "outside.py"
     outside.write_bytes(b"x\n")

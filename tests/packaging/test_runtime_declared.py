@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from npu_migrate import runtime_bundle
 from npu_migrate.cli import main
+from npu_migrate.pipeline import runtime_bundle
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "declared"
 CASES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
@@ -31,7 +31,7 @@ def _files(root: Path) -> dict[str, bytes]:
 def _in_process(monkeypatch):
     """Files are migrated in this process (the runner's fallback where no pool can be
     made): a worker pool per run would cost seconds on a loaded machine."""
-    from npu_migrate import runner
+    from npu_migrate.pipeline import runner
 
     def no_pool(*args, **kwargs):
         raise runner._NoProcessPool

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from npu_migrate import runtime_bundle, vendor
-from npu_migrate.cli import main
+from npu_migrate.cli import main, vendor
+from npu_migrate.pipeline import runtime_bundle
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_project"
 
 
 @pytest.fixture(autouse=True)
 def _in_process(monkeypatch):
-    from npu_migrate import runner
+    from npu_migrate.pipeline import runner
 
     def no_pool(*args, **kwargs):
         raise runner._NoProcessPool

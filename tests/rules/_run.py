@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 
 def run(source: str, *rules: str):

@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from npu_migrate import filetypes
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline import filetypes
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
 _EXPECT = re.compile(r"(?:#|//).*\bexpect:\s*([A-Z0-9, ]+)")
@@ -62,7 +62,7 @@ class Case:
         if requirement is not None or project:
             from dataclasses import replace
 
-            from npu_migrate.facts import ProjectFacts
+            from npu_migrate.pipeline.facts import ProjectFacts
 
             sources = [("requirements.txt", requirement.group(1).encode() + b"\n")] if requirement else []
             if project:
@@ -71,7 +71,7 @@ class Case:
         if any(map(_IMPORTS_RUNTIME.search, head)):
             from dataclasses import replace
 
-            from npu_migrate import runtime_bundle
+            from npu_migrate.pipeline import runtime_bundle
 
             settings = replace(settings, facts=replace(settings.facts, runtime_requirement=runtime_bundle.requirement()))
         return settings

@@ -9,7 +9,7 @@ The names come from three places:
   read and copy.
 
 Each name is checked against the table generated from the published wheel
-(``npu_migrate.npu_api.load_api().has``), the same one the rules consult.
+(``npu_migrate.pipeline.npu_api.load_api().has``), the same one the rules consult.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 import npu_migrate.rules as rules_package
 import pytest
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
+from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.python.cuda_only import ast_dotted_name
-from npu_migrate.registry import rules_for
 
 from .golden import ROOT
 

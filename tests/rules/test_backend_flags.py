@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from npu_migrate.rules.backend_flags.npu601_tf32_to_hf32 import TARGETS
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 
 from ._run import run
 

@@ -12,9 +12,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from npu_migrate.rules.checkpoint.npu401_scaler_checkpoint_state import scaler_key
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 
 def run(source: str, *codes: str):

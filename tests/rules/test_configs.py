@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from npu_migrate.configs import json_reader, toml_reader, yaml_reader
 from npu_migrate.configs.engine import migrate
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 READERS = {"yaml": yaml_reader, "json": json_reader, "toml": toml_reader}

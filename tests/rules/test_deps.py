@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_migrate import filetypes
 from npu_migrate.deps import pairing
 from npu_migrate.deps.engine import migrate
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline import filetypes
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 

@@ -12,9 +12,9 @@ from npu_migrate.rules.device._device_strings import (
     swap,
 )
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 DEVICE = Settings(selection=Selection.create(["NPU1"]))
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npu_migrate.npu_api import load_api
+from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.tables.backends import hccl_backend, mentions_nccl
 from npu_migrate.tables.env_vars import ADVICE, SAME_MEANING, ascend_name
 

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.dockerfile.engine import migrate
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "rules").glob("*/*.before.Dockerfile"))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from npu_migrate.filetypes import named
-from npu_migrate.registry import all_rules
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.filetypes import named
+from npu_migrate.pipeline.registry import all_rules
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 
 from .golden import cases, expected_findings, migrate, migrate_file
 

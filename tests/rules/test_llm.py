@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.configs.engine import migrate as migrate_config
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source as migrate_python
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 from npu_migrate.shell.engine import migrate as migrate_shell
 
 ALL = Settings(selection=Selection.create(["ALL"]))
@@ -232,7 +232,7 @@ def test_a_llava_shaped_project_migrates_and_then_checks_clean(tmp_path, run_cli
 def test_shell_and_config_rules_report_where_the_project_has_its_own_attention_classes():
     from dataclasses import replace
 
-    from npu_migrate.facts import ProjectFacts
+    from npu_migrate.pipeline.facts import ProjectFacts
 
     facts = ProjectFacts.scan([("model.py", b"ATTENTION_CLASSES = {'eager': A, 'flash_attention_2': B}\n")])
     assert facts.custom_flash_attention

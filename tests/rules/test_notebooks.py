@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from npu_migrate.notebooks import cells as joiner
 from npu_migrate.notebooks.engine import migrate
 from npu_migrate.notebooks.magics import cell_magic, specials
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 

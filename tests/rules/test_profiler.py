@@ -11,9 +11,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from npu_migrate.rules.profiler._common import PROFILE_KEYWORDS, mapped, normalize
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 from ._run import run
 

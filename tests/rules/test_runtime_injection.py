@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 SETTINGS = Settings(selection=Selection.create(["NPU1", "NPU2", "NPU402", "NPU701"]))
 

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.facts import ProjectFacts
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.runner import run as run_files
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.runner import run as run_files
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 SAMPLER_HERE = b"""\
 from torch.utils.data import DataLoader, DistributedSampler

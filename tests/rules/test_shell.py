@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.shell.engine import migrate
 
 ALL = Settings(selection=Selection.create(["ALL"]))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from npu_migrate.pipeline.registry import all_rules
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.registry import all_rules
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
 
 #: the rules/unsupported family (NPU901-NPU919); NPU920+ are rules/llm's, some of which fix
 NPU9 = sorted(rid for rid, rule in all_rules().items() if rule.__module__.startswith("npu_migrate.rules.unsupported."))

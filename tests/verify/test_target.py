@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from npu_migrate.pipeline.registry import all_rules
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.target import CPU, NPU, named, rule_ids_for
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.registry import all_rules
-from npu_migrate.selection import Selection
-from npu_migrate.settings import Settings
-from npu_migrate.target import CPU, NPU, named, rule_ids_for
 
 SOURCE = b'''import os
 import torch

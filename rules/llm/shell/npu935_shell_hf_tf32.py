@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 
 from ._options import OptionsRule, options, removal, words_of
 

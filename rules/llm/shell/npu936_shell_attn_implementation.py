@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npu_migrate.rules.shell._arguments import ValueRule
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 
 #: option / variable names (normalized: lower case, `-` as `_`, no leading dashes)
 KEYS = frozenset({"attn_implementation", "_attn_implementation", "attention_implementation"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npu_migrate.rules.llm._routes import FLAGS, VALUED
 
-from npu_migrate.rulebase import Example
+from npu_migrate.pipeline.rulebase import Example
 
 from ._options import OptionsRule, options, words_of
 

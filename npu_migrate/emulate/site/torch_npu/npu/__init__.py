@@ -18,16 +18,15 @@ import torch
 from npu_migrate.emulate.api_names import NPU_ALL, api_table_names, unimplemented
 
 from . import amp  # noqa: F401  (torch.npu.amp)
+from ._device_index import _check_index, _get_device_index, _ops
+from ._device_index import current_device as current_device  # torch.npu.current_device
+from ._device_index import device_count as device_count  # torch.npu.device_count
 from ._legacy_tensors import LEGACY_TENSOR_TYPES
 
 _EMULATED_TOTAL_MEMORY = int(
     float(os.environ.get("NPU_MIGRATE_EMULATOR_MEMORY_GB", "64")) * (1 << 30)
 )
 _DEVICE_NAME = "Ascend (npu-migrate emulated NPU)"
-
-
-def _ops():
-    return torch.ops.npu_emu
 
 
 # --------------------------------------------------------------- devices --
@@ -49,40 +48,10 @@ def is_available() -> bool:
     return True
 
 
-def device_count() -> int:
-    return int(_ops().device_count())
-
-
-def _get_device_index(device: Any = None, optional: bool = True) -> int:
-    if device is None:
-        return current_device()
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "npu":
-            raise ValueError(f"Expected a npu device, but got: {device}")
-        return current_device() if device.index is None else device.index
-    if isinstance(device, int):
-        return device
-    raise ValueError(f"Invalid device: {device!r}")
-
-
-def _check_index(idx: int) -> int:
-    if idx < 0 or idx >= device_count():
-        raise AssertionError(
-            f"Invalid device id {idx}: the emulated NPU has {device_count()} device(s)"
-        )
-    return idx
-
-
 def set_device(device) -> None:
     idx = _get_device_index(device)
     if idx >= 0:
         torch.accelerator.set_device_index(idx)
-
-
-def current_device() -> int:
-    return torch.accelerator.current_device_index()
 
 
 def synchronize(device=None) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from ._device_index import _check_index, _get_device_index
+
 __all__ = [
     "get_rng_state",
     "get_rng_state_all",
@@ -24,8 +26,6 @@ __all__ = [
 
 
 def _device_index(device) -> int:
-    from . import _check_index, _get_device_index
-
     return _check_index(_get_device_index(device))
 
 

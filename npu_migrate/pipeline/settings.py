@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from npu_migrate.facts import ProjectFacts
-from npu_migrate.selection import Selection
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.selection import Selection
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,29 @@
   nothing is shown or written for a file that no longer has those bytes: a dry
   run does not show a diff against other content, and ``--write`` never
   replaces an edit the user made while the run was going
-  (:func:`npu_migrate.writer.write_atomic` checks again right before replacing).
+  (:func:`npu_migrate.pipeline.writer.write_atomic` checks again right before replacing).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
+import tokenize
 
 
 class ReadError(Exception):
     """A file could not be read; ``str()`` is the one-line message, naming the file."""
+
+
+def decode_text(data: bytes) -> str:
+    """The text of a source file (its coding cookie or UTF-8; latin-1 when that fails)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("latin-1")
 
 
 def content_digest(data: bytes) -> str:

@@ -59,6 +59,6 @@ def named(name: str) -> Target:
 
 def rule_ids_for(name: str) -> list[str]:
     """Ids of the rules that can migrate to target ``name``."""
-    from npu_migrate.registry import all_rules
+    from npu_migrate.pipeline.registry import all_rules
 
     return [rid for rid, rule in all_rules().items() if name in rule.targets]

@@ -75,13 +75,13 @@ class ProjectFacts:
     runtime_importers: frozenset[str] = frozenset()
     #: ``npu-runtime==X`` when, after this run, some file imports npu_runtime and the
     #: runtime is not vendored: the dependency rules (NPU854, NPU862) declare it. Set by
-    #: the runner between its two passes (:mod:`npu_migrate.declared`), never by the scan.
+    #: the runner between its two passes (:mod:`npu_migrate.pipeline.declared`), never by the scan.
     runtime_requirement: str | None = None
     #: Absolute paths or globs of the entry points the user named (``--entry``,
-    #: ``entry-points``); see :mod:`npu_migrate.entry_points`.
+    #: ``entry-points``); see :mod:`npu_migrate.pipeline.entry_points`.
     entry_points: tuple[str, ...] = ()
     #: Directories (absolute) of the run that hold an ``__init__.py``: packages, whose
-    #: modules are library code (:mod:`npu_migrate.entry_points`).
+    #: modules are library code (:mod:`npu_migrate.pipeline.entry_points`).
     package_dirs: frozenset[str] = frozenset()
 
     @classmethod

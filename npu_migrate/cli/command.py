@@ -1,128 +1,45 @@
 """``npu-migrate [OPTIONS] PATH...``: what the command does once click has parsed it.
 
-One function per step, in the order they run: :func:`prepare` checks what can be
-checked before touching any file (flag conflicts, report paths, configuration,
-rule codes); :func:`migrate_files` finds and migrates the files; :func:`apply`
-prints diffs and writes files; :func:`emit` prints the report in the chosen
-format; :func:`exit_code` says how it went. Standard input has its own path
-(:mod:`npu_migrate.stdin`).
-
-Exit codes (as ruff and black): 0 nothing to do, or done; 1 ``--check`` found
-pending changes, or ``--fail-on-findings`` found findings (``--exit-zero`` turns
-both into 0); 2 usage error, or some file could not be read, parsed or written
-(all other files are still processed).
+One function per step, in the order they run: :func:`~npu_migrate.cli.prepare.prepare`
+checks what can be checked before touching any file (flag conflicts, report paths,
+configuration, rule codes); :func:`migrate_files` finds and migrates the files;
+:func:`apply` prints diffs and writes files; :func:`~npu_migrate.cli.emit.emit` prints
+the report in the chosen format; :func:`~npu_migrate.cli.emit.exit_code` says how it
+went (the codes: :mod:`npu_migrate.cli.prepare`). Standard input has its own path
+(:mod:`npu_migrate.cli.stdin`), which shares the first and last steps.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
-from npu_migrate.model import FileResult
-from npu_migrate.options import OptionError, Options, Resolved, resolve
-from npu_migrate.settings import Settings
-
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad flags or configuration: one line, exit 2, nothing read or written."""
-
-
-@dataclass
-class Prepared:
-    options: Options
-    resolved: Resolved
-    settings: Settings
-    root: Path
-    #: The run's caches (the runner makes one per pass: code, then dependency files),
-    #: flushed after the writes.
-    caches: list = field(default_factory=list)
-
-    @property
-    def machine_on_stdout(self) -> bool:
-        return machine_on_stdout(self.options)
-
-
-def machine_on_stdout(options: Options) -> bool:
-    """Whether a machine-readable report owns stdout."""
-    from npu_migrate import reporting
-
-    return options.output_format not in reporting.HUMAN and options.output_file is None
-
-
-def default_diff(options: Options) -> bool:
-    """A dry run prints its diff unless the report is for a machine or goes to a file
-    (``--output-file``), or the run is quiet: then only ``--diff`` prints one."""
-    from npu_migrate import reporting
-
-    return (options.mode == "dry-run" and not options.quiet and not options.silent
-            and options.output_format in reporting.HUMAN and options.output_file is None)
-
-
-def consoles(color: str = "auto") -> tuple[Console, Console]:
-    """(stdout, stderr) consoles: no markup, no highlighting, lines never wrapped.
-    ``color``: ``auto`` (colours on a terminal, unless NO_COLOR is set), ``always``
-    or ``never`` (``--color``)."""
-    extra: dict = {}
-    if color == "always":
-        extra = {"force_terminal": True, "color_system": "standard"}
-    elif color == "never":
-        extra = {"color_system": None, "no_color": True}
-    return (Console(highlight=False, markup=False, soft_wrap=True, **extra),
-            Console(stderr=True, highlight=False, markup=False, soft_wrap=True, **extra))
-
-
-def prepare(options: Options) -> Prepared:
-    """Everything that can fail before a file is read; raises :class:`UsageError`."""
-    from npu_migrate.config import ConfigError, load_config
-    from npu_migrate.reporting import sink
-    from npu_migrate.selection import Selection
-
-    if options.isolated and options.config is not None:
-        raise UsageError("--isolated ignores every configuration file; it cannot be combined with --config")
-    if options.stdin and len(options.paths) > 1:
-        raise UsageError("'-' (standard input) cannot be combined with other paths")
-    if options.mode == "write" and options.diff:
-        raise UsageError("--diff shows what --write would change and never writes; drop one of them")
-    machine = machine_on_stdout(options)
-    if machine and options.diff:
-        raise UsageError(f"--diff and --output-format {options.output_format} would both print to stdout; "
-                         "give the report an --output-file")
-    if machine and options.stdin and options.mode != "check" and not options.diff:
-        raise UsageError(f"with standard input the migrated source goes to stdout; give the "
-                         f"{options.output_format} report an --output-file")
-    for flag, path in (("--output-file", options.output_file), ("--report", options.report)):
-        if path is not None:
-            try:
-                sink.check(path, flag)
-            except sink.OutputPathError as exc:
-                raise UsageError(str(exc)) from None
-    config_paths = [options.stdin_filename or "."] if options.stdin else (options.paths or ["."])
-    try:
-        cfg = load_config(config_paths, options.config, options.isolated)
-        resolved = resolve(options, cfg)
-    except (ConfigError, OptionError) as exc:
-        raise UsageError(str(exc)) from None
-    selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
-    from npu_migrate.facts import ProjectFacts
-
-    settings = Settings(selection=selection, annotate=options.annotate, prefilter=options.prefilter,
-                        target=options.target, facts=ProjectFacts(entry_points=resolved.entry_points))
-    return Prepared(options, resolved, settings, cfg.root)
+from npu_migrate.cli import stdin
+from npu_migrate.cli.emit import emit, exit_code
+from npu_migrate.cli.options import Options
+from npu_migrate.cli.prepare import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    Prepared,
+    UsageError,
+    consoles,
+    default_diff,
+    prepare,
+)
+from npu_migrate.pipeline.model import FileResult
 
 
 def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> list[FileResult]:
     """Discover and migrate; files that could not be found come back as errors.
     Discovery's warnings (a named file no front end handles, nothing to migrate)
     are printed here, unless quiet."""
-    from npu_migrate.discovery import discover
-    from npu_migrate.runner import default_jobs
+    from npu_migrate.pipeline.discovery import discover
+    from npu_migrate.pipeline.runner import default_jobs
 
     opts = prep.options
     found = discover(opts.paths or ["."], prep.resolved.exclude, prep.root, prep.resolved.force_exclude,
@@ -130,7 +47,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
     for message in found.warnings if not opts.quiet else ():
         err.print(f"warning: {message}")
     if found.leftovers:
-        from npu_migrate.writer import remove_leftovers
+        from npu_migrate.pipeline.writer import remove_leftovers
 
         removed = remove_leftovers(found.leftovers)
         if removed and opts.verbose:
@@ -142,7 +59,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
         return failed
     cache_factory = None
     if opts.cache:
-        from npu_migrate.cache import Cache, default_directory
+        from npu_migrate.pipeline.cache import Cache, default_directory
 
         cache_root = Path(opts.cache_dir).absolute() if opts.cache_dir else default_directory(prep.root)
 
@@ -171,7 +88,7 @@ def flush_cache(prep: Prepared, err: Console) -> None:
 
 
 def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
-    from npu_migrate.runner import run
+    from npu_migrate.pipeline.runner import run
 
     if quiet or not err.is_terminal or len(files) <= 8:
         return run(files, settings, jobs, cache_factory, vendored=vendored)
@@ -194,8 +111,8 @@ def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet
 def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileResult]:
     """Print the diffs and write the files, as the mode says; returns the results with
     positions of the files as they are on disk afterwards."""
-    from npu_migrate import output
-    from npu_migrate.files import ReadError, read_unchanged
+    from npu_migrate.cli import output
+    from npu_migrate.pipeline.files import ReadError, read_unchanged
 
     opts = prep.options
     show_diff = opts.diff if opts.diff is not None else default_diff(opts)
@@ -228,9 +145,9 @@ def project_roots(prep: Prepared) -> list[str]:
 
 
 def _write(result: FileResult, original: bytes, roots: list[str]) -> FileResult:
-    from npu_migrate.files import ReadError
+    from npu_migrate.pipeline.files import ReadError
+    from npu_migrate.pipeline.writer import Refused, write_atomic
     from npu_migrate.reporting.relocate import relocate, split_for
-    from npu_migrate.writer import Refused, write_atomic
 
     try:
         write_atomic(result.path, result.new_source, result.source_digest, roots=roots)
@@ -241,67 +158,13 @@ def _write(result: FileResult, original: bytes, roots: list[str]) -> FileResult:
     return replace(relocate(result, original, result.new_source, split_for(result.path)), written=True)
 
 
-def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
-    """The report in the chosen format, where it was asked for; ``--report`` as JSON.
-    False when a report file could not be written (one line on stderr)."""
-    from npu_migrate import reporting
-    from npu_migrate.reporting import sink, text
-
-    opts = prep.options
-    fmt = opts.output_format
-    written = True
-    for flag, path, name in (("--report", opts.report, "json"), ("--output-file", opts.output_file, fmt)):
-        if path is None:
-            continue
-        if name in reporting.HUMAN:
-            buffer = io.StringIO()
-            reporting.write_human(name, report, Console(file=buffer, color_system=None, highlight=False,
-                                                        markup=False, soft_wrap=True, width=200))
-            content = buffer.getvalue()
-        else:
-            content = reporting.render(name, report)
-        try:
-            sink.write(path, content)
-        except OSError as exc:  # checked before the run, but the disk may have filled since
-            err.print(f"error: {flag} {path}: cannot write: {exc.strerror or exc}")
-            written = False
-    if opts.silent:  # nothing but the exit code
-        return written
-    if opts.output_file is None and fmt not in reporting.HUMAN:
-        out.file.write(reporting.render(fmt, report))
-        out.file.flush()
-    if opts.quiet:  # as ruff's -q: the diagnostics, nothing else
-        for result in report.results:
-            if result.error is not None:
-                err.print(f"error: {result.error}")
-        if opts.output_file is None and fmt in reporting.HUMAN:
-            for result in report.results:
-                for line in text.diagnostics(result, report.show_fixes):
-                    err.print(line, soft_wrap=True, highlight=False)
-    elif opts.output_file is None and fmt in reporting.HUMAN:
-        reporting.write_human(fmt, report, err)
-    else:  # the report went elsewhere: errors and the summary only
-        for result in report.results:
-            if result.error is not None:
-                err.print(f"error: {result.error}")
-        text.summary(report, err)
-    return written
-
-
-def exit_code(report, prep: Prepared) -> int:
-    if any(r.error is not None for r in report.results):
-        return EXIT_ERROR
-    failing = (prep.options.mode == "check" and report.pending) or (
-        prep.resolved.fail_on_findings and report.summary["findings"] > 0)
-    return EXIT_FAILED if failing and not prep.options.exit_zero else EXIT_OK
-
 
 def run(options: Options) -> int:
     """The whole command; a closed standard output (``| head``) ends it with one line on
     stderr saying what was written: diffs are printed before any file is written, and
     ``--diff`` never writes, so a closed pipe stops a dry run or ``--check`` before any
     write, and a report that no longer fits the pipe comes after every write."""
-    from npu_migrate import writer
+    from npu_migrate.pipeline import writer
 
     try:
         return _run(options)
@@ -328,8 +191,6 @@ def _run(options: Options) -> int:
         err.print(f"error: {exc}")
         return EXIT_ERROR
     if options.stdin:
-        from npu_migrate import stdin
-
         return stdin.run(prep, out, err)
     vendored = None
     if options.vendor_runtime:
@@ -338,14 +199,14 @@ def _run(options: Options) -> int:
         except (UsageError, OSError) as exc:
             err.print(f"error: --vendor-runtime: {exc}")
             return EXIT_ERROR
-    from npu_migrate import vendor
+    from npu_migrate.cli import vendor
 
     vendored_dir = options.vendor_runtime or vendor.find(options.paths or ["."], prep.root)
     results = migrate_files(prep, err, vendored_dir)
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)
-    from npu_migrate import declared
+    from npu_migrate.pipeline import declared
 
     results = declared.report_undeclared(results, vendored_dir, prep.settings)
     if vendored is not None and not options.quiet:
@@ -363,7 +224,8 @@ def _run(options: Options) -> int:
 
 def _vendor_runtime(directory: Path, mode: str, err: Console):
     """Plan (and with --write make) the vendored copy; the plan, for the exit code."""
-    from npu_migrate import runtime_bundle, vendor
+    from npu_migrate.cli import vendor
+    from npu_migrate.pipeline import runtime_bundle
 
     try:
         plan = vendor.plan(directory)
@@ -379,7 +241,7 @@ def _vendor_runtime(directory: Path, mode: str, err: Console):
 def _check_vendored_imports(results, plan, err: Console) -> None:
     """Entry points that import npu_runtime from another directory than the vendored
     copy's do not find it unless that directory is on PYTHONPATH: say so."""
-    from npu_migrate.declared import IMPORTS_RUNTIME, source_of
+    from npu_migrate.pipeline.declared import IMPORTS_RUNTIME, source_of
 
     home = plan.target.parent.absolute()
     for result in results:

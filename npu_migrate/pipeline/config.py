@@ -3,7 +3,7 @@
 The nearest file that has a ``[tool.npu-migrate]`` table wins, searching upward
 from the common parent of the paths given on the command line (as ruff does).
 Globs in ``exclude`` and ``per-file-ignores`` are relative to that file's
-directory. How flags combine with these values: ``npu_migrate/options.py``.
+directory. How flags combine with these values: ``npu_migrate/cli/options.py``.
 
     [tool.npu-migrate]
     select = ["NPU"]
@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_migrate import limits
+from npu_migrate.pipeline import limits
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +50,7 @@ class Config:
     extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: Training entry points the user names (globs relative to the root): NPU701 and
-    #: `npu-migrate launch` treat them as entry points (npu_migrate/entry_points.py).
+    #: `npu-migrate launch` treat them as entry points (npu_migrate/pipeline/entry_points.py).
     entry_points: list[str] = field(default_factory=list)
     force_exclude: bool = False
     fail_on_findings: bool = False

@@ -71,7 +71,7 @@ class FileResult:
     error: str | None = None
     new_source: bytes | None = None
     written: bool = False
-    #: Digest of the bytes the result was computed from (``npu_migrate.files.content_digest``):
+    #: Digest of the bytes the result was computed from (``npu_migrate.pipeline.files.content_digest``):
     #: nothing is shown or written for a file that no longer has them.
     source_digest: str | None = None
 

@@ -33,12 +33,12 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
 
-from npu_migrate import declared, filetypes
-from npu_migrate.cache import Cache
-from npu_migrate.facts import ProjectFacts
-from npu_migrate.files import ReadError, content_digest, read_regular
-from npu_migrate.model import FileResult
-from npu_migrate.settings import Settings
+from npu_migrate.pipeline import declared, filetypes
+from npu_migrate.pipeline.cache import Cache
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.files import ReadError, content_digest, read_regular
+from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.settings import Settings
 
 #: Files handed to the pool per worker before the first result is back: enough to
 #: keep every worker busy, few enough to re-run cheaply when a worker dies.
@@ -67,18 +67,18 @@ def _internal_error(path: str, what: str) -> FileResult:
 
 
 def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
-    """Hand the file to its front end (``npu_migrate/filetypes.py`` decides which;
+    """Hand the file to its front end (``npu_migrate/pipeline/filetypes.py`` decides which;
     a file no front end claims is treated as Python, as named files always were),
     turning a bug in a rule into a one-line error for that file. Front ends are
     imported only when a file needs them."""
-    from npu_migrate.limits import LimitError, check_python_memory, out_of_memory
+    from npu_migrate.pipeline.limits import LimitError, check_python_memory, out_of_memory
 
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
         if file_type is filetypes.PYTHON:
-            check_python_memory(data)  # refused before parsing if it cannot fit (npu_migrate/limits.py)
+            check_python_memory(data)  # refused before parsing if it cannot fit (npu_migrate/pipeline/limits.py)
         return file_type.migrate()(path, data, settings)
-    except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/limits.py)
+    except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/pipeline/limits.py)
         return FileResult(path=path, error=f"{path}:{exc.line}: {exc.message}")
     except RecursionError:  # a parser recursed past Python's limit anyway: still one line
         return FileResult(path=path, error=f"{path}:1: too deeply nested for npu-migrate's parser; skipped")
@@ -115,7 +115,7 @@ def _init_worker(settings: Settings, type_names: tuple[str, ...]) -> None:
 
 def _warm(type_names: tuple[str, ...]) -> None:
     """Import the front ends (and their rules) of the file types in the run."""
-    from npu_migrate.registry import rules_for
+    from npu_migrate.pipeline.registry import rules_for
 
     for name in type_names:
         file_type = filetypes.named(name)
@@ -336,7 +336,7 @@ def run(
             progress(result)
 
     # Two passes: the files that declare dependencies run after the code, so that they
-    # know whether the migrated code imports npu_runtime (npu_migrate/declared.py).
+    # know whether the migrated code imports npu_runtime (npu_migrate/pipeline/declared.py).
     first = [p for p in digests if not declared.declares_dependencies(p)]
     second = [p for p in digests if declared.declares_dependencies(p)]
     _pass(first, settings, jobs, cache, digests, sizes, done)

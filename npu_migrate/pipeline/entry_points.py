@@ -25,7 +25,7 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from npu_migrate.facts import ProjectFacts
+from npu_migrate.pipeline.facts import ProjectFacts
 
 
 def is_named_entry(path: str, facts: ProjectFacts) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_migrate.config import Config
+from npu_migrate.pipeline.config import Config
 
 
 class OptionError(Exception):
@@ -55,7 +55,7 @@ class Options:
     color: str = "auto"
     verbose: bool = False
     stdin_filename: str | None = None
-    #: What CUDA becomes (npu_migrate/target.py); only ``npu-migrate verify`` sets "cpu".
+    #: What CUDA becomes (npu_migrate/pipeline/target.py); only ``npu-migrate verify`` sets "cpu".
     target: str = "npu"
 
     @property
@@ -69,7 +69,7 @@ def split_codes(values: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def check_codes(codes: list[str], where: str) -> None:
-    from npu_migrate.registry import rule_ids
+    from npu_migrate.pipeline.registry import rule_ids
 
     known = rule_ids()
     for code in codes:

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from npu_migrate.files import nonblocking
+from npu_migrate.pipeline.files import nonblocking
 
 if TYPE_CHECKING:
-    from npu_migrate.model import FileResult
-    from npu_migrate.settings import Settings
+    from npu_migrate.pipeline.model import FileResult
+    from npu_migrate.pipeline.settings import Settings
 
 #: ``migrate(path, data, settings) -> FileResult``; never raises for bad input.
 Migrate = Callable[[str, bytes, "Settings"], "FileResult"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from npu_migrate import runtime_bundle
+from npu_migrate.pipeline import runtime_bundle
 
 MARKER = ".npu-migrate-vendored"
 _MARKER_TEXT = """npu_runtime {version}, vendored by `npu-migrate --vendor-runtime`.

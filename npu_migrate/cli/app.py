@@ -8,7 +8,7 @@ emulated NPU, ``npu-migrate launch ENTRY`` writes launchers and job specs, and
 ``npu-migrate preflight`` checks a training node.
 
 The options are declared here; what the command does with them lives in
-``npu_migrate/command.py`` (and ``npu_migrate/stdin.py`` for ``-``), the output
+``npu_migrate/cli/command.py`` (and ``npu_migrate/cli/stdin.py`` for ``-``), the output
 formats in ``npu_migrate/reporting/``.
 
 This module must stay cheap to import: no torch, and libcst only once a file
@@ -25,7 +25,7 @@ import sys
 import click
 
 from npu_migrate import __version__
-from npu_migrate.options import split_codes
+from npu_migrate.cli.options import split_codes
 from npu_migrate.verify.cli import verify_command
 
 #: Output formats (``npu_migrate/reporting/``); listed here so that --help needs no import.
@@ -37,12 +37,12 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 def _exits_on_interrupt(command):
     """Ctrl-C ends a run at once with exit 130 and one line saying how many files
-    were written (none is written after it: see npu_migrate/writer.py); a second
+    were written (none is written after it: see npu_migrate/pipeline/writer.py); a second
     Ctrl-C ends the process on the spot, whatever it is doing."""
 
     @functools.wraps(command)
     def run(*args, **kwargs):
-        from npu_migrate import writer
+        from npu_migrate.pipeline import writer
 
         writer.written.clear()
         try:
@@ -168,8 +168,8 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
 
     Without --write this is a dry run that prints the diff for review.
     """
-    from npu_migrate import command
-    from npu_migrate.options import Options
+    from npu_migrate.cli import command
+    from npu_migrate.cli.options import Options
 
     if write and check:
         raise click.UsageError("--write and --check cannot be combined")
@@ -207,8 +207,8 @@ def rules_command(rule_id: str | None, output_format: str) -> None:
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from npu_migrate.registry import all_rules
-    from npu_migrate.rulebase import rule_doc
+    from npu_migrate.pipeline.registry import all_rules
+    from npu_migrate.pipeline.rulebase import rule_doc
 
     console = Console(highlight=False)
     rules = all_rules()
@@ -250,9 +250,9 @@ def rules_command(rule_id: str | None, output_format: str) -> None:
 @click.option("--config", type=click.Path(dir_okay=False), help="Use this pyproject.toml instead of searching.")
 def explain_command(location: str, config: str | None) -> None:
     """Print the rules that change or report a line, and why (nothing is written)."""
-    from npu_migrate.command import UsageError, prepare
-    from npu_migrate.explain import ExplainError, explain, parse_location, render
-    from npu_migrate.options import Options
+    from npu_migrate.cli.explain import ExplainError, explain, parse_location, render
+    from npu_migrate.cli.options import Options
+    from npu_migrate.cli.prepare import UsageError, prepare
 
     try:
         path, _ = parse_location(location)
@@ -353,7 +353,7 @@ def preflight_command(args: tuple[str, ...]) -> None:
     options: --nodes, --cards, --node-rank, --master ADDR:PORT, ...). One line per
     problem with its fix; exit 1 if any.
     """
-    # The runtime copy npu-migrate bundles (npu_migrate/runtime_bundle.py): the same
+    # The runtime copy npu-migrate bundles (npu_migrate/pipeline/runtime_bundle.py): the same
     # program, with no npu-runtime (or torch) installed next to the tool.
     from npu_migrate._runtime.preflight.cli import main as preflight_main
 

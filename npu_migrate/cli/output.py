@@ -12,22 +12,12 @@ import difflib
 import io
 import itertools
 import os
-import tokenize
 from collections.abc import Iterator
 
 from rich.console import Console
 from rich.text import Text
 
 _STYLES = {"+": "green", "-": "red", "@": "cyan"}
-
-
-def decode_text(data: bytes) -> str:
-    """The text of a source file (its coding cookie or UTF-8; latin-1 when that fails)."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        return data.decode("latin-1")
 
 
 #: How git writes these bytes inside a quoted path (``quote_c_style``); others need ``\ooo``.

@@ -48,8 +48,8 @@ import zlib
 from pathlib import Path
 
 from npu_migrate import __version__
-from npu_migrate.files import content_digest  # noqa: F401 - the key's content part
-from npu_migrate.model import FileResult
+from npu_migrate.pipeline.files import content_digest  # noqa: F401 - the key's content part
+from npu_migrate.pipeline.model import FileResult
 
 #: The old in-repository location: never read; discovery still skips it.
 DIRNAME = ".npu_migrate_cache"

@@ -11,7 +11,7 @@ decision is about the whole repository, so the runner makes it between two passe
    (``--vendor-runtime``), the files that declare dependencies (requirements files,
    ``pyproject.toml``, ``setup.cfg``, conda ``environment.yml``, ``setup.py``,
    Dockerfiles) are migrated knowing ``npu-runtime==X`` (X: the runtime npu-migrate
-   bundles, :mod:`npu_migrate.runtime_bundle`), and NPU854 / NPU862 add it in each
+   bundles, :mod:`npu_migrate.pipeline.runtime_bundle`), and NPU854 / NPU862 add it in each
    file's own style;
 3. :func:`report_undeclared`: where no file declares it (none exists, or none could
    take it), a finding (NPU854) on the file that imports it says what to install.
@@ -24,9 +24,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from npu_migrate import filetypes
-from npu_migrate.facts import IMPORTS_RUNTIME, ProjectFacts
-from npu_migrate.model import FileResult, Finding
+from npu_migrate.pipeline import filetypes
+from npu_migrate.pipeline.facts import IMPORTS_RUNTIME, ProjectFacts
+from npu_migrate.pipeline.model import FileResult, Finding
 
 RULE = "NPU854"
 SETUP_PY_RULE = "NPU862"
@@ -58,7 +58,7 @@ def runtime_requirement(facts: ProjectFacts, code_results: list[FileResult], ven
     is vendored)."""
     if vendored is not None or not runtime_importers(facts, code_results):
         return None
-    from npu_migrate import runtime_bundle
+    from npu_migrate.pipeline import runtime_bundle
 
     try:
         return runtime_bundle.requirement()
@@ -100,7 +100,7 @@ def report_undeclared(results: list[FileResult], vendored: str | None, settings)
                 importing[result.path] = source.count(b"\n", 0, match.start()) + 1 if on_disk else 1
     if not importing:
         return results
-    from npu_migrate import runtime_bundle
+    from npu_migrate.pipeline import runtime_bundle
 
     try:
         requirement = runtime_bundle.requirement()

@@ -5,7 +5,7 @@
   symlink keeps pointing where it pointed (its target is replaced).
 * Right before the swap the target must still hold the bytes the migration was
   computed from (their digest). A file edited since it was read is left as it
-  is (:class:`npu_migrate.files.ReadError`, one line): the user's edit wins.
+  is (:class:`npu_migrate.pipeline.files.ReadError`, one line): the user's edit wins.
 * Temp files are named ``.npu-migrate-*.tmp`` and hold an ``flock`` for their
   whole life. A run killed by SIGKILL leaves its temp file behind, but not the
   lock, so a later run removes such files (:func:`remove_leftovers`) and never
@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from npu_migrate.files import read_unchanged
+from npu_migrate.pipeline.files import read_unchanged
 
 try:
     import fcntl

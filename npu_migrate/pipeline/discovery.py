@@ -1,7 +1,7 @@
 """Which files to process.
 
 * Directories are searched recursively for every supported file type
-  (``npu_migrate/filetypes.py``: ``*.py``, shell scripts by suffix or shebang,
+  (``npu_migrate/pipeline/filetypes.py``: ``*.py``, shell scripts by suffix or shebang,
   Dockerfiles).
 * ``.git``, virtualenvs (any directory with a ``pyvenv.cfg``), ``build``, ``dist``
   (unless it is a package, with an ``__init__.py``), ``__pycache__`` and tool caches
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import pathspec
 
-from npu_migrate import filetypes
-from npu_migrate.files import kind
-from npu_migrate.writer import is_temp_name
+from npu_migrate.pipeline import filetypes
+from npu_migrate.pipeline.files import kind
+from npu_migrate.pipeline.writer import is_temp_name
 
 SKIP_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", "build", "dist", ".venv", "venv", ".tox", ".nox",
@@ -138,7 +138,7 @@ def _skipped_dir(directory: Path) -> bool:
     name = directory.name
     if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
         return True
-    # a runtime copy written by --vendor-runtime (npu_migrate/vendor.py): never migrated
+    # a runtime copy written by --vendor-runtime (npu_migrate/cli/vendor.py): never migrated
     return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info") or (
         directory / ".npu-migrate-vendored").is_file()
 

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from npu_migrate.model import FileResult
+from npu_migrate.pipeline.model import FileResult
 
 _LOCATION = re.compile(r"(?P<path>.+?):(?P<line>\d+)(?::\d+)?")
 
@@ -62,8 +62,8 @@ def _git_head(path: Path) -> bytes | None:
 
 
 def explain(location: str, settings) -> Explained:
+    from npu_migrate.pipeline.runner import migrate_safely
     from npu_migrate.reporting.relocate import relocate, split_for
-    from npu_migrate.runner import migrate_safely
 
     name, line = parse_location(location)
     path = Path(name)
@@ -92,7 +92,7 @@ def _on_line(result: FileResult, line: int) -> bool:
 
 def render(explained: Explained) -> list[str]:
     """The lines ``explain`` prints."""
-    from npu_migrate.registry import all_rules
+    from npu_migrate.pipeline.registry import all_rules
     from npu_migrate.reporting.report import reason_for
 
     rules = all_rules()

@@ -3,7 +3,7 @@
 Codes are prefixes, as in ruff: ``NPU1`` selects every device rule, ``NPU`` or
 ``ALL`` selects everything. A rule runs when some ``select`` prefix matches it
 and no ``ignore`` prefix does (``extend-select`` codes are added to ``select``
-by npu_migrate/options.py).
+by npu_migrate/cli/options.py).
 
 Opt-in rules (``Rule.opt_in``, such as NPU511 single device -> DDP) change what a
 program does rather than which device it uses, so no prefix turns them on: they

@@ -4,7 +4,7 @@ Those front ends parse a file, let their rules record replacements at the byte
 offsets the parser reports and findings at an offset, and leave every other
 byte alone. :func:`finish` then does what every front end must do the same way:
 drop what the selection or a suppression comment turns off, add ``--annotate``
-comments, apply the edits and build the :class:`~npu_migrate.model.FileResult`
+comments, apply the edits and build the :class:`~npu_migrate.pipeline.model.FileResult`
 with 1-based lines and 0-based character columns, like the Python front end.
 
 Nothing here knows a file format or imports a parser.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from npu_migrate.model import FileResult, Finding, Fix
-from npu_migrate.settings import Settings
-from npu_migrate.suppression import RULE, Suppressions, describe
+from npu_migrate.pipeline.model import FileResult, Finding, Fix
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.pipeline.suppression import RULE, Suppressions, describe
 
 ANNOTATION_PREFIX = "npu-migrate: "
 
@@ -188,7 +188,7 @@ def finish(
 
 def _bad_suppressions(suppressions: Suppressions, keep) -> list[TextFinding]:
     """NPU001 on each code of a suppression comment that names no rule."""
-    from npu_migrate.registry import rule_ids
+    from npu_migrate.pipeline.registry import rule_ids
 
     return [
         TextFinding(offset, RULE, *describe(code, written))

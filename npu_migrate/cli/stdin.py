@@ -19,23 +19,24 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from npu_migrate.command import Prepared, emit, exit_code
-from npu_migrate.facts import ProjectFacts
-from npu_migrate.model import FileResult
+from npu_migrate.cli.emit import emit, exit_code
+from npu_migrate.cli.prepare import Prepared
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.model import FileResult
 
 DEFAULT_NAME = "-"
 
 
 def _migrate(name: str, data: bytes, prep: Prepared) -> FileResult:
-    from npu_migrate.runner import migrate_data
+    from npu_migrate.pipeline.runner import migrate_data
 
     settings = replace(prep.settings, facts=ProjectFacts.scan([data]))
     return migrate_data(name, data, settings)
 
 
 def run(prep: Prepared, out: Console, err: Console) -> int:
-    from npu_migrate import output
-    from npu_migrate.discovery import force_excluded
+    from npu_migrate.cli import output
+    from npu_migrate.pipeline.discovery import force_excluded
     from npu_migrate.reporting.relocate import relocate, split_for
     from npu_migrate.reporting.report import Report
 

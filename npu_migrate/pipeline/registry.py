@@ -17,7 +17,7 @@ import os
 import pkgutil
 import re
 
-from npu_migrate.rulebase import RuleBase
+from npu_migrate.pipeline.rulebase import RuleBase
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -94,3 +94,9 @@ def rule_ids() -> list[str]:
         for _, _, files in os.walk(root):
             found.update(f"NPU{m.group(1)}" for m in map(_RULE_MODULE.fullmatch, files) if m)
     return sorted(found)
+
+
+def impact_of(rule_id: str) -> str:
+    """A rule's impact class (:attr:`RuleBase.impact`); ``review`` for an id no rule has."""
+    rule = all_rules().get(rule_id)
+    return rule.impact if rule is not None else "review"

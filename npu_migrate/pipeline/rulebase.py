@@ -4,7 +4,7 @@ test suite runs), and which front end it belongs to.
 
 The Python rules (``npu_migrate/python/rule.py``, libcst visitors) and the rules
 of the other front ends (``npu_migrate/shell/rule.py``, ...) all derive from
-:class:`RuleBase`; ``npu_migrate/registry.py`` finds them. Nothing here imports
+:class:`RuleBase`; ``npu_migrate/pipeline/registry.py`` finds them. Nothing here imports
 a parser.
 """
 
@@ -33,11 +33,11 @@ class RuleBase:
     fixable: ClassVar[bool] = True
     #: Runs only when its exact code is selected (``--extend-select NPU511``), never
     #: through a prefix or ``ALL``: for transformations that change what a program
-    #: does, which the user must ask for (see npu_migrate/selection.py).
+    #: does, which the user must ask for (see npu_migrate/pipeline/selection.py).
     opt_in: ClassVar[bool] = False
-    #: The front end that runs the rule: a :class:`npu_migrate.filetypes.FileType` name.
+    #: The front end that runs the rule: a :class:`npu_migrate.pipeline.filetypes.FileType` name.
     front_end: ClassVar[str] = "python"
-    #: The migration targets the rule knows (npu_migrate/target.py): the CPU only
+    #: The migration targets the rule knows (npu_migrate/pipeline/target.py): the CPU only
     #: where it writes the CPU spelling too (``npu-migrate verify``'s reference twin).
     targets: ClassVar[tuple[str, ...]] = ("npu",)
     #: What a finding of this rule means for a team lead (the readiness summary, the
@@ -49,14 +49,6 @@ class RuleBase:
 
 
 IMPACTS = ("blocking", "review", "informational")
-
-
-def impact_of(rule_id: str) -> str:
-    """A rule's impact class; ``review`` for an id no rule has."""
-    from npu_migrate.registry import all_rules
-
-    rule = all_rules().get(rule_id)
-    return rule.impact if rule is not None else "review"
 
 
 class FileRule(RuleBase):
@@ -79,7 +71,7 @@ class FileRule(RuleBase):
 
 def rule_doc(rule: type[RuleBase]) -> str:
     """The rule's documentation as markdown, for ``npu-migrate rules ID``."""
-    from npu_migrate.filetypes import named
+    from npu_migrate.pipeline.filetypes import named
 
     file_type = named(rule.front_end)
     fence = f"```{file_type.fence if file_type else ''}"
