@@ -1,4 +1,4 @@
-"""Runs inside each twin: ``python -m npu_migrate.verify.hook SCRIPT ARGS...``.
+"""Runs inside each twin (started as ``python -m npu_migrate.verify.entry SCRIPT ARGS...``).
 
 It records, without the user adding anything, per optimizer step: every tensor
 ``backward()`` is called on (the losses), the global gradient norm, a digest of
@@ -35,8 +35,6 @@ import json
 import math
 import os
 import random
-import runpy
-import sys
 import traceback
 
 ENV_OUT = "NPU_MIGRATE_VERIFY_OUT"
@@ -381,7 +379,8 @@ def _shutdown_process_group() -> None:
 
 def boot(rank: int | None = None) -> Recorder:
     """Hook this process (the script's, or one it started): the CPU twin's CUDA-on-CPU
-    layer, the recorder, the processes the script starts itself, the seeds."""
+    layer, the recorder, the seeds (the processes the script starts itself are hooked
+    by :func:`npu_migrate.verify.spawned.boot`, which calls this)."""
     import torch
 
     if os.environ.get(ENV_CPU) == "1":
@@ -392,9 +391,6 @@ def boot(rank: int | None = None) -> Recorder:
     os.makedirs(out, exist_ok=True)
     recorder = Recorder(torch, out, int(os.environ.get(ENV_STEPS, "5")), os.environ.get(ENV_ALIGN), rank=rank)
     install(recorder)
-    from npu_migrate.verify import spawned
-
-    spawned.install()
     seed()
     return recorder
 
@@ -432,22 +428,3 @@ def record(recorder: Recorder, call, reraise: bool = False) -> int:
     if recorder.status == "stopped":
         _shutdown_process_group()
     return code
-
-
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m npu_migrate.verify.hook SCRIPT [ARGS...]", file=sys.stderr)
-        return 2
-    script, args = argv[0], argv[1:]
-    recorder = boot()
-    sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
-    return record(recorder, lambda: runpy.run_path(script, run_name="__main__"))
-
-
-if __name__ == "__main__":
-    # Run as the importable module, not as __main__: the processes the script starts
-    # (spawned.py) and this one must share one VerifyStop class and one active recorder.
-    import importlib
-
-    sys.exit(importlib.import_module("npu_migrate.verify.hook").main(sys.argv[1:]))

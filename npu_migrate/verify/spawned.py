@@ -8,7 +8,7 @@ such a script as one process (npu_migrate/verify/twins.py) with ``--nproc`` devi
 emulated NPU), and this module carries the hook into the processes it starts:
 
 * every process that multiprocessing starts with the ``spawn`` method (a fresh
-  interpreter) runs :func:`npu_migrate.verify.hook.boot` first, before the script's
+  interpreter) runs :func:`boot` first, before the script's
   module is imported there as ``__mp_main__``: so the CPU twin's CUDA-on-CPU layer
   is in place for the module-level code too. This is done by prefixing the
   interpreter command line multiprocessing builds (``multiprocessing.spawn.
@@ -34,6 +34,8 @@ from __future__ import annotations
 import functools
 import os
 
+from npu_migrate.verify import hook
+
 _BOOT = "import npu_migrate.verify.spawned as _verify_spawned; _verify_spawned.boot_child(); "
 
 
@@ -50,8 +52,6 @@ def install() -> None:
 
     @functools.wraps(original)
     def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-        from npu_migrate.verify import hook
-
         recorder = hook.active()
         if recorder is not None and not recorder.steps:
             recorder.launcher = True
@@ -75,22 +75,26 @@ def install() -> None:
     mp_spawn.get_command_line = get_command_line
 
 
+def boot(rank: int | None = None) -> hook.Recorder:
+    """Hook this process (:func:`npu_migrate.verify.hook.boot`) and the processes it
+    starts through torch.multiprocessing or multiprocessing's spawn."""
+    recorder = hook.boot(rank=rank)
+    install()
+    return recorder
+
+
 def boot_child() -> None:
     """First thing in a process multiprocessing spawns (a fresh interpreter), when the
     script was started under verify's hook."""
-    from npu_migrate.verify import hook
-
     if os.environ.get(hook.ENV_OUT):
-        hook.boot()
+        boot()
 
 
 def _worker(fn, index, *args):
     """What torch runs in each process it starts: ``fn(index, *args)``, recorded."""
-    from npu_migrate.verify import hook
-
     recorder = hook.active()
     if recorder is None:  # forkserver: the hook was not booted in this process
-        recorder = hook.boot(rank=index)
+        recorder = boot(rank=index)
     elif recorder.pid != os.getpid():  # forked from the script's process: its recorder is the parent's
         recorder = hook.Recorder(recorder.torch, recorder.out, recorder.limit, os.environ.get(hook.ENV_ALIGN),
                                  rank=index)

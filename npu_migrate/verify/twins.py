@@ -8,9 +8,9 @@
   target selected and no configuration, run with the CUDA-on-CPU layer
   (npu_migrate/verify/cuda_on_cpu.py).
 
-A run is ``python -m npu_migrate.verify.hook SCRIPT ARGS`` (one process, or a
+A run is ``python -m npu_migrate.verify.entry SCRIPT ARGS`` (one process, or a
 script that starts its own N processes with ``torch.multiprocessing.spawn``) or
-``torchrun --nproc-per-node N -m npu_migrate.verify.hook SCRIPT ARGS`` with the
+``torchrun --nproc-per-node N -m npu_migrate.verify.entry SCRIPT ARGS`` with the
 copy as working directory; the hook writes ``rank<R>.json`` / ``rank<R>.npz``.
 """
 
@@ -125,9 +125,9 @@ def _free_port() -> int:
 
 def command_line(script: str, args: list[str], nproc: int, torchrun: bool = False,
                  spawns: bool = False) -> list[str]:
-    """``python -m npu_migrate.verify.hook SCRIPT ARGS``, under torchrun for ``nproc`` > 1
+    """``python -m npu_migrate.verify.entry SCRIPT ARGS``, under torchrun for ``nproc`` > 1
     unless the script starts its own processes (``spawns``: npu_migrate/verify/spawned.py)."""
-    runner = ["-m", "npu_migrate.verify.hook", script, *args]
+    runner = ["-m", "npu_migrate.verify.entry", script, *args]
     if spawns or (nproc == 1 and not torchrun):
         return [sys.executable, *runner]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",

@@ -33,7 +33,7 @@ def test_data_parallel_only(tmp_path):
 
 
 def test_a_spawning_script_runs_as_one_process():
-    assert command_line("train.py", ["--x"], 2, spawns=True)[1:5] == ["-m", "npu_migrate.verify.hook", "train.py", "--x"]
+    assert command_line("train.py", ["--x"], 2, spawns=True)[1:5] == ["-m", "npu_migrate.verify.entry", "train.py", "--x"]
     assert "torch.distributed.run" in command_line("train.py", [], 2)
 
 
