@@ -20,12 +20,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeP
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.python.elision import Reduced
 from npu_migrate.python.names import ImportTable, ImportTableResolver, ScopeResolver
-from npu_migrate.python.positions import (
-    Starts,
-    StatementPositions,
-    outer_statements,
-    relined,
-)
+from npu_migrate.python.positions import Starts, StatementPositions, relined
 from npu_migrate.python.rule import Replacement
 from npu_migrate.target import NPU, Target
 
@@ -244,7 +239,7 @@ class FileContext:
         else:
             if self._statement_positions is None:
                 self._statement_positions = StatementPositions(self.module, self.statement_starts, self._whole_position)
-            where = self._statement_positions.get(node, *outer_statements([node, *self.ancestors(node)], self.module))
+            where = self._statement_positions.get(node, [node, *self.ancestors(node)])
         return where if self.reduced is None else relined(where, self.reduced.original_line)
 
     def _whole_position(self, node: cst.CSTNode) -> CodeRange:
