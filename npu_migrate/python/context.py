@@ -21,44 +21,8 @@ from npu_migrate.facts import ProjectFacts
 from npu_migrate.python.elision import Reduced
 from npu_migrate.python.names import ImportTable, ImportTableResolver, ScopeResolver
 from npu_migrate.python.positions import Starts, StatementPositions, relined
-from npu_migrate.python.rule import Replacement
+from npu_migrate.python.records import Edit, FindingRecord, ImportRequest
 from npu_migrate.target import NPU, Target
-
-
-@dataclass
-class Edit:
-    rule: str
-    node: cst.CSTNode
-    anchor: cst.CSTNode
-    message: str
-    needs_torch_npu: bool
-    replacement: Replacement | None = None
-    before: tuple[cst.BaseStatement, ...] = ()
-    after: tuple[cst.BaseStatement, ...] = ()
-    #: inserted ahead of other rules' statements at the same place (npu_runtime.install())
-    first: bool = False
-    #: nodes that other rules' replacements must still rewrite when this edit is applied
-    #: (an import is removed because every use of it is rewritten elsewhere): if one of
-    #: those edits is dropped (suppressed, in NPU-aware code...), this one is dropped too
-    requires: tuple[cst.CSTNode, ...] = ()
-    #: why the rule made this edit (the evidence), shown in the report
-    reason: str | None = None
-
-
-@dataclass
-class FindingRecord:
-    rule: str
-    node: cst.CSTNode
-    message: str
-    suggestion: str
-
-
-@dataclass
-class ImportRequest:
-    rule: str
-    module: str
-    obj: str | None
-    asname: str | None
 
 
 @dataclass

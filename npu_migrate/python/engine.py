@@ -16,7 +16,7 @@ from libcst.metadata import MetadataWrapper
 from npu_migrate.model import FileResult, Finding, Fix
 from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
-from npu_migrate.python.context import Edit, FileContext, FindingRecord
+from npu_migrate.python.context import FileContext
 from npu_migrate.python.names import (
     BindingCollector,
     ImportTableResolver,
@@ -26,6 +26,7 @@ from npu_migrate.python.names import (
 )
 from npu_migrate.python.positions import Starts
 from npu_migrate.python.prefilter import Prefilter
+from npu_migrate.python.records import Edit, FindingRecord
 from npu_migrate.python.source import SourceError, decode
 from npu_migrate.python.suppression import (
     is_suppressed,

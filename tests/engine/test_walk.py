@@ -11,7 +11,7 @@ import pytest
 
 from npu_migrate.python import walk
 from npu_migrate.python.names import BindingCollector
-from npu_migrate.python.rule import CachedVisitorLookup, _visitor_names
+from npu_migrate.python.visitors import CachedVisitorLookup, _visitor_names
 from npu_migrate.registry import rules_for
 
 ROOT = Path(__file__).resolve().parents[2]
