@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import (
+    CodeRange,
+    GlobalScope,
+    MetadataWrapper,
+    PositionProvider,
+    ScopeProvider,
+)
 
 from npu_migrate.facts import ProjectFacts
 from npu_migrate.python.elision import Reduced
@@ -195,6 +201,21 @@ class FileContext:
                 alone = cst.Module(body=[outer])
                 scopes = self._local_scopes[outer] = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ScopeProvider)
         return scopes.get(node)
+
+    def assignments(self, node: cst.CSTNode, name: str):
+        """``scope(node)[name]``, the bindings ``name`` resolves to where ``node`` is, as
+        the whole-module ScopeProvider gives them, from :meth:`local_scope` when the
+        name is bound inside the function (or class) around ``node``: only a name that
+        resolves to the module level needs the whole module analysed. None when
+        ``node`` has no scope."""
+        scope = self.local_scope(node)
+        if scope is None or self._scopes is not None:
+            return None if scope is None else scope[name]
+        found = scope[name]
+        if found and not any(isinstance(a.scope, GlobalScope) for a in found):
+            return found
+        scope = self.scope(node)
+        return None if scope is None else scope[name]
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is in the original file."""
