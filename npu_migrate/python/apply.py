@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from npu_migrate.python.context import Edit
+from npu_migrate.python.records import Edit
 
 
 class EditApplier(cst.CSTTransformer):

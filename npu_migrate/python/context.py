@@ -15,55 +15,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import (
+    CodeRange,
+    GlobalScope,
+    MetadataWrapper,
+    PositionProvider,
+    ScopeProvider,
+)
 
 from npu_migrate.pipeline.facts import ProjectFacts
 from npu_migrate.pipeline.target import NPU, Target
 from npu_migrate.python.elision import Reduced
 from npu_migrate.python.names import ImportTable, ImportTableResolver, ScopeResolver
-from npu_migrate.python.positions import (
-    Starts,
-    StatementPositions,
-    outer_statements,
-    relined,
-)
-from npu_migrate.python.rule import Replacement
-
-
-@dataclass
-class Edit:
-    rule: str
-    node: cst.CSTNode
-    anchor: cst.CSTNode
-    message: str
-    needs_torch_npu: bool
-    replacement: Replacement | None = None
-    before: tuple[cst.BaseStatement, ...] = ()
-    after: tuple[cst.BaseStatement, ...] = ()
-    #: inserted ahead of other rules' statements at the same place (npu_runtime.install())
-    first: bool = False
-    #: nodes that other rules' replacements must still rewrite when this edit is applied
-    #: (an import is removed because every use of it is rewritten elsewhere): if one of
-    #: those edits is dropped (suppressed, in NPU-aware code...), this one is dropped too
-    requires: tuple[cst.CSTNode, ...] = ()
-    #: why the rule made this edit (the evidence), shown in the report
-    reason: str | None = None
-
-
-@dataclass
-class FindingRecord:
-    rule: str
-    node: cst.CSTNode
-    message: str
-    suggestion: str
-
-
-@dataclass
-class ImportRequest:
-    rule: str
-    module: str
-    obj: str | None
-    asname: str | None
+from npu_migrate.python.positions import Starts, StatementPositions, relined
+from npu_migrate.python.records import Edit, FindingRecord, ImportRequest
 
 
 @dataclass
@@ -237,6 +202,21 @@ class FileContext:
                 scopes = self._local_scopes[outer] = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ScopeProvider)
         return scopes.get(node)
 
+    def assignments(self, node: cst.CSTNode, name: str):
+        """``scope(node)[name]``, the bindings ``name`` resolves to where ``node`` is, as
+        the whole-module ScopeProvider gives them, from :meth:`local_scope` when the
+        name is bound inside the function (or class) around ``node``: only a name that
+        resolves to the module level needs the whole module analysed. None when
+        ``node`` has no scope."""
+        scope = self.local_scope(node)
+        if scope is None or self._scopes is not None:
+            return None if scope is None else scope[name]
+        found = scope[name]
+        if found and not any(isinstance(a.scope, GlobalScope) for a in found):
+            return found
+        scope = self.scope(node)
+        return None if scope is None else scope[name]
+
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is in the original file."""
         if self.statement_starts is None:
@@ -244,7 +224,7 @@ class FileContext:
         else:
             if self._statement_positions is None:
                 self._statement_positions = StatementPositions(self.module, self.statement_starts, self._whole_position)
-            where = self._statement_positions.get(node, *outer_statements([node, *self.ancestors(node)], self.module))
+            where = self._statement_positions.get(node, [node, *self.ancestors(node)])
         return where if self.reduced is None else relined(where, self.reduced.original_line)
 
     def _whole_position(self, node: cst.CSTNode) -> CodeRange:

@@ -286,25 +286,26 @@ class FileIndex:
     def _capability_probes(self, tree: ast.Module) -> None:
         """``torch.cuda.get_device_capability()`` anywhere, and
         ``torch.cuda.get_device_properties(...)`` whose ``.major``/``.minor`` is read, on
-        the call or on a name it was assigned to in the same function."""
-        read_names: dict[int, set[str]] = {}  # id(scope) -> names whose .major/.minor is read
-        scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
-        for scope in scopes:
-            names = read_names.setdefault(id(scope), set())
-            for node in ast.walk(scope):
-                if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Name):
-                    names.add(node.value.id)
-        for scope in scopes:
-            names = read_names[id(scope)]
-            for node in ast.walk(scope):
-                if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Call):
+        the call or on a name it was assigned to (a name whose ``.major``/``.minor`` is read
+        anywhere in the file)."""
+        # A function's walk is part of the module's walk, and every name its own walk
+        # would collect is in the module's set, so one walk per question over the whole
+        # tree finds the same probes in the same order as one walk per function did
+        # (which walked each nested node once per enclosing function).
+        nodes = list(ast.walk(tree))
+        names = {
+            node.value.id for node in nodes
+            if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Name)
+        }
+        for node in nodes:
+            if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Call):
+                self._probe(node.value, _PROPERTIES_CALL)
+            elif isinstance(node, ast.Call):
+                self._probe(node, *_CAPABILITY_CALLS)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id in names for t in targets):
                     self._probe(node.value, _PROPERTIES_CALL)
-                elif isinstance(node, ast.Call):
-                    self._probe(node, *_CAPABILITY_CALLS)
-                elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if any(isinstance(t, ast.Name) and t.id in names for t in targets):
-                        self._probe(node.value, _PROPERTIES_CALL)
 
     def _probe(self, call: ast.Call, *names: str) -> None:
         if id(call.func) in self.probe_funcs:

@@ -21,7 +21,7 @@ from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
 from npu_migrate.python.apply import EditApplier
-from npu_migrate.python.context import Edit, FileContext, FindingRecord
+from npu_migrate.python.context import FileContext
 from npu_migrate.python.names import (
     BindingCollector,
     ImportTableResolver,
@@ -31,6 +31,7 @@ from npu_migrate.python.names import (
 )
 from npu_migrate.python.positions import Starts
 from npu_migrate.python.prefilter import Prefilter
+from npu_migrate.python.records import Edit, FindingRecord
 from npu_migrate.python.source import SourceError, decode
 from npu_migrate.python.suppression import (
     is_suppressed,

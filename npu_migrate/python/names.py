@@ -28,7 +28,7 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
 from npu_migrate.python.cst_util import from_import_names
-from npu_migrate.python.rule import CachedVisitorLookup
+from npu_migrate.python.visitors import CachedVisitorLookup
 
 
 def dotted_name(node: cst.CSTNode) -> str | None:

@@ -26,41 +26,18 @@ documentation, in the style of Fixit and ruff:
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Union
+from collections.abc import Sequence
+from typing import ClassVar
 
 import libcst as cst
 
 from npu_migrate.pipeline.rulebase import Example, RuleBase, rule_doc
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.records import Replacement
+from npu_migrate.python.visitors import CachedVisitorLookup
 
 __all__ = ["Example", "Rule", "rule_doc"]
-
-if TYPE_CHECKING:
-    from npu_migrate.python.context import FileContext
-
-Replacement = Union[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]]
-
-
-@functools.cache
-def _visitor_names(cls: type) -> tuple[str, ...]:
-    return tuple(
-        name for name in dir(cls)
-        if name.startswith(("visit_", "leave_"))
-        and name != "leave_file"
-        and callable(getattr(cls, name))
-        and not getattr(getattr(cls, name), "_is_no_op", False)
-    )
-
-
-class CachedVisitorLookup:
-    """libcst looks a batched visitor's visit_/leave_ methods up with
-    ``inspect.getmembers`` for every instance; rules are instantiated per file, so
-    look them up once per class instead."""
-
-    def get_visitors(self):
-        return {name: getattr(self, name) for name in _visitor_names(type(self))}
 
 
 class Rule(RuleBase, CachedVisitorLookup, cst.BatchableCSTVisitor):

@@ -238,11 +238,11 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
     def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
         """Values a local variable or parameter can hold, when every binding of it
         is a plain assignment or a parameter default."""
-        scope = self.ctx.scope(name)
-        if scope is None:
+        assignments = self.ctx.assignments(name, name.value)
+        if assignments is None:
             return []
         values = []
-        for assignment in scope[name.value]:
+        for assignment in assignments:
             if not isinstance(assignment, Assignment):
                 return []
             target = assignment.node

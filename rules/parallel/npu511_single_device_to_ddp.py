@@ -174,7 +174,7 @@ metrics.
         model = _parameters_owner(params)
         if model is None:
             return None
-        scope = self.ctx.scope(optimizer)
+        scope = self.ctx.local_scope(optimizer)  # its own bindings: the same as the whole module's
         if scope is None or model not in scope.assignments:
             return None  # a global read inside a function: rebinding it there would make it local
         statement = self.ctx.enclosing_statement(optimizer)

@@ -152,8 +152,8 @@ class LoaderSharding:
                 iterable_classes.add(klass.name.value)
         value = node
         if isinstance(node, cst.Name):
-            scope = self.ctx.scope(node)
-            assignments = list(scope[node.value]) if scope is not None else []
+            found = self.ctx.assignments(node, node.value)
+            assignments = list(found) if found is not None else []
             if len(assignments) != 1:
                 return False
             target = getattr(assignments[0], "node", None)

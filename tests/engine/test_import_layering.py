@@ -25,13 +25,6 @@ PACKAGES = {
 #: npu_migrate bundles the runtime under this name (pyproject.toml): the same modules.
 ALIASES = {"npu_migrate._runtime": "npu_runtime"}
 
-#: Packages whose own import circles are tolerated for now: the Python engine's
-#: context / elision / names / positions / rule circle is being cut on another
-#: branch. Remove the entry when that lands; a circle that reaches outside the
-#: package is never tolerated.
-CYCLES_TOLERATED_INSIDE = ("npu_migrate.python",)
-
-
 def _module_names() -> dict[str, tuple[Path, bool]]:
     """Module name -> (file, is a package's __init__)."""
     found = {}
@@ -124,17 +117,13 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def _tolerated(component: list[str]) -> bool:
-    return any(all(m.startswith(package + ".") for m in component) for package in CYCLES_TOLERATED_INSIDE)
-
-
 def _describe(component: list[str], graph: dict[str, set[str]]) -> str:
     return "\n".join(f"  {m} -> {', '.join(sorted(graph[m] & set(component)))}" for m in component)
 
 
 def test_no_import_circles():
     graph = project_graph()
-    circles = [c for c in cycles(graph) if not _tolerated(c)]
+    circles = cycles(graph)
     assert not circles, "import circles (cut them: move what both sides need below both):\n" + "\n\n".join(
         _describe(c, graph) for c in circles)
 

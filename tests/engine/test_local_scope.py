@@ -104,3 +104,40 @@ def test_local_scope_matches_the_whole_module() -> None:
         if target in nested:
             assert local_ctx._scopes is None, "local_scope resolved the whole module for a nested name"
         assert _summary(local, node.value, target) == _summary(whole, node.value, target), node.value
+
+
+def _names(module: cst.Module) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node)
+
+    module.visit(Collect())
+    return found
+
+
+def _bindings(found) -> list[tuple]:
+    return sorted((type(a).__name__, id(getattr(a, "node", None))) for a in found)
+
+
+def test_assignments_match_the_whole_module_for_every_name() -> None:
+    """``assignments(node, name)`` (what NPU201 and the sampler rules follow) gives the
+    bindings the whole-module ScopeProvider gives, for every name read or written
+    anywhere; names bound inside a function are answered without the whole module."""
+    local_ctx, whole_ctx = _context(), _context()
+    whole_ctx.wrapper = local_ctx.wrapper
+    whole_ctx._parents = local_ctx._parents
+    names = _names(local_ctx.module)
+    local_only = ("x", "inner", "z", "target", "t", "f")
+    for name in sorted(names, key=lambda n: n.value not in local_only):
+        if name.value in local_only and any(isinstance(a, cst.FunctionDef) for a in local_ctx.ancestors(name)):
+            local = local_ctx.assignments(name, name.value)
+            assert local_ctx._scopes is None, name.value
+        else:
+            local = local_ctx.assignments(name, name.value)
+        whole_scope = whole_ctx.scope(name)
+        whole = None if whole_scope is None else whole_scope[name.value]
+        assert (local is None) == (whole is None), name.value
+        if local is not None:
+            assert _bindings(local) == _bindings(whole), name.value

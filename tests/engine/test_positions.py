@@ -11,7 +11,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from npu_migrate.python import elision, walk
-from npu_migrate.python.positions import Starts, StatementPositions, outer_statements
+from npu_migrate.python.positions import Starts, StatementPositions
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
@@ -54,9 +54,8 @@ def _compare(module: cst.Module, starts: Starts) -> int:
         chain = [node]
         while chain[-1] in parents:
             chain.append(parents[chain[-1]])
-        top, member = outer_statements(chain, module)
-        assert top is not None
-        assert positions.get(node, top, member) == whole[node], module.code_for_node(node)[:80]
+        assert chain[-1] is module
+        assert positions.get(node, chain) == whole[node], module.code_for_node(node)[:80]
     assert not fallbacks
     return len(parents)
 
@@ -96,31 +95,43 @@ def test_a_mismatched_grouping_falls_back_to_the_whole_module():
     module = cst.parse_module(b"a = 1\nb = 2\n")
     whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     used = []
-    positions = StatementPositions(module, Starts([1], {}), lambda n: used.append(n) or whole[n])
+    positions = StatementPositions(module, Starts([1]), lambda n: used.append(n) or whole[n])
     statement = module.body[1]
-    assert positions.get(statement, statement) == whole[statement] and used == [statement]
+    assert positions.get(statement, [statement, module]) == whole[statement] and used == [statement]
 
 
-def test_nodes_in_methods_are_placed_from_the_method_alone():
-    data = b"import torch\n\nclass Big:\n    x = 1\n\n    @property\n    def f(self):\n        return torch.cuda.is_available()\n\n    def g(self):\n        pass\n"
+def _chain(module, node):
+    parents = {}
+    stack = []
+
+    def before(n):
+        if stack:
+            parents[n] = stack[-1]
+        stack.append(n)
+
+    walk.visit_batched(module, [], before, lambda n: stack.pop())
+    chain = [node]
+    while chain[-1] in parents:
+        chain.append(parents[chain[-1]])
+    return chain
+
+
+def test_nodes_in_methods_are_placed_from_their_own_statement_alone():
+    data = (b"import torch\n\nclass Big:\n    x = 1\n\n    @property\n    def f(self):\n"
+            b"        if torch.cuda.is_available():\n            pass\n        else:\n"
+            b"            y = (1,\n  2); z = torch.cuda.is_available()\n        return 1\n\n    def g(self):\n        pass\n")
     module = cst.parse_module(data)
     whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     positions = StatementPositions(module, Starts.of(ast.parse(data)), lambda n: pytest.fail("whole-module fallback"))
     cls = module.body[1]
     method = cls.body.body[1]
-    call = method.body.body[0].body[0].value
-    assert positions.get(call, cls, method) == whole[call]
-    assert whole[call].start.line == 8
-    assert id(method) in positions._cache and id(cls) not in positions._cache  # the class was not generated whole
-
-
-def test_outer_statements():
-    module = cst.parse_module(b"class A:\n    def f(self):\n        return 1\nx = 2\n")
-    cls, x = module.body
-    method = cls.body.body[0]
-    ret = method.body.body[0]
-    assert outer_statements([ret, method.body, method, cls.body, cls, module], module) == (cls, method)
-    assert outer_statements([cls.body, cls, module], module) == (cls, None)
-    assert outer_statements([x, module], module) == (x, None)
-    assert outer_statements([module], module) == (None, None)
-    assert outer_statements([ret, method.body, method], module) == (None, None)  # ancestors unknown
+    branch = method.body.body[0]
+    line = branch.orelse.body.body[0]
+    call = line.body[1].value
+    assert positions.get(call, _chain(module, call)) == whole[call]
+    assert whole[call].start.line == 12
+    assert id(line) in positions._cache  # the statement alone was generated
+    assert id(method) not in positions._cache and id(cls) not in positions._cache and id(branch) not in positions._cache
+    test = branch.test
+    assert positions.get(test, _chain(module, test)) == whole[test]
+    assert id(branch) in positions._cache and id(method) not in positions._cache

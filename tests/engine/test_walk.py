@@ -12,7 +12,7 @@ import pytest
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.python import walk
 from npu_migrate.python.names import BindingCollector
-from npu_migrate.python.rule import CachedVisitorLookup, _visitor_names
+from npu_migrate.python.visitors import CachedVisitorLookup, _visitor_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for p in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
