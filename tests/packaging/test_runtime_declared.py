@@ -108,9 +108,11 @@ def test_summary_says_where_it_is_declared_or_what_to_install(tmp_path):
 @pytest.mark.timeout(120)
 def test_a_conda_install_into_another_environment_is_reported_not_rewritten(tmp_path):
     repo = tmp_path / "repo"
-    shutil.copytree(FIXTURES / "dockerfile_conda" / "before", repo)
+    shutil.copytree(FIXTURES / "dockerfile_conda_env" / "before", repo)
     _, report = _run(repo)
-    assert [f for f in _findings(report) if f[1] in ("NPU812", "NPU854")] == [("Dockerfile", "NPU812", 3)]
+    # the Dockerfile says what to add, and (nothing declares it yet) so does the entry point
+    assert [f for f in _findings(report) if f[1] in ("NPU812", "NPU854")] == [("Dockerfile", "NPU812", 3),
+                                                                               ("train.py", "NPU854", 1)]
 
 
 @pytest.mark.timeout(120)
@@ -145,16 +147,25 @@ def test_a_migrated_library_package_imports_without_torch_npu_and_npu_runtime(tm
 
 @pytest.mark.timeout(120)
 def test_entry_flag_names_an_entry_point_like_the_configuration(tmp_path):
+    expected = (FIXTURES / "named_entry" / "after" / "main.py").read_text()
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "named_entry" / "before", repo)
     (repo / "pyproject.toml").unlink()
+    _run(repo, "--write")
+    # main.py trains through engine.py, which the run sees: the import graph finds it
+    assert (repo / "main.py").read_text() == expected
+    shutil.rmtree(repo)
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    (repo / "engine.py").unlink()  # the trainer is outside the run (an installed package)
     _run(repo, "--write")
     assert "npu_runtime" not in (repo / "main.py").read_text()  # trains elsewhere: not found by itself
     shutil.rmtree(repo)
     shutil.copytree(FIXTURES / "named_entry" / "before", repo)
     (repo / "pyproject.toml").unlink()
+    (repo / "engine.py").unlink()
     _run(repo, "--write", "--entry", str(repo / "main.py"))
-    assert (repo / "main.py").read_text() == (FIXTURES / "named_entry" / "after" / "main.py").read_text()
+    assert (repo / "main.py").read_text() == expected
 
 
 @pytest.mark.timeout(120)
