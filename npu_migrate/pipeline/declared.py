@@ -12,7 +12,8 @@ decision is about the whole repository, so the runner makes it between two passe
    ``pyproject.toml``, ``setup.cfg``, conda ``environment.yml``, ``setup.py``,
    Dockerfiles) are migrated knowing ``npu-runtime==X`` (X: the runtime npu-migrate
    bundles, :mod:`npu_migrate.pipeline.runtime_bundle`), and NPU854 / NPU862 add it in each
-   file's own style;
+   file's own style (NPU812: a Dockerfile that installs torch inline, with no
+   requirements file, installs it in the same command);
 3. :func:`report_undeclared`: where no file declares it (none exists, or none could
    take it), a finding (NPU854) on the file that imports it says what to install.
 """
@@ -30,6 +31,10 @@ from npu_migrate.pipeline.model import FileResult, Finding
 
 RULE = "NPU854"
 SETUP_PY_RULE = "NPU862"
+#: NPU812: a Dockerfile that installs torch inline installs npu-runtime with it.
+DOCKERFILE_RULE = "NPU812"
+#: The rules whose fixes declare npu-runtime.
+DECLARING_RULES = frozenset({RULE, SETUP_PY_RULE, DOCKERFILE_RULE})
 #: npu-runtime as a requirement names it (pip normalises ``-``, ``_`` and ``.``).
 _NAMED = re.compile(rb"(?<![\w.-])npu[-_.]runtime(?![\w])", re.IGNORECASE)
 
@@ -67,7 +72,7 @@ def runtime_requirement(facts: ProjectFacts, code_results: list[FileResult], ven
 
 
 def _declares(result: FileResult, original_mentions: bool) -> bool:
-    if any(fix.rule in (RULE, SETUP_PY_RULE) for fix in result.fixes):
+    if any(fix.rule in DECLARING_RULES for fix in result.fixes):
         return True
     return original_mentions
 

@@ -51,6 +51,14 @@ _TIMM_REQUIREMENT = re.compile(rb"""^[ \t\-"']*timm[ \t]*((?:[<>=!~]=?[ \t]*[\w.
 #: patch ``LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...``): NPU920 then reports instead of
 #: choosing "sdpa", which such model code may not have.
 _FLASH_REGISTRY = re.compile(rb"""\{[^{}]*?['"]flash_attention_2['"]\s*:[^{}]*\}|\[\s*['"]flash_attention_2['"]\s*\]\s*=""")
+#: The file trains: a backward pass, or the set-up of distributed training (NPU701's
+#: test for an entry point, :mod:`npu_migrate.pipeline.entry_points`).
+TRAINS = re.compile(rb"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
+#: ``import a.b, c as d`` / ``from a.b import c, d``, at any indentation (imports inside
+#: functions and ``try`` blocks count); relative imports are left out (package modules
+#: are library code already).
+_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+([\w., \t]+)|from[ \t]+(\w[\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w, \t]*))",
+                     re.MULTILINE)
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
 
 
@@ -83,6 +91,14 @@ class ProjectFacts:
     #: Directories (absolute) of the run that hold an ``__init__.py``: packages, whose
     #: modules are library code (:mod:`npu_migrate.pipeline.entry_points`).
     package_dirs: frozenset[str] = frozenset()
+    #: Python files (absolute) of the run that another file of the run imports
+    #: (``from engine import train_one_epoch`` in ``main.py`` names ``engine.py`` beside
+    #: it): library code too (:mod:`npu_migrate.pipeline.entry_points`).
+    imported_files: frozenset[str] = frozenset()
+    #: Python files (absolute) of the run that import a file of the run that trains
+    #: (ConvNeXt's ``main.py``, whose loop is in ``engine.py``): NPU701's entry points
+    #: when they have a ``__main__`` block and are not imported themselves.
+    imports_training: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -96,6 +112,8 @@ class ProjectFacts:
         custom_flash = False
         importers: set[str] = set()
         packages_seen: set[str] = set()
+        imports: dict[str, set[str]] = {}  # absolute .py path -> the dotted names it imports
+        training: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
             if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
@@ -112,6 +130,9 @@ class ProjectFacts:
             if not custom_flash and b"flash_attention_2" in data:
                 custom_flash = any(b"sdpa" not in m.group() or m.group().startswith(b"[")
                                    for m in _FLASH_REGISTRY.finditer(data))
+            imports[os.path.abspath(path)] = _imported_names(data)
+            if TRAINS.search(data):
+                training.add(os.path.abspath(path))
             file = module_file(path)
             files.append(file)
             if _CUDA_ONLY_MODULE.search(data):
@@ -125,6 +146,7 @@ class ProjectFacts:
                 if package not in cuda_only and any(os.path.join(package, m) in cuda_only for m in imported):
                     cuda_only.add(package)
                     changed = True
+        edges = _import_edges(imports)
         by_name: dict[str, bool] = {}
         for file in files:
             for name in _suffixes(file):
@@ -138,6 +160,8 @@ class ProjectFacts:
             custom_flash_attention=custom_flash,
             runtime_importers=frozenset(importers),
             package_dirs=frozenset(packages_seen),
+            imported_files=frozenset(found for found, _ in edges),
+            imports_training=frozenset(importer for found, importer in edges if found in training),
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -148,9 +172,58 @@ class ProjectFacts:
         return dotted in self.cuda_only_modules
 
     def key(self) -> str:
-        names = sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
+        names = (sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
+                 + sorted(f"imported:{f}" for f in self.imported_files)
+                 + sorted(f"imports-training:{f}" for f in self.imports_training))
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
+
+
+def _imported_names(data: bytes) -> set[str]:
+    """The dotted names a file imports (``from a import b, c`` gives ``a``, ``a.b``, ``a.c``)."""
+    names: set[str] = set()
+    for match in _IMPORT.finditer(data):
+        plain, module, members = match.groups()
+        if plain is not None:
+            for part in plain.decode("ascii", "replace").split(","):
+                words = part.split()
+                if words:
+                    names.add(words[0])
+        else:
+            base = module.decode("ascii", "replace")
+            names.add(base)
+            for part in members.decode("ascii", "replace").split(","):
+                words = part.split()
+                if words and words[0].isidentifier():
+                    names.add(f"{base}.{words[0]}")
+    return names
+
+
+def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(imported file, importing file) for the files of the run that another file of
+    the run imports: a dotted name
+    ``a.b`` imported by ``dir/x.py`` is ``a.py`` or ``a/b.py`` in ``dir`` (a script's
+    own directory is the first entry of ``sys.path``) or in a directory above it, up
+    to the run's common root (``tools/train.py`` that puts the repository root on
+    ``sys.path``)."""
+    if not imports:
+        return set()
+    root = os.path.commonpath([os.path.dirname(p) for p in imports])
+    found: set[tuple[str, str]] = set()
+    for path, names in imports.items():
+        directory = os.path.dirname(path)
+        bases = [directory]
+        while directory != root and os.path.dirname(directory) != directory:
+            directory = os.path.dirname(directory)
+            bases.append(directory)
+        for name in names:
+            parts = name.split(".")
+            for base in bases:
+                for k in range(1, len(parts) + 1):
+                    candidate = os.path.join(base, *parts[:k]) + ".py"
+                    if candidate != path and candidate in imports:
+                        found.add((candidate, path))
+    return found

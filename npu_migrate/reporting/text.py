@@ -97,7 +97,7 @@ def runtime_line(report: Report) -> str | None:
     from npu_migrate.pipeline import declared
 
     declaring = sorted({r.path for r in report.results
-                        for f in r.fixes if f.rule in (declared.RULE, declared.SETUP_PY_RULE)})
+                        for f in r.fixes if f.rule in declared.DECLARING_RULES})
     missing = any(f.rule == declared.RULE and r.path.endswith(".py") for r in report.results for f in r.findings)
     if not declaring and not missing:
         return None

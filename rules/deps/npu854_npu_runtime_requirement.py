@@ -47,7 +47,8 @@ what it needs to run, in each file's own style:
 * conda `environment.yml`: its `pip:` list (npu-runtime is not on conda); an
   environment without one gets a finding;
 * Dockerfiles install the repository's requirements file or the repository
-  itself, which then declare it.
+  itself, which then declare it; a Dockerfile that installs torch inline and
+  none of those gets npu-runtime in its own install command (NPU812).
 
 A file that already names npu-runtime is left alone, whatever the version.
 Nothing is added to a repository whose code never imports npu_runtime, nor

@@ -153,11 +153,16 @@ if the training image should not install npu-migrate.
             return
         facts = self.ctx.facts
         named = is_named_entry(self.ctx.path, facts)
-        if not named and (not _TRAINS.search(text) or is_test_module(self.ctx.path, text)):
-            return
         library = is_library(self.ctx.path, facts)
         body = self.ctx.module.body
         guard = next((s for s in body if is_main_guard(s)), None)
+        # a script whose training is in a module of the project it imports (ConvNeXt's
+        # main.py and engine.py): the entry point is the script, not the module
+        trains_through_import = (guard is not None and not library
+                                 and os.path.abspath(self.ctx.path) in facts.imports_training)
+        if not named and (not (_TRAINS.search(text) or trains_through_import)
+                          or is_test_module(self.ctx.path, text)):
+            return
         message = "call npu_runtime.install() at the start of the entry point"
         install = cst.parse_statement(INSTALL + "\n")
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:

@@ -15,45 +15,18 @@ from npu_migrate.tables.packages import (
     normalise,
 )
 
+from ._pip import PIP_VALUE_OPTIONS
+from ._pip import distribution as _distribution
+from ._pip import pip_words as _pip_words
+
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-#: pip options whose next word is a value, not a requirement.
-_PIP_VALUE_OPTIONS = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
-                      "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root",
-                      "--python-version", "--platform", "--config-settings", "-C", "--global-option", "--src"}
-_WHEEL = re.compile(r"([A-Za-z0-9_.]+)-\d[^-/]*(?:-[^-/]+){2,3}\.whl$")
 _CONDA_CUDA = re.compile(r"(?:cudatoolkit|pytorch-cuda|cuda-toolkit|cuda-\w+|cudnn|nccl)(?:[=<>].*)?$")
 _PAIRING = "torch-npu X.Y requires torch X.Y exactly"
 #: System packages of NVIDIA's repositories (apt, yum, dnf).
 _SYSTEM_CUDA = re.compile(r"(?:cuda[-\w.]*|libcudnn\w*[-\w.]*|cudnn[-\w.]*|libnccl[-\w.*]*|nvidia-[-\w.]+|datacenter-gpu-manager\S*)(?:=.*)?")
 _SYSTEM_MANAGERS = {"apt-get", "apt", "yum", "dnf", "microdnf"}
-
-
-def _pip_words(words: list[syntax.Arg]) -> list[syntax.Arg] | None:
-    """The words after ``pip install`` (``pip3``, ``python -m pip``, ``uv pip``), or None."""
-    for index, word in enumerate(words[:-1]):
-        name = syntax.program(word)
-        if name == "pip" and words[index + 1].text == "install":
-            return words[index + 2 :]
-        if name == "python" and index + 3 < len(words) and words[index + 1].text == "-m" \
-                and words[index + 2].text == "pip" and words[index + 3].text == "install":
-            return words[index + 4 :]
-    return None
-
-
-def _distribution(text: str) -> tuple[str, str] | None:
-    """(name, version spec) of a requirement word, or of a wheel's file name."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    wheel = _WHEEL.search(text.split("#", 1)[0])
-    if wheel is not None:
-        return wheel.group(1), text
-    try:
-        requirement = Requirement(text)
-    except InvalidRequirement:
-        return None
-    return requirement.name, str(requirement.specifier)
 
 
 class ShellCudaPackages(ShellRule):
@@ -111,7 +84,7 @@ torch is the one to install (`--index-url https://download.pytorch.org/whl/cpu`)
                 self._url(node, word)
                 continue
             if text.startswith("-"):
-                skip = text in _PIP_VALUE_OPTIONS
+                skip = text in PIP_VALUE_OPTIONS
                 if "=" in text:
                     self._url(node, word)
                 continue

