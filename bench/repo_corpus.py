@@ -68,8 +68,9 @@ class RepoProject:
 
 
 def wanted(path: str) -> bool:
-    """A repository file the audit covers: a non-Python type a front end handles,
-    or a shell script / Dockerfile."""
+    """A repository file the audit covers: a non-Python type a front end edits, or a
+    shell script / Dockerfile. Markdown is left out: its commands are only reported,
+    never written (npu_migrate/markdown/engine.py), so there is no output to audit."""
     from npu_migrate.pipeline import filetypes
 
     parts = PurePosixPath(path).parts
@@ -79,7 +80,7 @@ def wanted(path: str) -> bool:
     if name.endswith((".sh", ".bash")) or name.startswith(("Dockerfile", "Containerfile")):
         return True
     found = filetypes.by_name(path)
-    return found is not None and found.name != "python"
+    return found is not None and found.name not in ("python", "markdown")
 
 
 def _download(name: str, version: str, dest: Path) -> Path:
