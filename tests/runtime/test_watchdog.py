@@ -502,8 +502,10 @@ COMPILE_WARMUP = textwrap.dedent(r"""
     import time, torch, npu_runtime
     npu_runtime.install()                    # step timeout 2 s, first-step timeout from the environment
     import torch._dynamo                     # imports are signs of life: done before the clock matters
-    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 1)),
-                          backend="aot_eager")  # a real compile (dynamo + AOTAutograd), without a C++ toolchain
+    blocks = [m for _ in range(32) for m in (torch.nn.Linear(64, 64), torch.nn.GELU())]
+    # a real compile (dynamo + AOTAutograd, no C++ toolchain needed), deep enough to take
+    # well over the 2 s step timeout on a fast idle machine (1 block: 1.6 s; 12: 3.2 s)
+    model = torch.compile(torch.nn.Sequential(*blocks, torch.nn.Linear(64, 1)), backend="aot_eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     start = time.monotonic()
     for step in range(3):
