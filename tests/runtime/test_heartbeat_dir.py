@@ -1,0 +1,43 @@
+"""The heartbeat directory an installed parent makes for its workers (heartbeat.py) is
+private and goes away when the parent exits: a job leaves nothing in the temporary
+directory, and a forked child's exit does not take the parent's directory with it."""
+
+import os
+import stat
+import textwrap
+
+import pytest
+
+from ._helpers import child_env, run_script
+
+JOB = textwrap.dedent(r"""
+    import os, sys
+    from npu_runtime import heartbeat
+
+    heartbeat.create_for_children()
+    path = os.environ[heartbeat.ENV_DIR].partition(":")[2]
+    print(path, oct(os.stat(path).st_mode & 0o777))
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0) if sys.argv[1] == "exit" else sys.exit(0)   # sys.exit runs atexit hooks
+    os.waitpid(pid, 0)
+    print("after child", os.path.isdir(path))
+""")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["exit", "sys.exit"])
+def test_the_parent_removes_its_heartbeat_directory_and_a_child_does_not(tmp_path, how):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_script(work, JOB, how, env=child_env(TMPDIR=str(tmp)))
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()
+    path, mode = first.split()
+    assert os.path.dirname(path) == str(tmp)
+    assert mode == oct(stat.S_IRWXU)
+    assert second == "after child True"        # the forked child left the parent's directory alone
+    assert not os.path.exists(path)            # and the parent removed it at exit
+    assert os.listdir(tmp) == []
