@@ -55,6 +55,8 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
     if not found.files and not found.errors and not found.warnings and not opts.quiet:
         err.print("warning: no supported files found")
     failed = [FileResult(path=message.split(":", 1)[0], error=message) for message in found.errors]
+    if vendored is None and found.vendored:  # a copy vendored by an earlier run, deeper in the tree
+        vendored = prep.vendored_in_tree = found.vendored[0]
     if not found.files:
         return failed
     cache_factory = None
@@ -203,6 +205,7 @@ def _run(options: Options) -> int:
 
     vendored_dir = options.vendor_runtime or vendor.find(options.paths or ["."], prep.root)
     results = migrate_files(prep, err, vendored_dir)
+    vendored_dir = vendored_dir or prep.vendored_in_tree
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)

@@ -36,6 +36,8 @@ class Prepared:
     #: The run's caches (the runner makes one per pass: code, then dependency files),
     #: flushed after the writes.
     caches: list = field(default_factory=list)
+    #: a runtime copy an earlier ``--vendor-runtime DIR`` left in the tree, found by discovery
+    vendored_in_tree: str | None = None
 
     @property
     def machine_on_stdout(self) -> bool:

@@ -32,8 +32,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from npu_migrate.pipeline import runtime_bundle
+from npu_migrate.pipeline.discovery import VENDORED_MARKER as MARKER
 
-MARKER = ".npu-migrate-vendored"
 _MARKER_TEXT = """npu_runtime {version}, vendored by `npu-migrate --vendor-runtime`.
 npu-migrate never migrates nor reports files below this directory, and replaces the
 whole directory when it bundles a newer runtime: do not edit it.
@@ -55,12 +55,29 @@ def inside_vendored(path: Path) -> bool:
 
 def find(paths: list[str], root: Path) -> str | None:
     """A vendored copy a later run (without ``--vendor-runtime``) should know about:
-    ``<dir>/npu_runtime`` with the marker, for a directory the run was given or the
-    configuration's root."""
+    ``<dir>/npu_runtime`` with the marker, for a directory the run was given, the
+    configuration's root, or a directory up to three levels below it or below a named
+    file's project (a walk of the tree finds deeper ones: ``Discovered.vendored``)."""
     for directory in [*(Path(p) for p in paths), root]:
         if directory.is_dir() and is_vendored(directory / runtime_bundle.MODULE):
             return str(directory)
+    # named files (pre-commit passes file names): a copy up to three levels below the root
+    # or below the project each named path belongs to
+    for top in dict.fromkeys([root, *(_project_of(Path(p)) for p in paths)]):
+        for pattern in ("*", "*/*", "*/*/*"):
+            for marker in sorted(top.glob(f"{pattern}/{runtime_bundle.MODULE}/{MARKER}")):
+                if marker.is_file() and not marker.is_symlink():
+                    return str(marker.parent.parent)
     return None
+
+
+def _project_of(path: Path) -> Path:
+    """The nearest directory at or above ``path`` that holds a repository or project file."""
+    start = path.absolute() if path.is_dir() else path.absolute().parent
+    for directory in (start, *start.parents):
+        if any((directory / name).exists() for name in (".git", "pyproject.toml", "setup.py", "setup.cfg")):
+            return directory
+    return start
 
 
 @dataclass

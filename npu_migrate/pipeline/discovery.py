@@ -58,6 +58,8 @@ class Discovered:
     files: list[str] = field(default_factory=list)  # display paths, as the user will see them
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # skipped, but not a failure
+    #: directories holding a marked runtime copy (``<dir>/npu_runtime``, --vendor-runtime)
+    vendored: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # temp files of earlier runs (writer.remove_leftovers)
 
 
@@ -134,13 +136,18 @@ class _Tracked:
         return directory in self._dirs
 
 
+#: what ``--vendor-runtime`` writes (npu_migrate/cli/vendor.py): ``<dir>/npu_runtime`` marked so
+VENDORED_PACKAGE = "npu_runtime"
+VENDORED_MARKER = ".npu-migrate-vendored"
+
+
 def _skipped_dir(directory: Path) -> bool:
     name = directory.name
     if name in SKIP_DIRS and not (name in PACKAGE_NAMES_OK and (directory / "__init__.py").exists()):
         return True
     # a runtime copy written by --vendor-runtime (npu_migrate/cli/vendor.py): never migrated
     return (directory / "pyvenv.cfg").exists() or name.endswith(".egg-info") or (
-        directory / ".npu-migrate-vendored").is_file()
+        directory / VENDORED_MARKER).is_file()
 
 
 def _matcher(exclude: list[str], root: Path):
@@ -236,7 +243,7 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
         if not path.is_dir():
             if force_exclude and force_excluded(raw, exclude, root):
                 continue
-            if any((parent / ".npu-migrate-vendored").is_file() for parent in path.absolute().parents):
+            if any((parent / VENDORED_MARKER).is_file() for parent in path.absolute().parents):
                 continue  # inside a vendored runtime (--vendor-runtime): never migrated, named or not
             info = path.stat()
             if not regular(path, info):
@@ -263,6 +270,8 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
             for name in sorted(dirnames):
                 sub = current / name
                 if _skipped_dir(sub):
+                    if name == VENDORED_PACKAGE and (sub / VENDORED_MARKER).is_file():
+                        found.vendored.append(str(current))
                     continue
                 if is_excluded(sub, True) or (ignores.ignored(sub, True) and not tracked.holds(sub)):
                     continue

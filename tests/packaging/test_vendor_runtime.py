@@ -84,6 +84,22 @@ def test_the_copy_is_marked_skipped_by_every_later_run_and_imported(repo, tmp_pa
     assert Path(out.strip()).resolve() == (copy / "__init__.py").resolve()
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("where", ["third_party", "vendor/lib", "src/deps/vendored"])
+def test_a_copy_below_the_root_is_found_by_later_runs(repo, where):
+    """A copy in a subdirectory: a later plain run, over the tree or over one named file
+    (pre-commit), neither declares npu-runtime nor reports it missing, and changes nothing."""
+    (repo / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "1"\ndependencies = ["torch==2.1.0"]\n')
+    written = _cli(repo, "--vendor-runtime", repo / where, "--write", "--no-diff")
+    assert written.exit_code == 0, written.output
+    assert "npu-runtime" not in (repo / "pyproject.toml").read_text()
+    before = _tree(repo)
+    for args in ([repo, "--write"], [repo / "train.py", "--write"]):
+        later = _cli(*args, "--no-diff")
+        assert "NPU854" not in later.output and "npu-runtime:" not in later.output, (args, later.output)
+    assert _tree(repo) == before
+
+
 @pytest.mark.timeout(120)
 def test_an_older_copy_is_updated_a_newer_one_kept_a_foreign_one_refused(repo):
     assert _cli(repo, "--vendor-runtime", repo, "--write", "--no-diff").exit_code == 0
