@@ -55,7 +55,11 @@ def _case(var: str, values: dict[str, str], default: str) -> str:
 
 
 def npu_smi(state: dict) -> str:
-    """A fake npu-smi: ``info -l`` (Total Count, NPU ID, Chip Count) and ``info -t health -i N``."""
+    """A fake npu-smi: ``info -l`` (Total Count, NPU ID, Chip Count) and ``info -t health -i N``;
+    ``state["listing"]``, when given, is what ``info -l`` prints instead (exit 0)."""
+    if state.get("listing") is not None:
+        return (f"#!/bin/sh\nif [ \"$1 $2\" = 'info -l' ]; then printf '%s\\n' '{state['listing']}'; "
+                "else echo 'Health Status : OK'; fi\n")
     listing = "".join(f"printf '\\n        NPU ID                         : {i}\\n"
                       f"        Chip Count                     : 1\\n'\n" for i in range(state["count"]))
     fail = "echo 'dcmi module initialize failed. ret is -8005'; exit 1\n" if state.get("fail") else ""
@@ -287,6 +291,33 @@ ON_TORCHRUN_NODE = {
                       "ASCEND_RT_VISIBLE_DEVICES"),
     "fewer NPUs than processes": ({("npu_smi", "count"): 4}, "npus",
                                   "starts 8 processes per node but npu-smi lists 4 NPU(s)"),
+    "node rank beyond the nodes": ({("flags", "node-rank"): "2"}, "launch env",
+                                   "--node-rank says this is node 2, but the job has 2 node(s) (0..1)"),
+    "NODE_RANK beyond the nodes": ({("flags", "node-rank"): DELETE, ("env", "NODE_RANK"): "5"}, "launch env",
+                                   "NODE_RANK says this is node 5, but the job has 2 node(s)"),
+    "NODE_RANK not a number": ({("flags", "node-rank"): DELETE, ("env", "NODE_RANK"): "one"}, "launch env",
+                               "NODE_RANK='one' is not an integer"),
+    # NODE_RANK alone (no --node-rank) places the node: node 1 must not host the master.
+    "NODE_RANK 1 on the master address": ({("flags", "node-rank"): DELETE, ("env", "NODE_RANK"): "1"}, "rendezvous",
+                                          "is this host, but this is node 1"),
+    "npu-smi prints nothing": ({("npu_smi", "listing"): ""}, "npus", "printed no NPU list (no output)"),
+    "npu-smi prints an error with exit 0": ({("npu_smi", "listing"): "Error: dcmi module initialize failed"}, "npus",
+                                            "printed no NPU list (Error: dcmi module initialize failed)"),
+    "npu-smi prints a count without NPUs": ({("npu_smi", "listing"): "Total Count : 8"}, "npus",
+                                            "Total Count : 8 but no NPU ID line", "health are unknown"),
+    "npu-smi lists fewer NPUs than its count": (
+        {("npu_smi", "listing"): "Total Count : 8\nNPU ID : 0\nChip Count : 1"}, "npus",
+        "says Total Count : 8 but lists 1 NPU ID(s) (0)"),
+    "npu-smi lists no NPU": ({("npu_smi", "listing"): "Total Count : 0"}, "npus", "npu-smi lists no NPU on this node"),
+    "HCCL_CONNECT_TIMEOUT not a number": ({("env", "HCCL_CONNECT_TIMEOUT"): "20m"}, "hccl",
+                                          "HCCL_CONNECT_TIMEOUT='20m' is not a whole number of seconds"),
+    "HCCL_CONNECT_TIMEOUT below its range": ({("env", "HCCL_CONNECT_TIMEOUT"): "60"}, "hccl",
+                                             "HCCL_CONNECT_TIMEOUT='60' is outside HCCL's range 120-7200"),
+    "HCCL_EXEC_TIMEOUT not a number": ({("env", "HCCL_EXEC_TIMEOUT"): "30m"}, "hccl", "HCCL_EXEC_TIMEOUT='30m'"),
+    "visible devices with an empty id": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,,1,2,3,4,5,6,7"}, "npus",
+                                         "is not a comma-separated list of NPU ids"),
+    "visible device repeated": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,0,1,2,3,4,5,6"}, "npus",
+                                "is not ascending (or repeats an id)"),
     "NPU driver broken": ({("npu_smi", "fail"): True}, "npus",
                           "`npu-smi info -l` failed (exit 1): dcmi module initialize failed"),
     "torch and torch_npu do not pair": ({("stack", "torch-npu"): "2.3.1"}, "stack",

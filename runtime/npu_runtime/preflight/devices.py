@@ -94,14 +94,14 @@ def check(ctx: Context) -> None:
     fields = _fields(text)
     npu_ids = [int(v) for k, v in fields if k == "NPU ID" and v.isdigit()]
     chips = [int(v) for k, v in fields if k == "Chip Count" and v.isdigit()]
-    total = next((int(v) for k, v in fields if k == "Total Count" and v.isdigit()), len(npu_ids))
-    ctx.device_count = sum(chips) if chips and len(chips) == len(npu_ids) else total
+    total = next((int(v) for k, v in fields if k == "Total Count" and v.isdigit()), None)
+    if not _listing_understood(ctx, text, npu_ids, total):
+        return
+    ctx.device_count = sum(chips) if chips and len(chips) == len(npu_ids) else len(npu_ids)
     ctx.note(f"npu-smi: {ctx.device_count} NPU device(s)")
     ctx.found["NPUs"] = str(ctx.device_count)
     _cards_rule(ctx, cards, ctx.device_count)
     _visible(ctx, ctx.device_count)
-    if ctx.device_count == 0:
-        ctx.problem(AREA, "npu-smi lists no NPU on this node", "check the driver and the NPUs (npu-smi info; dmesg)")
     if cards is not None and cards > ctx.device_count:
         ctx.problem(AREA, f"the job starts {cards} processes per node but npu-smi lists {ctx.device_count} NPU(s) "
                           "on this node", "start at most one process per NPU (npu-migrate launch --cards N)")
@@ -114,6 +114,29 @@ def check(ctx: Context) -> None:
         elif health.upper() != "OK":
             ctx.problem(AREA, f"NPU {npu} reports health {health} (npu-smi info -t health -i {npu})",
                         "leave it out (ASCEND_RT_VISIBLE_DEVICES, fewer cards) or have the node repaired")
+
+
+def _listing_understood(ctx: Context, text: str, npu_ids: list[int], total: int | None) -> bool:
+    """Whether ``npu-smi info -l`` listed the NPUs (one ``NPU ID`` per NPU, as many as its
+    ``Total Count``). An empty, odd or partial listing is one problem, never a count of 0
+    or 8 taken on trust: the NPUs' health would go unchecked."""
+    if npu_ids and (total is None or total == len(npu_ids)):
+        return True
+    if total == 0 and not npu_ids:
+        ctx.found["NPUs"] = "0"
+        ctx.problem(AREA, "npu-smi lists no NPU on this node (Total Count : 0)",
+                    "check the driver and the NPUs (npu-smi info; dmesg)")
+    elif npu_ids:
+        ctx.found["NPUs"] = f"unclear ({len(npu_ids)} listed, Total Count {total})"
+        ctx.problem(AREA, f"`npu-smi info -l` says Total Count : {total} but lists {len(npu_ids)} NPU ID(s) "
+                          f"({', '.join(map(str, npu_ids))}): some NPUs are not reported",
+                    "check the driver and every NPU (npu-smi info; dmesg) before starting the job")
+    else:
+        ctx.found["NPUs"] = "unknown (npu-smi output not understood)"
+        seen = f"Total Count : {total} but no NPU ID line" if total is not None else _first_line(text)
+        ctx.problem(AREA, f"`npu-smi info -l` printed no NPU list ({seen}): the NPUs and their health are unknown",
+                    "check the driver and the NPUs (npu-smi info; dmesg) before starting the job")
+    return False
 
 
 def _first_line(text: str) -> str:
