@@ -192,6 +192,17 @@ def test_a_node_without_npus_is_never_ready(torchrun_node):
     assert "preflight: 4 problem(s)" in err
 
 
+def test_the_nnae_package_counts_as_cann(torchrun_node):
+    """Training images often carry CANN's deployment package (nnae) instead of the toolkit."""
+    torchrun_node.cann = None
+    info = torchrun_node.root / "Ascend" / "nnae" / "latest" / "aarch64-linux" / "ascend_nnae_install.info"
+    info.parent.mkdir(parents=True)
+    info.write_text("package_name=Ascend-cann-nnae\nversion=8.0.RC3\n", encoding="utf-8")
+    code, lines, err = torchrun_node.run()
+    assert (code, lines) == (0, []), err
+    assert "CANN 8.0.RC3" in err
+
+
 def test_device_files_without_npu_smi_are_a_problem_too(torchrun_node):
     torchrun_node.npu_smi = None
     torchrun_node.run()  # creates the node's directories
