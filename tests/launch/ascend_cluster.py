@@ -6,11 +6,11 @@ Encoded from MindCluster's documentation and samples (docs/launch.md lists them)
   NPUs it allocated into the pod annotation of the same name, which the sample jobs pass
   to Ascend Docker Runtime as ``ASCEND_VISIBLE_DEVICES`` (downward API);
 - an extended resource's request must equal its limit (Kubernetes), and a whole-card
-  request is 1, 2, 4 or 8 NPUs (16 on an Atlas A3 server);
-- nodes carry ``accelerator-type`` (``module`` for Atlas 800 training servers,
-  ``module-910b-8`` / ``module-910b-16`` for Atlas A2/A3 module servers, ``card-910b-2``
-  for 2-card servers) and ``host-arch`` (``huawei-arm`` / ``huawei-x86``) labels, and the
-  samples select on both; the pod carries ``ring-controller.atlas`` (Volcano's Ascend
+  request is 1, 2, 4 or 8 NPUs (16 on a 16-NPU server);
+- nodes carry ``accelerator-type`` (``module`` / ``half`` for Atlas 800 training servers,
+  ``module-910b-8`` for Atlas 800T A2, ``module-910b-16`` for Atlas 200T A2 Box16,
+  ``module-a3-16`` / ``module-a3-16-super-pod`` for Atlas A3, ``card-910b-2`` for 2-card
+  servers) and ``host-arch`` (``huawei-arm`` / ``huawei-x86``) labels, and the samples select on both; the pod carries ``ring-controller.atlas`` (Volcano's Ascend
   plugin picks its chip handler by it);
 - one pod per node: the samples' required pod anti-affinity on ``kubernetes.io/hostname``;
 - the AscendJob (``mindxdl.gitee.com/v1``): the API reference's fields, PyTorch replica
@@ -27,7 +27,8 @@ from .volcano_job import pod_template_errors
 RESOURCES = {"huawei.com/Ascend910", "huawei.com/Ascend310P", "huawei.com/Ascend310"}
 WHOLE_CARDS = {1, 2, 4, 8, 16}
 # accelerator-type label -> the most NPUs a server of that type offers
-SERVER_NPUS = {"module": 8, "module-910b-8": 8, "module-910b-16": 16, "card-910b-2": 2, "card": 4}
+SERVER_NPUS = {"module": 8, "half": 4, "module-910b-8": 8, "module-910b-16": 16, "card-910b-2": 2, "card": 4,
+               "module-a3-16": 16, "module-a3-16-super-pod": 16}
 HOST_ARCHS = {"huawei-arm", "huawei-x86"}
 
 

@@ -104,7 +104,23 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
         (["launch", "missing.py"], None, "ENTRY: no such file"),
         (["launch", "train.py", "--cards", "9"], None, "--cards=9: an Ascend training server runs 1, 2, 4 or 8 NPUs"),
         (["launch", "train.py", "--cards", "3"], None, "--cards=3: an Ascend training server runs 1, 2, 4 or 8 NPUs"),
-        (["launch", "train.py", "--cards", "32"], None, "(16 on an Atlas A3 server)"),
+        (["launch", "train.py", "--cards", "32"], None, "(16 on a 16-NPU server: Atlas 200T A2 Box16, Atlas A3)"),
+        (["launch", "train.py", "--cards", "0"], None, "--cards=0: an Ascend training server runs"),
+        (["launch", "train.py", "--cards", "5"], None, "--cards=5: an Ascend training server runs"),
+        (["launch", "train.py", "--cards=-1"], None, "--cards=-1: an Ascend training server runs"),
+        (["launch", "train.py", "--cards", "eight"], None, "--cards must be an integer, got 'eight'"),
+        (["launch", "train.py", "--nodes", "two"], None, "--nodes must be an integer, got 'two'"),
+        (["launch", "train.py", "--nodes=-2"], None, "--nodes must be between 1 and 4096"),
+        (["launch", "train.py", "--master-port", "http"], None, "--master-port must be an integer, got 'http'"),
+        # More NPUs than the chosen servers have: the pods would stay Pending.
+        (["launch", "train.py", "--cards", "16", "--accelerator", "ascend-910"], None,
+         "--cards=16: accelerator-type module (from --accelerator=ascend-910) servers have 8 NPUs"),
+        (["launch", "train.py", "--cards", "16", "--accelerator-type", "module-910b-8"], None,
+         "--accelerator-type=module-910b-8 servers have 8 NPUs"),
+        (["launch", "train.py", "--cards", "4", "--accelerator-type", "card-910b-2"], None,
+         "--accelerator-type=card-910b-2 servers have 2 NPUs (a pod asking more is never scheduled); ask for at most 2"),
+        (["launch"], 'entry = "train.py"\ncards = 16\naccelerator-type = "half"\n',
+         "[tool.npu-migrate.launch] accelerator-type=half servers have 4 NPUs"),
         (["launch", "train.py", "--nodes", "4097"], None, "--nodes must be between 1 and 4096"),
         (["launch", "train.py", "--max-restarts", "-1"], None, "--max-restarts must be between 0 and 100"),
         (["launch", "train.py", "--host-arch", "aarch64"], None, "huawei-arm or huawei-x86"),
@@ -130,6 +146,18 @@ def test_bad_settings_give_one_line_and_exit_2_writing_nothing(run_cli, project,
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.output
     assert not (project / "launch").exists()
+
+
+@pytest.mark.parametrize(("args", "selector"), [
+    ((), "module-910b-8"), (("--cards", "16"), "module-910b-16"),
+    (("--cards", "16", "--accelerator-type", "module-a3-16"), "module-a3-16"),
+    (("--cards", "16", "--accelerator-type", "site-label"), "site-label"),  # a label of the site's own: not checked
+    (("--cards", "8", "--accelerator", "ascend-910"), "module"),
+])
+def test_counts_the_servers_have_are_accepted(run_cli, project, args, selector):
+    result = run_cli("launch", "train.py", "-t", "volcano", "--image", "r/x:1", *args, "--write", cwd=project)
+    assert result.exit_code == 0, result.stderr
+    assert f"accelerator-type: {selector}\n" in (project / "launch" / "volcano-job.yaml").read_text(encoding="utf-8")
 
 
 def test_a_directory_in_the_way_is_one_error(run_cli, project):

@@ -29,12 +29,12 @@ def cards_rule(ranktable_version: str | None = None) -> str:
 
 
 def _cards_rule(ctx: Context, cards: int | None, count: int | None) -> None:
-    """1, 2, 4 or 8 per server; 16 where the node has 16 NPUs (an Atlas A3 server)."""
+    """1, 2, 4 or 8 per server; 16 where the node has 16 NPUs (Atlas 200T A2 Box16, Atlas A3)."""
     if ctx.table is not None or cards is None:
         return
     allowed = (*ATLAS_CARDS, 16) if count is not None and count >= 16 else ATLAS_CARDS
     if cards not in allowed:
-        ctx.problem(AREA, f"{cards} processes (NPUs) per node; {cards_rule()} (16 on an Atlas A3 server)",
+        ctx.problem(AREA, f"{cards} processes (NPUs) per node; {cards_rule()} (16 on a 16-NPU server)",
                     f"use {', '.join(map(str, ATLAS_CARDS))} NPUs per node (npu-migrate launch --cards N)")
 
 
