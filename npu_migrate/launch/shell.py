@@ -209,7 +209,12 @@ def preflight(plan: LaunchPlan, master: bool = True) -> str:
     return (
         "# Check the node before the job starts (NPU_PREFLIGHT=0 skips it): one line per problem, with its fix.\n"
         'if [[ "${NPU_PREFLIGHT:-1}" != 0 ]]; then\n'
-        f'  "$PYTHON" -m npu_runtime.preflight {flags}\n'
+        f'  "$PYTHON" -m npu_runtime.preflight {flags} || {{\n'
+        "    status=$?\n"
+        '    echo "launcher: not starting: the node preflight failed (exit $status): fix what it names above; if $PYTHON' 
+        ' has no npu_runtime, pip install npu-runtime there; NPU_PREFLIGHT=0 skips the check" >&2\n'
+        '    exit "$status"\n'
+        "  }\n"
         "fi\n"
     )
 

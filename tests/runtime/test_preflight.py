@@ -24,6 +24,10 @@ from npu_runtime.preflight.cli import main
 
 from ._helpers import free_port, write_ranktable_v1
 
+# The checks run fake npu-smi / hccn_tool / interpreters (and one test the real preflight,
+# whose stack probe may take minutes under load): a hung tool must fail the test.
+pytestmark = pytest.mark.timeout(400)
+
 
 def _local_address() -> str:
     """This machine's address on its network (not loopback): a multi-node job's master
