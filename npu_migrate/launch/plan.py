@@ -49,6 +49,12 @@ CARDS_RULE = "an Ascend training server runs 1, 2, 4 or 8 NPUs (16 on a 16-NPU s
 # Atlas A3 servers and SuperPoD). A pod asking more never fits such a node: it stays Pending.
 SERVER_NPUS = {"module": 8, "half": 4, "module-910b-8": 8, "module-910b-16": 16, "card-910b-2": 2,
                "module-a3-16": 16, "module-a3-16-super-pod": 16}
+# Volcano's Ascend plugin (ascend-for-volcano, module910x8 / half910x4
+# checkModuleDistributeTrainMode) gives a job of several pods on Atlas 800 training servers
+# whole servers only: every pod must ask for all of the server's NPUs. Some releases apply
+# the same rule to the 910B handlers; there it is a warning (command.py).
+WHOLE_SERVER_TYPES = ("module", "half")
+SCHEDULED_TARGETS = ("volcano", "ascendjob")
 MAX_NODES = 4096
 HOST_ARCHS = ("huawei-arm", "huawei-x86")
 # Characters no name may carry: they end a comment line in a launcher (\n), a YAML
@@ -247,6 +253,13 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
                         f"NPUs (a pod asking more is never scheduled); ask for at most "
                         f"{SERVER_NPUS[accelerator_type]}, "
                         f"or choose servers with {cards}: --accelerator-type {' or '.join(bigger)}")
+    nodes = _int(merged.get("nodes", 1), "nodes", origin, 1, MAX_NODES)
+    scheduled = [t for t in SCHEDULED_TARGETS if t in wanted]
+    if scheduled and nodes > 1 and accelerator_type in WHOLE_SERVER_TYPES and cards != SERVER_NPUS[accelerator_type]:
+        whole = SERVER_NPUS[accelerator_type]
+        raise PlanError(f"{_where('cards', origin)}={cards} on {nodes} nodes: Volcano's Ascend plugin schedules a "
+                        f"multi-node {scheduled[0]} job on {accelerator_type} servers (Atlas 800 training) only when "
+                        f"every pod asks for the whole server's {whole} NPUs; use --cards {whole}, or one node")
     host_arch = _str(merged.get("host-arch", LaunchPlan.host_arch), "host-arch", origin)
     if host_arch not in HOST_ARCHS:
         raise PlanError(f"{_where('host-arch', origin)}={host_arch!r}: the device plugin labels nodes "
@@ -260,7 +273,7 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         root=root,
         entry=entry,
         args=tuple(args),
-        nodes=_int(merged.get("nodes", 1), "nodes", origin, 1, MAX_NODES),
+        nodes=nodes,
         cards=cards,
         targets=tuple(wanted),
         out=out,

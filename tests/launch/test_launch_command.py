@@ -119,6 +119,13 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
          "--accelerator-type=module-910b-8 servers have 8 NPUs"),
         (["launch", "train.py", "--cards", "4", "--accelerator-type", "card-910b-2"], None,
          "--accelerator-type=card-910b-2 servers have 2 NPUs (a pod asking more is never scheduled); ask for at most 2"),
+        # Atlas 800 training servers: a multi-node job's pods must each take the whole server.
+        (["launch", "train.py", "--nodes", "2", "--cards", "4", "--accelerator", "ascend-910", "-t", "volcano",
+          "--image", "r/x:1"], None, "--cards=4 on 2 nodes: Volcano's Ascend plugin schedules a multi-node volcano "
+                                     "job on module servers (Atlas 800 training) only when every pod asks for the "
+                                     "whole server's 8 NPUs"),
+        (["launch", "train.py", "--nodes", "3", "--cards", "2", "--accelerator-type", "half", "-t", "ascendjob",
+          "--image", "r/x:1"], None, "multi-node ascendjob job on half servers"),
         (["launch"], 'entry = "train.py"\ncards = 16\naccelerator-type = "half"\n',
          "[tool.npu-migrate.launch] accelerator-type=half servers have 4 NPUs"),
         (["launch", "train.py", "--nodes", "4097"], None, "--nodes must be between 1 and 4096"),
@@ -158,6 +165,20 @@ def test_counts_the_servers_have_are_accepted(run_cli, project, args, selector):
     result = run_cli("launch", "train.py", "-t", "volcano", "--image", "r/x:1", *args, "--write", cwd=project)
     assert result.exit_code == 0, result.stderr
     assert f"accelerator-type: {selector}\n" in (project / "launch" / "volcano-job.yaml").read_text(encoding="utf-8")
+
+
+def test_pods_taking_part_of_a_server_are_a_warning_on_910b(run_cli, project):
+    result = run_cli("launch", "train.py", "--nodes", "2", "--cards", "4", "-t", "volcano", "--image", "r/x:1",
+                     "--write", cwd=project)
+    assert result.exit_code == 0, result.stderr
+    assert ("warning: each of the 2 pods asks for 4 of the 8 NPUs of a module-910b-8 server; some releases of "
+            "Volcano's Ascend plugin schedule a multi-node job only on whole servers (--cards 8)") in result.stderr
+    # One node, or the whole server: no warning; launchers alone: the scheduler is not involved.
+    for args in (("--nodes", "1", "--cards", "4", "-t", "volcano", "--image", "r/x:1"),
+                 ("--nodes", "2", "--cards", "8", "-t", "volcano", "--image", "r/x:1"),
+                 ("--nodes", "2", "--cards", "4", "--accelerator", "ascend-910", "-t", "torchrun")):
+        result = run_cli("launch", "train.py", *args, "--out", "other", "--write", cwd=project)
+        assert result.exit_code == 0 and "warning" not in result.stderr, (args, result.stderr)
 
 
 def test_a_directory_in_the_way_is_one_error(run_cli, project):
