@@ -17,7 +17,8 @@ Values come from ``[tool.npu-migrate.launch]`` (keys below, kebab-case as the re
     accelerator = "ascend-910b"        # ring-controller.atlas label value
     npu-resource = "huawei.com/Ascend910"           # the device plugin's resource name
     accelerator-type = "module-910b-8"  # the nodeSelector's accelerator-type (default: from cards)
-    host-arch = "huawei-arm"           # the nodeSelector's host-arch (huawei-arm or huawei-x86)
+    host-arch = "huawei-arm"           # the nodeSelector's host-arch (huawei-arm or huawei-x86;
+                                       # default huawei-x86 for module-910b-16, an x86-hosted box)
     driver-mounts = false              # mount the host's driver and npu-smi (no Ascend Docker Runtime)
     max-restarts = 3                   # restarts after a restartable failure (exit classes 75-77)
     workdir = "/workspace"             # the project root inside the image
@@ -54,6 +55,9 @@ SERVER_NPUS = {"module": 8, "half": 4, "module-910b-8": 8, "module-910b-16": 16,
 # whole servers only: every pod must ask for all of the server's NPUs. Some releases apply
 # the same rule to the 910B handlers; there it is a warning (command.py).
 WHOLE_SERVER_TYPES = ("module", "half")
+# Server types whose host CPU is fixed: the Atlas 200T A2 Box16 is an "A+X" box (x86 host);
+# Volcano's Ascend plugin (module910bx16 checkJobArch) took only host-arch huawei-x86 for it.
+HOST_ARCH_OF_TYPE = {"module-910b-16": "huawei-x86"}
 SCHEDULED_TARGETS = ("volcano", "ascendjob")
 MAX_NODES = 4096
 HOST_ARCHS = ("huawei-arm", "huawei-x86")
@@ -260,10 +264,14 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         raise PlanError(f"{_where('cards', origin)}={cards} on {nodes} nodes: Volcano's Ascend plugin schedules a "
                         f"multi-node {scheduled[0]} job on {accelerator_type} servers (Atlas 800 training) only when "
                         f"every pod asks for the whole server's {whole} NPUs; use --cards {whole}, or one node")
-    host_arch = _str(merged.get("host-arch", LaunchPlan.host_arch), "host-arch", origin)
+    fixed_arch = HOST_ARCH_OF_TYPE.get(accelerator_type)
+    host_arch = _str(merged.get("host-arch", fixed_arch or LaunchPlan.host_arch), "host-arch", origin)
     if host_arch not in HOST_ARCHS:
         raise PlanError(f"{_where('host-arch', origin)}={host_arch!r}: the device plugin labels nodes "
                         f"{' or '.join(HOST_ARCHS)}")
+    if fixed_arch and host_arch != fixed_arch:
+        raise PlanError(f"{_where('host-arch', origin)}={host_arch}: {accelerator_type} servers (Atlas 200T A2 Box16) "
+                        f"have x86 hosts, labelled host-arch {fixed_arch}; no node would match")
     driver_mounts = merged.get("driver-mounts", False)
     if not isinstance(driver_mounts, bool):
         raise PlanError(f"{_where('driver-mounts', origin)} must be true or false")

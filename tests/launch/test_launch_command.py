@@ -126,6 +126,8 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
                                      "whole server's 8 NPUs"),
         (["launch", "train.py", "--nodes", "3", "--cards", "2", "--accelerator-type", "half", "-t", "ascendjob",
           "--image", "r/x:1"], None, "multi-node ascendjob job on half servers"),
+        (["launch", "train.py", "--cards", "16", "--host-arch", "huawei-arm"], None,
+         "--host-arch=huawei-arm: module-910b-16 servers (Atlas 200T A2 Box16) have x86 hosts"),
         (["launch"], 'entry = "train.py"\ncards = 16\naccelerator-type = "half"\n',
          "[tool.npu-migrate.launch] accelerator-type=half servers have 4 NPUs"),
         (["launch", "train.py", "--nodes", "4097"], None, "--nodes must be between 1 and 4096"),
@@ -156,7 +158,7 @@ def test_bad_settings_give_one_line_and_exit_2_writing_nothing(run_cli, project,
 
 
 @pytest.mark.parametrize(("args", "selector"), [
-    ((), "module-910b-8"), (("--cards", "16"), "module-910b-16"),
+    ((), "module-910b-8"), (("--cards", "16"), "module-910b-16\n          host-arch: huawei-x86"),
     (("--cards", "16", "--accelerator-type", "module-a3-16"), "module-a3-16"),
     (("--cards", "16", "--accelerator-type", "site-label"), "site-label"),  # a label of the site's own: not checked
     (("--cards", "8", "--accelerator", "ascend-910"), "module"),
