@@ -93,6 +93,19 @@ def ascendjob_errors(job: dict, labels_in_template: bool = True) -> list[str]:
     if not labels.get("ring-controller.atlas"):
         errors.append("metadata.labels: no ring-controller.atlas")
     spec: dict[str, Any] = job.get("spec", {})
+    # The operator (controllers/v1/job.go reconcileWithFailed) fails the job on a failed pod
+    # unless it is an unconditional-retry job: fault-retry-times a positive count, with
+    # rescheduling on (fault-scheduling) and restartPolicy Never.
+    retries = labels.get("fault-retry-times")
+    backoff = spec.get("runPolicy", {}).get("backoffLimit")
+    if retries is not None:
+        if not str(retries).isdigit() or int(retries) < 1:
+            errors.append(f"metadata.labels.fault-retry-times: {retries!r} is not a positive count")
+        if labels.get("fault-scheduling") not in ("grace", "force"):
+            errors.append("metadata.labels.fault-scheduling: grace or force is needed with fault-retry-times")
+    elif isinstance(backoff, int) and backoff > 0:
+        errors.append(f"spec.runPolicy.backoffLimit: {backoff} without fault-retry-times: the operator fails the job "
+                      "on the first failed pod, nothing is retried")
     errors += [f"spec.{k}: unknown field" for k in sorted(set(spec) - _SPEC_KEYS)]
     run = spec.get("runPolicy", {})
     errors += [f"spec.runPolicy.{k}: unknown field" for k in sorted(set(run) - _RUN_POLICY_KEYS)]
