@@ -401,6 +401,21 @@ def test_ranktable_unsupported_npus_per_server(tmp_path, ranktable_node):
                 "Atlas training servers take 1, 2, 4, 8 NPUs per server")
 
 
+def test_a_16_npu_server_with_a_version_1_0_table_passes(tmp_path, ranktable_node):
+    """The Atlas 200T A2 Box16: npu-smi lists 16 NPUs, and the Ascend Operator writes a
+    version 1.0 table (1.2 is for A3 SuperPoD jobs) with 16 devices per server."""
+    ranktable_node.npu_smi = {"count": 16, "health": {}}
+    ranktable_node.table = _table(tmp_path, [(THIS_HOST, list(range(16))), (OTHER_HOST, list(range(16)))])
+    ranktable_node.env["RANK_SIZE"] = "32"
+    ranktable_node.flags["cards"] = "16"
+    code, lines, err = ranktable_node.run()
+    assert (code, lines) == (0, []), err
+    ranktable_node.npu_smi = {"count": 8, "health": {}}  # an 8-NPU server given the same table
+    code, lines, _err = ranktable_node.run()
+    assert code == 1 and any("has 16 NPUs; Atlas training servers take 1, 2, 4, 8 NPUs per server" in line
+                             for line in lines), lines
+
+
 def test_an_environment_init_distributed_would_reject(tmp_path):
     node = Node(tmp_path, env={"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": THIS_HOST, "MASTER_PORT": "29500"},
                 npu_smi={"count": 8, "health": {}})

@@ -19,13 +19,17 @@ ATLAS_CARDS = (1, 2, 4, 8)
 _FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*(.*?)\s*$")
 
 
-def allowed_cards(ranktable_version: str | None = None) -> tuple[int, ...]:
-    """NPUs per server an Atlas training server takes; A3 (ranktable 1.2) nodes also 16."""
-    return (*ATLAS_CARDS, 16) if ranktable_version and ranktable_version.startswith("1.2") else ATLAS_CARDS
+def allowed_cards(ranktable_version: str | None = None, device_count: int | None = None) -> tuple[int, ...]:
+    """NPUs per server an Atlas training server takes; 16 on a 16-NPU server: one whose
+    npu-smi lists 16 (Atlas 200T A2 Box16, whose operator-made tables are version 1.0), or
+    an A3 SuperPoD server (ranktable version 1.2)."""
+    sixteen = (ranktable_version or "").startswith("1.2") or (device_count or 0) >= 16
+    return (*ATLAS_CARDS, 16) if sixteen else ATLAS_CARDS
 
 
-def cards_rule(ranktable_version: str | None = None) -> str:
-    return f"Atlas training servers take {', '.join(map(str, allowed_cards(ranktable_version)))} NPUs per server"
+def cards_rule(ranktable_version: str | None = None, device_count: int | None = None) -> str:
+    allowed = allowed_cards(ranktable_version, device_count)
+    return f"Atlas training servers take {', '.join(map(str, allowed))} NPUs per server"
 
 
 def _cards_rule(ctx: Context, cards: int | None, count: int | None) -> None:
