@@ -121,9 +121,9 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
          "--accelerator-type=card-910b-2 servers have 2 NPUs (a pod asking more is never scheduled); ask for at most 2"),
         # Atlas 800 training servers: a multi-node job's pods must each take the whole server.
         (["launch", "train.py", "--nodes", "2", "--cards", "4", "--accelerator", "ascend-910", "-t", "volcano",
-          "--image", "r/x:1"], None, "--cards=4 on 2 nodes: Volcano's Ascend plugin schedules a multi-node volcano "
-                                     "job on module servers (Atlas 800 training) only when every pod asks for the "
-                                     "whole server's 8 NPUs"),
+          "--image", "r/x:1"], None, ("--cards=4 on 2 nodes: Volcano's Ascend plugin schedules a multi-node volcano "
+                                      "job on module servers (Atlas 800 training) only when every pod asks for the "
+                                      "whole server's 8 NPUs")),
         (["launch", "train.py", "--nodes", "3", "--cards", "2", "--accelerator-type", "half", "-t", "ascendjob",
           "--image", "r/x:1"], None, "multi-node ascendjob job on half servers"),
         (["launch", "train.py", "--cards", "16", "--host-arch", "huawei-arm"], None,

@@ -177,6 +177,22 @@ def test_hccl_timeouts_follow_init_process_group(project, timeout, accelerator, 
         assert "train.py:4 init_process_group(timeout=" in launcher.text
 
 
+@pytest.mark.parametrize(("source", "connect", "execute"), [
+    ("TIMEOUT = timedelta(minutes=90)\n\ndist.init_process_group('hccl', timeout=TIMEOUT)\n", "5400", "5440"),
+    # Bound twice (or changed later): not a constant, the defaults stay.
+    (("TIMEOUT = timedelta(minutes=90)\nTIMEOUT = timedelta(minutes=5)\n"
+      "dist.init_process_group('hccl', timeout=TIMEOUT)\n"), "1200", "1836"),
+    (("TIMEOUT = timedelta(minutes=90)\n\ndef main(t):\n    TIMEOUT = t\n"
+      "    dist.init_process_group('hccl', timeout=TIMEOUT)\n"), "1200", "1836"),
+])
+def test_hccl_timeouts_follow_a_module_constant(project, source, connect, execute):
+    (project / "train.py").write_text(f"from datetime import timedelta\n{source}", encoding="utf-8")
+    plan = build_plan({}, {"entry": str(project / "train.py")}, project)
+    [launcher] = render(plan)
+    assert f"HCCL_CONNECT_TIMEOUT=${{HCCL_CONNECT_TIMEOUT:-{connect}}}" in launcher.text
+    assert f"HCCL_EXEC_TIMEOUT=${{HCCL_EXEC_TIMEOUT:-{execute}}}" in launcher.text
+
+
 def test_max_restarts_sets_the_launchers_bound(project, recorder):  # noqa: F811
     plan = build_plan({}, {"entry": str(project / "train.py"), "max-restarts": 0, "targets": ["ranktable"]}, project)
     [launcher] = render(plan)
