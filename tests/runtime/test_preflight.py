@@ -196,6 +196,26 @@ def test_a_node_without_npus_is_never_ready(torchrun_node):
     assert "preflight: 4 problem(s)" in err
 
 
+@pytest.mark.timeout(300)
+def test_a_torch_npu_package_of_another_torch_is_one_line(tmp_path):
+    """A real (fake) torch_npu distribution beside this machine's torch, asked of a real
+    interpreter: its version does not pair with torch, whatever its import then does."""
+    site = tmp_path / "site"
+    (site / "torch_npu").mkdir(parents=True)
+    (site / "torch_npu" / "__init__.py").write_text("__version__ = '2.1.0.post3'\n", encoding="utf-8")
+    meta = site / "torch_npu-2.1.0.post3.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.1.0.post3\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "npu_runtime.preflight", "--nodes", "1", "--cards", "8",
+                           "--ascend-root", str(tmp_path / "none")], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "PYTHONPATH": str(site)}, check=False)
+    stack = [line for line in proc.stdout.splitlines() if line.startswith("stack: torch")]
+    assert proc.returncode == 1 and len(stack) == 1, proc.stdout
+    assert "and torch_npu 2.1.0.post3 do not pair (torch_npu X.Y needs torch X.Y)" in stack[0]
+    assert "torch_npu 2.1.0.post3" in proc.stderr and "is ready" not in proc.stderr
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("stack: import torch_npu")]
+
+
 def test_the_nnae_package_counts_as_cann(torchrun_node):
     """Training images often carry CANN's deployment package (nnae) instead of the toolkit."""
     torchrun_node.cann = None
@@ -337,6 +357,10 @@ ON_TORCHRUN_NODE = {
                           "`npu-smi info -l` failed (exit 1): dcmi module initialize failed"),
     "torch and torch_npu do not pair": ({("stack", "torch-npu"): "2.3.1"}, "stack",
                                         "torch 2.4.0+cpu and torch_npu 2.3.1 do not pair"),
+    "torch_npu of another torch, failing to import": (
+        {("stack", "torch-npu"): "2.1.0.post3", ("stack", "error"): "ImportError: undefined symbol: _ZN3c10"},
+        "stack", "torch 2.4.0+cpu and torch_npu 2.1.0.post3 do not pair",
+        "; import torch_npu fails: ImportError: undefined symbol"),
     "torch_npu does not import": ({("stack", "error"): "OSError: libhccl.so: cannot open shared object file"},
                                   "stack", "import torch_npu fails: OSError: libhccl.so", "set_env.sh"),
     "torch_npu sees no NPU": ({("stack", "npus"): 0}, "stack", "sees 0 NPUs"),

@@ -120,6 +120,11 @@ def _python_stack(ctx: Context) -> None:
     elif torch_npu is None:
         ctx.problem(AREA, f"torch_npu is not installed for {ctx.python}",
                     "pip install torch-npu==X.Y.* matching torch's X.Y (with CANN installed)")
+    elif not _paired(torch, torch_npu):
+        failing = f"; import torch_npu fails: {error}" if error else ""
+        ctx.problem(AREA, f"torch {torch} and torch_npu {torch_npu} do not pair (torch_npu X.Y needs torch X.Y)"
+                          f"{failing}",
+                    f"install the torch-npu release for torch {torch} (or the torch its X.Y names)")
     elif error:
         ctx.problem(AREA, f"import torch_npu fails: {error}",
                     "source CANN's set_env.sh before Python starts (libhccl.so), and pair torch with torch_npu")
@@ -128,8 +133,9 @@ def _python_stack(ctx: Context) -> None:
         if found["npus"] == 0:
             ctx.problem(AREA, "torch_npu imports but sees 0 NPUs (torch.npu.device_count() == 0)",
                         "check ASCEND_RT_VISIBLE_DEVICES / ASCEND_VISIBLE_DEVICES and the driver (npu-smi info)")
-    if torch and torch_npu:
-        a, b = major_minor(torch), major_minor(torch_npu)
-        if a is None or b is None or a != b:
-            ctx.problem(AREA, f"torch {torch} and torch_npu {torch_npu} do not pair (torch_npu X.Y needs torch X.Y)",
-                        f"install the torch-npu release for torch {torch} (or the torch its X.Y names)")
+
+
+def _paired(torch: str, torch_npu: str) -> bool:
+    """torch_npu X.Y is built for torch X.Y; a mismatch is one problem (whatever the import then says)."""
+    a, b = major_minor(torch), major_minor(torch_npu)
+    return a is not None and a == b
