@@ -148,4 +148,6 @@ def test_restarts_use_mindclusters_retry_labels(project, restarts, labels):
     assert job["metadata"]["labels"] == labels
     assert job["spec"]["runPolicy"]["backoffLimit"] == restarts
     assert all(r["restartPolicy"] == "Never" for r in job["spec"]["replicaSpecs"].values())
+    sysctl = {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "32768 59999"}]}
+    assert all(r["template"]["spec"]["securityContext"] == sysctl for r in job["spec"]["replicaSpecs"].values())
     assert ascendjob_errors(job) == []

@@ -90,6 +90,7 @@ def _template(plan: LaunchPlan) -> dict:
             "affinity": pod.one_pod_per_node(JOB_NAME_LABEL, plan.job_name),
             "containers": [container],
             "volumes": volumes,
+            **({"securityContext": ctx} if (ctx := pod.security_context(plan)) else {}),
         },
     }
 
