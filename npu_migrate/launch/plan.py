@@ -264,6 +264,12 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         raise PlanError(f"{_where('cards', origin)}={cards} on {nodes} nodes: Volcano's Ascend plugin schedules a "
                         f"multi-node {scheduled[0]} job on {accelerator_type} servers (Atlas 800 training) only when "
                         f"every pod asks for the whole server's {whole} NPUs; use --cards {whole}, or one node")
+    server_npus = SERVER_NPUS.get(accelerator_type)
+    if "ascendjob" in wanted and server_npus is not None and cards < server_npus:
+        raise PlanError(f"{_where('cards', origin)}={cards}: the ascendjob target takes whole servers ({server_npus} "
+                        f"NPUs on {accelerator_type}): the operator's ranktable names each NPU by its id on the host "
+                        f"(4-7 for a pod given the second half of a server), which the per-card launcher's cards "
+                        f"0..{cards - 1} inside the pod do not match; use --cards {server_npus}, or the volcano target")
     fixed_arch = HOST_ARCH_OF_TYPE.get(accelerator_type)
     host_arch = _str(merged.get("host-arch", fixed_arch or LaunchPlan.host_arch), "host-arch", origin)
     if host_arch not in HOST_ARCHS:

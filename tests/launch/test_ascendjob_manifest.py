@@ -28,7 +28,8 @@ def _documents(project, target_file, **flags) -> list[dict]:
 
 
 @pytest.mark.parametrize("flags", [{}, {"nodes": 2, "cards": 8}, {"nodes": 4, "cards": 16, "job-name": "llm"},
-                                   {"nodes": 3, "cards": 4, "driver-mounts": True, "host-arch": "huawei-x86"}])
+                                   {"nodes": 3, "cards": 8, "driver-mounts": True, "host-arch": "huawei-x86"},
+                                   {"nodes": 2, "cards": 4, "accelerator-type": "half", "accelerator": "ascend-910"}])
 def test_generated_ascendjob_validates(project, flags):
     configmap, job = _documents(project, ascendjob.FILE, **flags)
     assert ascendjob_errors(job) == []
@@ -132,7 +133,7 @@ def test_volcano_restarts_by_exit_class_before_any_other_failure(project):
                                                                 (16, "ascend-910b", "module-910b-16"),
                                                                 (8, "ascend-910", "module")])
 def test_node_selector_follows_the_card_count_and_series(project, cards, accelerator, expected):
-    [job] = _documents(project, volcano.FILE, cards=cards, accelerator=accelerator)
+    [job] = _documents(project, volcano.FILE, cards=cards, accelerator=accelerator, targets=["volcano"])
     assert job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"]["accelerator-type"] == expected
 
 

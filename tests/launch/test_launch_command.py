@@ -124,8 +124,12 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
           "--image", "r/x:1"], None, ("--cards=4 on 2 nodes: Volcano's Ascend plugin schedules a multi-node volcano "
                                       "job on module servers (Atlas 800 training) only when every pod asks for the "
                                       "whole server's 8 NPUs")),
-        (["launch", "train.py", "--nodes", "3", "--cards", "2", "--accelerator-type", "half", "-t", "ascendjob",
-          "--image", "r/x:1"], None, "multi-node ascendjob job on half servers"),
+        (["launch", "train.py", "--nodes", "3", "--cards", "2", "--accelerator-type", "half", "-t", "volcano",
+          "--image", "r/x:1"], None, "multi-node volcano job on half servers"),
+        # The operator's ranktable names host NPU ids; the per-card launcher counts 0..C-1 in the pod.
+        (["launch", "train.py", "--cards", "4", "-t", "ascendjob", "--image", "r/x:1"], None,
+         ("--cards=4: the ascendjob target takes whole servers (8 NPUs on module-910b-8): the operator's ranktable "
+          "names each NPU by its id on the host")),
         (["launch", "train.py", "--cards", "16", "--host-arch", "huawei-arm"], None,
          "--host-arch=huawei-arm: module-910b-16 servers (Atlas 200T A2 Box16) have x86 hosts"),
         (["launch"], 'entry = "train.py"\ncards = 16\naccelerator-type = "half"\n',
@@ -207,7 +211,9 @@ _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(args=st.lists(_text, max_size=4), nodes=st.integers(1, 64), cards=st.sampled_from([1, 2, 4, 8]))
 def test_generation_is_deterministic_and_a_rewrite_is_a_no_op(run_cli, project, args, nodes, cards):
-    base = ["launch", "train.py", "-t", ALL, "--image", "r/x:1", "--nodes", str(nodes), "--cards", str(cards)]
+    # An AscendJob takes whole servers (8 NPUs here); every other target takes any count.
+    targets = ALL if cards == 8 else ",".join(t for t in TARGETS if t != "ascendjob")
+    base = ["launch", "train.py", "-t", targets, "--image", "r/x:1", "--nodes", str(nodes), "--cards", str(cards)]
     assert run_cli(*base, "--write", "--", *args, cwd=project).exit_code == 0
     first = read_files(project)
     assert run_cli(*base, "--write", "--", *args, cwd=project).exit_code == 0
