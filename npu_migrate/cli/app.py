@@ -293,14 +293,28 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
     return pairs
 
 
+class _Integer(click.ParamType):
+    """An integer, else the text as given: ``npu-migrate launch`` says in one line what is wrong."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return value
+
+
 @main.command("launch")
 @click.argument("entry", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("-t", "--target", "targets", multiple=True, metavar="TARGET",
               help="torchrun, torch-npu-run, ranktable, modelarts, volcano, ascendjob (repeat or comma-separate; "
                    "default torchrun).")
-@click.option("--nodes", type=int, help="Servers in the job (default 1).")
-@click.option("--cards", type=int, help="NPUs per server: 1, 2, 4 or 8, or 16 on Atlas A3 (default 8).")
+@click.option("--nodes", type=_Integer(), help="Servers in the job: 1 to 4096 (default 1).")
+@click.option("--cards", type=_Integer(),
+              help="NPUs per server: 1, 2, 4 or 8, or 16 on 16-NPU servers (Atlas 200T A2 Box16, Atlas A3), "
+                   "at most what the --accelerator-type servers have (default 8).")
 @click.option("--image", help="The training image (needed by volcano).")
 @click.option("--out", metavar="DIR", help="Where to write, below the project root (default launch/).")
 @click.option("--job-name", help="The Volcano Job's name (default: the project directory's name).")
@@ -308,13 +322,15 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
 @click.option("--queue", help="The Volcano queue (default 'default').")
 @click.option("--accelerator", help="The ring-controller.atlas label (default ascend-910b).")
 @click.option("--npu-resource", help="The device plugin's NPU resource (default huawei.com/Ascend910).")
-@click.option("--accelerator-type", help="The nodeSelector's accelerator-type label (default from --cards).")
+@click.option("--accelerator-type",
+              help="The nodeSelector's accelerator-type label (default from --cards: module-910b-8, module-910b-16; "
+                   "module with --accelerator ascend-910; Atlas A3: module-a3-16).")
 @click.option("--host-arch", help="The nodeSelector's host-arch label: huawei-arm (default) or huawei-x86.")
 @click.option("--driver-mounts", is_flag=True, default=None,
               help="Mount the host's driver and npu-smi into the pods (clusters without Ascend Docker Runtime).")
-@click.option("--max-restarts", type=int, help="Restarts after a failure, by exit class (default 3).")
+@click.option("--max-restarts", type=_Integer(), help="Restarts after a failure, by exit class (default 3).")
 @click.option("--workdir", help="The project root inside the image (default /workspace).")
-@click.option("--master-port", type=int, help="The rendezvous port (default 29500).")
+@click.option("--master-port", type=_Integer(), help="The rendezvous port (default 29500).")
 @click.option("--python", "python_", metavar="PYTHON", help="The launchers' default interpreter (default python3).")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An extra variable the launchers export.")
 @click.option("--write", is_flag=True, help="Write the files (atomically); without it, print their diffs.")

@@ -82,6 +82,7 @@ def run(flags: dict, *, config: str | None, write: bool, check: bool, quiet: boo
             output.print_diff(out, output.unified_diff(shown, p.old, p.artifact.data))
     if not quiet:
         _warn_unmigrated(err, plan)
+        _warn_partial_servers(err, plan)
         _summary(err, plan, planned, pending, write, check)
     if failed:
         return EXIT_ERROR
@@ -111,6 +112,18 @@ def _warn_unmigrated(err: Console, plan: LaunchPlan) -> None:
         how = _install_advice(plan.root / plan.entry, text)
         err.print(f"warning: {plan.entry} does not use npu_runtime: the ranktable launcher needs "
                   f"npu_runtime.install() there to turn RANK_ID/RANK_SIZE into torch's variables ({how})")
+
+
+def _warn_partial_servers(err: Console, plan: LaunchPlan) -> None:
+    """A multi-node job whose pods take part of a server: some releases of Volcano's Ascend
+    plugin refuse it on 910B servers too (on Atlas 800 training servers plan.py refuses it)."""
+    from .plan import SCHEDULED_TARGETS, SERVER_NPUS
+
+    whole = SERVER_NPUS.get(plan.accelerator_type)
+    if plan.multi_node and whole and plan.cards < whole and any(t in plan.targets for t in SCHEDULED_TARGETS):
+        err.print(f"warning: each of the {plan.nodes} pods asks for {plan.cards} of the {whole} NPUs of a "
+                  f"{plan.accelerator_type} server; some releases of Volcano's Ascend plugin schedule a multi-node "
+                  f"job only on whole servers (--cards {whole}), and HCCL links whole servers best")
 
 
 def _install_advice(path: Path, text: str) -> str:

@@ -5,7 +5,9 @@ for a collective), so a script that raised torch's timeout to wait for slow step
 would still be cut off by HCCL's defaults. The launchers take their HCCL timeouts from
 it where the script says, as a ``timedelta`` with literal numbers
 (``timedelta(minutes=60)``, ``datetime.timedelta(seconds=5400)``, ``timedelta(0, 3600)``);
-anything computed at run time is left alone (the launchers keep their defaults).
+a module-level constant bound once to such a ``timedelta`` (``TIMEOUT = timedelta(hours=2)``
+... ``timeout=TIMEOUT``) counts too; anything computed at run time is left alone (the
+launchers keep their defaults).
 """
 
 from __future__ import annotations
@@ -54,10 +56,29 @@ def init_timeout(path: Path, shown: str) -> tuple[float, str] | None:
     except (OSError, cst.ParserSyntaxError, UnicodeDecodeError):
         return None
     positions = wrapper.resolve(PositionProvider)
+    constants = _module_timedeltas(wrapper.module)
     for call in m.findall(wrapper.module, _INIT):
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "timeout" and m.matches(arg.value, _TIMEDELTA):
-                seconds = _seconds(arg.value)
+            if arg.keyword is None or arg.keyword.value != "timeout":
+                continue
+            value = constants.get(arg.value.value) if isinstance(arg.value, cst.Name) else arg.value
+            if value is not None and m.matches(value, _TIMEDELTA):
+                seconds = _seconds(value)
                 if seconds is not None:
                     return seconds, f"{shown}:{positions[call].start.line}"
     return None
+
+
+def _module_timedeltas(module: cst.Module) -> dict[str, cst.BaseExpression]:
+    """Names bound exactly once in the whole file, at module level, to a ``timedelta(...)`` call."""
+    bindings: dict[str, int] = {}
+    for node in m.findall(module, m.AssignTarget(target=m.Name()) | m.AnnAssign(target=m.Name())
+                          | m.AugAssign(target=m.Name())):
+        bindings[node.target.value] = bindings.get(node.target.value, 0) + 1
+    constants = {}
+    for statement in module.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+                    and bindings.get(small.targets[0].target.value) == 1 and m.matches(small.value, _TIMEDELTA)):
+                constants[small.targets[0].target.value] = small.value
+    return constants

@@ -7,7 +7,7 @@ Values come from ``[tool.npu-migrate.launch]`` (keys below, kebab-case as the re
     entry = "train.py"                 # the migrated entry script, relative to the project root
     args = ["--epochs", "10"]          # its arguments
     nodes = 2                          # servers
-    cards = 8                          # NPUs per server: 1, 2, 4 or 8 (16 on A3 nodes)
+    cards = 8                          # NPUs per server: 1, 2, 4 or 8 (16 on 16-NPU servers)
     targets = ["torchrun", "volcano"]  # what to generate (default: torchrun); also ascendjob, ...
     out = "launch"                     # where, relative to the project root
     image = "registry.example.com/team/train:1.0"   # the training image (volcano)
@@ -17,7 +17,8 @@ Values come from ``[tool.npu-migrate.launch]`` (keys below, kebab-case as the re
     accelerator = "ascend-910b"        # ring-controller.atlas label value
     npu-resource = "huawei.com/Ascend910"           # the device plugin's resource name
     accelerator-type = "module-910b-8"  # the nodeSelector's accelerator-type (default: from cards)
-    host-arch = "huawei-arm"           # the nodeSelector's host-arch (huawei-arm or huawei-x86)
+    host-arch = "huawei-arm"           # the nodeSelector's host-arch (huawei-arm or huawei-x86;
+                                       # default huawei-x86 for module-910b-16, an x86-hosted box)
     driver-mounts = false              # mount the host's driver and npu-smi (no Ascend Docker Runtime)
     max-restarts = 3                   # restarts after a restartable failure (exit classes 75-77)
     workdir = "/workspace"             # the project root inside the image
@@ -38,8 +39,26 @@ TARGETS = ("torchrun", "torch-npu-run", "ranktable", "modelarts", "volcano", "as
 REQUIRES = {"volcano": ("torchrun",), "ascendjob": ("ranktable",)}
 # NPUs per server that Ascend training servers have and HCCL supports: the Atlas training
 # series and Atlas A2 run 1, 2, 4 or 8 per server (cards 0-3 and 4-7 form separate meshes);
-# an Atlas A3 server has 16 NPU dies. The preflight applies the same rule.
+# 16-NPU servers (Atlas 200T A2 Box16, Atlas A3 servers with 16 NPU dies) also 16. The
+# preflight applies the same rule.
 CARDS_PER_NODE = (1, 2, 4, 8, 16)
+CARDS_RULE = "an Ascend training server runs 1, 2, 4 or 8 NPUs (16 on a 16-NPU server: Atlas 200T A2 Box16, Atlas A3)"
+# The most NPUs a server carrying the device plugin's accelerator-type label has
+# (MindCluster's job YAML reference: module = Atlas 800 training server, half = its half
+# configuration, module-910b-8 = Atlas 800T A2, module-910b-16 = Atlas 200T A2 Box16,
+# card-910b-2 = a server with Atlas 300T A2 cards, module-a3-16 / module-a3-16-super-pod =
+# Atlas A3 servers and SuperPoD). A pod asking more never fits such a node: it stays Pending.
+SERVER_NPUS = {"module": 8, "half": 4, "module-910b-8": 8, "module-910b-16": 16, "card-910b-2": 2,
+               "module-a3-16": 16, "module-a3-16-super-pod": 16}
+# Volcano's Ascend plugin (ascend-for-volcano, module910x8 / half910x4
+# checkModuleDistributeTrainMode) gives a job of several pods on Atlas 800 training servers
+# whole servers only: every pod must ask for all of the server's NPUs. Some releases apply
+# the same rule to the 910B handlers; there it is a warning (command.py).
+WHOLE_SERVER_TYPES = ("module", "half")
+# Server types whose host CPU is fixed: the Atlas 200T A2 Box16 is an "A+X" box (x86 host);
+# Volcano's Ascend plugin (module910bx16 checkJobArch) took only host-arch huawei-x86 for it.
+HOST_ARCH_OF_TYPE = {"module-910b-16": "huawei-x86"}
+SCHEDULED_TARGETS = ("volcano", "ascendjob")
 MAX_NODES = 4096
 HOST_ARCHS = ("huawei-arm", "huawei-x86")
 # Characters no name may carry: they end a comment line in a launcher (\n), a YAML
@@ -189,8 +208,7 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
     if isinstance(cards, bool) or not isinstance(cards, int):
         raise PlanError(f"{_where('cards', origin)} must be an integer, got {cards!r}")
     if cards not in CARDS_PER_NODE:
-        raise PlanError(f"{_where('cards', origin)}={cards}: an Ascend training server runs 1, 2, 4 or 8 NPUs "
-                        "(16 on an Atlas A3 server)")
+        raise PlanError(f"{_where('cards', origin)}={cards}: {CARDS_RULE}")
     env = merged.get("env", {})
     if not isinstance(env, dict):
         raise PlanError(f"{_where('env', origin)} must be a table of NAME = \"value\"")
@@ -231,10 +249,35 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
                             "accelerator-type", origin)
     if not _LABEL_VALUE.match(accelerator_type):
         raise PlanError(f"{_where('accelerator-type', origin)}={accelerator_type!r} is not a label value")
-    host_arch = _str(merged.get("host-arch", LaunchPlan.host_arch), "host-arch", origin)
+    if cards > SERVER_NPUS.get(accelerator_type, cards):
+        chosen = (f"{_where('accelerator-type', origin)}={accelerator_type}" if "accelerator-type" in merged
+                  else f"accelerator-type {accelerator_type} (from {_where('accelerator', origin)}={accelerator})")
+        bigger = sorted(t for t, n in SERVER_NPUS.items() if n >= cards)
+        raise PlanError(f"{_where('cards', origin)}={cards}: {chosen} servers have {SERVER_NPUS[accelerator_type]} "
+                        f"NPUs (a pod asking more is never scheduled); ask for at most "
+                        f"{SERVER_NPUS[accelerator_type]}, "
+                        f"or choose servers with {cards}: --accelerator-type {' or '.join(bigger)}")
+    nodes = _int(merged.get("nodes", 1), "nodes", origin, 1, MAX_NODES)
+    scheduled = [t for t in SCHEDULED_TARGETS if t in wanted]
+    if scheduled and nodes > 1 and accelerator_type in WHOLE_SERVER_TYPES and cards != SERVER_NPUS[accelerator_type]:
+        whole = SERVER_NPUS[accelerator_type]
+        raise PlanError(f"{_where('cards', origin)}={cards} on {nodes} nodes: Volcano's Ascend plugin schedules a "
+                        f"multi-node {scheduled[0]} job on {accelerator_type} servers (Atlas 800 training) only when "
+                        f"every pod asks for the whole server's {whole} NPUs; use --cards {whole}, or one node")
+    server_npus = SERVER_NPUS.get(accelerator_type)
+    if "ascendjob" in wanted and server_npus is not None and cards < server_npus:
+        raise PlanError(f"{_where('cards', origin)}={cards}: the ascendjob target takes whole servers ({server_npus} "
+                        f"NPUs on {accelerator_type}): the operator's ranktable names each NPU by its id on the host "
+                        f"(4-7 for a pod given the second half of a server), which the per-card launcher's cards "
+                        f"0..{cards - 1} inside the pod do not match; use --cards {server_npus}, or the volcano target")
+    fixed_arch = HOST_ARCH_OF_TYPE.get(accelerator_type)
+    host_arch = _str(merged.get("host-arch", fixed_arch or LaunchPlan.host_arch), "host-arch", origin)
     if host_arch not in HOST_ARCHS:
         raise PlanError(f"{_where('host-arch', origin)}={host_arch!r}: the device plugin labels nodes "
                         f"{' or '.join(HOST_ARCHS)}")
+    if fixed_arch and host_arch != fixed_arch:
+        raise PlanError(f"{_where('host-arch', origin)}={host_arch}: {accelerator_type} servers (Atlas 200T A2 Box16) "
+                        f"have x86 hosts, labelled host-arch {fixed_arch}; no node would match")
     driver_mounts = merged.get("driver-mounts", False)
     if not isinstance(driver_mounts, bool):
         raise PlanError(f"{_where('driver-mounts', origin)} must be true or false")
@@ -244,7 +287,7 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
         root=root,
         entry=entry,
         args=tuple(args),
-        nodes=_int(merged.get("nodes", 1), "nodes", origin, 1, MAX_NODES),
+        nodes=nodes,
         cards=cards,
         targets=tuple(wanted),
         out=out,
@@ -268,8 +311,10 @@ def build_plan(table: dict, flags: dict, root: Path) -> LaunchPlan:
 
 def _accelerator_type(accelerator: str, cards: int) -> str:
     """The device plugin's ``accelerator-type`` node label for a server that fits the job:
-    an 8-NPU Atlas A2 module server (``module-910b-8``), the 16-NPU one (``module-910b-16``),
-    or an Atlas 800 training server (``module``, for ``ascend-910``)."""
+    an 8-NPU Atlas A2 module server (``module-910b-8``), the 16-NPU Atlas 200T A2 Box16
+    (``module-910b-16``), or an Atlas 800 training server (``module``, for ``ascend-910``).
+    Atlas A3 servers carry ``module-a3-16`` (``module-a3-16-super-pod`` in a SuperPoD):
+    ``--accelerator-type`` names them."""
     if accelerator == "ascend-910":
         return "module"
     return "module-910b-16" if cards > 8 else "module-910b-8"

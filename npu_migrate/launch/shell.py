@@ -20,8 +20,14 @@ HCCL_CONNECT_RANGE = (120, 7200)  # HCCL_CONNECT_TIMEOUT, s (CANN environment va
 HCCL_EXEC_STEP = 68  # Atlas training series: HCCL_EXEC_TIMEOUT is a multiple of 68 s ...
 HCCL_EXEC_MAX_ATLAS = 17340  # ... up to 17340 s
 HCCL_EXEC_MAX = 2147483647  # Atlas A2/A3
-# Standard CANN install locations of set_env.sh (root install, then a user's install).
-CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "$HOME/Ascend/ascend-toolkit/set_env.sh")
+# Where CANN's installer records a non-default install root (Install_Path=...); Ascend's
+# model-zoo launchers (test/env_npu.sh) read it, then source the toolkit's set_env.sh, or
+# the nnae package's (the deployment-only CANN of training images) where no toolkit is.
+CANN_INSTALL_INFO = "/etc/Ascend/ascend_cann_install.info"
+# Standard CANN install locations of set_env.sh: the recorded root, a root install, a user's install.
+CANN_SET_ENV = ("$cann_root/ascend-toolkit/set_env.sh", "$cann_root/nnae/set_env.sh",
+                "/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnae/set_env.sh",
+                "${HOME:-}/Ascend/ascend-toolkit/set_env.sh", "${HOME:-}/Ascend/nnae/set_env.sh")
 # The runtime's exit classes (npu_runtime.exitcodes): 75 hang, 76 health, 77 hardware, 78 fatal.
 HANG, HEALTH, HARDWARE, FATAL = 75, 76, 77, 78
 
@@ -83,9 +89,16 @@ def cann_env() -> str:
                            *(f'"{path}"' for path in CANN_SET_ENV)])
     return (
         "# CANN: torch_npu needs its libraries (libhccl.so, ...) before Python starts. Where the environment\n"
-        "# has no CANN yet (no ASCEND_HOME_PATH), source set_env.sh from ASCEND_TOOLKIT_HOME or the\n"
-        "# standard install locations; otherwise nothing is sourced.\n"
+        "# has no CANN yet (no ASCEND_HOME_PATH), source set_env.sh from ASCEND_TOOLKIT_HOME, the install\n"
+        f"# root {CANN_INSTALL_INFO} records, or the standard locations (toolkit, then nnae);\n"
+        "# otherwise nothing is sourced.\n"
         'if [[ -z "${ASCEND_HOME_PATH:-}" ]]; then\n'
+        "  cann_root=\n"
+        f"  if [[ -f {CANN_INSTALL_INFO} ]]; then\n"
+        f"    cann_root=$(sed -n 's/^Install_Path=//p' {CANN_INSTALL_INFO} | head -n 1)\n"
+        "  fi\n"
+        "  cann_root=${cann_root:-/usr/local/Ascend}\n"
+        "  cann_sourced=\n"
         f"  for cann_env in {candidates}; do\n"
         '    [[ -n "$cann_env" && -f "$cann_env" ]] || continue\n'
         '    echo "launcher: sourcing the CANN environment from $cann_env" >&2\n'
@@ -93,11 +106,12 @@ def cann_env() -> str:
         "    # shellcheck source=/dev/null\n"
         '    source "$cann_env"\n'
         "    set -eu\n"
+        '    cann_sourced=$cann_env\n'
         "    break\n"
         "  done\n"
-        '  if [[ -z "${ASCEND_HOME_PATH:-}" ]]; then\n'
+        '  if [[ -z "$cann_sourced" ]]; then\n'
         '    echo "launcher: no CANN environment: ASCEND_HOME_PATH is unset and no set_env.sh was found (looked in' 
-        ' ASCEND_TOOLKIT_HOME, /usr/local/Ascend/ascend-toolkit, ~/Ascend/ascend-toolkit); import torch_npu will fail' 
+        ' ASCEND_TOOLKIT_HOME, $cann_root, /usr/local/Ascend and ~/Ascend, ascend-toolkit and nnae); import torch_npu will fail' 
         ' with libhccl.so missing: install CANN or set ASCEND_TOOLKIT_HOME" >&2\n'
         "  fi\n"
         "fi\n"
@@ -195,7 +209,12 @@ def preflight(plan: LaunchPlan, master: bool = True) -> str:
     return (
         "# Check the node before the job starts (NPU_PREFLIGHT=0 skips it): one line per problem, with its fix.\n"
         'if [[ "${NPU_PREFLIGHT:-1}" != 0 ]]; then\n'
-        f'  "$PYTHON" -m npu_runtime.preflight {flags}\n'
+        f'  "$PYTHON" -m npu_runtime.preflight {flags} || {{\n'
+        "    status=$?\n"
+        '    echo "launcher: not starting: the node preflight failed (exit $status): fix what it names above; if $PYTHON' 
+        ' has no npu_runtime, pip install npu-runtime there; NPU_PREFLIGHT=0 skips the check" >&2\n'
+        '    exit "$status"\n'
+        "  }\n"
         "fi\n"
     )
 

@@ -6,11 +6,11 @@ Encoded from MindCluster's documentation and samples (docs/launch.md lists them)
   NPUs it allocated into the pod annotation of the same name, which the sample jobs pass
   to Ascend Docker Runtime as ``ASCEND_VISIBLE_DEVICES`` (downward API);
 - an extended resource's request must equal its limit (Kubernetes), and a whole-card
-  request is 1, 2, 4 or 8 NPUs (16 on an Atlas A3 server);
-- nodes carry ``accelerator-type`` (``module`` for Atlas 800 training servers,
-  ``module-910b-8`` / ``module-910b-16`` for Atlas A2/A3 module servers, ``card-910b-2``
-  for 2-card servers) and ``host-arch`` (``huawei-arm`` / ``huawei-x86``) labels, and the
-  samples select on both; the pod carries ``ring-controller.atlas`` (Volcano's Ascend
+  request is 1, 2, 4 or 8 NPUs (16 on a 16-NPU server);
+- nodes carry ``accelerator-type`` (``module`` / ``half`` for Atlas 800 training servers,
+  ``module-910b-8`` for Atlas 800T A2, ``module-910b-16`` for Atlas 200T A2 Box16,
+  ``module-a3-16`` / ``module-a3-16-super-pod`` for Atlas A3, ``card-910b-2`` for 2-card
+  servers) and ``host-arch`` (``huawei-arm`` / ``huawei-x86``) labels, and the samples select on both; the pod carries ``ring-controller.atlas`` (Volcano's Ascend
   plugin picks its chip handler by it);
 - one pod per node: the samples' required pod anti-affinity on ``kubernetes.io/hostname``;
 - the AscendJob (``mindxdl.gitee.com/v1``): the API reference's fields, PyTorch replica
@@ -27,7 +27,8 @@ from .volcano_job import pod_template_errors
 RESOURCES = {"huawei.com/Ascend910", "huawei.com/Ascend310P", "huawei.com/Ascend310"}
 WHOLE_CARDS = {1, 2, 4, 8, 16}
 # accelerator-type label -> the most NPUs a server of that type offers
-SERVER_NPUS = {"module": 8, "module-910b-8": 8, "module-910b-16": 16, "card-910b-2": 2, "card": 4}
+SERVER_NPUS = {"module": 8, "half": 4, "module-910b-8": 8, "module-910b-16": 16, "card-910b-2": 2, "card": 4,
+               "module-a3-16": 16, "module-a3-16-super-pod": 16}
 HOST_ARCHS = {"huawei-arm", "huawei-x86"}
 
 
@@ -92,6 +93,19 @@ def ascendjob_errors(job: dict, labels_in_template: bool = True) -> list[str]:
     if not labels.get("ring-controller.atlas"):
         errors.append("metadata.labels: no ring-controller.atlas")
     spec: dict[str, Any] = job.get("spec", {})
+    # The operator (controllers/v1/job.go reconcileWithFailed) fails the job on a failed pod
+    # unless it is an unconditional-retry job: fault-retry-times a positive count, with
+    # rescheduling on (fault-scheduling) and restartPolicy Never.
+    retries = labels.get("fault-retry-times")
+    backoff = spec.get("runPolicy", {}).get("backoffLimit")
+    if retries is not None:
+        if not str(retries).isdigit() or int(retries) < 1:
+            errors.append(f"metadata.labels.fault-retry-times: {retries!r} is not a positive count")
+        if labels.get("fault-scheduling") not in ("grace", "force"):
+            errors.append("metadata.labels.fault-scheduling: grace or force is needed with fault-retry-times")
+    elif isinstance(backoff, int) and backoff > 0:
+        errors.append(f"spec.runPolicy.backoffLimit: {backoff} without fault-retry-times: the operator fails the job "
+                      "on the first failed pod, nothing is retried")
     errors += [f"spec.{k}: unknown field" for k in sorted(set(spec) - _SPEC_KEYS)]
     run = spec.get("runPolicy", {})
     errors += [f"spec.runPolicy.{k}: unknown field" for k in sorted(set(run) - _RUN_POLICY_KEYS)]

@@ -28,7 +28,8 @@ def _documents(project, target_file, **flags) -> list[dict]:
 
 
 @pytest.mark.parametrize("flags", [{}, {"nodes": 2, "cards": 8}, {"nodes": 4, "cards": 16, "job-name": "llm"},
-                                   {"nodes": 3, "cards": 4, "driver-mounts": True, "host-arch": "huawei-x86"}])
+                                   {"nodes": 3, "cards": 8, "driver-mounts": True, "host-arch": "huawei-x86"},
+                                   {"nodes": 2, "cards": 4, "accelerator-type": "half", "accelerator": "ascend-910"}])
 def test_generated_ascendjob_validates(project, flags):
     configmap, job = _documents(project, ascendjob.FILE, **flags)
     assert ascendjob_errors(job) == []
@@ -93,6 +94,9 @@ C = f"{POD}.containers.0"
     (f"{POD}.nodeSelector.host-arch", "arm64", "host-arch"),
     (f"{POD}.affinity", None, "two pods may share a node"),
     (f"{C}.bogus", 1, "unknown field"),
+    ("metadata.labels.fault-retry-times", None, "without fault-retry-times: the operator fails the job"),
+    ("metadata.labels.fault-retry-times", "0", "is not a positive count"),
+    ("metadata.labels.fault-scheduling", None, "grace or force is needed with fault-retry-times"),
 ])
 def test_ascendjob_validator_rejects_each_fault(project, path, value, expected):
     _configmap, job = _documents(project, ascendjob.FILE, nodes=2, cards=8)
@@ -129,5 +133,22 @@ def test_volcano_restarts_by_exit_class_before_any_other_failure(project):
                                                                 (16, "ascend-910b", "module-910b-16"),
                                                                 (8, "ascend-910", "module")])
 def test_node_selector_follows_the_card_count_and_series(project, cards, accelerator, expected):
-    [job] = _documents(project, volcano.FILE, cards=cards, accelerator=accelerator)
+    [job] = _documents(project, volcano.FILE, cards=cards, accelerator=accelerator, targets=["volcano"])
     assert job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"]["accelerator-type"] == expected
+
+
+@pytest.mark.parametrize(("restarts", "labels"), [
+    (3, {"framework": "pytorch", "ring-controller.atlas": "ascend-910b", "fault-scheduling": "grace",
+         "fault-retry-times": "3"}),
+    (0, {"framework": "pytorch", "ring-controller.atlas": "ascend-910b"}),
+])
+def test_restarts_use_mindclusters_retry_labels(project, restarts, labels):
+    """The operator retries a failed job only as an unconditional-retry job (fault-retry-times
+    with fault-scheduling); --max-restarts 0 leaves the labels out and the job fails at once."""
+    _configmap, job = _documents(project, ascendjob.FILE, nodes=2, cards=8, **{"max-restarts": restarts})
+    assert job["metadata"]["labels"] == labels
+    assert job["spec"]["runPolicy"]["backoffLimit"] == restarts
+    assert all(r["restartPolicy"] == "Never" for r in job["spec"]["replicaSpecs"].values())
+    sysctl = {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "32768 59999"}]}
+    assert all(r["template"]["spec"]["securityContext"] == sysctl for r in job["spec"]["replicaSpecs"].values())
+    assert ascendjob_errors(job) == []

@@ -104,7 +104,36 @@ def test_the_migration_ignores_the_launch_table_and_still_rejects_unknown_keys(r
         (["launch", "missing.py"], None, "ENTRY: no such file"),
         (["launch", "train.py", "--cards", "9"], None, "--cards=9: an Ascend training server runs 1, 2, 4 or 8 NPUs"),
         (["launch", "train.py", "--cards", "3"], None, "--cards=3: an Ascend training server runs 1, 2, 4 or 8 NPUs"),
-        (["launch", "train.py", "--cards", "32"], None, "(16 on an Atlas A3 server)"),
+        (["launch", "train.py", "--cards", "32"], None, "(16 on a 16-NPU server: Atlas 200T A2 Box16, Atlas A3)"),
+        (["launch", "train.py", "--cards", "0"], None, "--cards=0: an Ascend training server runs"),
+        (["launch", "train.py", "--cards", "5"], None, "--cards=5: an Ascend training server runs"),
+        (["launch", "train.py", "--cards=-1"], None, "--cards=-1: an Ascend training server runs"),
+        (["launch", "train.py", "--cards", "eight"], None, "--cards must be an integer, got 'eight'"),
+        (["launch", "train.py", "--nodes", "two"], None, "--nodes must be an integer, got 'two'"),
+        (["launch", "train.py", "--nodes=-2"], None, "--nodes must be between 1 and 4096"),
+        (["launch", "train.py", "--master-port", "http"], None, "--master-port must be an integer, got 'http'"),
+        # More NPUs than the chosen servers have: the pods would stay Pending.
+        (["launch", "train.py", "--cards", "16", "--accelerator", "ascend-910"], None,
+         "--cards=16: accelerator-type module (from --accelerator=ascend-910) servers have 8 NPUs"),
+        (["launch", "train.py", "--cards", "16", "--accelerator-type", "module-910b-8"], None,
+         "--accelerator-type=module-910b-8 servers have 8 NPUs"),
+        (["launch", "train.py", "--cards", "4", "--accelerator-type", "card-910b-2"], None,
+         "--accelerator-type=card-910b-2 servers have 2 NPUs (a pod asking more is never scheduled); ask for at most 2"),
+        # Atlas 800 training servers: a multi-node job's pods must each take the whole server.
+        (["launch", "train.py", "--nodes", "2", "--cards", "4", "--accelerator", "ascend-910", "-t", "volcano",
+          "--image", "r/x:1"], None, ("--cards=4 on 2 nodes: Volcano's Ascend plugin schedules a multi-node volcano "
+                                      "job on module servers (Atlas 800 training) only when every pod asks for the "
+                                      "whole server's 8 NPUs")),
+        (["launch", "train.py", "--nodes", "3", "--cards", "2", "--accelerator-type", "half", "-t", "volcano",
+          "--image", "r/x:1"], None, "multi-node volcano job on half servers"),
+        # The operator's ranktable names host NPU ids; the per-card launcher counts 0..C-1 in the pod.
+        (["launch", "train.py", "--cards", "4", "-t", "ascendjob", "--image", "r/x:1"], None,
+         ("--cards=4: the ascendjob target takes whole servers (8 NPUs on module-910b-8): the operator's ranktable "
+          "names each NPU by its id on the host")),
+        (["launch", "train.py", "--cards", "16", "--host-arch", "huawei-arm"], None,
+         "--host-arch=huawei-arm: module-910b-16 servers (Atlas 200T A2 Box16) have x86 hosts"),
+        (["launch"], 'entry = "train.py"\ncards = 16\naccelerator-type = "half"\n',
+         "[tool.npu-migrate.launch] accelerator-type=half servers have 4 NPUs"),
         (["launch", "train.py", "--nodes", "4097"], None, "--nodes must be between 1 and 4096"),
         (["launch", "train.py", "--max-restarts", "-1"], None, "--max-restarts must be between 0 and 100"),
         (["launch", "train.py", "--host-arch", "aarch64"], None, "huawei-arm or huawei-x86"),
@@ -132,6 +161,32 @@ def test_bad_settings_give_one_line_and_exit_2_writing_nothing(run_cli, project,
     assert not (project / "launch").exists()
 
 
+@pytest.mark.parametrize(("args", "selector"), [
+    ((), "module-910b-8"), (("--cards", "16"), "module-910b-16\n          host-arch: huawei-x86"),
+    (("--cards", "16", "--accelerator-type", "module-a3-16"), "module-a3-16"),
+    (("--cards", "16", "--accelerator-type", "site-label"), "site-label"),  # a label of the site's own: not checked
+    (("--cards", "8", "--accelerator", "ascend-910"), "module"),
+])
+def test_counts_the_servers_have_are_accepted(run_cli, project, args, selector):
+    result = run_cli("launch", "train.py", "-t", "volcano", "--image", "r/x:1", *args, "--write", cwd=project)
+    assert result.exit_code == 0, result.stderr
+    assert f"accelerator-type: {selector}\n" in (project / "launch" / "volcano-job.yaml").read_text(encoding="utf-8")
+
+
+def test_pods_taking_part_of_a_server_are_a_warning_on_910b(run_cli, project):
+    result = run_cli("launch", "train.py", "--nodes", "2", "--cards", "4", "-t", "volcano", "--image", "r/x:1",
+                     "--write", cwd=project)
+    assert result.exit_code == 0, result.stderr
+    assert ("warning: each of the 2 pods asks for 4 of the 8 NPUs of a module-910b-8 server; some releases of "
+            "Volcano's Ascend plugin schedule a multi-node job only on whole servers (--cards 8)") in result.stderr
+    # One node, or the whole server: no warning; launchers alone: the scheduler is not involved.
+    for args in (("--nodes", "1", "--cards", "4", "-t", "volcano", "--image", "r/x:1"),
+                 ("--nodes", "2", "--cards", "8", "-t", "volcano", "--image", "r/x:1"),
+                 ("--nodes", "2", "--cards", "4", "--accelerator", "ascend-910", "-t", "torchrun")):
+        result = run_cli("launch", "train.py", *args, "--out", "other", "--write", cwd=project)
+        assert result.exit_code == 0 and "warning" not in result.stderr, (args, result.stderr)
+
+
 def test_a_directory_in_the_way_is_one_error(run_cli, project):
     (project / "launch" / "torchrun.sh").mkdir(parents=True)
     result = run_cli("launch", "train.py", "--write", cwd=project)
@@ -156,7 +211,9 @@ _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(args=st.lists(_text, max_size=4), nodes=st.integers(1, 64), cards=st.sampled_from([1, 2, 4, 8]))
 def test_generation_is_deterministic_and_a_rewrite_is_a_no_op(run_cli, project, args, nodes, cards):
-    base = ["launch", "train.py", "-t", ALL, "--image", "r/x:1", "--nodes", str(nodes), "--cards", str(cards)]
+    # An AscendJob takes whole servers (8 NPUs here); every other target takes any count.
+    targets = ALL if cards == 8 else ",".join(t for t in TARGETS if t != "ascendjob")
+    base = ["launch", "train.py", "-t", targets, "--image", "r/x:1", "--nodes", str(nodes), "--cards", str(cards)]
     assert run_cli(*base, "--write", "--", *args, cwd=project).exit_code == 0
     first = read_files(project)
     assert run_cli(*base, "--write", "--", *args, cwd=project).exit_code == 0

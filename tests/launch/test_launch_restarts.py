@@ -6,6 +6,10 @@ recorder of test_launch_scripts.py (it also stands in for torchrun and for
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from npu_migrate.launch.plan import build_plan
@@ -103,6 +107,52 @@ def test_no_cann_is_said_clearly(project, recorder):  # noqa: F811
     assert "launcher: no CANN environment: ASCEND_HOME_PATH is unset and no set_env.sh was found" in proc.stderr
 
 
+def _set_env(path: Path, home: Path) -> None:
+    """A CANN package's set_env.sh (toolkit or nnae) that marks where it was sourced from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"export ASCEND_HOME_PATH={home}\nexport CANN_MARK={path}\n", encoding="utf-8")
+
+
+def test_the_nnae_package_is_sourced_where_no_toolkit_is(project, recorder, tmp_path):  # noqa: F811
+    """Training images often carry only nnae, CANN's deployment package (Ascend's model-zoo
+    env_npu.sh sources nnae/set_env.sh where ascend-toolkit is missing)."""
+    nnae = tmp_path / "user" / "Ascend" / "nnae" / "set_env.sh"
+    _set_env(nnae, nnae.parent / "latest")
+    out = _write(project, nodes=1, cards=1)
+    proc, [call] = _run(out / "torchrun.sh", recorder, {"HOME": str(tmp_path / "user")})
+    assert proc.returncode == 0, proc.stderr
+    assert f"sourcing the CANN environment from {nnae}" in proc.stderr and "no CANN" not in proc.stderr
+    assert call["env"]["CANN_MARK"] == str(nnae)
+
+
+@pytest.mark.parametrize("package", ["ascend-toolkit", "nnae"])
+def test_the_install_root_cann_recorded_is_used(project, recorder, tmp_path, package):  # noqa: F811
+    """CANN's installer records a non-default root in /etc/Ascend/ascend_cann_install.info
+    (Install_Path=...); the launcher reads it (here from a copy, the script pointed at it)."""
+    root = tmp_path / "opt" / "cann"
+    _set_env(root / package / "set_env.sh", root / package / "latest")
+    info = tmp_path / "ascend_cann_install.info"
+    info.write_text(f"Install_Path={root}\n", encoding="utf-8")
+    out = _write(project, nodes=1, cards=1)
+    script = out / "torchrun.sh"
+    text = script.read_text(encoding="utf-8")
+    assert "sed -n 's/^Install_Path=//p' /etc/Ascend/ascend_cann_install.info" in text
+    script.write_text(text.replace("/etc/Ascend/ascend_cann_install.info", str(info)), encoding="utf-8")
+    proc, [call] = _run(script, recorder, {"HOME": "/nowhere"})
+    assert proc.returncode == 0, proc.stderr
+    assert call["env"]["CANN_MARK"] == str(root / package / "set_env.sh")
+
+
+def test_an_unset_home_does_not_stop_the_launcher(project, recorder):  # noqa: F811
+    out = _write(project, nodes=1, cards=1)
+    env = {k: v for k, v in os.environ.items() if k != "HOME"}
+    proc = subprocess.run(["env", "-u", "HOME", "bash", str(out / "torchrun.sh")], capture_output=True, text=True,
+                          timeout=60, env={**env, "PYTHON": str(recorder), "NPU_PREFLIGHT": "0",
+                                           "RECORD": str(out / "record.jsonl")}, cwd="/", check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "unbound variable" not in proc.stderr and "no CANN environment" in proc.stderr
+
+
 # --- HCCL timeouts from the entry script --------------------------------------------------
 
 
@@ -125,6 +175,22 @@ def test_hccl_timeouts_follow_init_process_group(project, timeout, accelerator, 
     assert int(execute) % 68 == 0 and 120 <= int(connect) <= 7200
     if timeout and "args" not in timeout:
         assert "train.py:4 init_process_group(timeout=" in launcher.text
+
+
+@pytest.mark.parametrize(("source", "connect", "execute"), [
+    ("TIMEOUT = timedelta(minutes=90)\n\ndist.init_process_group('hccl', timeout=TIMEOUT)\n", "5400", "5440"),
+    # Bound twice (or changed later): not a constant, the defaults stay.
+    (("TIMEOUT = timedelta(minutes=90)\nTIMEOUT = timedelta(minutes=5)\n"
+      "dist.init_process_group('hccl', timeout=TIMEOUT)\n"), "1200", "1836"),
+    (("TIMEOUT = timedelta(minutes=90)\n\ndef main(t):\n    TIMEOUT = t\n"
+      "    dist.init_process_group('hccl', timeout=TIMEOUT)\n"), "1200", "1836"),
+])
+def test_hccl_timeouts_follow_a_module_constant(project, source, connect, execute):
+    (project / "train.py").write_text(f"from datetime import timedelta\n{source}", encoding="utf-8")
+    plan = build_plan({}, {"entry": str(project / "train.py")}, project)
+    [launcher] = render(plan)
+    assert f"HCCL_CONNECT_TIMEOUT=${{HCCL_CONNECT_TIMEOUT:-{connect}}}" in launcher.text
+    assert f"HCCL_EXEC_TIMEOUT=${{HCCL_EXEC_TIMEOUT:-{execute}}}" in launcher.text
 
 
 def test_max_restarts_sets_the_launchers_bound(project, recorder):  # noqa: F811

@@ -20,6 +20,9 @@ import pytest
 from npu_migrate.launch.plan import build_plan
 from npu_migrate.launch.targets import render
 
+# Every test here starts bash and stand-in interpreters: a hung launcher must fail the test.
+pytestmark = pytest.mark.timeout(180)
+
 SCRIPTS = ("torchrun.sh", "torch_npu_run.sh", "ranktable.sh", "modelarts.sh")
 RECORDED = ("RANK_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_SIZE", "RANK_TABLE_FILE", "HCCL_CONNECT_TIMEOUT",
             "HCCL_IF_BASE_PORT", "MASTER_PORT", "EXTRA", "ASCEND_HOME_PATH", "CANN_MARK", "HCCL_EXEC_TIMEOUT")
@@ -164,9 +167,27 @@ def test_the_preflight_runs_first_and_stops_the_launch(project, tmp_path):
     proc = subprocess.run(["bash", str(out / "torchrun.sh")], env={**os.environ, "PYTHON": str(fake)},
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("launcher: not starting: the node preflight failed (exit 1)")
     calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
     assert calls == [("-m npu_runtime.preflight --nodes 1 --cards 2 --node-rank 0 --accelerator ascend-910b "
                       "--master 127.0.0.1:29500")]
+
+
+def test_an_interpreter_without_npu_runtime_is_told_what_to_do(project, tmp_path):
+    """$PYTHON without npu-runtime (python's own 'No module named' line), then one line saying
+    how to go on; nothing is started."""
+    out = _write(project, nodes=1, cards=2)
+    bare = tmp_path / "python-without-runtime"
+    bare.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/calls\n"
+                    "echo \"$0: No module named npu_runtime\" >&2; exit 1\n", encoding="utf-8")
+    bare.chmod(0o755)
+    proc = subprocess.run(["bash", str(out / "torchrun.sh")], env={**os.environ, "PYTHON": str(bare)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "launcher: not starting: the node preflight failed (exit 1): fix what it names above; if "
+        f"{bare} has no npu_runtime, pip install npu-runtime there; NPU_PREFLIGHT=0 skips the check")
+    assert len((tmp_path / "calls").read_text(encoding="utf-8").splitlines()) == 1  # the preflight only
 
 
 def test_ranktable_launcher_starts_one_process_per_card(project, recorder):

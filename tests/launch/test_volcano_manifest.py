@@ -114,3 +114,35 @@ def test_validator_rejects_each_fault(project, mutate, expected):
     mutate(bad)
     errors = job_errors(bad)
     assert any(expected in e for e in errors), errors
+
+
+def _preflight_sysctl(tmp_path, port_range: str) -> list[str]:
+    """The node preflight's sysctl check of a 2 x 8 job on a pod whose network namespace has
+    ``port_range`` and no reserved ports (a new namespace's state)."""
+    from npu_runtime.preflight import sysctl
+    from npu_runtime.preflight.context import Context
+
+    proc = tmp_path / "proc"
+    for name, value in {"net.ipv4.ip_local_port_range": port_range, "net.ipv4.ip_local_reserved_ports": "",
+                        "net.core.somaxconn": "4096", "net.ipv4.tcp_max_syn_backlog": "1024"}.items():
+        path = proc / "sys" / name.replace(".", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n", encoding="ascii")
+    ctx = Context({}, nodes=2, cards=8, node_rank=0, proc_root=proc)
+    sysctl.check(ctx)
+    return [p.line() for p in ctx.problems]
+
+
+@pytest.mark.parametrize(("env", "span"), [({}, "32768 59999"), ({"HCCL_IF_BASE_PORT": "33000"}, "33016 60999")])
+def test_multi_node_pods_keep_hccls_ports_out_of_the_ephemeral_range(project, tmp_path, env, span):
+    """A pod's network namespace starts with the kernel's 32768-60999 and nothing reserved:
+    HCCL's 60000-60015 would be ephemeral, and the preflight in the pod would stop the job.
+    The pod sysctl (safe in every Kubernetes release) moves the range; the preflight agrees."""
+    job = _job(project, nodes=2, cards=8, env=env)
+    pod = job["spec"]["tasks"][0]["template"]["spec"]
+    assert pod["securityContext"] == {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": span}]}
+    assert job_errors(job) == []
+    if not env:
+        assert _preflight_sysctl(tmp_path / "pod", span.replace(" ", "\t")) == []
+        assert any("not all reserved" in line for line in _preflight_sysctl(tmp_path / "bare", "32768\t60999"))
+    assert "securityContext" not in _job(project, nodes=1, cards=8)["spec"]["tasks"][0]["template"]["spec"]

@@ -24,6 +24,10 @@ from npu_runtime.preflight.cli import main
 
 from ._helpers import free_port, write_ranktable_v1
 
+# The checks run fake npu-smi / hccn_tool / interpreters (and one test the real preflight,
+# whose stack probe may take minutes under load): a hung tool must fail the test.
+pytestmark = pytest.mark.timeout(400)
+
 
 def _local_address() -> str:
     """This machine's address on its network (not loopback): a multi-node job's master
@@ -55,7 +59,11 @@ def _case(var: str, values: dict[str, str], default: str) -> str:
 
 
 def npu_smi(state: dict) -> str:
-    """A fake npu-smi: ``info -l`` (Total Count, NPU ID, Chip Count) and ``info -t health -i N``."""
+    """A fake npu-smi: ``info -l`` (Total Count, NPU ID, Chip Count) and ``info -t health -i N``;
+    ``state["listing"]``, when given, is what ``info -l`` prints instead (exit 0)."""
+    if state.get("listing") is not None:
+        return (f"#!/bin/sh\nif [ \"$1 $2\" = 'info -l' ]; then printf '%s\\n' '{state['listing']}'; "
+                "else echo 'Health Status : OK'; fi\n")
     listing = "".join(f"printf '\\n        NPU ID                         : {i}\\n"
                       f"        Chip Count                     : 1\\n'\n" for i in range(state["count"]))
     fail = "echo 'dcmi module initialize failed. ret is -8005'; exit 1\n" if state.get("fail") else ""
@@ -188,6 +196,37 @@ def test_a_node_without_npus_is_never_ready(torchrun_node):
     assert "preflight: 4 problem(s)" in err
 
 
+@pytest.mark.timeout(300)
+def test_a_torch_npu_package_of_another_torch_is_one_line(tmp_path):
+    """A real (fake) torch_npu distribution beside this machine's torch, asked of a real
+    interpreter: its version does not pair with torch, whatever its import then does."""
+    site = tmp_path / "site"
+    (site / "torch_npu").mkdir(parents=True)
+    (site / "torch_npu" / "__init__.py").write_text("__version__ = '2.1.0.post3'\n", encoding="utf-8")
+    meta = site / "torch_npu-2.1.0.post3.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.1.0.post3\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "npu_runtime.preflight", "--nodes", "1", "--cards", "8",
+                           "--ascend-root", str(tmp_path / "none")], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "PYTHONPATH": str(site)}, check=False)
+    stack = [line for line in proc.stdout.splitlines() if line.startswith("stack: torch")]
+    assert proc.returncode == 1 and len(stack) == 1, proc.stdout
+    assert "and torch_npu 2.1.0.post3 do not pair (torch_npu X.Y needs torch X.Y)" in stack[0]
+    assert "torch_npu 2.1.0.post3" in proc.stderr and "is ready" not in proc.stderr
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("stack: import torch_npu")]
+
+
+def test_the_nnae_package_counts_as_cann(torchrun_node):
+    """Training images often carry CANN's deployment package (nnae) instead of the toolkit."""
+    torchrun_node.cann = None
+    info = torchrun_node.root / "Ascend" / "nnae" / "latest" / "aarch64-linux" / "ascend_nnae_install.info"
+    info.parent.mkdir(parents=True)
+    info.write_text("package_name=Ascend-cann-nnae\nversion=8.0.RC3\n", encoding="utf-8")
+    code, lines, err = torchrun_node.run()
+    assert (code, lines) == (0, []), err
+    assert "CANN 8.0.RC3" in err
+
+
 def test_device_files_without_npu_smi_are_a_problem_too(torchrun_node):
     torchrun_node.npu_smi = None
     torchrun_node.run()  # creates the node's directories
@@ -287,10 +326,41 @@ ON_TORCHRUN_NODE = {
                       "ASCEND_RT_VISIBLE_DEVICES"),
     "fewer NPUs than processes": ({("npu_smi", "count"): 4}, "npus",
                                   "starts 8 processes per node but npu-smi lists 4 NPU(s)"),
+    "node rank beyond the nodes": ({("flags", "node-rank"): "2"}, "launch env",
+                                   "--node-rank says this is node 2, but the job has 2 node(s) (0..1)"),
+    "NODE_RANK beyond the nodes": ({("flags", "node-rank"): DELETE, ("env", "NODE_RANK"): "5"}, "launch env",
+                                   "NODE_RANK says this is node 5, but the job has 2 node(s)"),
+    "NODE_RANK not a number": ({("flags", "node-rank"): DELETE, ("env", "NODE_RANK"): "one"}, "launch env",
+                               "NODE_RANK='one' is not an integer"),
+    # NODE_RANK alone (no --node-rank) places the node: node 1 must not host the master.
+    "NODE_RANK 1 on the master address": ({("flags", "node-rank"): DELETE, ("env", "NODE_RANK"): "1"}, "rendezvous",
+                                          "is this host, but this is node 1"),
+    "npu-smi prints nothing": ({("npu_smi", "listing"): ""}, "npus", "printed no NPU list (no output)"),
+    "npu-smi prints an error with exit 0": ({("npu_smi", "listing"): "Error: dcmi module initialize failed"}, "npus",
+                                            "printed no NPU list (Error: dcmi module initialize failed)"),
+    "npu-smi prints a count without NPUs": ({("npu_smi", "listing"): "Total Count : 8"}, "npus",
+                                            "Total Count : 8 but no NPU ID line", "health are unknown"),
+    "npu-smi lists fewer NPUs than its count": (
+        {("npu_smi", "listing"): "Total Count : 8\nNPU ID : 0\nChip Count : 1"}, "npus",
+        "says Total Count : 8 but lists 1 NPU ID(s) (0)"),
+    "npu-smi lists no NPU": ({("npu_smi", "listing"): "Total Count : 0"}, "npus", "npu-smi lists no NPU on this node"),
+    "HCCL_CONNECT_TIMEOUT not a number": ({("env", "HCCL_CONNECT_TIMEOUT"): "20m"}, "hccl",
+                                          "HCCL_CONNECT_TIMEOUT='20m' is not a whole number of seconds"),
+    "HCCL_CONNECT_TIMEOUT below its range": ({("env", "HCCL_CONNECT_TIMEOUT"): "60"}, "hccl",
+                                             "HCCL_CONNECT_TIMEOUT='60' is outside HCCL's range 120-7200"),
+    "HCCL_EXEC_TIMEOUT not a number": ({("env", "HCCL_EXEC_TIMEOUT"): "30m"}, "hccl", "HCCL_EXEC_TIMEOUT='30m'"),
+    "visible devices with an empty id": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,,1,2,3,4,5,6,7"}, "npus",
+                                         "is not a comma-separated list of NPU ids"),
+    "visible device repeated": ({("env", "ASCEND_RT_VISIBLE_DEVICES"): "0,0,1,2,3,4,5,6"}, "npus",
+                                "is not ascending (or repeats an id)"),
     "NPU driver broken": ({("npu_smi", "fail"): True}, "npus",
                           "`npu-smi info -l` failed (exit 1): dcmi module initialize failed"),
     "torch and torch_npu do not pair": ({("stack", "torch-npu"): "2.3.1"}, "stack",
                                         "torch 2.4.0+cpu and torch_npu 2.3.1 do not pair"),
+    "torch_npu of another torch, failing to import": (
+        {("stack", "torch-npu"): "2.1.0.post3", ("stack", "error"): "ImportError: undefined symbol: _ZN3c10"},
+        "stack", "torch 2.4.0+cpu and torch_npu 2.1.0.post3 do not pair",
+        "; import torch_npu fails: ImportError: undefined symbol"),
     "torch_npu does not import": ({("stack", "error"): "OSError: libhccl.so: cannot open shared object file"},
                                   "stack", "import torch_npu fails: OSError: libhccl.so", "set_env.sh"),
     "torch_npu sees no NPU": ({("stack", "npus"): 0}, "stack", "sees 0 NPUs"),
@@ -353,6 +423,21 @@ def test_ranktable_unsupported_npus_per_server(tmp_path, ranktable_node):
     ranktable_node.flags["cards"] = "3"
     _assert_one(ranktable_node, "ranktable", f"server {THIS_HOST} has 3 NPUs",
                 "Atlas training servers take 1, 2, 4, 8 NPUs per server")
+
+
+def test_a_16_npu_server_with_a_version_1_0_table_passes(tmp_path, ranktable_node):
+    """The Atlas 200T A2 Box16: npu-smi lists 16 NPUs, and the Ascend Operator writes a
+    version 1.0 table (1.2 is for A3 SuperPoD jobs) with 16 devices per server."""
+    ranktable_node.npu_smi = {"count": 16, "health": {}}
+    ranktable_node.table = _table(tmp_path, [(THIS_HOST, list(range(16))), (OTHER_HOST, list(range(16)))])
+    ranktable_node.env["RANK_SIZE"] = "32"
+    ranktable_node.flags["cards"] = "16"
+    code, lines, err = ranktable_node.run()
+    assert (code, lines) == (0, []), err
+    ranktable_node.npu_smi = {"count": 8, "health": {}}  # an 8-NPU server given the same table
+    code, lines, _err = ranktable_node.run()
+    assert code == 1 and any("has 16 NPUs; Atlas training servers take 1, 2, 4, 8 NPUs per server" in line
+                             for line in lines), lines
 
 
 def test_an_environment_init_distributed_would_reject(tmp_path):

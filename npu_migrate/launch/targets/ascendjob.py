@@ -7,7 +7,8 @@ AscendJob API reference (docs/launch.md lists the sources):
 
 - labels ``framework: pytorch`` and ``ring-controller.atlas`` on the job and its pods;
 - ``schedulerName: volcano`` with ``runPolicy.schedulingPolicy`` (``minAvailable`` = the
-  pod count, ``queue``): gang scheduling; ``runPolicy.backoffLimit``: whole-job retries;
+  pod count, ``queue``): gang scheduling; restarts through MindCluster's retry labels
+  (``fault-scheduling``, ``fault-retry-times``) bounded by ``runPolicy.backoffLimit``;
 - ``replicaSpecs``: ``Master`` (1 pod, node 0) and ``Worker`` (the other nodes), each
   with ``restartPolicy: Never``, a container named ``ascend`` (the operator looks for it)
   with the port ``ascendjob-port``, the NPU resource, ``ASCEND_VISIBLE_DEVICES`` from the
@@ -89,8 +90,23 @@ def _template(plan: LaunchPlan) -> dict:
             "affinity": pod.one_pod_per_node(JOB_NAME_LABEL, plan.job_name),
             "containers": [container],
             "volumes": volumes,
+            **({"securityContext": ctx} if (ctx := pod.security_context(plan)) else {}),
         },
     }
+
+
+def _job_labels(plan: LaunchPlan) -> dict:
+    """``framework`` and ``ring-controller.atlas``; with restarts, MindCluster's retry labels.
+
+    The operator fails the whole job on the first failed pod of a ``restartPolicy: Never``
+    replica unless the job is an "unconditional retry" job: ``fault-retry-times: N`` (a
+    positive count; MindCluster asks for ``restartPolicy: Never`` with it) together with
+    rescheduling, ``fault-scheduling`` (``grace``: the pods get SIGTERM and time to exit).
+    ``runPolicy.backoffLimit`` then bounds the reschedules."""
+    labels = {"framework": "pytorch", "ring-controller.atlas": plan.accelerator}
+    if plan.max_restarts > 0:
+        labels |= {"fault-scheduling": "grace", "fault-retry-times": str(plan.max_restarts)}
+    return labels
 
 
 def job(plan: LaunchPlan) -> dict:
@@ -100,8 +116,7 @@ def job(plan: LaunchPlan) -> dict:
     return {
         "apiVersion": "mindxdl.gitee.com/v1",
         "kind": "AscendJob",
-        "metadata": {"name": plan.job_name, "namespace": plan.namespace,
-                     "labels": {"framework": "pytorch", "ring-controller.atlas": plan.accelerator}},
+        "metadata": {"name": plan.job_name, "namespace": plan.namespace, "labels": _job_labels(plan)},
         "spec": {
             "schedulerName": "volcano",
             "runPolicy": {"backoffLimit": plan.max_restarts,
@@ -122,7 +137,11 @@ def render(plan: LaunchPlan) -> list[Artifact]:
         f"# Submit: kubectl apply -f {path}",
         f"# The image holds the project at {plan.workdir} (with {plan.out_path(RANKTABLE_FILE)}), torch, torch_npu",
         "# and npu-runtime; each pod runs that launcher with NODE_RANK=$RANK (the operator's node rank).",
-        "# The operator retries the whole job up to runPolicy.backoffLimit times, whatever the exit class.",
+        ("# The operator reschedules the whole job after a failed pod up to fault-retry-times (and "
+         "runPolicy.backoffLimit)" if plan.max_restarts > 0 else
+         "# --max-restarts 0: no retry labels, so the operator fails the job on the first failed pod."),
+        *(["# times, whatever the exit class (MindCluster's unconditional retry; Volcano must run its Ascend plugin)."]
+          if plan.max_restarts > 0 else []),
     ]
     body = yaml.safe_dump_all([configmap(plan), job(plan)], sort_keys=False, default_flow_style=False, width=120)
     return [Artifact(path, "\n".join(header) + "\n" + body, executable=False)]

@@ -11,7 +11,13 @@ device plugin and Volcano's scheduler need:
 - one pod per node: a required pod anti-affinity on ``kubernetes.io/hostname``;
 - optional hostPath mounts of the driver and ``npu-smi`` for clusters without Ascend
   Docker Runtime (``--driver-mounts``);
-- a memory-backed ``/dev/shm`` (DataLoader workers).
+- a memory-backed ``/dev/shm`` (DataLoader workers);
+- multi-node: HCCL's 16 ports (``HCCL_IF_BASE_PORT``, 60000) kept out of the pod's
+  ephemeral port range with the pod sysctl ``net.ipv4.ip_local_port_range`` (namespaced,
+  and on the kubelet's safe list in every Kubernetes release, unlike
+  ``ip_local_reserved_ports``, safe only from 1.27): a pod's network namespace starts
+  with the kernel's 32768-60999, where any outgoing connection could take an HCCL port
+  first, and the node preflight in the pod stops the launch on it.
 """
 
 from __future__ import annotations
@@ -57,3 +63,21 @@ def volumes(plan: LaunchPlan) -> tuple[list[dict], list[dict]]:
             mounts.append({"name": name, "mountPath": path, "readOnly": True})
             vols.append({"name": name, "hostPath": {"path": path}})
     return mounts, vols
+
+
+EPHEMERAL = (32768, 60999)  # the kernel's default net.ipv4.ip_local_port_range
+
+
+def security_context(plan: LaunchPlan) -> dict | None:
+    """The pod sysctl that keeps HCCL's ports out of the ephemeral range (multi-node jobs),
+    or None where they already lie outside it (or the base port is not a number here)."""
+    raw = dict(plan.env).get("HCCL_IF_BASE_PORT", "60000")
+    if not plan.multi_node or not raw.isdigit():
+        return None
+    low, high = EPHEMERAL
+    first, last = int(raw), int(raw) + 15
+    if last < low or first > high:
+        return None
+    below, above = first - low, high - last  # the larger side stays ephemeral
+    span = f"{low} {first - 1}" if below >= above else f"{last + 1} {high}"
+    return {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": span}]}

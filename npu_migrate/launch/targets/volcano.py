@@ -101,6 +101,7 @@ def job(plan: LaunchPlan) -> dict:
                             "affinity": pod.one_pod_per_node("app", plan.job_name),
                             "containers": [container],
                             "volumes": volumes,
+                            **({"securityContext": ctx} if (ctx := pod.security_context(plan)) else {}),
                         },
                     },
                 }

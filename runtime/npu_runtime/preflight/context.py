@@ -92,6 +92,23 @@ class Context:
         return self.spec.world_size if self.spec is not None else None
 
     @property
+    def node_index(self) -> int | None:
+        """This node's index: --node-rank, else the launcher's NODE_RANK, else what the
+        environment resolved to (a torchrun worker's GROUP_RANK, a Volcano pod's index)."""
+        if self.node_rank is not None:
+            return self.node_rank
+        raw = self.environ.get("NODE_RANK", "").strip()
+        if raw.isascii() and raw.isdigit():
+            return int(raw)
+        return self.spec.node_rank if self.spec is not None else None
+
+    @property
+    def node_index_valid(self) -> bool:
+        """False when the node's index is not one of the job's nodes (reported by launch_env)."""
+        index, nodes = self.node_index, self.job_nodes
+        return index is None or nodes is None or 0 <= index < nodes
+
+    @property
     def multi_node(self) -> bool:
         nodes = self.job_nodes
         return nodes is not None and nodes > 1

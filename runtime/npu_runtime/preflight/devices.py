@@ -19,22 +19,26 @@ ATLAS_CARDS = (1, 2, 4, 8)
 _FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*(.*?)\s*$")
 
 
-def allowed_cards(ranktable_version: str | None = None) -> tuple[int, ...]:
-    """NPUs per server an Atlas training server takes; A3 (ranktable 1.2) nodes also 16."""
-    return (*ATLAS_CARDS, 16) if ranktable_version and ranktable_version.startswith("1.2") else ATLAS_CARDS
+def allowed_cards(ranktable_version: str | None = None, device_count: int | None = None) -> tuple[int, ...]:
+    """NPUs per server an Atlas training server takes; 16 on a 16-NPU server: one whose
+    npu-smi lists 16 (Atlas 200T A2 Box16, whose operator-made tables are version 1.0), or
+    an A3 SuperPoD server (ranktable version 1.2)."""
+    sixteen = (ranktable_version or "").startswith("1.2") or (device_count or 0) >= 16
+    return (*ATLAS_CARDS, 16) if sixteen else ATLAS_CARDS
 
 
-def cards_rule(ranktable_version: str | None = None) -> str:
-    return f"Atlas training servers take {', '.join(map(str, allowed_cards(ranktable_version)))} NPUs per server"
+def cards_rule(ranktable_version: str | None = None, device_count: int | None = None) -> str:
+    allowed = allowed_cards(ranktable_version, device_count)
+    return f"Atlas training servers take {', '.join(map(str, allowed))} NPUs per server"
 
 
 def _cards_rule(ctx: Context, cards: int | None, count: int | None) -> None:
-    """1, 2, 4 or 8 per server; 16 where the node has 16 NPUs (an Atlas A3 server)."""
+    """1, 2, 4 or 8 per server; 16 where the node has 16 NPUs (Atlas 200T A2 Box16, Atlas A3)."""
     if ctx.table is not None or cards is None:
         return
     allowed = (*ATLAS_CARDS, 16) if count is not None and count >= 16 else ATLAS_CARDS
     if cards not in allowed:
-        ctx.problem(AREA, f"{cards} processes (NPUs) per node; {cards_rule()} (16 on an Atlas A3 server)",
+        ctx.problem(AREA, f"{cards} processes (NPUs) per node; {cards_rule()} (16 on a 16-NPU server)",
                     f"use {', '.join(map(str, ATLAS_CARDS))} NPUs per node (npu-migrate launch --cards N)")
 
 
@@ -94,14 +98,14 @@ def check(ctx: Context) -> None:
     fields = _fields(text)
     npu_ids = [int(v) for k, v in fields if k == "NPU ID" and v.isdigit()]
     chips = [int(v) for k, v in fields if k == "Chip Count" and v.isdigit()]
-    total = next((int(v) for k, v in fields if k == "Total Count" and v.isdigit()), len(npu_ids))
-    ctx.device_count = sum(chips) if chips and len(chips) == len(npu_ids) else total
+    total = next((int(v) for k, v in fields if k == "Total Count" and v.isdigit()), None)
+    if not _listing_understood(ctx, text, npu_ids, total):
+        return
+    ctx.device_count = sum(chips) if chips and len(chips) == len(npu_ids) else len(npu_ids)
     ctx.note(f"npu-smi: {ctx.device_count} NPU device(s)")
     ctx.found["NPUs"] = str(ctx.device_count)
     _cards_rule(ctx, cards, ctx.device_count)
     _visible(ctx, ctx.device_count)
-    if ctx.device_count == 0:
-        ctx.problem(AREA, "npu-smi lists no NPU on this node", "check the driver and the NPUs (npu-smi info; dmesg)")
     if cards is not None and cards > ctx.device_count:
         ctx.problem(AREA, f"the job starts {cards} processes per node but npu-smi lists {ctx.device_count} NPU(s) "
                           "on this node", "start at most one process per NPU (npu-migrate launch --cards N)")
@@ -114,6 +118,29 @@ def check(ctx: Context) -> None:
         elif health.upper() != "OK":
             ctx.problem(AREA, f"NPU {npu} reports health {health} (npu-smi info -t health -i {npu})",
                         "leave it out (ASCEND_RT_VISIBLE_DEVICES, fewer cards) or have the node repaired")
+
+
+def _listing_understood(ctx: Context, text: str, npu_ids: list[int], total: int | None) -> bool:
+    """Whether ``npu-smi info -l`` listed the NPUs (one ``NPU ID`` per NPU, as many as its
+    ``Total Count``). An empty, odd or partial listing is one problem, never a count of 0
+    or 8 taken on trust: the NPUs' health would go unchecked."""
+    if npu_ids and (total is None or total == len(npu_ids)):
+        return True
+    if total == 0 and not npu_ids:
+        ctx.found["NPUs"] = "0"
+        ctx.problem(AREA, "npu-smi lists no NPU on this node (Total Count : 0)",
+                    "check the driver and the NPUs (npu-smi info; dmesg)")
+    elif npu_ids:
+        ctx.found["NPUs"] = f"unclear ({len(npu_ids)} listed, Total Count {total})"
+        ctx.problem(AREA, f"`npu-smi info -l` says Total Count : {total} but lists {len(npu_ids)} NPU ID(s) "
+                          f"({', '.join(map(str, npu_ids))}): some NPUs are not reported",
+                    "check the driver and every NPU (npu-smi info; dmesg) before starting the job")
+    else:
+        ctx.found["NPUs"] = "unknown (npu-smi output not understood)"
+        seen = f"Total Count : {total} but no NPU ID line" if total is not None else _first_line(text)
+        ctx.problem(AREA, f"`npu-smi info -l` printed no NPU list ({seen}): the NPUs and their health are unknown",
+                    "check the driver and the NPUs (npu-smi info; dmesg) before starting the job")
+    return False
 
 
 def _first_line(text: str) -> str:

@@ -33,7 +33,10 @@ def check(ctx: Context) -> None:
     raw = ctx.environ.get("HCCL_CONNECT_TIMEOUT", "").strip()
     low, high = CONNECT_RANGE
     floor = HCCL_CONNECT_TIMEOUT_WITH_RANKTABLE
-    if raw and (not raw.isdigit() or not low <= int(raw) <= high):
+    if raw and not (raw.isascii() and raw.isdigit()):
+        ctx.problem(AREA, f"HCCL_CONNECT_TIMEOUT={raw!r} is not a whole number of seconds (HCCL's range {low}-{high})",
+                    f"export HCCL_CONNECT_TIMEOUT=1200 (any whole number of seconds in {low}-{high})")
+    elif raw and not low <= int(raw) <= high:
         ctx.problem(AREA, f"HCCL_CONNECT_TIMEOUT={raw!r} is outside HCCL's range {low}-{high} s",
                     f"export HCCL_CONNECT_TIMEOUT=1200 (any whole number of seconds in {low}-{high})")
     elif ranktable and (not raw or int(raw) < floor):

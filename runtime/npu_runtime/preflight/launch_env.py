@@ -49,6 +49,7 @@ def check(ctx: Context) -> None:
     _agree(ctx)
     _leftovers(ctx)
     _node_rank_given(ctx)
+    _node_rank_in_range(ctx)
 
 
 # Where a node's index can come from, besides --node-rank.
@@ -67,6 +68,20 @@ def _node_rank_given(ctx: Context) -> None:
     ctx.problem(AREA, f"no node rank in a {ctx.job_nodes}-node job (no --node-rank, NODE_RANK, GROUP_RANK, "
                       "VC_TASK_INDEX or ranktable entry for this host): every node would start as node 0",
                 "give each node its index: NODE_RANK=K bash launch/torchrun.sh (0 on the master)")
+
+
+def _node_rank_in_range(ctx: Context) -> None:
+    """A node index at or above the node count (NODE_RANK=2 in a 2-node job) names a node the
+    job does not have: its ranks would lie beyond the world size, and the rendezvous waits
+    for them until it times out."""
+    nodes = ctx.job_nodes
+    if nodes is None:
+        return
+    for claim in claims(ctx, report=False):
+        if claim.quantity == "node rank" and not 0 <= int(claim.value) < nodes:
+            ctx.problem(AREA, f"{claim.source} says this is node {claim.value}, but the job has {nodes} node(s) "
+                              f"(0..{nodes - 1})", "give each node its index below the node count (0 on the master)")
+            return
 
 
 def _load_table(ctx: Context) -> str | None:
@@ -129,17 +144,19 @@ def _resolve_cards(ctx: Context) -> None:
     ctx.note(f"ranktable: cards 0..{ctx.cards - 1} of node {ctx.node_rank} resolve against the table")
 
 
-def _int_claim(ctx: Context, name: str, quantity: str) -> Iterator[Claim]:
+def _int_claim(ctx: Context, name: str, quantity: str, report: bool = True) -> Iterator[Claim]:
     raw = ctx.environ.get(name)
     if raw is None or not raw.strip():
         return
     try:
         yield Claim(quantity, name, int(raw.strip()))
     except ValueError:
-        ctx.problem(AREA, f"{name}={raw!r} is not an integer", f"set {name} to a whole number or unset it")
+        if report:
+            ctx.problem(AREA, f"{name}={raw!r} is not an integer", f"set {name} to a whole number or unset it")
 
 
-def claims(ctx: Context) -> list[Claim]:
+def claims(ctx: Context, report: bool = True) -> list[Claim]:
+    """What every source says about the job's shape; ``report``: a non-integer is a problem line."""
     env = ctx.environ
     out: list[Claim] = []
     for flag, quantity, value in (("--nodes", "node count", ctx.nodes), ("--cards", "NPUs per node", ctx.cards),
@@ -153,13 +170,13 @@ def claims(ctx: Context) -> list[Claim]:
     for name, quantity in (("WORLD_SIZE", "world size"), ("RANK_SIZE", "world size"),
                            ("LOCAL_WORLD_SIZE", "NPUs per node"), ("MA_NUM_GPUS", "NPUs per node"),
                            ("MA_NUM_HOSTS", "node count"), ("VC_WORKER_NUM", "node count"),
-                           ("VC_TASK_INDEX", "node rank"), ("GROUP_RANK", "node rank"),
+                           ("NODE_RANK", "node rank"), ("VC_TASK_INDEX", "node rank"), ("GROUP_RANK", "node rank"),
                            ("MASTER_PORT", "master port")):
-        out += _int_claim(ctx, name, quantity)
+        out += _int_claim(ctx, name, quantity, report)
     local_rank = env.get("LOCAL_RANK")
     if _env.is_local_rank_list(local_rank):  # Ascend Operator: RANK is the node rank
         out.append(Claim("NPUs per node", "LOCAL_RANK", len(_env.parse_local_rank_list(local_rank))))
-        out += _int_claim(ctx, "RANK", "node rank")
+        out += _int_claim(ctx, "RANK", "node rank", report)
     if env.get("MASTER_ADDR"):
         out.append(Claim("master address", "MASTER_ADDR", env["MASTER_ADDR"]))
     hosts = [h.strip() for h in env.get("VC_WORKER_HOSTS", "").split(",") if h.strip()]

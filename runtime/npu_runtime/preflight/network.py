@@ -103,7 +103,10 @@ def check(ctx: Context) -> None:
         ctx.problem(AREA, f"MASTER_ADDR {host} is a loopback address in a {ctx.job_nodes}-node job: the other "
                           "nodes cannot reach it", "set MASTER_ADDR to node 0's address on the network between nodes")
         return
-    node_rank = ctx.node_rank if ctx.node_rank is not None else (ctx.spec.node_rank if ctx.spec else None)
+    if not ctx.node_index_valid:
+        ctx.note("rendezvous not checked: this node's index is not one of the job's nodes")
+        return
+    node_rank = ctx.node_index
     started = _env.detect_source(ctx.environ) == _env.TORCHRUN  # inside a worker: the store is up
     if any(_is_local(family, ip) for family, ip in addresses):
         if node_rank not in (None, 0):

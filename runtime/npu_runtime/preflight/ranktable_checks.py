@@ -57,11 +57,11 @@ def _this_host(ctx: Context, where: str) -> None:
 def _cards_per_server(ctx: Context, where: str) -> None:
     table = ctx.table
     counts = {sid: len(table.server_devices(i)) for i, (sid, _ip) in enumerate(table.servers())}
-    allowed = allowed_cards(table.version)
+    allowed = allowed_cards(table.version, ctx.device_count)
     odd = {sid: n for sid, n in counts.items() if n not in allowed}
     if odd:
         sid, n = next(iter(odd.items()))
-        ctx.problem(AREA, f"{where}: server {sid} has {n} NPUs; {cards_rule(table.version)}",
+        ctx.problem(AREA, f"{where}: server {sid} has {n} NPUs; {cards_rule(table.version, ctx.device_count)}",
                     f"use {', '.join(map(str, allowed))} NPUs per server")
     elif len(set(counts.values())) > 1:
         shown = ", ".join(f"{sid}: {n}" for sid, n in counts.items())

@@ -4,7 +4,8 @@ torch and torch_npu (importable, and paired: torch_npu X.Y needs torch X.Y).
 - driver: ``<ascend root>/driver/version.info`` (``Version=24.1.rc2``);
 - CANN: ``ASCEND_HOME_PATH`` / ``ASCEND_TOOLKIT_HOME`` (set by CANN's ``set_env.sh``),
   else ``<ascend root>/ascend-toolkit/latest``; its version from
-  ``*/ascend_toolkit_install.info`` (``version=8.0.RC2``) or ``version.cfg``;
+  ``*/ascend_<package>_install.info`` (``version=8.0.RC2``) or ``version.cfg``; the
+  deployment-only ``nnae`` package counts as CANN too;
 - torch / torch_npu: asked of the job's interpreter (``--python``, default the one
   running the preflight) in a child process, so that an ``import torch_npu`` that
   fails (``libhccl.so: cannot open shared object file`` without CANN) or crashes is a
@@ -59,12 +60,15 @@ def cann_home(ctx: Context) -> Path | None:
         value = ctx.environ.get(name, "").strip()
         if value and Path(value).is_dir():
             return Path(value)
-    default = ctx.ascend_root / "ascend-toolkit" / "latest"
-    return default if default.is_dir() else None
+    for package in ("ascend-toolkit", "nnae"):  # the toolkit, or the deployment-only nnae package
+        default = ctx.ascend_root / package / "latest"
+        if default.is_dir():
+            return default
+    return None
 
 
 def cann_version(home: Path) -> str | None:
-    for info in sorted(home.glob("*/ascend_toolkit_install.info")):
+    for info in sorted(home.glob("*/ascend_*_install.info")):
         version = _version_in(info)
         if version:
             return version
@@ -87,7 +91,8 @@ def check(ctx: Context) -> None:
     ctx.found["CANN"] = version or ("found, version unknown" if home is not None else "none")
     if home is None:
         ctx.problem(AREA, "no CANN: ASCEND_HOME_PATH and ASCEND_TOOLKIT_HOME are unset and "
-                          f"{ctx.ascend_root / 'ascend-toolkit' / 'latest'} does not exist",
+                          f"neither {ctx.ascend_root / 'ascend-toolkit' / 'latest'} nor "
+                          f"{ctx.ascend_root / 'nnae' / 'latest'} exists",
                     "install the CANN toolkit and source its set_env.sh "
                     "(source /usr/local/Ascend/ascend-toolkit/set_env.sh)")
     _python_stack(ctx)
@@ -115,6 +120,11 @@ def _python_stack(ctx: Context) -> None:
     elif torch_npu is None:
         ctx.problem(AREA, f"torch_npu is not installed for {ctx.python}",
                     "pip install torch-npu==X.Y.* matching torch's X.Y (with CANN installed)")
+    elif not _paired(torch, torch_npu):
+        failing = f"; import torch_npu fails: {error}" if error else ""
+        ctx.problem(AREA, f"torch {torch} and torch_npu {torch_npu} do not pair (torch_npu X.Y needs torch X.Y)"
+                          f"{failing}",
+                    f"install the torch-npu release for torch {torch} (or the torch its X.Y names)")
     elif error:
         ctx.problem(AREA, f"import torch_npu fails: {error}",
                     "source CANN's set_env.sh before Python starts (libhccl.so), and pair torch with torch_npu")
@@ -123,8 +133,9 @@ def _python_stack(ctx: Context) -> None:
         if found["npus"] == 0:
             ctx.problem(AREA, "torch_npu imports but sees 0 NPUs (torch.npu.device_count() == 0)",
                         "check ASCEND_RT_VISIBLE_DEVICES / ASCEND_VISIBLE_DEVICES and the driver (npu-smi info)")
-    if torch and torch_npu:
-        a, b = major_minor(torch), major_minor(torch_npu)
-        if a is None or b is None or a != b:
-            ctx.problem(AREA, f"torch {torch} and torch_npu {torch_npu} do not pair (torch_npu X.Y needs torch X.Y)",
-                        f"install the torch-npu release for torch {torch} (or the torch its X.Y names)")
+
+
+def _paired(torch: str, torch_npu: str) -> bool:
+    """torch_npu X.Y is built for torch X.Y; a mismatch is one problem (whatever the import then says)."""
+    a, b = major_minor(torch), major_minor(torch_npu)
+    return a is not None and a == b
