@@ -171,6 +171,17 @@ def test_launch_suggestion_shows_the_migrated_command_line():
     assert "--dist-backend nccl --device=npu" in finding.suggestion
 
 
+def test_launch_suggestion_joins_continued_lines():
+    """A line continuation between an environment assignment and `python` is not kept
+    as `\\ torchrun` (pasted, that escaped space makes ` torchrun` the command)."""
+    script = ('PYTHONPATH="$(dirname $0)/..":$PYTHONPATH \\\n'
+              "python -m torch.distributed.launch --nproc_per_node=$GPUS \\\n    train.py $CONFIG --launcher pytorch\n")
+    result = run(script)
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    assert finding.suggestion.split("  (")[0] == (
+        'PYTHONPATH="$(dirname $0)/..":$PYTHONPATH torchrun --nproc_per_node=$GPUS train.py $CONFIG --launcher pytorch')
+
+
 def test_launch_suggestion_keeps_what_precedes_python():
     """Environment assignments and wrappers in front of `python` stay in the suggestion,
     renamed as NPU801 renames them in the file."""
