@@ -899,7 +899,7 @@ def _guarded_in_condition(ctx: FileContext, finder: _GateFinder, atom: cst.CSTNo
 
 
 def _named_condition(ctx: FileContext, atom: cst.CSTNode, owner: cst.CSTNode) -> tuple | None:
-    """``_triton_found and torch.cuda.is_available()`` assigned or returned, or returned by
+    """``_triton_found and torch.cuda.is_available()`` (or ``or``) assigned or returned, or returned by
     a predicate named after a package (``def use_xformers(): return want and
     torch.cuda.is_available()``): the value says whether that CUDA-only package is used,
     so on NPU it must stay false."""
@@ -907,9 +907,8 @@ def _named_condition(ctx: FileContext, atom: cst.CSTNode, owner: cst.CSTNode) ->
     while operation is not None and not isinstance(operation, (cst.BooleanOperation, cst.Assign, cst.AnnAssign, cst.Return)):
         operation = ctx.parent(operation)
     texts: list[str] = []
-    while isinstance(operation, cst.BooleanOperation):
-        if isinstance(operation.operator, cst.And):
-            texts += [ctx.module.code_for_node(operation)]
+    while isinstance(operation, cst.BooleanOperation):  # `and` or `or`: the value is that package's switch
+        texts += [ctx.module.code_for_node(operation)]
         operation = ctx.parent(operation)
     if isinstance(owner, cst.FunctionDef):
         texts.append(owner.name.value)
