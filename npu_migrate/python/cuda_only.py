@@ -838,7 +838,14 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
     :data:`MIGRATED_BY`."""
     position = _gate_position(ctx, node)
     if position is None:
-        return None
+        # `pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8, ...)`:
+        # not a statement's test, but the CUDA test still short-circuits the probe after it
+        index = file_index(ctx)
+        found = _guarded_in_condition(ctx, _GateFinder(ctx, index, migrated), node) if index is not None else None
+        if found is None:
+            return None
+        use, fallback, guarded, has_fallback = found
+        return Gate(_condition_of(ctx, node), use, fallback, guarded, has_fallback)
     kind, owner, test, negated = position
     index = file_index(ctx)
     if index is None:
@@ -878,20 +885,35 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
     return Gate(test, use, fallback, guarded, has_fallback)
 
 
+def _condition_of(ctx: FileContext, atom: cst.CSTNode) -> cst.CSTNode:
+    """The operand of the boolean operation that holds ``atom`` (``not torch.cuda.is_available()``)."""
+    current = atom
+    parent = ctx.parent(current)
+    while parent is not None and not isinstance(parent, cst.BooleanOperation):
+        current, parent = parent, ctx.parent(parent)
+    return current
+
+
 def _guarded_in_condition(ctx: FileContext, finder: _GateFinder, atom: cst.CSTNode) -> tuple | None:
     """``x.is_cuda and torch.cuda.get_device_capability()[0] >= 8``: the CUDA test
-    short-circuits the CUDA-only code in the conditions after it (``and``)."""
+    short-circuits the CUDA-only code in the conditions after it (``and``); so does a
+    negated one in an ``or`` (``not torch.cuda.is_available() or probe()[0] < 8``)."""
     operation = ctx.parent(atom)
+    negated = False
     while operation is not None and not isinstance(operation, cst.BooleanOperation):
         if not isinstance(operation, (cst.Call, cst.Attribute, cst.UnaryOperation, cst.Comparison,
                                       cst.ComparisonTarget, cst.Arg)):
             return None
+        negated = negated != _is_not(operation)
         operation = ctx.parent(operation)
-    if operation is None or not isinstance(operation.operator, cst.And):
+    if operation is None:
+        return None
+    wanted = ast.Or if negated else ast.And
+    if not isinstance(operation.operator, cst.Or if negated else cst.And):
         return None
     line = _line(ctx, operation)
     for expression in _expressions_at(finder.index.tree, line, ast.BoolOp):
-        if isinstance(expression.op, ast.And):
+        if isinstance(expression.op, wanted):
             use = finder.use(expression.values[1:])  # the file's own nodes: probes are known by identity
             if use is not None:
                 return use, "the conditions after it are not evaluated", ((line, line),), True
