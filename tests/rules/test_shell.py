@@ -189,3 +189,16 @@ def test_launch_suggestion_keeps_what_precedes_python():
     (finding,) = [f for f in result.findings if f.rule == "NPU806"]
     assert finding.suggestion.split("  (")[0] == (
         "ASCEND_RT_VISIBLE_DEVICES=0,1 srun -N 2 torchrun --nproc_per_node 2 main.py")
+
+
+def test_launch_suggestion_in_a_readme_keeps_its_placeholders():
+    """README placeholders are blanked for the shell parser (bash reads `<x>` as a
+    redirection); the suggestion shows them again, not a run of underscores."""
+    from npu_migrate.markdown.engine import migrate as migrate_markdown
+
+    readme = ("# Train\n\n```bash\npython -m torch.distributed.launch --nproc_per_node <num-of-gpus> "
+              "--master_port 12345 main.py --cfg <config-file> --data-path <imagenet-path>\n```\n")
+    result = migrate_markdown("README.md", readme.encode(), Settings())
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    assert finding.suggestion.split("  (")[0] == (
+        "torchrun --nproc_per_node <num-of-gpus> --master_port 12345 main.py --cfg <config-file> --data-path <imagenet-path>")
