@@ -202,3 +202,16 @@ def test_launch_suggestion_in_a_readme_keeps_its_placeholders():
     (finding,) = [f for f in result.findings if f.rule == "NPU806"]
     assert finding.suggestion.split("  (")[0] == (
         "torchrun --nproc_per_node <num-of-gpus> --master_port 12345 main.py --cfg <config-file> --data-path <imagenet-path>")
+
+
+def test_option_and_variable_rewrites_carry_their_evidence():
+    """--show-fixes / JSON / explain show why a launcher word changed: the option that
+    takes it, the variable named for it, or the comparison with one."""
+    script = ('DIST_BACKEND=nccl\nif [ "$DEVICE" == "cuda" ]; then echo gpu; fi\n'
+              "torchrun train.py --dist-backend nccl --device cuda\n")
+    reasons = {(f.line, f.rule): f.reason for f in run(script).fixes}
+    assert reasons[(1, "NPU803")] == (
+        "assigned to `DIST_BACKEND`, a name that holds a backend (or that is passed to an option taking one)")
+    assert reasons[(2, "NPU804")] == "the comparison with `DEVICE`, which holds a device"
+    assert reasons[(3, "NPU803")] == "the value of the option `--dist-backend`, which takes a backend"
+    assert reasons[(3, "NPU804")] == "the value of the option `--device`, which takes a device"
