@@ -46,8 +46,8 @@ class ConfigRule(RuleBase):
     def leave_file(self) -> None:
         """Called once after every scalar was visited."""
 
-    def replace(self, scalar: Scalar, value: str, message: str) -> None:
-        self.file.recorder.replace(scalar.start, scalar.end, scalar.render(value), self.id, message)
+    def replace(self, scalar: Scalar, value: str, message: str, reason: str | None = None) -> None:
+        self.file.recorder.replace(scalar.start, scalar.end, scalar.render(value), self.id, message, reason=reason)
 
     def report(self, scalar: Scalar, message: str, suggestion: str) -> None:
         self.file.recorder.report(scalar.start, self.id, message, suggestion, self.file.statement(scalar))

@@ -68,7 +68,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     """Never raises for bad input and never returns new source."""
     result = FileResult(path=path)
     text = data.decode("utf-8", "replace")
-    for first, indent, code in shell_blocks(text):
+    for (first, indent, code), placeholders in zip(shell_blocks(text), _placeholders(text), strict=True):
         block = migrate_shell(path, code.encode("utf-8"), settings)
         lines = code.splitlines()
         for fix in block.fixes:
@@ -80,8 +80,37 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
         for finding in block.findings:
             result.findings.append(Finding(
                 line=first + finding.line - 1, col=finding.col + indent, rule=finding.rule,
-                message=f"{finding.message} ({NOTE})", suggestion=finding.suggestion))
+                # the suggestion shows `<num-of-gpus>`, not the blanks the shell parser saw
+                message=f"{finding.message} ({NOTE})", suggestion=_restore(finding.suggestion, placeholders)))
     return result
+
+
+def _placeholders(text: str) -> list[list[str]]:
+    """The placeholders of each block :func:`shell_blocks` returns, in order."""
+    out = []
+    for token in MarkdownIt("commonmark").parse(text):
+        if token.type == "fence" and token.map is not None and (token.info.split() or [""])[0].lower() in SHELL_FENCES:
+            out.append(PLACEHOLDER.findall(token.content))
+    return out
+
+
+_BLANKED = re.compile(r"(?<![\w-])_{3,}(?![\w-])")
+
+
+def _restore(text: str | None, placeholders: list[str]) -> str | None:
+    """Put a block's placeholders back where a rule's text shows their blanks (each
+    blank run takes the first unused placeholder of its length)."""
+    if not text or not placeholders:
+        return text
+    left = list(placeholders)
+
+    def back(match: re.Match) -> str:
+        for index, placeholder in enumerate(left):
+            if len(placeholder) == len(match.group()):
+                return left.pop(index)
+        return match.group()
+
+    return _BLANKED.sub(back, text)
 
 
 def _start(lines: list[str], line: int, col: int) -> tuple[int, int]:

@@ -96,7 +96,7 @@ KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the 
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
-    r"flash[_-]attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_-]gpu|cupy[_-]cuda\w*)(?![a-z0-9])",
+    r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*)(?![a-z0-9])",
     re.IGNORECASE,
 )
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
@@ -556,8 +556,10 @@ def _gate_position(ctx: FileContext, node: cst.CSTNode) -> tuple[str, cst.CSTNod
         testing_call = isinstance(parent, cst.Call) and _callee(parent) in _TESTING_CALLS
         if isinstance(parent, cst.Comparison) or testing_call or _is_not(parent):
             condition = boolean = True
+        if _is_not(parent) or _is_negative_comparison(parent):
+            negated = not negated  # `not x.is_cuda`, `x.device.type != "cuda"`
         if _is_not(parent):
-            negated = not negated
+            pass
         elif isinstance(parent, cst.Attribute) and parent.value is current:
             pass  # torch.cuda.get_device_properties(0).major
         elif isinstance(parent, cst.Call):
@@ -580,6 +582,16 @@ _TESTING_CALLS = frozenset({"startswith", "endswith", "bool", "all", "any"})
 
 def _is_not(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
+
+
+_NEGATIVE_OPERATORS = (cst.NotEqual, cst.NotIn, cst.IsNot)
+
+
+def _is_negative_comparison(node: cst.CSTNode) -> bool:
+    """``device.type != "cuda"``, ``dev.type not in ("cuda", "xpu")``: true where the
+    device is *not* CUDA, so the test's own branch is the fallback (one operator only)."""
+    return (isinstance(node, cst.Comparison) and len(node.comparisons) == 1
+            and isinstance(node.comparisons[0].operator, _NEGATIVE_OPERATORS))
 
 
 def _callee(call: cst.Call) -> str | None:
@@ -699,7 +711,9 @@ class _GateFinder:
         RuntimeError('bitsandbytes needs CUDA')``)."""
         texts: list[ast.AST] = [statement.test]
         if negated:
-            texts += [n for n in statement.body if isinstance(n, ast.Raise)]
+            # `raise RuntimeError('bitsandbytes needs CUDA')`, and the messages a disabling
+            # branch prints: `warnings.warn("apex FusedAdam requested but CUDA is unavailable")`
+            texts += [n for n in statement.body if isinstance(n, ast.Raise) or _is_message(n)]
         word = named_package(texts)
         if word is None:
             return None
@@ -763,6 +777,15 @@ class _GateFinder:
         return None
 
 
+def _is_message(statement: ast.stmt) -> bool:
+    """A statement that only calls something with a string (``print(...)``,
+    ``warnings.warn(...)``, ``logger.warning(...)``): its strings are messages."""
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    call = statement.value
+    return any(isinstance(a, (ast.Constant, ast.JoinedStr)) for a in call.args)
+
+
 def named_package(nodes: Iterable[ast.AST]) -> str | None:
     """The first CUDA-only package named (:data:`CUDA_ONLY_WORDS`) by an identifier or a
     string in ``nodes``: ``has_apex``, ``'bitsandbytes requires CUDA'``."""
@@ -787,7 +810,8 @@ def _negated_in(test: ast.AST, matches) -> bool:
     def walk(node: ast.AST, negated: bool) -> bool | None:
         if matches(node):
             return negated
-        flip = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+        flip = (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)) or (
+            isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.NotIn, ast.IsNot)))
         for child in ast.iter_child_nodes(node):
             found = walk(child, negated != flip)
             if found is not None:
@@ -814,7 +838,14 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
     :data:`MIGRATED_BY`."""
     position = _gate_position(ctx, node)
     if position is None:
-        return None
+        # `pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8, ...)`:
+        # not a statement's test, but the CUDA test still short-circuits the probe after it
+        index = file_index(ctx)
+        found = _guarded_in_condition(ctx, _GateFinder(ctx, index, migrated), node) if index is not None else None
+        if found is None:
+            return None
+        use, fallback, guarded, has_fallback = found
+        return Gate(_condition_of(ctx, node), use, fallback, guarded, has_fallback)
     kind, owner, test, negated = position
     index = file_index(ctx)
     if index is None:
@@ -846,29 +877,71 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
         found = _predicate_gate(ctx, finder, owner)
     if found is None and kind in ("flag", "ifexp", "assert", "predicate"):
         found = _guarded_in_condition(ctx, finder, node)
+    if found is None and kind in ("flag", "predicate"):
+        found = _named_condition(ctx, node, owner)
     if found is None:
         return None
     use, fallback, guarded, has_fallback = found
     return Gate(test, use, fallback, guarded, has_fallback)
 
 
+def _condition_of(ctx: FileContext, atom: cst.CSTNode) -> cst.CSTNode:
+    """The operand of the boolean operation that holds ``atom`` (``not torch.cuda.is_available()``)."""
+    current = atom
+    parent = ctx.parent(current)
+    while parent is not None and not isinstance(parent, cst.BooleanOperation):
+        current, parent = parent, ctx.parent(parent)
+    return current
+
+
 def _guarded_in_condition(ctx: FileContext, finder: _GateFinder, atom: cst.CSTNode) -> tuple | None:
     """``x.is_cuda and torch.cuda.get_device_capability()[0] >= 8``: the CUDA test
-    short-circuits the CUDA-only code in the conditions after it (``and``)."""
+    short-circuits the CUDA-only code in the conditions after it (``and``); so does a
+    negated one in an ``or`` (``not torch.cuda.is_available() or probe()[0] < 8``)."""
     operation = ctx.parent(atom)
+    negated = False
     while operation is not None and not isinstance(operation, cst.BooleanOperation):
         if not isinstance(operation, (cst.Call, cst.Attribute, cst.UnaryOperation, cst.Comparison,
                                       cst.ComparisonTarget, cst.Arg)):
             return None
+        negated = negated != _is_not(operation)
         operation = ctx.parent(operation)
-    if operation is None or not isinstance(operation.operator, cst.And):
+    if operation is None:
+        return None
+    wanted = ast.Or if negated else ast.And
+    if not isinstance(operation.operator, cst.Or if negated else cst.And):
         return None
     line = _line(ctx, operation)
     for expression in _expressions_at(finder.index.tree, line, ast.BoolOp):
-        if isinstance(expression.op, ast.And):
+        if isinstance(expression.op, wanted):
             use = finder.use(expression.values[1:])  # the file's own nodes: probes are known by identity
             if use is not None:
                 return use, "the conditions after it are not evaluated", ((line, line),), True
+    return None
+
+
+def _named_condition(ctx: FileContext, atom: cst.CSTNode, owner: cst.CSTNode) -> tuple | None:
+    """``_triton_found and torch.cuda.is_available()`` (or ``or``) assigned or returned, or returned by
+    a predicate named after a package (``def use_xformers(): return want and
+    torch.cuda.is_available()``): the value says whether that CUDA-only package is used,
+    so on NPU it must stay false."""
+    operation = ctx.parent(atom)
+    while operation is not None and not isinstance(operation, (cst.BooleanOperation, cst.Assign, cst.AnnAssign, cst.Return)):
+        operation = ctx.parent(operation)
+    texts: list[str] = []
+    while isinstance(operation, cst.BooleanOperation):  # `and` or `or`: the value is that package's switch
+        texts += [ctx.module.code_for_node(operation)]
+        operation = ctx.parent(operation)
+    if isinstance(owner, cst.FunctionDef):
+        texts.append(owner.name.value)
+    for text in texts:
+        names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)
+        for name in names:
+            word = CUDA_ONLY_WORDS.search(name.replace("_", " "))
+            if word is not None:
+                line = _line(ctx, atom)
+                use = CudaOnly(word.group(1).replace(" ", "_"), KIND_NAMED_PACKAGE, line)
+                return use, f"the value stays false (`{name}` names {use.name})", ((line, line),), True
     return None
 
 
@@ -923,7 +996,7 @@ def _named_flag(ctx: FileContext, assign: cst.CSTNode, element: cst.CSTNode | No
         name = target.value if isinstance(target, cst.Name) else target.attr.value
         word = CUDA_ONLY_WORDS.search(name.replace("_", " "))
         if word is not None:
-            use = CudaOnly(word.group(1), KIND_NAMED_PACKAGE, _line(ctx, assign))
+            use = CudaOnly(word.group(1).replace(" ", "_"), KIND_NAMED_PACKAGE, _line(ctx, assign))
             return use, f"`{name}` is false and that package stays off", ((_line(ctx, assign), _line(ctx, assign)),), True
     return None
 

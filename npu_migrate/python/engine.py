@@ -14,6 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.pipeline import limits
+from npu_migrate.pipeline.entry_points import is_named_entry
 from npu_migrate.pipeline.model import FileResult, Finding, Fix
 from npu_migrate.pipeline.registry import rule_ids, rules_for
 from npu_migrate.pipeline.settings import Settings
@@ -157,6 +158,10 @@ def _starts(tree: ast.Module | None, reduced: elision.Reduced | None) -> Starts 
     return starts if reduced is None else starts.moved(reduced.reduced_line)
 
 
+#: the rule that installs the runtime into entry points (named ones always)
+RUNTIME_RULE = "NPU701"
+
+
 def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -> None:
     path = result.path
     text = decode(path, data)
@@ -164,6 +169,12 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     rules = rules_for("python")
     active = tuple(rid for rid in rules if settings.selection.active(rid, path, rules[rid].opt_in))
     needed = _prefilter(active).rules_needed(text) if settings.prefilter else list(active)
+    named_entry = is_named_entry(path, settings.facts)
+    if named_entry and RUNTIME_RULE in active and RUNTIME_RULE not in needed:
+        # an entry point the user named whose training is all in imported modules
+        # (tools/train.py calling mylib.trainer.run): NPU701 is the one rule it needs
+        needed = [*needed, RUNTIME_RULE]
+        elide = False
     bad_codes = _bad_suppressions(text, active)
     if not needed:
         if tree is None:
@@ -281,7 +292,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         findings = [f for f in findings if f.rule not in device_only]
     edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
-    if dependent and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
+    named = is_named_entry(path, ctx.facts)  # the user said so: no other fix is needed
+    if dependent and not named and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
         edits = [e for e in edits if e.rule not in dependent]
     if NPU_AWARE_RULE in active:
         for number, node in sorted(aware_lines.items()):

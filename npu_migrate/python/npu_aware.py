@@ -165,6 +165,16 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
                 if human or any(_contains(p, edited) for p in others):
                     found = top
                     break
+            else:
+                # `torch.cuda if use_cuda else torch.npu`: a value of the expression is
+                # the NPU one while another still holds CUDA code to rewrite
+                values = [body for _, body in parts] + [rest]
+                for index, value in enumerate(values):
+                    if npu_mentions(ctx, value)[0]:
+                        others = [v for i, v in enumerate(values) if i != index] + [t for t, _ in parts]
+                        if any(_contains(p, edited) for p in others):
+                            found = top
+                            break
         elif isinstance(ancestor, cst.If):
             top = ancestor
             while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:

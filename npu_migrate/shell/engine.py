@@ -46,8 +46,8 @@ class ShellFile:
         self.recorder = recorder
         self.statement_of = statement_of or (lambda node: syntax.statement_start(node, data))
 
-    def replace(self, start: int, end: int, new: str, rule: str, message: str) -> None:
-        self.recorder.replace(start, end, new, rule, message)
+    def replace(self, start: int, end: int, new: str, rule: str, message: str, reason: str | None = None) -> None:
+        self.recorder.replace(start, end, new, rule, message, reason=reason)
 
     def report(self, node: Node, rule: str, message: str, suggestion: str, offset: int | None = None) -> None:
         start = node.start_byte if offset is None else offset

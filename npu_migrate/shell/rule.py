@@ -33,8 +33,8 @@ class ShellRule(FileRule):
     front_end: ClassVar[str] = "shell"
     file: ShellFile
 
-    def replace(self, start: int, end: int, new: str, message: str) -> None:
-        self.file.replace(start, end, new, self.id, message)
+    def replace(self, start: int, end: int, new: str, message: str, reason: str | None = None) -> None:
+        self.file.replace(start, end, new, self.id, message, reason)
 
     def replace_node(self, node: Node, new: str, message: str) -> None:
         self.replace(node.start_byte, node.end_byte, new, message)

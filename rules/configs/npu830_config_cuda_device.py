@@ -46,4 +46,5 @@ TOML, `# npu-migrate: ignore[NPU830]` at the end of the line keeps a value.
             return
         if npu_device(found.value) is not None:  # a CUDA device: the target's with the same index
             new = self.file.target.device_string(found.value)
-            self.replace(scalar, found.replaced(scalar, new), f"`{found.value}` -> `{new}` ({found.name})")
+            self.replace(scalar, found.replaced(scalar, new), f"`{found.value}` -> `{new}` ({found.name})",
+                         reason=f"the value of the config key `{found.name}`, a name that holds a device")

@@ -41,4 +41,5 @@ rewritten. Backend keys (`npu_migrate/tables/backends.py`): `backend`,
             return
         new = self.file.target.backend_string(found.value)  # hccl_backend's spec for the NPU
         if new is not None:
-            self.replace(scalar, found.replaced(scalar, new), f"backend `{found.value}` -> `{new}` ({found.name})")
+            self.replace(scalar, found.replaced(scalar, new), f"backend `{found.value}` -> `{new}` ({found.name})",
+                         reason=f"the value of the config key `{found.name}`, a name that holds a process-group backend")

@@ -80,6 +80,10 @@ _PROSE_CALLS = {
 _LOOKUPS = {"get", "pop", "setdefault", "getenv", "getattr", "get_or_default"}
 
 
+#: ``kinds.append("npu")``, ``kinds += ["npu"]``, ``kinds.extend(("npu", ...))``: code
+#: that adds the NPU to a collection of device types itself
+_ADDS_NPU = re.compile(r"""(?:\.(?:append|add|insert|extend)\(|\+=\s*)[^\n]*?['"]npu['"]""")
+
 class Verdict(Enum):
     REWRITE = "rewrite"
     AWARE = "aware"
@@ -298,14 +302,16 @@ class DeviceAnalysis:
 
     def _adds_privateuse1(self, container: cst.CSTNode) -> bool:
         """A list of device types in a function (or module) that adds the PrivateUse1
-        backend itself (``kinds.append(torch._C._get_privateuse1_backend_name())``): the
-        NPU is in it once torch_npu is imported, and ``'cuda'`` must stay for GPUs."""
+        backend itself (``kinds.append(torch._C._get_privateuse1_backend_name())``) or
+        the NPU by name (``if hasattr(torch, "npu"): kinds.append("npu")``): the NPU is
+        in it on Ascend, and ``'cuda'`` must stay for GPUs."""
         owner = next((a for a in self.ctx.ancestors(container) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
         if owner is None:
             return False
         held = self._privateuse1.get(owner)
         if held is None:
-            held = "privateuse1" in self.ctx.module.code_for_node(owner).lower()
+            code = self.ctx.module.code_for_node(owner)
+            held = "privateuse1" in code.lower() or _ADDS_NPU.search(code) is not None
             self._privateuse1[owner] = held
         return held
 

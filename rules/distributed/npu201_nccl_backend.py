@@ -55,7 +55,8 @@ backend where it can be identified for sure:
 - names, attributes and subscripts named that way (`args.dist_backend = 'nccl'`
   in a file that starts no process group itself, `cfg["backend"] = "nccl"`,
   `DIST_BACKEND = "nccl"` in a config module, `backend: str = "nccl"` in a
-  dataclass);
+  dataclass), and a class field of any name read at the call through an object
+  (`comm_backend: str = "nccl"` ... `init_process_group(backend=cfg.comm_backend)`);
 - keyword arguments and dict entries named `backend`, `dist_backend`,
   `process_group_backend`, `ddp_backend`, `distributed_backend`
   (Lightning's `DDPStrategy(process_group_backend=...)`, accelerate's
@@ -104,6 +105,10 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         self.fixed: set[cst.CSTNode] = set()
         #: ``args.dist_backend = 'nccl'``: attribute (as written) -> values assigned to it
         self.attribute_values: dict[str, list[cst.BaseExpression]] = {}
+        #: ``comm_backend: str = "nccl"`` in a class body (a dataclass field, a class
+        #: attribute): field name -> values, read through ``cfg.comm_backend``
+        self.class_fields: dict[str, list[cst.BaseExpression]] = {}
+        self.name_values: list[tuple[cst.Name, cst.BaseExpression]] = []
 
     # -- collection during the pass ---------------------------------------------------
 
@@ -148,6 +153,10 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             if target.attr.value in BACKEND_KEYWORDS:
                 # `args.dist_backend = 'nccl'` where the process group is started in another file
                 self.named.append((value, f"assigned to `{text}`, an attribute named for a process-group backend"))
+        if isinstance(target, cst.Name):
+            self.name_values.append((target, value))  # sorted into class fields in leave_file
+        if isinstance(target, cst.Attribute):
+            pass
         elif isinstance(target, cst.Name) and target.value.lower() in BACKEND_KEYWORDS:
             # `dist_backend = "nccl"` in a config module or a class body, `backend: str = "nccl"`
             self.named.append((value, f"assigned to `{target.value}`, a name for a process-group backend"))
@@ -155,6 +164,15 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             key = string_value(target.slice[0].slice.value)
             if key in BACKEND_KEYWORDS:  # cfg["dist_backend"] = "nccl"
                 self.named.append((value, f"stored under the key {key!r}, which names a process-group backend"))
+
+    def _in_class_body(self, target: cst.CSTNode) -> bool:
+        """Whether the statement assigning ``target`` sits directly in a class body."""
+        for ancestor in self.ctx.ancestors(target):
+            if isinstance(ancestor, cst.IndentedBlock):
+                return isinstance(self.ctx.parent(ancestor), cst.ClassDef)
+            if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+                return False
+        return False
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if string_value(node.key) in BACKEND_KEYWORDS:
@@ -186,6 +204,9 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
     # -- decisions once the whole file has been seen ----------------------------------
 
     def leave_file(self) -> None:
+        for target, value in self.name_values:  # parents are known once the file is seen
+            if self._in_class_body(target):
+                self.class_fields.setdefault(target.value, []).append(value)
         # where the backend is used first (the better evidence), then what is only named so
         for source, why in [*self.sources, *self.named]:
             self._resolve(source, 0, why)
@@ -225,7 +246,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         elif isinstance(node, cst.Call) and self.qualified_name(node.func) in ENV_DEFAULT:
             default = call_arg(node, "default", 1)
             if default is not None:
-                self._resolve(default.value, depth + 1, f"the default of an environment lookup {why}")
+                self._resolve(default.value, depth + 1, f"the default of an environment lookup that is {why}")
         elif isinstance(node, cst.Name) and self.qualified_name(node) is None:
             for value in self._assigned_values(node):
                 self._resolve(value, depth + 1, f"assigned to `{node.value}`, which is {why}")
@@ -234,6 +255,10 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             text = self.ctx.module.code_for_node(node)
             for value in self.attribute_values.get(text, ()):
                 self._resolve(value, depth + 1, f"assigned to `{text}`, which is {why}")
+            if text not in self.attribute_values:
+                # `cfg.comm_backend` of a dataclass whose field `comm_backend: str = "nccl"` is here
+                for value in self.class_fields.get(node.attr.value, ()):
+                    self._resolve(value, depth + 1, f"the class field `{node.attr.value}`, read as `{text}`, which is {why}")
 
     def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
         """Values a local variable or parameter can hold, when every binding of it

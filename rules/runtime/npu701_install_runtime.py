@@ -124,8 +124,9 @@ in the parent's entry point covers them.
 
 Entry points you name (`--entry FILE`, or `entry-points = ["main.py"]` in
 `[tool.npu-migrate]`) get the call whether or not they train themselves (ConvNeXt,
-DeiT and MAE train in modules their `main.py` imports), and are never treated as
-tests or library code.
+DeiT and MAE train in modules their `main.py` imports), and whether or not any
+other rule changes them (a `tools/train.py` whose CUDA code is all in the package
+it imports), and are never treated as tests or library code.
 
 Library code stays importable without npu_runtime: a module of a package (its
 directory holds an `__init__.py`; see npu_migrate/pipeline/entry_points.py) never gets a

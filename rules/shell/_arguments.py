@@ -172,7 +172,18 @@ class ValueRule(ShellRule):
         span = value.span(prefix, len(old) - suffix)
         if span is None:
             return  # the change would cross an expansion: left to the variable's assignment
-        self.replace(span[0], span[1], new[prefix : len(new) - suffix], f"{self.kind} of {where}: `{old}` -> `{new}`")
+        self.replace(span[0], span[1], new[prefix : len(new) - suffix], f"{self.kind} of {where}: `{old}` -> `{new}`",
+                     reason=_reason(self.kind, where))
+
+
+def _reason(kind: str, where: str) -> str:
+    """The evidence, from where the value sits: an option (`--dist-backend`), a variable
+    named for one (`DIST_BACKEND`), its default, or a comparison with one."""
+    if where.startswith("`-"):
+        return f"the value of the option {where}, which takes a {kind}"
+    if where.startswith("`"):
+        return f"assigned to {where}, a name that holds a {kind} (or that is passed to an option taking one)"
+    return f"{where}, which holds a {kind}"
 
 
 def _variable(node: Node) -> str | None:

@@ -18,6 +18,8 @@ _DROPPED = {"--use_env", "--use-env"}
 _LAUNCHER_TAIL = re.compile(r"(?:^|\s)\S*python[\d.]*\s*$")
 
 
+_CONTINUATION = re.compile(r"\\\r?\n")
+
 class ShellDistributedLaunch(ShellRule):
     id = "NPU806"
     name = "shell-distributed-launch"
@@ -95,7 +97,10 @@ the `nccl` it had before NPU803 rewrote it); the script must then read
             out += data[cursor:edit.start] + edit.new
             cursor = edit.end
         out += data[cursor:end]
-        return " ".join(out.decode("utf-8", errors="replace").split()) + " "
+        # a line continuation before `python` (`PYTHONPATH=... \<newline>python -m ...`)
+        # is whitespace on one line; kept, the pasted `\ torchrun` is one escaped word
+        text = _CONTINUATION.sub(" ", out.decode("utf-8", errors="replace"))
+        return " ".join(text.split()) + " "
 
     def _migrated(self, word) -> str:
         """The word's text (a ``syntax.Arg``) with the other rules' edits inside its

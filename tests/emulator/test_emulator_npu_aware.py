@@ -29,3 +29,33 @@ def test_npu_aware_code_still_runs_after_migration(emulator_build, tmp_path):
     after = json_report(run_emulated(tmp_path / "migrated.py"))
     assert before == {"devices": ["npu:0", "npu:0", "npu:0"], "mode": "generic", "backends": [["math", True]]}
     assert after == before
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("script", "kept", "expected"),
+    [
+        # `device.type != "cuda"` in front of a capability probe, a device-type list that
+        # appends "npu", `torch.cuda if use_cuda else torch.npu` (the earlier migration
+        # rewrote the probe's test and crashed in torch.cuda.get_device_capability)
+        ("npu_aware_feeder_probe.py", ['if device.type != "cuda":', 'kinds = ["cuda", "xpu"]',
+                                       "module = torch.cuda if self.use_cuda else torch.npu"],
+         {"devices": ["npu:0", "npu:0", "npu:0"], "pin": True, "fp8": False}),
+        # CUDA tests named by an import flag (`or`) and by a warning about apex (the earlier
+        # migration kept fused_adam on and called FusedAdam = None)
+        ("npu_aware_guarded_optim.py", ["return _triton_found or torch.cuda.is_available()",
+                                        "if args.fused_adam and not torch.cuda.is_available():"],
+         {"optimizer": "Adam", "triton": False, "out": "npu:0"}),
+    ],
+)
+def test_held_out_shapes_still_run_after_migration(emulator_build, tmp_path, script, kept, expected):
+    result = migrate_source(script, (SCRIPTS / script).read_bytes())
+    assert result.error is None and result.new_source is not None
+    migrated = result.new_source.decode()
+    assert "import torch_npu" in migrated
+    for line in kept:
+        assert line in migrated
+    (tmp_path / script).write_text(migrated)
+    before = json_report(run_emulated(SCRIPTS / script))
+    after = json_report(run_emulated(tmp_path / script))
+    assert before == expected and after == before

@@ -63,3 +63,21 @@ def test_after_write_explains_from_git_head(tmp_path, run_cli):
     out = run_cli("explain", "train.py:12").output
     assert "train.py:12: return torch.ones(2, device='npu')" in out
     assert "git HEAD" in out and "why: passed as `device=` to `torch.ones`" in out
+
+
+@pytest.mark.timeout(60)
+def test_after_write_a_finding_left_on_the_line_does_not_hide_its_fix(tmp_path, run_cli):
+    """NPU109 still reports `x.double().npu()` after --write; explain must also show the
+    NPU103 fix that made `.npu()` out of `.cuda()` on that line (read from git HEAD)."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "grid.py").write_bytes(b"import torch\n\nw = torch.randn(3).double().cuda()\n")
+    git("init", "-q")
+    git("add", "grid.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    run_cli("grid.py", "--no-cache", "--write")
+    assert b".double().npu()" in (tmp_path / "grid.py").read_bytes()
+    out = run_cli("explain", "grid.py:4").output
+    assert "NPU103 (tensor-cuda-method) [fix]" in out and "NPU109 (float64-on-device) [left for you]" in out
+    assert "git HEAD" in out

@@ -183,11 +183,19 @@ def test_launch_advice_is_a_command_that_works_or_the_lines_to_add(tmp_path, mon
     assert advice, warned.output
     CliRunner().invoke(main, shlex.split(advice.group(1))[1:] + ["--no-cache", "--jobs", "1", "--quiet"])
     assert "warning" not in CliRunner().invoke(main, ["launch", "main.py", "-t", "ranktable"]).output
-    # a file NPU701 would not change (already NPU code): the lines to add, no command
+    # already NPU code with nothing left to migrate: named as the entry, NPU701 still adds
+    # the call (the user said it is the entry point), so the command works there too
     (repo / "done.py").write_text("import torch\nimport torch_npu\n\nif __name__ == '__main__':\n"
                                   "    torch.npu.set_device(0)\n")
     told = CliRunner().invoke(main, ["launch", "done.py", "-t", "ranktable"]).output
-    (warning,) = [line for line in told.splitlines() if line.startswith("warning: done.py")]
+    advice = re.search(r"\((npu-migrate .*) adds it, rule NPU701\)", told)
+    assert advice, told
+    CliRunner().invoke(main, shlex.split(advice.group(1))[1:] + ["--no-cache", "--jobs", "1", "--quiet"])
+    assert "warning" not in CliRunner().invoke(main, ["launch", "done.py", "-t", "ranktable"]).output
+    # a file NPU701 cannot place the call in (no imports, no __main__ block): the lines to add
+    (repo / "bare.py").write_text("print('train')\n")
+    told = CliRunner().invoke(main, ["launch", "bare.py", "-t", "ranktable"]).output
+    (warning,) = [line for line in told.splitlines() if line.startswith("warning: bare.py")]
     assert "rule NPU701" not in warning and "add `import npu_runtime` and `npu_runtime.install()`" in warning
 
 

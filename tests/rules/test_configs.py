@@ -233,3 +233,10 @@ def test_a_run_never_migrates_its_own_report(tmp_path, run_cli):
     run_cli(".", "--report", "r.json")
     run_cli(".", "--report", "r.json")  # r.json (with `cuda` in its messages) is in the tree now
     assert [f["path"] for f in json.loads((tmp_path / "r.json").read_text())["files"]] == ["train.yaml"]
+
+
+def test_config_rewrites_name_the_key_as_their_evidence():
+    result = migrate("train.yaml", b"trainer:\n  device: cuda:0\n  dist_backend: nccl\n", Settings())
+    reasons = {f.rule: f.reason for f in result.fixes}
+    assert reasons == {"NPU830": "the value of the config key `device`, a name that holds a device",
+                       "NPU831": "the value of the config key `dist_backend`, a name that holds a process-group backend"}

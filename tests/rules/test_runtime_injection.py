@@ -127,3 +127,26 @@ def test_a_hogwild_launcher_gets_it():
         "    processes = [mp.Process(target=train, args=(rank, model)) for rank in range(4)]\n"
     )
     assert injected("main.py", source)
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_named_entry_point_with_no_cuda_of_its_own_gets_it(tmp_path, guarded):
+    """`tools/train.py` whose training (and every CUDA line) is in an imported module:
+    named with --entry / entry-points, it gets the call although no other rule changes
+    it (and although the prefilter finds no CUDA word in it); unnamed, it is left alone."""
+    from dataclasses import replace
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    body = "from mylib.trainer import run\n\n"
+    body += "if __name__ == '__main__':\n    run({'epochs': 1})\n" if guarded else "run({'epochs': 1})\n"
+    path = tmp_path / "train.py"
+    named = replace(SETTINGS, facts=ProjectFacts(entry_points=(str(path),)))
+    result = migrate_source(str(path), body.encode(), named)
+    assert result.error is None and result.new_source is not None
+    text = result.new_source.decode()
+    assert "import npu_runtime" in text and text.count("npu_runtime.install()") == 1
+    assert [f.rule for f in result.fixes] == ["NPU701"]
+    again = migrate_source(str(path), result.new_source, named)
+    assert again.new_source is None  # idempotent
+    assert migrate_source(str(path), body.encode(), SETTINGS).new_source is None

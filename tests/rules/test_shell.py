@@ -171,6 +171,17 @@ def test_launch_suggestion_shows_the_migrated_command_line():
     assert "--dist-backend nccl --device=npu" in finding.suggestion
 
 
+def test_launch_suggestion_joins_continued_lines():
+    """A line continuation between an environment assignment and `python` is not kept
+    as `\\ torchrun` (pasted, that escaped space makes ` torchrun` the command)."""
+    script = ('PYTHONPATH="$(dirname $0)/..":$PYTHONPATH \\\n'
+              "python -m torch.distributed.launch --nproc_per_node=$GPUS \\\n    train.py $CONFIG --launcher pytorch\n")
+    result = run(script)
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    assert finding.suggestion.split("  (")[0] == (
+        'PYTHONPATH="$(dirname $0)/..":$PYTHONPATH torchrun --nproc_per_node=$GPUS train.py $CONFIG --launcher pytorch')
+
+
 def test_launch_suggestion_keeps_what_precedes_python():
     """Environment assignments and wrappers in front of `python` stay in the suggestion,
     renamed as NPU801 renames them in the file."""
@@ -178,3 +189,29 @@ def test_launch_suggestion_keeps_what_precedes_python():
     (finding,) = [f for f in result.findings if f.rule == "NPU806"]
     assert finding.suggestion.split("  (")[0] == (
         "ASCEND_RT_VISIBLE_DEVICES=0,1 srun -N 2 torchrun --nproc_per_node 2 main.py")
+
+
+def test_launch_suggestion_in_a_readme_keeps_its_placeholders():
+    """README placeholders are blanked for the shell parser (bash reads `<x>` as a
+    redirection); the suggestion shows them again, not a run of underscores."""
+    from npu_migrate.markdown.engine import migrate as migrate_markdown
+
+    readme = ("# Train\n\n```bash\npython -m torch.distributed.launch --nproc_per_node <num-of-gpus> "
+              "--master_port 12345 main.py --cfg <config-file> --data-path <imagenet-path>\n```\n")
+    result = migrate_markdown("README.md", readme.encode(), Settings())
+    (finding,) = [f for f in result.findings if f.rule == "NPU806"]
+    assert finding.suggestion.split("  (")[0] == (
+        "torchrun --nproc_per_node <num-of-gpus> --master_port 12345 main.py --cfg <config-file> --data-path <imagenet-path>")
+
+
+def test_option_and_variable_rewrites_carry_their_evidence():
+    """--show-fixes / JSON / explain show why a launcher word changed: the option that
+    takes it, the variable named for it, or the comparison with one."""
+    script = ('DIST_BACKEND=nccl\nif [ "$DEVICE" == "cuda" ]; then echo gpu; fi\n'
+              "torchrun train.py --dist-backend nccl --device cuda\n")
+    reasons = {(f.line, f.rule): f.reason for f in run(script).fixes}
+    assert reasons[(1, "NPU803")] == (
+        "assigned to `DIST_BACKEND`, a name that holds a backend (or that is passed to an option taking one)")
+    assert reasons[(2, "NPU804")] == "the comparison with `DEVICE`, which holds a device"
+    assert reasons[(3, "NPU803")] == "the value of the option `--dist-backend`, which takes a backend"
+    assert reasons[(3, "NPU804")] == "the value of the option `--device`, which takes a device"
