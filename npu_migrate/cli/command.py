@@ -137,12 +137,21 @@ def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileR
 
 def project_roots(prep: Prepared) -> list[str]:
     """Where ``--write`` may write (real paths): the project root, each directory given,
-    and the directory of each file given (never a named link's far end)."""
+    and the directory of each file given (never a named link's far end). A path given
+    inside the project that a link (``pkg -> ../../elsewhere``) leads out of it is no
+    root: a link in the project never leads a write out of it, named or not."""
     import os
 
-    roots = [os.path.realpath(prep.root)]
+    from npu_migrate.pipeline.writer import inside
+
+    root = os.path.realpath(prep.root)
+    roots = [root]
     for path in prep.options.paths or ["."]:
-        roots.append(os.path.realpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))))
+        base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
+        real = os.path.realpath(base)
+        if not inside(real, root) and (inside(base, root) or inside(base, os.path.abspath(prep.root))):
+            continue
+        roots.append(real)
     return roots
 
 

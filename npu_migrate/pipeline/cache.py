@@ -12,9 +12,13 @@ for exactly this input (the threat model is in ``SECURITY.md``):
   ``--cache-dir DIR`` puts it elsewhere, under the same checks.
 * **Private, never through a link.** Every directory of the cache is created with
   mode 0700 and then checked with ``lstat``: it must be a real directory (not a
-  symlink), owned by this user, and writable by nobody else; otherwise the run goes
-  on without a cache and says why in one warning line. Inside such a directory
-  nobody else can plant anything. The ``.gitignore`` the cache writes (for a
+  symlink), owned by this user, and writable by nobody else, and every directory
+  and link above it must be this user's or root's, and sticky where others can
+  write (:func:`safe_ancestors`); otherwise the run goes on without a cache and
+  says why in one warning line. Inside such a directory nobody else can plant
+  anything, nor swap it for a link. A ``--cache-dir`` that holds anything but
+  cache generations (``--cache-dir .``, a home directory) is refused: the cache
+  removes old generations, and must never remove anything else. The ``.gitignore`` the cache writes (for a
   ``--cache-dir`` inside a checkout) is created with ``O_CREAT|O_EXCL|O_NOFOLLOW``.
 * **Bound to its input and verified.** An entry's name is a hash of the tool
   version, a fingerprint of the engine's, rules' and parsers' code, the settings
@@ -40,6 +44,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -59,6 +64,9 @@ _KEY_SIZE = 32
 #: An entry larger than this is not read (a source file's migrated text, compressed).
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: The name of a generation directory (``<version>-<code fingerprint>``): nothing else
+#: in a cache directory is ever removed.
+GENERATION = re.compile(r"[0-9][0-9A-Za-z.+!_-]*-[0-9a-f]{16}")
 
 #: The parsers whose versions decide results as much as our own code does.
 PARSERS = ("libcst", "tree-sitter", "tree-sitter-bash", "tree-sitter-dockerfile",
@@ -129,6 +137,32 @@ def private_dir(path: Path) -> None:
         raise UnsafeCache(f"{path}: owned by another user")
     if info.st_mode & 0o022:
         raise UnsafeCache(f"{path}: writable by other users (mode {stat.S_IMODE(info.st_mode):o})")
+
+
+def safe_ancestors(path: Path) -> None:
+    """Insist that nobody but this user and root can rename, replace or re-link a
+    directory on the way to ``path`` (as ssh's StrictModes does): every directory
+    above it, on the path as written and on its real path, is owned by this user or
+    root and, if others can write to it, sticky (``/tmp``); every symbolic link on
+    the way is owned by this user or root. Otherwise another user could swap the
+    checked cache directory for a link between the check and a write or a clean-up.
+    Raises :class:`UnsafeCache`."""
+    if not hasattr(os, "geteuid"):
+        return
+    uid = os.geteuid()
+    absolute = Path(os.path.abspath(path))
+    real_parent = Path(os.path.realpath(absolute.parent))
+    for directory in (*absolute.parents, real_parent, *real_parent.parents):
+        try:
+            info = os.lstat(directory)
+        except OSError as exc:
+            raise UnsafeCache(f"{directory}: {exc.strerror or exc}") from None
+        if info.st_uid not in (0, uid):
+            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a directory"
+            raise UnsafeCache(f"{directory}: on the cache's path, {what} owned by another user")
+        if (stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+            raise UnsafeCache(f"{directory}: on the cache's path, writable by other users and not sticky "
+                              f"(mode {stat.S_IMODE(info.st_mode):o})")
 
 
 def _read_private_file(path: Path, limit: int) -> bytes | None:
@@ -228,6 +262,13 @@ class Cache:
                     elif not parent.exists():
                         os.mkdir(parent, 0o700)
                 private_dir(self.root)
+                safe_ancestors(self.home)
+                safe_ancestors(self.root)
+                foreign = sorted(name for name in os.listdir(self.root)
+                                 if name != ".gitignore" and not GENERATION.fullmatch(name))
+                if foreign:  # --cache-dir . or ~: never clean up (remove) what is not ours
+                    raise UnsafeCache(f"{self.root}: not an npu-migrate cache directory (it holds {foreign[0]!r}); "
+                                      "give a new or empty directory")
                 self._usable = True
             except (UnsafeCache, OSError) as exc:
                 self.warnings.append(f"cache not used: {exc}")
@@ -288,7 +329,7 @@ class Cache:
         _write_gitignore(self.root)
         if not os.path.lexists(self.directory):
             for old in self.root.iterdir():  # older generations: never hit again
-                if old.name != ".gitignore" and not old.is_symlink() and old.is_dir():
+                if GENERATION.fullmatch(old.name) and not old.is_symlink() and old.is_dir():
                     shutil.rmtree(old, ignore_errors=True)
         private_dir(self.directory)
         self._made.add(self.directory.name)

@@ -353,7 +353,7 @@ class CheckpointManager:
         import torch.distributed.checkpoint as dcp
 
         where = os.path.join(tmp, DCP_SUBDIR)
-        error = self._attempt(what, dcp.save, sharded_state, checkpoint_id=where)  # raises on every rank alike
+        error = self._attempt(what, dcp.save, sharded_state, storage_writer=sharded_io.writer(where))  # every rank alike
         if error is not None:
             return {}, error
         rank = dist.get_rank() if dist else 0

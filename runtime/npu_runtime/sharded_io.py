@@ -10,6 +10,13 @@ reads them with
   classes DCP's metadata is made of (anything else: CheckpointError, nothing executed),
   and every storage file it names must be one the manifest lists;
 - :class:`WeightsOnlyPlanner`: non-tensor values with ``torch.load(weights_only=True)``.
+
+Saving goes through :func:`writer`: DCP's own file system opens every file with
+``open(path, "wb")``, which follows a symlink; in a checkpoint directory others can
+write to, a save's temporary directory can be swapped for one holding links (to
+``~/.bashrc``), and the shards would be written through them. Every file is created
+with ``O_CREAT|O_EXCL|O_NOFOLLOW`` instead: a planted name is an error, never a
+file written through.
 """
 
 from __future__ import annotations
@@ -118,6 +125,40 @@ def reader(directory: str, allowed_files: Collection[str]) -> Any:
             return meta
 
     return TrustedReader(directory)
+
+
+def writer(directory: str) -> Any:
+    """DCP's FileSystemWriter for ``directory`` that never writes through a planted name."""
+    from contextlib import contextmanager
+    from pathlib import Path
+
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint.filesystem import FileSystem
+
+    class NoFollowFileSystem(FileSystem):
+        @contextmanager
+        def create_stream(self, path: Any, mode: str) -> Any:
+            if "w" not in mode:
+                with super().create_stream(path, mode) as stream:
+                    yield stream
+                return
+            try:
+                fd = safeio.create_exclusive(os.fspath(path))
+            except OSError as exc:
+                raise CheckpointError(f"{path}: cannot create ({exc.strerror or exc}); a file or link someone "
+                                      "planted is never written through") from None
+            with os.fdopen(fd, mode) as stream:
+                yield stream
+
+        def mkdir(self, path: Any) -> None:
+            Path(path).mkdir(parents=False, exist_ok=True)  # the save made it; never through new parents
+
+    class NoFollowWriter(FileSystemWriter):
+        def __init__(self, path: str) -> None:
+            super().__init__(path)
+            self.fs = NoFollowFileSystem()
+
+    return NoFollowWriter(directory)
 
 
 def planner() -> Any:

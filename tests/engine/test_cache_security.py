@@ -225,10 +225,10 @@ def test_old_generations_are_removed(tmp_path, monkeypatch):
     home = tmp_path / "home" / "npu-migrate"
     root = tmp_path / "c"
     old = cache.Cache(root, "s", home=home)
-    old.directory = root / "0.0-old"
+    old.directory = root / "0.0.9-0123456789abcdef"
     old.put(old.key("a.py", "d"), FileResult(path="a.py"))
     old.flush()
-    assert (root / "0.0-old").is_dir()
+    assert old.directory.is_dir()
     new = cache.Cache(root, "s", home=home)
     new.put(new.key("a.py", "d"), FileResult(path="a.py"))
     new.flush()
@@ -254,3 +254,49 @@ def test_a_key_file_that_is_not_private_disables_the_cache(tmp_path, bad):
     store = cache.Cache(tmp_path / "c", "s", home=home)
     assert store.get("a.py", store.key("a.py", "d")) is None
     assert store.warnings and "cache not used" in store.warnings[0]
+
+
+def test_a_cache_dir_that_holds_anything_else_is_refused_and_nothing_is_removed(tmp_path, run_cli):
+    """``--cache-dir .`` once removed every directory of the project (``.git`` and
+    ``src`` included): the clean-up of old generations took them for generations."""
+    project = _project(tmp_path / "p")
+    (project / "src").mkdir()
+    (project / "src" / "keep.txt").write_text("keep")
+    (project / ".git").mkdir()
+    result = run_cli(".", "--write", "--cache-dir", ".", cwd=project)
+    assert result.exit_code == 0 and "not an npu-migrate cache directory" in result.output, result.output
+    assert (project / "src" / "keep.txt").read_text() == "keep" and (project / ".git").is_dir()
+    assert not (project / ".gitignore").exists()
+    assert (project / "train.py").read_bytes() == MIGRATED
+
+
+@pytest.mark.parametrize("how", ["open-parent", "link-into-open-dir", "foreign-parent"])
+def test_a_cache_dir_another_user_could_swap_is_refused(tmp_path, run_cli, how):
+    """A private cache directory in a directory others can write to (not sticky), or
+    reached through a link into one, or below another user's directory, could be
+    swapped for a link between the check and the clean-up of old generations."""
+    project = _project(tmp_path / "p")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    cache = shared / "c"
+    if how == "link-into-open-dir":
+        (project / "lnk").symlink_to(shared)
+        cache = Path("lnk") / "c"
+    elif how == "foreign-parent":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give a directory to another user")
+        shared.chmod(0o755)
+        os.chown(shared, 12345, 12345)
+    result = run_cli(".", "--cache-dir", cache, cwd=project)
+    assert "cache not used" in result.output and "on the cache's path" in result.output, result.output
+    assert not _entries(shared)
+
+
+def test_a_cache_dir_in_a_sticky_shared_directory_is_used(tmp_path, run_cli):
+    project = _project(tmp_path / "p")
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    result = run_cli(".", "--cache-dir", sticky / "c", cwd=project)
+    assert "cache not used" not in result.output and _entries(sticky / "c")

@@ -33,6 +33,36 @@ def test_a_named_symlink_out_of_the_project_is_not_written(tmp_path, run_cli):
     assert b"torch.npu" in (project / "good.py").read_bytes()  # the others are still written
 
 
+def test_a_path_named_through_a_linked_directory_out_of_the_project_is_not_written(tmp_path, run_cli):
+    """``pkg -> ../elsewhere`` in a repository: ``npu-migrate pkg/m.py --write`` (or
+    ``pkg``) once wrote the file outside, because a named path's real directory
+    counted as a root of the project."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "m.py").write_bytes(CUDA)
+    project = tmp_path / "repo"
+    project.mkdir()
+    (project / "pyproject.toml").write_bytes(b"[tool.npu-migrate]\n")
+    (project / "pkg").symlink_to("../elsewhere")
+    for named in ("pkg/m.py", "pkg"):
+        result = run_cli("--write", named, cwd=project)
+        assert result.exit_code == 2, result.output
+        [error] = _errors(result.output)
+        assert "outside the project" in error and "skipped" in error, error
+        assert (elsewhere / "m.py").read_bytes() == CUDA
+
+
+def test_a_file_named_outside_the_project_without_links_is_written(tmp_path, run_cli):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "m.py").write_bytes(CUDA)
+    project = tmp_path / "repo"
+    project.mkdir()
+    (project / "pyproject.toml").write_bytes(b"[tool.npu-migrate]\n")
+    result = run_cli("--write", str(tmp_path / "other" / "m.py"), cwd=project)
+    assert result.exit_code == 0, result.output
+    assert b"torch.npu" in (tmp_path / "other" / "m.py").read_bytes()
+
+
 def test_a_symlink_inside_the_project_is_written_through(tmp_path, run_cli):
     (tmp_path / "real.py").write_bytes(CUDA)
     (tmp_path / "alias.py").symlink_to("real.py")

@@ -307,3 +307,59 @@ def test_a_failing_sharded_save_is_a_checkpoint_error_and_leaves_nothing(tmp_pat
     assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp", ".trash"))]
     monkeypatch.undo()
     assert CheckpointManager(tmp_path, sharded=True).load_latest(model=_model()).step == 1
+
+
+def test_sharded_save_never_writes_through_a_planted_link(tmp_path, monkeypatch):
+    """In a checkpoint directory others can write to (not sticky), a save's temporary
+    directory can be swapped for one whose shard names are links to the victim's
+    files: DCP's own writer opened them with open("wb") and overwrote ``~/.bashrc``
+    with tensor bytes. Every shard and metadata file is now created O_EXCL|O_NOFOLLOW."""
+    import torch.distributed.checkpoint as dcp
+
+    victim = tmp_path / "bashrc"
+    victim.write_text("export SAFE=1\n")
+    real_save = dcp.save
+
+    def plant_then_save(state, *, checkpoint_id=None, storage_writer=None):
+        where = str(checkpoint_id or storage_writer.path)
+        for name in ("__0_0.distcp", ".metadata.tmp", ".metadata"):
+            os.symlink(victim, os.path.join(where, name))
+        return real_save(state, checkpoint_id=checkpoint_id, storage_writer=storage_writer)
+
+    monkeypatch.setattr(dcp, "save", plant_then_save)
+    with pytest.raises(CheckpointError):
+        CheckpointManager(tmp_path / "ck", sharded=True).save(1, model=_model())
+    assert victim.read_text() == "export SAFE=1\n"
+    monkeypatch.setattr(dcp, "save", real_save)
+    model = _model()
+    CheckpointManager(tmp_path / "ck2", sharded=True).save(1, model=model)
+    restored = torch.nn.Linear(4, 3)
+    assert CheckpointManager(tmp_path / "ck2", sharded=True).load_latest(model=restored).step == 1
+    assert torch.equal(restored.weight, model.weight)
+
+
+def test_checksumming_a_hole_does_not_feed_the_watchdog(tmp_path, monkeypatch):
+    """A planted sparse state.pt as large as the file system allows, with a manifest
+    to match, was checksummed at disk speed for hours while every block fed the
+    watchdog; holes are no progress, so the watchdog fires instead."""
+    from npu_runtime import durable
+
+    beats = []
+    monkeypatch.setattr(durable, "CHUNK", 4096)
+    monkeypatch.setattr(durable.watchdog, "beat", lambda: beats.append(1))
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(3 * 4096))
+    sparse = tmp_path / "sparse.bin"
+    with open(sparse, "wb") as fh:
+        fh.truncate(64 * 4096)
+    for path, want_beats in ((data, 3), (sparse, 0)):
+        beats.clear()
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            raw = path.read_bytes()
+            assert durable.crc32_fd(fd, len(raw)) == zlib.crc32(raw)
+        finally:
+            os.close(fd)
+        if path is sparse and os.stat(path).st_blocks:
+            pytest.skip("this file system stores no holes")
+        assert len(beats) == want_beats, path
