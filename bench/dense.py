@@ -23,6 +23,17 @@ machine where the absolute seconds do not:
     python -m bench.dense corpus [--projects accelerate,peft,timm] [--rounds 2]
     python -m bench.dense linear [--file accelerate/state.py] [--sizes 1,2,4,8]
     python -m bench.dense isolation [--repeat 3]   (after ``corpus``: uses its tree)
+    python -m bench.dense floor [--repeat 3]       (after ``corpus``: uses its tree)
+
+``floor``
+    The floor argument, measured per file of the dense tree in this process (CPU
+    seconds, median of ``--repeat`` alternating runs): libcst's parse alone, parse +
+    codegen (the floor), parse + ``MetadataWrapper`` (libcst's default, a deep copy)
+    and + positions resolved, CPython's ``ast.parse``, libcst's parse of the file as
+    the engine parses it (definitions no needed rule acts on left out:
+    ``npu_migrate/python/elision.py``), and the engine (``migrate_safely``). Every
+    figure is a ratio to the floor of the same files; the engine's own lower bound
+    is its ``ast.parse`` plus its libcst parse of the reduced file.
 """
 
 from __future__ import annotations
@@ -221,6 +232,111 @@ def isolation_main(args) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- floor
+
+def _cpu(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def engine_parse_input(path: str, data: bytes) -> tuple[bytes | None, list[str]]:
+    """What the engine hands libcst for this file (the reduced file where elision
+    applies; None where no rule is needed and libcst never runs) and the rules needed,
+    as ``npu_migrate.python.engine._migrate`` computes them."""
+    from npu_migrate.pipeline.registry import rules_for
+    from npu_migrate.pipeline.settings import Settings
+    from npu_migrate.python import engine, lossless
+    from npu_migrate.python.source import decode
+
+    settings = Settings()
+    text = decode(path, data)
+    tree = engine.python_ast(path, data)
+    rules = rules_for("python")
+    active = tuple(rid for rid in rules if settings.selection.active(rid, path, rules[rid].opt_in))
+    needed = engine._prefilter(active).rules_needed(text)
+    if not needed:
+        return None, needed
+    reduced = engine._reduce(data, text, needed, tree) if tree is not None else None
+    return lossless.protect(reduced.data if reduced is not None else data).data, needed
+
+
+def floor_main(args) -> int:
+    """See the module's docstring (``floor``)."""
+    import ast
+
+    import libcst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.pipeline.settings import Settings
+
+    cache = args.cache_dir or default_cache_dir()
+    root = cache / "dense"
+    paths = sorted(root.rglob("*.py"))
+    if not paths:
+        raise SystemExit(f"no dense tree under {root}: run `python -m bench.dense corpus` first")
+    settings = Settings()
+    migrate_safely(str(paths[0]), paths[0].read_bytes(), settings)  # imports outside the timings
+    columns = ["parse", "floor", "wrapper", "positions", "ast", "engine parse", "engine"]
+    totals = dict.fromkeys(columns, 0.0)
+    lines = reduced_bytes = all_bytes = 0
+    skipped = below = 0
+    for path in paths:
+        data = path.read_bytes()
+        rel = str(path.relative_to(root))
+        engine_input, _ = engine_parse_input(rel, data)
+        steps = {
+            "parse": lambda: libcst.parse_module(data),
+            "floor": lambda: libcst.parse_module(data).bytes,
+            "wrapper": lambda: MetadataWrapper(libcst.parse_module(data)),
+            "positions": lambda: MetadataWrapper(libcst.parse_module(data), unsafe_skip_copy=True)
+            .resolve(PositionProvider),
+            "ast": lambda: ast.parse(data),
+            "engine parse": (lambda: libcst.parse_module(engine_input)) if engine_input is not None else (lambda: None),
+            "engine": lambda: migrate_safely(rel, data, settings),
+        }
+        times = {name: [] for name in columns}
+        for _ in range(args.repeat):  # alternating, so that all see the same load
+            for name in columns:
+                times[name].append(_cpu(steps[name]))
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        for name in columns:
+            totals[name] += medians[name]
+        lines += data.count(b"\n")
+        all_bytes += len(data)
+        reduced_bytes += len(engine_input) if engine_input is not None else 0
+        skipped += engine_input is None
+        below += medians["engine"] < medians["floor"]
+        print(f"{rel}: floor {medians['floor']:.3f} s, engine {medians['engine']:.3f} s "
+              f"({medians['engine'] / medians['floor']:.2f}x), load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    floor = totals["floor"]
+    labels = {
+        "parse": "libcst parse alone (`parse_module`)",
+        "floor": "libcst parse + codegen (the floor)",
+        "wrapper": "parse + `MetadataWrapper` (libcst's default: deep copy)",
+        "positions": "parse + `MetadataWrapper(unsafe_skip_copy)` + positions resolved",
+        "ast": "CPython `ast.parse` (the engine's first step)",
+        "engine parse": "libcst parse of what the engine parses (reduced file)",
+        "engine": "the engine (`migrate_safely`, every rule)",
+    }
+    rows = [[labels[name], f"{totals[name]:.2f}", f"{totals[name] / floor:.2f}x"] for name in columns]
+    lower = totals["ast"] + totals["engine parse"]
+    text = ["# The floor argument, per file of the dense tree", "",
+            f"{len(paths)} files, {lines:,} lines; CPU seconds of this process (`time.process_time`), per file the "
+            f"median of {args.repeat} alternating runs, summed; load at the end {os.getloadavg()[0]:.1f}.", "",
+            markdown_table(["step", "CPU s", "vs floor"], rows), "",
+            f"- the engine hands libcst {reduced_bytes / all_bytes:.0%} of the bytes "
+            f"({skipped} file(s) not at all: no rule needed);",
+            f"- the engine's parse alone (ast.parse + libcst parse of the reduced file) is "
+            f"{lower / floor:.2f}x the floor: no engine that parses this much with libcst can go below that;",
+            f"- files where the engine took less than the floor: {below} of {len(paths)}.", ""]
+    print("\n".join(text))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text("\n".join(text), encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -239,10 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     lin.add_argument("--output", type=Path, default=RESULTS_DIR / "linear.md")
     iso = sub.add_parser("isolation")
     iso.add_argument("--repeat", type=int, default=3)
-    for p in (c, lin, iso):
+    fl = sub.add_parser("floor")
+    fl.add_argument("--repeat", type=int, default=3)
+    fl.add_argument("--output", type=Path, default=RESULTS_DIR / "floor.md")
+    for p in (c, lin, iso, fl):
         p.add_argument("--cache-dir", type=Path, default=None)
     args = ap.parse_args(argv)
-    return {"corpus": corpus_main, "linear": linear_main, "isolation": isolation_main}[args.what](args)
+    return {"corpus": corpus_main, "linear": linear_main, "isolation": isolation_main,
+            "floor": floor_main}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,9 @@ TRAINS = re.compile(rb"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multipr
 #: are library code already).
 _IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+([\w., \t]+)|from[ \t]+(\w[\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w, \t]*))",
                      re.MULTILINE)
+#: Words without which :data:`TRAINS` and :data:`_CUDA_ONLY_MODULE` cannot match.
+_TRAINS_WORDS = (b".backward", b"init_process_group", b".spawn", b".Process")
+_CUDA_ONLY_WORDS = (b"triton", b"cupy", b"pycuda")
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
 
 
@@ -116,26 +119,29 @@ class ProjectFacts:
         training: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
+            # Each regular expression runs only where the word it cannot match without
+            # is in the file (``bytes in`` is a fast scan, ``re`` is not): same facts.
             if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
                 found = _TIMM_REQUIREMENT.search(data)
                 timm = found.group(1).decode("ascii", "replace").replace(" ", "").strip(",\t") if found else ""
-            if path is not None and path.endswith(".py") and IMPORTS_RUNTIME.search(data):
+            if path is not None and path.endswith(".py") and b"npu_runtime" in data and IMPORTS_RUNTIME.search(data):
                 importers.add(path)
             if path is not None and os.path.basename(path) == "__init__.py":
                 packages_seen.add(os.path.dirname(os.path.abspath(path)))
-            calls_set_epoch = calls_set_epoch or _SET_EPOCH.search(data) is not None
-            constructs_data_parallel = constructs_data_parallel or _DATA_PARALLEL_CALL.search(data) is not None
+            calls_set_epoch = calls_set_epoch or (b".set_epoch" in data and _SET_EPOCH.search(data) is not None)
+            constructs_data_parallel = constructs_data_parallel or (
+                b"DataParallel" in data and _DATA_PARALLEL_CALL.search(data) is not None)
             if path is None or not path.endswith(".py"):
                 continue
             if not custom_flash and b"flash_attention_2" in data:
                 custom_flash = any(b"sdpa" not in m.group() or m.group().startswith(b"[")
                                    for m in _FLASH_REGISTRY.finditer(data))
             imports[os.path.abspath(path)] = _imported_names(data)
-            if TRAINS.search(data):
+            if any(word in data for word in _TRAINS_WORDS) and TRAINS.search(data):
                 training.add(os.path.abspath(path))
             file = module_file(path)
             files.append(file)
-            if _CUDA_ONLY_MODULE.search(data):
+            if any(word in data for word in _CUDA_ONLY_WORDS) and _CUDA_ONLY_MODULE.search(data):
                 cuda_only.add(file)
             elif os.path.basename(path) == "__init__.py":
                 packages[file] = [m.decode() for m in _RELATIVE_IMPORT.findall(data)]
@@ -183,9 +189,15 @@ class ProjectFacts:
 
 
 def _imported_names(data: bytes) -> set[str]:
-    """The dotted names a file imports (``from a import b, c`` gives ``a``, ``a.b``, ``a.c``)."""
+    """The dotted names a file imports (``from a import b, c`` gives ``a``, ``a.b``, ``a.c``).
+    Line by line, and only lines with ``import`` in them: :data:`_IMPORT` matches at a
+    line's start and never across a line end, and ``re`` alone would try every position
+    of the file."""
     names: set[str] = set()
-    for match in _IMPORT.finditer(data):
+    for line in data.split(b"\n"):
+        match = _IMPORT.match(line) if b"import" in line else None
+        if match is None:
+            continue
         plain, module, members = match.groups()
         if plain is not None:
             for part in plain.decode("ascii", "replace").split(","):
@@ -212,6 +224,21 @@ def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
     if not imports:
         return set()
     root = os.path.commonpath([os.path.dirname(p) for p in imports])
+    # What each directory from the root down holds of the run's files (``a`` for
+    # ``a.py`` and for ``a/...``): a name whose first part is not there cannot be
+    # a file of the run from that directory, so no path is joined for it.
+    children: dict[str, set[str]] = {}
+    for path in imports:
+        below, name = os.path.split(path)
+        name = name[:-3] if name.endswith(".py") else name
+        while True:
+            kids = children.setdefault(below, set())
+            if name in kids:
+                break
+            kids.add(name)
+            if below == root or os.path.dirname(below) == below:
+                break
+            below, name = os.path.split(below)
     found: set[tuple[str, str]] = set()
     for path, names in imports.items():
         directory = os.path.dirname(path)
@@ -222,6 +249,8 @@ def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
         for name in names:
             parts = name.split(".")
             for base in bases:
+                if parts[0] not in children.get(base, ()):
+                    continue
                 for k in range(1, len(parts) + 1):
                     candidate = os.path.join(base, *parts[:k]) + ".py"
                     if candidate != path and candidate in imports:

@@ -74,6 +74,11 @@ class FileResult:
     #: Digest of the bytes the result was computed from (``npu_migrate.pipeline.files.content_digest``):
     #: nothing is shown or written for a file that no longer has them.
     source_digest: str | None = None
+    #: Rule id -> (summary, impact class) for the rules of ``fixes`` and ``findings``,
+    #: filled where the rules are loaded (the worker) and kept in the cache entry, so that
+    #: a report of a cached run needs no rule module (nor libcst) in the parent:
+    #: :func:`npu_migrate.reporting.report.reason_for`, :func:`npu_migrate.pipeline.registry.impact_of`.
+    rule_notes: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -84,6 +89,7 @@ class FileResult:
             "fixes": [asdict(f) for f in self.fixes],
             "findings": [asdict(f) for f in self.findings],
             "new_source": self.new_source.decode("latin-1") if self.new_source is not None else None,
+            "rules": {rule: list(note) for rule, note in self.rule_notes.items()},
         }
 
     @classmethod
@@ -100,6 +106,7 @@ class FileResult:
                 fixes=[Fix(**_checked(f, _FIX_FIELDS)) for f in _list(data.get("fixes"))],
                 findings=[Finding(**_checked(f, _FINDING_FIELDS)) for f in _list(data.get("findings"))],
                 new_source=new_source.encode("latin-1") if new_source is not None else None,
+                rule_notes=_notes(data.get("rules", {})),
             )
         except UnicodeEncodeError as exc:  # not what to_cache writes
             raise ValueError(f"cache entry: {exc}") from None
@@ -113,6 +120,13 @@ def _schema(cls) -> dict[str, tuple[type, bool]]:
 
 _FIX_FIELDS = _schema(Fix)
 _FINDING_FIELDS = _schema(Finding)
+
+
+def _notes(value: object) -> dict[str, tuple[str, str]]:
+    if not isinstance(value, dict) or not all(
+            isinstance(v, list) and len(v) == 2 and all(type(x) is str for x in v) for v in value.values()):
+        raise TypeError("cache entry: rules is not an object of [summary, impact] pairs")
+    return {str(rule): (note[0], note[1]) for rule, note in value.items()}
 
 
 def _list(value: object) -> list:

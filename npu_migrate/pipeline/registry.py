@@ -96,7 +96,11 @@ def rule_ids() -> list[str]:
     return sorted(found)
 
 
-def impact_of(rule_id: str) -> str:
-    """A rule's impact class (:attr:`RuleBase.impact`); ``review`` for an id no rule has."""
+def impact_of(rule_id: str, notes: dict[str, tuple[str, str]] | None = None) -> str:
+    """A rule's impact class (:attr:`RuleBase.impact`); ``review`` for an id no rule has.
+    ``notes``: a result's :attr:`~npu_migrate.pipeline.model.FileResult.rule_notes`, which
+    spare importing the rules."""
+    if notes and rule_id in notes:
+        return notes[rule_id][1]
     rule = all_rules().get(rule_id)
     return rule.impact if rule is not None else "review"

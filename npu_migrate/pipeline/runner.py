@@ -77,7 +77,7 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     try:
         if file_type is filetypes.PYTHON:
             check_python_memory(data)  # refused before parsing if it cannot fit (npu_migrate/pipeline/limits.py)
-        return file_type.migrate()(path, data, settings)
+        return _noted(file_type.migrate()(path, data, settings), file_type)
     except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/pipeline/limits.py)
         return FileResult(path=path, error=f"{path}:{exc.line}: {exc.message}")
     except RecursionError:  # a parser recursed past Python's limit anyway: still one line
@@ -86,6 +86,20 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
         return FileResult(path=path, error=f"{path}:1: {out_of_memory(data)}")
     except Exception as exc:  # noqa: BLE001 - isolate the failure to this file
         return _internal_error(path, f"{type(exc).__name__}: {exc}")
+
+
+def _noted(result: FileResult, file_type) -> FileResult:
+    """``result`` with the summary and impact of its rules (:attr:`FileResult.rule_notes`),
+    from the rules this process loaded for ``file_type``."""
+    from npu_migrate.pipeline.registry import rules_for
+
+    used = {item.rule for item in (*result.fixes, *result.findings)}
+    if used:
+        for front_end in file_type.front_ends:
+            for rule_id, rule in rules_for(front_end).items():
+                if rule_id in used:
+                    result.rule_notes[rule_id] = (rule.summary, rule.impact)
+    return result
 
 
 def migrate_path(path: str, settings: Settings) -> Outcome:

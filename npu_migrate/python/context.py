@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -29,6 +29,26 @@ from npu_migrate.python.elision import Reduced
 from npu_migrate.python.names import ImportTable, ImportTableResolver, ScopeResolver
 from npu_migrate.python.positions import Starts, StatementPositions, relined
 from npu_migrate.python.records import Edit, FindingRecord, ImportRequest
+
+
+def _by_type(classes) -> Callable[[object], bool]:
+    """``isinstance(value, classes)``, answered once per type: libcst's node classes
+    are ``ABCMeta`` classes, whose ``isinstance`` is slow, and these checks run for
+    every node of the rule walk."""
+    known: dict[type, bool] = {}
+
+    def check(value: object) -> bool:
+        cls = type(value)
+        found = known.get(cls)
+        if found is None:
+            found = known[cls] = isinstance(value, classes)
+        return found
+
+    return check
+
+
+_is_import = _by_type((cst.Import, cst.ImportFrom))
+_is_attribute = _by_type(cst.Attribute)
 
 
 @dataclass
@@ -79,14 +99,14 @@ class FileContext:
         if self._stack:
             self._parents[node] = self._stack[-1]
         self._stack.append(node)
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        if _is_import(node):
             self._import_depth += 1
         if self._import_depth:
             self._import_nodes.add(node)
 
     def after_leave(self, node: cst.CSTNode) -> None:
         self._stack.pop()
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        if _is_import(node):
             self._import_depth -= 1
 
     def in_import(self, node: cst.CSTNode) -> bool:
@@ -96,7 +116,7 @@ class FileContext:
     def is_outermost(self, node: cst.CSTNode) -> bool:
         """Only the longest dotted chain counts: ``torch.cuda.synchronize``, not ``torch.cuda``."""
         parent = self._parents.get(node)
-        return not (isinstance(parent, cst.Attribute) and parent.value is node)
+        return not (_is_attribute(parent) and parent.value is node)
 
     def use_name(self, node: cst.CSTNode) -> str | None:
         """Qualified name of an outermost Name/Attribute read outside import statements

@@ -232,6 +232,17 @@ def _cuda_sources(call: ast.Call) -> bool:
     return len(call.args) > 1 and names_cu(call.args[1])
 
 
+def all_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` in ``ast.walk`` order, listed once per tree and kept on
+    it: the gate index, the line index and the NPU-aware flags each walked the whole
+    file (four to six walks of every file with a CUDA gate); they now share one."""
+    nodes = getattr(tree, "_npu_migrate_nodes", None)
+    if nodes is None:
+        nodes = list(ast.walk(tree))
+        tree._npu_migrate_nodes = nodes  # ast nodes take attributes; dies with the tree
+    return nodes
+
+
 class FileIndex:
     """The names of one file that stand for CUDA-only code (built once per file)."""
 
@@ -261,7 +272,7 @@ class FileIndex:
         spans = [(a, b, gate) for gate in gates for a, b in gate.guarded]
         inside: dict[str, str] = {}
         outside: set[str] = set()
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -292,7 +303,7 @@ class FileIndex:
         # would collect is in the module's set, so one walk per question over the whole
         # tree finds the same probes in the same order as one walk per function did
         # (which walked each nested node once per enclosing function).
-        nodes = list(ast.walk(tree))
+        nodes = all_nodes(tree)
         names = {
             node.value.id for node in nodes
             if isinstance(node, ast.Attribute) and node.attr in ("major", "minor") and isinstance(node.value, ast.Name)
@@ -333,7 +344,7 @@ class FileIndex:
         return qualified, classify_name(qualified) or (KIND_PROJECT if project else None)
 
     def _imports(self, tree: ast.Module) -> None:
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             for alias in node.names:
@@ -653,7 +664,7 @@ class _LineIndex:
         #: line -> every node starting there, in ``ast.walk`` order; the functions, in that order
         self.nodes: dict[int, list[ast.AST]] = {}
         self.functions: list[ast.AST] = []
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             line = getattr(node, "lineno", None)
             if line is not None:
                 self.nodes.setdefault(line, []).append(node)
@@ -1042,7 +1053,7 @@ def _predicate_gate(ctx: FileContext, finder: _GateFinder, function: cst.CSTNode
     found = finder.via_tests(tree, lambda n: isinstance(n, ast.Call) and names_it(n.func))
     if found is not None:
         return found
-    for call in ast.walk(tree):
+    for call in all_nodes(tree):
         if isinstance(call, ast.Call):
             found = _registered_with(finder, call, names_it)
             if found is not None:

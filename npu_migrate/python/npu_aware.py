@@ -38,7 +38,7 @@ import libcst as cst
 
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import string_value
-from npu_migrate.python.cuda_only import enclosing_function
+from npu_migrate.python.cuda_only import all_nodes, enclosing_function
 
 #: ``npu`` (or ``hccl``, its collective library) at the start of a word or after
 #: ``_``/a non-letter: not ``input``.
@@ -316,7 +316,7 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
         return {}
     out: dict[tuple[int, int], tuple[str, str]] = {}
     ordered = sorted(kept)  # a binary search per assignment, not a scan of every kept line (quadratic)
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
             continue
         span = _lines(node)

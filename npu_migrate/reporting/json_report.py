@@ -28,10 +28,10 @@ def _file(result: FileResult) -> dict:
         "changed": result.changed,
         "written": result.written,
         "error": result.error,
-        "fixes": [{"rule": f.rule, "message": f.message, "reason": reason_for(f), "applied": result.written, **_span(f)}
+        "fixes": [{"rule": f.rule, "message": f.message, "reason": reason_for(f, result.rule_notes), "applied": result.written, **_span(f)}
                   for f in result.fixes],
         "findings": [{"rule": f.rule, "message": f.message, "suggestion": f.suggestion,
-                      "impact": impact_of(f.rule), **_span(f)}
+                      "impact": impact_of(f.rule, result.rule_notes), **_span(f)}
                      for f in result.findings],
     }
 

@@ -40,11 +40,15 @@ class Annotation:
     reason: str | None = None
 
 
-def reason_for(fix: Fix) -> str:
+def reason_for(fix: Fix, notes: dict[str, tuple[str, str]] | None = None) -> str:
     """Why the tool made ``fix``: the evidence its rule recorded (``passed to
-    `torch.device` as its device``), else the rule's one-line summary."""
+    `torch.device` as its device``), else the rule's one-line summary (from ``notes``,
+    the result's :attr:`~npu_migrate.pipeline.model.FileResult.rule_notes`, where they
+    have it: no rule module is imported then)."""
     if fix.reason:
         return fix.reason
+    if notes and fix.rule in notes:
+        return notes[fix.rule][0]
     from npu_migrate.pipeline.registry import all_rules
 
     rule = all_rules().get(fix.rule)
@@ -81,9 +85,9 @@ class Report:
                 level = "error" if self.mode == "check" else "warning"
                 for fix in result.fixes:
                     yield _at(result.path, fix, "fix", level, fix.message + " (fixable: run with --write)",
-                              reason=reason_for(fix))
+                              reason=reason_for(fix, result.rule_notes))
             for finding in result.findings:
-                level = "error" if self.fail_on_findings else _LEVEL[_impact(finding.rule)]
+                level = "error" if self.fail_on_findings else _LEVEL[_impact(finding.rule, result.rule_notes)]
                 yield _at(result.path, finding, "finding", level, finding.message, finding.suggestion)
 
 
@@ -98,19 +102,19 @@ def _at(path: str, item: Fix | Finding, kind: str, level: str, message: str, sug
 _LEVEL = {"blocking": "error", "review": "warning", "informational": "note"}
 
 
-def _impact(rule_id: str) -> str:
-    # Imported here: the rules (and libcst) load only for the formats that need them,
-    # never for the text output of a warm, fully cached run.
+def _impact(rule_id: str, notes: dict[str, tuple[str, str]] | None = None) -> str:
+    # Imported here: the rules (and libcst) load only for the formats that need them
+    # and only where the results' notes do not say it (never for a warm, fully cached run).
     from npu_migrate.pipeline.registry import impact_of
 
-    return impact_of(rule_id)
+    return impact_of(rule_id, notes)
 
 
 def findings_by_impact(results: list[FileResult]) -> dict[str, int]:
     """Findings counted per impact class (``blocking``, ``review``, ``informational``)."""
     from npu_migrate.pipeline.rulebase import IMPACTS
 
-    counts = Counter(_impact(f.rule) for r in results for f in r.findings)
+    counts = Counter(_impact(f.rule, r.rule_notes) for r in results for f in r.findings)
     return {impact: counts.get(impact, 0) for impact in IMPACTS}
 
 _ERROR_PLACE = re.compile(r"(?P<line>\d+)(?::(?P<col>\d+))?: (?P<message>.*)", re.DOTALL)

@@ -72,7 +72,7 @@ def diagnostics(result: FileResult, show_fixes: bool, with_path: bool = True) ->
         if state is None and item.suggestion:
             lines.append(Text(f"    suggestion: {item.suggestion}", style="dim"))
         elif state is not None:
-            lines.append(Text(f"    why: {reason_for(item)}", style="dim"))
+            lines.append(Text(f"    why: {reason_for(item, result.rule_notes)}", style="dim"))
     return lines
 
 

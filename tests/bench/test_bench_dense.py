@@ -33,3 +33,17 @@ def test_grown_repeats_lines_and_uses_and_stays_python() -> None:
     assert big.count(b"\n") == 12
     assert cuda_uses(big) == 4 * cuda_uses(data)
     ast.parse(big)
+
+
+def test_engine_parse_input_is_what_the_engine_hands_libcst() -> None:
+    import libcst
+
+    from bench.dense import engine_parse_input
+
+    assert engine_parse_input("plain.py", b"def f(x):\n    return x + 1\n") == (None, [])
+    other = "".join(f"def helper{i}(x):\n    return x + {i}\n\n\n" for i in range(40))
+    data = ("import torch\n\n\ndef to_gpu(x):\n    return x.cuda()\n\n\n" + other).encode()
+    parsed, needed = engine_parse_input("train.py", data)
+    assert needed and parsed is not None
+    assert b"x.cuda()" in parsed and len(parsed) < len(data)  # the helpers were left out
+    libcst.parse_module(parsed)
