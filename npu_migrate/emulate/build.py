@@ -46,15 +46,31 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "npu-migrate" / "emulator"
 
 
-def cache_key() -> str:
-    import torch
+def torch_version() -> str:
+    """The version of the torch the emulated processes import, without importing it in
+    this one when not yet imported: ``npu-migrate emulate`` only needs it for the cache
+    key, and importing torch there cost each run seconds of CPU before its children
+    imported torch again. The installed distribution's version is ``torch.__version__``
+    (both carry the local tag, e.g. ``2.13.0+cpu``); where no distribution metadata
+    is found (torch from a source tree on the path) torch is imported after all."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        import importlib.metadata
 
+        try:
+            return importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            import torch
+    return torch.__version__
+
+
+def cache_key() -> str:
     h = hashlib.sha256()
     for name in SOURCES:
         h.update(name.encode())
         h.update((CSRC_DIR / name).read_bytes())
     h.update(" ".join(CFLAGS).encode())
-    h.update(torch.__version__.encode())
+    h.update(torch_version().encode())
     h.update(sys.version.split()[0].encode())
     h.update(platform.machine().encode())
     return h.hexdigest()[:20]

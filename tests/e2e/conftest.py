@@ -9,6 +9,7 @@ built (or found in its on-disk cache) once per session.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -239,3 +240,39 @@ def migrated_without_npu401(workspace) -> Path:
     run, _ = _migrate(workspace.root, "without_npu401", "--ignore", "NPU401")
     assert run.returncode == 0, run.describe()
     return workspace.root / "without_npu401"
+
+
+class References:
+    """The CPU reference runs, each (script, arguments, processes) once per session.
+
+    A reference is deterministic (one thread, fixed seeds), and several tests compare
+    against the same one: the plain one-process run (test_training_scripts, and the
+    torchrun and checkpoint tests of test_data_parallel), the global-batch run (three
+    data-parallel tests). Each test still runs its own migrated side; a reference it
+    needs and nobody ran yet runs beside it, as before."""
+
+    def __init__(self, root: Path, scripts: Path) -> None:
+        self.root, self.scripts = root / "references", scripts
+        self.root.mkdir()
+        self._done: dict[tuple, tuple[Run, Path]] = {}
+
+    def _out(self, key: tuple) -> Path:
+        return self.root / f"{key[0]}_np{key[2]}_{hashlib.sha256(repr(key).encode()).hexdigest()[:12]}.json"
+
+    def run_beside(self, cmds: list[list[str]], refs: list[tuple[str, tuple[str, ...], int]], cwd: Path,
+                   envs: list[dict[str, str] | None] | None = None) -> tuple[list[Run], list[tuple[Run, Path]]]:
+        """Run ``cmds`` (with ``envs``) and the references ``refs`` (script name, arguments
+        without ``--out``, processes) not run yet, all at once; return the runs of
+        ``cmds`` and, per reference, its run and result file."""
+        keys = [(name, tuple(args), nproc) for name, args, nproc in refs]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._done))
+        ref_cmds = [reference_cmd(self.scripts / f"{k[0]}.py", [*k[1], "--out", self._out(k)], k[2]) for k in missing]
+        runs = run_all(*cmds, *ref_cmds, cwd=cwd, envs=[*(envs or [None] * len(cmds)), *[None] * len(ref_cmds)])
+        for key, run in zip(missing, runs[len(cmds):]):
+            self._done[key] = (run, self._out(key))
+        return runs[:len(cmds)], [self._done[k] for k in keys]
+
+
+@pytest.fixture(scope="session")
+def references(workspace) -> References:
+    return References(workspace.root, workspace.reference)

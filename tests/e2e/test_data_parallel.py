@@ -51,6 +51,16 @@ def _reference_args(spec, args) -> list[str]:
     return [*args, "--global-order"] if spec.data_parallel.global_order else list(args)
 
 
+def _global_reference(spec) -> tuple[str, tuple[str, ...], int]:
+    """The one-process CPU reference with the job's global batch (shared, see References)."""
+    return spec.name, tuple(_reference_args(spec, [])), 1
+
+
+def _plain_reference(spec) -> tuple[str, tuple[str, ...], int]:
+    """The plain one-process CPU reference (the one test_training_scripts compares with)."""
+    return spec.name, (), 1
+
+
 def _rank_results(out: Path, nproc: int) -> list[dict]:
     return [load_result(p) for p in result_paths(out, nproc)]
 
@@ -90,12 +100,11 @@ def test_migration_makes_it_data_parallel(workspace, spec):
 
 
 @pytest.mark.parametrize("spec", DATA_PARALLEL, ids=_ids(DATA_PARALLEL))
-def test_two_processes_match_one_process_with_the_global_batch(workspace, emulator_build, spec):
+def test_two_processes_match_one_process_with_the_global_batch(workspace, references, emulator_build, spec):
     tag = f"dp_{spec.name}"
-    mig_out, ref_out = workspace.root / f"mig2_{tag}.json", workspace.root / f"refg_{tag}.json"
-    mig, ref = run_all(
-        emulator_cmd(workspace.migrated / f"{spec.name}.py", ["--out", mig_out], 2),
-        reference_cmd(workspace.reference / f"{spec.name}.py", _reference_args(spec, ["--out", ref_out])),
+    mig_out = workspace.root / f"mig2_{tag}.json"
+    (mig,), ((ref, ref_out),) = references.run_beside(
+        [emulator_cmd(workspace.migrated / f"{spec.name}.py", ["--out", mig_out], 2)], [_global_reference(spec)],
         cwd=workspace.root,
     )
     _ok(ref, "the CPU reference")
@@ -104,16 +113,14 @@ def test_two_processes_match_one_process_with_the_global_batch(workspace, emulat
 
 
 @pytest.mark.parametrize("spec", DATA_PARALLEL, ids=_ids(DATA_PARALLEL))
-def test_torchrun_with_one_process_is_the_one_process_program(workspace, emulator_build, spec):
+def test_torchrun_with_one_process_is_the_one_process_program(workspace, references, emulator_build, spec):
     """torchrun sets RANK/WORLD_SIZE=1: still no process group, the same bits as the
     CPU reference (and as the plain run in test_training_scripts.py)."""
     tag = f"dp_{spec.name}"
-    mig_out, ref_out = workspace.root / f"mig_tr1_{tag}.json", workspace.root / f"ref1_{tag}.json"
-    mig, ref = run_all(
-        torchrun_cmd(workspace.migrated / f"{spec.name}.py", ["--out", mig_out], 1),
-        reference_cmd(workspace.reference / f"{spec.name}.py", ["--out", ref_out]),
-        cwd=workspace.root,
-        envs=[emulator_env(1), None],
+    mig_out = workspace.root / f"mig_tr1_{tag}.json"
+    (mig,), ((ref, ref_out),) = references.run_beside(
+        [torchrun_cmd(workspace.migrated / f"{spec.name}.py", ["--out", mig_out], 1)], [_plain_reference(spec)],
+        cwd=workspace.root, envs=[emulator_env(1)],
     )
     _ok(ref, "the CPU reference")
     _ok(mig, f"migrated {spec.name}.py under torchrun with one process")
@@ -132,7 +139,7 @@ def _stitched(first: dict, second: dict) -> dict:
 
 
 @pytest.mark.parametrize("spec", RESUMABLE, ids=_ids(RESUMABLE))
-def test_a_checkpoint_of_the_original_resumes_in_the_migrated_script(workspace, emulator_build, spec):
+def test_a_checkpoint_of_the_original_resumes_in_the_migrated_script(workspace, references, emulator_build, spec):
     """The CPU reference stands in for the CUDA original: it trains one epoch and saves
     (``module.`` keys where the original has them); the migrated script resumes from that
     file, as one process (bit for bit against the uninterrupted reference) and as two
@@ -140,17 +147,17 @@ def test_a_checkpoint_of_the_original_resumes_in_the_migrated_script(workspace, 
     proof = spec.data_parallel
     root, name = workspace.root, spec.name
     ckpt, ckpt_g = root / f"orig_{name}.pt", root / f"orig_global_{name}.pt"
-    outs = {k: root / f"resume_{name}_{k}.json" for k in ("stop", "stop_g", "full", "full_g", "res1", "res2")}
+    outs = {k: root / f"resume_{name}_{k}.json" for k in ("stop", "stop_g", "res1", "res2")}
     ref = workspace.reference / f"{name}.py"
-    runs = run_all(
-        reference_cmd(ref, [*_args(proof.stop, ckpt), "--out", outs["stop"]]),
-        reference_cmd(ref, _reference_args(spec, [*_args(proof.stop, ckpt_g), "--out", outs["stop_g"]])),
-        reference_cmd(ref, ["--out", outs["full"]]),
-        reference_cmd(ref, _reference_args(spec, ["--out", outs["full_g"]])),
+    stops, fulls = references.run_beside(
+        [reference_cmd(ref, [*_args(proof.stop, ckpt), "--out", outs["stop"]]),
+         reference_cmd(ref, _reference_args(spec, [*_args(proof.stop, ckpt_g), "--out", outs["stop_g"]]))],
+        [_plain_reference(spec), _global_reference(spec)],
         cwd=root,
     )
-    for run in runs:
+    for run in [*stops, *(run for run, _ in fulls)]:
         _ok(run, "the CPU reference")
+    outs["full"], outs["full_g"] = (out for _, out in fulls)
     assert ckpt.exists() and ckpt_g.exists()
     script = workspace.migrated / f"{name}.py"
     one, two = run_all(
@@ -169,16 +176,16 @@ def test_a_checkpoint_of_the_original_resumes_in_the_migrated_script(workspace, 
 
 
 @pytest.mark.parametrize("spec", RESUMABLE, ids=_ids(RESUMABLE))
-def test_a_checkpoint_of_the_two_process_job_resumes_in_the_original(workspace, emulator_build, spec):
+def test_a_checkpoint_of_the_two_process_job_resumes_in_the_original(workspace, references, emulator_build, spec):
     """And the other way round: the migrated script, two processes on the emulated NPU,
     trains one epoch and saves (one process writes); the original resumes from it."""
     proof = spec.data_parallel
     root, name = workspace.root, spec.name
     ckpt = root / f"migrated_{name}.pt"
-    outs = {k: root / f"back_{name}_{k}.json" for k in ("stop", "resume", "full")}
-    stop, full = run_all(
-        emulator_cmd(workspace.migrated / f"{name}.py", [*_args(proof.stop, ckpt), "--out", outs["stop"]], 2),
-        reference_cmd(workspace.reference / f"{name}.py", _reference_args(spec, ["--out", outs["full"]])),
+    outs = {k: root / f"back_{name}_{k}.json" for k in ("stop", "resume")}
+    (stop,), ((full, outs["full"]),) = references.run_beside(
+        [emulator_cmd(workspace.migrated / f"{name}.py", [*_args(proof.stop, ckpt), "--out", outs["stop"]], 2)],
+        [_global_reference(spec)],
         cwd=root,
     )
     _ok(stop, f"migrated {name}.py saving in two processes")

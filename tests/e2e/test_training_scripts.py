@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ from .conftest import (
     compare_results,
     emulator_cmd,
     load_result,
-    reference_cmd,
     result_paths,
     run_all,
 )
@@ -130,13 +130,12 @@ def test_unmigrated_original_fails_on_the_emulator(workspace, negative_runs, nam
     assert not (workspace.root / f"neg_{name}.json").exists()
 
 
-def _train_and_compare(workspace, name: str, nproc: int) -> None:
+def _train_and_compare(workspace, references, name: str, nproc: int) -> None:
     spec = BY_NAME[name]
     tag = f"{name}_np{nproc}"
-    mig_out, ref_out = workspace.root / f"mig_{tag}.json", workspace.root / f"ref_{tag}.json"
-    mig, ref = run_all(
-        emulator_cmd(workspace.migrated / f"{name}.py", ["--out", mig_out], nproc),
-        reference_cmd(workspace.reference / f"{name}.py", ["--out", ref_out], nproc),
+    mig_out = workspace.root / f"mig_{tag}.json"
+    (mig,), ((ref, ref_out),) = references.run_beside(
+        [emulator_cmd(workspace.migrated / f"{name}.py", ["--out", mig_out], nproc)], [(name, (), nproc)],
         cwd=workspace.root,
     )
     assert ref.returncode == 0, "the CPU reference itself failed:\n" + ref.describe()
@@ -152,13 +151,13 @@ def _train_and_compare(workspace, name: str, nproc: int) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_single_process_matches_cpu_reference(workspace, emulator_build, name):
-    _train_and_compare(workspace, name, 1)
+def test_single_process_matches_cpu_reference(workspace, references, emulator_build, name):
+    _train_and_compare(workspace, references, name, 1)
 
 
 @pytest.mark.parametrize("name", DISTRIBUTED)
-def test_two_process_hccl_matches_gloo_reference(workspace, emulator_build, name):
-    _train_and_compare(workspace, name, 2)
+def test_two_process_hccl_matches_gloo_reference(workspace, references, emulator_build, name):
+    _train_and_compare(workspace, references, name, 2)
 
 
 @pytest.mark.parametrize("name", RESUMABLE)
@@ -178,15 +177,17 @@ def test_checkpoint_loads_on_npu_n_and_resumes_exactly(workspace, emulator_build
     assert stop.returncode == 0, stop.describe()
     assert ckpt.exists(), f"{name}.py wrote no checkpoint"
 
-    # The saved checkpoint loads onto the last emulated device with the same bits.
-    (load,) = run_all(emulator_cmd(LOAD_CHECKPOINT, [ckpt, 1]), cwd=workspace.root,
-                      env={"NPU_MIGRATE_EMULATOR_DEVICES": "2"})
+    # The saved checkpoint loads onto the last emulated device with the same bits; that
+    # check reads a byte copy of it, so it runs beside the resume (which may save again).
+    saved = shutil.copyfile(ckpt, ckpt.with_name(f"{ckpt.name}.as_saved"))
+    load, resume = run_all(emulator_cmd(LOAD_CHECKPOINT, [saved, 1]),
+                           emulator_cmd(script, [*resume_args, "--out", outs["resume"]], nproc),
+                           cwd=workspace.root, envs=[{"NPU_MIGRATE_EMULATOR_DEVICES": "2"}, None])
     assert load.returncode == 0, load.describe()
     loaded = json.loads(load.output.strip().splitlines()[-1])
     assert loaded["tensors"] > 0 and loaded["device_count"] == 2
     assert loaded["wrong_device"] == loaded["different"] == loaded["missing"] == [], loaded
 
-    (resume,) = run_all(emulator_cmd(script, [*resume_args, "--out", outs["resume"]], nproc), cwd=workspace.root)
     assert resume.returncode == 0, resume.describe()
     for full_path, stop_path, resume_path in zip(*(result_paths(outs[k], nproc) for k in ("full", "stop", "resume"))):
         whole, first, second = load_result(full_path), load_result(stop_path), load_result(resume_path)
@@ -196,16 +197,27 @@ def test_checkpoint_loads_on_npu_n_and_resumes_exactly(workspace, emulator_build
         assert not problems, f"{name}.py: stop + resume differs from the uninterrupted run:\n  " + "\n  ".join(problems)
 
 
-def _kill_and_resume(script: Path, killed: KilledResume, root: Path, tag: str):
-    """Run the job until it is killed after a save, then resume it: (killed run, resumed run, result)."""
-    job = root / f"job_{tag}"
-    job.mkdir()
-    args = [a.replace("{dir}", str(job)) for a in killed.run]
-    (kill,) = run_all(emulator_cmd(script, [*args, "--out", job / "killed.json"]), cwd=root,
-                      env={"E2E_KILL_AFTER_SAVE": str(killed.kill_at)})
-    resume_args = [a.replace("{dir}", str(job)) for a in killed.resume]
-    (resume,) = run_all(emulator_cmd(script, [*resume_args, "--out", job / "resumed.json"]), cwd=root)
-    return kill, resume, job / "resumed.json"
+def _kill_and_resume(scripts: dict[str, Path], killed: KilledResume, root: Path, whole: tuple[Path, Path]):
+    """For each tag's script: run the job until it is killed after a save, then resume it;
+    next to the kills, the uninterrupted run of ``whole`` (script, output). The runs
+    are independent processes (one job folder each), so the kills and the whole run go
+    at once, then the resumes: two rounds instead of one process after another.
+    Returns ({tag: (killed run, resumed run, result path)}, the whole run)."""
+    jobs = {tag: root / f"job_{tag}" for tag in scripts}
+    for job in jobs.values():
+        job.mkdir()
+    whole_script, whole_out = whole
+    kill_cmds = [emulator_cmd(scripts[tag], [*(a.replace("{dir}", str(job)) for a in killed.run),
+                                             "--out", job / "killed.json"]) for tag, job in jobs.items()]
+    whole_cmd = emulator_cmd(whole_script, [*(a.replace("{dir}", str(whole_out.parent)) for a in killed.run),
+                                            "--out", whole_out])
+    *kills, whole_run = run_all(*kill_cmds, whole_cmd, cwd=root,
+                                envs=[{"E2E_KILL_AFTER_SAVE": str(killed.kill_at)}] * len(kill_cmds) + [None])
+    resumes = run_all(*(emulator_cmd(scripts[tag], [*(a.replace("{dir}", str(job)) for a in killed.resume),
+                                                    "--out", job / "resumed.json"]) for tag, job in jobs.items()),
+                      cwd=root)
+    return {tag: (kill, resume, job / "resumed.json")
+            for (tag, job), kill, resume in zip(jobs.items(), kills, resumes)}, whole_run
 
 
 def _continues(whole: dict, resumed: dict) -> list[str]:
@@ -232,13 +244,14 @@ def test_killed_after_save_resumes_exactly(workspace, migrated_without_npu401, e
     whole_job = root / f"job_{name}_whole"
     whole_job.mkdir()
     whole_out = whole_job / "whole.json"
-    (whole,) = run_all(emulator_cmd(workspace.migrated / f"{name}.py",
-                                    [*(a.replace("{dir}", str(whole_job)) for a in killed.run), "--out", whole_out]),
-                       cwd=root)
+    control_tag = f"{name}_without_npu401"
+    runs, whole = _kill_and_resume({name: workspace.migrated / f"{name}.py",
+                                    control_tag: migrated_without_npu401 / f"{name}.py"},
+                                   killed, root, (workspace.migrated / f"{name}.py", whole_out))
     assert whole.returncode == 0, whole.describe()
     whole_result = load_result(whole_out)
 
-    kill, resume, resumed_out = _kill_and_resume(workspace.migrated / f"{name}.py", killed, root, name)
+    kill, resume, resumed_out = runs[name]
     assert kill.returncode != 0 and f"killed after saving the checkpoint of step {killed.kill_at}" in kill.output, \
         kill.describe()
     assert not (root / f"job_{name}" / "killed.json").exists()
@@ -249,8 +262,7 @@ def test_killed_after_save_resumes_exactly(workspace, migrated_without_npu401, e
     assert not problems, f"{name}.py: kill + resume differs from the uninterrupted run:\n  " + "\n  ".join(problems)
 
     # control: without the GradScaler state in the checkpoint the resume goes astray
-    _, control, control_out = _kill_and_resume(migrated_without_npu401 / f"{name}.py", killed, root,
-                                               f"{name}_without_npu401")
+    _, control, control_out = runs[control_tag]
     assert control.returncode == 0, control.describe()
     assert _continues(whole_result, load_result(control_out)), \
         f"{name}.py resumes exactly even without NPU401: the fixture does not exercise the GradScaler state"

@@ -14,6 +14,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,33 @@ def _emulated(*args: str, nproc: int = 1, env: dict | None = None, timeout: floa
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
+def _start(cmd: list[str], cwd: Path | None = None) -> subprocess.Popen:
+    """Start a process whose output goes to an unnamed temporary file (a pipe nobody
+    reads while its neighbour runs could fill up and stall it)."""
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by _side_by_side)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=_clean_env(), stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc.log = log
+    return proc
+
+
+def _side_by_side(*procs: subprocess.Popen, timeout: float = 400) -> None:
+    """Wait for processes started together; each must exit 0 (a hung one is killed)."""
+    failures = []
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with proc.log as log:
+            log.seek(0)
+            output = log.read()
+        if proc.returncode != 0:
+            failures.append(f"$ {' '.join(proc.args)}\nexit {proc.returncode}\n{output[-4000:]}")
+    assert not failures, "\n\n".join(failures)
+
+
 def _load(path: Path) -> dict:
     return json.loads(path.read_text())
 
@@ -58,8 +87,12 @@ def single(emulator_build, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("hf_single")
     script = str(HF / "trainer_llama.py")
     modes = "fp32,bf16,lora"
-    _emulated(script, str(tmp / "npu.json"), modes, "--workdir", str(tmp / "npu"))
-    _cpu(script, str(tmp / "cpu.json"), modes, "--workdir", str(tmp / "cpu"))
+    # The npu and CPU runs are independent processes (one workdir each): side by side.
+    _side_by_side(
+        _start([sys.executable, "-m", "npu_migrate.emulate", "--nproc", "1", script, str(tmp / "npu.json"), modes,
+                "--workdir", str(tmp / "npu")]),
+        _start([sys.executable, script, str(tmp / "cpu.json"), modes, "--workdir", str(tmp / "cpu")], cwd=HF),
+    )
     # A restarted job: a new process resumes fp32 from its step-3 checkpoint.
     _emulated(script, str(tmp / "resumed.json"), "fp32", "--workdir", str(tmp / "npu"),
               "--resume-step", "3")

@@ -97,6 +97,22 @@ def test_cache_key_depends_on_sources(monkeypatch, tmp_path):
     assert build.cache_key() != key
 
 
+@pytest.mark.timeout(120)
+def test_cache_key_has_torchs_version_without_importing_torch():
+    """The launcher only needs torch's version for the key: it must not pay for importing
+    torch (its child imports it anyway), and the version is torch.__version__ exactly."""
+    import torch
+
+    from npu_migrate.emulate import build
+
+    assert build.torch_version() == torch.__version__
+    probe = ("import sys; from npu_migrate.emulate import build; key = build.cache_key(); "
+             "print(key, 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=100, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [build.cache_key(), "False"]
+
+
 def test_cache_key_covers_every_part_of_the_unit():
     """The build compiles npu_emu.cpp, which includes the parts: each part is in the key."""
     from npu_migrate.emulate import build

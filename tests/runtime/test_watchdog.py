@@ -55,16 +55,18 @@ SCENARIOS = {
     "hang-before-first-step": "print('ready', flush=True)\ncollective_that_never_returns()",
     # Steps, then a hang.
     "hang-after-steps": "train(5)\nprint('ready', flush=True)\ncollective_that_never_returns()",
-    # An evaluation four timeouts long is alive; the hang after it is not.
-    "hang-after-evaluation": ("train(3)\nevaluate(4 * T)\nprint('evaluated', flush=True)\n"
+    # An evaluation twice the timeout long is alive; the hang after it is not.
+    "hang-after-evaluation": ("train(3)\nevaluate(2 * T)\nprint('evaluated', flush=True)\n"
                               "print('ready', flush=True)\ncollective_that_never_returns()"),
-    # Evaluation before any step, then training again, then a normal exit.
-    "long-evaluation": "evaluate(4 * T)\ntrain(3)\nevaluate(3 * T)\ntrain(2)\nprint('finished', flush=True)",
-    # A data pass without forwards (the batches are the signs of life).
+    # Evaluation before any step, then training again, then a normal exit. Each quiet
+    # phase is twice the timeout: a watchdog that missed the forwards would fire at T
+    # (plus one check interval, T/8) with T of margin left.
+    "long-evaluation": "evaluate(2 * T)\ntrain(3)\nevaluate(2 * T)\ntrain(2)\nprint('finished', flush=True)",
+    # A data pass without forwards (the batches are the signs of life), 2 T long.
     "data-pass": textwrap.dedent("""
         from torch.utils.data import DataLoader, Dataset
         class Slow(Dataset):
-            def __len__(self): return 60
+            def __len__(self): return 30
             def __getitem__(self, i):
                 time.sleep(T / 15)
                 return torch.tensor([float(i)])
@@ -73,9 +75,9 @@ SCENARIOS = {
         train(1)
         print('finished', seen, flush=True)
     """),
-    # A script's own explicit beats and a pause longer than the timeout.
+    # A script's own explicit beats (2 T of them) and a pause longer than the timeout.
     "beats-and-pause": textwrap.dedent("""
-        for _ in range(20):
+        for _ in range(10):
             npu_runtime.beat()
             time.sleep(T / 5)
         with report.watchdog.paused():
