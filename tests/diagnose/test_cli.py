@@ -152,3 +152,18 @@ def test_stdin_bytes_that_are_not_utf8_are_read_not_a_traceback():
                           capture_output=True, timeout=50, env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
     assert done.returncode == 1, done.stderr
     assert done.stdout.decode().startswith("<stdin>:2: error: a collective did not complete")
+
+
+@pytest.mark.parametrize(("text", "stdout"), [
+    (EXCERPTS["hccl-exec-timeout"][0] + EXCERPTS["npu-oom"][0], "78\n"),  # the root cause's class
+    (EXCERPTS["hbm-ecc"][0], "77\n"),
+    (EXCERPTS["hccl-exec-timeout"][0], ""),  # restartable, but no runtime class
+    ("".join(HEALTHY), ""),
+])
+def test_exit_class_prints_only_the_root_causes_class_and_reports_on_stderr(tmp_path, capsys, text, stdout):
+    log = _write(tmp_path, "node_0.log", text)
+    main(["--exit-class", log])
+    out, err = capsys.readouterr()
+    assert out == stdout
+    if text != "".join(HEALTHY):
+        assert "(root cause)" in err
