@@ -78,6 +78,7 @@ EXCERPTS: dict[str, list[str]] = {
         "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
         '{"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null}\n',
         "epoch 3 step 120 loss=nan lr=0.001\n",
+        "  exitcode  : 76 (pid: 14692)\n",
     ],
     "force-stop": [
         "[rank2]: RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:467 NPU function error: "
@@ -108,6 +109,19 @@ EXCERPTS: dict[str, list[str]] = {
         "fftsplus task timeout occurred during task execution, stream_id:5, stuck notify num:1, timeout:1836.\n",
         "EE9999: Inner Error!\nEE9999  fftsplus task execute failed, dev_id=7, stream_id=7, task_id=59, context_id=6, "
         "thread_id=0, err_type=13[hccl fftsplus timeout][FUNC:GetError][FILE:stream.cc][LINE:1512]\n",
+    ],
+    "worker-exit-hardware": [
+        "  exitcode  : 77 (pid: 14692)\n",
+    ],
+    "worker-exit-fatal": [
+        "  exitcode  : 78 (pid: 14692)\n",
+    ],
+    "worker-failed": [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\ntrain.py FAILED\n"
+        "------------------------------------------------------------\nFailures:\n  <NO_OTHER_FAILURES>\n"
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2026-03-02_13:02:58\n  host      : node-3\n"
+        "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 14692)\n  error_file: <N/A>\n",
     ],
     "cpu-fallback": [
         "[W VariableFallbackKernel.cpp:51] Warning: CAUTION: The operator 'aten::isin.Tensor_Tensor_out' is not "

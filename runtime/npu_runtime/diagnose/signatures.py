@@ -195,7 +195,8 @@ SIGNATURES: tuple[Signature, ...] = (
         id="nan-loss",
         cause="the loss became NaN or Inf",
         patterns=(r'"event":\s*"(?:nan|inf)_loss"', r"(?i)\bloss[\"']?\s*[:=]\s*[\"']?(?:nan|-?inf)\b",
-                  r"(?i)npu_runtime health: (?:nan|inf) loss"),
+                  r"(?i)npu_runtime health: (?:nan|inf) loss",
+                  r"^\s*exitcode\s*:\s*76 \(pid"),  # torchrun's failure summary of a rank the monitor stopped
         meaning="Training diverged (learning rate, fp16 overflow without loss scaling, bad data) or a device "
                 "computed garbage. Steps after it train on garbage.",
         action="Resume from the last good checkpoint; if it recurs at the same step, lower the learning rate, use "
@@ -208,6 +209,7 @@ SIGNATURES: tuple[Signature, ...] = (
         id="watchdog-hang",
         cause="a rank hung (the npu_runtime watchdog saw no sign of life)",
         patterns=(r"npu_runtime watchdog: .*(?:no sign of life|exiting with code 75)",
+                  r"^\s*exitcode\s*:\s*75 \(pid",  # torchrun's failure summary of a rank the watchdog ended
                   r"(?i)Watchdog caught collective operation timeout"),
         meaning="A rank made no progress for the watchdog's timeout: a collective that never completed, a "
                 "deadlock, or a stalled data loader. The stack dump next to the message says where.",
@@ -268,6 +270,36 @@ SIGNATURES: tuple[Signature, ...] = (
                "work; check that every rank gets the same number of batches.",
         restart=True, exit_class=None, rank=71,
         sources=("HCCL EI0002 message and solution text in public issue trackers (vllm-ascend, lmdeploy)",),
+    ),
+    Signature(
+        id="worker-exit-hardware",
+        cause="a worker exited with the runtime's hardware class (77)",
+        patterns=(r"^\s*exitcode\s*:\s*77 \(pid",),
+        meaning="torchrun's failure summary: the rank's runtime diagnosed a device fault (ECC, a lost device or "
+                "link) from the exception that ended it.",
+        action="Read that rank's log for the fault; drain the node and restart from the last checkpoint elsewhere.",
+        restart=True, exit_class=exitcodes.HARDWARE, rank=3,
+        sources=("torch.distributed.elastic ChildFailedError summary; npu_runtime exitcodes/crash_class",),
+    ),
+    Signature(
+        id="worker-exit-fatal",
+        cause="a worker exited with the runtime's fatal class (78)",
+        patterns=(r"^\s*exitcode\s*:\s*78 \(pid",),
+        meaning="torchrun's failure summary: the rank's runtime classified the exception that ended it as one a "
+                "restart repeats (out of memory, an operator or configuration error).",
+        action="Read that rank's log for the error and fix it before restarting.",
+        restart=False, exit_class=exitcodes.FATAL, rank=32,
+        sources=("torch.distributed.elastic ChildFailedError summary; npu_runtime exitcodes/crash_class",),
+    ),
+    Signature(
+        id="worker-failed",
+        cause="a worker process failed (torchrun's failure summary)",
+        patterns=(r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError",),
+        meaning="torchrun saw a worker exit with an error; the cause is in that worker's output (the 'Root Cause' "
+                "block names its rank, exit code and time) and this log holds no known signature of it.",
+        action="Read the root-cause rank's own log (and its plog) for the first error; run diagnose on it.",
+        restart=True, exit_class=None, rank=95,
+        sources=("torch.distributed.elastic ChildFailedError summary",),
     ),
     Signature(
         id="cpu-fallback",
