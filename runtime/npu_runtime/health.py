@@ -41,7 +41,9 @@ without following links, mode 0600) and logged on the ``npu_runtime`` logger::
 Settings (environment): ``NPU_RUNTIME_HEALTH_ACTION`` ``warn`` (default) or ``stop`` (exit
 ``exitcodes.HEALTH`` = 76 after a NaN/Inf loss, so the launcher restarts from the last
 good checkpoint); ``NPU_RUNTIME_LOSS_SPIKE_FACTOR`` (default 3: a loss above 3x the
-running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2);
+running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2) and ``NPU_RUNTIME_SLOW_STEP_MIN_S`` (default
+0.01: a slow step must also exceed the median by this many seconds, so that scheduler
+jitter on a millisecond step is not an event);
 ``NPU_RUNTIME_MEMORY_THRESHOLD`` (default 0.95 of capacity); ``NPU_RUNTIME_OVERFLOW_LIMIT``
 (default 20 skipped steps in a row with a NaN/Inf loss under a GradScaler).
 """
@@ -106,6 +108,7 @@ class HealthMonitor:
         self.action = action
         self.spike_factor = _float_setting(environ, "NPU_RUNTIME_LOSS_SPIKE_FACTOR", 3.0, 1.0, 1e6)
         self.slow_factor = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_FACTOR", 2.0, 1.0, 1e6)
+        self.slow_min_s = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_MIN_S", 0.01, 0.0, 1e6)
         self.memory_threshold = _float_setting(environ, "NPU_RUNTIME_MEMORY_THRESHOLD", 0.95, 0.0, 1.0)
         self.overflow_limit = int(_float_setting(environ, "NPU_RUNTIME_OVERFLOW_LIMIT", 20, 1, 1e6))
         self.events_path = environ.get("NPU_RUNTIME_EVENTS") or None
@@ -280,8 +283,10 @@ class HealthMonitor:
 
     def observe_step_time(self, seconds: float) -> None:
         if len(self._durations) >= MIN_SAMPLES:
-            threshold = self.slow_factor * statistics.median(self._durations)
-            if seconds > threshold:
+            median = statistics.median(self._durations)
+            threshold = self.slow_factor * median
+            # A few milliseconds of scheduler jitter on a millisecond step is no health problem.
+            if seconds > threshold and seconds - median >= self.slow_min_s:
                 self.emit("slow_step", seconds, threshold)
         self._durations.append(seconds)
 

@@ -102,6 +102,14 @@ def test_a_step_slower_than_twice_the_running_median(tmp_path):
     assert slow[0]["threshold"] == pytest.approx(2.0)
 
 
+def test_jitter_on_a_millisecond_step_is_no_slow_step(tmp_path):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock)
+    durations = [0.0] + [0.001] * 8 + [0.005, 0.001, 0.030]  # 5x by 4 ms (jitter), then 30x by 29 ms
+    _train(monitor, [1.0] * len(durations), clock=clock, durations=durations)
+    assert [e["step"] for e in _events(tmp_path) if e["event"] == "slow_step"] == [11]
+
+
 def test_memory_above_threshold_once_per_crossing(tmp_path, monkeypatch):
     monitor, _ = _monitor(tmp_path)
     readings = iter([0.5, 0.96, 0.97, 0.5, 0.99])
