@@ -50,12 +50,12 @@ jitter on a millisecond step is not an event);
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import logging
 import math
 import os
-import statistics
 import sys
 import threading
 import time
@@ -94,6 +94,30 @@ def _float_setting(environ: Mapping[str, str], name: str, default: float, low: f
     return value
 
 
+class RunningWindow:
+    """The last ``size`` values and their median, kept sorted as they come (a bisect per
+    value instead of a sort per step)."""
+
+    def __init__(self, size: int) -> None:
+        self._values: deque[float] = deque()
+        self._sorted: list[float] = []
+        self._size = size
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def append(self, value: float) -> None:
+        if len(self._values) == self._size:
+            del self._sorted[bisect.bisect_left(self._sorted, self._values.popleft())]
+        self._values.append(value)
+        bisect.insort(self._sorted, value)
+
+    def median(self) -> float:
+        ordered, n = self._sorted, len(self._sorted)
+        middle = n // 2
+        return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 class HealthMonitor:
     """Watches one process's training. ``clock`` and ``exit`` are injectable for tests."""
 
@@ -122,8 +146,8 @@ class HealthMonitor:
         self._overflows = 0  # GradScaler steps skipped in a row with a NaN/Inf loss
         self._reported_step = -1  # the step of the last NaN/Inf event (one per step)
         self._scaler_patches: list[tuple[Any, Any]] = []
-        self._losses: deque[float] = deque(maxlen=WINDOW)
-        self._durations: deque[float] = deque(maxlen=WINDOW)
+        self._losses = RunningWindow(WINDOW)
+        self._durations = RunningWindow(WINDOW)
         self._last_step_end: float | None = None
         self._memory_high = False
         self._capacity: dict[Any, int] = {}
@@ -198,6 +222,14 @@ class HealthMonitor:
         self._scaler_patches.clear()
 
     def observe_backward(self, tensors: Any) -> None:
+        try:  # the common case first: one scalar loss
+            if tensors.numel() == 1:
+                self._pending.append((tensors.detach(), True))
+                if len(self._pending) > MAX_PENDING:
+                    self.check_losses()
+                return
+        except Exception:  # noqa: BLE001, S110 - a sequence of tensors, or something we cannot judge
+            pass
         items = list(tensors) if isinstance(tensors, (tuple, list)) else [tensors]
         with contextlib.suppress(Exception):
             scalars = [t.detach() for t in items if t.numel() == 1]
@@ -263,7 +295,7 @@ class HealthMonitor:
         if not spike:
             return
         if len(self._losses) >= MIN_SAMPLES:
-            median = statistics.median(self._losses)
+            median = self._losses.median()
             threshold = self.spike_factor * median
             if median > 0 and value > threshold:
                 self.emit("loss_spike", value, threshold)
@@ -283,7 +315,7 @@ class HealthMonitor:
 
     def observe_step_time(self, seconds: float) -> None:
         if len(self._durations) >= MIN_SAMPLES:
-            median = statistics.median(self._durations)
+            median = self._durations.median()
             threshold = self.slow_factor * median
             # A few milliseconds of scheduler jitter on a millisecond step is no health problem.
             if seconds > threshold and seconds - median >= self.slow_min_s:

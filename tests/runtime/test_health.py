@@ -329,3 +329,19 @@ def test_health_can_be_switched_off(tmp_path):
     done = _run(tmp_path, NAN_AT="2", NPU_RUNTIME_HEALTH="0", NPU_RUNTIME_HEALTH_ACTION="stop")
     assert done.returncode == 0, done.stderr
     assert _events(tmp_path) == []
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=120),
+       st.integers(min_value=1, max_value=60))
+def test_the_running_window_median_is_the_median_of_the_last_values(values, size):
+    import statistics
+
+    window = health.RunningWindow(size)
+    for i, value in enumerate(values):
+        window.append(value)
+        assert window.median() == statistics.median(values[max(0, i + 1 - size):i + 1])
