@@ -65,16 +65,29 @@ class Diagnosis:
 
 def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
                    signatures: Sequence[Signature] = SIGNATURES) -> list[Diagnosis]:
-    """Diagnoses for ``(name, lines)`` pairs, root cause first."""
+    """Diagnoses for ``(name, lines)`` pairs, root cause first.
+
+    Every regex runs only on lines holding its required literal (``Signature.literals``),
+    tested in one flat loop per line: most log lines are noise, and a substring test is
+    far cheaper than a regex search or a call per signature."""
+    checks = [(literal[0] if literal else None, bool(literal and literal[1]), regex, signature)
+              for signature in signatures for regex, literal in zip(signature.regexes, signature.literals)]
     found: dict[str, Diagnosis] = {}
     order: dict[str, int] = {}
     seen = 0
     for name, lines in named_lines:
         for number, raw in enumerate(lines, start=1):
             line = raw[:MAX_LINE]
-            for signature in signatures:
-                if not signature.match(line):
+            lowered = line.lower()
+            matched: Signature | None = None
+            for text, ignore_case, regex, signature in checks:
+                if signature is matched:
+                    continue  # this signature already matched this line
+                if text is not None and text not in (lowered if ignore_case else line):
                     continue
+                if not regex.search(line):
+                    continue
+                matched = signature
                 known = found.get(signature.id)
                 if known is None:
                     found[signature.id] = Diagnosis(signature, name, number, _evidence(line))
