@@ -149,18 +149,35 @@ def restart_policy(plan: LaunchPlan) -> str:
     failed logs (``python -m npu_runtime.diagnose``, where the runtime has it) before it."""
     return f"""# Restarts by failure class (npu_runtime.exitcodes): {HANG} hang, {HEALTH} health stop (NaN loss) and {HARDWARE}
 # hardware fault are restarted (the job resumes from its last checkpoint); {FATAL} (fatal: out of memory,
-# an operator or configuration error) would fail the same way and stops; other codes are retried too.
+# an operator or configuration error) would fail the same way and stops. Any other code (a crash the runtime
+# did not classify, an abort) takes the class of the root cause diagnose finds in the logs, if it has one;
+# without one it is retried too.
 # NPU_MAX_RESTARTS bounds all of them (0: never restart here, a scheduler does it).
 NPU_MAX_RESTARTS=${{NPU_MAX_RESTARTS:-{plan.max_restarts}}}
 [[ "$NPU_MAX_RESTARTS" =~ ^[0-9]+$ ]] || {{ echo "launcher: NPU_MAX_RESTARTS=$NPU_MAX_RESTARTS is not a whole number" >&2; exit 2; }}
 
-diagnose() {{  # print npu_runtime.diagnose's verdict on the failed run's logs, where the runtime has it
+diagnosed=
+diagnose() {{  # print npu_runtime.diagnose's verdict on the failed run's logs; its root cause's class in $diagnosed
+  diagnosed=
   if "$PYTHON" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("npu_runtime.diagnose") is None)' >/dev/null 2>&1; then
     echo "launcher: diagnosis (python -m npu_runtime.diagnose):" >&2
-    "$PYTHON" -m npu_runtime.diagnose "$@" >&2 || true
+    diagnosed=$("$PYTHON" -m npu_runtime.diagnose --exit-class "$@") || true
   else
     echo "launcher: npu_runtime.diagnose is not installed: no diagnosis, the exit status decides" >&2
   fi
+}}
+
+classified() {{  # $1: exit status; prints the status the decision uses (an unclassified one takes the diagnosed class)
+  case "$1" in
+    {HANG} | {HEALTH} | {HARDWARE} | {FATAL} | 130 | 143) echo "$1" ;;
+    *)
+      if [[ "$diagnosed" =~ ^(7[5-8])$ ]]; then
+        echo "launcher: exit $1 is not a runtime class; the diagnosed root cause's class is $diagnosed" >&2
+        echo "$diagnosed"
+      else
+        echo "$1"
+      fi ;;
+  esac
 }}
 
 restart_wanted() {{  # $1: exit status, $2: restarts so far; succeeds when the job should restart
@@ -258,6 +275,7 @@ def torchrun_exec(plan: LaunchPlan, module: str) -> str:
         + "  worker=$(sed -n 's/^ *exitcode *: *\\(-\\{0,1\\}[0-9][0-9]*\\).*/\\1/p' \"$log\" | head -n 1)\n"
         + '  if ((status == 1)) && [[ -n "$worker" ]] && ((worker > 0)); then status=$worker; fi\n'
         + '  diagnose "$log"\n'
+        + '  status=$(classified "$status")\n'
         + '  restart_wanted "$status" "$restarts" || exit "$status"\n'
         + "  restarts=$((restarts + 1))\n"
         + "done\n"

@@ -193,9 +193,14 @@ def _exit_with_child_class() -> None:
 
     with contextlib.suppress(Exception):
         multiprocessing.active_children()  # polls (and notes) workers that ended unnoticed
-    code = _child_class
-    if code is None:
-        return
+    if _child_class is not None:
+        exit_now(_child_class)
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` from an atexit handler, after the cleanup the
+    skipped handlers would do (multiprocessing's, logging's, stdio)."""
+    import contextlib
     import logging as _logging
     import sys
 

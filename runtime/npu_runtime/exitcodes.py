@@ -16,7 +16,8 @@ code   class               restart?
                            an operator error, a configuration error) (EX_CONFIG)
 =====  ==================  =========================================================
 
-Any other non-zero code is ``UNKNOWN``: the launchers restart it a bounded number of
+Under ``install()`` a rank that dies of an uncaught exception exits 77 or 78 when
+``diagnose``'s table classifies it (``crash_class.py``). Any other non-zero code is ``UNKNOWN``: the launchers restart it a bounded number of
 times, as they did before these classes existed.
 """
 

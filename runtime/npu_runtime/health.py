@@ -2,12 +2,27 @@
 
 Nothing in the training script changes. ``install()`` starts a ``HealthMonitor`` unless
 ``NPU_RUNTIME_HEALTH=0``; it watches
-- **losses**: every scalar tensor on which ``backward()`` is called (through
-  ``torch.autograd.backward``, which ``Tensor.backward`` calls). A loss that never goes
+- **losses**: every tensor on which ``backward()`` is called (through
+  ``torch.autograd.backward``, which ``Tensor.backward`` calls; several tensors at once
+  too). A scalar is a loss: NaN/Inf and spikes are watched (several scalars passed
+  together count as their sum). A tensor with more elements (a per-sample loss given a
+  ``gradient``, a pipeline stage's activations) is checked for NaN/Inf only, through its
+  float32 sum (one reduction, no spike: its size is not a loss's). A loss that never goes
   through ``backward()`` is out of scope. The values are read at the next optimizer
   step, *before* the optimizer applies it: with ``NPU_RUNTIME_HEALTH_ACTION=stop`` a NaN
-  ends the rank before the weights take the bad step. Reading a loss is one device
-  synchronisation per step, which most loops already pay by logging ``loss.item()``.
+  ends the rank before the weights take the bad step. Several backward calls per step
+  (gradient accumulation) are all checked, with at most one NaN/Inf event per step.
+  Reading the losses is one device synchronisation per step, which most loops already
+  pay by logging ``loss.item()``; a loop that never calls an optimizer's ``step()`` has
+  its values read every ``MAX_PENDING`` backward calls instead of holding them.
+- **loss scaling** (``torch.amp.GradScaler``, which torch_npu's scaler derives from): a
+  step the scaler skips because the gradients overflowed is its normal dynamic loss
+  scaling (fp16 overflows now and then; the weights are not touched), so a NaN/Inf loss
+  in a skipped step is an ``overflow_skipped`` event, never a stop. Only when
+  ``NPU_RUNTIME_OVERFLOW_LIMIT`` (default 20) skipped steps in a row had a NaN/Inf loss
+  (the scale collapses and nothing trains: a diverged model, not an overflow) is it a
+  ``nan_loss``/``inf_loss`` event, which stops the rank under ``stop``. A skipped step
+  ends a step-time interval, so the next step is not a false ``slow_step``.
 - **step time**: the time between two optimizer steps against the running median of
   the last ``WINDOW`` steps (the first step, with its compilation, is not counted).
   Whatever runs between two steps counts (data loading, an evaluation between epochs).
@@ -26,18 +41,21 @@ without following links, mode 0600) and logged on the ``npu_runtime`` logger::
 Settings (environment): ``NPU_RUNTIME_HEALTH_ACTION`` ``warn`` (default) or ``stop`` (exit
 ``exitcodes.HEALTH`` = 76 after a NaN/Inf loss, so the launcher restarts from the last
 good checkpoint); ``NPU_RUNTIME_LOSS_SPIKE_FACTOR`` (default 3: a loss above 3x the
-running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2);
-``NPU_RUNTIME_MEMORY_THRESHOLD`` (default 0.95 of capacity).
+running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2) and ``NPU_RUNTIME_SLOW_STEP_MIN_S`` (default
+0.01: a slow step must also exceed the median by this many seconds, so that scheduler
+jitter on a millisecond step is not an event);
+``NPU_RUNTIME_MEMORY_THRESHOLD`` (default 0.95 of capacity); ``NPU_RUNTIME_OVERFLOW_LIMIT``
+(default 20 skipped steps in a row with a NaN/Inf loss under a GradScaler).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import logging
 import math
 import os
-import statistics
 import sys
 import threading
 import time
@@ -52,6 +70,7 @@ log = logging.getLogger("npu_runtime")
 
 WINDOW = 50
 MIN_SAMPLES = 5
+MAX_PENDING = 256
 ACTIONS = ("warn", "stop")
 
 _UNKNOWN = object()
@@ -75,6 +94,30 @@ def _float_setting(environ: Mapping[str, str], name: str, default: float, low: f
     return value
 
 
+class RunningWindow:
+    """The last ``size`` values and their median, kept sorted as they come (a bisect per
+    value instead of a sort per step)."""
+
+    def __init__(self, size: int) -> None:
+        self._values: deque[float] = deque()
+        self._sorted: list[float] = []
+        self._size = size
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def append(self, value: float) -> None:
+        if len(self._values) == self._size:
+            del self._sorted[bisect.bisect_left(self._sorted, self._values.popleft())]
+        self._values.append(value)
+        bisect.insort(self._sorted, value)
+
+    def median(self) -> float:
+        ordered, n = self._sorted, len(self._sorted)
+        middle = n // 2
+        return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 class HealthMonitor:
     """Watches one process's training. ``clock`` and ``exit`` are injectable for tests."""
 
@@ -89,16 +132,22 @@ class HealthMonitor:
         self.action = action
         self.spike_factor = _float_setting(environ, "NPU_RUNTIME_LOSS_SPIKE_FACTOR", 3.0, 1.0, 1e6)
         self.slow_factor = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_FACTOR", 2.0, 1.0, 1e6)
+        self.slow_min_s = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_MIN_S", 0.01, 0.0, 1e6)
         self.memory_threshold = _float_setting(environ, "NPU_RUNTIME_MEMORY_THRESHOLD", 0.95, 0.0, 1.0)
+        self.overflow_limit = int(_float_setting(environ, "NPU_RUNTIME_OVERFLOW_LIMIT", 20, 1, 1e6))
         self.events_path = environ.get("NPU_RUNTIME_EVENTS") or None
         self.rank = _rank(environ)
         self.clock = clock
         self._exit = exit or _exit_rank
         self.step = 0
         self.events: list[dict[str, Any]] = []
-        self._pending: list[Any] = []
-        self._losses: deque[float] = deque(maxlen=WINDOW)
-        self._durations: deque[float] = deque(maxlen=WINDOW)
+        self._pending: list[tuple[Any, bool]] = []  # (0-d tensor, is a loss value rather than a finiteness probe)
+        self._stepped = False  # an optimizer step ran since the last GradScaler.step began
+        self._overflows = 0  # GradScaler steps skipped in a row with a NaN/Inf loss
+        self._reported_step = -1  # the step of the last NaN/Inf event (one per step)
+        self._scaler_patches: list[tuple[Any, Any]] = []
+        self._losses = RunningWindow(WINDOW)
+        self._durations = RunningWindow(WINDOW)
         self._last_step_end: float | None = None
         self._memory_high = False
         self._capacity: dict[Any, int] = {}
@@ -127,7 +176,37 @@ class HealthMonitor:
         backward.__doc__ = original.__doc__
         self._original_backward = original
         torch.autograd.backward = backward
+        self._patch_scalers()
         return self
+
+    def _patch_scalers(self) -> None:
+        """Wrap ``GradScaler.step`` (torch.amp's, and torch_npu's where it is its own class)
+        to see the steps the scaler skips."""
+        import torch
+
+        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
+        torch_npu = sys.modules.get("torch_npu")
+        with contextlib.suppress(Exception):
+            classes.append(torch_npu.npu.amp.GradScaler)  # type: ignore[union-attr]
+        monitor = self
+        for cls in classes:
+            if cls is None or any(issubclass(cls, done) for done, _ in self._scaler_patches):
+                continue
+            original = cls.__dict__.get("step")
+            if original is None:
+                continue
+
+            def step(scaler: Any, optimizer: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                monitor._stepped = False
+                result = _original(scaler, optimizer, *args, **kwargs)
+                if not monitor._stepped:
+                    monitor.scaler_skipped()
+                return result
+
+            step.__wrapped__ = original  # type: ignore[attr-defined]
+            step.__doc__ = original.__doc__
+            cls.step = step
+            self._scaler_patches.append((cls, original))
 
     def stop(self) -> None:
         for handle in self._handles:
@@ -138,14 +217,39 @@ class HealthMonitor:
 
             torch.autograd.backward = self._original_backward
             self._original_backward = None
+        for cls, original in self._scaler_patches:
+            cls.step = original
+        self._scaler_patches.clear()
 
     def observe_backward(self, tensors: Any) -> None:
-        tensor = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        try:  # the common case first: one scalar loss
+            if tensors.numel() == 1:
+                self._pending.append((tensors.detach(), True))
+                if len(self._pending) > MAX_PENDING:
+                    self.check_losses()
+                return
+        except Exception:  # noqa: BLE001, S110 - a sequence of tensors, or something we cannot judge
+            pass
+        items = list(tensors) if isinstance(tensors, (tuple, list)) else [tensors]
         with contextlib.suppress(Exception):
-            if tensor.numel() == 1:
-                self._pending.append(tensor.detach())
+            scalars = [t.detach() for t in items if t.numel() == 1]
+            for t in items:
+                if t.numel() > 1:
+                    import torch
+
+                    self._pending.append((t.detach().sum(dtype=torch.float32), False))
+            if len(scalars) == 1:
+                self._pending.append((scalars[0], True))
+            elif scalars:
+                import torch
+
+                self._pending.append((torch.stack([s.reshape(()).float() for s in scalars]).sum(), True))
+        if len(self._pending) > MAX_PENDING:
+            self.check_losses()
 
     def _before_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self._stepped = True
+        self._overflows = 0
         self.check_losses()
 
     def _after_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
@@ -157,36 +261,64 @@ class HealthMonitor:
         self.step += 1
 
     # ------------------------------------------------------------------ checks
-    def check_losses(self) -> None:
+    def _read_pending(self) -> list[tuple[float, bool]]:
         pending, self._pending = self._pending, []
-        for tensor in pending:
+        values = []
+        for tensor, is_loss in pending:
             try:
-                value = float(tensor)
+                values.append((float(tensor), is_loss))
             except Exception:  # noqa: BLE001, S112 - a loss we cannot read is not ours to judge
                 continue
-            self.observe_loss(value)
+        return values
 
-    def observe_loss(self, value: float) -> None:
+    def check_losses(self) -> None:
+        for value, is_loss in self._read_pending():
+            self.observe_loss(value, spike=is_loss)
+
+    def scaler_skipped(self) -> None:
+        """A GradScaler skipped the optimizer step (its gradients overflowed): the scaler's
+        normal work, unless the losses themselves stay NaN/Inf for ``overflow_limit`` steps."""
+        self._last_step_end = self.clock()  # the skipped iteration ends an interval
+        bad = [v for v, _ in self._read_pending() if not math.isfinite(v)]
+        if not bad:
+            return
+        self._overflows += 1
+        self.emit("overflow_skipped", bad[0], None)
+        if self._overflows >= self.overflow_limit:
+            self._overflows = 0
+            self._non_finite(bad[0], threshold=self.overflow_limit)
+
+    def observe_loss(self, value: float, spike: bool = True) -> None:
         if not math.isfinite(value):
-            kind = "nan_loss" if math.isnan(value) else "inf_loss"
-            self.emit(kind, value, None)
-            if self.action == "stop":
-                log.error("npu_runtime health: %s loss at step %d (rank %d); NPU_RUNTIME_HEALTH_ACTION=stop: "
-                          "exiting with code %d so the launcher restarts from the last good checkpoint",
-                          "nan" if kind == "nan_loss" else "inf", self.step, self.rank, exitcodes.HEALTH)
-                self._exit(exitcodes.HEALTH)
+            self._non_finite(value)
+            return
+        if not spike:
             return
         if len(self._losses) >= MIN_SAMPLES:
-            median = statistics.median(self._losses)
+            median = self._losses.median()
             threshold = self.spike_factor * median
             if median > 0 and value > threshold:
                 self.emit("loss_spike", value, threshold)
         self._losses.append(value)
 
+    def _non_finite(self, value: float, threshold: float | None = None) -> None:
+        if self._reported_step == self.step and self.action != "stop":
+            return  # one NaN/Inf event per step (gradient accumulation repeats it)
+        self._reported_step = self.step
+        kind = "nan_loss" if math.isnan(value) else "inf_loss"
+        self.emit(kind, value, threshold)
+        if self.action == "stop":
+            log.error("npu_runtime health: %s loss at step %d (rank %d); NPU_RUNTIME_HEALTH_ACTION=stop: "
+                      "exiting with code %d so the launcher restarts from the last good checkpoint",
+                      "nan" if kind == "nan_loss" else "inf", self.step, self.rank, exitcodes.HEALTH)
+            self._exit(exitcodes.HEALTH)
+
     def observe_step_time(self, seconds: float) -> None:
         if len(self._durations) >= MIN_SAMPLES:
-            threshold = self.slow_factor * statistics.median(self._durations)
-            if seconds > threshold:
+            median = self._durations.median()
+            threshold = self.slow_factor * median
+            # A few milliseconds of scheduler jitter on a millisecond step is no health problem.
+            if seconds > threshold and seconds - median >= self.slow_min_s:
                 self.emit("slow_step", seconds, threshold)
         self._durations.append(seconds)
 
@@ -246,7 +378,10 @@ def _describe(record: Mapping[str, Any]) -> str:
     event, value, threshold = record["event"], record["value"], record["threshold"]
     where = f"at step {record['step']} (rank {record['rank']})"
     if event in {"nan_loss", "inf_loss"}:
-        return f"{'nan' if event == 'nan_loss' else 'inf'} loss {where}"
+        after = f" after {threshold:g} loss-scaler steps skipped in a row" if threshold is not None else ""
+        return f"{'nan' if event == 'nan_loss' else 'inf'} loss {where}{after}"
+    if event == "overflow_skipped":
+        return f"{value} loss in a step the GradScaler skipped (loss-scale overflow; weights untouched) {where}"
     if event == "loss_spike":
         return f"loss spike {value:.6g} > {threshold:.6g} (running median x factor) {where}"
     if event == "slow_step":

@@ -12,8 +12,11 @@ never creates a process group. It
 5. starts the Watchdog unless NPU_RUNTIME_WATCHDOG=0, and the health monitor
    (health.py: NaN/Inf losses, loss spikes, slow steps, full memory) unless
    NPU_RUNTIME_HEALTH=0;
-6. arranges for ``torch.multiprocessing.spawn`` / ``multiprocessing.Process`` workers
-   started from here to get steps 1-5 too (``children.py`` catches each worker's start,
+6. makes a rank that dies of an exception the diagnose table classifies exit with its
+   class (crash_class.py: 78 fatal for out of memory or an operator error, 77 hardware
+   for an ECC error) instead of 1, so every launcher decides the restart by it;
+7. arranges for ``torch.multiprocessing.spawn`` / ``multiprocessing.Process`` workers
+   started from here to get steps 1-6 too (``children.py`` catches each worker's start,
    :func:`install_in_worker` installs there).
 """
 
@@ -153,6 +156,9 @@ def _install(want_watchdog: bool | None, timeout_s: float | None, environ: Mutab
             _note(notes, "%s", exc)
     wd = _start_watchdog(want_watchdog, timeout_s, environ, notes)
     _start_health(environ, notes)
+    from . import crash_class
+
+    crash_class.install()
     return InstallReport(has_npu, source, exported, hccl, wd, "; ".join(notes) or None, device, child)
 
 
@@ -186,10 +192,11 @@ def _start_health(environ: MutableMapping[str, str], notes: list[str]) -> None:
 
 def _reset_for_tests() -> None:
     global _result
-    from . import health
+    from . import crash_class, health
     from . import watchdog as _wd
 
     health._reset_for_tests()
+    crash_class._reset_for_tests()
 
     with _lock:
         wd = _wd.active()

@@ -13,10 +13,19 @@ EXCERPTS: dict[str, list[str]] = {
         "[rank3]: HBM MULTI BIT ECC ERROR.\n",
         "Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
         "RuntimeError: UCE ERROR. The memory of device 5 has an uncorrectable error.\n",
+        "[rank1]: RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:400 NPU function error: "
+        "UCE ERROR., error code is 507053\n",
+        "[ERROR] RUNTIME(812,python):2026-03-02-10:11:12.000.050 [device_error_proc.cc:900]812 ProcessStarsCoreErrorInfo:"
+        "The error from device(chipId:2, dieId:0), serial number is 4, hbm multi bit ecc error occurred.\n",
     ],
     "device-link-lost": [
         "[ERROR] RUNTIME(991,python):2026-03-02-10:11:12.000.001 [device_error_proc.cc:77] device 6 heartbeat lost\n",
         "[rank7]: RuntimeError: HCCS LINK ERROR.\n",
+        "RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:361 NPU function error: "
+        "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(stream()), error code is 507010\n"
+        "[Error]: The task scheduler loses the heartbeat. \n",
+        "[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.001 [transport_roce.cc:88] [7071] rdma link down, "
+        "peer rank[6]\n",
     ],
     "remote-rank-failed": [
         "[rank2]:[E302 10:11:12.1 ProcessGroupHCCL.cpp:900] SUSPECT REMOTE ERROR. rank 5 did not answer.\n",
@@ -26,6 +35,15 @@ EXCERPTS: dict[str, list[str]] = {
         "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    import torch_npu\n"
         "ImportError: libhccl.so: cannot open shared object file: No such file or directory\n",
         "OSError: libascendcl.so: cannot open shared object file: No such file or directory\n",
+    ],
+    "driver-not-visible": [
+        "ImportError: libascend_hal.so: cannot open shared object file: No such file or directory\n",
+    ],
+    "hccp-busy": [
+        "RuntimeError: [ERROR] HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:64\n"
+        "[ERROR] 2026-03-02-10:11:12 (PID:927, Device:3, RankID:3) ERR02200 DIST call hccl api failed.\n"
+        "EJ0001: 2026-03-02-10:11:12.167.645 Failed to initialize the HCCP process. Reason: Maybe the last "
+        "training process is running.\n",
     ],
     "nccl-backend": [
         "  File \"/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py\", line 1500, in _new_process_group_helper\n"
@@ -47,11 +65,24 @@ EXCERPTS: dict[str, list[str]] = {
         "EZ9999: 2026-03-02-10:11:12.000.001  The error from device(chipId:1, dieId:0), serial number is 3, "
         "there is an aicore error exception, core id is 7, error code = 0x800000\n",
         "        Kernel task happen error, retCode=0x26, [aicore exception].[FUNC:PreCheckTaskErr]\n",
+        "RuntimeError: ACL stream synchronize failed, error code:507015\n",
+        "RuntimeError: operator():build/CMakeFiles/torch_npu.dir/compiler_depend.ts:25 NPU function error: "
+        "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(copy_stream), error code is 507035\n",
+    ],
+    "operator-error": [
+        "RuntimeError: index_put_:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:88 NPU function error: call "
+        "aclnnIndexPutImpl failed, error code is 161002\n"
+        "[ERROR] 2026-03-02-10:11:12 (PID:44, Device:0, RankID:0) ERR01100 OPS call acl api failed\n",
     ],
     "nan-loss": [
         "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
         '{"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null}\n',
         "epoch 3 step 120 loss=nan lr=0.001\n",
+        "  exitcode  : 76 (pid: 14692)\n",
+    ],
+    "force-stop": [
+        "[rank2]: RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:467 NPU function error: "
+        "FORCE STOP., error code is 107022\n",
     ],
     "watchdog-hang": [
         "npu_runtime watchdog: rank 1: no sign of life for 600 s (timeout 600 s); dumping stacks, "
@@ -76,6 +107,21 @@ EXCERPTS: dict[str, list[str]] = {
         "Reason: The Notify register has not received the Notify record from remote rank: [5].\n",
         "EI9999: 2026-03-02-10:42:00.358.410  The error from device(chipId:3, dieId:0), serial number is 9, hccl "
         "fftsplus task timeout occurred during task execution, stream_id:5, stuck notify num:1, timeout:1836.\n",
+        "EE9999: Inner Error!\nEE9999  fftsplus task execute failed, dev_id=7, stream_id=7, task_id=59, context_id=6, "
+        "thread_id=0, err_type=13[hccl fftsplus timeout][FUNC:GetError][FILE:stream.cc][LINE:1512]\n",
+    ],
+    "worker-exit-hardware": [
+        "  exitcode  : 77 (pid: 14692)\n",
+    ],
+    "worker-exit-fatal": [
+        "  exitcode  : 78 (pid: 14692)\n",
+    ],
+    "worker-failed": [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\ntrain.py FAILED\n"
+        "------------------------------------------------------------\nFailures:\n  <NO_OTHER_FAILURES>\n"
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2026-03-02_13:02:58\n  host      : node-3\n"
+        "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 14692)\n  error_file: <N/A>\n",
     ],
     "cpu-fallback": [
         "[W VariableFallbackKernel.cpp:51] Warning: CAUTION: The operator 'aten::isin.Tensor_Tensor_out' is not "
@@ -93,4 +139,11 @@ HEALTHY = [
     "npu_runtime: checkpoint step 40 saved to ckpt/step-40\n",
     "[INFO] memory: 57.10 GiB allocated of 60.96 GiB\n",
     "The device is ready: 8 NPUs found\n",
+    "npu_runtime preflight: HBM multi-bit ECC errors: 0\n",
+    "HBM Multi Bit ECC Error Count : 0\n",
+    " iteration       11/    5000 | lm loss: 8.9E+00 | loss scale: 32768.0 | grad norm: nan | number of skipped "
+    "iterations:   1 | number of nan iterations:   0 |\n",
+    "RuntimeError: Invalid device ID. device 9 not found; ASCEND_RT_VISIBLE_DEVICES=0,1\n",
+    "/usr/local/lib/python3.10/site-packages/torch_npu/distributed/distributed_c10d.py:93: UserWarning: HCCL "
+    "doesn't support gather at the moment. Implemented with allgather instead.\n",
 ]

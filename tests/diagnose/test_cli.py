@@ -93,3 +93,77 @@ def test_npu_migrate_diagnose_is_the_same_program(tmp_path):
     result = CliRunner().invoke(npu_migrate_main, ["diagnose", "--output-format", "json", log])
     assert result.exit_code == 1
     assert json.loads(result.output)["diagnoses"][0]["id"] == "cann-not-set"
+
+
+def test_gzip_logs_are_read_through_by_name_or_in_a_plog_directory(tmp_path, capsys):
+    import gzip
+
+    plog = tmp_path / "plog"
+    plog.mkdir()
+    with gzip.open(plog / "plog-2717_20260302.log.gz", "wt") as f:
+        f.write("start\n" + EXCERPTS["hccl-connect-timeout"][1])
+    single = tmp_path / "rank3.log"  # compressed without saying so in its name
+    single.write_bytes(gzip.compress(("ok\n" + EXCERPTS["hbm-ecc"][0]).encode()))
+    assert main(["--output-format", "json", str(plog), str(single)]) == 1
+    got = [(d["id"], os.path.basename(d["file"]), d["line"]) for d in json.loads(capsys.readouterr().out)["diagnoses"]]
+    assert got == [("hbm-ecc", "rank3.log", 2), ("hccl-connect-timeout", "plog-2717_20260302.log.gz", 2)]
+
+
+def test_a_truncated_gzip_log_is_one_line_and_exit_2(tmp_path, capsys):
+    import gzip
+
+    log = tmp_path / "cut.log.gz"
+    log.write_bytes(gzip.compress(b"x\n" * 100_000)[:200])
+    assert main([str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(log) in err[0]
+
+
+def test_crlf_and_undecodable_bytes_keep_line_numbers(tmp_path, capsys):
+    log = tmp_path / "rank1.log"
+    log.write_bytes(b"ok\r\n\xd6\xd0\xce\xc4 \xff\r\n" + EXCERPTS["npu-oom"][1].encode().replace(b"\n", b"\r\n"))
+    assert main(["--output-format", "json", str(log)]) == 1
+    (d,) = json.loads(capsys.readouterr().out)["diagnoses"]
+    assert (d["id"], d["line"]) == ("npu-oom", 3) and not d["evidence"].endswith("\r")
+
+
+def test_a_line_longer_than_the_limit_is_dropped_in_bounded_memory(tmp_path, capsys):
+    import tracemalloc
+
+    log = tmp_path / "huge.log"
+    with open(log, "wb") as f:
+        f.write(b"x" * 40_000_000 + b" NPU out of memory\n")  # past MAX_LINE: not evidence
+        f.write(EXCERPTS["npu-oom"][1].encode())
+    tracemalloc.start()
+    try:
+        assert main(["--output-format", "json", str(log)]) == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    (d,) = json.loads(capsys.readouterr().out)["diagnoses"]
+    assert d["line"] == 2
+    assert peak < 8_000_000, peak  # a few chunks of MAX_LINE, never the 40 MB line
+
+
+@pytest.mark.timeout(60)
+def test_stdin_bytes_that_are_not_utf8_are_read_not_a_traceback():
+    done = subprocess.run([sys.executable, "-m", "npu_runtime.diagnose", "-"],
+                          input=b"\xd6\xd0\xce\xc4\r\n" + EXCERPTS["hccl-exec-timeout"][0].encode(),
+                          capture_output=True, timeout=50, env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.decode().startswith("<stdin>:2: error: a collective did not complete")
+
+
+@pytest.mark.parametrize(("text", "stdout"), [
+    (EXCERPTS["hccl-exec-timeout"][0] + EXCERPTS["npu-oom"][0], "78\n"),  # the root cause's class
+    (EXCERPTS["hbm-ecc"][0], "77\n"),
+    (EXCERPTS["hccl-exec-timeout"][0], ""),  # restartable, but no runtime class
+    ("".join(HEALTHY), ""),
+])
+def test_exit_class_prints_only_the_root_causes_class_and_reports_on_stderr(tmp_path, capsys, text, stdout):
+    log = _write(tmp_path, "node_0.log", text)
+    main(["--exit-class", log])
+    out, err = capsys.readouterr()
+    assert out == stdout
+    if text != "".join(HEALTHY):
+        assert "(root cause)" in err

@@ -65,3 +65,45 @@ def test_a_huge_line_is_matched_in_bounded_time():
     line = "x" * 5_000_000 + " NPU out of memory\n"
     # The signature lies past MAX_LINE: not matched, and no time spent on the rest.
     assert diagnose_lines([("big.log", io.StringIO(line))]) == []
+
+
+def test_every_regex_has_a_required_literal_that_its_excerpts_contain():
+    # The scan runs a regex only on lines holding its literal: a literal that a real match
+    # can lack would hide the signature. Every excerpt line a regex matches holds it.
+    for signature in SIGNATURES:
+        for regex, literal in zip(signature.regexes, signature.literals):
+            assert literal is not None, regex.pattern  # all of ours have one; none is cheaper
+            text, ignore_case = literal
+            for excerpt in EXCERPTS[signature.id]:
+                for line in excerpt.splitlines():
+                    if regex.search(line):
+                        assert text in (line.lower() if ignore_case else line), (regex.pattern, line)
+
+
+def test_required_literal_reads_the_top_level_run_only():
+    import re
+
+    from npu_runtime.diagnose.signatures import required_literal
+
+    assert required_literal(re.compile(r"\bEI0006\b")) == ("EI0006", False)
+    assert required_literal(re.compile(r"(?i)Getting socket times out")) == ("getting socket times out", True)
+    # Inside an alternative or an optional group a literal is not required: not used.
+    assert required_literal(re.compile(r"(?:abcdef|xyz)gh")) is None
+    assert required_literal(re.compile(r"lib(?:hccl|acl)\.so")) == ("lib", False)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = [line for texts in EXCERPTS.values() for text in texts for line in text.splitlines()] + HEALTHY
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=30)), min_size=1, max_size=4),
+       st.booleans())
+def test_the_literal_prefilter_never_changes_a_match(parts, upper):
+    line = " ".join(parts).replace("\n", " ")
+    if upper:
+        line = line.upper()
+    for signature in SIGNATURES:
+        assert signature.match(line) == any(r.search(line) for r in signature.regexes), (signature.id, line)

@@ -202,3 +202,38 @@ def test_max_restarts_sets_the_launchers_bound(project, recorder):  # noqa: F811
     path.write_text(launcher.text, encoding="utf-8")
     proc, calls = _run(path, recorder, {"RANK_TABLE_FILE": "/x.json", "EXIT_CODE": "75"})
     assert proc.returncode == 75 and "no restart left (0 of NPU_MAX_RESTARTS=0 used)" in proc.stderr
+
+
+OOM_TRACEBACK = ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+                 "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 29.50 GiB total capacity)\n")
+ECC_TEXT = ("[rank1]: RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:467 NPU function "
+            "error: UCE ERROR., error code is 507053\n")
+
+
+@pytest.mark.parametrize(("script", "worker_code"), [("ranktable.sh", "1"), ("torchrun.sh", "-6")])
+@pytest.mark.parametrize(("text", "attempts", "final", "said"), [
+    (OOM_TRACEBACK, 1, 78, "the diagnosed root cause's class is 78"),
+    (ECC_TEXT, 3, 77, "the diagnosed root cause's class is 77"),
+    ("Traceback (most recent call last):\nValueError: no such column\n", 3, 1, "(not classified by the runtime)"),
+])
+def test_an_unclassified_exit_takes_the_class_of_the_diagnosed_root_cause(
+        project, recorder, script, worker_code, text, attempts, final, said):  # noqa: F811
+    # The real diagnose on the real log: a traceback exits 1 (torchrun reports an abort as -6),
+    # and an OOM must not burn the restarts while an ECC fault is still restarted.
+    out = _write(project, nodes=1, cards=1)
+    proc, calls = _run(out / script, recorder, {"RANK_TABLE_FILE": "/x.json", "EXIT_CODE": worker_code,
+                                                "LOG_TEXT": text, "REAL_DIAGNOSE": "1", "NPU_MAX_RESTARTS": "2"})
+    assert proc.returncode == final, proc.stderr
+    assert len(_entries(calls, script)) == attempts, proc.stderr
+    assert said in proc.stderr
+    assert "launcher: diagnosis (python -m npu_runtime.diagnose):" in proc.stderr
+    if final != 1:
+        assert proc.stderr.index("(root cause)") < proc.stderr.index(said)  # the verdict is printed first
+
+
+def test_a_runtime_class_is_not_overridden_by_the_diagnosis(project, recorder):  # noqa: F811
+    out = _write(project, nodes=1, cards=1)
+    proc, calls = _run(out / "torchrun.sh", recorder, {"EXIT_CODE": "76", "DIAGNOSED_CLASS": "78",
+                                                       "NPU_MAX_RESTARTS": "1"})
+    assert proc.returncode == 76 and len(_entries(calls, "torchrun.sh")) == 2, proc.stderr
+    assert "diagnosed root cause's class" not in proc.stderr

@@ -102,6 +102,14 @@ def test_a_step_slower_than_twice_the_running_median(tmp_path):
     assert slow[0]["threshold"] == pytest.approx(2.0)
 
 
+def test_jitter_on_a_millisecond_step_is_no_slow_step(tmp_path):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock)
+    durations = [0.0] + [0.001] * 8 + [0.005, 0.001, 0.030]  # 5x by 4 ms (jitter), then 30x by 29 ms
+    _train(monitor, [1.0] * len(durations), clock=clock, durations=durations)
+    assert [e["step"] for e in _events(tmp_path) if e["event"] == "slow_step"] == [11]
+
+
 def test_memory_above_threshold_once_per_crossing(tmp_path, monkeypatch):
     monitor, _ = _monitor(tmp_path)
     readings = iter([0.5, 0.96, 0.97, 0.5, 0.99])
@@ -126,6 +134,135 @@ def test_events_file_is_not_written_through_a_planted_link(tmp_path):
     monitor, _ = _monitor(tmp_path)
     monitor.emit("nan_loss", float("nan"), None)
     assert victim.read_text() == "keep\n"
+
+
+def test_gradient_accumulation_checks_every_backward_with_one_event_per_step(tmp_path):
+    monitor, exits = _monitor(tmp_path)
+    param = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([param], lr=0.0)
+    monitor.start()
+    try:
+        for step in range(3):
+            for micro in range(4):  # four micro-batches per optimizer step, NaN in the third of step 1 ...
+                bad = (step == 1 and micro == 2) or step == 2  # ... and in all four of step 2
+                ((param * 0).sum() + (float("nan") if bad else 1.0)).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        monitor.stop()
+    assert [(e["event"], e["step"]) for e in _events(tmp_path)] == [("nan_loss", 1), ("nan_loss", 2)]
+
+
+@pytest.mark.parametrize("how", ["vector-loss", "autograd-list", "activation"])
+def test_nan_in_a_non_scalar_or_several_tensors_is_caught_before_the_step(tmp_path, how):
+    monitor, exits = _monitor(tmp_path, NPU_RUNTIME_HEALTH_ACTION="stop")
+    param = torch.nn.Parameter(torch.ones(4))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    monitor.start()
+    try:
+        per_sample = param * torch.tensor([1.0, float("nan"), 1.0, 1.0])
+        if how == "vector-loss":
+            per_sample.backward(torch.ones(4))
+        elif how == "autograd-list":
+            torch.autograd.backward([param.sum(), per_sample.mean()])
+        else:  # a pipeline stage: backward on its output with the next stage's gradient
+            torch.autograd.backward(per_sample * 2, grad_tensors=torch.ones(4))
+        monitor._exit = lambda code: (exits.append(code), (_ for _ in ()).throw(SystemExit(code)))
+        with pytest.raises(SystemExit):
+            optimizer.step()
+    finally:
+        monitor.stop()
+    assert exits == [exitcodes.HEALTH] and torch.equal(param.detach(), torch.ones(4))
+    assert [e["event"] for e in _events(tmp_path)] == ["nan_loss"]
+
+
+def test_non_scalar_tensors_are_not_losses_for_spikes(tmp_path):
+    monitor, _ = _monitor(tmp_path)
+    param = torch.nn.Parameter(torch.ones(1000))
+    optimizer = torch.optim.SGD([param], lr=0.0)
+    monitor.start()
+    try:
+        for step in range(12):
+            (param * (100.0 if step == 10 else 1.0)).backward(torch.ones(1000))
+            optimizer.step()
+    finally:
+        monitor.stop()
+    assert _events(tmp_path) == []
+
+
+def _scaled_loop(monitor, losses):
+    """A GradScaler loop (CPU): scaler.scale(loss).backward(), scaler.step(opt), scaler.update()."""
+    param = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([param], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    monitor.start()
+    try:
+        for value in losses:
+            scaler.scale((param * value).sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+    finally:
+        monitor.stop()
+    return param, scaler
+
+
+def test_a_step_the_grad_scaler_skips_is_an_overflow_event_never_a_stop(tmp_path):
+    monitor, exits = _monitor(tmp_path, NPU_RUNTIME_HEALTH_ACTION="stop")
+    param, scaler = _scaled_loop(monitor, [1.0, 1.0, float("inf"), 1.0, float("nan"), 1.0])
+    assert exits == [] and torch.isfinite(param).all()
+    assert [(e["event"], e["step"], e["value"]) for e in _events(tmp_path)] == [
+        ("overflow_skipped", 2, "inf"), ("overflow_skipped", 3, "nan")]  # steps count applied steps
+    assert monitor.step == 4 and scaler.get_scale() == 2.0 ** 14
+
+
+def test_a_loss_that_stays_nan_under_the_grad_scaler_stops_after_the_limit(tmp_path):
+    monitor, exits = _monitor(tmp_path, NPU_RUNTIME_HEALTH_ACTION="stop", NPU_RUNTIME_OVERFLOW_LIMIT="4")
+    _scaled_loop(monitor, [1.0, 1.0] + [float("nan")] * 5)
+    events = [(e["event"], e["threshold"]) for e in _events(tmp_path)]
+    assert events[:5] == [("overflow_skipped", None)] * 4 + [("nan_loss", 4)]
+    assert exits[:1] == [exitcodes.HEALTH]
+
+
+def test_the_skipped_step_is_no_slow_step(tmp_path):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock)
+    param = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([param], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    monitor.start()
+    try:
+        for i in range(12):
+            clock.now += 1.0
+            scaler.scale((param * (float("inf") if i == 8 else 1.0)).sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+    finally:
+        monitor.stop()
+    assert [e["event"] for e in _events(tmp_path)] == ["overflow_skipped"]
+
+
+def test_a_loop_without_optimizer_steps_does_not_hold_its_losses(tmp_path):
+    monitor, _ = _monitor(tmp_path)
+    param = torch.nn.Parameter(torch.ones(2))
+    monitor.start()
+    try:
+        for i in range(health.MAX_PENDING * 3):
+            ((param * 0).sum() + (float("nan") if i == 5 else 1.0)).backward()
+            assert len(monitor._pending) <= health.MAX_PENDING
+    finally:
+        monitor.stop()
+    assert [e["event"] for e in _events(tmp_path)] == ["nan_loss"]
+
+
+def test_the_monitor_restores_grad_scaler_step(tmp_path):
+    original = torch.amp.GradScaler.step
+    monitor, _ = _monitor(tmp_path)
+    monitor.start()
+    assert torch.amp.GradScaler.step is not original
+    monitor.stop()
+    assert torch.amp.GradScaler.step is original
 
 
 def test_the_monitor_restores_backward(tmp_path):
@@ -192,3 +329,19 @@ def test_health_can_be_switched_off(tmp_path):
     done = _run(tmp_path, NAN_AT="2", NPU_RUNTIME_HEALTH="0", NPU_RUNTIME_HEALTH_ACTION="stop")
     assert done.returncode == 0, done.stderr
     assert _events(tmp_path) == []
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=120),
+       st.integers(min_value=1, max_value=60))
+def test_the_running_window_median_is_the_median_of_the_last_values(values, size):
+    import statistics
+
+    window = health.RunningWindow(size)
+    for i, value in enumerate(values):
+        window.append(value)
+        assert window.median() == statistics.median(values[max(0, i + 1 - size):i + 1])

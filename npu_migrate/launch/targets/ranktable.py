@@ -81,6 +81,7 @@ while :; do
   done
   ((status == 0)) && exit 0
   diagnose "${{logs[@]}}"
+  status=$(classified "$status")
   restart_wanted "$status" "$restarts" || exit "$status"
   restarts=$((restarts + 1))
 done

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from .. import helpstyle
 from .scan import Diagnosis, LogError, diagnose_paths
@@ -20,6 +21,7 @@ EPILOG = """\
     python -m npu_runtime.diagnose ~/ascend/log/debug/plog
     kubectl logs job-worker-0 | python -m npu_runtime.diagnose -
     python -m npu_runtime.diagnose --output-format json train.log
+    class=$(python -m npu_runtime.diagnose --exit-class node_0.log)   # in a launcher
 
   Exit codes:
     0  no failure found (warnings such as CPU fallbacks may still be printed)
@@ -40,6 +42,9 @@ def parser(prog: str | None) -> argparse.ArgumentParser:
     p.add_argument("logs", nargs="+", metavar="LOG", help="a log file, a directory of logs (plog), or - for stdin")
     p.add_argument("--output-format", choices=("text", "json"), default="text",
                    help="text (default) or json: {\"diagnoses\": [...]}")
+    p.add_argument("--exit-class", action="store_true",
+                   help="for launchers: the report goes to stderr, and stdout gets only the root cause's "
+                        "runtime exit class (75 hang, 76 health, 77 hardware, 78 fatal), or nothing when it has none")
     return p
 
 
@@ -50,15 +55,21 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except LogError as exc:
         print(f"{prog or 'diagnose'}: cannot read {exc}", file=sys.stderr)
         return 2
+    report = sys.stderr if args.exit_class else sys.stdout
     if args.output_format == "json":
-        json.dump({"diagnoses": [d.as_dict() for d in diagnoses]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        json.dump({"diagnoses": [d.as_dict() for d in diagnoses]}, report, indent=2)
+        report.write("\n")
     else:
-        _print_text(diagnoses)
+        _print_text(diagnoses, report)
+    if args.exit_class:
+        root = next((d for d in diagnoses if d.signature.severity == "error"), None)
+        if root is not None and root.signature.exit_class is not None:
+            print(root.signature.exit_class)
     return 1 if any(d.signature.severity == "error" for d in diagnoses) else 0
 
 
-def _print_text(diagnoses: list[Diagnosis]) -> None:
+def _print_text(diagnoses: list[Diagnosis], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     if not diagnoses:
         print("no known failure signature found", file=sys.stderr)
         return
@@ -67,11 +78,11 @@ def _print_text(diagnoses: list[Diagnosis]) -> None:
         restart = "restart can help" if s.restart else "do not restart as it is"
         root = " (root cause)" if index == 0 and s.severity == "error" else ""
         more = f", {d.count} lines" if d.count > 1 else ""
-        print(f"{d.file}:{d.line}: {s.severity}: {s.cause}{root} [{s.id}; {restart}{more}]")
-        print(f"    evidence: {d.evidence}")
-        print(f"    meaning:  {s.meaning}")
-        print(f"    action:   {s.action}")
+        print(f"{d.file}:{d.line}: {s.severity}: {s.cause}{root} [{s.id}; {restart}{more}]", file=out)
+        print(f"    evidence: {d.evidence}", file=out)
+        print(f"    meaning:  {s.meaning}", file=out)
+        print(f"    action:   {s.action}", file=out)
         if d.also_in:
-            print(f"    also in:  {', '.join(d.also_in)}")
+            print(f"    also in:  {', '.join(d.also_in)}", file=out)
     failures = sum(1 for d in diagnoses if d.signature.severity == "error")
     print(f"{failures} failure(s), {len(diagnoses) - failures} warning(s)", file=sys.stderr)

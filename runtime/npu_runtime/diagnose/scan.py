@@ -1,15 +1,21 @@
 """Read logs and match them against the signature table.
 
-Logs are read line by line (any size, any encoding: undecodable bytes are replaced),
-each line is matched up to ``MAX_LINE`` characters. A directory is walked for log files
-(CANN writes ``plog-<pid>_<time>.log`` under ``~/ascend/log/debug/plog``), without
-following symbolic links, up to ``MAX_FILES`` files. Each signature is reported once,
+Logs are read line by line in bounded memory (any size, any encoding: undecodable bytes
+are replaced; LF, CRLF and CR line ends), and each line is matched on its first
+``MAX_LINE`` characters (the rest of a longer line is read and dropped in chunks, never
+held). A gzip-compressed log (rotated or downloaded logs, ``plog-*.log.gz``) is read
+through: it is recognised by its magic bytes, whatever its name, so a compressed log
+is never reported as "no failure" because its bytes matched nothing. A directory is
+walked for log files (CANN writes ``plog-<pid>_<time>.log`` under
+``~/ascend/log/debug/plog``), without following symbolic links, up to ``MAX_FILES``
+files. Archives (``.tar.gz``) are not opened: extract them first. Each signature is reported once,
 at its first line, with the number of lines that matched it; diagnoses come ordered
 root cause first (the signature's rank, then where it was seen first).
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import stat
@@ -23,6 +29,7 @@ MAX_LINE = 64 * 1024
 MAX_FILES = 10_000
 MAX_EVIDENCE = 300
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class LogError(OSError):
@@ -58,16 +65,29 @@ class Diagnosis:
 
 def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
                    signatures: Sequence[Signature] = SIGNATURES) -> list[Diagnosis]:
-    """Diagnoses for ``(name, lines)`` pairs, root cause first."""
+    """Diagnoses for ``(name, lines)`` pairs, root cause first.
+
+    Every regex runs only on lines holding its required literal (``Signature.literals``),
+    tested in one flat loop per line: most log lines are noise, and a substring test is
+    far cheaper than a regex search or a call per signature."""
+    checks = [(literal[0] if literal else None, bool(literal and literal[1]), regex, signature)
+              for signature in signatures for regex, literal in zip(signature.regexes, signature.literals)]
     found: dict[str, Diagnosis] = {}
     order: dict[str, int] = {}
     seen = 0
     for name, lines in named_lines:
         for number, raw in enumerate(lines, start=1):
             line = raw[:MAX_LINE]
-            for signature in signatures:
-                if not signature.match(line):
+            lowered = line.lower()
+            matched: Signature | None = None
+            for text, ignore_case, regex, signature in checks:
+                if signature is matched:
+                    continue  # this signature already matched this line
+                if text is not None and text not in (lowered if ignore_case else line):
                     continue
+                if not regex.search(line):
+                    continue
+                matched = signature
                 known = found.get(signature.id)
                 if known is None:
                     found[signature.id] = Diagnosis(signature, name, number, _evidence(line))
@@ -80,7 +100,7 @@ def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
     return sorted(found.values(), key=lambda d: (d.signature.rank, order[d.signature.id]))
 
 
-def diagnose_paths(paths: Sequence[str], stdin: io.TextIOBase | None = None) -> list[Diagnosis]:
+def diagnose_paths(paths: Sequence[str], stdin: io.IOBase | None = None) -> list[Diagnosis]:
     """Diagnoses for log files, directories of logs and ``-`` (standard input).
 
     Raises ``LogError`` naming the first path that cannot be read."""
@@ -91,7 +111,9 @@ def _open_all(paths: Sequence[str], stdin: io.TextIOBase | None) -> Iterator[tup
     for path in paths:
         if path == "-":
             stream = stdin if stdin is not None else sys.stdin
-            yield "<stdin>", stream
+            if isinstance(stream, io.TextIOBase) and hasattr(stream, "buffer"):
+                stream = stream.buffer  # decode it ourselves: a log's bytes are not the locale's
+            yield "<stdin>", _lines(stream, "<stdin>")
             continue
         try:
             info = os.stat(path)
@@ -109,7 +131,7 @@ def _log_files(directory: str) -> Iterator[str]:
     for root, dirs, files in os.walk(directory, followlinks=False):
         dirs.sort()
         for name in sorted(files):
-            if not name.endswith(LOG_SUFFIXES):
+            if not name.removesuffix(".gz").endswith(LOG_SUFFIXES):
                 continue
             path = os.path.join(root, name)
             if not stat.S_ISREG(os.lstat(path).st_mode):
@@ -130,10 +152,39 @@ def _read(path: str) -> Iterator[tuple[str, Iterable[str]]]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise LogError(f"{path}: not a regular file")
         os.set_blocking(fd, True)
-        with open(fd, encoding="utf-8", errors="replace", newline=None, closefd=False) as stream:
-            yield path, stream
+        with open(fd, "rb", closefd=False) as stream:
+            yield path, _lines(stream, path)
     finally:
         os.close(fd)
+
+
+def _lines(stream: io.IOBase, name: str) -> Iterator[str]:
+    """The text lines of a byte (or text) stream, each cut to ``MAX_LINE`` characters,
+    in memory bounded by ``MAX_LINE`` whatever the longest line."""
+    if isinstance(stream, io.TextIOBase):
+        text = stream
+    else:
+        binary = stream if isinstance(stream, io.BufferedIOBase) else io.BufferedReader(stream)  # type: ignore[arg-type]
+        if binary.peek(2)[:2] == GZIP_MAGIC:
+            binary = gzip.GzipFile(fileobj=binary, mode="rb")  # type: ignore[assignment]
+        text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline=None)
+    try:
+        while True:
+            line = text.readline(MAX_LINE)
+            if not line:
+                return
+            if not line.endswith("\n"):
+                # Longer than MAX_LINE: drop the rest of this line without holding it.
+                while True:
+                    rest = text.readline(MAX_LINE)
+                    if not rest or rest.endswith("\n"):
+                        break
+            yield line
+    except (OSError, EOFError) as exc:  # a truncated or corrupt gzip stream
+        raise LogError(f"{name}: {exc}") from None
+    finally:
+        if text is not stream:
+            text.detach()
 
 
 def _evidence(line: str) -> str:

@@ -32,12 +32,60 @@ class Signature:
     severity: str = "error"  # "error": the job failed of it; "warning": worth knowing, not a failure
     sources: tuple[str, ...] = ()
     regexes: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    # Per regex: a literal every match contains (lowered when the regex ignores case), or None.
+    literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regexes", tuple(re.compile(p) for p in self.patterns))
+        object.__setattr__(self, "literals", tuple(required_literal(r) for r in self.regexes))
 
-    def match(self, line: str) -> bool:
-        return any(r.search(line) for r in self.regexes)
+    def match(self, line: str, lowered: str | None = None) -> bool:
+        """Whether a pattern matches ``line`` (``lowered``: ``line.lower()``, if the caller has it).
+        A regex runs only on lines that hold its required literal: a substring test is
+        a hundred times cheaper than a regex search, and almost every log line is noise."""
+        for regex, literal in zip(self.regexes, self.literals):
+            if literal is not None:
+                text, ignore_case = literal
+                if ignore_case:
+                    if lowered is None:
+                        lowered = line.lower()
+                    if text not in lowered:
+                        continue
+                elif text not in line:
+                    continue
+            if regex.search(line):
+                return True
+        return False
+
+
+def required_literal(regex: re.Pattern[str]) -> tuple[str, bool] | None:
+    """The longest run of literal characters at the top level of ``regex`` (so in every
+    match), with whether it ignores case; None when there is none of 3 characters or more,
+    or the pattern cannot be read (then the regex always runs)."""
+    try:
+        from re import _parser as parser  # type: ignore[attr-defined]  # Python 3.11+
+    except ImportError:  # Python 3.10
+        import sre_parse as parser  # type: ignore[no-redef]
+    try:
+        parsed = parser.parse(regex.pattern, regex.flags)
+        literal_op = parser.LITERAL if hasattr(parser, "LITERAL") else None
+        if literal_op is None:
+            from re import _constants as constants  # type: ignore[attr-defined]
+
+            literal_op = constants.LITERAL
+        best, run = "", ""
+        for op, value in parsed:
+            if op == literal_op:
+                run += chr(value)
+                best = max(best, run, key=len)
+            else:
+                run = ""
+    except Exception:  # noqa: BLE001 - no prefilter: correct, only slower
+        return None
+    if len(best) < 3:
+        return None
+    ignore_case = bool(regex.flags & re.IGNORECASE)
+    return (best.lower() if ignore_case else best), ignore_case
 
 
 # Ranks: 0 hardware, 10 environment/configuration, 20 memory, 30 operator,
@@ -47,8 +95,10 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         id="hbm-ecc",
         cause="uncorrectable device memory error (HBM multi-bit ECC / UCE)",
-        patterns=(r"HBM MULTI BIT ECC ERROR", r"\bUCE ERROR\b", r"SUSPECT MEM ERROR",
-                  r"error code is 50705[34]\b", r"(?i)multi[- ]bit ecc"),
+        patterns=(r"HBM MULTI BIT ECC ERROR", r"\bUCE ERROR\b", r"SUSPECT MEM ERROR", r"DEVICE MEM ERROR",
+                  r"reason=\[device mem error\]", r"error code(?: is |:\s*)50705[345]\b",
+                  # not "multi-bit ECC errors: 0" (a health check's count)
+                  r"(?i)multi[- ]bit ecc error(?!s?\s*(?:count\s*)?[:=]\s*0\b)"),
         meaning="The NPU's memory returned data it could not correct. The step's results are "
                 "unreliable and this device (or node) is faulty; the other ranks then time out "
                 "in their next collective.",
@@ -57,21 +107,23 @@ SIGNATURES: tuple[Signature, ...] = (
                "`npu-smi info -t health -i <card>` shows the device's health.",
         restart=True, exit_class=exitcodes.HARDWARE, rank=0,
         sources=(("torch_npu csrc/core/npu/NPUQueue.cpp deviceErrorMap (UCE ERROR, HBM MULTI BIT ECC ERROR, "
-                  "SUSPECT MEM ERROR); ACL runtime codes 507053/507054"),),
+                  "SUSPECT MEM ERROR, reason=[device mem error]); ACL runtime codes 507053/507054/507055"),),
     ),
     Signature(
         id="device-link-lost",
         cause="a device or its link was lost (HCCS link error, device heartbeat lost, device dropped)",
         patterns=(r"HCCS LINK ERROR", r"(?i)device\s*(?:\d+\s*)?(?:heartbeat|heart beat)\s*(?:is\s*)?lost",
-                  r"(?i)\bdevice\s+(?:is\s+)?(?:lost|offline|not\s+found)\b", r"(?i)\blink\s+(?:is\s+)?down\b",
-                  r"error code is 507033\b"),
+                  r"(?i)task scheduler loses the heartbeat", r"error code(?: is |:\s*)507010\b",
+                  r"(?i)\bdevice\s+(?:\d+\s+)?(?:is\s+)?(?:lost|offline)\b", r"(?i)\blink\s+(?:is\s+)?down\b",
+                  r"(?i)\blink status\s*:\s*down\b"),
         meaning="An NPU or its interconnect stopped answering. Work on it is lost, and collectives "
                 "that include it cannot complete.",
         action="Restart from the last checkpoint on another node (drain this one); check the card with "
                "`npu-smi info` and the links with `hccn_tool -i <card> -link -g` and "
                "`hccn_tool -i <card> -net_health -g`.",
         restart=True, exit_class=exitcodes.HARDWARE, rank=1,
-        sources=("torch_npu deviceErrorMap (HCCS LINK ERROR); Ascend hccn_tool documentation",),
+        sources=("torch_npu deviceErrorMap (HCCS LINK ERROR); torch_npu NPUErrorCodes.h (507010: the task scheduler "
+                 "loses the heartbeat); Ascend hccn_tool documentation (link status)",),
     ),
     Signature(
         id="remote-rank-failed",
@@ -94,6 +146,30 @@ SIGNATURES: tuple[Signature, ...] = (
                "the launchers that `npu-migrate launch` writes do it. A restart as it is fails the same way.",
         restart=False, exit_class=exitcodes.FATAL, rank=10,
         sources=("CANN installation guide (set_env.sh); torch_npu import errors in public issue trackers",),
+    ),
+    Signature(
+        id="driver-not-visible",
+        cause="the NPU driver is not visible to the process (libascend_hal / libdrvdsmi not found)",
+        patterns=(r"lib(?:ascend_hal|drvdsmi_host|dcmi)\.so[^:]*: cannot open shared object file",),
+        meaning="The driver's libraries live on the host (/usr/local/Ascend/driver); a container that does not "
+                "mount them, or a LD_LIBRARY_PATH without driver/lib64, cannot reach the NPU.",
+        action="Mount the driver into the container (`-v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro`, and "
+               "the devices /dev/davinci*, /dev/davinci_manager, /dev/hisi_hdc, /dev/devmm_svm) and add "
+               "`/usr/local/Ascend/driver/lib64/driver` and `.../lib64/common` to LD_LIBRARY_PATH. A restart as it is "
+               "fails the same way.",
+        restart=False, exit_class=exitcodes.FATAL, rank=9,
+        sources=("Ascend container (docker) guides: driver mounts; libascend_hal import errors in public issue trackers",),
+    ),
+    Signature(
+        id="hccp-busy",
+        cause="HCCL could not start its HCCP process (EJ0001: the last training process may still run)",
+        patterns=(r"\bEJ0001\b", r"(?i)Failed to initialize the HCCP process"),
+        meaning="The device's network process from an earlier run is still alive (a process that did not exit, or "
+                "one that was killed less than about 10 s ago), so this run cannot take the device.",
+        action="Make sure the previous job's processes are gone (`npu-smi info` lists the processes on each device; "
+               "kill the leftovers), wait about 10 s, then restart; a restart after that helps.",
+        restart=True, exit_class=None, rank=13,
+        sources=("HCCL EJ0001 message and solution text (LLaMA-Factory issue tracker)",),
     ),
     Signature(
         id="nccl-backend",
@@ -137,20 +213,38 @@ SIGNATURES: tuple[Signature, ...] = (
         cause="an operator failed on the device (AI Core / vector core / AI CPU exception)",
         patterns=(r"(?i)there is an? (?:aicore|aivec|aicpu|fftsplus aicore) error",
                   r"(?i)\[(?:aicore|aicpu|aivec) exception\]", r"(?i)The (?:aicore|vector core) execution is abnormal",
-                  r"(?i)Aicpu kernel execute failed", r"EZ9999:? .*(?:aicore|aicpu|Kernel task happen error)"),
+                  r"(?i)Aicpu kernel execute failed", r"EZ9999:? .*(?:aicore|aicpu|Kernel task happen error)",
+                  r"error code(?: is |:\s*)50701[4-8]\b", r"error code(?: is |:\s*)5070(?:3[4-6]|4[2-5])\b"),
         meaning="A device kernel raised an exception: usually an operator's input (shape, dtype, out-of-range index) "
                 "or an operator bug, which a restart repeats.",
         action="Re-run with `ASCEND_LAUNCH_BLOCKING=1` to find the operator in the Python traceback, check its "
                "inputs (indices in range, supported dtype), and look up the op in the CANN operator list; "
                "report it with the plog (`~/ascend/log/debug/plog`).",
         restart=False, exit_class=exitcodes.FATAL, rank=30,
-        sources=("CANN EZ9999 messages in public issue trackers (Ascend/pytorch, LLaMA-Factory)",),
+        sources=("CANN EZ9999 messages in public issue trackers (Ascend/pytorch, LLaMA-Factory); torch_npu "
+                 "NPUErrorCodes.h (507014-507018, 507034-507036, 507042-507045: aicore / aicpu / vector core "
+                 "timeouts, exceptions and out-of-bounds traps)",),
+    ),
+    Signature(
+        id="operator-error",
+        cause="an operator call failed (aclnn / OPS error: unsupported input, dtype or shape)",
+        patterns=(r"call aclnn\w+ failed", r"OPS function error", r"\bERR01\d{3} OPS\b",
+                  r"\bE[ZK]1001\b"),
+        meaning="torch_npu called a CANN operator that rejected its inputs (a dtype or shape the kernel does not "
+                "support, an argument out of range) or failed inside; the same step fails again after a restart.",
+        action="Read the EZxxxx / ERRxxxxx lines right after it for the operator's complaint; re-run with "
+               "`ASCEND_LAUNCH_BLOCKING=1` to get the Python line; cast the input to a supported dtype or move the "
+               "op to the CPU; check the op in the CANN operator list of the installed version (a newer CANN may "
+               "support it).",
+        restart=False, exit_class=exitcodes.FATAL, rank=31,
+        sources=("torch_npu OPS_CHECK_ERROR / 'call aclnnXxx failed' messages (Ascend/pytorch issue tracker)",),
     ),
     Signature(
         id="nan-loss",
         cause="the loss became NaN or Inf",
         patterns=(r'"event":\s*"(?:nan|inf)_loss"', r"(?i)\bloss[\"']?\s*[:=]\s*[\"']?(?:nan|-?inf)\b",
-                  r"(?i)npu_runtime health: (?:nan|inf) loss"),
+                  r"(?i)npu_runtime health: (?:nan|inf) loss",
+                  r"^\s*exitcode\s*:\s*76 \(pid"),  # torchrun's failure summary of a rank the monitor stopped
         meaning="Training diverged (learning rate, fp16 overflow without loss scaling, bad data) or a device "
                 "computed garbage. Steps after it train on garbage.",
         action="Resume from the last good checkpoint; if it recurs at the same step, lower the learning rate, use "
@@ -163,6 +257,7 @@ SIGNATURES: tuple[Signature, ...] = (
         id="watchdog-hang",
         cause="a rank hung (the npu_runtime watchdog saw no sign of life)",
         patterns=(r"npu_runtime watchdog: .*(?:no sign of life|exiting with code 75)",
+                  r"^\s*exitcode\s*:\s*75 \(pid",  # torchrun's failure summary of a rank the watchdog ended
                   r"(?i)Watchdog caught collective operation timeout"),
         meaning="A rank made no progress for the watchdog's timeout: a collective that never completed, a "
                 "deadlock, or a stalled data loader. The stack dump next to the message says where.",
@@ -185,6 +280,19 @@ SIGNATURES: tuple[Signature, ...] = (
         sources=("torch.distributed TCPStore errors",),
     ),
     Signature(
+        id="force-stop",
+        cause="the device's tasks were aborted (FORCE STOP / device task abort)",
+        patterns=(r"NPU function error: FORCE STOP", r"reason=\[device task abort\]",
+                  r"error code(?: is |:\s*)107022\b"),
+        meaning="Someone stopped this rank's device on purpose: the cluster's fault handling (MindCluster, "
+                "step retry) after a fault on another rank or node, or the process's own teardown. It is a "
+                "consequence; the cause is in another rank's log.",
+        action="Read the other ranks' logs (and the plogs of the node that failed) for the first error; restart "
+               "from the last checkpoint once that rank's fault is handled.",
+        restart=True, exit_class=None, rank=65,
+        sources=("torch_npu CHECK_AND_THROW_FORCE_STOP (ACL_ERROR_RT_DEVICE_TASK_ABORT 107022)",),
+    ),
+    Signature(
         id="hccl-connect-timeout",
         cause="HCCL could not connect to a peer in time (EI0006, socket timeout)",
         patterns=(r"\bEI0006\b", r"(?i)Getting socket times out",
@@ -201,7 +309,7 @@ SIGNATURES: tuple[Signature, ...] = (
         id="hccl-exec-timeout",
         cause="a collective did not complete in time (EI0002, notify wait timeout)",
         patterns=(r"\bEI0002\b", r"(?i)wait execution of the Notify register times out",
-                  r"(?i)hccl fftsplus task timeout", r"(?i)stuck notify"),
+                  r"(?i)hccl fftsplus (?:task )?timeout", r"(?i)stuck notify"),
         meaning="A collective waited longer than HCCL_EXEC_TIMEOUT (1836 s by default): usually another rank "
                 "failed or is stuck (look for its first error), sometimes one rank is much slower (an evaluation "
                 "or a save on rank 0 only) or ranks disagree on the number of steps.",
@@ -210,6 +318,36 @@ SIGNATURES: tuple[Signature, ...] = (
                "work; check that every rank gets the same number of batches.",
         restart=True, exit_class=None, rank=71,
         sources=("HCCL EI0002 message and solution text in public issue trackers (vllm-ascend, lmdeploy)",),
+    ),
+    Signature(
+        id="worker-exit-hardware",
+        cause="a worker exited with the runtime's hardware class (77)",
+        patterns=(r"^\s*exitcode\s*:\s*77 \(pid",),
+        meaning="torchrun's failure summary: the rank's runtime diagnosed a device fault (ECC, a lost device or "
+                "link) from the exception that ended it.",
+        action="Read that rank's log for the fault; drain the node and restart from the last checkpoint elsewhere.",
+        restart=True, exit_class=exitcodes.HARDWARE, rank=3,
+        sources=("torch.distributed.elastic ChildFailedError summary; npu_runtime exitcodes/crash_class",),
+    ),
+    Signature(
+        id="worker-exit-fatal",
+        cause="a worker exited with the runtime's fatal class (78)",
+        patterns=(r"^\s*exitcode\s*:\s*78 \(pid",),
+        meaning="torchrun's failure summary: the rank's runtime classified the exception that ended it as one a "
+                "restart repeats (out of memory, an operator or configuration error).",
+        action="Read that rank's log for the error and fix it before restarting.",
+        restart=False, exit_class=exitcodes.FATAL, rank=32,
+        sources=("torch.distributed.elastic ChildFailedError summary; npu_runtime exitcodes/crash_class",),
+    ),
+    Signature(
+        id="worker-failed",
+        cause="a worker process failed (torchrun's failure summary)",
+        patterns=(r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError",),
+        meaning="torchrun saw a worker exit with an error; the cause is in that worker's output (the 'Root Cause' "
+                "block names its rank, exit code and time) and this log holds no known signature of it.",
+        action="Read the root-cause rank's own log (and its plog) for the first error; run diagnose on it.",
+        restart=True, exit_class=None, rank=95,
+        sources=("torch.distributed.elastic ChildFailedError summary",),
     ),
     Signature(
         id="cpu-fallback",

@@ -1,0 +1,78 @@
+"""A rank that dies of an exception exits with the class diagnose gives it (78 fatal,
+77 hardware), so launchers stop on an OOM instead of retrying it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from npu_runtime import crash_class, exitcodes
+
+OOM = ("NPU out of memory. Tried to allocate 2.50 GiB (NPU 0; 60.96 GiB total capacity; 57.10 GiB already "
+       "allocated; 1.01 GiB free; 58.80 GiB reserved in total by PyTorch)")
+
+
+@pytest.mark.parametrize(("exc", "code"), [
+    (RuntimeError(OOM), exitcodes.FATAL),
+    (RuntimeError("call aclnnIndexPutImpl failed, error code is 161002"), exitcodes.FATAL),
+    (ImportError("libhccl.so: cannot open shared object file: No such file or directory"), exitcodes.FATAL),
+    (RuntimeError("synchronize:x.ts:1 NPU function error: UCE ERROR., error code is 507053"), exitcodes.HARDWARE),
+    (RuntimeError("Distributed package doesn't have NCCL built in"), exitcodes.FATAL),
+])
+def test_known_failures_get_their_class(exc, code):
+    found = crash_class.classify(exc)
+    assert found is not None and found[0] == code
+
+
+@pytest.mark.parametrize("exc", [
+    ValueError("bad config"), KeyboardInterrupt(), RuntimeError("EI0002: The wait execution of the Notify register "
+                                                                "times out."),  # restartable, but no class
+    RuntimeError("loss is nan"),  # a NaN is the health monitor's (76), not a traceback's
+])
+def test_other_failures_keep_exit_1(exc):
+    assert crash_class.classify(exc) is None
+
+
+def test_the_cause_is_found_in_a_chained_exception():
+    try:
+        try:
+            raise RuntimeError(OOM)
+        except RuntimeError as inner:
+            raise ValueError("step 41 failed") from inner
+    except ValueError as outer:
+        found = crash_class.classify(outer)
+    assert found is not None and found[0] == exitcodes.FATAL and found[1].signature.id == "npu-oom"
+
+
+SCRIPT = textwrap.dedent("""
+    import os, atexit
+    import npu_runtime
+    npu_runtime.install()
+    atexit.register(lambda: print("script atexit ran", flush=True))
+    raise {exc}
+""")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("exc", "code", "said"), [
+    (f"RuntimeError({OOM!r})", exitcodes.FATAL, "died of NPU out of memory [npu-oom]; exiting with 78 (fatal)"),
+    ("RuntimeError('HCCS LINK ERROR.')", exitcodes.HARDWARE, "exiting with 77 (hardware)"),
+    ("ValueError('no such column')", 1, None),
+])
+def test_an_installed_script_exits_with_the_class_after_its_traceback(tmp_path, exc, code, said):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(exc=exc))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100,
+                          env={**os.environ, "NPU_RUNTIME_WATCHDOG": "0"})
+    assert done.returncode == code, done.stderr
+    assert "Traceback (most recent call last)" in done.stderr  # the script's own error is printed first
+    assert "script atexit ran" in done.stdout  # the script's own exit handlers still run
+    if said:
+        assert said in done.stderr
+        assert done.stderr.index("Traceback") < done.stderr.index(said)
+    else:
+        assert "exiting with" not in done.stderr
