@@ -129,7 +129,8 @@ constructor):
   blocks around it to the `name = {...}` it holds there, so a module-level
   script that also binds `checkpoint` to a `torch.load` result and to None
   elsewhere is handled; a loop that rebinds the name after the save is
-  reported.
+  reported. One dict saved by several `torch.save` calls (yolov5 writes the
+  same `ckpt` to last.pt, best.pt and an epoch file) gets the key once.
 - **Load**: `<optimizer>.load_state_dict(ckpt[KEY])` on a line of its own gets
   `if "scaler" in ckpt:` / `scaler.load_state_dict(ckpt["scaler"])` right
   after it. The guard keeps old checkpoints (without the key) loadable. One
