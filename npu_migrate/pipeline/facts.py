@@ -102,6 +102,11 @@ class ProjectFacts:
     #: (ConvNeXt's ``main.py``, whose loop is in ``engine.py``): NPU701's entry points
     #: when they have a ``__main__`` block and are not imported themselves.
     imports_training: frozenset[str] = frozenset()
+    #: Absolute module paths of the run without ``.py`` (``/repo/kernels/ops``) and the
+    #: directories holding its Python files, up to the run's common root: what a
+    #: top-level import such as ``kernels.window_process`` can mean inside the project
+    #: (Swin-Transformer's own ``kernels/`` namespace package is not the Hub ``kernels``).
+    local_modules: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -153,6 +158,7 @@ class ProjectFacts:
                     cuda_only.add(package)
                     changed = True
         edges = _import_edges(imports)
+        local = _local_modules(files)
         by_name: dict[str, bool] = {}
         for file in files:
             for name in _suffixes(file):
@@ -168,6 +174,7 @@ class ProjectFacts:
             package_dirs=frozenset(packages_seen),
             imported_files=frozenset(found for found, _ in edges),
             imports_training=frozenset(importer for found, importer in edges if found in training),
+            local_modules=local,
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -177,15 +184,45 @@ class ProjectFacts:
     def is_cuda_only_module(self, dotted: str) -> bool:
         return dotted in self.cuda_only_modules
 
+    def is_project_module(self, importer: str, dotted: str) -> bool:
+        """The top-level package of ``dotted`` is a module or directory of the run
+        beside ``importer`` or in a directory above it (the script's directory and the
+        repository root are where Python looks first)."""
+        top = dotted.split(".")[0]
+        directory = os.path.dirname(os.path.abspath(importer))
+        while True:
+            if os.path.join(directory, top) in self.local_modules:
+                return True
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                return False
+            directory = parent
+
     def key(self) -> str:
         names = (sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
                  + sorted(f"imported:{f}" for f in self.imported_files)
-                 + sorted(f"imports-training:{f}" for f in self.imports_training))
+                 + sorted(f"imports-training:{f}" for f in self.imports_training)
+                 + sorted(f"local:{f}" for f in self.local_modules))
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
+
+
+def _local_modules(files: list[str]) -> frozenset[str]:
+    """Module paths (see :func:`module_file`) and the directories above them, up to the
+    files' common root."""
+    if not files:
+        return frozenset()
+    root = os.path.commonpath([os.path.dirname(f) for f in files])
+    found: set[str] = set()
+    for file in files:
+        path = file
+        while path not in found and len(path) > len(root):
+            found.add(path)
+            path = os.path.dirname(path)
+    return frozenset(found)
 
 
 def _imported_names(data: bytes) -> set[str]:

@@ -696,7 +696,8 @@ class _GateFinder:
                 rest = holder[holder.index(statement) + 1:]
                 use = self.use(rest)
                 if use is not None:
-                    return use, "the early `return` is taken instead", _span(rest), True
+                    exit_ = "raise" if isinstance(statement.body[-1], ast.Raise) else "return"
+                    return use, f"the early `{exit_}` is taken instead", _span(rest), True
             use = self.use(guarded)
             if use is None:
                 return None

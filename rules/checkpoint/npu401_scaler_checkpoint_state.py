@@ -129,7 +129,8 @@ constructor):
   blocks around it to the `name = {...}` it holds there, so a module-level
   script that also binds `checkpoint` to a `torch.load` result and to None
   elsewhere is handled; a loop that rebinds the name after the save is
-  reported.
+  reported. One dict saved by several `torch.save` calls (yolov5 writes the
+  same `ckpt` to last.pt, best.pt and an epoch file) gets the key once.
 - **Load**: `<optimizer>.load_state_dict(ckpt[KEY])` on a line of its own gets
   `if "scaler" in ckpt:` / `scaler.load_state_dict(ckpt["scaler"])` right
   after it. The guard keeps old checkpoints (without the key) loadable. One
@@ -234,6 +235,10 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         self.optimizer_names: set[str] = set()  # bound to a torch.optim.X(...) call
         self.restored: set[cst.CSTNode | None] = set()  # functions given a restore
         self.state_dicts: list[cst.Call] = []  # every `<x>.state_dict()`
+        # dicts (literal, dict(...) call or the store statement) already given the scaler
+        # key: one dict saved by several torch.save calls (yolov5's last/best/epoch files)
+        # gets it once, not once per save
+        self.extended: set[cst.CSTNode] = set()
 
     # -- collection ------------------------------------------------------------------
 
@@ -559,6 +564,8 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         return None
 
     def _save_literal(self, save: cst.Call, literal: cst.Dict) -> None:
+        if literal in self.extended:
+            return
         entries: list[tuple[str | None, cst.CSTNode]] = []
         has_spread = False
         for element in literal.elements:
@@ -612,6 +619,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 )
             )
 
+        self.extended.add(literal)
         self.replace(
             literal,
             add,
@@ -621,6 +629,8 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         )
 
     def _save_dict_call(self, save: cst.Call, call: cst.Call) -> None:
+        if call in self.extended:
+            return
         if any(_mentions_scaler(self.ctx, a) for a in call.args):
             return
         index = next(
@@ -656,6 +666,7 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 args=insert_item(node.args, index, arg, node.whitespace_before_args)
             )
 
+        self.extended.add(call)
         self.replace(
             call,
             add,
@@ -746,6 +757,9 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
                 why or "the optimizer entry is not stored on a line of its own",
             )
             return
+        if statement in self.extended:
+            return
+        self.extended.add(statement)
         index = subscript.slice[0].slice.value
         quote = index.quote if isinstance(index, cst.SimpleString) else '"'
         line = f"{dict_name}[{quote}{key}{quote}] = {scaler.expression}.state_dict()\n"

@@ -321,3 +321,34 @@ def test_readmes_report_what_their_blocks_hold_and_never_change(fixtures, extra,
     assert Counter(f.rule for f in result.findings) == expected  # prose and other fences: nothing
     again = migrate_markdown("README.md", text.encode(), ALL)
     assert _messages(again) == _messages(result)
+
+
+# -- NPU927: a project's own `kernels` directory is not the Hub package -----------------
+
+SWIN_SHAPE = b"""try:
+    from kernels.window_process.window_process import WindowProcess, WindowProcessReverse
+except ImportError:
+    WindowProcess = None
+"""
+
+
+@pytest.mark.parametrize("local, reported", [
+    # Swin-Transformer: kernels/ (no __init__.py) at the root, imported from models/
+    ("/p/kernels/window_process/window_process.py", False),
+    # a kernels.py module of the project
+    ("/p/kernels.py", False),
+    # a `kernels` package elsewhere (not beside the importer nor above it): the Hub package
+    ("/p/third_party/mylib/kernels/ops.py", True),
+])
+def test_npu927_project_kernels_directory_is_not_a_hub_kernel(local, reported):
+    from dataclasses import replace
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    importer = "/p/models/swin_transformer.py"
+    facts = ProjectFacts.scan([(importer, SWIN_SHAPE), (local, b"import torch\n")])
+    result = migrate_python(importer, SWIN_SHAPE, replace(ALL, facts=facts))
+    assert ("NPU927" in {f.rule for f in result.findings}) is reported
+    # without the project file, the same import is the Hub package's
+    alone = migrate_python(importer, SWIN_SHAPE, replace(ALL, facts=ProjectFacts.scan([(importer, SWIN_SHAPE)])))
+    assert "NPU927" in {f.rule for f in alone.findings}

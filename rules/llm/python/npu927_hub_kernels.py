@@ -36,7 +36,9 @@ torch: kernels 0.17.2 (its `backends` detection) knows CUDA, ROCm, Metal, XPU,
 Neuron and, through torch_npu, CANN. A kernel repository without a CANN build
 fails to load on Ascend. Route: {ROUTE}. Only imports of the top-level
 `kernels` package are matched (a project's own `kernels/` package is another
-module: relative imports and project modules are not `kernels`).
+module: relative imports and project modules are not `kernels`, including a
+directory `kernels/` without `__init__.py` beside the importing file or above it,
+as in Swin-Transformer's `from kernels.window_process.window_process import ...`).
 """
     examples = (
         Example("from kernels import get_kernel  # reported\n"),
@@ -46,5 +48,9 @@ module: relative imports and project modules are not `kernels`).
     def is_target(self, qualified: str) -> bool:
         # a project's own top-level `kernels` package (modded-nanogpt style) is CUDA-only code NPU904/NPU905 handle
         if self.ctx.facts.is_cuda_only_module("kernels"):
+            return False
+        # a `kernels` module or directory of the project itself (Swin-Transformer's
+        # kernels/window_process, a CUDA extension) is not the Hub package either
+        if self.ctx.facts.is_project_module(self.ctx.path, qualified):
             return False
         return super().is_target(qualified)
