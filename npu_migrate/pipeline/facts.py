@@ -202,12 +202,21 @@ class ProjectFacts:
         names = (sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
                  + sorted(f"imported:{f}" for f in self.imported_files)
                  + sorted(f"imports-training:{f}" for f in self.imports_training)
-                 + sorted(f"local:{f}" for f in self.local_modules))
+                 + sorted(f"local:{f}" for f in _relative(self.local_modules)))
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
+
+
+def _relative(paths: frozenset[str]) -> list[str]:
+    """``paths`` below their common directory: a key that does not change when the
+    project moves (a clone elsewhere finds the same cache entries, and checks them)."""
+    if not paths:
+        return []
+    root = os.path.commonpath([os.path.dirname(p) for p in paths])
+    return [os.path.relpath(p, root) for p in paths]
 
 
 def _local_modules(files: list[str]) -> frozenset[str]:
@@ -267,7 +276,7 @@ def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
     children: dict[str, set[str]] = {}
     for path in imports:
         below, name = os.path.split(path)
-        name = name[:-3] if name.endswith(".py") else name
+        name = name.removesuffix(".py")
         while True:
             kids = children.setdefault(below, set())
             if name in kids:
