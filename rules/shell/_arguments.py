@@ -11,7 +11,8 @@ Where a value is found:
   (``ARGS=(--backend nccl)``, ``OPTS="--dist-backend nccl --lr 1e-4"``);
 * a variable whose name says it holds such a value (``DIST_BACKEND=nccl``,
   ``DEVICE=cuda``), its ``${NAME:-default}``, and any variable passed as the value
-  of such an option (``--backend $B`` rewrites ``B=nccl``);
+  of such an option (``--backend $B`` rewrites ``B=nccl``; ``--backend ${B:-nccl}``
+  rewrites the default);
 * comparisons with those variables (``[ "$DEVICE" = cuda ]``, ``case $DEVICE in
   cuda)``), so that the script's branches keep working after the rewrite.
 
@@ -77,6 +78,7 @@ class ValueRule(ShellRule):
         super().__init__(file)
         self.assignments: dict[str, list[Node]] = {}
         self.flowing: set[str] = set()  # variables passed as the value of a matching option
+        self.defaults: dict[str, list[Node]] = {}  # the default words of ``${X:-default}``, per variable
         self.comparisons: list[tuple[str, Node]] = []
 
     # -- where values are found ------------------------------------------------
@@ -110,12 +112,17 @@ class ValueRule(ShellRule):
             self._rewrite(syntax.arg(value), f"`{name}`")
 
     def visit_expansion(self, node: Node) -> None:
-        """``${DIST_BACKEND:-nccl}``: the default of a matching variable."""
-        children = node.named_children
-        if len(children) >= 2 and children[0].type == "variable_name" and self.is_key(children[0].text.decode()):
-            operator = node.child(2)
-            if operator is not None and operator.type in (":-", "-", ":=", "="):
-                self._rewrite(syntax.arg(children[1]), f"the default of `{children[0].text.decode()}`")
+        """``${DIST_BACKEND:-nccl}``: the default of a matching variable; the defaults of
+        other variables wait until the end of the file, in case one is passed to a
+        matching option (``--dist-backend ${BK:-nccl}``)."""
+        found = _default(node)
+        if found is None:
+            return
+        name, default = found
+        if self.is_key(name):
+            self._rewrite(syntax.arg(default), f"the default of `{name}`")
+        else:
+            self.defaults.setdefault(name, []).append(default)
 
     def visit_binary_expression(self, node: Node) -> None:
         operator = node.child_by_field_name("operator")
@@ -139,8 +146,8 @@ class ValueRule(ShellRule):
         for name, value in syntax.option_values(words):
             if not self.is_key(name):
                 continue
-            variable = _variable(value.node) if not value.static and value.node.type != "concatenation" else None
-            if variable is not None and value.text.strip("\"'{}$") == variable:
+            variable = _passed_variable(value)
+            if variable is not None:  # ``--backend $B``, ``--backend=${B:-nccl}``: rewritten where B gets its value
                 self.flowing.add(variable)
             else:
                 self._rewrite(value, f"`{name}`")
@@ -153,9 +160,12 @@ class ValueRule(ShellRule):
 
     def leave_file(self) -> None:
         for name in sorted(self.flowing):
+            if self.is_key(name):  # matching names were handled where assigned
+                continue
             for value in self.assignments.get(name, ()):
-                if not self.is_key(name):  # matching names were handled where assigned
-                    self._rewrite(syntax.arg(value), f"`{name}`")
+                self._rewrite(syntax.arg(value), f"`{name}`")
+            for default in self.defaults.get(name, ()):
+                self._rewrite(syntax.arg(default), f"the default of `{name}`")
         for name, value in self.comparisons:
             if self.is_key(name) or name in self.flowing:
                 word = syntax.arg(value)
@@ -186,10 +196,43 @@ def _reason(kind: str, where: str) -> str:
     return f"{where}, which holds a {kind}"
 
 
+def _unquoted(node: Node) -> Node:
+    """The one expansion inside ``"..."``, else the node itself."""
+    if node.type == "string" and len(node.named_children) == 1:
+        return node.named_children[0]
+    return node
+
+
+def _default(node: Node) -> tuple[str, Node] | None:
+    """``("X", <default>)`` for ``${X:-default}`` (also ``-``, ``:=``, ``=``)."""
+    children = node.named_children
+    if node.type != "expansion" or len(children) < 2 or children[0].type != "variable_name":
+        return None
+    operator = node.child(2)
+    if operator is None or operator.type not in (":-", "-", ":=", "="):
+        return None
+    return children[0].text.decode("utf-8", "replace"), children[1]
+
+
+def _passed_variable(value: syntax.Arg) -> str | None:
+    """``X`` when the whole value is one expansion of it: ``$X``, ``"${X}"``, ``${X:-default}``
+    (also after ``--name=``)."""
+    if len(value.pieces) != 1 or value.pieces[0].start is not None:
+        return None
+    text = value.pieces[0].text
+    stack = [value.node]
+    while stack:
+        node = stack.pop()
+        if node.type in ("simple_expansion", "expansion") and node.text == text:
+            found = _default(node)
+            return found[0] if found is not None else _variable(node)
+        stack.extend(node.children)
+    return None
+
+
 def _variable(node: Node) -> str | None:
     """``X`` for ``$X``, ``${X}``, ``"$X"``, ``"${X}"``."""
-    if node.type == "string" and len(node.named_children) == 1:
-        node = node.named_children[0]
+    node = _unquoted(node)
     if node.type in ("simple_expansion", "expansion") and len(node.named_children) == 1:
         child = node.named_children[0]
         if child.type == "variable_name":

@@ -23,7 +23,8 @@ lines of `python`, `torchrun`, `python -m torch.distributed.launch`,
 `deepspeed` and `accelerate launch` (also behind `srun`, `mpirun`, `nohup`...),
 in argument arrays and option strings kept in variables, in variables whose
 name says they hold a backend (`DIST_BACKEND=nccl`, `${BACKEND:-nccl}`), in a
-variable passed as the option's value (`--backend $B` with `B=nccl`), and in
+variable passed as the option's value (`--backend $B` with `B=nccl`; its
+default in `--dist-backend ${BK:-nccl}`), and in
 comparisons with those variables. Composite specs become
 `cpu:gloo,npu:hccl` (the table `npu_migrate/tables/backends.py`, shared with
 NPU201). Rendezvous backends (`--rdzv-backend`) and other backends

@@ -21,7 +21,8 @@ become `npu` / `npu:N` in the same places NPU803 looks for backends: options of
 training command lines (`--device`, `--device_type`, `--eval-device`, Hydra
 `trainer.device=`, yacs `MODEL.DEVICE cuda`), argument arrays and option
 strings in variables, variables named for a device (`DEVICE=cuda`,
-`${DEVICE:-cuda}`), variables passed as a device option's value, and
+`${DEVICE:-cuda}`), variables passed as a device option's value (and their
+defaults: `--device ${WHERE:-cuda}`), and
 comparisons with them (`[ "$DEVICE" = cuda ]`, `case $DEVICE in cuda:*)`).
 Which names hold a device is decided by the table the Python rules use
 (`npu_migrate/tables/devices.py`): `--device_map auto`, `--num-devices 8` and
