@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npu_migrate.pipeline.model import FileResult
-from npu_migrate.reporting.report import Report, reason_for
+from npu_migrate.reporting.report import Report, findings_by_impact, reason_for
 
 _VERB = {"write": "changed", "check": "would change", "dry-run": "would change", "stdin": "changed"}
 
@@ -113,9 +113,15 @@ def runtime_line(report: Report) -> str | None:
 
 def summary(report: Report, console: Console) -> None:
     s = report.summary
+    # Informational findings (code left as it is on purpose: NPU010's branches that
+    # already handle the NPU, NPU602's flags without effect) need no work; they are
+    # counted on their own, and only when there are some.
+    informational = findings_by_impact(report.results)["informational"] if s["findings"] else 0
+    notes = f", {informational} informational" if informational else ""
     console.print(
         f"{s['files_scanned']} file(s) scanned, {s['files_changed']} {_VERB[report.mode]}, "
-        f"{s['fixes']} fix(es), {s['findings']} finding(s) need manual work, {s['files_failed']} failed.",
+        f"{s['fixes']} fix(es), {s['findings'] - informational} finding(s) need manual work{notes}, "
+        f"{s['files_failed']} failed.",
         highlight=False, soft_wrap=True,
     )
     runtime = runtime_line(report)

@@ -218,3 +218,16 @@ def test_every_fix_says_why(tmp_path, run_cli):
     fix = next(r for r in results if r["ruleId"] == "NPU104")
     assert fix["properties"]["reason"] == "passed as `device=` to `torch.ones`"
     assert fix["message"]["text"].endswith("Why: passed as `device=` to `torch.ones`")
+
+
+def test_the_summary_counts_informational_findings_apart_from_manual_work(tmp_path, run_cli):
+    """NPU602 (a flag with no effect on NPU) needs no work: the summary line does not
+    count it among the findings that need manual work, and says it apart."""
+    (tmp_path / "a.py").write_text('import torch\ntorch.backends.cudnn.benchmark = True\ntorch.cuda.nvtx.range_push("s")\n')
+    result = run_cli(".", "--no-cache")
+    assert "a.py:2:1: NPU602" in result.output and "a.py:3:1: NPU102" in result.output
+    assert "0 fix(es), 1 finding(s) need manual work, 1 informational, 0 failed." in result.output
+    (tmp_path / "a.py").write_text("import torch\ntorch.backends.cudnn.benchmark = True\n")
+    assert "0 finding(s) need manual work, 1 informational, 0 failed." in run_cli(".", "--no-cache").output
+    (tmp_path / "a.py").write_text("import torch\n")
+    assert "0 finding(s) need manual work, 0 failed." in run_cli(".", "--no-cache").output
