@@ -260,12 +260,13 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
 
     edited = npu_aware.edited_nodes(ctx, [e.anchor for e in edits] + [e.node for e in edits])
-    aware_lines: dict[int, cst.CSTNode] = {}
+    aware_lines: dict[int, tuple[cst.CSTNode, cst.CSTNode]] = {}
 
     def outside_aware_chain(node: cst.CSTNode) -> bool:
-        if npu_aware.aware_chain(ctx, node, edited) is None:
+        chain = npu_aware.aware_chain(ctx, node, edited)
+        if chain is None:
             return True
-        aware_lines.setdefault(line(node), node)
+        aware_lines.setdefault(line(node), (node, chain))
         return False
 
     edits = [e for e in edits if outside_aware_chain(e.anchor)]
@@ -296,14 +297,18 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if dependent and not named and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
         edits = [e for e in edits if e.rule not in dependent]
     if NPU_AWARE_RULE in active:
-        for number, node in sorted(aware_lines.items()):
+        for number, (node, chain) in sorted(aware_lines.items(), key=lambda item: item[0]):
             if not is_suppressed(table, number, NPU_AWARE_RULE):
+                test = npu_aware.npu_test(ctx, chain)
+                shown = " ".join(ctx.module.code_for_node(test).split()) if test is not None else ""
+                where = f"the chain's NPU test is `{shown}`; " if shown and len(shown) <= 80 else ""
                 findings.append(
                     FindingRecord(
                         NPU_AWARE_RULE,
                         node,
-                        "CUDA code in a branch whose sibling already handles NPU; left unchanged",
-                        "nothing to migrate here: check that the NPU branch is the one taken on Ascend",
+                        f"CUDA code in {'a conditional expression' if isinstance(chain, cst.IfExp) else 'an if/elif chain'} "
+                        "that already handles the NPU; left unchanged",
+                        f"nothing to migrate here: {where}check that its NPU branch is the one taken on Ascend",
                     )
                 )
         for number, (node, (flag, chain_test)) in sorted(aware_flag_lines.items()):

@@ -193,6 +193,20 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
     return found
 
 
+def npu_test(ctx: FileContext, chain: cst.CSTNode) -> cst.CSTNode | None:
+    """The first test of an NPU-aware chain (:func:`aware_chain`) that names the NPU, for
+    the reviewer; None where only a value does (``torch.cuda if c else torch.npu``)."""
+    if isinstance(chain, cst.IfExp):
+        tests = []
+        branch: cst.CSTNode = chain
+        while isinstance(branch, cst.IfExp):
+            tests.append(branch.test)
+            branch = branch.orelse
+    else:
+        tests = [test for top in _adjacent(ctx, chain) for test, _ in _branches(ctx, top) if test is not None]
+    return next((test for test in tests if npu_mentions(ctx, test)[0]), None)
+
+
 def edited_nodes(ctx: FileContext, targets: Collection[cst.CSTNode]) -> set[cst.CSTNode]:
     """Every target and all of its ancestors."""
     marked: set[cst.CSTNode] = set()
