@@ -100,7 +100,8 @@ class ProjectFacts:
     imported_files: frozenset[str] = frozenset()
     #: Python files (absolute) of the run that import a file of the run that trains
     #: (ConvNeXt's ``main.py``, whose loop is in ``engine.py``): NPU701's entry points
-    #: when they have a ``__main__`` block and are not imported themselves.
+    #: when they have a ``__main__`` block (inside the block when they are imported
+    #: themselves, as DeiT's and DETR's ``main.py``).
     imports_training: frozenset[str] = frozenset()
     #: Absolute module paths of the run without ``.py`` (``/repo/kernels/ops``) and the
     #: directories holding its Python files, up to the run's common root: what a

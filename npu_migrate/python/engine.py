@@ -525,6 +525,11 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
             placed = imports.insert_import(new_module, request.module, code, near=request.module.split(".", 1)[0])
             if placed is None:  # a package of its own (npu_runtime): the third-party block of torch
                 placed = imports.insert_import(new_module, request.module, code, near="torch")
+            if placed is None:  # no torch import: the file's first third-party block
+                near = imports.third_party_neighbour(
+                    new_module.body, lambda dotted: ctx.facts.is_project_module(ctx.path, dotted))
+                if near is not None:
+                    placed = imports.insert_import(new_module, request.module, code, near=near)
             if placed is not None:
                 new_module = placed
                 continue

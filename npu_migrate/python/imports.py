@@ -9,7 +9,9 @@
   first ``torch`` import for a third-party package such as ``npu_runtime``), at
   the place isort's default order gives it there: plain ``import x`` statements
   before ``from x import y`` ones, each sorted by module name, case-insensitively
-  (``torch``, ``torch.nn``, ``torch_npu``, ``torchvision``). A block is a run of
+  (``torch``, ``torch.nn``, ``torch_npu``, ``torchvision``). In a file that imports
+  no torch, ``npu_runtime`` joins the block of the file's first third-party import
+  (neither the standard library nor the project's own). A block is a run of
   import statements without a blank line between them. In a file whose imports
   are not sorted, the result is still next to the imports it belongs with.
 * It never goes after a statement that needs it (``from torch.npu import ...``
@@ -17,6 +19,8 @@
 """
 
 from __future__ import annotations
+
+import sys
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -96,6 +100,23 @@ def import_position(body, module: str, *, near: str = "torch", from_import: bool
     if module == TORCH_NPU and needs is not None and needs < position:
         position = needs
     return position, position == start
+
+
+def third_party_neighbour(body, is_local) -> str | None:
+    """The top-level package of the file's first top-level import that is neither the
+    standard library nor the project's own (``is_local(dotted)``): the block that a new
+    third-party import (``npu_runtime``) joins in a file that imports no torch (a
+    Hydra entry point: ``import hydra`` then ``from mypkg.utils import Trainer``), where
+    isort puts it. None when every import is the standard library's or the project's."""
+    for statement in body:
+        node = _single_import(statement)
+        if node is None or (isinstance(node, cst.ImportFrom) and node.relative):
+            continue
+        for name in imported_modules(statement):
+            top = name.split(".")[0]
+            if top and top != "__future__" and top not in sys.stdlib_module_names and not is_local(name):
+                return top
+    return None
 
 
 def insert_import(module: cst.Module, name: str, code: str, *, near: str = "torch") -> cst.Module | None:

@@ -132,7 +132,11 @@ Library code stays importable without npu_runtime: a module of a package (its
 directory holds an `__init__.py`; see npu_migrate/pipeline/entry_points.py) never gets a
 top-level `import npu_runtime`. A `__main__` demo block in such a module gets
 `import npu_runtime` and the call inside the block; a package module without one is
-left alone. Name it with `--entry` to make it an entry point.
+left alone. Name it with `--entry` to make it an entry point. A script that another
+file imports (library code by the project's import graph) and that has a `__main__`
+block gets the same when it trains, itself or through a module of the project it
+imports (DeiT's and DETR's `main.py`, imported by `run_with_submitit.py`, whose loop is
+in `engine.py`): `python main.py` installs the runtime, `import main` does not need it.
 
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
@@ -158,9 +162,11 @@ if the training image should not install npu-migrate.
         body = self.ctx.module.body
         guard = next((s for s in body if is_main_guard(s)), None)
         # a script whose training is in a module of the project it imports (ConvNeXt's
-        # main.py and engine.py): the entry point is the script, not the module
-        trains_through_import = (guard is not None and not library
-                                 and os.path.abspath(self.ctx.path) in facts.imports_training)
+        # main.py and engine.py): the entry point is the script, not the module. Imported
+        # itself as well (DeiT's and DETR's main.py, which run_with_submitit.py imports),
+        # it is library code with a demo block: the runtime goes inside the block, so
+        # `python main.py` installs it and `import main` needs no npu_runtime.
+        trains_through_import = guard is not None and os.path.abspath(self.ctx.path) in facts.imports_training
         if not named and (not (_TRAINS.search(text) or trains_through_import)
                           or is_test_module(self.ctx.path, text)):
             return

@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import libcst as cst
 import pytest
 
 from npu_migrate.pipeline.selection import Selection
@@ -173,3 +174,50 @@ def test_a_test_that_uses_the_npu_api_itself_is_flagged():
     """`if torch.npu.is_available():` runs everywhere: it needs the import."""
     result = migrate_source("train.py", b"import torch\n\nif torch.npu.is_available():\n    x = 1\n", ALL)
     assert result.new_source == b"import torch\nimport torch_npu  # noqa: F401\n\nif torch.npu.is_available():\n    x = 1\n"
+
+
+#: An entry point that imports no torch (shakespeare-babbler's Hydra script, held-out
+#: round of issue 21): the training is in the project's package.
+HYDRA_ENTRY = '''\
+import hydra
+
+from mypkg.trainer import Trainer
+
+
+@hydra.main(config_path="config", config_name="train", version_base=None)
+def main(cfg):
+    Trainer(cfg).train()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_npu_runtime_joins_the_third_party_block_of_a_file_without_torch(tmp_path, run_cli):
+    """`import npu_runtime` goes into the block of the file's first third-party import
+    (hydra), where isort puts it, not after the project's own imports (it went below
+    `from mypkg.trainer import Trainer` before, and ruff's I001 flagged the file)."""
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "trainer.py").write_text("class Trainer:\n    def __init__(self, cfg):\n        pass\n")
+    (tmp_path / "train.py").write_text(HYDRA_ENTRY)
+    premise = ruff("check", "--isolated", "--select", "I,F401", "train.py", cwd=tmp_path)
+    assert premise.returncode == 0, premise.stdout
+    written = run_cli("train.py", "--write", "--no-cache", "--entry", "train.py")
+    assert written.exit_code == 0, written.output
+    output = (tmp_path / "train.py").read_text()
+    assert output.startswith("import hydra\nimport npu_runtime\n\nfrom mypkg.trainer import Trainer\n"), output
+    assert '__main__":\n    npu_runtime.install()\n    main()\n' in output
+    check = ruff("check", "--isolated", "--select", "I,F401", "train.py", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout
+
+
+def test_the_third_party_neighbour_skips_the_standard_library_and_the_project():
+    from npu_migrate.python.imports import third_party_neighbour
+
+    body = cst.parse_module("from __future__ import annotations\nimport os\nfrom . import x\nimport mypkg.a\n"
+                            "from hydra import main\nimport yaml\n").body
+    assert third_party_neighbour(body, lambda dotted: dotted.startswith("mypkg")) == "hydra"
+    assert third_party_neighbour(body[:4], lambda dotted: dotted.startswith("mypkg")) is None

@@ -221,6 +221,32 @@ def test_a_root_module_that_the_entry_script_imports_is_library_code(tmp_path):
     assert 'if __name__ == "__main__":\n    npu_runtime.install()\n' in main_py
 
 
+@pytest.mark.timeout(120)
+def test_an_imported_script_that_trains_through_a_module_installs_the_runtime_in_its_main_block():
+    """fixtures/declared/imported_script_trains_in_module: DETR's and DeiT's shape.
+    ``main.py`` trains through ``engine.py`` and is itself imported
+    (``run_with_submitit.py``: ``import main as trainer``). It is the script users run
+    (``python main.py``), so it gets the runtime, inside its ``__main__`` block (library
+    code with a demo block): importing it still needs neither torch_npu nor npu_runtime,
+    and requirements.txt declares npu-runtime. Held-out round, issue 21: DETR's
+    migrated main.py had no npu_runtime at all."""
+    import subprocess
+    import sys
+
+    after = FIXTURES / "imported_script_trains_in_module" / "after"
+    main_py = (after / "main.py").read_text()
+    assert main_py.startswith("import argparse\n\nimport torch\ntry:\n    import torch_npu  # noqa: F401\n")
+    assert main_py.endswith('if __name__ == "__main__":\n    import npu_runtime\n    npu_runtime.install()\n'
+                            "    main(get_args_parser().parse_args())\n")
+    assert "npu-runtime==" in (after / "requirements.txt").read_text()
+    probe = ("import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
+             "import run_with_submitit, main; print(callable(main.main))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=after, capture_output=True, text=True, timeout=100,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True"]
+
+
 def test_the_import_graph_names_the_imported_files_and_the_scripts_that_train_through_them():
     from npu_migrate.pipeline.facts import ProjectFacts
 
