@@ -205,16 +205,8 @@ def test_a_root_module_that_the_entry_script_imports_is_library_code(tmp_path):
     (``from engine import train_one_epoch``, ConvNeXt's shape). engine.py trains but is
     library code: it imports where torch_npu and npu_runtime cannot be imported; the
     runtime goes into main.py, the script that runs."""
-    import subprocess
-    import sys
-
     after = FIXTURES / "imported_module" / "after"
-    probe = ("import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
-             "import engine; print(callable(engine.train_one_epoch))")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=after, capture_output=True, text=True, timeout=100,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["True"]
+    _imports_without_npu_packages(after, "import engine; print(callable(engine.train_one_epoch))")
     assert "npu_runtime" not in (after / "engine.py").read_text()
     main_py = (after / "main.py").read_text()
     assert main_py.startswith("import argparse\n\nimport npu_runtime\n")
@@ -230,19 +222,24 @@ def test_an_imported_script_that_trains_through_a_module_installs_the_runtime_in
     code with a demo block): importing it still needs neither torch_npu nor npu_runtime,
     and requirements.txt declares npu-runtime. Held-out round, issue 21: DETR's
     migrated main.py had no npu_runtime at all."""
-    import subprocess
-    import sys
-
     after = FIXTURES / "imported_script_trains_in_module" / "after"
     main_py = (after / "main.py").read_text()
     assert main_py.startswith("import argparse\n\nimport torch\ntry:\n    import torch_npu  # noqa: F401\n")
     assert main_py.endswith('if __name__ == "__main__":\n    import npu_runtime\n    npu_runtime.install()\n'
                             "    main(get_args_parser().parse_args())\n")
     assert "npu-runtime==" in (after / "requirements.txt").read_text()
-    probe = ("import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
-             "import run_with_submitit, main; print(callable(main.main))")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=after, capture_output=True, text=True, timeout=100,
-                          check=False)
+    _imports_without_npu_packages(after, "import run_with_submitit, main; print(callable(main.main))")
+
+
+def _imports_without_npu_packages(directory, probe: str) -> None:
+    """Run ``probe`` (which prints ``True``) in ``directory`` where importing torch_npu or
+    npu_runtime fails, as on a machine without them."""
+    import subprocess
+    import sys
+
+    blocked = "import sys; sys.modules['torch_npu'] = None; sys.modules['npu_runtime'] = None\n"
+    proc = subprocess.run([sys.executable, "-c", blocked + probe], cwd=directory, capture_output=True, text=True,
+                          timeout=100, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True"]
 
