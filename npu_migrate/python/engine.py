@@ -260,13 +260,13 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
 
     edited = npu_aware.edited_nodes(ctx, [e.anchor for e in edits] + [e.node for e in edits])
-    aware_lines: dict[int, tuple[cst.CSTNode, cst.CSTNode]] = {}
+    aware_lines: dict[int, tuple[cst.CSTNode, cst.CSTNode, cst.CSTNode | None]] = {}
 
     def outside_aware_chain(node: cst.CSTNode) -> bool:
-        chain = npu_aware.aware_chain(ctx, node, edited)
-        if chain is None:
+        found = npu_aware.aware_chain(ctx, node, edited)
+        if found is None:
             return True
-        aware_lines.setdefault(line(node), (node, chain))
+        aware_lines.setdefault(line(node), (node, *found))
         return False
 
     edits = [e for e in edits if outside_aware_chain(e.anchor)]
@@ -297,9 +297,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if dependent and not named and not any(e.needs_torch_npu for e in edits if e.rule not in dependent):
         edits = [e for e in edits if e.rule not in dependent]
     if NPU_AWARE_RULE in active:
-        for number, (node, chain) in sorted(aware_lines.items(), key=lambda item: item[0]):
+        for number, (node, chain, test) in sorted(aware_lines.items()):
             if not is_suppressed(table, number, NPU_AWARE_RULE):
-                test = npu_aware.npu_test(ctx, chain)
                 shown = " ".join(ctx.module.code_for_node(test).split()) if test is not None else ""
                 where = f"the chain's NPU test is `{shown}`; " if shown and len(shown) <= 80 else ""
                 findings.append(

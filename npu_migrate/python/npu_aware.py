@@ -140,11 +140,13 @@ def _contains(node: cst.CSTNode | None, marked: Collection[cst.CSTNode]) -> bool
     return node is not None and node in marked
 
 
-def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTNode]) -> cst.CSTNode | None:
+def aware_chain(ctx: FileContext, node: cst.CSTNode,
+                edited: Collection[cst.CSTNode]) -> tuple[cst.CSTNode, cst.CSTNode | None] | None:
     """The outermost if/elif chain (or conditional expression) around ``node`` that
-    already handles the NPU, if any. ``edited`` holds every node that is, or
-    contains, the target of a pending edit."""
-    found = None
+    already handles the NPU, if any, with the test of it that names the NPU (for the
+    reviewer; None where only a value does: ``torch.cuda if c else torch.npu``).
+    ``edited`` holds every node that is, or contains, the target of a pending edit."""
+    found: tuple[cst.CSTNode, cst.CSTNode | None] | None = None
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.IfExp):
             # `a if x else (b if y else c)` is one chain, as if/elif is
@@ -163,7 +165,7 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
                     continue
                 others = [p for i, pair in enumerate(parts) if i != index for p in pair] + [rest]
                 if human or any(_contains(p, edited) for p in others):
-                    found = top
+                    found = top, test
                     break
             else:
                 # `torch.cuda if use_cuda else torch.npu`: a value of the expression is
@@ -173,7 +175,7 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
                     if npu_mentions(ctx, value)[0]:
                         others = [v for i, v in enumerate(values) if i != index] + [t for t, _ in parts]
                         if any(_contains(p, edited) for p in others):
-                            found = top
+                            found = top, None
                             break
         elif isinstance(ancestor, cst.If):
             top = ancestor
@@ -188,23 +190,9 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTN
                     continue
                 others = [part for i, branch in enumerate(branches) if i != index for part in branch]
                 if human or any(_contains(part, edited) for part in others):
-                    found = top
+                    found = top, test
                     break
     return found
-
-
-def npu_test(ctx: FileContext, chain: cst.CSTNode) -> cst.CSTNode | None:
-    """The first test of an NPU-aware chain (:func:`aware_chain`) that names the NPU, for
-    the reviewer; None where only a value does (``torch.cuda if c else torch.npu``)."""
-    if isinstance(chain, cst.IfExp):
-        tests = []
-        branch: cst.CSTNode = chain
-        while isinstance(branch, cst.IfExp):
-            tests.append(branch.test)
-            branch = branch.orelse
-    else:
-        tests = [test for top in _adjacent(ctx, chain) for test, _ in _branches(ctx, top) if test is not None]
-    return next((test for test in tests if npu_mentions(ctx, test)[0]), None)
 
 
 def edited_nodes(ctx: FileContext, targets: Collection[cst.CSTNode]) -> set[cst.CSTNode]:

@@ -116,7 +116,7 @@ def summary(report: Report, console: Console) -> None:
     # Informational findings (code left as it is on purpose: NPU010's branches that
     # already handle the NPU, NPU602's flags without effect) need no work; they are
     # counted on their own, and only when there are some.
-    informational = findings_by_impact(report.results)["informational"] if s["findings"] else 0
+    informational = findings_by_impact(report.results)["informational"]
     notes = f", {informational} informational" if informational else ""
     console.print(
         f"{s['files_scanned']} file(s) scanned, {s['files_changed']} {_VERB[report.mode]}, "
