@@ -27,8 +27,10 @@ class SymmetricMemory(ExternalCudaOnly):
 `torch.distributed._symmetric_memory` (`symm_mem.empty(...)`, `symm_mem.rendezvous(t,
 group)`, `torch.ops.symm_mem.*` fused collectives and matmuls) maps buffers of
 peer GPUs into each other's address space through CUDA IPC or NVSHMEM; it is a
-private torch module with CUDA backends only, so on Ascend the allocation or the
-rendezvous fails. Pre-training frameworks use it for tensor-parallel
+private torch module with CUDA backends only (torch 2.13.0:
+`torch/distributed/_symmetric_memory/__init__.py` runs its collectives on
+`torch.cuda` streams, and its backends are `_nccl.py`, `_nvshmem_triton.py` and
+`_rocshmem_triton.py`), so on Ascend the allocation or the rendezvous fails. Pre-training frameworks use it for tensor-parallel
 communication overlap. Route: {ROUTE}.
 """
     examples = (
