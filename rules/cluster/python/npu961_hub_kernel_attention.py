@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from npu_migrate.python.cst_util import string_value
 from npu_migrate.python.rule import Example, Rule
+from npu_migrate.rules.cluster._hub import HUB_KERNEL, ROUTE
 from npu_migrate.rules.llm.python._common import literals, values_for
 
 NAMES = frozenset({"attn_implementation", "_attn_implementation", "attention_implementation"})
-#: a Hub repository id, optionally with a revision and a kernel name (``org/repo@rev:name``)
-HUB_KERNEL = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w.-]+)?(?::[\w.-]+)?")
-ROUTE = ('use attn_implementation="sdpa" (transformers runs flash attention on Ascend through torch_npu\'s '
-         "npu_fusion_attention: \"flash_attention_2\" maps to it from 4.51 on), or keep the Hub kernel only if its "
-         "repository publishes a CANN build (see NPU927)")
 
 
 class HubKernelAttention(Rule):
