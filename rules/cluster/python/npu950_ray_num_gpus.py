@@ -11,7 +11,7 @@ from npu_migrate.rules.llm.python._common import without_keyword
 
 #: calls whose ``num_gpus=`` is Ray's own (qualified names)
 RAY_CALLS = frozenset({"ray.remote", "ray.init"})
-_WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray/_private/accelerators/npu.py)'
+_WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray 2.60.0: ray/_private/accelerators/npu.py)'
 
 
 def number(expr: cst.BaseExpression) -> float | None:

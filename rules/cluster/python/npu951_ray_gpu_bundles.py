@@ -12,7 +12,7 @@ from npu_migrate.rules.cluster import _ray
 PLACEMENT_GROUP = frozenset({"ray.util.placement_group", "ray.util.placement_group.placement_group"})
 #: calls that read the cluster's resource totals, keyed by resource name
 RESOURCE_TOTALS = frozenset({"ray.cluster_resources", "ray.available_resources"})
-_WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray/_private/accelerators/npu.py)'
+_WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray 2.60.0: ray/_private/accelerators/npu.py)'
 
 
 def gpu_keys(expr: cst.BaseExpression) -> list[cst.SimpleString]:

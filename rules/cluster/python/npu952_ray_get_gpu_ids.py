@@ -10,7 +10,7 @@ from npu_migrate.rules.cluster import _ray
 #: builtins whose result does not depend on whether the ids are ``int`` or ``str``
 #: (``len(ids)``, ``str(ids[0])``, ``int(ids[0])``)
 _TYPE_FREE = frozenset({"len", "str", "int", "bool"})
-_WHY = ('Ray names Ascend devices "NPU" (ray/_private/accelerators/npu.py); get_accelerator_ids() returns '
+_WHY = ('Ray names Ascend devices "NPU" (ray 2.60.0: ray/_private/accelerators/npu.py); get_accelerator_ids() returns '
         "Dict[str, List[str]] (ray/runtime_context.py)")
 
 
