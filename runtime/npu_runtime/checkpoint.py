@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import durable, layout, safeio, sharded_io
+from . import exitguard as _exitguard
 from . import health as _health
 from . import rng as _rng
 from . import watchdog as _watchdog
@@ -274,6 +275,11 @@ class CheckpointManager:
 
     def _save(self, step: int, epoch: int | None, batch_in_epoch: int | None, objects: dict[str, Any],
               background: bool) -> SaveHandle:
+        with _exitguard.paused():  # a finished job's last save is made durable before the exit guard acts
+            return self._save_unguarded(step, epoch, batch_in_epoch, objects, background)
+
+    def _save_unguarded(self, step: int, epoch: int | None, batch_in_epoch: int | None, objects: dict[str, Any],
+                        background: bool) -> SaveHandle:
         _watchdog.beat()  # the runtime's own saves are signs of life; barriers are not
         _health.mark_interval("checkpoint")  # and no slow step: this interval holds a save
         self._wait_pending()
@@ -389,6 +395,11 @@ class CheckpointManager:
     def _finish(self, tmp: str, step: int, files: dict[str, dict[str, Any]], tag: str, handle: SaveHandle) -> None:
         """Manifest; fsync files and directories (side by side); publish; ``latest``;
         fsync the parent; prune (rank 0). Sets ``handle``."""
+        with _exitguard.paused():
+            self._finish_unguarded(tmp, step, files, tag, handle)
+
+    def _finish_unguarded(self, tmp: str, step: int, files: dict[str, dict[str, Any]], tag: str,
+                          handle: SaveHandle) -> None:
         what = f"checkpoint step {step}"
         latest = None
         try:
@@ -706,6 +717,11 @@ def _register_for_exit(mgr: CheckpointManager) -> None:
 
 def _wait_all() -> None:
     """At exit (after Python joined the non-daemon save threads): report failures."""
+    with _exitguard.paused():
+        _wait_all_unguarded()
+
+
+def _wait_all_unguarded() -> None:
     for ref in _live:
         mgr = ref()
         if mgr is not None and mgr._pending is not None:

@@ -466,6 +466,9 @@ def _describe(record: Mapping[str, Any]) -> str:
         return f"loss spike {value:.6g} > {threshold:.6g} (running median x factor) {where}"
     if event == "slow_step":
         return f"slow step {value:.3f} s > {threshold:.3f} s (running median x factor) {where}"
+    if event == "exit_hang":
+        return (f"the training is over but the process had not exited after {value:.1f} s "
+                f"(NPU_RUNTIME_EXIT_TIMEOUT={threshold:g}); ended with exit 0 {where}")
     return f"device memory {value:.1%} of capacity > {threshold:.0%} {where}"
 
 

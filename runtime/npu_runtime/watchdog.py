@@ -53,6 +53,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import exitcodes
+from . import exitguard as _exitguard
 from .errors import LaunchError
 from .feeds import Feeds
 
@@ -253,7 +254,7 @@ class Watchdog:
     def current_timeout(self) -> float:
         """The first-step timeout until an optimizer step completed, then the step timeout;
         while the interpreter exits, the larger of the two."""
-        if self._exiting:
+        if self._exiting or _exitguard.armed():  # the exit guard watches a finished job's way out
             return max(self.first_step_timeout_s, self.timeout_s)
         return self.first_step_timeout_s if self.last_step is None else self.timeout_s
 
