@@ -351,7 +351,12 @@ class Watchdog:
         from . import heartbeat
 
         armed_until = 0.0
-        beacon = heartbeat.Beacon(self.current_timeout() + self.grace_s, self.interval_s)
+        # The heartbeat says "this checker thread can run", not "training progresses": a
+        # thread that could not run for a whole step timeout is stuck behind the GIL, also
+        # during a first step (compiling runs Python, so this thread runs too). So its budget
+        # is the step timeout, never the long first-step one: a worker forked after the parent
+        # warmed up would otherwise be caught only after NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT.
+        beacon = heartbeat.Beacon(self.timeout_s + self.grace_s, self.interval_s)
         try:
             self._check_loop(armed_until, beacon)
         finally:
