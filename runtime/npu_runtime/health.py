@@ -24,15 +24,21 @@ Nothing in the training script changes. ``install()`` starts a ``HealthMonitor``
   ``nan_loss``/``inf_loss`` event, which stops the rank under ``stop``. A skipped step
   ends a step-time interval, so the next step is not a false ``slow_step``.
 - **step time**: the time between two optimizer steps against the running median of
-  the last ``WINDOW`` steps (the first step, with its compilation, is not counted).
-  Whatever runs between two steps counts (data loading, an evaluation between epochs).
+  the last ``WINDOW`` steps (the first step, with its compilation, is not counted). A
+  slow step needs both the ratio (``NPU_RUNTIME_SLOW_STEP_FACTOR``) and an absolute
+  floor over the median (``NPU_RUNTIME_SLOW_STEP_MIN_S``, 0.5 s). An interval that
+  evaluates or checkpoints is neither judged nor counted: ``with phase("eval"):``,
+  ``model.eval()`` (``Module.train(False)``) and the runtime's own saves mark it. Data
+  loading between two steps counts.
 - **device memory**: memory reserved by the caching allocator against the device's
   capacity, after each step.
 Collective time is not measured: HCCL's own timeouts and the watchdog cover a stuck
 collective, and timing every collective would cost a synchronisation each.
 
 Each event is one JSON line, appended to the file named by ``NPU_RUNTIME_EVENTS`` (opened
-without following links, mode 0600) and logged on the ``npu_runtime`` logger::
+without following links, mode 0600, by :class:`EventSink`'s thread: a full disk, a FIFO
+without reader, a directory, a link or a hung mount is one warning, never an exception
+or a wait in a hook) and logged on the ``npu_runtime`` logger::
 
     {"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null, "time": 1767...}
 
@@ -42,8 +48,8 @@ Settings (environment): ``NPU_RUNTIME_HEALTH_ACTION`` ``warn`` (default) or ``st
 ``exitcodes.HEALTH`` = 76 after a NaN/Inf loss, so the launcher restarts from the last
 good checkpoint); ``NPU_RUNTIME_LOSS_SPIKE_FACTOR`` (default 3: a loss above 3x the
 running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2) and ``NPU_RUNTIME_SLOW_STEP_MIN_S`` (default
-0.01: a slow step must also exceed the median by this many seconds, so that scheduler
-jitter on a millisecond step is not an event);
+0.5: a slow step must also exceed the median by this many seconds, so that scheduler
+jitter on a loaded machine is not an event);
 ``NPU_RUNTIME_MEMORY_THRESHOLD`` (default 0.95 of capacity); ``NPU_RUNTIME_OVERFLOW_LIMIT``
 (default 20 skipped steps in a row with a NaN/Inf loss under a GradScaler).
 """
