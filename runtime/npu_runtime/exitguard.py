@@ -199,6 +199,8 @@ def _guard(timeout_s: float) -> None:
     backstop_for = None
     while True:
         time.sleep(interval)
+        if _state["armed_by"] is None:  # disarmed (tests)
+            return
         if _state["paused"]:
             backstop_for = None
             continue
@@ -289,6 +291,12 @@ def _reset_for_tests() -> None:
     _set_ctimer(None)
     with _lock:
         _state.update(armed_by=None, armed_at=None, paused=0, thread=None)
+    with contextlib.suppress(Exception):
+        import torch.distributed as dist
+
+        wrapped = dist.destroy_process_group
+        if getattr(wrapped, "_npu_runtime", False):
+            dist.destroy_process_group = wrapped.__wrapped__
 
 
 def _forget_after_fork() -> None:

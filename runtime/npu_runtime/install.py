@@ -160,7 +160,8 @@ def _install(want_watchdog: bool | None, timeout_s: float | None, environ: Mutab
     from . import exitguard
 
     try:
-        exitguard.install(environ)
+        if environ is os.environ:  # the process's own install (a test's private mapping changes nothing)
+            exitguard.install(environ)
     except Exception as exc:  # noqa: BLE001 - install() never raises
         _note(notes, "exit guard not started: %s", exc, level=logging.WARNING)
     from . import crash_class
