@@ -264,6 +264,8 @@ def _set_ctimer(seconds: float | None) -> bool:
     global _ctimer
     if not sys.platform.startswith("linux"):
         return False
+    if seconds is None and (_ctimer is None or _ctimer[0] != os.getpid()):
+        return True  # nothing armed in this process
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         if _ctimer is None or _ctimer[0] != os.getpid():  # timers are not inherited through fork
