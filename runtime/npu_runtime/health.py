@@ -502,8 +502,8 @@ class EventSink:
         self.dropped = 0
         self._queue: queue.Queue[str] = queue.Queue(QUEUE_MAX)
         self._busy_since: float | None = None
-        self._idle = threading.Event()
-        self._idle.set()
+        self._queued = 0  # lines put on the queue; the writer counts those it finished in _handled
+        self._handled = 0
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._fd: int | None = None
@@ -516,8 +516,8 @@ class EventSink:
                 return
             if self._thread is None or self._pid != os.getpid():
                 self._start()
-            self._idle.clear()
             self._queue.put_nowait(line)
+            self._queued += 1
         except Exception as exc:  # noqa: BLE001 - queue.Full, a thread that cannot start: drop it
             self.dropped += 1
             self._fail(f"{type(exc).__name__}: event queue full or writer unavailable")
@@ -530,6 +530,7 @@ class EventSink:
             self._pid = os.getpid()
             self._fd = None
             self._busy_since = None
+            self._queued = self._handled = 0
         self._thread = threading.Thread(target=self._drain, name="npu_runtime-health-events", daemon=True)
         self._thread.start()
 
@@ -559,8 +560,7 @@ class EventSink:
                     self._fail(f"{type(exc).__name__}: {exc}")
                 finally:
                     self._busy_since = None
-            if self._queue.empty():
-                self._idle.set()
+            self._handled += 1
 
     def _write(self, data: bytes) -> None:
         import errno
@@ -584,7 +584,13 @@ class EventSink:
         """Wait at most ``timeout_s`` for the queued lines to be written; True if they were."""
         if self._thread is None or self._pid != os.getpid():
             return True
-        return self._idle.wait(max(timeout_s, 0.0))
+        target = self._queued
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while self._handled < target:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
 
 _sinks: list[EventSink] = []
