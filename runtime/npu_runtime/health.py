@@ -597,7 +597,7 @@ _sinks: list[EventSink] = []
 
 
 def _flush_at_exit() -> None:
-    for sink in list(_sinks):
+    for sink in _sinks:
         with contextlib.suppress(Exception):
             sink.flush()
 

@@ -372,9 +372,8 @@ def test_a_failing_sharded_save_has_removed_its_trash_when_the_error_is_raised(t
     import shutil
     import time
 
-    from torch.distributed.checkpoint import filesystem
-
     from npu_runtime import layout
+    from torch.distributed.checkpoint import filesystem
 
     def full_disk(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -11,7 +11,6 @@ import textwrap
 import time
 
 import pytest
-
 from npu_runtime import exitguard
 
 from ._helpers import child_env, run_script

@@ -471,7 +471,8 @@ def test_an_unwritable_events_file_is_one_warning_and_training_finishes(tmp_path
     script.write_text(NAN_SCRIPT)
     env = {**os.environ, "NPU_RUNTIME_EVENTS": _hostile_target(tmp_path, kind), "NPU_RUNTIME_WATCHDOG_TIMEOUT": "20",
            "NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT": "20"}
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=100)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=100,
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished" in done.stdout
     assert done.stderr.count("cannot write events to") == 1, done.stderr[-2000:]
