@@ -17,10 +17,13 @@ training is over:
   ``sys.exit(N)`` cannot be told from a return at that point: it arms the guard too.)
 
 Once armed, the rank has ``NPU_RUNTIME_EXIT_TIMEOUT`` seconds (default 60; ``0`` turns the
-guard off) without a sign of life (the watchdog's: a step, a forward, an import, a
-checkpoint write, ``beat()``) to exit. A checkpoint still being made durable (a pending
-``async_save``, waited for at exit) pauses the clock: the last checkpoint is durable
-before the guard may act. Past the deadline the rank is ended with **exit 0** (the
+guard off) without a sign of life (the watchdog's, when it runs: a step, a forward, an
+import, a checkpoint write, ``beat()``) to exit. A checkpoint being written (a
+``CheckpointManager`` save, a pending ``async_save`` waited for at exit, a ``torch.save``)
+pauses the clock: the last checkpoint is durable before the guard may act. Other work
+after ``destroy_process_group()`` that shows no sign of life for the whole timeout (a
+long CPU-only computation) is ended too: call ``npu_runtime.beat()`` from it or raise the
+timeout. Past the deadline the rank is ended with **exit 0** (the
 training completed; the launcher must not restart a finished job), after
 
 - one ``exit_hang`` health event (``NPU_RUNTIME_EVENTS`` and the log: how long, and
@@ -94,8 +97,30 @@ def install(environ: Mapping[str, str] | None = None) -> None:
     _patch_destroy()
 
 
+def _patch_save() -> None:
+    """``torch.save`` stops the clock while the guard is armed: the script's own last
+    checkpoint (written after ``destroy_process_group()``) is never cut short."""
+    import torch
+
+    original = torch.save
+    if getattr(original, "_npu_runtime", False):
+        return
+
+    def save(*args: Any, **kwargs: Any) -> Any:
+        if _state["armed_by"] is None:
+            return original(*args, **kwargs)
+        with paused():
+            return original(*args, **kwargs)
+
+    save.__wrapped__ = original  # type: ignore[attr-defined]
+    save.__doc__ = original.__doc__
+    save._npu_runtime = True  # type: ignore[attr-defined]
+    torch.save = save
+
+
 def _patch_destroy() -> None:
     try:
+        _patch_save()
         import torch.distributed as dist
     except Exception:  # noqa: BLE001 - no torch.distributed: the exit hook still guards
         return
@@ -143,6 +168,12 @@ def _at_exit() -> None:
 
 def armed() -> str | None:
     return _state["armed_by"]
+
+
+def note_life() -> None:
+    """A sign of life (``npu_runtime.beat()``): the armed guard's clock starts again."""
+    if _state["armed_by"] is not None:
+        _state["armed_at"] = time.monotonic()
 
 
 def arm(reason: str) -> None:
@@ -299,6 +330,10 @@ def _reset_for_tests() -> None:
         wrapped = dist.destroy_process_group
         if getattr(wrapped, "_npu_runtime", False):
             dist.destroy_process_group = wrapped.__wrapped__
+        import torch
+
+        if getattr(torch.save, "_npu_runtime", False):
+            torch.save = torch.save.__wrapped__
 
 
 def _forget_after_fork() -> None:

@@ -139,10 +139,12 @@ def active() -> Watchdog | None:
 
 
 def beat() -> None:
-    """Feed this process's watchdog, if one runs (a sign of life from anywhere)."""
+    """Feed this process's watchdog, if one runs (a sign of life from anywhere), and the
+    exit guard once the training is over."""
     wd = _active
     if wd is not None:
         wd.last_beat = _monotonic()
+    _exitguard.note_life()
 
 
 def warmed_up() -> None:

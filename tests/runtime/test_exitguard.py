@@ -35,6 +35,16 @@ HANG_AT_EXIT = textwrap.dedent(r"""
         dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
         dist.destroy_process_group()
         threading.Event().wait()
+    elif how == "beat":     # work after destroy that says it is alive is not cut short
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+        dist.destroy_process_group()
+        for _ in range(10):
+            time.sleep(0.5)
+            npu_runtime.beat()
+        torch.save(model.state_dict(), "after.pt")
+        print("still working", flush=True)
+        threading.Event().wait()
     elif how == "crash":    # died of an exception: not a finished job
         atexit.register(threading.Event().wait)
         raise ValueError("bad batch")
@@ -83,6 +93,14 @@ def test_after_destroy_process_group_a_hang_is_ended_with_0(tmp_path):
     proc, _ = _run(tmp_path, "destroy")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "destroy_process_group() returned" in proc.stderr
+
+
+@pytest.mark.timeout(90)
+def test_work_after_destroy_that_beats_is_not_cut_short(tmp_path):
+    proc, _ = _run(tmp_path, "beat", NPU_RUNTIME_WATCHDOG="0")  # beat() reaches the guard without a watchdog
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "still working" in proc.stdout  # 5 s of work under a 2 s exit timeout
+    assert "the training is over (destroy_process_group() returned)" in proc.stderr
 
 
 @pytest.mark.slow
