@@ -65,6 +65,36 @@ def migrated_options(select, extend_select, ignore, extend_ignore, config) -> Op
                    extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
 
 
+#: The migration's device-neutral fixes: what they change, a correct CUDA script would
+#: need on any device (data order across epochs, the sharding of a shuffled DDP loader,
+#: resume state, checkpoint loading). Applied to both twins (docs/verify.md), so that
+#: the twins differ only by what the migration does for the device.
+NEUTRAL_RULES = ("NPU401", "NPU402", "NPU501", "NPU502")
+
+
+def neutral_options(ignore, extend_ignore, config) -> Options:
+    """The reference's copy: the original with only the device-neutral fixes the user's
+    migration also applies (the same ignores and configuration)."""
+    return Options(paths=["."], mode="write", select=list(NEUTRAL_RULES), ignore=ignore,
+                   extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
+
+
+def changed_files(original: Path, copy: Path) -> list[str]:
+    """Files of ``copy`` whose bytes differ from ``original``'s (what a migration changed)."""
+    out = []
+    for path in sorted(copy.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(copy)
+        source = original / rel
+        try:
+            if not source.is_file() or source.read_bytes() != path.read_bytes():
+                out.append(str(rel))
+        except OSError:
+            continue
+    return out
+
+
 def reference_options(empty_config: Path) -> Options:
     """The reference: every rule that knows the CPU target, nothing ignored."""
     from npu_migrate.pipeline.target import rule_ids_for
@@ -142,11 +172,21 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop(hook.ENV_ALIGN, None)
     env.pop(hook.ENV_CPU, None)
+    env.pop(hook.ENV_REFERENCE, None)
     env.pop(hook.ENV_RESUMED_AFTER, None)
     env.pop(hook.ENV_DEVICES, None)
+    env.pop(hook.ENV_ROOT, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
         env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
+    return env
+
+
+def reference_env(env: dict[str, str], nproc: int, emulated: bool = True) -> dict[str, str]:
+    """The reference twin: the original source on the device the migrated twin uses
+    (the emulated NPU, or a real one), CUDA served by it."""
+    env = npu_env(env, nproc, emulated)
+    env[hook.ENV_REFERENCE] = "1"
     return env
 
 
