@@ -59,7 +59,7 @@ class Request:
     spawns: bool | None = None
     #: run the two twins at the same time (2), or one after the other (1: a script that
     #: binds a fixed port, MASTER_PORT=12355, would collide with its twin)
-    jobs: int = 1
+    jobs: int | None = 1
     #: the reference twin: "original" (the unmigrated source on the emulated NPU, CUDA
     #: served by it) or "cpu-retarget" (the source migrated to the CPU target, on the CPU)
     reference: str = "original"
@@ -147,8 +147,12 @@ def _ref_env(req: Request, env: dict, emulated: bool) -> dict:
 
 
 def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path) -> int:
-    from .detect import data_parallel_only, spawns_processes
+    from .detect import binds_fixed_port, data_parallel_only, spawns_processes
 
+    if req.jobs is None:  # the twins at the same time, unless they would take the same port
+        req.jobs = 1 if binds_fixed_port(root / script) else 2
+        if req.jobs == 1:
+            _say(req, f"{script} sets a fixed rendezvous port: the twins run one after the other")
     spawns = req.spawns
     if spawns is None:
         spawns = req.nproc > 1 and not req.torchrun and spawns_processes(root / script)
@@ -253,8 +257,13 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     verdict, reason = "pass", None
     if npu.error is not None:
         verdict = "fail"
+        cuda_args = [a for a in req.args if "cuda" in a or "nccl" in a]
         reason = (f"the migrated twin failed{_frame_line(npu)}: {npu.error}; "
-                  f"log: {kept.get('migrated twin', 'rerun with --keep to keep it')}")
+                  + (f"note: the script's arguments name CUDA ({' '.join(cuda_args)}), and both twins get them "
+                     "as they are (rely on the script's defaults, or pass a config the migration rewrites); "
+                     if cuda_args else "")
+                  + f"log: {kept.get('migrated twin', 'rerun with --keep to keep it')}")
+        path_diffs = []  # a crash explains every path not taken
         if first is None or "missing" in first["what"][0]:
             first = {"step": len(next(iter(npu.ranks.values()), {}).get("steps", [])) + 1, "rank": 0,
                      "what": [f"the migrated twin failed: {npu.error}"]}

@@ -25,7 +25,7 @@ Settings come from the environment (set by npu_migrate/verify/twins.py):
   cpu-retarget``, npu_migrate/verify/cuda_on_cpu.py);
 * ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs
   (and in each process the script starts itself, npu_migrate/verify/spawned.py);
-* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU twin's ``torch.cuda.device_count()``.
+* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU-retarget reference's ``torch.cuda.device_count()``.
 
 This module imports torch; the CLI process never imports it.
 """
@@ -49,7 +49,7 @@ ENV_REFERENCE = "NPU_MIGRATE_VERIFY_CUDA_ON_NPU"
 ENV_ROOT = "NPU_MIGRATE_VERIFY_ROOT"
 ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
 ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
-#: The CPU twin's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
+#: The CPU-retarget reference's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
 ENV_DEVICES = "NPU_MIGRATE_VERIFY_DEVICES"
 #: Parameters kept for every step (for the element-wise metrics) up to this many
 #: elements; larger models keep the last step's only.
@@ -562,8 +562,8 @@ def _shutdown_process_group() -> None:
 
 
 def boot(rank: int | None = None) -> Recorder:
-    """Hook this process (the script's, or one it started): the CPU twin's CUDA-on-CPU
-    layer, the recorder, the seeds (the processes the script starts itself are hooked
+    """Hook this process (the script's, or one it started): the reference twin's
+    CUDA-on-NPU layer (or the CPU retarget's CUDA-on-CPU one), the recorder, the seeds (the processes the script starts itself are hooked
     by :func:`npu_migrate.verify.spawned.boot`, which calls this)."""
     import torch
 

@@ -96,7 +96,7 @@ def summary(report: dict) -> str:
         lines.append(f"  {frame}")
     if report.get("reason"):
         lines.append(f"  {report['reason']}")
-    lines.append(f"  migrated twin on {report['device']}; reference: {report.get('reference', 'the CPU twin')}; "
+    lines.append(f"  migrated twin on {report['device']}; reference: {report.get('reference', 'the reference twin')}; "
                  f"{report['nproc']} process(es), {report['steps_requested']} step(s); "
                  f"precision {report['precision']['mode']}")
     first = report.get("first_divergence")

@@ -3,10 +3,14 @@
 * the **migrated twin**: the normal migration (the project's configuration and
   the user's rule selection), run on the emulated NPU, or on a real NPU where
   ``torch_npu`` imports;
-* the **CPU twin** (the reference): the same source migrated by the same rules to
-  the CPU target (npu_migrate/pipeline/target.py), with every rule that knows the CPU
-  target selected and no configuration, run with the CUDA-on-CPU layer
-  (npu_migrate/verify/cuda_on_cpu.py).
+* the **reference twin**: the original source (with only the device-neutral fixes,
+  :data:`NEUTRAL_RULES`), run on the same device with the CUDA-on-NPU layer
+  (npu_migrate/verify/cuda_on_npu.py: CUDA calls served by the emulated NPU, as
+  torch_npu's ``transfer_to_npu`` does on hardware), so the twins differ only by the
+  static migration;
+* or, with ``--reference cpu-retarget``, the older reference: the same source migrated
+  by the same rules to the CPU target (npu_migrate/pipeline/target.py), run on the CPU
+  with the CUDA-on-CPU layer (npu_migrate/verify/cuda_on_cpu.py).
 
 A run is ``python -m npu_migrate.verify.entry SCRIPT ARGS`` (one process, or a
 script that starts its own N processes with ``torch.multiprocessing.spawn``) or
