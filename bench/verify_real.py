@@ -82,6 +82,47 @@ def _barlowtwins(syncbn: bool):
     return setup
 
 
+def _alpaca(src: Path, dest: Path) -> None:
+    """tatsu-lab/stanford_alpaca's train.py (HF Trainer) with a tiny random Llama and a
+    word-level tokenizer written here, 8 synthetic instructions; its utils.py imports
+    openai, so only the one function train.py uses is written (jload). transformers 5
+    renamed Trainer's ``tokenizer=`` to ``processing_class=``: that one word is changed."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    text = (src / "stanford_alpaca" / "train.py").read_text()
+    (dest / "train.py").write_text(text.replace("Trainer(model=model, tokenizer=tokenizer,",
+                                                "Trainer(model=model, processing_class=tokenizer,"))
+    (dest / "utils.py").write_text("import json\n\n\ndef jload(path, mode='r'):\n"
+                                   "    with open(path, mode) as f:\n        return json.load(f)\n")
+    words = [f"w{i}" for i in range(60)]
+    vocab = {w: i for i, w in enumerate(["<unk>", "<pad>", "</s>", "<s>", *words, ":", "#", "###", "Response",
+                                         "Instruction", "Input", "Below", "is", "an", "that", "describes", "a",
+                                         "task.", "Write", "response", "appropriately", "completes", "the",
+                                         "request.", "instruction", "paired", "with", "input", "provides",
+                                         "further", "context."])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
+                                                eos_token="</s>", bos_token="<s>")
+    fast.save_pretrained(dest / "tiny")
+    config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                      max_position_embeddings=64)
+    import torch
+
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(dest / "tiny")
+    data = [{"instruction": " ".join(words[i:i + 5]), "input": "", "output": " ".join(words[i + 5:i + 9])}
+            for i in range(0, 40, 5)]
+    (dest / "data.json").write_text(json.dumps(data))
+
+
+ALPACA_ARGS = ["--model_name_or_path", "tiny", "--data_path", "data.json", "--output_dir", "out",
+               "--num_train_epochs", "1", "--per_device_train_batch_size", "2", "--learning_rate", "1e-3",
+               "--save_strategy", "no", "--logging_steps", "1", "--report_to", "none", "--model_max_length", "64",
+               "--dataloader_num_workers", "0"]
+
 BARLOW_ARGS = [".", "--workers", "0", "--epochs", "2", "--batch-size", "16", "--projector", "64-64",
                "--print-freq", "1000"]
 
@@ -105,6 +146,8 @@ CASES = {
                                 ["--nproc", "2", "--steps", "2", "--no-resume", "--ignore", "NPU201"],
                                 ["2", "1", "--batch_size", "512"], "fail",
                                 "negative control: nccl left in the migrated twin"),
+    "alpaca-hf-trainer": (_alpaca, "train.py", ["--steps", "3", "--no-resume"], ALPACA_ARGS, "pass",
+                          "HF Trainer (transformers 5) device selection, Llama, AdamW, grad clipping"),
     "barlowtwins-syncbn": (_barlowtwins(True), "main.py", ["--nproc", "2", "--steps", "5"], BARLOW_ARGS, "pass",
                            "mp.spawn, SyncBatchNorm, fp16 autocast + GradScaler, LARS, epoch checkpoint + resume"),
     "barlowtwins-no-syncbn": (_barlowtwins(False), "main.py", ["--nproc", "2", "--steps", "5"], BARLOW_ARGS,

@@ -103,7 +103,23 @@ def _patch(owner, names) -> None:
     for name in names:
         fn = getattr(owner, name, None)
         if fn is not None:
-            setattr(owner, name, _wrap(fn))
+            wrapped = _wrap(fn)
+            setattr(owner, name, wrapped)
+            _keep_scriptable(fn, wrapped)
+
+
+def _keep_scriptable(original, wrapped) -> None:
+    """TorchScript knows ``torch.tensor`` & co. as builtins by identity: a wrapper would
+    make every scripted function that calls one fail to compile, and libraries fall back
+    to another (differently rounding) path. The wrapper is registered as the same builtin."""
+    try:
+        from torch.jit import _builtins
+
+        op = _builtins._find_builtin(original)
+        if op is not None:
+            _builtins._register_builtin(wrapped, op)
+    except Exception:  # pragma: no cover - a private API; without it only scripting is affected
+        pass
 
 
 def _backend(value):
@@ -132,6 +148,10 @@ def install() -> None:
     import torch.utils._device
     import torch_npu  # noqa: F401  (the emulated NPU: on PYTHONPATH in the reference twin)
 
+    # torch's set of factory functions (what `with torch.device(...)` gives a device) is
+    # cached by identity at its first use: fill it with the originals first, as
+    # transfer_to_npu does
+    torch.utils._device._device_constructors()
     npu = torch.npu
     cuda = torch.cuda
     # torch.cuda.X is torch.npu.X (device arguments mapped), as transfer_to_npu overlays torch.cuda
