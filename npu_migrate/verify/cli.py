@@ -23,8 +23,8 @@ def _codes(values: tuple[str, ...]) -> list[str] | None:
               help="The script starts its own --nproc processes (torch.multiprocessing.spawn): run it as one "
                    "process. Default: detected in SCRIPT.")
 @click.option("--jobs", type=click.IntRange(1, 2), default=None,
-              help="2: run the two twins at the same time; 1: one after the other. Default: 2, or 1 where the "
-                   "script sets a fixed rendezvous port (MASTER_PORT, tcp://HOST:PORT).")
+              help="2 (default): run the two twins at the same time; 1: one after the other. A fixed rendezvous "
+                   "port the script sets is replaced by a free one per run.")
 @click.option("--steps", type=click.IntRange(min=1), default=4, show_default=True, help="Optimizer steps to compare.")
 @click.option("--report", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the JSON report to FILE, the summary (.txt) and the loss plot (.png) next to it.")

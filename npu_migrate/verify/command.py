@@ -149,10 +149,11 @@ def _ref_env(req: Request, env: dict, emulated: bool) -> dict:
 def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path) -> int:
     from .detect import binds_fixed_port, data_parallel_only, spawns_processes
 
-    if req.jobs is None:  # the twins at the same time, unless they would take the same port
-        req.jobs = 1 if binds_fixed_port(root / script) else 2
-        if req.jobs == 1:
-            _say(req, f"{script} sets a fixed rendezvous port: the twins run one after the other")
+    if req.jobs is None:  # the twins at the same time: each run has a rendezvous port of its own
+        req.jobs = 2
+        if binds_fixed_port(root / script):
+            _say(req, f"{script} sets a fixed rendezvous port: each run gets a free one instead (at "
+                      "init_process_group)")
     spawns = req.spawns
     if spawns is None:
         spawns = req.nproc > 1 and not req.torchrun and spawns_processes(root / script)
@@ -221,8 +222,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         reference = "the source retargeted to the CPU (--reference cpu-retarget)"
     else:
         reference = (f"the original source on {device}, CUDA served by it"
-                     + (f" (with the device-neutral fixes {', '.join(twins.NEUTRAL_RULES)} in "
-                        f"{', '.join(fixed)})" if fixed else ", unmodified"))
+                     + (f" (the device-neutral fixes NPU401/402/501/502 changed {', '.join(fixed)})" if fixed
+                        else ", unmodified"))
     base = {
         "tool": "npu-migrate verify", "versions": _versions(), "script": script, "args": req.args,
         "nproc": req.nproc, "launch": "spawn" if spawns else ("torchrun" if req.nproc > 1 or req.torchrun

@@ -47,6 +47,10 @@ ENV_CPU = "NPU_MIGRATE_VERIFY_CUDA_ON_CPU"
 ENV_REFERENCE = "NPU_MIGRATE_VERIFY_CUDA_ON_NPU"
 #: the twin's copy of the project: a crash is reported at the last frame inside it
 ENV_ROOT = "NPU_MIGRATE_VERIFY_ROOT"
+#: a rendezvous port of this run's own (not under torchrun): a script's fixed one
+#: (``MASTER_PORT = "12355"``, ``tcp://localhost:58472``) is replaced by it, so that
+#: both twins can run at the same time
+ENV_PORT = "NPU_MIGRATE_VERIFY_PORT"
 ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
 ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
 #: The CPU-retarget reference's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
@@ -466,6 +470,7 @@ def _install_paths(torch) -> None:
 
     @functools.wraps(original_init)
     def init_process_group(*args, **kwargs):
+        args, kwargs = _own_port(args, kwargs)
         result = original_init(*args, **kwargs)
         recorder = active()
         if recorder is not None:
@@ -511,6 +516,25 @@ def _install_paths(torch) -> None:
         wrapper(FullyShardedDataParallel)
     except ImportError:  # pragma: no cover
         pass
+
+
+def _own_port(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``init_process_group``'s arguments with this run's port (``ENV_PORT``) in place of
+    the script's: ``MASTER_PORT`` for ``env://``, the port of a ``tcp://`` init method."""
+    import re
+
+    port = os.environ.get(ENV_PORT)
+    if not port:
+        return args, kwargs
+    os.environ["MASTER_PORT"] = port
+    method = kwargs.get("init_method") if "init_method" in kwargs else (args[1] if len(args) > 1 else None)
+    if isinstance(method, str) and method.startswith("tcp://"):
+        method = re.sub(r":\d+(?=$|[/?])", f":{port}", method, count=1)
+        if "init_method" in kwargs:
+            kwargs["init_method"] = method
+        else:
+            args = (args[0], method, *args[2:])
+    return args, kwargs
 
 
 def reason_line(exc: BaseException, limit: int = 300) -> str:

@@ -180,6 +180,7 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env.pop(hook.ENV_RESUMED_AFTER, None)
     env.pop(hook.ENV_DEVICES, None)
     env.pop(hook.ENV_ROOT, None)
+    env.pop(hook.ENV_PORT, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
         env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
@@ -237,7 +238,10 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
     log_path = out / "output.log"
     with open(log_path, "w", encoding="utf-8") as log:
         # A session of its own, so that a timeout ends torchrun's workers too.
-        proc = subprocess.Popen(command_line(script, args, nproc, torchrun, spawns), cwd=copy, env=env, stdout=log,
+        line = command_line(script, args, nproc, torchrun, spawns)
+        if "torch.distributed.run" not in line:  # torchrun's workers use torchrun's port
+            env = dict(env, **{hook.ENV_PORT: str(_free_port())})
+        proc = subprocess.Popen(line, cwd=copy, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         _RUNNING.add(proc.pid)
         try:
