@@ -542,6 +542,8 @@ def reason_line(exc: BaseException, limit: int = 300) -> str:
     error's list of backends, or a long chained message, is left to the log)."""
     text = str(exc).strip()
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) > 160 and ". " in first[:limit]:  # a dispatcher error: its first sentence
+        first = first[: first.index(". ") + 1]
     if len(first) > limit:
         first = first[: limit - 3] + "..."
     name = type(exc).__name__

@@ -199,3 +199,14 @@ def test_cuda_device_arguments_name_the_npu():
     assert map_device("cuda:1") == "npu:1" and map_device("cpu") == "cpu"
     assert map_device(torch.device("cuda", 0)) == torch.device("npu", 0) if hasattr(torch, "npu") else True
     assert map_device({"cuda:0": "cuda:1"}) == {"npu:0": "npu:1"}
+
+
+def test_a_dispatcher_error_is_cut_to_its_first_sentence():
+    from npu_migrate.verify import hook
+
+    exc = NotImplementedError("Could not run 'aten::batch_norm_stats' with arguments from the 'CPU' backend. "
+                              "This could be because the operator doesn't exist for this backend, or was omitted "
+                              "during the selective/custom build process. 'aten::batch_norm_stats' is only "
+                              "available for these backends: [PrivateUse1, Meta, BackendSelect, Python, ...].")
+    assert hook.reason_line(exc) == ("NotImplementedError: Could not run 'aten::batch_norm_stats' with arguments "
+                                     "from the 'CPU' backend.")
