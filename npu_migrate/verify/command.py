@@ -231,7 +231,6 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         "steps_requested": req.steps, "seed": req.seed, "device": device, "reference": reference,
         "project": str(root), "reference_changed": fixed,
         "twins": {"reference": _twin_info(ref), "migrated": _twin_info(npu)},
-        "paths": {"reference": compare.paths_of(ref), "migrated": compare.paths_of(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
     }
     tol = compare.precision(ref, npu, real_npu=not emulated, same_device=not retarget and emulated)
@@ -246,11 +245,14 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
                      "(not a migration problem); " if same else "")
                   + f"log: {kept.get('reference twin', 'rerun with --keep to keep it')}")
         return _finish(req, dict(base, verdict="error", steps=[], metrics={}, resume={"status": "not-tried"},
-                                 reason=reason), EXIT_ERROR)
+                                 reason=reason, paths={"reference": compare.paths_of(ref),
+                                                       "migrated": compare.paths_of(npu)}), EXIT_ERROR)
 
+    if retarget:
+        compare.rename_device(ref, "cpu", "npu")
     rows, first, metrics = compare.compare_runs(ref, npu, tol)
     path_diffs = compare.path_differences(ref, npu)
-    hidden = compare.silent_cpu(npu, ref) if npu.ranks else []
+    hidden = compare.silent_cpu(npu, None if retarget else ref) if npu.ranks else []
     resume = {"status": "not-tried", "detail": ["--no-resume"]} if not req.resume else None
     if resume is None:
         resume = _resume(req, ref, npu, {"ref": ref_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol)
@@ -284,7 +286,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     elif not rows:
         verdict, reason = "error", "no optimizer step was recorded in either twin"
     result = dict(base, verdict=verdict, reason=reason, first_divergence=first, steps=rows, metrics=metrics,
-                  resume=resume, silent_cpu=hidden, path_differences=path_diffs)
+                  resume=resume, silent_cpu=hidden, path_differences=path_diffs,
+                  paths={"reference": compare.paths_of(ref), "migrated": compare.paths_of(npu)})
     code = {"pass": EXIT_PASS, "fail": EXIT_FAIL}.get(verdict, EXIT_ERROR)
     return _finish(req, result, code)
 
@@ -415,6 +418,8 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
                                                    f"{restarted['npu'].error}")],
                     first_divergence={"step": k + 1, "rank": 0, "what": [(f"the restarted migrated twin failed: "
                                                                          f"{restarted['npu'].error}")]})
+    if req.reference == "cpu-retarget":
+        compare.rename_device(restarted["ref"], "cpu", "npu")
     own_ref, own_npu = compare.own_resume(ref, restarted["ref"]), compare.own_resume(npu, restarted["npu"])
     rows, _, _ = compare.compare_runs(restarted["ref"], restarted["npu"], tol)
     first, better = compare.restores_more(rows, npu, restarted["npu"])

@@ -312,6 +312,15 @@ def restores_more(rows: list[dict], migrated_full, migrated_restarted) -> tuple[
     return first, notes
 
 
+def rename_device(run, old: str, new: str) -> None:
+    """The CPU-retarget reference computes on ``cpu`` where the migrated twin uses ``npu``:
+    its recorded autocast devices and device types are named as the migrated twin's."""
+    for data in run.ranks.values():
+        for step in data.get("steps", []):
+            step["autocast"] = [[new if e[0] == old else e[0], *e[1:]] for e in step.get("autocast", [])]
+            step["devices"] = sorted({new if d == old else d for d in step.get("devices", [])})
+
+
 def paths_of(run) -> dict:
     """What each rank of a twin did besides computing: the DataLoaders it built, its
     process group's backend, the collectives it called, DDP/FSDP, the autocast contexts

@@ -141,3 +141,12 @@ def test_spawned_ddp_with_cuda_left_in_the_worker_fails(tmp_path, emulator_build
     assert data["launch"] == "spawn" and data["twins"]["reference"]["status"] == "ok"
     assert data["first_divergence"]["step"] == 1
     assert ".cuda(" in (data["twins"]["migrated"]["frame"] or "")
+
+
+@pytest.mark.timeout(600)
+def test_the_cpu_retarget_reference_is_kept_on_request(tmp_path, emulator_build):
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--reference", "cpu-retarget", "--steps", "2", "--no-resume", "train.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert data["precision"]["mode"] == "fp16 autocast" and "cpu-retarget" in data["reference"]
+    assert not data["path_differences"]  # the CPU's autocast and device are the npu's, renamed
