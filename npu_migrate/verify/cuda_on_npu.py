@@ -114,12 +114,11 @@ def _keep_scriptable(original, wrapped) -> None:
     to another (differently rounding) path. The wrapper is registered as the same builtin."""
     try:
         from torch.jit import _builtins
-
-        op = _builtins._find_builtin(original)
-        if op is not None:
-            _builtins._register_builtin(wrapped, op)
-    except Exception:  # pragma: no cover - a private API; without it only scripting is affected
-        pass
+    except ImportError:  # pragma: no cover - a private module; without it only scripting is affected
+        return
+    op = _builtins._find_builtin(original)
+    if op is not None:
+        _builtins._register_builtin(wrapped, op)
 
 
 def _backend(value):

@@ -34,16 +34,16 @@ def _num(value) -> str:
 
 #: What the last column of the step table says (printed under the table).
 LEGEND = (
-    "  params: '=' bit-identical parameters after the step; '≈' not identical, within the precision's bounds; "
-    "'≠' outside them;",
-    "          'missing' a twin never reached the step (it crashed or stopped earlier); 'skipped' the GradScaler "
-    "found inf/NaN gradients",
-    "          and skipped the optimizer step in both twins (no gradient norm, the scale backs off: normal in the "
-    "first fp16 steps).",
-    "  losses are as the script computed them (a GradScaler's scaled loss divided by its scale); grad norm is the "
-    "global norm",
-    "  of the gradients at the optimizer step (after any clipping); 'clip' the norm clip_grad_norm_ measured "
-    "before clipping; '-' no value.",
+    ("  params: '=' bit-identical parameters after the step; '≈' not identical, within the precision's bounds; "
+     "'≠' outside them;"),
+    ("          'missing' a twin never reached the step (it crashed or stopped earlier); 'skipped' the GradScaler "
+     "found inf/NaN gradients"),
+    ("          and skipped the optimizer step in both twins (no gradient norm, the scale backs off: normal in the "
+     "first fp16 steps)."),
+    ("  losses are as the script computed them (a GradScaler's scaled loss divided by its scale); grad norm is the "
+     "global norm"),
+    ("  of the gradients at the optimizer step (after any clipping); 'clip' the norm clip_grad_norm_ measured "
+     "before clipping; '-' no value."),
 )
 
 

@@ -178,18 +178,21 @@ def test_a_restore_the_original_loses_is_not_a_resume_failure():
 
 
 def test_crash_reason_is_one_line_at_the_users_frame(tmp_path, monkeypatch):
+    import importlib.util
+
     from npu_migrate.verify import hook
 
-    script = tmp_path / "train.py"
+    script = tmp_path / "train_crash.py"
     script.write_text("def main():\n    raise NotImplementedError('no kernel for npu\\nbackends: CPU, CUDA, ...')\n")
     monkeypatch.setenv(hook.ENV_ROOT, str(tmp_path))
-    namespace: dict = {}
-    exec(compile(script.read_text(), str(script), "exec"), namespace)
-    try:
-        namespace["main"]()
-    except NotImplementedError as exc:
-        assert hook.reason_line(exc) == "NotImplementedError: no kernel for npu"
-        assert hook.user_frame(exc) == "train.py:2 raise NotImplementedError('no kernel for npu\\nbackends: CPU, CUDA, ...')"
+    spec = importlib.util.spec_from_file_location("train_crash", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(NotImplementedError) as info:
+        module.main()
+    assert hook.reason_line(info.value) == "NotImplementedError: no kernel for npu"
+    assert hook.user_frame(info.value) == ("train_crash.py:2 raise NotImplementedError('no kernel for npu\\n"
+                                           "backends: CPU, CUDA, ...')")
 
 
 def test_cuda_device_arguments_name_the_npu():

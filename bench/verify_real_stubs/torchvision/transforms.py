@@ -1,6 +1,3 @@
-import torch
-
-
 class _T:
     def __init__(self, *args, **kwargs):
         self.args = args

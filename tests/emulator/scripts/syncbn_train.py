@@ -5,8 +5,8 @@ import json
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 import torch_npu  # noqa: F401
+from torch import nn
 
 dist.init_process_group("hccl")
 rank = dist.get_rank()
