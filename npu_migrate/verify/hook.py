@@ -60,6 +60,13 @@ ENV_DEVICES = "NPU_MIGRATE_VERIFY_DEVICES"
 KEEP_EVERY_STEP = 2_000_000
 
 
+def _local(tensor):
+    """A DTensor's (FSDP2, tensor parallel) shard on this rank; any other tensor as it is.
+    Each rank records its own shard: both twins shard alike, rank by rank."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
+
+
 class VerifyStop(BaseException):
     """Raised at the first backward() after the last step; caught by :func:`main` only."""
 
@@ -120,7 +127,7 @@ class Recorder:
         torch = self.torch
         h = hashlib.sha256()
         for p in params:
-            t = p.detach()
+            t = _local(p.detach())
             if t.device.type != "cpu":
                 t = t.cpu()
             h.update(str(t.dtype).encode())
@@ -132,7 +139,7 @@ class Recorder:
         total = 0.0
         seen = False
         for p in params:
-            g = p.grad
+            g = _local(p.grad) if p.grad is not None else None
             if g is None:
                 continue
             seen = True
@@ -284,7 +291,7 @@ class Recorder:
     def _finish(self, record: dict, params) -> None:
         record["step"] = self.global_done + 1
         self.steps.append(record)
-        flat = self.torch.cat([p.detach().cpu().float().reshape(-1) for p in params]) if params else None
+        flat = self.torch.cat([_local(p.detach()).cpu().float().reshape(-1) for p in params]) if params else None
         if flat is not None:
             if flat.numel() > KEEP_EVERY_STEP:
                 self.params.clear()
@@ -633,6 +640,9 @@ def record(recorder: Recorder, call, reraise: bool = False) -> int:
         recorder.status = "crashed"
         recorder.error = reason_line(exc)
         recorder.frame = user_frame(exc)
+        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        if last and os.sep.join(("npu_migrate", "verify", "")) in last[0].filename:
+            recorder.error = f"verify's own recorder failed (a bug in verify, please report it): {recorder.error}"
         if reraise:
             raise
         traceback.print_exc()

@@ -213,3 +213,18 @@ def test_a_dispatcher_error_is_cut_to_its_first_sentence():
                               "available for these backends: [PrivateUse1, Meta, BackendSelect, Python, ...].")
     assert hook.reason_line(exc) == ("NotImplementedError: Could not run 'aten::batch_norm_stats' with arguments "
                                      "from the 'CPU' backend.")
+
+
+def test_a_sharded_parameter_is_recorded_by_its_local_shard():
+    torch = pytest.importorskip("torch")
+    from npu_migrate.verify import hook
+
+    class Sharded:  # what FSDP2's DTensor offers
+        def __init__(self, local):
+            self.local = local
+
+        def to_local(self):
+            return self.local
+
+    shard = torch.ones(3)
+    assert hook._local(Sharded(shard)) is shard and hook._local(shard) is shard
