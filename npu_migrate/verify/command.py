@@ -1,6 +1,8 @@
 """``npu-migrate verify SCRIPT -- ARGS``: what the command does, step by step.
 
 1. copy the project (the current directory) twice into a scratch directory;
+   (symbolic links are confined to the copy, special files left out:
+   npu_migrate/verify/scratch.py);
 2. migrate one copy normally (the migrated twin) and the other to the CPU target
    (the CPU twin, the reference); keep a third copy of the migrated tree for the
    resume round-trip;
@@ -85,9 +87,13 @@ def _terminated(signum, frame):
     raise SystemExit(128 + signum)  # unwinds: the runs are ended, the scratch directory removed
 
 
+#: Signals that end verify as Ctrl-C does (SIGHUP: the terminal was closed).
+_ENDING = (signal.SIGTERM, signal.SIGHUP)
+
+
 def run(req: Request) -> int:
     try:
-        previous = signal.signal(signal.SIGTERM, _terminated)
+        previous = {signum: signal.signal(signum, _terminated) for signum in _ENDING}
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
@@ -100,7 +106,8 @@ def run(req: Request) -> int:
         return 130
     finally:
         if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _resolve(req: Request) -> tuple[Path, str]:
@@ -128,11 +135,30 @@ def _run(req: Request) -> int:
     work = Path(tempfile.mkdtemp(prefix="npu-migrate-verify-")).resolve()
     try:
         return _verify(req, root, script, cwd_in_root, work)
+    except scratch.ScratchError as exc:
+        raise VerifyError(str(exc)) from None
     finally:
-        if req.keep:
-            _say(req, f"scratch copies kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        # A second signal must not cut the removal short: held until it is done.
+        held = _hold_signals()
+        try:
+            if req.keep:
+                _say(req, f"scratch copies kept in {work}")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+        finally:
+            _release_signals(held)
+
+
+def _hold_signals():
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *_ENDING})
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _release_signals(held) -> None:
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path) -> int:
@@ -146,7 +172,10 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
                           "--nproc 1 (with more, the migrated twin is a DDP job that shards each batch while the "
                           "reference keeps DataParallel's whole batch per process; see docs/verify.md)")
     skip = work if work.is_relative_to(root) else None
-    cpu_copy = scratch.copy_project(root, work / "cpu", skip)
+    notes: list[str] = []
+    cpu_copy = scratch.copy_project(root, work / "cpu", skip, notes)
+    for note in notes:
+        _say(req, f"note: {note}")
     npu_copy = scratch.copy_project(root, work / "npu", skip)
     empty_config = work / "reference.toml"
     empty_config.write_text("[tool.npu-migrate]\n", "utf-8")
