@@ -46,18 +46,29 @@ def _exits_on_interrupt(command):
 
         writer.written.clear()
         try:
+            # SIGTERM and SIGHUP (a closed terminal) end the run as Ctrl-C does: the
+            # workers killed, no temp file left, the same one line.
+            for signum in writer.ENDING_SIGNALS[1:]:
+                signal.signal(signum, writer.raise_terminated)
+        except ValueError:  # not the main thread (an embedding caller): leave signals alone
+            pass
+        try:
             return command(*args, **kwargs)
-        except KeyboardInterrupt:
-            # A second Ctrl-C from here on ends the process with the same status. The
+        except KeyboardInterrupt as exc:
+            # A second signal from here on ends the process with the same status. The
             # process then ends without interpreter finalisation, which would reset
             # SIGINT to its default, so that a second Ctrl-C arriving then killed the
             # process by signal (-2) instead; the workers are gone, nothing is pending.
-            signal.signal(signal.SIGINT, lambda signum, frame: os._exit(EXIT_INTERRUPTED))
-            click.echo(f"interrupted: {len(writer.written)} file(s) written before the interrupt, none after it",
+            signum = exc.signum if isinstance(exc, writer.Terminated) else signal.SIGINT
+            code = EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum
+            for ending in writer.ENDING_SIGNALS:
+                signal.signal(ending, lambda signum, frame: os._exit(code))
+            what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+            click.echo(f"{what}: {len(writer.written)} file(s) written before the interrupt, none after it",
                        err=True)
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(code)
 
     return run
 
