@@ -285,11 +285,39 @@ def emulate_command(nproc: int, strict: bool, script: str, args: tuple[str, ...]
     """Run SCRIPT with an emulated torch_npu (CPU-backed 'npu' device). Needs the [emulate] extra.
 
     SCRIPT may be a Python launcher on PATH: npu-migrate emulate accelerate launch train.py"""
+    missing = missing_modules(EMULATE_NEEDS)
+    if missing:
+        _needs_extra("emulate", missing)
     try:
         from npu_migrate.emulate.launcher import run as run_emulated
     except ImportError as exc:
-        raise click.ClickException(f"the emulator is not available ({exc}); pip install 'npu-migrate[emulate]'")
+        _needs_extra("emulate", [exc.name or str(exc)])
     sys.exit(run_emulated(script, list(args), nproc=nproc, strict=strict))
+
+
+#: What ``emulate`` and ``verify`` import (the [emulate] extra): checked before they start.
+EMULATE_NEEDS = ("torch", "numpy")
+
+
+def missing_modules(names) -> list[str]:
+    """Those of ``names`` that cannot be imported here (found without importing them)."""
+    from importlib.util import find_spec
+
+    missing = []
+    for name in names:
+        try:
+            if find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    return missing
+
+
+def _needs_extra(command: str, missing: list[str]) -> None:
+    """One line naming what to install, exit 2 (the light install has no torch)."""
+    click.echo(f"npu-migrate {command}: needs {', '.join(missing)}, which is not installed here: "
+               "pip install 'npu-migrate[emulate]'", err=True)
+    sys.exit(2)
 
 
 def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
@@ -398,8 +426,17 @@ def diagnose_command(args: tuple[str, ...]) -> None:
     what to do and whether a restart can help, root cause first. Exit 1 if a failure
     was diagnosed, 0 if none, 2 for an unreadable log.
     """
-    from npu_runtime.diagnose.cli import main as diagnose_main
-
+    # The runtime copy npu-migrate bundles, as for preflight: diagnose needs neither torch nor
+    # an installed npu-runtime, so it works after the light install (`pip install npu-migrate`).
+    try:
+        from npu_migrate._runtime.diagnose.cli import main as diagnose_main
+    except ImportError:
+        try:
+            from npu_runtime.diagnose.cli import main as diagnose_main
+        except ImportError:
+            click.echo("npu-migrate diagnose: the runtime's diagnose is not installed here: "
+                       "pip install npu-runtime (or 'python -m pip install ./runtime' from a source checkout)", err=True)
+            sys.exit(2)
     sys.exit(diagnose_main(list(args), prog="npu-migrate diagnose"))
 main.add_command(verify_command)  # npu_migrate/verify/cli.py
 
