@@ -75,8 +75,9 @@ MAX_RESULTS = 10_000
 #: The largest file of a slow parser that is parsed, once a rule's trigger word is in it
 #: (a file without one is never parsed, whatever its size). Measured on hostile files of
 #: one key per line, on a loaded 2-core machine: PyYAML about 14 s per MB, tomlkit about
-#: 70 s per MB; the bounds keep a file under about 30 s. Real configurations are KBs.
-PARSE_LIMITS = {"yaml_reader": 2 << 20, "toml_reader": 384 << 10}
+#: 70 s per MB; the bounds keep a file within about 15 s (several times that on a machine
+#: loaded by other work). Real configurations are KBs.
+PARSE_LIMITS = {"yaml_reader": 1 << 20, "toml_reader": 256 << 10}
 
 
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
