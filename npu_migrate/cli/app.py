@@ -25,6 +25,7 @@ import sys
 import click
 
 from npu_migrate import __version__
+from npu_migrate.cli.extras import EMULATE_NEEDS, missing_modules, needs_extra
 from npu_migrate.cli.options import split_codes
 from npu_migrate.verify.cli import verify_command
 
@@ -287,37 +288,13 @@ def emulate_command(nproc: int, strict: bool, script: str, args: tuple[str, ...]
     SCRIPT may be a Python launcher on PATH: npu-migrate emulate accelerate launch train.py"""
     missing = missing_modules(EMULATE_NEEDS)
     if missing:
-        _needs_extra("emulate", missing)
+        needs_extra("emulate", missing)
     try:
         from npu_migrate.emulate.launcher import run as run_emulated
     except ImportError as exc:
-        _needs_extra("emulate", [exc.name or str(exc)])
+        needs_extra("emulate", [exc.name or str(exc)])
     sys.exit(run_emulated(script, list(args), nproc=nproc, strict=strict))
 
-
-#: What ``emulate`` and ``verify`` import (the [emulate] extra): checked before they start.
-EMULATE_NEEDS = ("torch", "numpy")
-
-
-def missing_modules(names) -> list[str]:
-    """Those of ``names`` that cannot be imported here (found without importing them)."""
-    from importlib.util import find_spec
-
-    missing = []
-    for name in names:
-        try:
-            if find_spec(name) is None:
-                missing.append(name)
-        except (ImportError, ValueError):
-            missing.append(name)
-    return missing
-
-
-def _needs_extra(command: str, missing: list[str]) -> None:
-    """One line naming what to install, exit 2 (the light install has no torch)."""
-    click.echo(f"npu-migrate {command}: needs {', '.join(missing)}, which is not installed here: "
-               "pip install 'npu-migrate[emulate]'", err=True)
-    sys.exit(2)
 
 
 def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
