@@ -53,7 +53,12 @@ def verify_command(nproc, torchrun, spawns, jobs, steps, report, select, extend_
     migrated and as it is (the reference), both on the emulated NPU, and compare losses,
     gradient norms, parameters and code paths per optimizer step. Exit 0 pass, 1 fail, 2 error. See docs/verify.md.
     """
+    from npu_migrate.cli.extras import EMULATE_NEEDS, missing_modules, needs_extra
     from npu_migrate.verify import command as verify
+
+    missing = missing_modules(EMULATE_NEEDS)
+    if missing:  # the twins run torch: one line, not a traceback from the first twin
+        needs_extra("verify", missing)
 
     sys.exit(verify.run(verify.Request(
         script=script, args=list(args), nproc=nproc, steps=steps, report=report, select=_codes(select),

@@ -1,6 +1,8 @@
 """``npu-migrate verify SCRIPT -- ARGS``: what the command does, step by step.
 
 1. copy the project (the current directory) twice into a scratch directory;
+   (symbolic links are confined to the copy, special files left out:
+   npu_migrate/verify/scratch.py);
 2. migrate one copy normally (the migrated twin); the other stays the original (the
    reference twin, run on the same emulated NPU with CUDA served by it:
    npu_migrate/verify/cuda_on_npu.py);
@@ -88,9 +90,13 @@ def _terminated(signum, frame):
     raise SystemExit(128 + signum)  # unwinds: the runs are ended, the scratch directory removed
 
 
+#: Signals that end verify as Ctrl-C does (SIGHUP: the terminal was closed).
+_ENDING = (signal.SIGTERM, signal.SIGHUP)
+
+
 def run(req: Request) -> int:
     try:
-        previous = signal.signal(signal.SIGTERM, _terminated)
+        previous = {signum: signal.signal(signum, _terminated) for signum in _ENDING}
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
@@ -103,7 +109,8 @@ def run(req: Request) -> int:
         return 130
     finally:
         if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _resolve(req: Request) -> tuple[Path, str]:
@@ -131,11 +138,30 @@ def _run(req: Request) -> int:
     work = Path(tempfile.mkdtemp(prefix="npu-migrate-verify-")).resolve()
     try:
         return _verify(req, root, script, cwd_in_root, work)
+    except scratch.ScratchError as exc:
+        raise VerifyError(str(exc)) from None
     finally:
-        if req.keep:
-            _say(req, f"scratch copies kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        # A second signal must not cut the removal short: held until it is done.
+        held = _hold_signals()
+        try:
+            if req.keep:
+                _say(req, f"scratch copies kept in {work}")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+        finally:
+            _release_signals(held)
+
+
+def _hold_signals():
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *_ENDING})
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _release_signals(held) -> None:
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _ref_env(req: Request, env: dict, emulated: bool) -> dict:
@@ -163,7 +189,10 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
                           "--nproc 1 (with more, the migrated twin is a DDP job that shards each batch while the "
                           "reference keeps DataParallel's whole batch per process; see docs/verify.md)")
     skip = work if work.is_relative_to(root) else None
-    ref_copy = scratch.copy_project(root, work / "reference", skip)
+    notes: list[str] = []
+    ref_copy = scratch.copy_project(root, work / "reference", skip, notes)
+    for note in notes:
+        _say(req, f"note: {note}")
     npu_copy = scratch.copy_project(root, work / "npu", skip)
     empty_config = work / "reference.toml"
     empty_config.write_text("[tool.npu-migrate]\n", "utf-8")

@@ -20,9 +20,11 @@ copy as working directory; the hook writes ``rank<R>.json`` / ``rank<R>.npz``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from npu_migrate.cli.options import Options
 
-from . import hook
+from . import hook, supervise
 
 #: Emulator variables a run must not inherit from the caller's environment.
 _EMULATOR_VARS = ("NPU_MIGRATE_EMULATOR", "NPU_MIGRATE_EMULATOR_STRICT", "NPU_MIGRATE_EMULATOR_DEVICES",
@@ -218,17 +220,41 @@ def real_npu(copy: Path, script: str) -> str | None:
     return find_real_torch_npu(child_search_path(str(copy / script), dict(os.environ)))
 
 
-#: Process groups of the runs under way (a run per twin at the same time with --jobs 2).
+#: Supervisors of the runs under way (a run per twin at the same time with --jobs 2).
 _RUNNING: set[int] = set()
+#: Seconds a supervisor gets to end its run's tree before its group is SIGKILLed.
+_GRACE_S = 5.0
 
 
 def kill_running() -> None:
-    """End every run under way (their own sessions: torchrun's or the script's workers too)."""
+    """End every run under way: each supervisor ends its tree (npu_migrate/verify/supervise.py),
+    and the threads waiting on the runs then sweep for what is left."""
+    import time
+
     for pid in list(_RUNNING):
-        try:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + _GRACE_S
+    while _RUNNING and time.monotonic() < end:
+        time.sleep(0.05)
+    for pid in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+
+
+def _end(proc: subprocess.Popen, token: str) -> int:
+    """End a run (its supervisor first, then its group, then anything carrying its marker)
+    and wait for it; returns its status."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    code = proc.wait()
+    supervise.sweep(token)
+    return code
 
 
 def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
@@ -236,24 +262,29 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
     out = Path(env[hook.ENV_OUT])
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "output.log"
+    token = secrets.token_hex(16)
+    env = dict(env, **{supervise.MARKER: token})
+    line = command_line(script, args, nproc, torchrun, spawns)
+    command = [sys.executable, "-m", "npu_migrate.verify.supervise", "--parent", str(os.getpid()), "--", *line]
     with open(log_path, "w", encoding="utf-8") as log:
-        # A session of its own, so that a timeout ends torchrun's workers too.
-        line = command_line(script, args, nproc, torchrun, spawns)
+        # A session of its own (a closed terminal's SIGHUP is verify's to handle), under a
+        # supervisor that ends everything the run starts: npu_migrate/verify/supervise.py.
         if "torch.distributed.run" not in line:  # torchrun's workers use torchrun's port
             env = dict(env, **{hook.ENV_PORT: str(_free_port())})
-        proc = subprocess.Popen(line, cwd=copy, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(command, cwd=copy, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         _RUNNING.add(proc.pid)
         try:
             code, timed_out = proc.wait(timeout=timeout), False
+            code = _end(proc, token)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            code, timed_out = proc.wait(), True
-        except BaseException:  # Ctrl-C, or SIGTERM (verify's handler raises SystemExit): end the run too
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            code, timed_out = _end(proc, token), True
+        except BaseException:  # Ctrl-C, SIGTERM or SIGHUP (verify's handler raises SystemExit): end the run too
+            _end(proc, token)
             raise
         finally:
             _RUNNING.discard(proc.pid)
+    if code > 128 and not timed_out:
+        code = -(code - 128)  # the script died of signal N (the supervisor exits 128+N)
     text = log_path.read_text("utf-8", errors="replace")
     return RunResult(name=name, out=out, returncode=code, log=text, timed_out=timed_out).load()
