@@ -170,7 +170,9 @@ PROJECTS: list[PrecisionProject] = [
 #: Repositories labelled on a seeded random sample rather than in full:
 #: name -> (seed, hunks in the sample). The sample is drawn from the run's hunks
 #: sorted by (file, key), so it is the same on every machine for the same output.
-SAMPLES: dict[str, tuple[int, int]] = {}
+SAMPLES: dict[str, tuple[int, int]] = {
+    "axolotl": (35, 150),
+}
 
 #: Files larger than this are not unpacked (data blobs, vendored binaries).
 MAX_FILE_BYTES = 4 * 1024 * 1024
