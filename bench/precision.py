@@ -569,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
                          "line": hunk.old_start, "key": hunk.key, "rules": hunk.rules, "label": status,
                          "reason": (entry or {}).get("reason", ""), "removed": hunk.removed,
                          "added": hunk.added})
+        if args.json:  # after each project, so a long run can be read while it goes on
+            args.json.write_text(json.dumps(dump, indent=1), encoding="utf-8")
 
     counts = tally(rows)
     text = render(done, counts, outside, rc)
