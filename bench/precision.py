@@ -176,6 +176,8 @@ PROJECTS: list[PrecisionProject] = [
 #: sorted by (file, key), so it is the same on every machine for the same output.
 SAMPLES: dict[str, tuple[int, int]] = {
     "axolotl": (35, 150),
+    "torchrl": (35, 100),
+    "liger-kernel": (35, 100),
 }
 
 #: Files larger than this are not unpacked (data blobs, vendored binaries).
