@@ -178,6 +178,7 @@ SAMPLES: dict[str, tuple[int, int]] = {
     "axolotl": (35, 150),
     "torchrl": (35, 100),
     "liger-kernel": (35, 100),
+    "megatron-core": (35, 100),
 }
 
 #: Files larger than this are not unpacked (data blobs, vendored binaries).
