@@ -36,6 +36,7 @@ For the largest repositories only a seeded random sample is labelled
 
     python -m bench.precision [--projects trl,verl] [--show-unlabelled]
                               [--fail-on-unlabelled] [--template FILE] [--json FILE]
+                              [--from-json FILE ...] [--output FILE]
 """
 
 from __future__ import annotations
@@ -526,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write every hunk with its label as JSON")
     ap.add_argument("--output", type=Path, help="also write the tables (markdown) here")
     ap.add_argument("--strict", action="store_true", help="fail when a project cannot be fetched")
+    ap.add_argument("--from-json", type=Path, nargs="+", metavar="FILE",
+                    help="read the hunks of earlier --json runs instead of running npu-migrate "
+                         "(recount after labelling; the figures are those of the engine that wrote FILE)")
     args = ap.parse_args(argv)
 
     labels = load_labels(args.labels)
@@ -543,22 +547,35 @@ def main(argv: list[str] | None = None) -> int:
     dump = []
     rc: dict[str, int] = {}
     done = []
+    previous: dict[str, list[Hunk]] | None = None
+    if args.from_json:
+        previous = defaultdict(list)
+        for path in args.from_json:
+            for entry in json.loads(Path(path).read_text(encoding="utf-8")):
+                previous[entry["repo"]].append(Hunk(entry["file"], entry["line"], entry["removed"],
+                                                    entry["added"], rules=entry["rules"]))
     for project in projects:
-        try:
-            root = ensure_tree(project, args.cache_dir)
-        except (CorpusError, OSError, tarfile.TarError, zipfile.BadZipFile, subprocess.TimeoutExpired) as exc:
-            if args.strict:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            print(f"warning: skipping {project.label}: {exc}", file=sys.stderr)
-            continue
-        print(f"running npu-migrate on {project.label} ...", file=sys.stderr, flush=True)
-        hunks, _report, code, stderr = migrate(root, args.jobs)
-        rc[project.name] = code
-        if code not in (0, 1):
-            print(f"warning: npu-migrate exited {code} on {project.label}: {stderr.strip()[-300:]}",
-                  file=sys.stderr)
-        done.append(project)
+        if previous is not None:
+            if project.name not in previous:
+                continue
+            hunks = previous[project.name]
+            done.append(project)
+        else:
+            try:
+                root = ensure_tree(project, args.cache_dir)
+            except (CorpusError, OSError, tarfile.TarError, zipfile.BadZipFile, subprocess.TimeoutExpired) as exc:
+                if args.strict:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 2
+                print(f"warning: skipping {project.label}: {exc}", file=sys.stderr)
+                continue
+            print(f"running npu-migrate on {project.label} ...", file=sys.stderr, flush=True)
+            hunks, _report, code, stderr = migrate(root, args.jobs)
+            rc[project.name] = code
+            if code not in (0, 1):
+                print(f"warning: npu-migrate exited {code} on {project.label}: {stderr.strip()[-300:]}",
+                      file=sys.stderr)
+            done.append(project)
         sample = in_sample(project.name, hunks)
         for index, hunk in enumerate(hunks):
             hunk.repo = project.name
