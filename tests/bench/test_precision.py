@@ -123,3 +123,19 @@ def test_the_kept_labels_file_is_well_formed():
     for (repo, _file, key), entry in labels.items():
         assert repo in names, repo
         assert len(key) == 16 and entry["reason"], entry
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_smoke_one_real_repository(tmp_path, monkeypatch, capsys):
+    """The whole run on one small pinned wheel (sentence-transformers): download
+    (sha256 checked), npu-migrate, split, lookup, tables. Needs PyPI; CI has it."""
+    monkeypatch.delenv("NPU_MIGRATE_CMD", raising=False)
+    dump = tmp_path / "run.json"
+    rc = precision.main(["--projects", "sentence-transformers", "--strict", "--jobs", "1",
+                         "--json", str(dump)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "| sentence-transformers-6.2.0 | llm-finetune | held-out |" in out
+    hunks = json.loads(dump.read_text())
+    assert hunks and all(len(h["key"]) == 16 and h["rules"] for h in hunks)
