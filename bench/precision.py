@@ -381,17 +381,23 @@ def attribute_rules(hunks: list[Hunk], report: dict) -> None:
         for fix in entry.get("fixes") or []:
             start = (fix.get("start") or {}).get("line") or 1
             end = (fix.get("end") or {}).get("line") or start
-            fixes[path].append((start, end, fix.get("rule", "?")))
+            fixes[path].append((start, end, fix.get("rule", "?"), fix.get("message") or ""))
     for hunk in hunks:
         candidates = fixes.get(hunk.file, [])
         if hunk.removed:
             lo, hi = hunk.old_start, hunk.old_start + len(hunk.removed) - 1
         else:
             lo, hi = hunk.old_start - 1, hunk.old_start
-        rules = {rule for start, end, rule in candidates if start <= hi and end >= lo}
+        rules = {rule for start, end, rule, _ in candidates if start <= hi and end >= lo}
+        if not rules and not hunk.removed:
+            # an insertion placed away from its fix (an import below the file's other
+            # imports): the fix whose message quotes what was inserted
+            added = "\n".join(hunk.added)
+            rules = {rule for _, _, rule, message in candidates
+                     if any(token and token in added for token in message.split("`")[1::2])}
         if not rules and candidates:
-            best = min(abs(start - lo) for start, _, _ in candidates)
-            rules = {rule for start, _, rule in candidates if abs(start - lo) == best}
+            best = min(abs(start - lo) for start, _, _, _ in candidates)
+            rules = {rule for start, _, rule, _ in candidates if abs(start - lo) == best}
         hunk.rules = sorted(rules) or ["?"]
 
 
@@ -508,9 +514,11 @@ def render(projects: list[PrecisionProject], counts: dict[str, Counter], outside
     return "\n".join(parts)
 
 
-def show(hunk: Hunk, stream) -> None:
+def show(hunk: Hunk, stream, entry: dict | None = None) -> None:
     print(f"=== {hunk.repo} {hunk.file}:{hunk.old_start} key={hunk.key} rules={','.join(hunk.rules)}",
           file=stream)
+    if entry:
+        print(f"    {entry['label']}: {entry.get('reason', '')}", file=stream)
     stream.write(hunk.text())
 
 
@@ -604,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(dump, indent=1), encoding="utf-8")
     for hunk in shown:
-        show(hunk, sys.stdout)
+        show(hunk, sys.stdout, lookup(labels, hunk))
     if args.show_unlabelled:
         for hunk in unlabelled:
             show(hunk, sys.stdout)

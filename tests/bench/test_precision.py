@@ -139,3 +139,14 @@ def test_smoke_one_real_repository(tmp_path, monkeypatch, capsys):
     assert "| sentence-transformers-6.2.0 | llm-finetune | held-out |" in out
     hunks = json.loads(dump.read_text())
     assert hunks and all(len(h["key"]) == 16 and h["rules"] for h in hunks)
+
+
+def test_an_insertion_away_from_its_fix_goes_to_the_fix_that_quotes_it():
+    report = {"files": [{"path": "m.py", "fixes": [
+        {"rule": "NPU100", "message": "added `import torch_npu`, which registers the npu device",
+         "start": {"line": 1}, "end": {"line": 1}},
+        {"rule": "NPU101", "message": "`torch.cuda.x` -> `torch.npu.x`", "start": {"line": 30}, "end": {"line": 30}},
+    ]}]}
+    hunk = Hunk("m.py", 29, [], ["try:", "    import torch_npu  # noqa: F401", "except ImportError:", "    pass"])
+    attribute_rules([hunk], report)
+    assert hunk.rules == ["NPU100"]
