@@ -407,7 +407,7 @@ def migrate(root: Path, jobs: int) -> tuple[list[Hunk], dict, int, str]:
         report_path = Path(tmp) / "report.json"
         cmd = [*npu_migrate_cmd(), ".", "--diff", "-q", "--color", "never", "--no-cache",
                "--jobs", str(jobs), "--report", str(report_path)]
-        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, errors="surrogateescape")
+        proc = subprocess.run(cmd, check=False, cwd=root, capture_output=True, text=True, errors="surrogateescape")
         report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
     hunks = split_diff(proc.stdout)
     attribute_rules(hunks, report)

@@ -7,7 +7,14 @@ from collections import Counter
 import pytest
 
 from bench import precision
-from bench.precision import Hunk, attribute_rules, hunk_key, load_labels, lookup, split_diff
+from bench.precision import (
+    Hunk,
+    attribute_rules,
+    hunk_key,
+    load_labels,
+    lookup,
+    split_diff,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
