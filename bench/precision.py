@@ -180,6 +180,7 @@ SAMPLES: dict[str, tuple[int, int]] = {
     "torchrl": (35, 100),
     "liger-kernel": (35, 100),
     "megatron-core": (35, 100),
+    "unsloth": (35, 100),
 }
 
 #: Files larger than this are not unpacked (data blobs, vendored binaries).
