@@ -21,6 +21,7 @@ from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
+from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.names import (
@@ -252,9 +253,12 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     def line(node: cst.CSTNode) -> int:
         return ctx.position(node).start.line
 
-    edits = [e for e in ctx.edits if not is_suppressed(table, line(e.anchor), e.rule)]
+    edits = [e for e in ctx.edits if not is_suppressed(table, line(e.anchor), e.rule) and not in_annotation(ctx, e.node)]
     # (a rule may report under the id of another, which must be selected too)
-    findings = [f for f in ctx.findings if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
+    findings = [
+        f for f in ctx.findings
+        if f.rule in active and not is_suppressed(table, line(f.node), f.rule) and not in_annotation(ctx, f.node)
+    ]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
