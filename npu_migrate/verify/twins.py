@@ -3,10 +3,14 @@
 * the **migrated twin**: the normal migration (the project's configuration and
   the user's rule selection), run on the emulated NPU, or on a real NPU where
   ``torch_npu`` imports;
-* the **CPU twin** (the reference): the same source migrated by the same rules to
-  the CPU target (npu_migrate/pipeline/target.py), with every rule that knows the CPU
-  target selected and no configuration, run with the CUDA-on-CPU layer
-  (npu_migrate/verify/cuda_on_cpu.py).
+* the **reference twin**: the original source (with only the device-neutral fixes,
+  :data:`NEUTRAL_RULES`), run on the same device with the CUDA-on-NPU layer
+  (npu_migrate/verify/cuda_on_npu.py: CUDA calls served by the emulated NPU, as
+  torch_npu's ``transfer_to_npu`` does on hardware), so the twins differ only by the
+  static migration;
+* or, with ``--reference cpu-retarget``, the older reference: the same source migrated
+  by the same rules to the CPU target (npu_migrate/pipeline/target.py), run on the CPU
+  with the CUDA-on-CPU layer (npu_migrate/verify/cuda_on_cpu.py).
 
 A run is ``python -m npu_migrate.verify.entry SCRIPT ARGS`` (one process, or a
 script that starts its own N processes with ``torch.multiprocessing.spawn``) or
@@ -63,6 +67,36 @@ def migrated_options(select, extend_select, ignore, extend_ignore, config) -> Op
     """The user's migration: the project's configuration and the given selection."""
     return Options(paths=["."], mode="write", select=select, extend_select=list(extend_select), ignore=ignore,
                    extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
+
+
+#: The migration's device-neutral fixes: what they change, a correct CUDA script would
+#: need on any device (data order across epochs, the sharding of a shuffled DDP loader,
+#: resume state, checkpoint loading). Applied to both twins (docs/verify.md), so that
+#: the twins differ only by what the migration does for the device.
+NEUTRAL_RULES = ("NPU401", "NPU402", "NPU501", "NPU502")
+
+
+def neutral_options(ignore, extend_ignore, config) -> Options:
+    """The reference's copy: the original with only the device-neutral fixes the user's
+    migration also applies (the same ignores and configuration)."""
+    return Options(paths=["."], mode="write", select=list(NEUTRAL_RULES), ignore=ignore,
+                   extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
+
+
+def changed_files(original: Path, copy: Path) -> list[str]:
+    """Files of ``copy`` whose bytes differ from ``original``'s (what a migration changed)."""
+    out = []
+    for path in sorted(copy.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(copy)
+        source = original / rel
+        try:
+            if not source.is_file() or source.read_bytes() != path.read_bytes():
+                out.append(str(rel))
+        except OSError:
+            continue
+    return out
 
 
 def reference_options(empty_config: Path) -> Options:
@@ -142,11 +176,22 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop(hook.ENV_ALIGN, None)
     env.pop(hook.ENV_CPU, None)
+    env.pop(hook.ENV_REFERENCE, None)
     env.pop(hook.ENV_RESUMED_AFTER, None)
     env.pop(hook.ENV_DEVICES, None)
+    env.pop(hook.ENV_ROOT, None)
+    env.pop(hook.ENV_PORT, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
         env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
+    return env
+
+
+def reference_env(env: dict[str, str], nproc: int, emulated: bool = True) -> dict[str, str]:
+    """The reference twin: the original source on the device the migrated twin uses
+    (the emulated NPU, or a real one), CUDA served by it."""
+    env = npu_env(env, nproc, emulated)
+    env[hook.ENV_REFERENCE] = "1"
     return env
 
 
@@ -193,7 +238,10 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
     log_path = out / "output.log"
     with open(log_path, "w", encoding="utf-8") as log:
         # A session of its own, so that a timeout ends torchrun's workers too.
-        proc = subprocess.Popen(command_line(script, args, nproc, torchrun, spawns), cwd=copy, env=env, stdout=log,
+        line = command_line(script, args, nproc, torchrun, spawns)
+        if "torch.distributed.run" not in line:  # torchrun's workers use torchrun's port
+            env = dict(env, **{hook.ENV_PORT: str(_free_port())})
+        proc = subprocess.Popen(line, cwd=copy, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         _RUNNING.add(proc.pid)
         try:
