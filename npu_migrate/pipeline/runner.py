@@ -71,7 +71,11 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     a file no front end claims is treated as Python, as named files always were),
     turning a bug in a rule into a one-line error for that file. Front ends are
     imported only when a file needs them."""
-    from npu_migrate.pipeline.limits import LimitError, check_python_memory, out_of_memory
+    from npu_migrate.pipeline.limits import (
+        LimitError,
+        check_python_memory,
+        out_of_memory,
+    )
 
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
