@@ -115,8 +115,10 @@ OTHER_SYSTEMS = frozenset({
     "mlx", "paddle", "mindspore", "onnxruntime", "tensorrt", "tilelang", "cutlass", "platform", "sys", "mergekit",
     "xformers", "flash_attn", "apex", "transformer_engine",
 })
-#: Attributes that name a platform or backend of whatever system holds them.
-_PLATFORM_ATTRIBUTES = frozenset({"backend", "platform", "vendor", "target", "runtime"})
+#: Words of the definitions the analysis reads besides those that say "cuda" (a helper
+#: returning Triton's backend, a platform flag): rules that ask it keep such definitions
+#: parsed (their ``local_triggers``; docs/writing-rules.md, "Where a rule acts").
+OTHER_WORDS = re.compile(r"\b(?:triton|helion|jax|cupy|numba|get_current_target|backend|platform)\b")
 #: Keywords that are another library's own "use CUDA" switch, not a torch device.
 FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_enabled|_available)?", re.IGNORECASE)
 
@@ -272,6 +274,10 @@ class DeviceAnalysis:
                     return finish(self._fallback(proven))
                 if self._mentions_npu(parent):
                     return finish(Verdict.AWARE)
+                chooser = self._compares_other_system(parent.test)
+                if chooser is not None and not proven:
+                    return finish(self._left(Flow.OTHER, f"chosen by `{self._short(parent.test)}`, a test of another "
+                                                         "system's platform name, not of torch's device"))
                 proven = proven or self._tests_cuda(parent.test)
                 node = parent
                 continue
@@ -383,6 +389,10 @@ class DeviceAnalysis:
             return None
         if isinstance(node, cst.Subscript):
             return self.origin(node.value, depth + 1)
+        if isinstance(node, (cst.IfExp, cst.BooleanOperation)):
+            parts = (node.body, node.orelse) if isinstance(node, cst.IfExp) else (node.left, node.right)
+            origins = {self.origin(p, depth + 1) for p in parts}
+            return "other" if "other" in origins else "torch" if "torch" in origins else None
         if isinstance(node, cst.Name):
             values = self._assigned_values(node)
             origins = {self.origin(v, depth + 1) for v in values}
@@ -390,6 +400,71 @@ class DeviceAnalysis:
                 return "other"
             if "torch" in origins:
                 return "torch"
+        return None
+
+    def _compares_other_system(self, test: cst.CSTNode) -> cst.CSTNode | None:
+        """A comparison in ``test`` with another system's value (``backend != 'hip'``)."""
+        found: list[cst.CSTNode] = []
+        analysis = self
+
+        class _Find(cst.CSTVisitor):
+            def visit_Comparison(self, node: cst.Comparison) -> bool:
+                for operand in (node.left, *(t.comparator for t in node.comparisons)):
+                    if not isinstance(operand, (cst.SimpleString, cst.FormattedString)) \
+                            and analysis.origin(operand) == "other":
+                        found.append(operand)
+                return not found
+
+        test.visit(_Find())
+        return found[0] if found else None
+
+    def _platform_test(self, test: cst.CSTNode) -> bool:
+        """``test`` is a positive test of another system's platform: a comparison with
+        its value (``device_platform == 'cuda'``), or a name assigned from one
+        (``IS_NVIDIA = (device_platform == 'cuda')``)."""
+        if isinstance(test, cst.Comparison):
+            return (all(isinstance(t.operator, (cst.Equal, cst.In)) for t in test.comparisons)
+                    and self._compares_other_system(test) is not None)
+        if isinstance(test, cst.Name):
+            values = self._assigned_values(test)
+            return bool(values) and all(self._platform_test(v) for v in values)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self._platform_test(test.left) or self._platform_test(test.right)
+        return False
+
+    def _under_platform_test(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The test of another system's platform that guards ``node`` (``IS_NVIDIA and
+        torch.cuda.get_device_name(0)``, ``if IS_NVIDIA: ...``), if any."""
+        child = node
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And) \
+                    and child is ancestor.right and self._platform_test(ancestor.left):
+                return ancestor.left
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body \
+                    and self._platform_test(ancestor.test):
+                return ancestor.test
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return None
+            child = ancestor
+        return None
+
+    def _inside_cpu_branch(self, statement: cst.CSTNode) -> cst.CSTNode | None:
+        """The test of the ``if`` whose body holds ``statement`` directly, when it is
+        ``x == 'cpu'`` (``if device == 'cpu': device = 'cuda'``: taken only without an
+        accelerator)."""
+        holder = self.ctx.parent(statement)
+        if isinstance(holder, cst.SimpleStatementLine):
+            holder = self.ctx.parent(holder)
+        block = holder
+        branch = self.ctx.parent(block) if isinstance(block, cst.IndentedBlock) else None
+        if not isinstance(branch, cst.If) or branch.body is not block:
+            return None
+        test = branch.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+                and isinstance(test.comparisons[0].operator, cst.Equal):
+            values = {string_value(test.left), string_value(test.comparisons[0].comparator)}
+            if "cpu" in values:
+                return test
         return None
 
     def _module_function(self, name: str) -> cst.FunctionDef | None:
@@ -593,6 +668,10 @@ class DeviceAnalysis:
 
     def _assignment(self, assign: cst.Assign | cst.AnnAssign, proven: bool, depth: int) -> Verdict:
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+        cpu_test = self._inside_cpu_branch(assign)
+        if cpu_test is not None and not proven:
+            return self._left(Flow.FALLBACK, f"assigned under `if {self._short(cpu_test)}:`, a fallback taken when "
+                                             "no accelerator was found")
         named = [t for t in targets if self.is_device_expr(t)]
         if named and not all(isinstance(t, cst.Name) for t in named):
             return self._rewrite(f"assigned to `{self._short(next(t for t in named if not isinstance(t, cst.Name)))}`")
@@ -654,12 +733,17 @@ class DeviceAnalysis:
 
     def cuda_value(self, node: cst.CSTNode) -> tuple[Flow, str | None]:
         """Where the value of a ``torch.cuda.X`` expression (or of its call) flows:
-        ``OTHER`` when it is passed as another library's own CUDA switch
+        ``AWARE`` where a test of another system's platform guards it (``IS_NVIDIA and
+        torch.cuda.get_device_name(0)``: that path is for NVIDIA GPUs already); ``OTHER`` when it is passed as another library's own CUDA switch
         (``MergeOptions(cuda=torch.cuda.is_available())``, ``Runner(use_gpu=...)``: a keyword
         that says cuda/gpu, of a callee imported from a package that is neither torch,
         a torch device library nor this project); ``TORCH`` otherwise (``torch.cuda.*``
         is torch's own API, and this project's code that reads the value is migrated
         with it)."""
+        platform = self._under_platform_test(node)
+        if platform is not None:  # code for another platform, already told apart: AWARE (left silently)
+            return Flow.AWARE, (f"only reached where `{self._short(platform)}` holds, a test of another system's "
+                                "platform (this code path is for that platform's GPUs, not the NPU)")
         value = node
         parent = self.ctx.parent(value)
         if isinstance(parent, cst.Call) and parent.func is value:

@@ -8,6 +8,7 @@ import libcst as cst
 
 from npu_migrate.python.reaches_torch import (  # noqa: F401 - the names the device rules use
     DEVICE_VALUE,
+    OTHER_WORDS,
     Flow,
     Verdict,
     analysis,
@@ -22,6 +23,9 @@ class DeviceLiteralRule(Rule):
     """Shared by NPU104 (rewrites) and NPU108 (reports): collects every literal that
     looks like a CUDA device during the pass; subclasses decide in ``leave_file``
     with the file-wide :func:`analysis`."""
+
+    #: where "cuda" is written, and the helpers the analysis reads (Triton's backend...)
+    local_triggers = ("cuda", OTHER_WORDS)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

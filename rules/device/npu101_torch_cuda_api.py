@@ -33,6 +33,8 @@ class TorchCudaApi(Rule):
     name = "torch-cuda-api"
     summary = "Rewrite `torch.cuda.X` to `torch.npu.X` where torch_npu provides X"
     triggers = ("cuda",)
+    #: where "cuda" is written, and the helpers the shared analysis reads (Triton\'s backend...)
+    local_triggers = ("cuda", reaches_torch.OTHER_WORDS)
     rationale = """
 `torch_npu` registers `torch.npu` with the same API as `torch.cuda` for most
 names (`is_available`, `synchronize`, `device_count`, `set_device`, memory
@@ -50,7 +52,10 @@ A `torch.cuda` value handed to another library as *its own* CUDA switch
 keyword of a callee imported from a package that is neither torch, a torch device
 library nor this project) does not reach torch: `torch.npu.is_available()` there
 would ask that library for CUDA on Ascend. It is left unchanged and reported (the
-shared analysis, `npu_migrate/python/reaches_torch.py`).
+shared analysis, `npu_migrate/python/reaches_torch.py`). A `torch.cuda` use guarded
+by a test of another system's platform (`IS_NVIDIA and torch.cuda.get_device_name(0)`,
+`if IS_NVIDIA:` where `IS_NVIDIA = triton_backend == "cuda"`) is code for NVIDIA GPUs
+in a file that already tells platforms apart: left as it is, silently.
 
 Test code patches these calls by name: `mock.patch("torch.cuda.is_available")`,
 `mocker.patch("pkg.train.torch.cuda.device_count")`,
@@ -118,6 +123,8 @@ already handles NPU), the import stays exactly as it was, so it still binds.
         if qualified == CUDA and not self._module_use_has_counterpart(node):
             return  # getattr(torch.cuda, "nvtx"): torch.npu has no nvtx; NPU102 reports it
         flow, why = reaches_torch.analysis(self.ctx).cuda_value(node)
+        if flow is reaches_torch.Flow.AWARE:
+            return  # `IS_NVIDIA and torch.cuda.X`: a path for another platform, told apart already
         if flow is not reaches_torch.Flow.TORCH:
             self.report(node, f"`{qualified}` is {why}; left unchanged",
                         f"on Ascend that library cannot use CUDA: pass what it should do there (usually False), "
