@@ -105,7 +105,8 @@ KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the 
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
-    r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*)(?![a-z0-9])",
+    r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
+    r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm)(?![a-z0-9])",
     re.IGNORECASE,
 )
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
@@ -767,7 +768,8 @@ class _GateFinder:
         if negated:
             # `raise RuntimeError('bitsandbytes needs CUDA')`, and the messages a disabling
             # branch prints: `warnings.warn("apex FusedAdam requested but CUDA is unavailable")`
-            texts += [n for n in statement.body if isinstance(n, ast.Raise) or _is_message(n)]
+            # and an eligibility check's early answer: `return False, "TileLang backend is CUDA-only"`
+            texts += [n for n in statement.body if isinstance(n, (ast.Raise, ast.Return)) or _is_message(n)]
         word = named_package(texts)
         if word is None:
             return None

@@ -33,8 +33,6 @@ class TorchCudaApi(Rule):
     name = "torch-cuda-api"
     summary = "Rewrite `torch.cuda.X` to `torch.npu.X` where torch_npu provides X"
     triggers = ("cuda",)
-    #: where "cuda" is written, and the helpers the shared analysis reads (Triton\'s backend...)
-    local_triggers = ("cuda", reaches_torch.OTHER_WORDS)
     rationale = """
 `torch_npu` registers `torch.npu` with the same API as `torch.cuda` for most
 names (`is_available`, `synchronize`, `device_count`, `set_device`, memory

@@ -16,8 +16,6 @@ class TensorCudaMethod(Rule):
     name = "tensor-cuda-method"
     summary = "Rewrite `x.cuda(...)` to `x.npu(...)` and `x.is_cuda` to `x.is_npu`"
     triggers = ("cuda", "is_cuda")
-    #: where "cuda" is written, and the helpers the shared analysis reads (Triton\'s backend...)
-    local_triggers = ("cuda", reaches_torch.OTHER_WORDS)
     rationale = """
 torch_npu registers `Tensor.npu`, `Module.npu`, `PackedSequence.npu`, the
 storages' `npu` and the `Tensor.is_npu` property (through torch's
