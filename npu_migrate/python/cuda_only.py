@@ -174,12 +174,12 @@ def classify_name(qualified: str) -> str | None:
     for prefix, kind in _package_kinds():
         if _within(qualified, prefix):
             return kind or None
-    if parts[0] in KERNEL_PACKAGES:
-        return KIND_KERNEL_PACKAGE
     if any(_compiled_part(p, last=i == len(parts) - 1) for i, p in enumerate(parts)):
         return KIND_COMPILED
     if any(p.lower() in ("cuda", "gpu") for p in parts[:-1]):
         return KIND_CUDA_MODULE  # numba.cuda.jit, cv2.cuda.X, lightning's accelerators.cuda, lib.gpu.nms
+    if parts[0] in KERNEL_PACKAGES:
+        return KIND_KERNEL_PACKAGE
     return None
 
 
