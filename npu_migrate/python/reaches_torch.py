@@ -678,15 +678,17 @@ class DeviceAnalysis:
         if named:
             # a local name called `device` is not proof: its uses must reach torch
             verdicts = [self._flow(t, proven, depth) for t in named]
+            module_level = not any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in self.ctx.ancestors(assign))
+            if module_level and Flow.OTHER not in verdicts and Flow.AWARE not in verdicts:
+                # a module-level constant named for a device (a config module's `device = 'cuda'`,
+                # `DEVICE = "cuda"`) is exported: the code importing it uses it as the device. One
+                # reason whatever its uses (some sit in definitions elision may leave out).
+                return self._rewrite(f"assigned to `{named[0].value}`")
             for wanted in (Flow.TORCH, Flow.AWARE, Flow.OTHER):
                 if wanted in verdicts:
                     return wanted
             if proven:
                 return self._fallback(proven)
-            if not any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in self.ctx.ancestors(assign)):
-                # a module-level constant named for a device (a config module's `device = 'cuda'`,
-                # `DEVICE = "cuda"`) is exported: the code importing it uses it as the device
-                return self._rewrite(f"assigned to the module-level `{named[0].value}`, exported as a device")
             return self._left(Flow.UNKNOWN, f"assigned to `{named[0].value}`, whose uses in this file reach no "
                                              "torch device consumer")
         names = [t for t in targets if isinstance(t, cst.Name)]
