@@ -111,7 +111,7 @@ parameter, a call's result): the finding sits on the call, where the group is ma
             found = self.ctx.assignments(value, value.value)
             if not found or len(found) != 1:
                 return None
-            value = self._assigned_value(next(iter(found)).node)
+            value = self._assigned_value(getattr(next(iter(found)), "node", None))  # builtins have no node
         if isinstance(value, cst.Call):
             qualified = self.qualified_name(value.func)
             if qualified in RESOURCE_TOTALS:
@@ -131,12 +131,12 @@ parameter, a call's result): the finding sits on the call, where the group is ma
         if written(value):
             return  # dict literals without "GPU": nothing to do
         found = self.ctx.assignments(value, value.value) if isinstance(value, cst.Name) else None
-        if not found or not any(written(v) for v in map(self._assigned_value, (a.node for a in found)) if v is not None):
+        if not found or not any(written(v) for v in map(self._assigned_value, (getattr(a, "node", None) for a in found)) if v is not None):
             self._elsewhere(value)
             return
         source = self._single_literal(found, value)
         if source is None:
-            bound = [a.node for a in found]
+            bound = [getattr(a, "node", None) for a in found]
             literal = next((v for v in map(self._assigned_value, bound) if v is not None and gpu_keys(v)), None)
             if literal is not None:
                 self.report(value, f"the bundles in `{value.value}` ask Ray for `\"GPU\"`, and `{value.value}` is also "
