@@ -79,6 +79,10 @@ class FileResult:
     #: a report of a cached run needs no rule module (nor libcst) in the parent:
     #: :func:`npu_migrate.reporting.report.reason_for`, :func:`npu_migrate.pipeline.registry.impact_of`.
     rule_notes: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
+    #: Warnings a library (nbformat, ...) raised while this file was migrated, caught by
+    #: the runner and printed once per run as npu-migrate's own line
+    #: (:func:`npu_migrate.pipeline.runner.migrate_safely`); kept in the cache entry.
+    warnings: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -90,6 +94,7 @@ class FileResult:
             "findings": [asdict(f) for f in self.findings],
             "new_source": self.new_source.decode("latin-1") if self.new_source is not None else None,
             "rules": {rule: list(note) for rule, note in self.rule_notes.items()},
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class FileResult:
                 findings=[Finding(**_checked(f, _FINDING_FIELDS)) for f in _list(data.get("findings"))],
                 new_source=new_source.encode("latin-1") if new_source is not None else None,
                 rule_notes=_notes(data.get("rules", {})),
+                warnings=_warnings(data.get("warnings", [])),
             )
         except UnicodeEncodeError as exc:  # not what to_cache writes
             raise ValueError(f"cache entry: {exc}") from None
@@ -127,6 +133,12 @@ def _notes(value: object) -> dict[str, tuple[str, str]]:
             isinstance(v, list) and len(v) == 2 and all(type(x) is str for x in v) for v in value.values()):
         raise TypeError("cache entry: rules is not an object of [summary, impact] pairs")
     return {str(rule): (note[0], note[1]) for rule, note in value.items()}
+
+
+def _warnings(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(type(item) is str for item in value):
+        raise TypeError("cache entry: warnings is not a list of strings")
+    return list(value)
 
 
 def _list(value: object) -> list:
