@@ -4,6 +4,7 @@ release workflow (.github/workflows/release.yml) does before it publishes them, 
 as CI (.github/workflows/ci.yml) does on every change.
 
     python scripts/release_check.py [--dist DIR] [--no-isolation] [--runtime-tests]
+    python scripts/release_check.py --print-version
 
 1. **One version.** The release's version is the line ``__version__ = "X"`` of
    ``runtime/npu_runtime/__init__.py``; npu-migrate's pyproject reads it through the
@@ -167,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-isolation", action="store_true", help="build with this environment's setuptools")
     parser.add_argument("--runtime-tests", action="store_true",
                         help="also install torch in the runtime's venv and run its wheel tests")
+    parser.add_argument("--print-version", action="store_true", help="print the release's version and exit")
     args = parser.parse_args(argv)
+    if args.print_version:
+        print(shared_version())
+        return 0
     try:
         version = shared_version()
         print(f"release {version} (runtime/npu_runtime/__init__.py)")
