@@ -107,6 +107,17 @@ def check_metadata(files: dict[str, list[Path]], version: str) -> dict[str, Path
     return wheels
 
 
+def wheel_tests() -> list[str]:
+    """The runtime tests whose processes start the installed package: the list in
+    tests/packaging/test_npu_runtime_wheel.py (read, not imported: that module imports
+    torch, which the release job's own Python does not have)."""
+    tree = ast.parse((REPO / "tests" / "packaging" / "test_npu_runtime_wheel.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "WHEEL_TESTS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise CheckFailed("tests/packaging/test_npu_runtime_wheel.py has no WHEEL_TESTS")
+
+
 def fresh_venv(path: Path) -> Path:
     venv.create(path, with_pip=True, system_site_packages=False, clear=True)
     return path / "bin"
@@ -145,19 +156,17 @@ def smoke_npu_runtime(wheel: Path, version: str, work: Path, runtime_tests: bool
     run([bin_dir / "npu-preflight", "--help"], "npu-preflight --help", cwd=work)
     run([bin_dir / "python", "-m", "npu_runtime.diagnose", "--help"], "npu_runtime.diagnose --help", cwd=work)
     if runtime_tests:
-        sys.path.insert(0, str(REPO))
-        from tests.packaging.test_npu_runtime_wheel import WHEEL_TESTS
-
         run([bin_dir / "python", "-m", "pip", "install", "-q", "--extra-index-url",
              "https://download.pytorch.org/whl/cpu", "torch==2.13.0", "pytest", "pytest-timeout", "hypothesis",
-             "numpy"], "install torch and the test tools")
-        tests = work / "tests"
+             "numpy"], "install torch (the CPU build where PyTorch's index is reachable) and the test tools")
+        tests = work / "runtime_tests"
         shutil.rmtree(tests, ignore_errors=True)
-        shutil.copytree(REPO / "tests" / "runtime", tests / "runtime")
-        (tests / "__init__.py").touch()
-        shutil.copy(REPO / "tests" / "conftest.py", tests / "conftest.py")
-        run([bin_dir / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             *[f"tests/runtime/{t}" for t in WHEEL_TESTS]], "runtime tests against the wheel", cwd=work, timeout=1800)
+        shutil.copytree(REPO / "tests" / "runtime", tests, ignore=shutil.ignore_patterns("__pycache__"))
+        (work / "pytest.ini").write_text("[pytest]\naddopts = -ra --strict-markers -p no:cacheprovider\n"
+                                         "timeout = 900\ntimeout_method = thread\n"
+                                         "markers =\n    slow: runs real training processes\n")
+        run([bin_dir / "python", "-m", "pytest", "-q", *[f"runtime_tests/{t}" for t in wheel_tests()]],
+            "runtime tests against the installed wheel", cwd=work, timeout=1800)
     print(f"  npu-runtime {version}: imports without torch, its commands start"
           + (", its wheel tests pass" if runtime_tests else ""))
 

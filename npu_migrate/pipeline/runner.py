@@ -97,7 +97,11 @@ def caught_warning(warning) -> str:
 
 
 def _migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
-    from npu_migrate.pipeline.limits import LimitError, check_python_memory, out_of_memory
+    from npu_migrate.pipeline.limits import (
+        LimitError,
+        check_python_memory,
+        out_of_memory,
+    )
 
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:

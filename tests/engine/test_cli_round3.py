@@ -108,8 +108,8 @@ def test_a_library_warning_is_printed_once_as_the_tools_own_line(tmp_path, cache
         result = cli(tmp_path, ".", "-j", "2", *cache)
         assert result.returncode == 0, result.stderr
         lines = [line for line in result.stderr.splitlines() if "MissingIDFieldWarning" in line]
-        assert lines == ["warning: nbformat MissingIDFieldWarning: Cell is missing an id field, this will become "
-                         "a hard error in future nbformat versions (3 files, first a.ipynb)"], result.stderr
+        assert lines == [("warning: nbformat MissingIDFieldWarning: Cell is missing an id field, this will become "
+                          "a hard error in future nbformat versions (3 files, first a.ipynb)")], result.stderr
         assert "validator.py" not in result.stderr
     assert "MissingIDFieldWarning" not in cli(tmp_path, ".", "-q", "--no-cache").stderr
 
@@ -137,9 +137,9 @@ def test_the_summary_says_how_to_get_npu_runtime(tmp_path, run_cli):
     write(tmp_path, "requirements.txt", "torch==2.13.0\n")
     out = run_cli(".", "--no-cache", "--entry", "train.py").output
     hint = [line.strip() for line in out.splitlines() if "--vendor-runtime DIR" in line]
-    assert hint == [f"npu-runtime {version} is imported by 1 migrated file(s): install it with "
-                    f"`pip install npu-runtime=={version}`, or vendor it with `--vendor-runtime DIR` where "
-                    "your index lacks it"], out
+    assert hint == [(f"npu-runtime {version} is imported by 1 migrated file(s): install it with "
+                     f"`pip install npu-runtime=={version}`, or vendor it with `--vendor-runtime DIR` where "
+                     "your index lacks it")], out
     vendored = run_cli(".", "--no-cache", "--entry", "train.py", "--vendor-runtime", "vendor").output
     assert "where your index lacks it" not in vendored
 
