@@ -44,11 +44,15 @@ def run_cli(tmp_path, monkeypatch):
 # (a pre-commit environment, a corpus download, a resumed training run) are made once;
 # tests/e2e and tests/emulator each go to one worker as a whole, because their session
 # fixtures (the migrated workspace and its CPU reference runs; the emulator's probe,
-# training and op-parity runs) are shared by many files and cost minutes to make again.
+# training and op-parity runs) are shared by many files and cost minutes to make again;
+# tests/runtime goes to one worker as a whole too, so that its timing-sensitive process
+# tests (watchdog timeouts of a few seconds) never run beside one another: under -n 2 at
+# load ~25 one of them (a spawned child starved past a 4 s watchdog) failed once when
+# runtime files ran on both workers.
 # Files with slow tests are handed out first (longest first, so that no worker is left
 # with a long file at the end). Only the default `--dist load` is replaced: an explicit
 # `--dist` is kept. A serial run (no -n) is untouched.
-SHARED_SESSION_FOLDERS = ("tests/e2e/", "tests/emulator/")
+SHARED_SESSION_FOLDERS = ("tests/e2e/", "tests/emulator/", "tests/runtime/")
 
 
 def _scope(nodeid: str) -> str:
