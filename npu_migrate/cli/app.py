@@ -79,7 +79,7 @@ class _DefaultToMigrate(click.Group):
     name is internal and never shown (help, usage errors)."""
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("--version", "-h", "--help")):
+        if not args or (args[0] not in self.commands and args[0] not in ("--version", "-V", "-h", "--help")):
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
 
@@ -98,7 +98,7 @@ class _ToolContext(click.Context):
 
 
 @click.group(cls=_DefaultToMigrate, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="npu-migrate")
+@click.version_option(__version__, "-V", "--version", prog_name="npu-migrate")
 def main() -> None:
     """Migrate CUDA PyTorch code to Ascend NPUs (torch_npu, HCCL)."""
 
@@ -167,8 +167,10 @@ Other commands:
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file (pyproject.toml).")
 @click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
               help="Colour the diff and the report (auto: on a terminal, unless NO_COLOR is set).")
-@click.option("-q", "--quiet", is_flag=True, help="Print the findings and errors only (no diff, no summary).")
-@click.option("-s", "--silent", is_flag=True, help="Print nothing; the exit code says how it went.")
+@click.option("-q", "--quiet", count=True,
+              help="As ruff's -q: print the findings and errors, nothing else (no diff, no summary). "
+                   "-qq is -s.")
+@click.option("-s", "--silent", is_flag=True, help="Print nothing; the exit code says how it went (also -qq).")
 @click.option("-v", "--verbose", is_flag=True, help="Also print per-file status and timing.")
 @_exits_on_interrupt
 def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ignore, exclude, extend_exclude,
@@ -185,6 +187,7 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
 
     if write and check:
         raise click.UsageError("--write and --check cannot be combined")
+    silent = silent or quiet >= 2
     options = Options(
         paths=list(paths), mode="write" if write else "check" if check else "dry-run", diff=diff,
         select=_codes(select), extend_select=split_codes(extend_select), ignore=_codes(ignore),
@@ -192,7 +195,7 @@ def migrate(paths, write, check, diff, select, extend_select, ignore, extend_ign
         force_exclude=force_exclude, jobs=jobs, output_format=output_format, output_file=output_file, report=report,
         fail_on_findings=fail_on_findings, exit_zero=exit_zero, statistics=statistics, show_fixes=show_fixes,
         annotate=annotate, config=config, cache=not no_cache, cache_dir=cache_dir, vendor_runtime=vendor_runtime,
-        entries=list(entries), prefilter=not no_prefilter, quiet=quiet or silent, silent=silent, verbose=verbose and not silent,
+        entries=list(entries), prefilter=not no_prefilter, quiet=bool(quiet) or silent, silent=silent, verbose=verbose and not silent,
         stdin_filename=stdin_filename, isolated=isolated, color=color,
     )
     sys.exit(command.run(options))

@@ -29,6 +29,7 @@ from npu_migrate.cli.prepare import (
     UsageError,
     consoles,
     default_diff,
+    missing_paths,
     prepare,
 )
 from npu_migrate.pipeline.model import FileResult
@@ -201,6 +202,11 @@ def _run(options: Options) -> int:
     except UsageError as exc:
         err.print(f"error: {exc}")
         return EXIT_ERROR
+    missing = missing_paths(options)
+    for line in missing:  # before any file is read: nothing is scanned
+        err.print(f"error: {line}")
+    if missing:
+        return EXIT_ERROR
     if options.stdin:
         return stdin.run(prep, out, err)
     vendored = None
@@ -225,7 +231,7 @@ def _run(options: Options) -> int:
         _check_vendored_imports(results, vendored, err)
     flush_cache(prep, err)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
-                    options.verbose, time.perf_counter() - start)
+                    options.verbose, time.perf_counter() - start, runtime_vendored=vendored_dir is not None)
     if not emit(report, prep, out, err):
         return EXIT_ERROR
     if vendored is not None and options.mode == "check" and vendored.action in ("create", "update") \

@@ -38,6 +38,8 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
             written = False
     if opts.silent:  # nothing but the exit code
         return written
+    if not opts.quiet:
+        library_warnings(report, err)
     if opts.output_file is None and fmt not in reporting.HUMAN:
         out.file.write(reporting.render(fmt, report))
         out.file.flush()
@@ -46,6 +48,9 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
             if result.error is not None:
                 err.print(f"error: {result.error}")
         if opts.output_file is None and fmt in reporting.HUMAN:
+            if report.statistics:  # the counts are the diagnostics asked for
+                text.statistics(report, err)
+                return written
             for result in report.results:
                 for line in text.diagnostics(result, report.show_fixes):
                     err.print(line, soft_wrap=True, highlight=False)
@@ -57,6 +62,18 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
                 err.print(f"error: {result.error}")
         text.summary(report, err)
     return written
+
+
+def library_warnings(report, err: Console) -> None:
+    """Each warning a library raised during the run (:attr:`FileResult.warnings`), once,
+    with how many files raised it and the first of them."""
+    seen: dict[str, list[str]] = {}
+    for result in report.results:
+        for warning in result.warnings:
+            seen.setdefault(warning, []).append(result.path)
+    for warning, paths in seen.items():
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} files, first {paths[0]}"
+        err.print(f"warning: {warning} ({where})", soft_wrap=True, highlight=False)
 
 
 def exit_code(report, prep: Prepared) -> int:

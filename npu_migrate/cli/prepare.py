@@ -22,6 +22,10 @@ from npu_migrate.pipeline.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
+#: The subcommands (npu_migrate/cli/app.py; tests/engine/test_cli_round3.py checks the
+#: list): a path that does not exist but is a near miss of one is a typo of it.
+SUBCOMMANDS = ("rules", "explain", "emulate", "verify", "launch", "preflight", "diagnose")
+
 
 class UsageError(Exception):
     """Bad flags or configuration: one line, exit 2, nothing read or written."""
@@ -53,10 +57,11 @@ def machine_on_stdout(options: Options) -> bool:
 
 def default_diff(options: Options) -> bool:
     """A dry run prints its diff unless the report is for a machine or goes to a file
-    (``--output-file``), or the run is quiet: then only ``--diff`` prints one."""
+    (``--output-file``), the run is quiet, or it asks for counts (``--statistics``, as
+    ruff's prints the counts only): then only ``--diff`` prints one."""
     from npu_migrate import reporting
 
-    return (options.mode == "dry-run" and not options.quiet and not options.silent
+    return (options.mode == "dry-run" and not options.quiet and not options.silent and not options.statistics
             and options.output_format in reporting.HUMAN and options.output_file is None)
 
 
@@ -71,6 +76,31 @@ def consoles(color: str = "auto") -> tuple[Console, Console]:
         extra = {"color_system": None, "no_color": True}
     return (Console(highlight=False, markup=False, soft_wrap=True, **extra),
             Console(stderr=True, highlight=False, markup=False, soft_wrap=True, **extra))
+
+
+def did_you_mean(path: str) -> str:
+    """`` (did you mean `npu-migrate explain`?)`` when ``path`` is a near miss of a
+    subcommand (``explan``), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(path.lower(), SUBCOMMANDS, n=1, cutoff=0.6)
+    return f" (did you mean `npu-migrate {close[0]}`?)" if close else ""
+
+
+def missing_paths(options: Options) -> list[str]:
+    """One line per path given that does not exist (a link that leads nowhere exists:
+    discovery reports it), with a "did you mean" for a subcommand's near miss. A
+    missing path is a usage error, found before any file is read: as black, the run
+    does not start (``npu-migrate explan train.py:1`` is no scan of two files)."""
+    import os
+
+    if options.stdin:
+        return []
+    missing = [path for path in options.paths if not os.path.lexists(path)]
+    if missing and missing[0] == options.paths[0] and did_you_mean(missing[0]):
+        # a mistyped subcommand: what follows it are its arguments, not paths
+        return [f"{missing[0]}: no such file or directory{did_you_mean(missing[0])}"]
+    return [f"{path}: no such file or directory" for path in missing]
 
 
 def prepare(options: Options) -> Prepared:

@@ -82,6 +82,10 @@ class FileResult:
     #: Why no rule ran on the file: a data file (results, metrics, a dataset;
     #: :func:`npu_migrate.pipeline.file_roles.data_file_reason`). Counted in the summary.
     skipped: str | None = None
+    #: Warnings a library (nbformat, ...) raised while this file was migrated, caught by
+    #: the runner and printed once per run as npu-migrate's own line
+    #: (:func:`npu_migrate.pipeline.runner.migrate_safely`); kept in the cache entry.
+    warnings: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -94,6 +98,7 @@ class FileResult:
             "new_source": self.new_source.decode("latin-1") if self.new_source is not None else None,
             "rules": {rule: list(note) for rule, note in self.rule_notes.items()},
             "skipped": self.skipped,
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -115,6 +120,7 @@ class FileResult:
                 new_source=new_source.encode("latin-1") if new_source is not None else None,
                 rule_notes=_notes(data.get("rules", {})),
                 skipped=skipped,
+                warnings=_warnings(data.get("warnings", [])),
             )
         except UnicodeEncodeError as exc:  # not what to_cache writes
             raise ValueError(f"cache entry: {exc}") from None
@@ -135,6 +141,12 @@ def _notes(value: object) -> dict[str, tuple[str, str]]:
             isinstance(v, list) and len(v) == 2 and all(type(x) is str for x in v) for v in value.values()):
         raise TypeError("cache entry: rules is not an object of [summary, impact] pairs")
     return {str(rule): (note[0], note[1]) for rule, note in value.items()}
+
+
+def _warnings(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(type(item) is str for item in value):
+        raise TypeError("cache entry: warnings is not a list of strings")
+    return list(value)
 
 
 def _list(value: object) -> list:

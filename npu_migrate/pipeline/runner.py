@@ -71,7 +71,33 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     """Hand the file to its front end (``npu_migrate/pipeline/filetypes.py`` decides which;
     a file no front end claims is treated as Python, as named files always were),
     turning a bug in a rule into a one-line error for that file. Front ends are
-    imported only when a file needs them."""
+    imported only when a file needs them. Warnings a library raises meanwhile
+    (nbformat's ``MissingIDFieldWarning`` on a notebook without cell ids) are caught
+    into :attr:`FileResult.warnings`: the command line prints each once, as its own
+    line, instead of each worker printing it to stderr with the library's source line."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        result = _migrate_safely(path, data, settings)
+    for warning in caught:
+        line = caught_warning(warning)
+        if line not in result.warnings:
+            result.warnings.append(line)
+    return result
+
+
+def caught_warning(warning) -> str:
+    """``nbformat MissingIDFieldWarning: Cell is missing an id field, ...``: the library
+    (the top package of the warning's category), the category and the message's first
+    sentence."""
+    category = warning.category
+    library = category.__module__.split(".")[0]
+    message = str(warning.message).strip().split(". ")[0].rstrip(".")
+    origin = f"{library} " if library not in ("builtins", "warnings") else ""
+    return f"{origin}{category.__name__}: {message}"
+
+
+def _migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     from npu_migrate.pipeline.limits import (
         LimitError,
         check_python_memory,

@@ -11,6 +11,9 @@ from npu_migrate.reporting.report import Report
 
 
 def write(report: Report, console: Console) -> None:
+    if report.statistics:  # counts only: the text format's table
+        text.write(report, console)
+        return
     for result in report.results:
         lines = text.diagnostics(result, report.show_fixes, with_path=False)
         if result.error is not None:
@@ -23,6 +26,4 @@ def write(report: Report, console: Console) -> None:
         for line in lines:
             console.print(Text("  ") + line, soft_wrap=True, highlight=False)
         console.print()
-    if report.statistics:
-        text.statistics(report, console)
     text.summary(report, console)

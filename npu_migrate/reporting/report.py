@@ -64,6 +64,9 @@ class Report:
     statistics: bool = False
     verbose: bool = False
     elapsed: float | None = None
+    #: the run vendors npu_runtime (``--vendor-runtime``, or a copy an earlier run left):
+    #: nothing is declared, and the summary does not say how to install it
+    runtime_vendored: bool = False
     summary: dict = field(init=False)
 
     def __post_init__(self) -> None:

@@ -30,10 +30,15 @@ def fix_state(result: FileResult) -> str:
 
 
 def write(report: Report, console: Console) -> None:
-    _file_lines(report, console)
-    if report.statistics:
+    if report.statistics:  # counts only, as ruff's --statistics: errors, the files written, the table
+        for result in report.results:
+            if result.error is not None:
+                console.print(f"error: {result.error}", soft_wrap=True, highlight=False)
+            elif result.written and report.mode == "write":
+                console.print(f"wrote: {result.path}", soft_wrap=True, highlight=False)
         statistics(report, console)
     else:
+        _file_lines(report, console)
         for result in report.results:
             for text in diagnostics(result, report.show_fixes):
                 console.print(text, soft_wrap=True, highlight=False)
@@ -130,8 +135,13 @@ def summary(report: Report, console: Console) -> None:
     runtime = runtime_line(report)
     if runtime:
         console.print(f"  {runtime}", highlight=False, soft_wrap=True)
+    from npu_migrate.reporting.runtime_hint import install_hint
+
+    hint = install_hint(report)
+    if hint:
+        console.print(f"  {hint}", highlight=False, soft_wrap=True)
     for label, key in (("fixes:   ", "fixes_by_rule"), ("findings:", "findings_by_rule")):
-        if s[key]:
+        if s[key] and not report.statistics:  # --statistics printed them as a table
             console.print(f"  {label} " + ", ".join(f"{k} x{v}" for k, v in s[key].items()), highlight=False, soft_wrap=True)
     if report.pending and report.mode in ("dry-run", "check"):
         what = "This was a dry run: nothing was written." if report.mode == "dry-run" else "Nothing was written."

@@ -9,6 +9,8 @@ other front ends agree:
   and the argument and config keys that hold one;
 * ``devices``: device strings (``cuda:0`` -> ``npu:0``) and the keys that hold one;
 * ``packages``: PyPI distributions that only work on NVIDIA GPUs, CUDA wheel indexes.
+* ``torch_npu_releases``: the torch-npu releases on PyPI per torch series (the pairs
+  NPU850/NPU860 can pin; docs/compatibility.md lists them).
 
 Nothing here imports libcst or torch.
 """

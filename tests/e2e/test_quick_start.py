@@ -21,10 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def quick_start_lines() -> list[str]:
-    """The shell lines of the README's emulator quick start, without `pip install`."""
+    """The shell lines of the README's emulator quick start, without `pip install` (it has
+    none now: the second opening command installed everything) and without the closing
+    `cd -` back to the checkout (each line here starts from a directory of its own)."""
     readme = (REPO / "README.md").read_text()
     block = re.search(r"To see a migrated project train.*?```bash\n(.*?)```", readme, re.DOTALL).group(1)
-    return [line for line in block.splitlines() if line.strip() and not line.startswith("pip install")]
+    return [line for line in block.splitlines()
+            if line.strip() and not line.startswith(("pip install", "cd -"))]
 
 
 def _epochs(output: str) -> list[int]:

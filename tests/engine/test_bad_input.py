@@ -66,9 +66,11 @@ def test_broken_symlink(project, run_cli):
 
 
 def test_missing_path(project, run_cli):
+    """A path that does not exist is a usage error found before any file is read (issue
+    37.5): not a scanned file that failed, and the other paths are not migrated."""
     result = run_cli("good.py", "nope.py")
     _assert_clean_failure(result, "nope.py: no such file or directory")
-    assert "would change" in result.output  # good.py was still processed
+    assert "file(s) scanned" not in result.output and "+++" not in result.output
 
 
 def test_directory_without_supported_files(tmp_path, run_cli):
