@@ -33,15 +33,26 @@ def test_brackets_after_closed_strings_are_still_counted(kind, text):
         limits.check(text, kind)
 
 
-@pytest.mark.parametrize(("suffix", "line"), [(".yaml", "k{}: cuda\n"), (".toml", "k{} = 'cuda'\n")])
-def test_a_large_config_with_a_trigger_word_is_one_line_skipped(suffix, line):
-    limit = engine.PARSE_LIMITS[engine.reader_name("c" + suffix)]
-    text = "".join(line.format(i) for i in range(limit // 8)).encode()
+def test_a_large_toml_with_a_trigger_word_is_one_line_skipped():
+    limit = engine.PARSE_LIMITS[engine.reader_name("c.toml")]
+    text = "".join("k{} = 'cuda'\n".format(i) for i in range(limit // 8)).encode()
     assert len(text) > limit
     start = time.perf_counter()
-    result = migrate_safely("c" + suffix, text, Settings())
+    result = migrate_safely("c.toml", text, Settings())
     assert time.perf_counter() - start < 10
     assert result.error is not None and "skipped" in result.error and "\n" not in result.error
+
+
+def test_a_yaml_past_the_parse_limit_is_a_data_file_not_an_error():
+    """YAML over 1 MiB is a data file (npu_migrate/pipeline/file_roles.py), skipped and
+    counted before the parse limit is reached: no error, no findings, and fast."""
+    limit = engine.PARSE_LIMITS[engine.reader_name("c.yaml")]
+    text = "".join(f"k{i}: cuda\n" for i in range(limit // 8)).encode()
+    assert len(text) > limit
+    start = time.perf_counter()
+    result = migrate_safely("c.yaml", text, Settings())
+    assert time.perf_counter() - start < 10
+    assert result.error is None and result.skipped and not result.findings
 
 
 def test_a_large_yaml_without_a_trigger_word_is_not_refused():
