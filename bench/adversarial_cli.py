@@ -240,7 +240,52 @@ def notebook(n: int) -> str:
 
 
 N = 100_000
+def bounded(filename: str, text: str, limit: float = 60) -> Callable[[Path], tuple[bool, str]]:
+    """Round 4 (issue 38): a hostile file of a few MB is answered within ``limit`` with no
+    traceback (a clean result, or one error line naming it), and the good file is migrated."""
+    def trial(root: Path) -> tuple[bool, str]:
+        (root / filename).write_text(text)
+        (root / "good.py").write_bytes(CUDA_PY)
+        outcome = npu_migrate(["--write", "--no-cache", "."], root, limit)
+        if outcome.code is None:
+            return False, f"no answer in {outcome.seconds:.0f}s"
+        errors = [line for line in outcome.out.splitlines() if line.startswith("error:")]
+        held = ("Traceback" not in outcome.out and outcome.code in (0, 2) and len(errors) <= 1
+                and b"torch.npu" in (root / "good.py").read_bytes())
+        return held, f"exit {outcome.code} in {outcome.seconds:.1f}s: {errors[0][:90] if errors else 'no error line'}"
+
+    return trial
+
+
+def invalid_ignore(where: str) -> Callable[[Path], tuple[bool, str]]:
+    def trial(root: Path) -> tuple[bool, str]:
+        (root / "good.py").write_bytes(CUDA_PY)
+        if where == "gitignore":
+            subprocess.run(["git", "init", "-q", str(root)], check=True)
+            (root / ".gitignore").write_text("build/\n!\n")
+            outcome = npu_migrate(["--write", "--no-cache", "."], root, 60)
+            ok = outcome.code == 0 and "Traceback" not in outcome.out and b"torch.npu" in (root / "good.py").read_bytes()
+            return ok, f"exit {outcome.code} in {outcome.seconds:.1f}s"
+        (root / "pyproject.toml").write_text('[tool.npu-migrate]\nexclude = ["!"]\n')
+        return one_clean_error(npu_migrate(["--write", "--no-cache", "."], root, 60), "exclude")
+
+    return trial
+
+
+MB = 1 << 20
+FENCE = "```bash\npython train.py --device cuda\n```\n"
+
 CASES: dict[str, Callable[[Path], tuple[bool, str]]] = {
+    "README of `[`, 2 MB (round 4)": bounded("README.md", "[" * (2 * MB)),
+    "README of `[` lines after a bash fence, 2 MB (round 4)": bounded("README.md", FENCE + "[\n" * MB),
+    "README of `![`, 2 MB, bash fence (round 4)": bounded("README.md", FENCE + "![" * MB),
+    "YAML of `kN: cuda` lines, 8 MB (round 4)": bounded("c.yaml", "".join(f"k{i}: cuda\n" for i in range(8 * MB // 12))),
+    "YAML of `kN: cuda` lines, 0.95 MB (round 4)": bounded("c.yaml", "".join(f"k{i}: cuda\n" for i in range(78_000))),
+    "TOML of `kN = 'cuda'` lines, 250 KB (round 4)": bounded("c.toml", "".join(f"k{i} = 'cuda'\n" for i in range(16_500))),
+    "JSON of 8 MB unclosed quotes (round 4)": bounded("c.json", '"' * (8 * MB)),
+    "JSON of 4 MB unclosed /* (round 4)": bounded("c.json", "/*" * (2 * MB)),
+    ".gitignore with a lone ! (round 4)": invalid_ignore("gitignore"),
+    "exclude = [\"!\"] (round 4)": invalid_ignore("config"),
     "deep JSON arrays (100k)": deep_case("c.json", "[" * N + f'"{WORD}"' + "]" * N),
     "deep JSON objects (100k)": deep_case("c.json", '{"a": ' * N + f'"{WORD}"' + "}" * N),
     "deep YAML flow (100k)": deep_case("c.yaml", "a: " + "[" * N + WORD + "]" * N + "\n"),

@@ -204,6 +204,26 @@ CASES: dict[str, tuple[float, str]] = {
         t = time.monotonic(); note = inst.install(environ=e).note or ""
         expect("NPU_RUNTIME_HOST_IP" in note and time.monotonic() - t < 2, note[:100])
     """),
+    "diagnose: 1.4 MB log of `torch_npu requires ...` lines (round 4)": (60, r"""
+        import subprocess
+        log = root / "big.log"
+        log.write_text(("torch_npu " + "requires " * 6600 + "\n") * 24)
+        t = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "npu_runtime.diagnose", str(log)], capture_output=True, text=True,
+                              timeout=55)
+        expect(done.returncode in (0, 1) and "Traceback" not in done.stderr and time.monotonic() - t < 30,
+               f"exit {done.returncode} in {time.monotonic() - t:.1f} s")
+    """),
+    "diagnose: escape sequences in a log line and its name (round 4)": (60, r"""
+        import subprocess
+        evil = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+        log = root / f"rank0{evil}.log"
+        log.write_text(f"{evil}RuntimeError: NPU out of memory{evil}\n")
+        done = subprocess.run([sys.executable, "-m", "npu_runtime.diagnose", str(log)], capture_output=True, text=True,
+                              timeout=55)
+        out = done.stdout + done.stderr
+        expect(done.returncode == 1 and not any(c in out for c in "\x1b\x07\x9b"), repr(out[:100]))
+    """),
     "watchdog: timeout 1e10 / 1e300": (60, r"""
         from npu_runtime import Watchdog
         ok = True

@@ -25,6 +25,7 @@ import sys
 import click
 
 from npu_migrate import __version__
+from npu_migrate.cli.extras import EMULATE_NEEDS, missing_modules, needs_extra
 from npu_migrate.cli.options import split_codes
 from npu_migrate.verify.cli import verify_command
 
@@ -46,18 +47,29 @@ def _exits_on_interrupt(command):
 
         writer.written.clear()
         try:
+            # SIGTERM and SIGHUP (a closed terminal) end the run as Ctrl-C does: the
+            # workers killed, no temp file left, the same one line.
+            for signum in writer.ENDING_SIGNALS[1:]:
+                signal.signal(signum, writer.raise_terminated)
+        except ValueError:  # not the main thread (an embedding caller): leave signals alone
+            pass
+        try:
             return command(*args, **kwargs)
-        except KeyboardInterrupt:
-            # A second Ctrl-C from here on ends the process with the same status. The
+        except KeyboardInterrupt as exc:
+            # A second signal from here on ends the process with the same status. The
             # process then ends without interpreter finalisation, which would reset
             # SIGINT to its default, so that a second Ctrl-C arriving then killed the
             # process by signal (-2) instead; the workers are gone, nothing is pending.
-            signal.signal(signal.SIGINT, lambda signum, frame: os._exit(EXIT_INTERRUPTED))
-            click.echo(f"interrupted: {len(writer.written)} file(s) written before the interrupt, none after it",
+            signum = exc.signum if isinstance(exc, writer.Terminated) else signal.SIGINT
+            code = EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum
+            for ending in writer.ENDING_SIGNALS:
+                signal.signal(ending, lambda signum, frame: os._exit(code))
+            what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+            click.echo(f"{what}: {len(writer.written)} file(s) written before the interrupt, none after it",
                        err=True)
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(code)
 
     return run
 
@@ -274,11 +286,15 @@ def emulate_command(nproc: int, strict: bool, script: str, args: tuple[str, ...]
     """Run SCRIPT with an emulated torch_npu (CPU-backed 'npu' device). Needs the [emulate] extra.
 
     SCRIPT may be a Python launcher on PATH: npu-migrate emulate accelerate launch train.py"""
+    missing = missing_modules(EMULATE_NEEDS)
+    if missing:
+        needs_extra("emulate", missing)
     try:
         from npu_migrate.emulate.launcher import run as run_emulated
     except ImportError as exc:
-        raise click.ClickException(f"the emulator is not available ({exc}); pip install 'npu-migrate[emulate]'")
+        needs_extra("emulate", [exc.name or str(exc)])
     sys.exit(run_emulated(script, list(args), nproc=nproc, strict=strict))
+
 
 
 def _env_pairs(values: tuple[str, ...]) -> dict[str, str] | None:
@@ -387,8 +403,17 @@ def diagnose_command(args: tuple[str, ...]) -> None:
     what to do and whether a restart can help, root cause first. Exit 1 if a failure
     was diagnosed, 0 if none, 2 for an unreadable log.
     """
-    from npu_runtime.diagnose.cli import main as diagnose_main
-
+    # The runtime copy npu-migrate bundles, as for preflight: diagnose needs neither torch nor
+    # an installed npu-runtime, so it works after the light install (`pip install npu-migrate`).
+    try:
+        from npu_migrate._runtime.diagnose.cli import main as diagnose_main
+    except ImportError:
+        try:
+            from npu_runtime.diagnose.cli import main as diagnose_main
+        except ImportError:
+            click.echo("npu-migrate diagnose: the runtime's diagnose is not installed here: "
+                       "pip install npu-runtime (or 'python -m pip install ./runtime' from a source checkout)", err=True)
+            sys.exit(2)
     sys.exit(diagnose_main(list(args), prog="npu-migrate diagnose"))
 main.add_command(verify_command)  # npu_migrate/verify/cli.py
 

@@ -104,6 +104,13 @@ def prepare(options: Options) -> Prepared:
         resolved = resolve(options, cfg)
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
+    from npu_migrate.pipeline.discovery import invalid_pattern
+
+    bad = invalid_pattern(resolved.exclude)
+    if bad is not None:  # one line, not pathspec's traceback at discovery
+        where = (f"{cfg.path}: [tool.npu-migrate] exclude" if cfg.path is not None and bad in
+                 [*cfg.exclude, *cfg.extend_exclude] else "--exclude")
+        raise UsageError(f"{where}: {bad!r} is not a valid gitignore-style pattern")
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
     from npu_migrate.pipeline.facts import ProjectFacts
 

@@ -66,6 +66,20 @@ class ConfigFile:
         return self.lines.line_start(self.lines.line(scalar.start))
 
 
+#: Fixes and findings one configuration file may have: each costs about 0.3 ms to record
+#: and place, so a hostile file of 32 MB of ``k: cuda`` lines (2.7 M findings) would take
+#: a quarter of an hour; real configurations have a few dozen.
+MAX_RESULTS = 10_000
+
+
+#: The largest file of a slow parser that is parsed, once a rule's trigger word is in it
+#: (a file without one is never parsed, whatever its size). Measured on hostile files of
+#: one key per line, on a loaded 2-core machine: PyYAML about 14 s per MB, tomlkit about
+#: 70 s per MB; the bounds keep a file within about 15 s (several times that on a machine
+#: loaded by other work). Real configurations are KBs.
+PARSE_LIMITS = {"yaml_reader": 1 << 20, "toml_reader": 256 << 10}
+
+
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     """Never raises for bad input: a file its parser refuses gets ``path:line: ...``."""
     result = FileResult(path=path)
@@ -94,6 +108,10 @@ def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppres
     if not needed:
         return document
     if document is None:
+        limit = PARSE_LIMITS.get(reader_module)
+        if limit is not None and len(data) > limit:
+            raise ReadError(1, f"{len(data) / (1 << 20):.1f} MB, larger than the {limit / (1 << 20):g} MB npu-migrate "
+                               f"parses in a {reader_module.removesuffix('_reader').upper()} file; skipped")
         document = reader(reader_module).read(data)
     file = ConfigFile(data, document, recorder, settings.facts, named_target(settings.target))
     rules = [cls(file) for cls in needed]
@@ -101,6 +119,10 @@ def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppres
         for rule in rules:
             rule.visit_scalar(scalar)
         file.previous = scalar
+        if len(recorder.edits) + len(recorder.findings) > MAX_RESULTS:
+            raise ReadError(file.lines.line(scalar.start),
+                            f"more than {MAX_RESULTS} fixes and findings in one file; skipped (a data file, "
+                            "not a configuration npu-migrate rewrites; exclude it)")
     for rule in rules:
         rule.leave_file()
     comments.find(data, document, file.lines, suppressions)

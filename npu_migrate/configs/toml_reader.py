@@ -74,7 +74,10 @@ def locate(document, text: str, found: list[tuple[object, object, tuple[str, ...
             container[key] = original
     if document.as_string() != text:
         raise ReadError(1, "tomlkit cannot reproduce this file exactly; left unchanged")
-    positions = sorted((rendered.index(f'"{marker}"'), index) for index, marker in enumerate(markers))
+    # One pass for all markers (``str.index`` per marker was quadratic in the file's items).
+    positions = sorted((match.start(), int(match[1])) for match in _MARKER.finditer(rendered))
+    if len(positions) != len(markers):
+        raise ReadError(1, "tomlkit cannot reproduce this file exactly; left unchanged")
     ranges: list[tuple[int, int]] = [(0, 0)] * len(found)
     shift = 0
     for at, index in positions:
@@ -84,6 +87,7 @@ def locate(document, text: str, found: list[tuple[object, object, tuple[str, ...
     return ranges
 
 
+_MARKER = re.compile(r'"npu-migrate-marker-(\d+)-x"')
 _KEY_SEPARATOR = re.compile(r"[ \t]*=[ \t]*")
 
 

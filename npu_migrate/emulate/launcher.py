@@ -85,6 +85,10 @@ def child_env(
     old = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(SITE_DIR) + (os.pathsep + old if old else "")
     env.setdefault(ENV_DEVICES, str(max(int(nproc), 1)))
+    # Run to run determinism (docs/emulator.md, "Determinism"): str/bytes hashing is
+    # randomised per process, so a vocabulary built as list(set(text)) is ordered
+    # differently in every run and in every spawned rank. A value the user set is kept.
+    env.setdefault("PYTHONHASHSEED", "0")
     if strict:
         env[ENV_STRICT] = "1"
     env[ENV_ACTIVE] = "1"

@@ -41,16 +41,47 @@ PLACEHOLDER = re.compile(r"<[A-Za-z_][\w./ -]*>")
 
 NOTE = "a command in a Markdown code block: reported, the file is left as is"
 
+#: A line that may open a shell fence (after any list markers and block-quote marks):
+#: a file without one has no block to report and is never parsed.
+SHELL_FENCE_OPENER = re.compile(
+    r"^[ \t>*+\-\d.)]*(?:`{3,}|~{3,})[ \t]*(?:" + "|".join(sorted(SHELL_FENCES, key=len, reverse=True)) + r")\b",
+    re.IGNORECASE | re.MULTILINE)
+#: The most lines / characters of a Markdown file with a shell fence that is parsed
+#: (markdown-it-py's block parser costs up to ~0.2 ms a line on hostile shapes, so
+#: 20,000 lines stay within about 5 s); past them the file is skipped (one line, as
+#: every front end's limit: npu_migrate/pipeline/limits.py).
+MAX_LINES = 20_000
+MAX_CHARS = 4 << 20
 
-def shell_blocks(text: str) -> list[tuple[int, int, str]]:
+
+def _parser() -> MarkdownIt:
+    """CommonMark's block structure only. Inline parsing (emphasis, links, brackets) and
+    link reference definitions are switched off: fences are found without them, and
+    markdown-it-py's inline and reference rules take quadratic time on runs of ``[``
+    (a 2 MB README of ``[`` did not finish in 75 s)."""
+    return MarkdownIt("commonmark").disable(["inline", "reference"])
+
+
+def _fences(text: str) -> list:
+    """The fence tokens of ``text`` (none without a shell fence opener); raises LimitError."""
+    if not SHELL_FENCE_OPENER.search(text):
+        return []
+    lines = text.count("\n") + 1
+    if lines > MAX_LINES or len(text) > MAX_CHARS:
+        from npu_migrate.pipeline.limits import LimitError
+
+        raise LimitError(1, f"a Markdown file of {lines} lines and {len(text) >> 10} KB, more than the "
+                            f"{MAX_LINES} lines / {MAX_CHARS >> 20} MB npu-migrate scans for shell commands; skipped")
+    return [token for token in _parser().parse(text) if token.type == "fence" and token.map is not None]
+
+
+def shell_blocks(text: str, tokens: list | None = None) -> list[tuple[int, int, str]]:
     """``(line, indent, code)`` per shell-fenced block: ``line`` is the 1-based
     line of the block's first code line, ``indent`` the columns CommonMark took
     off its lines (a fence in a list item), placeholders blanked."""
     out = []
     source_lines = text.splitlines()
-    for token in MarkdownIt("commonmark").parse(text):
-        if token.type != "fence" or token.map is None:
-            continue
+    for token in _fences(text) if tokens is None else tokens:
         language = (token.info.split() or [""])[0].lower()
         if language not in SHELL_FENCES:
             continue
@@ -68,7 +99,8 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     """Never raises for bad input and never returns new source."""
     result = FileResult(path=path)
     text = data.decode("utf-8", "replace")
-    for (first, indent, code), placeholders in zip(shell_blocks(text), _placeholders(text), strict=True):
+    tokens = _fences(text)
+    for (first, indent, code), placeholders in zip(shell_blocks(text, tokens), _placeholders(tokens), strict=True):
         block = migrate_shell(path, code.encode("utf-8"), settings)
         lines = code.splitlines()
         for fix in block.fixes:
@@ -85,11 +117,11 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     return result
 
 
-def _placeholders(text: str) -> list[list[str]]:
+def _placeholders(tokens: list) -> list[list[str]]:
     """The placeholders of each block :func:`shell_blocks` returns, in order."""
     out = []
-    for token in MarkdownIt("commonmark").parse(text):
-        if token.type == "fence" and token.map is not None and (token.info.split() or [""])[0].lower() in SHELL_FENCES:
+    for token in tokens:
+        if (token.info.split() or [""])[0].lower() in SHELL_FENCES:
             out.append(PLACEHOLDER.findall(token.content))
     return out
 

@@ -78,6 +78,31 @@ def _git_root(start: Path) -> Path | None:
     return None
 
 
+def invalid_pattern(patterns: list[str]) -> str | None:
+    """The first of ``patterns`` that is not a valid gitignore-style pattern (a lone
+    ``!``, a trailing ``\\``), or None."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines(patterns)
+        return None
+    except Exception:  # noqa: BLE001 - pathspec's error classes differ between versions
+        pass
+    for pattern in patterns:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([pattern])
+        except Exception:  # noqa: BLE001
+            return pattern
+    return None
+
+
+def gitignore_spec(lines: list[str]) -> pathspec.PathSpec:
+    """A ``.gitignore``'s patterns; a line git ignores as invalid (a lone ``!``) is left out,
+    as git does, instead of failing the run."""
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:  # noqa: BLE001 - see invalid_pattern
+        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if invalid_pattern([line]) is None])
+
+
 class _IgnoreStack:
     """gitignore rules of every directory from the git root down."""
 
@@ -91,7 +116,7 @@ class _IgnoreStack:
                 lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 return
-            self.specs.append((directory, pathspec.GitIgnoreSpec.from_lines(lines)))
+            self.specs.append((directory, gitignore_spec(lines)))
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         for base, spec in self.specs:

@@ -11,9 +11,10 @@ Every file the cache cannot answer is migrated in a worker process, with
   rest of the tree in a fresh pool. At most ``IN_FLIGHT_PER_WORKER`` files per
   worker are in flight, so a crash costs a few files' time, never a re-run of
   the tree.
-* Workers ignore SIGINT and write nothing (the parent writes). Ctrl-C, which a
-  terminal sends to the whole process group, therefore reaches only the parent:
-  it kills the workers and raises KeyboardInterrupt at once.
+* Workers ignore SIGINT and SIGHUP and write nothing (the parent writes). Ctrl-C,
+  which a terminal sends to the whole process group, therefore reaches only the
+  parent: it kills the workers and raises KeyboardInterrupt at once; SIGTERM and
+  SIGHUP raise a KeyboardInterrupt there too (npu_migrate/cli/app.py).
 * A worker whose parent died (SIGKILL) exits instead of waiting for work forever.
 
 Where no process pool can be made (a platform without ``sem_open``), files are
@@ -118,8 +119,13 @@ _worker_settings = Settings()
 def _init_worker(settings: Settings, type_names: tuple[str, ...]) -> None:
     global _worker_settings
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and a closed terminal
+    # SIGTERM keeps its default (the pool terminates broken workers with it); not the
+    # parent's handler, inherited by fork, which would raise in the worker.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _starting_workers
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _BLOCKED)  # blocked by _starting_workers
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True, name="npu-migrate-orphan-guard").start()
@@ -155,6 +161,10 @@ def _one_at_a_time_child(connection, paths: list[str], settings: Settings, type_
     connection.close()
 
 
+#: Held while workers start (they inherit the mask and unblock them once they have their handlers).
+_BLOCKED = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
+
+
 @contextmanager
 def _starting_workers() -> Iterator[None]:
     """SIGINT blocked while workers start: they inherit the mask, so an early Ctrl-C
@@ -162,7 +172,7 @@ def _starting_workers() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
     try:
         yield
     finally:

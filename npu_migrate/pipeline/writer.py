@@ -19,8 +19,9 @@
   ``--check`` would fail on them; writing in place through the inode cannot be
   atomic. A file with more than one link is :class:`Refused` (one line, exit 2)
   and left as it is; break the link (``cp --remove-destination``) to migrate it.
-* A Ctrl-C cannot fall between the swap and its entry in :data:`written`, so the
-  CLI can say exactly how many files were written before it stopped.
+* A Ctrl-C (or SIGTERM, SIGHUP) cannot fall between the swap and its entry in
+  :data:`written`, so the CLI can say exactly how many files were written before
+  it stopped, nor between a temp file's creation and the clean-up that removes it.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: in
         if new_mode is None:
             raise
         mode = new_mode & ~_umask()
-    fd, tmp = _locked_temp(os.path.dirname(target) or ".")
+    fd, tmp = -1, None
     try:
+        with _interrupt_deferred():  # a signal cannot fall between the temp file's creation and its name
+            fd, tmp = _locked_temp(os.path.dirname(target) or ".")
         with os.fdopen(fd, "wb") as handle:  # closing it releases the lock: after the swap
             handle.write(data)
             handle.flush()
@@ -96,10 +99,15 @@ def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: in
                 if digest is not None:  # a migrated source, not a report or a new file
                     written.append(path)
     except BaseException:
-        try:
-            os.unlink(tmp)  # gone already if the swap was done
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)  # gone already if the swap was done
+            except OSError:
+                pass
+            try:
+                os.close(fd)  # closed already unless the signal came before fdopen
+            except OSError:
+                pass
         raise
 
 
@@ -161,17 +169,37 @@ def remove_leftovers(paths: Iterable[str]) -> int:
     return removed
 
 
+#: The signals that end a run as Ctrl-C does (SIGHUP: the terminal was closed).
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, taken as Ctrl-C is (npu_migrate/cli/app.py installs the handler)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_terminated(signum, frame) -> None:
+    raise Terminated(signum)
+
+
 @contextmanager
 def _interrupt_deferred() -> Iterator[None]:
-    """SIGINT waits until the block is done, then goes to the handler it would have gone to."""
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done, then go to the handler
+    they would have gone to."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {}
     try:
+        for signum in ENDING_SIGNALS:
+            previous[signum] = signal.signal(signum, lambda signum, frame: received.append(signum))
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-        if received:
-            signal.raise_signal(signal.SIGINT)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for signum in dict.fromkeys(received):
+            signal.raise_signal(signum)

@@ -21,6 +21,7 @@ from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
+from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.names import (
@@ -273,9 +274,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         number = line(node)
         return not is_suppressed(table, number, rule) and not any(a <= number <= b for a, b in fallback)
 
-    edits = [e for e in ctx.edits if kept(e.anchor, e.rule)]
+    edits = [e for e in ctx.edits if kept(e.anchor, e.rule) and not in_annotation(ctx, e.node)]
     # (a rule may report under the id of another, which must be selected too)
-    findings = [f for f in ctx.findings if f.rule in active and kept(f.node, f.rule)]
+    findings = [f for f in ctx.findings if f.rule in active and kept(f.node, f.rule) and not in_annotation(ctx, f.node)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]

@@ -106,12 +106,38 @@ def scan(
         rule.leave_file()
     _keep_parsed(tree.root_node, data, local, recorder, needed, file, UNPARSED_RULE in active)
     if depth < MAX_NESTING:
+        for body, safe in embedded.heredocs:
+            if body.end_byte > body.start_byte:
+                _scan_heredoc(path, data, settings, recorder, suppressions, body, safe, depth)
         for string in embedded.scripts():
             start, end = syntax.content_range(string)
             if end > start:
                 outer = file.statement_of(string)
                 scan(path, data, settings, recorder, suppressions, [(start, end)],
                      statement_of=lambda _node, outer=outer: outer, depth=depth + 1)
+
+
+_EXPANDED = ("not rewritten: the shell expands this heredoc's $, ` and \\ while writing the script, so its "
+             "bytes are not the script's")
+
+
+def _scan_heredoc(path: str, data: bytes, settings: Settings, recorder: Recorder, suppressions: Suppressions,
+                  body: Node, safe: bool, depth: int) -> None:
+    """The rules on a heredoc that holds a script (``cat <<'EOF' > job.sh``), each line
+    at its own line and column. A body the shell expands while writing it (an unquoted
+    delimiter and a ``$``, backquote or backslash inside) is scanned too, but what the
+    rules would rewrite there is reported instead."""
+    target = recorder if safe else Recorder()
+    scan(path, data, settings, target, suppressions, [(body.start_byte, body.end_byte)], depth=depth + 1)
+    if safe:
+        return
+    recorder.findings.extend(target.findings)
+    for edit in target.edits:
+        new = edit.new.decode("utf-8", "replace")
+        recorder.report(edit.anchor if edit.anchor is not None else edit.start, edit.rule,
+                        f"{edit.message} ({_EXPANDED})",
+                        f"write `{new}` there by hand, or quote the heredoc's delimiter (<<'EOF') if nothing in it "
+                        "needs expanding")
 
 
 def _keep_parsed(root: Node, data: bytes, local: Recorder, recorder: Recorder, needed, file: ShellFile,

@@ -255,6 +255,23 @@ class EmbeddedScripts:
         self.strings: list[Node] = []
         self.assigned: dict[str, list[Node]] = {}
         self.run_vars: set[str] = set()
+        #: bodies of heredocs that hold a shell script, and whether their bytes are the
+        #: script's (a quoted delimiter, or nothing the shell expands while writing it)
+        self.heredocs: list[tuple[Node, bool]] = []
+
+    def visit_heredoc_redirect(self, node: Node) -> None:
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        statement = node.parent
+        if body is None or start is None or statement is None or statement.type != "redirected_statement":
+            return
+        command = statement.child_by_field_name("body")
+        if command is None or command.type != "command":
+            return
+        if not _holds_script(command, [*node.children, *statement.children], body.text):
+            return
+        quoted = start.text[:1] in (b"'", b'"', b"\\")
+        self.heredocs.append((body, quoted or not any(c in body.text for c in b"$`\\")))
 
     def visit_variable_assignment(self, node: Node) -> None:
         name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
@@ -290,6 +307,37 @@ class EmbeddedScripts:
         for name in sorted(self.run_vars):
             found.extend(self.assigned.get(name, ()))
         return sorted(set(found), key=lambda n: n.start_byte)
+
+
+#: programs that run the heredoc fed to them as a shell script
+_SCRIPT_READERS = {"bash", "sh", "dash", "zsh", "sbatch"}
+#: file names a heredoc writes a shell script to
+_SCRIPT_FILE = re.compile(r"[\w.${}/-]*\.(?:sh|bash|slurm|sbatch)[\"']?")
+
+
+def _holds_script(command: Node, redirects: list[Node], body: bytes) -> bool:
+    """The heredoc fed to ``command`` is a shell script: run by a shell or sbatch
+    (``bash <<EOF``, ``sbatch <<EOF``), or written by ``cat``/``tee`` to a ``*.sh``
+    file (``cat <<EOF > job.sh``, ``tee run.sh <<'EOF'``) or starting with a
+    shell's ``#!`` line."""
+    words = command_args(command)
+    if not words:
+        return False
+    name = program(words[0])
+    if name in _SCRIPT_READERS and len(words) == 1:
+        return True
+    if name not in ("cat", "tee"):
+        return False
+    first = body.lstrip().split(b"\n", 1)[0]
+    if first.startswith(b"#!") and re.search(rb"\b(?:ba|da|z)?sh\b", first):
+        return True
+    targets = [w.text for w in words[1:]] if name == "tee" else []
+    for redirect in redirects:
+        if redirect.type == "file_redirect":
+            destination = redirect.child_by_field_name("destination")
+            if destination is not None:
+                targets.append(destination.text.decode("utf-8", "replace"))
+    return any(_SCRIPT_FILE.fullmatch(t.strip("\"'")) for t in targets)
 
 
 def _quoted(node: Node) -> bool:

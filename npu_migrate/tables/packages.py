@@ -38,12 +38,16 @@ CUDA_ONLY: dict[str, str] = {
     "autoawq": "drop it: AutoAWQ's kernels are CUDA-only; load the bf16 checkpoint",
     "cpm-kernels": "drop it: ChatGLM's int4/int8 kernels are CUDA fatbins; run the model in fp16/bf16 without quantize()",
     "vllm": "keep it at a version vllm-ascend supports and add vllm-ascend (the Ascend platform plugin of vLLM)",
+    # the cluster stack (rules/cluster: NPU956 reports the imports)
+    "deep-ep": ("drop it: DeepEP's kernels and NVSHMEM are CUDA-only; dispatch/combine MoE tokens with "
+                "torch.distributed.all_to_all_single over HCCL or torch_npu.npu_moe_distribute_dispatch/_combine"),
 }
 
 #: Name patterns (normalised) -> advice: families of CUDA-only wheels.
 CUDA_ONLY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"cupy-cuda\w*"), "drop it: CuPy runs on CUDA; use numpy or torch tensors on the NPU"),
     (re.compile(r"nvidia-dali-\S+"), "drop it: DALI decodes on NVIDIA GPUs; use a torch DataLoader pipeline"),
+    (re.compile(r"nvshmem4py-\S+"), "drop it: NVSHMEM (GPU-initiated communication) is CUDA-only; use HCCL collectives"),
     (re.compile(r"nvidia-\S+"), "drop it: an NVIDIA CUDA runtime wheel (torch's CPU build and torch-npu do not need it)"),
 )
 

@@ -4,16 +4,17 @@ The metrics are the ones Ascend engineers know from msprobe's accuracy
 comparison: maximum absolute error, maximum relative error, cosine similarity,
 and the share of elements whose relative error is within one thousandth
 (``one_thousandth``) and within five thousandths (``five_thousandths``). The
-reference (msprobe's "bench") is the CPU twin.
+reference (msprobe's "bench") is the reference twin.
 
 Tolerances per precision (docs/verify.md says how they were chosen):
 
-* ``fp32`` on the emulated NPU: bit-exact. Losses, gradient norms and parameter
-  digests must be equal, since the emulator computes with the CPU's kernels;
+* on the emulated NPU with the default reference (the original on the same device):
+  bit-exact in every precision (:data:`SAME_DEVICE`). Losses, gradient norms and
+  parameter digests must be equal: both twins run the same kernels and autocast lists;
 * ``fp32`` on a real NPU: relative 1e-3 on losses and gradient norms (not measured
   here: no Ascend hardware);
-* ``fp16`` / ``bf16`` autocast: the CPU twin autocasts with the CPU's op lists, the
-  NPU with the accelerator's, so results differ within the bounds in
+* ``fp16`` / ``bf16`` autocast with ``--reference cpu-retarget``: the CPU twin autocasts
+  with the CPU's op lists, the NPU with the accelerator's, so results differ within the bounds in
   :data:`TOLERANCES`. A GradScaler's scale and its skipped steps must be equal.
 """
 
@@ -51,14 +52,25 @@ TOLERANCES = {
 }
 
 
-def precision(*runs, real_npu: bool = False) -> Tolerance:
-    """fp32 unless some autocast with a lower precision was entered (in either twin)."""
+#: Both twins on the same emulated device (the default reference: the original source on
+#: the emulated NPU): the same kernels and the same autocast op lists, so autocast runs
+#: are compared as closely as fp32 ones (docs/verify.md, "Calibration").
+SAME_DEVICE = {
+    "fp16": Tolerance("fp16 autocast, same device", 0.0, 0.0, None, None),
+    "bf16": Tolerance("bf16 autocast, same device", 0.0, 0.0, None, None),
+}
+
+
+def precision(*runs, real_npu: bool = False, same_device: bool = False) -> Tolerance:
+    """fp32 unless some autocast with a lower precision was entered (in either twin).
+    ``same_device``: both twins ran on the emulated NPU (the default reference)."""
     dtypes = {entry[1] for run in runs for data in run.ranks.values() for entry in data.get("autocast", [])
               if entry[2] and entry[1] in ("float16", "bfloat16")}
+    table = dict(TOLERANCES, **SAME_DEVICE) if same_device else TOLERANCES
     if "bfloat16" in dtypes:
-        return TOLERANCES["bf16"]
+        return table["bf16"]
     if "float16" in dtypes:
-        return TOLERANCES["fp16"]
+        return table["fp16"]
     return TOLERANCES["fp32-npu" if real_npu else "fp32"]
 
 
@@ -102,12 +114,22 @@ def _close(a: float | None, b: float | None, rtol: float, atol: float) -> bool:
     return abs(a - b) <= atol + rtol * abs(b)
 
 
+def _unscaled(step: dict) -> list[float]:
+    """The step's losses as the script computed them (a GradScaler's output divided by its scale)."""
+    return [loss.get("unscaled", loss["value"]) for loss in step["losses"]]
+
+
+def _autocast(step: dict | None) -> list:
+    return sorted(tuple(entry) for entry in (step or {}).get("autocast", []) if entry[2])
+
+
 def _side(step: dict | None) -> dict | None:
     if step is None:
         return None
     return {"losses": [loss["value"] for loss in step["losses"]],
-            "unscaled_losses": [loss.get("unscaled", loss["value"]) for loss in step["losses"]],
-            "grad_norm": step["grad_norm"],
+            "unscaled_losses": _unscaled(step),
+            "grad_norm": step["grad_norm"], "grad_norm_clip": step.get("grad_norm_clip"),
+            "autocast": [list(e) for e in _autocast(step)], "devices": step.get("devices", []),
             "digest": step["digest_after"], "scale": step["scale"], "growth_tracker": step.get("growth_tracker"),
             "skipped": step["skipped"]}
 
@@ -119,7 +141,12 @@ def compare_steps(ref: dict | None, got: dict | None, tol: Tolerance, params_ok:
     if ref is None:
         return ["extra: the reference did not do this step"]
     what = []
-    ref_losses, got_losses = [x["value"] for x in ref["losses"]], [x["value"] for x in got["losses"]]
+    # the code paths first: where they differ, the numbers differ because of them
+    if _autocast(ref) != _autocast(got):
+        what.append(f"autocast: {_autocast(got) or 'none'} instead of {_autocast(ref) or 'none'}")
+    if "devices" in ref and "devices" in got and ref["devices"] != got["devices"]:
+        what.append(f"devices: {got['devices']} instead of {ref['devices']}")
+    ref_losses, got_losses = _unscaled(ref), _unscaled(got)
     if len(ref_losses) != len(got_losses):
         what.append(f"backward() calls: {len(got_losses)} instead of {len(ref_losses)}")
     elif not all(_close(g, r, tol.loss_rtol, tol.atol) for g, r in zip(got_losses, ref_losses)):
@@ -131,6 +158,9 @@ def compare_steps(ref: dict | None, got: dict | None, tol: Tolerance, params_ok:
     if ref.get("growth_tracker") != got.get("growth_tracker"):
         what.append(f"GradScaler growth tracker (steps since the scale changed): {got.get('growth_tracker')} "
                     f"instead of {ref.get('growth_tracker')}")
+    if not _close(got.get("grad_norm_clip"), ref.get("grad_norm_clip"), tol.grad_rtol, tol.atol):
+        what.append(f"gradient norm before clipping: {got.get('grad_norm_clip')!r} instead of "
+                    f"{ref.get('grad_norm_clip')!r}")
     if not _close(got["grad_norm"], ref["grad_norm"], tol.grad_rtol, tol.atol):
         what.append(f"gradient norm: {got['grad_norm']!r} instead of {ref['grad_norm']!r}")
     if tol.exact:
@@ -148,14 +178,22 @@ def params_within(actual, bench, tol: Tolerance) -> tuple[bool, dict]:
     return m["cosine"] >= (tol.param_cosine or 1.0) and m["five_thousandths"] >= (tol.param_five_thousandths or 1.0), m
 
 
-def silent_cpu(run, device: str = "npu") -> list[dict]:
-    """Steps of the migrated twin whose parameters or losses are on the CPU."""
+def silent_cpu(run, reference=None, device: str = "npu") -> list[dict]:
+    """Steps of the migrated twin with more parameters or losses on the CPU than the
+    reference's same step (without a reference: any on the CPU)."""
     found = []
     for rank, data in sorted(run.ranks.items()):
+        ref_steps = {s["step"]: s for s in (reference.ranks.get(rank, {}) if reference else {}).get("steps", [])}
         for step in data.get("steps", []):
             on_cpu = step.get("param_devices", {}).get("cpu", 0)
             total = sum(step.get("param_devices", {}).values())
             losses = sum(1 for loss in step["losses"] if loss["device"] == "cpu")
+            ref = ref_steps.get(step["step"])
+            if ref is not None:
+                ref_cpu = ref.get("param_devices", {}).get("cpu", 0)
+                ref_losses = sum(1 for loss in ref["losses"] if loss["device"] == "cpu")
+                if on_cpu <= ref_cpu and losses <= ref_losses:
+                    continue
             if on_cpu or losses:
                 found.append({"rank": rank, "step": step["step"],
                               "detail": f"{on_cpu} of {total} parameters and {losses} of {len(step['losses'])} "
@@ -183,11 +221,12 @@ def compare_runs(ref_run, got_run, tol: Tolerance) -> tuple[list[dict], dict | N
                 params_ok, m = params_within(got_params[number], ref_params[number], tol)
                 params_metrics[f"rank{rank}_step{number}"] = m
             what = compare_steps(ref, got, tol, params_ok)
-            rows.append({"step": number, "rank": rank, "cpu": _side(ref), "npu": _side(got), "diverged": what})
+            rows.append({"step": number, "rank": rank, "reference": _side(ref), "migrated": _side(got),
+                         "diverged": what})
             if ref is not None and got is not None:
-                for a, b in zip(ref["losses"], got["losses"]):
-                    losses_ref.append(a["value"])
-                    losses_got.append(b["value"])
+                for a, b in zip(_unscaled(ref), _unscaled(got)):  # the losses as the script computed them
+                    losses_ref.append(a)
+                    losses_got.append(b)
                 if ref["grad_norm"] is not None and got["grad_norm"] is not None:
                     norms_ref.append(ref["grad_norm"])
                     norms_got.append(got["grad_norm"])
@@ -218,6 +257,10 @@ def own_resume(full_run, restarted_run) -> dict:
         offset = data.get("offset") or 0
         result["restarted_at"] = offset + 1
         if offset == 0 and data.get("aligned", True):
+            if len({s["digest_before"] for s in full.values()}) == 1 and len(full) > 1:
+                return {"status": "not-measurable", "restarted_at": 1,
+                        "detail": "the parameters never change in these steps (a loss of 0?): where the restart "
+                                  "began cannot be told"}
             return {"status": "no-resume-path", "restarted_at": 1,
                     "detail": "the restarted run began again from the initial parameters: the script has no "
                               "resume path (or did not find its checkpoint)"}
@@ -236,3 +279,79 @@ def own_resume(full_run, restarted_run) -> dict:
     result.update(status="exact", detail=f"resumed after step {result['restarted_at'] - 1}; every later step is "
                                           "bit-identical to the uninterrupted run")
     return result
+
+
+def _quantity(what: str) -> str:
+    """``"loss: [..] instead of [..]"`` -> ``"loss"`` (what a divergence is about)."""
+    return what.split(":", 1)[0].split(" (", 1)[0].strip()
+
+
+def restores_more(rows: list[dict], migrated_full, migrated_restarted) -> tuple[dict | None, list[str]]:
+    """The restarted twins' rows, where the migrated twin differs from the restarted
+    reference only in quantities it carries over the restart exactly as its own
+    uninterrupted run does (which matched the reference's uninterrupted run): the
+    migration restores state the original's checkpoint loses (NPU401 adds a GradScaler's
+    state), which is not a failure. Returns the first real divergence and those notes."""
+    exact = TOLERANCES["fp32"]
+    first, notes = None, []
+    for row in rows:
+        if not row["diverged"]:
+            continue
+        rank = row["rank"]
+        full = {s["step"]: s for s in migrated_full.ranks.get(rank, {}).get("steps", [])}
+        again = {s["step"]: s for s in migrated_restarted.ranks.get(rank, {}).get("steps", [])}
+        own = compare_steps(full.get(row["step"]), again.get(row["step"]), exact) if row["step"] in full else None
+        own_keys = {_quantity(w) for w in own} if own is not None else None
+        real = [w for w in row["diverged"] if own_keys is None or _quantity(w) in own_keys]
+        if real:
+            if first is None or row["step"] < first["step"]:
+                first = {"step": row["step"], "rank": rank, "what": real}
+        else:
+            notes.append(f"step {row['step']} rank {rank}: the migrated twin restores what the original's restart "
+                         "loses (" + "; ".join(row["diverged"]) + "); it continues as its uninterrupted run does")
+    return first, notes
+
+
+def rename_device(run, old: str, new: str) -> None:
+    """The CPU-retarget reference computes on ``cpu`` where the migrated twin uses ``npu``:
+    its recorded autocast devices and device types are named as the migrated twin's."""
+    for data in run.ranks.values():
+        for step in data.get("steps", []):
+            step["autocast"] = [[new if e[0] == old else e[0], *e[1:]] for e in step.get("autocast", [])]
+            step["devices"] = sorted({new if d == old else d for d in step.get("devices", [])})
+
+
+def paths_of(run) -> dict:
+    """What each rank of a twin did besides computing: the DataLoaders it built, its
+    process group's backend, the collectives it called, DDP/FSDP, the autocast contexts
+    entered and the device types of its parameters, gradients and losses."""
+    out = {}
+    for rank, data in sorted(run.ranks.items()):
+        paths = dict(data.get("paths") or {})
+        steps = data.get("steps", [])
+        paths["autocast"] = sorted({tuple(e) for s in steps for e in s.get("autocast", []) if e[2]})
+        paths["autocast"] = [list(e) for e in paths["autocast"]]
+        paths["devices"] = sorted({d for s in steps for d in s.get("devices", [])})
+        out[str(rank)] = paths
+    return out
+
+
+def path_differences(ref_run, got_run) -> list[str]:
+    """Where the migrated twin took another code path than the reference (one line each)."""
+    ref_paths, got_paths = paths_of(ref_run), paths_of(got_run)
+    out = []
+    labels = {"dataloaders": "DataLoader settings", "process_group": "process group",
+              "collectives": "collectives called", "wrappers": "DDP/FSDP wrappers",
+              "autocast": "autocast", "devices": "device types"}
+    for rank in sorted(set(ref_paths) & set(got_paths), key=int):
+        ref, got = ref_paths[rank], got_paths[rank]
+        for key, label in labels.items():
+            if key in ref and key in got and ref[key] != got[key]:
+                out.append(f"rank {rank}: {label}: migrated {_short(got[key])}, reference {_short(ref[key])}")
+    return out
+
+
+def _short(value) -> str:
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return "; ".join(", ".join(f"{k}={v}" for k, v in item.items()) for item in value)
+    return str(value)

@@ -15,6 +15,7 @@ twin keeps DataParallel (one process, the whole batch); docs/verify.md.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import libcst as cst
@@ -74,3 +75,17 @@ def data_parallel_only(script: Path) -> bool:
     """True if ``script`` builds nn.DataParallel and has no distributed path of its own."""
     called = _called(script)
     return bool(called & DATA_PARALLEL) and not called & DISTRIBUTED
+
+
+#: A fixed rendezvous port in the source (``os.environ["MASTER_PORT"] = "12355"``,
+#: ``init_method="tcp://localhost:58472"``): two twins at the same time would collide.
+_FIXED_PORT = re.compile(r"""MASTER_PORT['"]\s*\]\s*=\s*['"]?\d|MASTER_PORT['"]\s*,\s*['"]?\d|tcp://[^'"\s]*:\d{2,5}""")
+
+
+def binds_fixed_port(script: Path) -> bool:
+    """True if the script sets a fixed rendezvous port (its own file only: a port set in
+    another module needs ``--jobs 1``)."""
+    try:
+        return bool(_FIXED_PORT.search(script.read_text("utf-8", errors="replace")))
+    except OSError:
+        return False

@@ -19,10 +19,13 @@ Settings come from the environment (set by npu_migrate/verify/twins.py):
   run begins with; where they match none (a restore that is not exact),
   ``NPU_MIGRATE_VERIFY_RESUMED_AFTER`` (the step the first run stopped after) is
   taken, and ``aligned`` is false;
-* ``NPU_MIGRATE_VERIFY_CUDA_ON_CPU=1``: the CPU twin (npu_migrate/verify/cuda_on_cpu.py);
+* ``NPU_MIGRATE_VERIFY_CUDA_ON_NPU=1``: the reference twin, the original source on the
+  emulated NPU (npu_migrate/verify/cuda_on_npu.py);
+* ``NPU_MIGRATE_VERIFY_CUDA_ON_CPU=1``: the retargeted CPU reference (``--reference
+  cpu-retarget``, npu_migrate/verify/cuda_on_cpu.py);
 * ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs
   (and in each process the script starts itself, npu_migrate/verify/spawned.py);
-* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU twin's ``torch.cuda.device_count()``.
+* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU-retarget reference's ``torch.cuda.device_count()``.
 
 This module imports torch; the CLI process never imports it.
 """
@@ -41,13 +44,27 @@ ENV_OUT = "NPU_MIGRATE_VERIFY_OUT"
 ENV_STEPS = "NPU_MIGRATE_VERIFY_STEPS"
 ENV_ALIGN = "NPU_MIGRATE_VERIFY_ALIGN"
 ENV_CPU = "NPU_MIGRATE_VERIFY_CUDA_ON_CPU"
+ENV_REFERENCE = "NPU_MIGRATE_VERIFY_CUDA_ON_NPU"
+#: the twin's copy of the project: a crash is reported at the last frame inside it
+ENV_ROOT = "NPU_MIGRATE_VERIFY_ROOT"
+#: a rendezvous port of this run's own (not under torchrun): a script's fixed one
+#: (``MASTER_PORT = "12355"``, ``tcp://localhost:58472``) is replaced by it, so that
+#: both twins can run at the same time
+ENV_PORT = "NPU_MIGRATE_VERIFY_PORT"
 ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
 ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
-#: The CPU twin's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
+#: The CPU-retarget reference's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
 ENV_DEVICES = "NPU_MIGRATE_VERIFY_DEVICES"
 #: Parameters kept for every step (for the element-wise metrics) up to this many
 #: elements; larger models keep the last step's only.
 KEEP_EVERY_STEP = 2_000_000
+
+
+def _local(tensor):
+    """A DTensor's (FSDP2, tensor parallel) shard on this rank; any other tensor as it is.
+    Each rank records its own shard: both twins shard alike, rank by rank."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
 
 
 class VerifyStop(BaseException):
@@ -85,10 +102,17 @@ class Recorder:
         self.params: dict[int, object] = {}
         self.status = "running"
         self.error: str | None = None
+        #: where the script crashed: the last frame in the project's own files ("train.py:43 model.cuda()")
+        self.frame: str | None = None
         self._in_scaler_step = False
         self._stepped_in_scaler = False
         self._optimizers: list = []
         self.last_scaled: tuple | None = None
+        #: the code paths the run took (docs/verify.md, "Which paths each twin took")
+        self.paths: dict = {"dataloaders": [], "process_group": None, "collectives": {}, "wrappers": []}
+        self.step_autocast: list = []
+        #: the total norm clip_grad_norm_ measured (before clipping) since the last step
+        self.pending_clip: float | None = None
 
     # -- what the hooks record ---------------------------------------------------------
 
@@ -103,7 +127,7 @@ class Recorder:
         torch = self.torch
         h = hashlib.sha256()
         for p in params:
-            t = p.detach()
+            t = _local(p.detach())
             if t.device.type != "cpu":
                 t = t.cpu()
             h.update(str(t.dtype).encode())
@@ -115,7 +139,7 @@ class Recorder:
         total = 0.0
         seen = False
         for p in params:
-            g = p.grad
+            g = _local(p.grad) if p.grad is not None else None
             if g is None:
                 continue
             seen = True
@@ -131,6 +155,47 @@ class Recorder:
         for p in params:
             counts[p.device.type] = counts.get(p.device.type, 0) + 1
         return counts
+
+    def touched(self, params) -> list[str]:
+        """Device types of the parameters, their gradients and the step's losses."""
+        kinds = {p.device.type for p in params}
+        kinds |= {p.grad.device.type for p in params if p.grad is not None}
+        kinds |= {loss["device"] for loss in self.pending_losses}
+        return sorted(kinds)
+
+    def take_clip(self) -> float | None:
+        clip, self.pending_clip = self.pending_clip, None
+        return clip
+
+    def take_autocast(self) -> list:
+        """The autocast contexts entered since the last step ([device, dtype, enabled])."""
+        entered, self.step_autocast = self.step_autocast, []
+        return entered
+
+    def on_autocast(self, entry: list) -> None:
+        if entry not in self.step_autocast:
+            self.step_autocast.append(entry)
+        if entry not in self.autocast:
+            self.autocast.append(entry)
+
+    def on_dataloader(self, loader) -> None:
+        sampler = getattr(loader, "sampler", None)
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        entry = {
+            "sampler": type(sampler).__name__ if sampler is not None else None,
+            "shuffle": type(sampler).__name__ == "RandomSampler" or bool(getattr(sampler, "shuffle", False)),
+            "batch_sampler": type(batch_sampler).__name__ if batch_sampler is not None else None,
+            "batch_size": getattr(loader, "batch_size", None),
+            "drop_last": bool(getattr(loader, "drop_last", False)),
+            "num_workers": getattr(loader, "num_workers", 0),
+            "generator": getattr(loader, "generator", None) is not None,
+            "pin_memory": bool(getattr(loader, "pin_memory", False)),
+        }
+        self.paths["dataloaders"].append(entry)
+
+    def on_collective(self, name: str) -> None:
+        counts = self.paths["collectives"]
+        counts[name] = counts.get(name, 0) + 1
 
     def on_backward(self, tensor) -> None:
         if self.global_done >= self.limit and (self.steps or self.offset is not None):
@@ -180,8 +245,11 @@ class Recorder:
             "optimizer": self._optimizer_index(optimizer),
             "losses": self.pending_losses,
             "grad_norm": self.grad_norm(params),
+            "grad_norm_clip": self.take_clip(),
             "digest_before": before,
             "param_devices": self.devices(params),
+            "devices": self.touched(params),
+            "autocast": self.take_autocast(),
             "skipped": False,
             "scale": None,
         }
@@ -208,9 +276,12 @@ class Recorder:
             "optimizer": self._optimizer_index(optimizer),
             "losses": self.pending_losses,
             "grad_norm": None,
+            "grad_norm_clip": self.take_clip(),
             "digest_before": digest,
             "digest_after": digest,
             "param_devices": self.devices(params),
+            "devices": self.touched(params),
+            "autocast": self.take_autocast(),
             "skipped": True,
             "scale": None,
         }
@@ -220,7 +291,7 @@ class Recorder:
     def _finish(self, record: dict, params) -> None:
         record["step"] = self.global_done + 1
         self.steps.append(record)
-        flat = self.torch.cat([p.detach().cpu().float().reshape(-1) for p in params]) if params else None
+        flat = self.torch.cat([_local(p.detach()).cpu().float().reshape(-1) for p in params]) if params else None
         if flat is not None:
             if flat.numel() > KEEP_EVERY_STEP:
                 self.params.clear()
@@ -246,11 +317,13 @@ class Recorder:
             "rank": self.rank,
             "status": self.status,
             "error": self.error,
+            "frame": self.frame,
             "offset": self.offset,
             "aligned": self.aligned,
             "steps": self.steps,
             "saves": self.saves,
             "autocast": self.autocast,
+            "paths": self.paths,
             "torch": self.torch.__version__,
             "pending_losses": self.pending_losses,
         }
@@ -349,11 +422,155 @@ def install(recorder: Recorder) -> None:
     def enter(self):
         recorder = active()
         entry = [self.device, str(self.fast_dtype).replace("torch.", ""), bool(self._enabled)]
-        if entry not in recorder.autocast:
-            recorder.autocast.append(entry)
+        recorder.on_autocast(entry)
         return original_enter(self)
 
     autocast_cls.__enter__ = enter
+    _install_paths(torch)
+
+
+#: torch.distributed's collectives whose calls each twin counts (the script's own calls;
+#: DDP's gradient buckets are reduced inside its C++ reducer, not here).
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+               "reduce_scatter_tensor", "reduce", "gather", "scatter", "barrier", "all_to_all", "all_to_all_single",
+               "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list", "send", "recv",
+               "isend", "irecv")
+
+
+def _install_paths(torch) -> None:
+    """Record the DataLoaders built, the process group's backend, collectives, DDP/FSDP,
+    and the gradient norm clip_grad_norm_ measures before it clips."""
+    import functools
+    import importlib
+
+    from torch.utils.data import DataLoader
+
+    original_loader_init = DataLoader.__init__
+
+    @functools.wraps(original_loader_init)
+    def loader_init(self, *args, **kwargs):
+        original_loader_init(self, *args, **kwargs)
+        recorder = active()
+        if recorder is not None:
+            recorder.on_dataloader(self)
+
+    DataLoader.__init__ = loader_init
+    clip_module = importlib.import_module("torch.nn.utils.clip_grad")
+    original_clip = clip_module.clip_grad_norm_
+
+    @functools.wraps(original_clip)
+    def clip_grad_norm_(*args, **kwargs):
+        total = original_clip(*args, **kwargs)
+        recorder = active()
+        if recorder is not None:
+            with contextlib.suppress(Exception):
+                recorder.pending_clip = float(total)
+        return total
+
+    clip_module.clip_grad_norm_ = clip_grad_norm_
+    torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
+    dist = torch.distributed
+    if not dist.is_available():
+        return
+    c10d = importlib.import_module("torch.distributed.distributed_c10d")
+    original_init = dist.init_process_group
+
+    @functools.wraps(original_init)
+    def init_process_group(*args, **kwargs):
+        args, kwargs = _own_port(args, kwargs)
+        result = original_init(*args, **kwargs)
+        recorder = active()
+        if recorder is not None:
+            with contextlib.suppress(Exception):
+                recorder.paths["process_group"] = {"backend": str(dist.get_backend()),
+                                                   "world_size": dist.get_world_size()}
+        return result
+
+    dist.init_process_group = c10d.init_process_group = init_process_group
+
+    def counted(name, fn):
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            recorder = active()
+            if recorder is not None:
+                recorder.on_collective(name)
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    for name in COLLECTIVES:
+        fn = getattr(dist, name, None)
+        if fn is not None:
+            setattr(dist, name, counted(name, fn))
+    from torch.nn.parallel import DistributedDataParallel
+
+    def wrapper(cls):
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def init(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            recorder = active()
+            if recorder is not None:
+                recorder.paths["wrappers"].append(cls.__name__)
+
+        cls.__init__ = init
+
+    wrapper(DistributedDataParallel)
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        wrapper(FullyShardedDataParallel)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _own_port(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``init_process_group``'s arguments with this run's port (``ENV_PORT``) in place of
+    the script's: ``MASTER_PORT`` for ``env://``, the port of a ``tcp://`` init method."""
+    import re
+
+    port = os.environ.get(ENV_PORT)
+    if not port:
+        return args, kwargs
+    os.environ["MASTER_PORT"] = port
+    method = kwargs.get("init_method") if "init_method" in kwargs else (args[1] if len(args) > 1 else None)
+    if isinstance(method, str) and method.startswith("tcp://"):
+        method = re.sub(r":\d+(?=$|[/?])", f":{port}", method, count=1)
+        if "init_method" in kwargs:
+            kwargs["init_method"] = method
+        else:
+            args = (args[0], method, *args[2:])
+    return args, kwargs
+
+
+def reason_line(exc: BaseException, limit: int = 300) -> str:
+    """One line for a crash: its type and the first line of its message (a dispatcher
+    error's list of backends, or a long chained message, is left to the log)."""
+    text = str(exc).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) > 160 and ". " in first[:limit]:  # a dispatcher error: its first sentence
+        first = first[: first.index(". ") + 1]
+    if len(first) > limit:
+        first = first[: limit - 3] + "..."
+    name = type(exc).__name__
+    return f"{name}: {first}" if first else name
+
+
+def user_frame(exc: BaseException) -> str | None:
+    """The innermost frame of the traceback in the project's own files (under
+    ``NPU_MIGRATE_VERIFY_ROOT``, not in an installed package): ``train.py:43 model.cuda()``."""
+    root = os.environ.get(ENV_ROOT)
+    if not root:
+        return None
+    root = os.path.realpath(root)
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = os.path.realpath(frame.filename)
+        if not path.startswith(root + os.sep) or "site-packages" in path:
+            continue
+        found = f"{os.path.relpath(path, root)}:{frame.lineno} {(frame.line or '').strip()}".strip()
+    return found
 
 
 def _seed(seed: int) -> None:
@@ -378,12 +595,16 @@ def _shutdown_process_group() -> None:
 
 
 def boot(rank: int | None = None) -> Recorder:
-    """Hook this process (the script's, or one it started): the CPU twin's CUDA-on-CPU
-    layer, the recorder, the seeds (the processes the script starts itself are hooked
+    """Hook this process (the script's, or one it started): the reference twin's
+    CUDA-on-NPU layer (or the CPU retarget's CUDA-on-CPU one), the recorder, the seeds (the processes the script starts itself are hooked
     by :func:`npu_migrate.verify.spawned.boot`, which calls this)."""
     import torch
 
-    if os.environ.get(ENV_CPU) == "1":
+    if os.environ.get(ENV_REFERENCE) == "1":
+        from npu_migrate.verify import cuda_on_npu
+
+        cuda_on_npu.install()
+    elif os.environ.get(ENV_CPU) == "1":
         from npu_migrate.verify import cuda_on_cpu
 
         cuda_on_cpu.install()
@@ -417,7 +638,11 @@ def record(recorder: Recorder, call, reraise: bool = False) -> int:
             raise
     except BaseException as exc:  # every crash is a result to report
         recorder.status = "crashed"
-        recorder.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        recorder.error = reason_line(exc)
+        recorder.frame = user_frame(exc)
+        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        if last and os.sep.join(("npu_migrate", "verify", "")) in last[0].filename:
+            recorder.error = f"verify's own recorder failed (a bug in verify, please report it): {recorder.error}"
         if reraise:
             raise
         traceback.print_exc()

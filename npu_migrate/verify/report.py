@@ -32,39 +32,109 @@ def _num(value) -> str:
     return "-" if value is None else (f"{value:.8g}" if isinstance(value, float) else str(value))
 
 
+#: What the last column of the step table says (printed under the table).
+LEGEND = (
+    ("  params: '=' bit-identical parameters after the step; '≈' not identical, within the precision's bounds; "
+     "'≠' outside them;"),
+    ("          'missing' a twin never reached the step (it crashed or stopped earlier); 'skipped' the GradScaler "
+     "found inf/NaN gradients"),
+    ("          and skipped the optimizer step in both twins (no gradient norm, the scale backs off: normal in the "
+     "first fp16 steps)."),
+    ("  losses are as the script computed them (a GradScaler's scaled loss divided by its scale); grad norm is the "
+     "global norm"),
+    ("  of the gradients at the optimizer step (after any clipping); 'clip' the norm clip_grad_norm_ measured "
+     "before clipping; '-' no value."),
+)
+
+
+def _params_mark(row: dict, exact: bool) -> str:
+    ref, got = row.get("reference"), row.get("migrated")
+    if ref is None or got is None:
+        return "missing"
+    if ref.get("skipped") and got.get("skipped"):
+        return "skipped"
+    if ref.get("digest") and ref.get("digest") == got.get("digest"):
+        return "="
+    if exact or any("parameters" in what for what in row["diverged"]):
+        return "≠"
+    return "≈"
+
+
+def _paths_lines(report: dict) -> list[str]:
+    paths = report.get("paths") or {}
+    ref, got = paths.get("reference") or {}, paths.get("migrated") or {}
+    if not ref and not got:
+        return []
+    lines = ["", "  code paths (rank 0)            reference twin / migrated twin"]
+    r0, g0 = ref.get("0", {}), got.get("0", {})
+
+    def show(value) -> str:
+        if value in (None, [], {}):
+            return "none"
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            return "; ".join(", ".join(f"{k}={v}" for k, v in item.items()) for item in value)
+        if isinstance(value, list) and value and isinstance(value[0], list):
+            return ", ".join(f"{e[0]} {e[1]}" for e in value)
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={v}" for k, v in value.items())
+        return ", ".join(value) if isinstance(value, list) else str(value)
+
+    for key, label in (("devices", "device types"), ("autocast", "autocast"), ("dataloaders", "DataLoaders"),
+                       ("process_group", "process group"), ("wrappers", "DDP/FSDP"),
+                       ("collectives", "collectives")):
+        a, b = show(r0.get(key)), show(g0.get(key))
+        mark = "" if a == b else "   <- differ"
+        lines.append(f"    {label + ':':<26} {a}" + ("" if a == b else f"  /  {b}") + mark)
+    return lines
+
+
 def summary(report: dict) -> str:
     lines = [f"npu-migrate verify {report['script']}: {report['verdict'].upper()}"]
+    frame = next((twin.get("frame") for twin in report.get("twins", {}).values() if twin.get("error")
+                  and twin.get("frame")), None)
+    if frame and report["verdict"] != "pass":
+        lines.append(f"  {frame}")
     if report.get("reason"):
         lines.append(f"  {report['reason']}")
-    lines.append(f"  migrated twin on {report['device']}; reference: the CPU twin; {report['nproc']} process(es), "
-                 f"{report['steps_requested']} step(s); precision {report['precision']['mode']}")
+    lines.append(f"  migrated twin on {report['device']}; reference: {report.get('reference', 'the reference twin')}; "
+                 f"{report['nproc']} process(es), {report['steps_requested']} step(s); "
+                 f"precision {report['precision']['mode']}")
     first = report.get("first_divergence")
     if first:
         lines.append(f"  first diverging step: {first['step']} (rank {first['rank']}): " + "; ".join(first["what"]))
+    for item in report.get("path_differences", [])[1:]:
+        lines.append(f"  also another code path: {item}")
     for item in report.get("silent_cpu", []):
         lines.append(f"  silent CPU work at step {item['step']} (rank {item['rank']}): {item['detail']}")
-    exact = report["precision"]["mode"] == "fp32"
+    exact = report["precision"].get("params") == "bit-exact digests"
     if report.get("steps"):
+        clip = any((row.get("reference") or {}).get("grad_norm_clip") is not None for row in report["steps"])
         lines.append("")
-        lines.append(f"  {'step':>4} {'rank':>4}  {'CPU loss':>14} {'NPU loss':>14}  {'CPU grad norm':>14} "
-                     f"{'NPU grad norm':>14}  params")
+        head = (f"  {'step':>4} {'rank':>4}  {'ref loss':>14} {'migrated loss':>14}  {'ref grad norm':>14} "
+                f"{'migr grad norm':>14}")
+        if clip:
+            head += f"  {'ref clip':>12} {'migr clip':>12}"
+        lines.append(head + "  params")
         for row in report["steps"]:
-            cpu, npu = row["cpu"] or {}, row["npu"] or {}
-            cl = cpu.get("unscaled_losses") or cpu.get("losses") or [None]
-            nl = npu.get("unscaled_losses") or npu.get("losses") or [None]
-            same = "=" if cpu.get("digest") and cpu.get("digest") == npu.get("digest") else "≠"
-            if same == "≠" and not exact and not any("parameters" in what for what in row["diverged"]):
-                same = "≈"  # within the autocast bounds
-            mark = "  <- " + row["diverged"][0] if row["diverged"] else ""
-            lines.append(f"  {row['step']:>4} {row['rank']:>4}  {_num(cl[-1]):>14} {_num(nl[-1]):>14}  "
-                         f"{_num(cpu.get('grad_norm')):>14} {_num(npu.get('grad_norm')):>14}  {same:>6}{mark}")
+            ref, got = row.get("reference") or {}, row.get("migrated") or {}
+            rl = ref.get("unscaled_losses") or [None]
+            gl = got.get("unscaled_losses") or [None]
+            mark = _params_mark(row, exact)
+            note = "  <- " + row["diverged"][0] if row["diverged"] else ""
+            line = (f"  {row['step']:>4} {row['rank']:>4}  {_num(rl[-1]):>14} {_num(gl[-1]):>14}  "
+                    f"{_num(ref.get('grad_norm')):>14} {_num(got.get('grad_norm')):>14}")
+            if clip:
+                line += f"  {_num(ref.get('grad_norm_clip')):>12} {_num(got.get('grad_norm_clip')):>12}"
+            lines.append(f"{line}  {mark:>7}{note}")
+        lines.extend(LEGEND)
     m = report.get("metrics", {})
-    for key in ("loss", "grad_norm"):
+    for key, label in (("loss", "loss (unscaled)"), ("grad_norm", "grad norm")):
         if m.get(key, {}).get("max_abs_err") is not None:
             x = m[key]
-            lines.append(f"  {key}: max abs err {x['max_abs_err']:.3g}, max rel err {x['max_rel_err']:.3g}, "
+            lines.append(f"  {label}: max abs err {x['max_abs_err']:.3g}, max rel err {x['max_rel_err']:.3g}, "
                          f"cosine {x['cosine']:.8f}, within 1/1000 {x['one_thousandth']:.1%}, "
                          f"within 5/1000 {x['five_thousandths']:.1%}")
+    lines.extend(_paths_lines(report))
     resume = report.get("resume", {})
     lines.append("")
     lines.append(f"  resume round-trip: {resume.get('status', 'not-tried')}")
@@ -72,7 +142,9 @@ def summary(report: dict) -> str:
         lines.append(f"    {detail}")
     for name, twin in report.get("twins", {}).items():
         if twin.get("error"):
-            lines.append(f"  {name} twin: {twin['error']}")
+            where = f" at {twin['frame']}" if twin.get("frame") else ""
+            log = (report.get("logs") or {}).get(f"{name} twin")
+            lines.append(f"  {name} twin{where}: {twin['error']}" + (f" (log: {log})" if log else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -88,16 +160,16 @@ def plot(report: dict, path: Path) -> str | None:
     rows = [r for r in report["steps"] if r["rank"] == 0]
     steps, cpu, npu = [], [], []
     for row in rows:
-        c = (row["cpu"] or {}).get("unscaled_losses") or (row["cpu"] or {}).get("losses") or [None]
-        n = (row["npu"] or {}).get("unscaled_losses") or (row["npu"] or {}).get("losses") or [None]
+        c = (row["reference"] or {}).get("unscaled_losses") or [None]
+        n = (row["migrated"] or {}).get("unscaled_losses") or [None]
         steps.append(row["step"])
         cpu.append(c[-1] if isinstance(c[-1], float) else math.nan)
         npu.append(n[-1] if isinstance(n[-1], float) else math.nan)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    top.plot(steps, cpu, "o-", label="CPU twin (reference)")
+    top.plot(steps, cpu, "o-", label="reference twin (the original)")
     top.plot(steps, npu, "x--", label=f"migrated twin ({report['device']})")
-    top.set_ylabel("loss (unscaled)" if any((r["cpu"] or {}).get("unscaled_losses") != (r["cpu"] or {}).get("losses")
-                                            for r in rows) else "loss")
+    top.set_ylabel("loss (unscaled)" if any((r["reference"] or {}).get("unscaled_losses")
+                                            != (r["reference"] or {}).get("losses") for r in rows) else "loss")
     top.set_title(f"npu-migrate verify: {report['verdict']}")
     top.legend()
     bottom.plot(steps, [n - c for n, c in zip(npu, cpu)], "o-", color="tab:red")

@@ -1,8 +1,28 @@
-"""The scratch copies of the user's project (nothing is ever written into the original)."""
+"""The scratch copies of the user's project (nothing is ever written into the original).
+
+A copy is a sandbox for what the twins write through the project's own paths: no
+name in it leads out of the scratch directory.
+
+* a symbolic link whose target lies inside the project becomes a *relative* link to
+  the same place inside the copy (``ckpt -> /abs/proj/store`` becomes ``ckpt ->
+  store``), so ``torch.save("ckpt/model.pt")`` writes into the copy;
+* a link that leaves the project is replaced by a copy of its target (a file's
+  bytes, a directory's tree under the same rules), up to ``EXTERNAL_LIMIT`` bytes
+  per copy in all; past that, verify refuses with one line (``ScratchError``);
+* a dangling link that leaves the project, and special files (FIFOs, sockets,
+  devices), are left out with a note: reading a FIFO would block, and writing
+  through the link would create a file outside;
+* version control, environments and caches (``SKIP_DIRS``) are not copied.
+
+Only names are confined: a script that writes to an absolute path of its own
+(``/home/me/proj/out``, ``~/.cache``) still does; see docs/verify.md.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 #: Directories never copied: version control, environments, caches.
@@ -11,20 +31,168 @@ SKIP_DIRS = frozenset({
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".npu_migrate_cache", ".ipynb_checkpoints",
 })
 
+#: Bytes copied from the targets of links that leave the project, per copy.
+EXTERNAL_LIMIT = 1 << 30
 
-def _ignore(directory: str, names: list[str]) -> set[str]:
-    return {name for name in names if name in SKIP_DIRS}
+
+class ScratchError(Exception):
+    """The project cannot be copied safely (one line)."""
 
 
-def copy_project(root: Path, dest: Path, skip: Path | None = None) -> Path:
-    """Copy ``root`` to ``dest`` (symbolic links stay links; ``skip``, the scratch
-    directory itself when it lies inside ``root``, is left out)."""
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        out = _ignore(directory, names)
-        if skip is not None:
-            out |= {name for name in names if Path(directory, name).resolve() == skip}
-        return out
 
-    shutil.copytree(root, dest, symlinks=True, ignore=ignore)
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class _Copier:
+    def __init__(self, root: Path, dest: Path, skip: Path | None, notes: list[str] | None):
+        self.root = os.path.realpath(root)
+        self.dest = str(dest)
+        self.skip = os.path.realpath(skip) if skip is not None else None
+        self.notes = notes
+        self.external = 0
+        self.outside: list[str] = []  # external directories being copied (cycle guard)
+
+    def note(self, message: str) -> None:
+        if self.notes is not None:
+            self.notes.append(message)
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.root)
+
+    # -- entries -------------------------------------------------------------------------
+    def copy_dir(self, src: str, dst: str, shown: str) -> None:
+        os.makedirs(dst, exist_ok=True)
+        try:
+            entries = sorted(os.scandir(src), key=lambda e: e.name)
+        except OSError as exc:
+            self.note(f"{shown}: not copied ({exc.strerror})")
+            return
+        for entry in entries:
+            if entry.name in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+                continue
+            path = os.path.join(src, entry.name)
+            if self.skip is not None and os.path.realpath(path) == self.skip:
+                continue
+            self.copy_entry(path, os.path.join(dst, entry.name), os.path.join(shown, entry.name))
+        shutil.copystat(src, dst, follow_symlinks=False)
+        os.chmod(dst, stat.S_IMODE(os.lstat(dst).st_mode) | stat.S_IRWXU)  # the copy stays removable
+
+    def copy_entry(self, src: str, dst: str, shown: str) -> None:
+        try:
+            st = os.lstat(src)
+        except OSError as exc:
+            self.note(f"{shown}: not copied ({exc.strerror})")
+            return
+        if stat.S_ISLNK(st.st_mode):
+            self.copy_link(src, dst, shown)
+        elif stat.S_ISDIR(st.st_mode):
+            self.copy_dir(src, dst, shown)
+        elif stat.S_ISREG(st.st_mode):
+            self.copy_file(src, dst, shown, st.st_size, external=False)
+        else:
+            self.note(f"{shown}: {_kind(st.st_mode)}; left out of the scratch copies")
+
+    def copy_file(self, src: str, dst: str, shown: str, size: int, external: bool) -> None:
+        if external:
+            self.external += size
+            if self.external > EXTERNAL_LIMIT:
+                raise ScratchError(
+                    f"{shown}: the symbolic links that leave the project lead to more than "
+                    f"{EXTERNAL_LIMIT >> 20} MiB, which verify would copy into the scratch directory (so that "
+                    "the twins cannot write through them); point --project at a directory that contains "
+                    "their targets, or make the script take the path as an argument")
+        try:
+            # O_NONBLOCK: a file replaced by a FIFO meanwhile must not block the copy.
+            fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            self.note(f"{shown}: not copied ({exc.strerror})")
+            return
+        with os.fdopen(fd, "rb") as fin:
+            if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+                self.note(f"{shown}: not a regular file; left out of the scratch copies")
+                return
+            with open(dst, "xb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+        shutil.copystat(src, dst)
+
+    def copy_link(self, src: str, dst: str, shown: str) -> None:
+        target = os.path.realpath(src)
+        if _inside(target, self.root) and not (self.skip is not None and _inside(target, self.skip)):
+            # The same place inside the copy, relative: it cannot leave the copy.
+            there = os.path.join(self.dest, self.rel(target))
+            os.symlink(os.path.relpath(there, os.path.dirname(dst)), dst)
+            return
+        try:
+            st = os.stat(target)
+        except OSError:
+            self.note(f"{shown}: a symbolic link to {os.readlink(src)}, outside the project, that leads nowhere; "
+                      "left out of the scratch copies")
+            return
+        if stat.S_ISDIR(st.st_mode):
+            if any(_inside(target, d) for d in self.outside):
+                self.note(f"{shown}: a symbolic link loop outside the project; left out of the scratch copies")
+                return
+            self.outside.append(target)
+            try:
+                self.copy_tree_external(target, dst, shown)
+            finally:
+                self.outside.pop()
+        elif stat.S_ISREG(st.st_mode):
+            self.copy_file(target, dst, shown, st.st_size, external=True)
+        else:
+            self.note(f"{shown}: a symbolic link to {_kind(st.st_mode)}; left out of the scratch copies")
+
+    def copy_tree_external(self, src: str, dst: str, shown: str) -> None:
+        os.makedirs(dst, exist_ok=True)
+        try:
+            entries = sorted(os.scandir(src), key=lambda e: e.name)
+        except OSError as exc:
+            self.note(f"{shown}: not copied ({exc.strerror})")
+            return
+        for entry in entries:
+            path, out, name = entry.path, os.path.join(dst, entry.name), os.path.join(shown, entry.name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                self.copy_link(path, out, name)
+            elif stat.S_ISDIR(st.st_mode):
+                self.copy_tree_external(path, out, name)
+            elif stat.S_ISREG(st.st_mode):
+                self.copy_file(path, out, name, st.st_size, external=True)
+            else:
+                self.note(f"{name}: {_kind(st.st_mode)}; left out of the scratch copies")
+
+
+def copy_project(root: Path, dest: Path, skip: Path | None = None, notes: list[str] | None = None) -> Path:
+    """Copy ``root`` to ``dest`` as a sandbox (see the module's docstring); ``skip``, the
+    scratch directory itself when it lies inside ``root``, is left out. What was left
+    out is appended to ``notes``. Raises ``ScratchError``."""
+    copier = _Copier(root, dest, skip, notes)
+    if os.path.lexists(dest):
+        raise ScratchError(f"{dest}: exists")
+    copier.copy_dir(copier.root, str(dest), "")
     return dest
+
+
+def escapes(copy: Path) -> list[str]:
+    """Names in ``copy`` that lead out of it (none, for a copy made by copy_project)."""
+    top = os.path.realpath(copy)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) and not _inside(os.path.realpath(path), top):
+                out.append(os.path.relpath(path, top))
+    return out

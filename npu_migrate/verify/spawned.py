@@ -4,12 +4,12 @@ Many DDP scripts (pytorch/examples' imagenet, most research repositories) are ru
 as ``python train.py`` and start one process per GPU themselves with
 ``mp.spawn(main_worker, nprocs=torch.cuda.device_count(), args=...)``. verify runs
 such a script as one process (npu_migrate/verify/twins.py) with ``--nproc`` devices
-(``torch.cuda.device_count()`` in the CPU twin, ``torch.npu.device_count()`` on the
+(``torch.cuda.device_count()`` in the reference twin, ``torch.npu.device_count()`` on the
 emulated NPU), and this module carries the hook into the processes it starts:
 
 * every process that multiprocessing starts with the ``spawn`` method (a fresh
   interpreter) runs :func:`boot` first, before the script's
-  module is imported there as ``__mp_main__``: so the CPU twin's CUDA-on-CPU layer
+  module is imported there as ``__mp_main__``: so the reference twin's CUDA-on-NPU layer
   is in place for the module-level code too. This is done by prefixing the
   interpreter command line multiprocessing builds (``multiprocessing.spawn.
   get_command_line``); a process that records no step (a DataLoader worker) writes

@@ -3,10 +3,14 @@
 * the **migrated twin**: the normal migration (the project's configuration and
   the user's rule selection), run on the emulated NPU, or on a real NPU where
   ``torch_npu`` imports;
-* the **CPU twin** (the reference): the same source migrated by the same rules to
-  the CPU target (npu_migrate/pipeline/target.py), with every rule that knows the CPU
-  target selected and no configuration, run with the CUDA-on-CPU layer
-  (npu_migrate/verify/cuda_on_cpu.py).
+* the **reference twin**: the original source (with only the device-neutral fixes,
+  :data:`NEUTRAL_RULES`), run on the same device with the CUDA-on-NPU layer
+  (npu_migrate/verify/cuda_on_npu.py: CUDA calls served by the emulated NPU, as
+  torch_npu's ``transfer_to_npu`` does on hardware), so the twins differ only by the
+  static migration;
+* or, with ``--reference cpu-retarget``, the older reference: the same source migrated
+  by the same rules to the CPU target (npu_migrate/pipeline/target.py), run on the CPU
+  with the CUDA-on-CPU layer (npu_migrate/verify/cuda_on_cpu.py).
 
 A run is ``python -m npu_migrate.verify.entry SCRIPT ARGS`` (one process, or a
 script that starts its own N processes with ``torch.multiprocessing.spawn``) or
@@ -16,9 +20,11 @@ copy as working directory; the hook writes ``rank<R>.json`` / ``rank<R>.npz``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,7 +34,7 @@ from pathlib import Path
 
 from npu_migrate.cli.options import Options
 
-from . import hook
+from . import hook, supervise
 
 #: Emulator variables a run must not inherit from the caller's environment.
 _EMULATOR_VARS = ("NPU_MIGRATE_EMULATOR", "NPU_MIGRATE_EMULATOR_STRICT", "NPU_MIGRATE_EMULATOR_DEVICES",
@@ -63,6 +69,36 @@ def migrated_options(select, extend_select, ignore, extend_ignore, config) -> Op
     """The user's migration: the project's configuration and the given selection."""
     return Options(paths=["."], mode="write", select=select, extend_select=list(extend_select), ignore=ignore,
                    extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
+
+
+#: The migration's device-neutral fixes: what they change, a correct CUDA script would
+#: need on any device (data order across epochs, the sharding of a shuffled DDP loader,
+#: resume state, checkpoint loading). Applied to both twins (docs/verify.md), so that
+#: the twins differ only by what the migration does for the device.
+NEUTRAL_RULES = ("NPU401", "NPU402", "NPU501", "NPU502")
+
+
+def neutral_options(ignore, extend_ignore, config) -> Options:
+    """The reference's copy: the original with only the device-neutral fixes the user's
+    migration also applies (the same ignores and configuration)."""
+    return Options(paths=["."], mode="write", select=list(NEUTRAL_RULES), ignore=ignore,
+                   extend_ignore=list(extend_ignore), config=config, cache=False, quiet=True, jobs=1, diff=False)
+
+
+def changed_files(original: Path, copy: Path) -> list[str]:
+    """Files of ``copy`` whose bytes differ from ``original``'s (what a migration changed)."""
+    out = []
+    for path in sorted(copy.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(copy)
+        source = original / rel
+        try:
+            if not source.is_file() or source.read_bytes() != path.read_bytes():
+                out.append(str(rel))
+        except OSError:
+            continue
+    return out
 
 
 def reference_options(empty_config: Path) -> Options:
@@ -142,11 +178,22 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop(hook.ENV_ALIGN, None)
     env.pop(hook.ENV_CPU, None)
+    env.pop(hook.ENV_REFERENCE, None)
     env.pop(hook.ENV_RESUMED_AFTER, None)
     env.pop(hook.ENV_DEVICES, None)
+    env.pop(hook.ENV_ROOT, None)
+    env.pop(hook.ENV_PORT, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
         env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
+    return env
+
+
+def reference_env(env: dict[str, str], nproc: int, emulated: bool = True) -> dict[str, str]:
+    """The reference twin: the original source on the device the migrated twin uses
+    (the emulated NPU, or a real one), CUDA served by it."""
+    env = npu_env(env, nproc, emulated)
+    env[hook.ENV_REFERENCE] = "1"
     return env
 
 
@@ -173,17 +220,41 @@ def real_npu(copy: Path, script: str) -> str | None:
     return find_real_torch_npu(child_search_path(str(copy / script), dict(os.environ)))
 
 
-#: Process groups of the runs under way (a run per twin at the same time with --jobs 2).
+#: Supervisors of the runs under way (a run per twin at the same time with --jobs 2).
 _RUNNING: set[int] = set()
+#: Seconds a supervisor gets to end its run's tree before its group is SIGKILLed.
+_GRACE_S = 5.0
 
 
 def kill_running() -> None:
-    """End every run under way (their own sessions: torchrun's or the script's workers too)."""
+    """End every run under way: each supervisor ends its tree (npu_migrate/verify/supervise.py),
+    and the threads waiting on the runs then sweep for what is left."""
+    import time
+
     for pid in list(_RUNNING):
-        try:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + _GRACE_S
+    while _RUNNING and time.monotonic() < end:
+        time.sleep(0.05)
+    for pid in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+
+
+def _end(proc: subprocess.Popen, token: str) -> int:
+    """End a run (its supervisor first, then its group, then anything carrying its marker)
+    and wait for it; returns its status."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    code = proc.wait()
+    supervise.sweep(token)
+    return code
 
 
 def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
@@ -191,21 +262,29 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
     out = Path(env[hook.ENV_OUT])
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "output.log"
+    token = secrets.token_hex(16)
+    env = dict(env, **{supervise.MARKER: token})
+    line = command_line(script, args, nproc, torchrun, spawns)
+    command = [sys.executable, "-m", "npu_migrate.verify.supervise", "--parent", str(os.getpid()), "--", *line]
     with open(log_path, "w", encoding="utf-8") as log:
-        # A session of its own, so that a timeout ends torchrun's workers too.
-        proc = subprocess.Popen(command_line(script, args, nproc, torchrun, spawns), cwd=copy, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        # A session of its own (a closed terminal's SIGHUP is verify's to handle), under a
+        # supervisor that ends everything the run starts: npu_migrate/verify/supervise.py.
+        if "torch.distributed.run" not in line:  # torchrun's workers use torchrun's port
+            env = dict(env, **{hook.ENV_PORT: str(_free_port())})
+        proc = subprocess.Popen(command, cwd=copy, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         _RUNNING.add(proc.pid)
         try:
             code, timed_out = proc.wait(timeout=timeout), False
+            code = _end(proc, token)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            code, timed_out = proc.wait(), True
-        except BaseException:  # Ctrl-C, or SIGTERM (verify's handler raises SystemExit): end the run too
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            code, timed_out = _end(proc, token), True
+        except BaseException:  # Ctrl-C, SIGTERM or SIGHUP (verify's handler raises SystemExit): end the run too
+            _end(proc, token)
             raise
         finally:
             _RUNNING.discard(proc.pid)
+    if code > 128 and not timed_out:
+        code = -(code - 128)  # the script died of signal N (the supervisor exits 128+N)
     text = log_path.read_text("utf-8", errors="replace")
     return RunResult(name=name, out=out, returncode=code, log=text, timed_out=timed_out).load()

@@ -14,7 +14,7 @@ class CudaOnlyPackage(DepsRule):
     fixable = False
     triggers = (b"apex", b"flash", b"xformers", b"bitsandbytes", b"triton", b"nvidia", b"cupy", b"nvml",
                 b"tensorrt", b"transformer", b"gpustat", b"pycuda", b"onnxruntime", b"mamba", b"causal",
-                b"deepspeed", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
+                b"deepspeed", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
     rationale = """
 These distributions only work with NVIDIA GPUs: installing them on an Ascend
 machine fails to build, or succeeds and fails at import or at the first kernel.

@@ -14,6 +14,7 @@ from . import children as _children
 from .checkpoint import CheckpointManager, ResumePoint, SaveHandle, resume_batches
 from .distributed import DistInfo, init_distributed
 from .errors import CheckpointError, LaunchError, RanktableError
+from .health import phase
 from .install import install
 from .install import install_in_worker as _install_in_worker
 from .parallel import (
@@ -44,6 +45,7 @@ __all__ = [
     "install",
     "is_main_process",
     "per_process_batch_size",
+    "phase",
     "resume_batches",
 ]
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import durable, layout, safeio, sharded_io
+from . import exitguard as _exitguard
+from . import health as _health
 from . import rng as _rng
 from . import watchdog as _watchdog
 from .errors import CheckpointError
@@ -273,7 +275,13 @@ class CheckpointManager:
 
     def _save(self, step: int, epoch: int | None, batch_in_epoch: int | None, objects: dict[str, Any],
               background: bool) -> SaveHandle:
+        with _exitguard.paused():  # a finished job's last save is made durable before the exit guard acts
+            return self._save_unguarded(step, epoch, batch_in_epoch, objects, background)
+
+    def _save_unguarded(self, step: int, epoch: int | None, batch_in_epoch: int | None, objects: dict[str, Any],
+                        background: bool) -> SaveHandle:
         _watchdog.beat()  # the runtime's own saves are signs of life; barriers are not
+        _health.mark_interval("checkpoint")  # and no slow step: this interval holds a save
         self._wait_pending()
         dist = _dist()
         rank = dist.get_rank() if dist else 0
@@ -306,6 +314,9 @@ class CheckpointManager:
         if rank == 0 and error is not None and layout.holds_lock(self.directory):
             # leftovers; never without the lock: they may be another job's save in progress
             self._attempt(what, layout.prune, self.directory, self.keep, self._good.__contains__, tag)
+            # and gone before the error reaches the script: a script that dies of it exits
+            # at once, and a daemon removal thread would die with it (leaving .trash-*)
+            layout.settle()
         # Every rank returns together, once rank 0's save is durable (or failed for all).
         error = _agree(dist, error)
         _watchdog.beat()
@@ -384,6 +395,11 @@ class CheckpointManager:
     def _finish(self, tmp: str, step: int, files: dict[str, dict[str, Any]], tag: str, handle: SaveHandle) -> None:
         """Manifest; fsync files and directories (side by side); publish; ``latest``;
         fsync the parent; prune (rank 0). Sets ``handle``."""
+        with _exitguard.paused():
+            self._finish_unguarded(tmp, step, files, tag, handle)
+
+    def _finish_unguarded(self, tmp: str, step: int, files: dict[str, dict[str, Any]], tag: str,
+                          handle: SaveHandle) -> None:
         what = f"checkpoint step {step}"
         latest = None
         try:
@@ -397,6 +413,7 @@ class CheckpointManager:
             durable.fsync_dir(self.directory)  # the rename and `latest` together
         except Exception as exc:  # noqa: BLE001 - the handle carries it to the caller
             layout.prune(self.directory, self.keep, self._good.__contains__, tag)
+            layout.settle()  # the failed save's .trash-* is gone before anyone hears of the failure
             log.error("npu_runtime: %s failed: %s", what, exc)
             handle.set_exception(exc if isinstance(exc, CheckpointError)
                                  else durable.write_failure(exc, what, self.directory))
@@ -700,6 +717,11 @@ def _register_for_exit(mgr: CheckpointManager) -> None:
 
 def _wait_all() -> None:
     """At exit (after Python joined the non-daemon save threads): report failures."""
+    with _exitguard.paused():
+        _wait_all_unguarded()
+
+
+def _wait_all_unguarded() -> None:
     for ref in _live:
         mgr = ref()
         if mgr is not None and mgr._pending is not None:

@@ -13,7 +13,14 @@ the process exits with it instead of 1:
   restart on another node helps, and the launchers restart.
 
 Anything else keeps exit 1 (unclassified: the launchers retry a bounded number of
-times). One line on the ``npu_runtime`` logger says which signature decided. A
+times).
+
+Classifying never delays the exit by more than about ``BUDGET_S`` (1 s): each line of the
+message is cut to its first and last ``LINE_KEEP`` characters (4 KiB each), only the last
+``TEXT_MAX`` characters (64 KiB) of the whole text are matched, and the matching runs on
+a daemon thread that the dying rank waits for at most ``BUDGET_S``; past it the crash is
+unclassified (exit 1, "unknown") and one line says so. A 1.4 MB exception message is
+classified from its bounded excerpt. One line on the ``npu_runtime`` logger says which signature decided. A
 ``KeyboardInterrupt`` and ``SystemExit`` are left alone; workers of
 ``torch.multiprocessing.spawn`` report their exception to the parent, which raises it
 there, so the parent is the one classified.
@@ -34,6 +41,12 @@ log = logging.getLogger("npu_runtime")
 
 CLASSIFIED = (exitcodes.HARDWARE, exitcodes.FATAL)
 MAX_CHAIN = 8
+#: each line is matched on its first and last LINE_KEEP characters
+LINE_KEEP = 4096
+#: at most this many characters of the exception text (its end: the root cause) are matched
+TEXT_MAX = 64 * 1024
+#: the longest the classification may delay the exit (seconds)
+BUDGET_S = 1.0
 
 _lock = threading.Lock()
 _previous_hook: Any = None
@@ -60,9 +73,28 @@ def exception_text(exc: BaseException) -> list[str]:
     while current is not None and id(current) not in seen and len(seen) < MAX_CHAIN:
         seen.add(id(current))
         for chunk in traceback.format_exception_only(type(current), current):
-            lines.extend(chunk.splitlines())
+            lines.extend(_cut(line) for line in chunk.splitlines())
         current = current.__cause__ or current.__context__
-    return lines
+    return _tail(lines)
+
+
+def _cut(line: str) -> str:
+    if len(line) <= 2 * LINE_KEEP:
+        return line
+    return f"{line[:LINE_KEEP]} ... {line[-LINE_KEEP:]}"
+
+
+def _tail(lines: list[str]) -> list[str]:
+    """The last lines that fit in TEXT_MAX characters."""
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        size += len(line) + 1
+        if size > TEXT_MAX:
+            break
+        kept.append(line)
+    kept.reverse()
+    return kept
 
 
 def classify(exc: BaseException) -> tuple[int, Any] | None:
@@ -72,7 +104,8 @@ def classify(exc: BaseException) -> tuple[int, Any] | None:
         return None
     from .diagnose import diagnose_lines
 
-    for diagnosis in diagnose_lines([("<exception>", exception_text(exc))]):
+    text = exception_text(exc)
+    for diagnosis in diagnose_lines([("<exception>", text)]):
         if diagnosis.signature.severity != "error":
             continue
         code = diagnosis.signature.exit_class
@@ -80,11 +113,37 @@ def classify(exc: BaseException) -> tuple[int, Any] | None:
     return None
 
 
+def classify_within(exc: BaseException, budget_s: float | None = None) -> tuple[int, Any] | None:
+    """:func:`classify` on a daemon thread, waited for at most ``budget_s`` (BUDGET_S);
+    None ("unknown") when it takes longer or fails."""
+    budget_s = BUDGET_S if budget_s is None else budget_s
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(classify(exc))
+        except Exception:  # noqa: BLE001 - never hide the script's own error behind ours
+            box.append(None)
+
+    thread = threading.Thread(target=run, name="npu_runtime-crash-class", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # no threads any more (interpreter shutdown)
+        return None
+    thread.join(budget_s)
+    if not box:
+        log.error("npu_runtime: classifying the exception took over %g s; left unclassified (exit 1)", budget_s)
+        return None
+    return box[0]
+
+
 def _hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
     global _code
     (_previous_hook or sys.__excepthook__)(exc_type, exc, tb)
     try:
-        found = classify(exc)
+        from . import diagnose  # noqa: F401 - imported here, not inside the budget
+
+        found = classify_within(exc)
     except Exception:  # noqa: BLE001 - never hide the script's own error behind ours
         return
     if found is None:

@@ -24,15 +24,21 @@ Nothing in the training script changes. ``install()`` starts a ``HealthMonitor``
   ``nan_loss``/``inf_loss`` event, which stops the rank under ``stop``. A skipped step
   ends a step-time interval, so the next step is not a false ``slow_step``.
 - **step time**: the time between two optimizer steps against the running median of
-  the last ``WINDOW`` steps (the first step, with its compilation, is not counted).
-  Whatever runs between two steps counts (data loading, an evaluation between epochs).
+  the last ``WINDOW`` steps (the first step, with its compilation, is not counted). A
+  slow step needs both the ratio (``NPU_RUNTIME_SLOW_STEP_FACTOR``) and an absolute
+  floor over the median (``NPU_RUNTIME_SLOW_STEP_MIN_S``, 0.5 s). An interval that
+  evaluates or checkpoints is neither judged nor counted: ``with phase("eval"):``,
+  ``model.eval()`` (``Module.train(False)``) and the runtime's own saves mark it. Data
+  loading between two steps counts.
 - **device memory**: memory reserved by the caching allocator against the device's
   capacity, after each step.
 Collective time is not measured: HCCL's own timeouts and the watchdog cover a stuck
 collective, and timing every collective would cost a synchronisation each.
 
 Each event is one JSON line, appended to the file named by ``NPU_RUNTIME_EVENTS`` (opened
-without following links, mode 0600) and logged on the ``npu_runtime`` logger::
+without following links, mode 0600, by :class:`EventSink`'s thread: a full disk, a FIFO
+without reader, a directory, a link or a hung mount is one warning, never an exception
+or a wait in a hook) and logged on the ``npu_runtime`` logger::
 
     {"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null, "time": 1767...}
 
@@ -42,8 +48,8 @@ Settings (environment): ``NPU_RUNTIME_HEALTH_ACTION`` ``warn`` (default) or ``st
 ``exitcodes.HEALTH`` = 76 after a NaN/Inf loss, so the launcher restarts from the last
 good checkpoint); ``NPU_RUNTIME_LOSS_SPIKE_FACTOR`` (default 3: a loss above 3x the
 running median is a spike); ``NPU_RUNTIME_SLOW_STEP_FACTOR`` (default 2) and ``NPU_RUNTIME_SLOW_STEP_MIN_S`` (default
-0.01: a slow step must also exceed the median by this many seconds, so that scheduler
-jitter on a millisecond step is not an event);
+0.5: a slow step must also exceed the median by this many seconds, so that scheduler
+jitter on a loaded machine is not an event);
 ``NPU_RUNTIME_MEMORY_THRESHOLD`` (default 0.95 of capacity); ``NPU_RUNTIME_OVERFLOW_LIMIT``
 (default 20 skipped steps in a row with a NaN/Inf loss under a GradScaler).
 """
@@ -71,7 +77,17 @@ log = logging.getLogger("npu_runtime")
 WINDOW = 50
 MIN_SAMPLES = 5
 MAX_PENDING = 256
+#: a slow step must exceed the running median by this many seconds too (NPU_RUNTIME_SLOW_STEP_MIN_S)
+SLOW_STEP_MIN_S = 0.5
 ACTIONS = ("warn", "stop")
+
+#: events waiting for the writer thread; more are dropped (and counted), never waited for
+QUEUE_MAX = 1024
+#: a write (or open) that has not returned after this long marks the file as stalled
+WRITE_TIMEOUT_S = 2.0
+#: events kept in memory (``HealthMonitor.events``); the oldest go first
+MEMORY_MAX = 10000
+
 
 _UNKNOWN = object()
 
@@ -132,15 +148,18 @@ class HealthMonitor:
         self.action = action
         self.spike_factor = _float_setting(environ, "NPU_RUNTIME_LOSS_SPIKE_FACTOR", 3.0, 1.0, 1e6)
         self.slow_factor = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_FACTOR", 2.0, 1.0, 1e6)
-        self.slow_min_s = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_MIN_S", 0.01, 0.0, 1e6)
+        self.slow_min_s = _float_setting(environ, "NPU_RUNTIME_SLOW_STEP_MIN_S", SLOW_STEP_MIN_S, 0.0, 1e6)
         self.memory_threshold = _float_setting(environ, "NPU_RUNTIME_MEMORY_THRESHOLD", 0.95, 0.0, 1.0)
         self.overflow_limit = int(_float_setting(environ, "NPU_RUNTIME_OVERFLOW_LIMIT", 20, 1, 1e6))
         self.events_path = environ.get("NPU_RUNTIME_EVENTS") or None
+        self._sink = EventSink(self.events_path) if self.events_path else None
+        if self._sink is not None:
+            _sinks.append(self._sink)
         self.rank = _rank(environ)
         self.clock = clock
         self._exit = exit or _exit_rank
         self.step = 0
-        self.events: list[dict[str, Any]] = []
+        self.events: deque[dict[str, Any]] = deque(maxlen=MEMORY_MAX)
         self._pending: list[tuple[Any, bool]] = []  # (0-d tensor, is a loss value rather than a finiteness probe)
         self._stepped = False  # an optimizer step ran since the last GradScaler.step began
         self._overflows = 0  # GradScaler steps skipped in a row with a NaN/Inf loss
@@ -149,6 +168,9 @@ class HealthMonitor:
         self._losses = RunningWindow(WINDOW)
         self._durations = RunningWindow(WINDOW)
         self._last_step_end: float | None = None
+        self._marked: str | None = None  # the interval holds an evaluation or a checkpoint (phase())
+        self._phase_depth = 0
+        self._train_patch: Any = None
         self._memory_high = False
         self._capacity: dict[Any, int] = {}
         self._device: Any = _UNKNOWN
@@ -177,7 +199,29 @@ class HealthMonitor:
         self._original_backward = original
         torch.autograd.backward = backward
         self._patch_scalers()
+        self._patch_eval()
         return self
+
+    def _patch_eval(self) -> None:
+        """``model.eval()`` (``train(False)``) marks the interval as an evaluation: loops
+        such as nanoGPT's evaluate (and checkpoint) between two steps without telling us."""
+        import torch
+
+        original = torch.nn.Module.__dict__.get("train")
+        if original is None or getattr(original, "_npu_runtime", False):
+            return
+        monitor = self
+
+        def train(module: Any, mode: bool = True) -> Any:
+            if not mode:
+                monitor._marked = "eval"
+            return original(module, mode)
+
+        train.__wrapped__ = original  # type: ignore[attr-defined]
+        train.__doc__ = original.__doc__
+        train._npu_runtime = True  # type: ignore[attr-defined]
+        torch.nn.Module.train = train
+        self._train_patch = original
 
     def _patch_scalers(self) -> None:
         """Wrap ``GradScaler.step`` (torch.amp's, and torch_npu's where it is its own class)
@@ -220,6 +264,12 @@ class HealthMonitor:
         for cls, original in self._scaler_patches:
             cls.step = original
         self._scaler_patches.clear()
+        if self._train_patch is not None:
+            import torch
+
+            torch.nn.Module.train = self._train_patch
+            self._train_patch = None
+        self.flush()
 
     def observe_backward(self, tensors: Any) -> None:
         try:  # the common case first: one scalar loss
@@ -250,15 +300,31 @@ class HealthMonitor:
     def _before_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
         self._stepped = True
         self._overflows = 0
-        self.check_losses()
+        try:
+            self.check_losses()
+        except Exception as exc:  # noqa: BLE001 - a side channel never stops training
+            self._hook_failed(exc)
 
     def _after_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        try:
+            self._after_step_unguarded()
+        except Exception as exc:  # noqa: BLE001 - a side channel never stops training
+            self._hook_failed(exc)
+        finally:
+            self.step += 1
+
+    def _hook_failed(self, exc: BaseException) -> None:
+        if not getattr(self, "_hook_failure_said", False):
+            self._hook_failure_said = True
+            log.warning("npu_runtime health: the monitor failed (%s: %s); training goes on", type(exc).__name__, exc)
+
+    def _after_step_unguarded(self) -> None:
         now = self.clock()
-        if self._last_step_end is not None:
+        if self._last_step_end is not None and self._marked is None and not self._phase_depth:
             self.observe_step_time(now - self._last_step_end)
+        self._marked = None
         self._last_step_end = now
         self.check_memory()
-        self.step += 1
 
     # ------------------------------------------------------------------ checks
     def _read_pending(self) -> list[tuple[float, bool]]:
@@ -279,6 +345,7 @@ class HealthMonitor:
         """A GradScaler skipped the optimizer step (its gradients overflowed): the scaler's
         normal work, unless the losses themselves stay NaN/Inf for ``overflow_limit`` steps."""
         self._last_step_end = self.clock()  # the skipped iteration ends an interval
+        self._marked = None
         bad = [v for v, _ in self._read_pending() if not math.isfinite(v)]
         if not bad:
             return
@@ -311,6 +378,7 @@ class HealthMonitor:
             log.error("npu_runtime health: %s loss at step %d (rank %d); NPU_RUNTIME_HEALTH_ACTION=stop: "
                       "exiting with code %d so the launcher restarts from the last good checkpoint",
                       "nan" if kind == "nan_loss" else "inf", self.step, self.rank, exitcodes.HEALTH)
+            self.flush()
             self._exit(exitcodes.HEALTH)
 
     def observe_step_time(self, seconds: float) -> None:
@@ -318,9 +386,24 @@ class HealthMonitor:
             median = self._durations.median()
             threshold = self.slow_factor * median
             # A few milliseconds of scheduler jitter on a millisecond step is no health problem.
-            if seconds > threshold and seconds - median >= self.slow_min_s:
+            if seconds > threshold and seconds - median >= self.slow_min_s:  # ratio AND absolute floor
                 self.emit("slow_step", seconds, threshold)
         self._durations.append(seconds)
+
+    def mark_interval(self, why: str) -> None:
+        """The current step interval holds ``why`` (an evaluation, a checkpoint): its time is
+        neither judged nor added to the running median."""
+        self._marked = why
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Any:
+        self._phase_depth += 1
+        self.mark_interval(name)
+        try:
+            yield
+        finally:
+            self._phase_depth -= 1
+            self.mark_interval(name)
 
     def check_memory(self) -> None:
         fraction = self._memory_fraction()
@@ -367,11 +450,14 @@ class HealthMonitor:
             "threshold": None if threshold is None else _json_number(threshold), "time": round(time.time(), 3),
         }
         self.events.append(record)
-        line = json.dumps(record)
         log.warning("npu_runtime health: %s", _describe(record))
-        if self.events_path:
-            _append(self.events_path, line + "\n")
+        if self._sink is not None:
+            self._sink.put(json.dumps(record) + "\n")
         return record
+
+    def flush(self, timeout_s: float = WRITE_TIMEOUT_S) -> bool:
+        """Wait a bounded time for the events file to have every event so far."""
+        return True if self._sink is None else self._sink.flush(timeout_s)
 
 
 def _describe(record: Mapping[str, Any]) -> str:
@@ -386,6 +472,9 @@ def _describe(record: Mapping[str, Any]) -> str:
         return f"loss spike {value:.6g} > {threshold:.6g} (running median x factor) {where}"
     if event == "slow_step":
         return f"slow step {value:.3f} s > {threshold:.3f} s (running median x factor) {where}"
+    if event == "exit_hang":
+        return (f"the training is over but the process had not exited after {value:.1f} s "
+                f"(NPU_RUNTIME_EXIT_TIMEOUT={threshold:g}); ended with exit 0 {where}")
     return f"device memory {value:.1%} of capacity > {threshold:.0%} {where}"
 
 
@@ -393,17 +482,124 @@ def _json_number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
-def _append(path: str, text: str) -> None:
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        log.warning("npu_runtime health: cannot write events to %s: %s", path, exc.strerror or exc)
-        return
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+class EventSink:
+    """Appends event lines to ``NPU_RUNTIME_EVENTS`` without ever blocking or failing the
+    training thread.
+
+    ``put()`` only appends to a bounded queue; a daemon thread opens the file (``O_APPEND``,
+    ``O_NOFOLLOW``, ``O_NONBLOCK``: a FIFO without a reader is ``ENXIO``, not a wait) and
+    writes each line. The first failure (a full disk, a directory, a link, a FIFO nobody
+    reads, a write that has not returned after ``WRITE_TIMEOUT_S``: a hung NFS mount) is
+    one warning line; from then on lines are dropped (the monitor still keeps them in
+    memory), and so are lines that find the queue full. ``flush(timeout)`` waits a bounded
+    time for the queue to drain (the ``stop`` action and interpreter exit call it)."""
+
+    def __init__(self, path: str) -> None:
+        import queue
+
+        self.path = path
+        self.broken: str | None = None
+        self.dropped = 0
+        self._queue: queue.Queue[str] = queue.Queue(QUEUE_MAX)
+        self._busy_since: float | None = None
+        self._queued = 0  # lines put on the queue; the writer counts those it finished in _handled
+        self._handled = 0
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._fd: int | None = None
+
+    def put(self, line: str) -> None:
+        """Queue one line; never blocks, never raises."""
+        try:
+            if self._stalled() or self.broken is not None:
+                self.dropped += 1
+                return
+            if self._thread is None or self._pid != os.getpid():
+                self._start()
+            self._queue.put_nowait(line)
+            self._queued += 1
+        except Exception as exc:  # noqa: BLE001 - queue.Full, a thread that cannot start: drop it
+            self.dropped += 1
+            self._fail(f"{type(exc).__name__}: event queue full or writer unavailable")
+
+    def _start(self) -> None:
+        import queue
+
+        if self._pid != os.getpid():  # a forked child: the parent's thread and queue are not ours
+            self._queue = queue.Queue(QUEUE_MAX)
+            self._pid = os.getpid()
+            self._fd = None
+            self._busy_since = None
+            self._queued = self._handled = 0
+        self._thread = threading.Thread(target=self._drain, name="npu_runtime-health-events", daemon=True)
+        self._thread.start()
+
+    def _stalled(self) -> bool:
+        since = self._busy_since
+        if since is not None and time.monotonic() - since > WRITE_TIMEOUT_S:
+            self._fail(f"a write has not returned for {WRITE_TIMEOUT_S:g} s")
+            return True
+        return False
+
+    def _fail(self, why: str) -> None:
+        if self.broken is None:
+            self.broken = why
+            log.warning("npu_runtime health: cannot write events to %s (%s); later events are not written "
+                        "to it (they are still logged here)", self.path, why)
+
+    def _drain(self) -> None:
+        while True:
+            line = self._queue.get()
+            if self.broken is None:
+                self._busy_since = time.monotonic()
+                try:
+                    self._write(line.encode())
+                except OSError as exc:
+                    self._fail(exc.strerror or str(exc))
+                except Exception as exc:  # noqa: BLE001 - the writer thread never dies
+                    self._fail(f"{type(exc).__name__}: {exc}")
+                finally:
+                    self._busy_since = None
+            self._handled += 1
+
+    def _write(self, data: bytes) -> None:
+        import errno
+        import stat
+
+        if self._fd is None:
+            flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self.path, flags, 0o600)
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+                os.close(fd)
+                raise OSError(errno.EINVAL, "not a file, FIFO or device")
+            self._fd = fd
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)  # O_NONBLOCK: a full pipe is EAGAIN, not a wait
+            view = view[written:]
+
+    def flush(self, timeout_s: float = WRITE_TIMEOUT_S) -> bool:
+        """Wait at most ``timeout_s`` for the queued lines to be written; True if they were."""
+        if self._thread is None or self._pid != os.getpid():
+            return True
+        target = self._queued
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while self._handled < target:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+
+_sinks: list[EventSink] = []
+
+
+def _flush_at_exit() -> None:
+    for sink in _sinks:
+        with contextlib.suppress(Exception):
+            sink.flush()
 
 
 def _rank(environ: Mapping[str, str]) -> int:
@@ -437,11 +633,35 @@ def start_from_env(environ: Mapping[str, str]) -> HealthMonitor | None:
         if _active is not None or not enabled_by_env(environ):
             return _active
         _active = HealthMonitor(environ).start()
+        import atexit
+
+        atexit.register(_flush_at_exit)  # the writer is a daemon thread: give it a bounded moment
         return _active
 
 
 def active() -> HealthMonitor | None:
     return _active
+
+
+@contextlib.contextmanager
+def phase(name: str = "eval") -> Any:
+    """``with npu_runtime.phase("eval"):`` around an evaluation, a checkpoint or anything a
+    loop does now and then between two optimizer steps: the step interval that holds it is
+    not judged as a slow step (nor counted in the running median). A no-op without a
+    monitor; never raises on its own."""
+    monitor = _active
+    if monitor is None:
+        yield
+        return
+    with monitor.phase(str(name)):
+        yield
+
+
+def mark_interval(why: str) -> None:
+    """The current step interval holds ``why`` (the runtime's own checkpoint saves call this)."""
+    monitor = _active
+    if monitor is not None:
+        monitor.mark_interval(why)
 
 
 def _reset_for_tests() -> None:

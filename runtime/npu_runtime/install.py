@@ -11,7 +11,8 @@ never creates a process group. It
 4. sets this rank's device when the job has several ranks and an accelerator;
 5. starts the Watchdog unless NPU_RUNTIME_WATCHDOG=0, and the health monitor
    (health.py: NaN/Inf losses, loss spikes, slow steps, full memory) unless
-   NPU_RUNTIME_HEALTH=0;
+   NPU_RUNTIME_HEALTH=0, and the exit guard (exitguard.py: a rank whose training is
+   over but that does not exit within NPU_RUNTIME_EXIT_TIMEOUT ends with 0);
 6. makes a rank that dies of an exception the diagnose table classifies exit with its
    class (crash_class.py: 78 fatal for out of memory or an operator error, 77 hardware
    for an ECC error) instead of 1, so every launcher decides the restart by it;
@@ -156,6 +157,13 @@ def _install(want_watchdog: bool | None, timeout_s: float | None, environ: Mutab
             _note(notes, "%s", exc)
     wd = _start_watchdog(want_watchdog, timeout_s, environ, notes)
     _start_health(environ, notes)
+    from . import exitguard
+
+    try:
+        if environ is os.environ:  # the process's own install (a test's private mapping changes nothing)
+            exitguard.install(environ)
+    except Exception as exc:  # noqa: BLE001 - install() never raises
+        _note(notes, "exit guard not started: %s", exc, level=logging.WARNING)
     from . import crash_class
 
     crash_class.install()
@@ -197,6 +205,9 @@ def _reset_for_tests() -> None:
 
     health._reset_for_tests()
     crash_class._reset_for_tests()
+    from . import exitguard
+
+    exitguard._reset_for_tests()
 
     with _lock:
         wd = _wd.active()

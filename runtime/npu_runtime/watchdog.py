@@ -53,6 +53,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import exitcodes
+from . import exitguard as _exitguard
 from .errors import LaunchError
 from .feeds import Feeds
 
@@ -138,10 +139,12 @@ def active() -> Watchdog | None:
 
 
 def beat() -> None:
-    """Feed this process's watchdog, if one runs (a sign of life from anywhere)."""
+    """Feed this process's watchdog, if one runs (a sign of life from anywhere), and the
+    exit guard once the training is over."""
     wd = _active
     if wd is not None:
         wd.last_beat = _monotonic()
+    _exitguard.note_life()
 
 
 def warmed_up() -> None:
@@ -253,7 +256,7 @@ class Watchdog:
     def current_timeout(self) -> float:
         """The first-step timeout until an optimizer step completed, then the step timeout;
         while the interpreter exits, the larger of the two."""
-        if self._exiting:
+        if self._exiting or _exitguard.armed():  # the exit guard watches a finished job's way out
             return max(self.first_step_timeout_s, self.timeout_s)
         return self.first_step_timeout_s if self.last_step is None else self.timeout_s
 
@@ -350,7 +353,12 @@ class Watchdog:
         from . import heartbeat
 
         armed_until = 0.0
-        beacon = heartbeat.Beacon(self.current_timeout() + self.grace_s, self.interval_s)
+        # The heartbeat says "this checker thread can run", not "training progresses": a
+        # thread that could not run for a whole step timeout is stuck behind the GIL, also
+        # during a first step (compiling runs Python, so this thread runs too). So its budget
+        # is the step timeout, never the long first-step one: a worker forked after the parent
+        # warmed up would otherwise be caught only after NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT.
+        beacon = heartbeat.Beacon(self.timeout_s + self.grace_s, self.interval_s)
         try:
             self._check_loop(armed_until, beacon)
         finally:

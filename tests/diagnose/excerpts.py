@@ -26,6 +26,12 @@ EXCERPTS: dict[str, list[str]] = {
         "[Error]: The task scheduler loses the heartbeat. \n",
         "[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.001 [transport_roce.cc:88] [7071] rdma link down, "
         "peer rank[6]\n",
+        # issue 38.8: CANN's runtime on a lost device (shape of vllm-ascend issue 8186), removal and link loss
+        "        Device[1] lost heartbeat.[FUNC:SyncTask][FILE:direct_hwts_engine.cc][LINE:407]\n",
+        "        rtDeviceSynchronizeWithTimeout execution failed, reason=lost heartbeat[FUNC:FuncErrorReason]\n",
+        "[ERROR] DRV(3021,python):2026-03-02-10:11:12.000.001 [devdrv] device 3 has been removed, stop the task\n",
+        "kernel: [127576.922378] pcieport 0000:80:00.0: PCIe link lost, davinci2 disconnected\n",
+        "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.\n",
     ],
     "remote-rank-failed": [
         "[rank2]:[E302 10:11:12.1 ProcessGroupHCCL.cpp:900] SUSPECT REMOTE ERROR. rank 5 did not answer.\n",
@@ -78,6 +84,9 @@ EXCERPTS: dict[str, list[str]] = {
         "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
         '{"event": "nan_loss", "step": 41, "rank": 0, "value": "nan", "threshold": null}\n',
         "epoch 3 step 120 loss=nan lr=0.001\n",
+        "step 320 loss nan lr 3.0e-04\n",  # issue 38.8: free text, no colon or equals sign
+        "[2026-03-02 10:11:12] epoch 1 | step 88 | loss inf | tokens/s 5120\n",
+        "WARNING: Loss is NaN, stopping training\n",
         "  exitcode  : 76 (pid: 14692)\n",
     ],
     "force-stop": [
@@ -132,6 +141,10 @@ EXCERPTS: dict[str, list[str]] = {
 
 # Lines that look alarming but are no failure: none of them may be diagnosed.
 HEALTHY = [
+    "step 320 loss 2.3104 lr 3.0e-04 grad norm: nan (skipped)\n",  # issue 38.8: the noise around free-text losses
+    "step 321 loss scale 65536.0 found inf in gradients, skipping\n",
+    "removed checkpoint ckpt/step-20 (keeping 3); symlink lost+found skipped\n",
+    "loss information logged to tb/\n",
     "{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
     "INFO: HCCL_CONNECT_TIMEOUT=1800 HCCL_EXEC_TIMEOUT=1836\n",
     "Using torch SDPA for faster training and inference.\n",

@@ -167,3 +167,19 @@ def test_exit_class_prints_only_the_root_causes_class_and_reports_on_stderr(tmp_
     assert out == stdout
     if text != "".join(HEALTHY):
         assert "(root cause)" in err
+
+
+def test_terminal_controls_in_evidence_and_file_names_are_escaped(tmp_path, capsys):
+    """issue 38.3: a log line that retitles and clears the terminal, in a file whose name holds
+    an escape sequence and a C1 CSI, is printed escaped; JSON escapes them itself."""
+    hostile = "\x1b]0;owned\x07\x1b[2J\x9b31m\u202e"
+    log = _write(tmp_path, f"rank0{hostile}.log", f"{hostile}RuntimeError: NPU out of memory{hostile}\n")
+    assert main([log]) == 1
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\u202e")
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x9b31m\\u202e" in out
+    assert main(["--output-format", "json", log]) == 1
+    (d,) = json.loads(capsys.readouterr().out)["diagnoses"]
+    assert d["file"] == log and hostile in d["evidence"]
+    assert main([str(tmp_path / f"missing{hostile}.log")]) == 2
+    assert "\x1b" not in capsys.readouterr().err

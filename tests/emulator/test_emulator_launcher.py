@@ -213,3 +213,10 @@ def test_without_strict_float64_and_deny_list_are_inactive(emulator_build):
     )
     assert r["factory_f64"] == {"ok": True, "value": "torch.float64"}
     assert r["denied_op"]["ok"] is True
+
+
+def test_child_env_fixes_the_hash_seed_unless_the_user_set_one():
+    # str hashing randomised per process made a list(set(text)) vocabulary, and with it every
+    # loss and sampled token, differ between runs and between ranks (docs/emulator.md, "Determinism")
+    assert launcher.child_env(base={})["PYTHONHASHSEED"] == "0"
+    assert launcher.child_env(base={"PYTHONHASHSEED": "123"})["PYTHONHASHSEED"] == "123"

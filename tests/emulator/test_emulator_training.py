@@ -110,3 +110,12 @@ def test_two_process_ddp_with_hccl_equals_gloo_on_cpu(emulator_build, tmp_path):
     # ... while a CPU tensor handed to hccl still fails, as on hardware.
     assert cpu["cpu_tensor_collective"] == "accepted"
     assert "expected npu tensors" in npu["cpu_tensor_collective"]
+
+
+@pytest.mark.timeout(300)
+def test_sync_batch_norm_over_two_processes_equals_batch_norm_over_the_whole_batch(emulator_build):
+    # ATen has SyncBatchNorm's statistics kernels for CUDA only; the emulator writes them
+    # (torch_npu/_syncbn.py) and gathers their stats through hccl's all_gather_single
+    r = json_report(run_emulated(SCRIPTS / "syncbn_train.py", nproc=2))
+    assert r["device"] == "npu"
+    assert r["out"] < 1e-5 and r["grad"] < 1e-5 and r["running_var"] < 1e-6

@@ -158,3 +158,54 @@ def test_a_native_parser_crash_on_standard_input_fails_that_input_only(tmp_path)
     assert [line for line in err.decode().splitlines() if line.startswith("error:")] == [
         "error: m.py:1: internal error in npu-migrate (a worker process died on this file: SIGSEGV); please report it"
     ]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_while_writing_is_ctrl_c(tmp_path, signum):
+    """issue 38.6: the same one line, exit 128+N, the half-written temp file removed."""
+    src = tree(tmp_path / "src", count=5)
+    env = faulty_env(tmp_path, NPU_TEST_SLOW_WRITE="3")
+    process = start(["--write", "--no-cache", "-j", "2", "src"], tmp_path, env)
+    try:
+        wait_for(tmp_path / "state" / "writing", process)
+        assert len(temp_files(src)) == 1
+        os.killpg(process.pid, signum)  # a closed terminal, or `kill -TERM -PGID`, reaches the workers too
+        code, err = finish(process)
+    finally:
+        kill_group(process)
+    assert code == 128 + signum, err
+    assert "Traceback" not in err
+    name = signal.Signals(signum).name
+    assert err.strip().splitlines()[-1] == f"terminated ({name}): 2 file(s) written before the interrupt, none after it"
+    assert sorted(p.read_bytes() for p in src.iterdir()) == sorted([CUDA] * 3 + [MIGRATED] * 2)
+    assert temp_files(src) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_signal_at_a_random_moment_of_write_jobs_2_leaves_no_temp_file(tmp_path):
+    """issue 38.6: SIGTERM/SIGHUP/SIGINT to the parent or the group at random moments of a
+    real `--write --jobs 2` run (bounded: 8 runs); every file whole, no temp file."""
+    import random
+    import time
+
+    rng = random.Random(38)
+    for trial in range(8):
+        root = tmp_path / f"t{trial}"
+        root.mkdir()
+        src = tree(root / "src", count=40)
+        signum = rng.choice([signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+        process = subprocess.Popen([str(CONSOLE_SCRIPT), "--write", "--no-cache", "-j", "2", "src"], cwd=root,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            time.sleep(rng.uniform(0.3, 3.0))
+            if rng.random() < 0.5:
+                process.send_signal(signum)
+            else:
+                os.killpg(process.pid, signum)
+            code, err = finish(process)
+        finally:
+            kill_group(process)
+        assert "Traceback" not in err, err
+        assert code in (0, 130 if signum == signal.SIGINT else 128 + signum), (signum, code, err)
+        assert temp_files(src) == [], (trial, signum, code)
+        assert all(p.read_bytes() in (CUDA, MIGRATED) for p in src.iterdir())

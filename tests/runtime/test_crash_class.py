@@ -76,3 +76,52 @@ def test_an_installed_script_exits_with_the_class_after_its_traceback(tmp_path, 
         assert done.stderr.index("Traceback") < done.stderr.index(said)
     else:
         assert "exiting with" not in done.stderr
+
+
+def test_classification_past_its_budget_is_unknown(monkeypatch, caplog):
+    import threading
+    import time
+
+    release = threading.Event()
+    monkeypatch.setattr(crash_class, "classify", lambda exc: release.wait(30))  # a regex that never ends
+    start = time.monotonic()
+    assert crash_class.classify_within(RuntimeError(OOM), budget_s=0.3) is None
+    assert time.monotonic() - start < 2
+    assert "left unclassified" in caplog.text
+    release.set()
+
+
+def test_a_huge_message_is_matched_on_a_bounded_excerpt():
+    # the shape that made a signature backtrack (torch_npu and many "requires"), 1.4 MB, OOM at its end
+    message = "torch_npu " + "requires torch " * 93_000 + OOM
+    lines = crash_class.exception_text(RuntimeError(message))
+    assert sum(len(line) for line in lines) <= crash_class.TEXT_MAX
+    found = crash_class.classify(RuntimeError(message))
+    assert found is not None and found[0] == exitcodes.FATAL
+
+
+HUGE = textwrap.dedent("""
+    import time, sys
+    import npu_runtime
+    npu_runtime.install()
+    message = "torch_npu " + "requires torch " * 93_000 + "x"
+    sys.stdout.write(f"raised {time.time()}\\n")
+    sys.stdout.flush()
+    raise RuntimeError(message)
+""")
+
+
+@pytest.mark.timeout(120)
+def test_a_dying_rank_with_a_1_4_mb_message_exits_at_once(tmp_path):
+    import time
+
+    script = tmp_path / "train.py"
+    script.write_text(HUGE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100,
+                          env={**os.environ, "NPU_RUNTIME_WATCHDOG": "0"}, check=False)
+    ended = time.time()
+    raised = float(done.stdout.split()[1])
+    assert done.returncode in (1, exitcodes.FATAL)  # its text reads like a version mismatch
+    assert len(done.stderr) > 1_390_000  # the whole message is still printed
+    # the traceback print and interpreter exit included; classification itself is bounded by 1 s
+    assert ended - raised < crash_class.BUDGET_S + 2.0, ended - raised

@@ -31,6 +31,7 @@ def _monitor(tmp_path, clock=None, **env):
 
 
 def _events(tmp_path):
+    health._flush_at_exit()  # events are written by the sink's thread
     path = tmp_path / "events.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -105,9 +106,81 @@ def test_a_step_slower_than_twice_the_running_median(tmp_path):
 def test_jitter_on_a_millisecond_step_is_no_slow_step(tmp_path):
     clock = Clock()
     monitor, _ = _monitor(tmp_path, clock=clock)
-    durations = [0.0] + [0.001] * 8 + [0.005, 0.001, 0.030]  # 5x by 4 ms (jitter), then 30x by 29 ms
+    # 5x by 4 ms, 30x by 29 ms, 2.2x by 10.5 ms (the 0.019 s > 0.017 s of issue 37): jitter on a
+    # loaded CPU, under the absolute floor (0.5 s over the median); then a 0.6 s stall is an event
+    durations = [0.0] + [0.001] * 8 + [0.005, 0.001, 0.030, 0.001, 0.0115, 0.001, 0.6]
+    _train(monitor, [1.0] * len(durations), clock=clock, durations=durations)
+    assert [e["step"] for e in _events(tmp_path) if e["event"] == "slow_step"] == [15]
+
+
+def test_the_absolute_floor_is_a_setting(tmp_path):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock, NPU_RUNTIME_SLOW_STEP_MIN_S="0.02")
+    durations = [0.0] + [0.001] * 8 + [0.005, 0.001, 0.030]
     _train(monitor, [1.0] * len(durations), clock=clock, durations=durations)
     assert [e["step"] for e in _events(tmp_path) if e["event"] == "slow_step"] == [11]
+
+
+def _train_marked(monitor, clock, slow_at, mark):
+    param = torch.nn.Parameter(torch.ones(2))
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD([param], lr=0.0)
+    monitor.start()
+    try:
+        for step in range(12):
+            loss = (param * 0).sum() + 1.0
+            loss.backward()
+            clock.now += 0.05
+            if step == slow_at:
+                mark(model, clock)
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        monitor.stop()
+
+
+@pytest.mark.parametrize("how", ["phase", "model.eval()", "checkpoint"])
+def test_an_interval_that_evaluates_or_checkpoints_is_no_slow_step(tmp_path, monkeypatch, how):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock)
+    monkeypatch.setattr(health, "_active", monitor)
+
+    def mark(model, clock):
+        if how == "phase":
+            with health.phase("eval"):
+                clock.now += 5.0
+        elif how == "model.eval()":  # nanoGPT's estimate_loss(): eval(), no_grad forwards, train()
+            model.eval()
+            clock.now += 5.0
+            model.train()
+        else:
+            from npu_runtime import CheckpointManager
+
+            CheckpointManager(tmp_path / "ckpt").save(1, model=model)
+            clock.now += 5.0
+
+    _train_marked(monitor, clock, 8, mark)
+    assert [e for e in _events(tmp_path) if e["event"] == "slow_step"] == []
+    # the interval after it is judged again, against a median the marked one did not move
+    _train_marked(monitor, clock, 99, mark)
+    assert monitor._durations.median() == pytest.approx(0.05)
+
+
+def test_an_unmarked_stall_is_still_a_slow_step(tmp_path):
+    clock = Clock()
+    monitor, _ = _monitor(tmp_path, clock=clock)
+    _train_marked(monitor, clock, 8, lambda model, clock: setattr(clock, "now", clock.now + 5.0))
+    assert [e["step"] for e in _events(tmp_path) if e["event"] == "slow_step"] == [8]
+
+
+def test_phase_without_a_monitor_is_a_no_op(monkeypatch):
+    monkeypatch.setattr(health, "_active", None)
+    with health.phase("eval"):
+        pass
+    import npu_runtime
+
+    with npu_runtime.phase("checkpoint"):
+        pass
 
 
 def test_memory_above_threshold_once_per_crossing(tmp_path, monkeypatch):
@@ -289,7 +362,7 @@ SCRIPT = textwrap.dedent("""
         if step == int(os.environ.get("NAN_AT", "-1")):
             loss = loss * float("nan")
         if step == int(os.environ.get("SLOW_AT", "-1")):
-            time.sleep(0.6)
+            time.sleep(1.5)  # a stall well over the absolute floor (0.5 s over the median)
         else:
             time.sleep(0.05)
         loss.backward()
@@ -325,7 +398,7 @@ def test_install_reports_a_slow_step_and_trains_on(tmp_path):
     done = _run(tmp_path, SLOW_AT="9")
     assert done.returncode == 0 and "finished" in done.stdout, done.stderr
     slow = {e["step"]: e for e in _events(tmp_path) if e["event"] == "slow_step"}
-    assert 9 in slow and slow[9]["value"] >= 0.6, slow
+    assert 9 in slow and slow[9]["value"] >= 1.5, slow
     # Any other step reported must really have been slow: on a loaded machine a 50 ms step
     # can take longer than twice the median (a pass of three runtime suites at once saw
     # step 11 reported). A step the script itself timed at under 2 x 50 ms never is.
@@ -357,3 +430,105 @@ def test_the_running_window_median_is_the_median_of_the_last_values(values, size
     for i, value in enumerate(values):
         window.append(value)
         assert window.median() == statistics.median(values[max(0, i + 1 - size):i + 1])
+
+
+# ---------------------------------------------------------------- the events file never stops training
+NAN_SCRIPT = textwrap.dedent("""
+    import time
+    import torch
+    import npu_runtime
+    npu_runtime.install()
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    x = torch.randn(8, 4)
+    start = time.monotonic()
+    for step in range(20):
+        loss = model(x).pow(2).mean() * float("nan")  # an event every step
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    print(f"finished in {time.monotonic() - start:.2f} s", flush=True)
+""")
+
+
+def _hostile_target(tmp_path, kind):
+    if kind == "/dev/full":
+        return "/dev/full"
+    target = tmp_path / "events"
+    if kind == "fifo without reader":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "dangling symlink":
+        target.symlink_to(tmp_path / "nowhere" / "events.jsonl")
+    return str(target)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["/dev/full", "fifo without reader", "directory", "dangling symlink"])
+def test_an_unwritable_events_file_is_one_warning_and_training_finishes(tmp_path, kind):
+    script = tmp_path / "train.py"
+    script.write_text(NAN_SCRIPT)
+    env = {**os.environ, "NPU_RUNTIME_EVENTS": _hostile_target(tmp_path, kind), "NPU_RUNTIME_WATCHDOG_TIMEOUT": "20",
+           "NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT": "20"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=100,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished" in done.stdout
+    assert done.stderr.count("cannot write events to") == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("nan loss at step") == 20  # every event is still logged
+
+
+def test_a_write_that_hangs_never_blocks_the_caller(tmp_path, monkeypatch, caplog):
+    import threading
+    import time
+
+    release = threading.Event()
+    sink = health.EventSink(str(tmp_path / "events.jsonl"))
+    monkeypatch.setattr(health, "WRITE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(sink, "_write", lambda data: release.wait(30))  # a hung NFS mount
+    start = time.monotonic()
+    sink.put("one\n")
+    time.sleep(0.5)
+    for _ in range(5000):  # far more than the queue holds
+        sink.put("more\n")
+    assert time.monotonic() - start < 5
+    assert sink.broken is not None and sink.dropped >= 5000
+    assert sink.flush(0.1) is False  # bounded: the hung write is not waited for
+    assert caplog.text.count("cannot write events to") == 1
+    release.set()
+
+
+def test_a_full_queue_drops_lines_instead_of_waiting(tmp_path, monkeypatch):
+    release = __import__("threading").Event()
+    sink = health.EventSink(str(tmp_path / "events.jsonl"))
+    monkeypatch.setattr(sink, "_write", lambda data: release.wait(30))
+    for _ in range(health.QUEUE_MAX + 10):
+        sink.put("x\n")
+    assert sink.dropped >= 9
+    release.set()
+
+
+def test_a_reading_fifo_gets_the_events(tmp_path):
+    import threading
+
+    fifo = tmp_path / "events"
+    os.mkfifo(fifo)
+    got: list[str] = []
+
+    def read():
+        with open(fifo) as fh:
+            got.extend(fh.readline() for _ in range(2))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    import time
+
+    time.sleep(0.3)  # the reader has opened its end
+    sink = health.EventSink(str(fifo))
+    sink.put("a\n")
+    sink.put("b\n")
+    assert sink.flush(5)
+    reader.join(10)
+    assert got == ["a\n", "b\n"] and sink.broken is None

@@ -35,7 +35,7 @@ WORKER = textwrap.dedent("""
             loss = loss * float("nan")
         if fault == "ecc" and rank == 1 and step == 4:  # torch_npu raises this after a UCE on the device
             raise RuntimeError("synchronize:compiler_depend.ts:467 NPU function error: UCE ERROR., error code is 507053")
-        time.sleep(0.6 if (fault == "stall" and rank == 1 and step == 7) else 0.1)
+        time.sleep(1.5 if (fault == "stall" and rank == 1 and step == 7) else 0.1)  # a stall over the 0.5 s floor
         loss.backward()
         opt.step()
         opt.zero_grad()

@@ -113,3 +113,118 @@ def test_report_files(tmp_path):
     assert loaded["nan"] == "nan" and loaded["first_divergence"]["step"] == 2
     assert (tmp_path / "out" / "verify.png").read_bytes()[:4] == b"\x89PNG"
     assert "first diverging step: 2" in (tmp_path / "out" / "verify.txt").read_text()
+
+
+def _scaled(n, loss, scale, **kw):
+    step = _step(n, loss=loss * scale, scale=scale, **kw)
+    step["losses"][0]["unscaled"] = loss
+    return step
+
+
+def test_figures_are_on_unscaled_losses():
+    # a GradScaler's output is loss * 65536: a 1e-6 difference of the loss must not read as 0.07
+    ref = _run([_scaled(1, 1.0, 65536.0)])
+    got = _run([_scaled(1, 1.000001, 65536.0)])
+    rows, _, metrics = compare.compare_runs(ref, got, compare.TOLERANCES["fp16"])
+    assert metrics["loss"]["max_abs_err"] == pytest.approx(1e-6)
+    assert rows[0]["reference"]["unscaled_losses"] == [1.0]
+    text = report.summary({"script": "t.py", "verdict": "pass", "device": "d", "nproc": 1, "steps_requested": 1,
+                           "precision": compare.TOLERANCES["fp16"].as_dict(), "steps": rows, "metrics": metrics})
+    assert "loss (unscaled): max abs err 1e-06" in text
+
+
+def test_summary_marks_missing_and_skipped_steps_and_explains_the_symbols():
+    tol = compare.TOLERANCES["fp16"]
+    ref = _run([_step(1, skipped=True, digest="a"), _step(2, digest="b"), _step(3, digest="c")])
+    got = _run([_step(1, skipped=True, digest="a"), _step(2, digest="b2")])
+    rows, first, metrics = compare.compare_runs(ref, got, tol)
+    text = report.summary({"script": "t.py", "verdict": "fail", "device": "d", "nproc": 1, "steps_requested": 3,
+                           "precision": tol.as_dict(), "steps": rows, "metrics": metrics, "first_divergence": first})
+    table = {line.split()[0]: line for line in text.splitlines() if line[:6].strip().isdigit()}
+    assert "skipped" in table["1"] and "≈" in table["2"]
+    assert "missing" in table["3"] and "≈" not in table["3"]
+    assert "'≈' not identical, within the precision's bounds" in text and "'missing' a twin never reached" in text
+
+
+def test_code_paths_differ_first():
+    ref = _run([_step(1) | {"autocast": [["npu", "float16", True]]}])
+    got = _run([_step(1, loss=1.5) | {"autocast": []}])
+    what = compare.compare_steps(ref.ranks[0]["steps"][0], got.ranks[0]["steps"][0], compare.TOLERANCES["fp32"])
+    assert what[0].startswith("autocast") and any(w.startswith("loss") for w in what)
+    ref.ranks[0]["paths"] = {"dataloaders": [{"shuffle": True, "num_workers": 1}], "process_group": None,
+                             "collectives": {}, "wrappers": []}
+    got.ranks[0]["paths"] = {"dataloaders": [{"shuffle": False, "num_workers": 0}], "process_group": None,
+                             "collectives": {}, "wrappers": []}
+    diffs = compare.path_differences(ref, got)
+    assert diffs[0].startswith("rank 0: DataLoader settings: migrated shuffle=False")
+
+
+def test_silent_cpu_against_the_reference():
+    cpu_both = _run([_step(1, devices={"cpu": 4}, loss_device="cpu")])
+    assert compare.silent_cpu(cpu_both, cpu_both) == []  # the original keeps it on the CPU too
+    assert compare.silent_cpu(cpu_both, _run([_step(1)]))[0]["step"] == 1
+
+
+def test_a_restore_the_original_loses_is_not_a_resume_failure():
+    full = _run([_step(3, scale=8.0) | {"growth_tracker": 3}])
+    restarted = _run([_step(3, scale=8.0) | {"growth_tracker": 3}], offset=2)
+    ref_restarted = _run([_step(3, scale=8.0) | {"growth_tracker": 1}], offset=2)
+    rows, _, _ = compare.compare_runs(ref_restarted, restarted, compare.TOLERANCES["fp32"])
+    first, notes = compare.restores_more(rows, full, restarted)
+    assert first is None and "restores what the original's restart loses" in notes[0]
+    worse = _run([_step(3, scale=8.0, digest="x") | {"growth_tracker": 1}], offset=2)
+    rows, _, _ = compare.compare_runs(ref_restarted, worse, compare.TOLERANCES["fp32"])
+    assert compare.restores_more(rows, full, worse)[0]["step"] == 3
+
+
+def test_crash_reason_is_one_line_at_the_users_frame(tmp_path, monkeypatch):
+    import importlib.util
+
+    from npu_migrate.verify import hook
+
+    script = tmp_path / "train_crash.py"
+    script.write_text("def main():\n    raise NotImplementedError('no kernel for npu\\nbackends: CPU, CUDA, ...')\n")
+    monkeypatch.setenv(hook.ENV_ROOT, str(tmp_path))
+    spec = importlib.util.spec_from_file_location("train_crash", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(NotImplementedError) as info:
+        module.main()
+    assert hook.reason_line(info.value) == "NotImplementedError: no kernel for npu"
+    assert hook.user_frame(info.value) == ("train_crash.py:2 raise NotImplementedError('no kernel for npu\\n"
+                                           "backends: CPU, CUDA, ...')")
+
+
+def test_cuda_device_arguments_name_the_npu():
+    torch = pytest.importorskip("torch")
+    from npu_migrate.verify.cuda_on_npu import map_device
+
+    assert map_device("cuda:1") == "npu:1" and map_device("cpu") == "cpu"
+    assert map_device(torch.device("cuda", 0)) == torch.device("npu", 0) if hasattr(torch, "npu") else True
+    assert map_device({"cuda:0": "cuda:1"}) == {"npu:0": "npu:1"}
+
+
+def test_a_dispatcher_error_is_cut_to_its_first_sentence():
+    from npu_migrate.verify import hook
+
+    exc = NotImplementedError("Could not run 'aten::batch_norm_stats' with arguments from the 'CPU' backend. "
+                              "This could be because the operator doesn't exist for this backend, or was omitted "
+                              "during the selective/custom build process. 'aten::batch_norm_stats' is only "
+                              "available for these backends: [PrivateUse1, Meta, BackendSelect, Python, ...].")
+    assert hook.reason_line(exc) == ("NotImplementedError: Could not run 'aten::batch_norm_stats' with arguments "
+                                     "from the 'CPU' backend.")
+
+
+def test_a_sharded_parameter_is_recorded_by_its_local_shard():
+    torch = pytest.importorskip("torch")
+    from npu_migrate.verify import hook
+
+    class Sharded:  # what FSDP2's DTensor offers
+        def __init__(self, local):
+            self.local = local
+
+        def to_local(self):
+            return self.local
+
+    shard = torch.ones(3)
+    assert hook._local(Sharded(shard)) is shard and hook._local(shard) is shard

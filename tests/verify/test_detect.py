@@ -44,3 +44,18 @@ def test_data_parallel_script_with_two_processes_is_refused(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--nproc 1" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ('import os\nos.environ["MASTER_PORT"] = "12355"\n', True),
+    ("os.environ.setdefault('MASTER_PORT', '29500')\n", True),
+    ("dist.init_process_group('nccl', init_method='tcp://localhost:58472')\n", True),
+    ("dist.init_process_group('nccl')\n", False),
+    ("port = find_free_port()\nos.environ['MASTER_PORT'] = str(port)\n", False),
+])
+def test_fixed_rendezvous_port_runs_the_twins_one_after_the_other(tmp_path, source, expected):
+    from npu_migrate.verify.detect import binds_fixed_port
+
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    assert binds_fixed_port(script) is expected

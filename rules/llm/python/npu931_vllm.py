@@ -5,11 +5,7 @@ from __future__ import annotations
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
 
 from npu_migrate.python.rule import Example
-
-ROUTE = (
-    "install vllm-ascend (the vLLM hardware plugin for Ascend, same minor version as vllm) next to vllm; the vllm API "
-    "stays the same, but custom CUDA ops, quantization methods and attention backends must be ones vllm-ascend supports"
-)
+from npu_migrate.rules.cluster._vllm import ROUTE
 
 
 class Vllm(CudaOnlyPackage):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     try:
         diagnoses = diagnose_paths(args.logs)
     except LogError as exc:
-        print(f"{prog or 'diagnose'}: cannot read {exc}", file=sys.stderr)
+        print(f"{prog or 'diagnose'}: cannot read {safe(str(exc))}", file=sys.stderr)
         return 2
     report = sys.stderr if args.exit_class else sys.stdout
     if args.output_format == "json":
@@ -68,6 +69,17 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     return 1 if any(d.signature.severity == "error" for d in diagnoses) else 0
 
 
+#: Characters a terminal acts on: C0 controls (ESC, BEL, CR, backspace...), DEL, C1
+#: controls (CSI U+009B...), and the bidirectional overrides that reorder what is shown.
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text: str) -> str:
+    """``text`` with terminal control characters escaped (``\\x1b``, ``\\u202e``): a log line or
+    a log's file name must not retitle, clear or rewrite the terminal it is shown on."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
 def _print_text(diagnoses: list[Diagnosis], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     if not diagnoses:
@@ -78,11 +90,11 @@ def _print_text(diagnoses: list[Diagnosis], out: TextIO | None = None) -> None:
         restart = "restart can help" if s.restart else "do not restart as it is"
         root = " (root cause)" if index == 0 and s.severity == "error" else ""
         more = f", {d.count} lines" if d.count > 1 else ""
-        print(f"{d.file}:{d.line}: {s.severity}: {s.cause}{root} [{s.id}; {restart}{more}]", file=out)
-        print(f"    evidence: {d.evidence}", file=out)
+        print(f"{safe(d.file)}:{d.line}: {s.severity}: {s.cause}{root} [{s.id}; {restart}{more}]", file=out)
+        print(f"    evidence: {safe(d.evidence)}", file=out)
         print(f"    meaning:  {s.meaning}", file=out)
         print(f"    action:   {s.action}", file=out)
         if d.also_in:
-            print(f"    also in:  {', '.join(d.also_in)}", file=out)
+            print(f"    also in:  {safe(', '.join(d.also_in))}", file=out)
     failures = sum(1 for d in diagnoses if d.signature.severity == "error")
     print(f"{failures} failure(s), {len(diagnoses) - failures} warning(s)", file=sys.stderr)

@@ -71,7 +71,7 @@ def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
     tested in one flat loop per line: most log lines are noise, and a substring test is
     far cheaper than a regex search or a call per signature."""
     checks = [(literal[0] if literal else None, bool(literal and literal[1]), regex, signature)
-              for signature in signatures for regex, literal in zip(signature.regexes, signature.literals)]
+              for signature in signatures for regex, literal in zip(signature.matchers, signature.literals)]
     found: dict[str, Diagnosis] = {}
     order: dict[str, int] = {}
     seen = 0

@@ -32,18 +32,21 @@ class Signature:
     severity: str = "error"  # "error": the job failed of it; "warning": worth knowing, not a failure
     sources: tuple[str, ...] = ()
     regexes: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    # Per regex: what searches a line for it in linear time (``Sequence``, or the regex itself).
+    matchers: tuple[re.Pattern[str] | Sequence, ...] = field(init=False, repr=False, compare=False)
     # Per regex: a literal every match contains (lowered when the regex ignores case), or None.
     literals: tuple[tuple[str, bool] | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regexes", tuple(re.compile(p) for p in self.patterns))
         object.__setattr__(self, "literals", tuple(required_literal(r) for r in self.regexes))
+        object.__setattr__(self, "matchers", tuple(linear_matcher(r) for r in self.regexes))
 
     def match(self, line: str, lowered: str | None = None) -> bool:
         """Whether a pattern matches ``line`` (``lowered``: ``line.lower()``, if the caller has it).
         A regex runs only on lines that hold its required literal: a substring test is
         a hundred times cheaper than a regex search, and almost every log line is noise."""
-        for regex, literal in zip(self.regexes, self.literals):
+        for regex, literal in zip(self.matchers, self.literals):
             if literal is not None:
                 text, ignore_case = literal
                 if ignore_case:
@@ -56,6 +59,72 @@ class Signature:
             if regex.search(line):
                 return True
         return False
+
+
+class Sequence:
+    """``A.*B.*C`` matched as "A, then B after it, then C after that": each part is
+    searched once from where the previous one ended, so a line costs one pass per part.
+    Python's backtracking engine takes ``A.*B.*C`` in time quadratic (or worse) in the
+    line's length when A and B repeat without a C (a 60 KB line of ``torch_npu
+    requires`` took 3 s). Same answer as the regex for parts that are plain words and
+    alternations of them, which is all the signature table uses."""
+
+    def __init__(self, parts: list[re.Pattern[str]]):
+        self.parts = parts
+
+    def search(self, line: str) -> bool:
+        pos = 0
+        for part in self.parts:
+            found = part.search(line, pos)
+            if found is None:
+                return False
+            pos = found.end()
+        return True
+
+
+def _split_on_dot_star(pattern: str) -> list[str]:
+    """``pattern`` cut at each top-level ``.*`` (outside groups and classes)."""
+    parts, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "]":
+                i += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and pattern.startswith(".*", i):
+            parts.append(pattern[start:i])
+            i += 2
+            if pattern[i:i + 1] in ("?", "+"):
+                i += 1
+            start = i
+            continue
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def linear_matcher(regex: re.Pattern[str]) -> re.Pattern[str] | Sequence:
+    """A ``Sequence`` for a pattern with a top-level ``.*``, else the regex."""
+    parts = _split_on_dot_star(regex.pattern)
+    if len(parts) < 2:
+        return regex
+    flags = regex.flags
+    compiled = []
+    for part in parts:
+        part = part.removeprefix("(?i)")
+        if part.startswith("^"):
+            return regex  # an anchored later part would not mean the same
+        compiled.append(re.compile(part, flags) if part else None)
+    return Sequence([c for c in compiled if c is not None])
 
 
 def required_literal(regex: re.Pattern[str]) -> tuple[str, bool] | None:
@@ -115,7 +184,14 @@ SIGNATURES: tuple[Signature, ...] = (
         patterns=(r"HCCS LINK ERROR", r"(?i)device\s*(?:\d+\s*)?(?:heartbeat|heart beat)\s*(?:is\s*)?lost",
                   r"(?i)task scheduler loses the heartbeat", r"error code(?: is |:\s*)507010\b",
                   r"(?i)\bdevice\s+(?:\d+\s+)?(?:is\s+)?(?:lost|offline)\b", r"(?i)\blink\s+(?:is\s+)?down\b",
-                  r"(?i)\blink status\s*:\s*down\b"),
+                  r"(?i)\blink status\s*:\s*down\b",
+                  # CANN's runtime: "Device[1] lost heartbeat.", "..., reason=lost heartbeat"
+                  r"(?i)\bdevice\s*(?:\[\s*\d+\s*\]\s*|\d+\s+)?lost (?:the )?heartbeat", r"(?i)reason=lost heartbeat",
+                  # removed / disconnected / its link lost (driver and kernel phrasings); NVIDIA's
+                  # "GPU has fallen off the bus" (Xid 79) is the same failure on a GPU node
+                  *(r"(?i)\b(?:device|npu|card|chip|davinci)\s*(?:\[\s*\d+\s*\]\s*|\d+\s+)?"
+                    rf"(?:has\s+been\s+|was\s+|is\s+)?{word}\b" for word in ("removed", "disconnected")),
+                  r"(?i)\blink\s+(?:is\s+|was\s+|has\s+been\s+)?lost\b", r"(?i)\bfallen off the bus\b"),
         meaning="An NPU or its interconnect stopped answering. Work on it is lost, and collectives "
                 "that include it cannot complete.",
         action="Restart from the last checkpoint on another node (drain this one); check the card with "
@@ -138,7 +214,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         id="cann-not-set",
         cause="the CANN environment is not set (libhccl / libascendcl not found)",
-        patterns=(r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|runtime)\.so[^:]*: cannot open shared object file",
+        patterns=(r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|runtime)\.so[^:]{0,64}: cannot open shared object file",
                   r"(?i)ASCEND_(?:HOME|TOOLKIT_HOME|OPP)_PATH.*(?:not set|is empty)"),
         meaning="torch_npu cannot load CANN's libraries: the launcher did not source CANN's set_env.sh.",
         action="Source CANN's environment before Python starts: "
@@ -150,7 +226,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         id="driver-not-visible",
         cause="the NPU driver is not visible to the process (libascend_hal / libdrvdsmi not found)",
-        patterns=(r"lib(?:ascend_hal|drvdsmi_host|dcmi)\.so[^:]*: cannot open shared object file",),
+        patterns=(r"lib(?:ascend_hal|drvdsmi_host|dcmi)\.so[^:]{0,64}: cannot open shared object file",),
         meaning="The driver's libraries live on the host (/usr/local/Ascend/driver); a container that does not "
                 "mount them, or a LD_LIBRARY_PATH without driver/lib64, cannot reach the NPU.",
         action="Mount the driver into the container (`-v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro`, and "
@@ -243,6 +319,8 @@ SIGNATURES: tuple[Signature, ...] = (
         id="nan-loss",
         cause="the loss became NaN or Inf",
         patterns=(r'"event":\s*"(?:nan|inf)_loss"', r"(?i)\bloss[\"']?\s*[:=]\s*[\"']?(?:nan|-?inf)\b",
+                  # free text, as custom loops print it: "step 320 loss nan lr 3.0e-04", "Loss is NaN"
+                  r"(?i)\bloss\s+(?:is\s+|was\s+|became\s+)?[-+]?(?:nan|inf(?:inite|inity)?)\b",
                   r"(?i)npu_runtime health: (?:nan|inf) loss",
                   r"^\s*exitcode\s*:\s*76 \(pid"),  # torchrun's failure summary of a rank the monitor stopped
         meaning="Training diverged (learning rate, fp16 overflow without loss scaling, bad data) or a device "

@@ -22,7 +22,7 @@ _build.load()
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
 
-from . import _dataloader, _emulator, _hccl, _rnn, _shutdown, npu
+from . import _dataloader, _emulator, _hccl, _rnn, _shutdown, _syncbn, npu
 from . import (
     profiler as profiler,  # torch_npu imports it too: torch_npu.profiler.profile works
 )
@@ -33,6 +33,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 _hccl.register()
 _rnn.register()
+_syncbn.register()
 _dataloader.install()
 
 

@@ -189,10 +189,13 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
     def _allgather_base(self, output, input, opts=None):
         _check_npu([output, input], "_allgather_base")
-        host_out = output.detach().to("cpu")
+        # gloo splits the output along its first dimension: flat, as NCCL reads it
+        # (SyncBatchNorm gathers into a [1, world * n] tensor)
+        host_out = output.detach().to("cpu").reshape(-1)
         self._gloo._allgather_base(
-            host_out, input.detach().to("cpu"), opts or c10d.AllgatherOptions()
+            host_out, input.detach().to("cpu").reshape(-1), opts or c10d.AllgatherOptions()
         ).wait()
+        host_out = host_out.reshape(output.shape)
         _back([output], [host_out])
         return _done([output])
 

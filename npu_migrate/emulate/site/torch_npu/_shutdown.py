@@ -71,7 +71,62 @@ def at_exit() -> None:
     destroy_process_groups()
 
 
+#: What DDP holds of its process group (what DistributedDataParallel.__getstate__ drops).
+DDP_GROUP_STATE = ("reducer", "logger", "process_group")
+
+
+def release_ddp_models(group) -> int:
+    """Make every live DDP model on ``group`` let go of it: its reducer, logger and group
+    are dropped while torch still has the group registered (npu_runtime's teardown does
+    the same for the group it owns). Returns how many models there were."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    gc.collect()  # a model only garbage holds goes first, while the group is still referenced
+    found = 0
+    for holder in gc.get_referrers(group):
+        state = vars(holder) if isinstance(holder, DistributedDataParallel) else holder
+        if isinstance(state, dict) and state.get("process_group") is group and "reducer" in state:
+            for name in DDP_GROUP_STATE:
+                state.pop(name, None)
+            found += 1
+    return found
+
+
+def guard_destroy() -> None:
+    """``destroy_process_group()`` of the default group first lets the DDP models on it go.
+
+    A script that destroys its group itself and keeps its DDP model (a local of the
+    ``mp.spawn`` worker, a module-level ``model``) has the reducer freed afterwards, and
+    with it the group's last reference: gloo's destructor then joins its threads inside
+    ``~Reducer`` with the GIL held, and a gloo thread that must drop a Python object waits
+    for that GIL forever (a two-rank ``mp.spawn`` script hung over 10 minutes in rank 1,
+    ``~ProcessGroupGloo`` under ``~Reducer``). Freed here, before destroy, the reducer
+    finds the group still registered, and destroy frees the group from Python, which
+    releases the GIL while gloo's threads are joined. A DDP model can no longer run
+    forward or backward after this (its group is gone anyway); ``model.module`` can.
+    """
+    import torch.distributed as dist
+
+    original = dist.destroy_process_group
+    if getattr(original, "_npu_emulator", False):
+        return
+
+    def destroy_process_group(group=None):
+        if dist.is_initialized() and (group is None or group is dist.group.WORLD):
+            world = dist.group.WORLD
+            if world is not None:
+                release_ddp_models(world)
+            del world
+        return original(group)
+
+    destroy_process_group.__wrapped__ = original
+    destroy_process_group.__doc__ = original.__doc__
+    destroy_process_group._npu_emulator = True
+    dist.destroy_process_group = destroy_process_group
+
+
 def install() -> None:
     import torch.distributed.nn  # noqa: F401  (before any group exists: see above)
 
+    guard_destroy()
     atexit.register(at_exit)

@@ -1,0 +1,237 @@
+"""``npu-migrate verify`` on real training scripts: agreement with the expected verdicts, and time.
+
+The scripts are other projects' code, never committed: clone them first (the sources
+this bench knows, by the directory name it expects under SOURCES):
+
+    pytorch/examples              -> SOURCES/examples
+    karpathy/nanoGPT              -> SOURCES/nanoGPT
+    facebookresearch/barlowtwins  -> SOURCES/barlowtwins
+
+    python bench/verify_real.py SOURCES WORK [CASE ...]
+
+Each case copies the files it needs into WORK/<case>, shrinks the run with the script's
+own command-line arguments (tiny models, a few steps), and where a dataset is needed
+writes synthetic data or a stub ``torchvision`` (bench/verify_real_stubs: synthetic
+MNIST/ImageFolder, pass-through transforms, a tiny resnet50) next to the script. Then it
+runs ``npu-migrate verify`` and, for the time ratio, a plain run of the same steps: the
+migrated script alone on the emulated NPU, stopped after the same step (verify's hook,
+which only records). It prints one line per case and writes WORK/results.json.
+
+Expected verdicts were established independently of verify: for the correct migrations,
+the hand-checked table of issue 39 (each migration checked by hand against a CPU
+reference written for it); for the negative controls, the rule switched off leaves CUDA
+code that cannot run on an NPU, and the migrated twin must fail at the user's own line.
+No CI machine can fetch GitHub, so this is a bench for local runs, not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STUBS = Path(__file__).resolve().parent / "verify_real_stubs"
+
+NANOGPT_ARGS = ["config/train_shakespeare_char.py", "--compile=False", "--eval_iters=1", "--eval_interval=2",
+                "--log_interval=1", "--block_size=32", "--batch_size=4", "--n_layer=1", "--n_head=2", "--n_embd=32",
+                "--max_iters=6", "--always_save_checkpoint=True", "--gradient_accumulation_steps=1"]
+
+
+def _nanogpt(src: Path, dest: Path) -> None:
+    import numpy as np
+
+    for name in ("train.py", "model.py", "configurator.py"):
+        shutil.copy(src / "nanoGPT" / name, dest / name)
+    (dest / "config").mkdir()
+    shutil.copy(src / "nanoGPT" / "config" / "train_shakespeare_char.py", dest / "config")
+    data = dest / "data" / "shakespeare_char"
+    data.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, size in (("train", 20000), ("val", 4000)):
+        rng.integers(0, 65, size).astype(np.uint16).tofile(data / f"{split}.bin")
+    with open(data / "meta.pkl", "wb") as fh:
+        pickle.dump({"vocab_size": 65, "itos": {}, "stoi": {}}, fh)
+
+
+def _mnist(src: Path, dest: Path) -> None:
+    shutil.copy(src / "examples" / "mnist" / "main.py", dest / "main.py")
+    shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+
+
+def _ddp_tutorial(src: Path, dest: Path) -> None:
+    folder = src / "examples" / "distributed" / "ddp-tutorial-series"
+    for name in ("multigpu.py", "multigpu_torchrun.py", "datautils.py"):
+        shutil.copy(folder / name, dest / name)
+
+
+def _barlowtwins(syncbn: bool):
+    def setup(src: Path, dest: Path) -> None:
+        text = (src / "barlowtwins" / "main.py").read_text()
+        if not syncbn:
+            text = text.replace("    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", "")
+        (dest / "main.py").write_text(text)
+        shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+
+    return setup
+
+
+def _alpaca(src: Path, dest: Path) -> None:
+    """tatsu-lab/stanford_alpaca's train.py (HF Trainer) with a tiny random Llama and a
+    word-level tokenizer written here, 8 synthetic instructions; its utils.py imports
+    openai, so only the one function train.py uses is written (jload). transformers 5
+    renamed Trainer's ``tokenizer=`` to ``processing_class=``: that one word is changed."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    text = (src / "stanford_alpaca" / "train.py").read_text()
+    (dest / "train.py").write_text(text.replace("Trainer(model=model, tokenizer=tokenizer,",
+                                                "Trainer(model=model, processing_class=tokenizer,"))
+    (dest / "utils.py").write_text("import json\n\n\ndef jload(path, mode='r'):\n"
+                                   "    with open(path, mode) as f:\n        return json.load(f)\n")
+    words = [f"w{i}" for i in range(60)]
+    vocab = {w: i for i, w in enumerate(["<unk>", "<pad>", "</s>", "<s>", *words, ":", "#", "###", "Response",
+                                         "Instruction", "Input", "Below", "is", "an", "that", "describes", "a",
+                                         "task.", "Write", "response", "appropriately", "completes", "the",
+                                         "request.", "instruction", "paired", "with", "input", "provides",
+                                         "further", "context."])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
+                                                eos_token="</s>", bos_token="<s>")
+    fast.save_pretrained(dest / "tiny")
+    config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                      max_position_embeddings=64)
+    import torch
+
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(dest / "tiny")
+    data = [{"instruction": " ".join(words[i:i + 5]), "input": "", "output": " ".join(words[i + 5:i + 9])}
+            for i in range(0, 40, 5)]
+    (dest / "data.json").write_text(json.dumps(data))
+
+
+ALPACA_ARGS = ["--model_name_or_path", "tiny", "--data_path", "data.json", "--output_dir", "out",
+               "--num_train_epochs", "1", "--per_device_train_batch_size", "2", "--learning_rate", "1e-3",
+               "--save_strategy", "no", "--logging_steps", "1", "--report_to", "none", "--model_max_length", "64",
+               "--dataloader_num_workers", "0"]
+
+BARLOW_ARGS = [".", "--workers", "0", "--epochs", "2", "--batch-size", "16", "--projector", "64-64",
+               "--print-freq", "1000"]
+
+#: name: (setup, script, verify options, script arguments, expected verdict, what it exercises)
+CASES = {
+    "mnist": (_mnist, "main.py", ["--steps", "4"], ["--epochs", "1", "--batch-size", "64"], "pass",
+              "torch.accelerator device selection, 1 DataLoader worker, pin_memory"),
+    "nanogpt-fp16": (_nanogpt, "train.py", ["--steps", "3", "--resume-arg=--init_from=resume"],
+                     [*NANOGPT_ARGS, "--dtype=float16"], "pass",
+                     "GPT trainer: fp16 autocast + GradScaler, grad clipping, checkpoint + resume"),
+    "nanogpt-fp32": (_nanogpt, "train.py", ["--steps", "3", "--resume-arg=--init_from=resume"],
+                     [*NANOGPT_ARGS, "--dtype=float32"], "pass", "GPT trainer: fp32, checkpoint + resume"),
+    "nanogpt-fp16-NPU104-off": (_nanogpt, "train.py", ["--steps", "2", "--no-resume", "--ignore", "NPU104"],
+                                [*NANOGPT_ARGS, "--dtype=float16"], "fail",
+                                "negative control: device = 'cuda' left in the migrated twin"),
+    "ddp-torchrun": (_ddp_tutorial, "multigpu_torchrun.py", ["--nproc", "2", "--steps", "3"],
+                     ["2", "1", "--batch_size", "512"], "pass", "torchrun DDP, snapshot resume"),
+    "ddp-spawn": (_ddp_tutorial, "multigpu.py", ["--nproc", "2", "--steps", "3"], ["2", "1", "--batch_size", "512"],
+                  "pass", "mp.spawn DDP, fixed MASTER_PORT, checkpoint"),
+    "ddp-torchrun-NPU201-off": (_ddp_tutorial, "multigpu_torchrun.py",
+                                ["--nproc", "2", "--steps", "2", "--no-resume", "--ignore", "NPU201"],
+                                ["2", "1", "--batch_size", "512"], "fail",
+                                "negative control: nccl left in the migrated twin"),
+    "alpaca-hf-trainer": (_alpaca, "train.py", ["--steps", "3", "--no-resume"], ALPACA_ARGS, "pass",
+                          "HF Trainer (transformers 5) device selection, Llama, AdamW, grad clipping"),
+    "alpaca-hf-trainer-fsdp": (_alpaca, "train.py", ["--nproc", "2", "--steps", "2", "--no-resume"],
+                               [*ALPACA_ARGS, "--fsdp", "full_shard auto_wrap",
+                                "--fsdp_config", '{"transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]}'], "pass",
+                               "HF Trainer with FSDP (full_shard) under torchrun, 2 processes"),
+    "barlowtwins-syncbn": (_barlowtwins(True), "main.py", ["--nproc", "2", "--steps", "5"], BARLOW_ARGS, "pass",
+                           "mp.spawn, SyncBatchNorm, fp16 autocast + GradScaler, LARS, epoch checkpoint + resume"),
+    "barlowtwins-no-syncbn": (_barlowtwins(False), "main.py", ["--nproc", "2", "--steps", "5"], BARLOW_ARGS,
+                              "pass", "as above without SyncBatchNorm"),
+}
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
+
+
+def plain_run(project: Path, script: str, options: list[str], args: list[str]) -> float:
+    """Seconds of one run of the migrated script on the emulated NPU, stopped after the
+    same number of steps as verify's twins (verify's hook only records)."""
+    sys.path.insert(0, str(REPO))
+    from npu_migrate.cli.options import Options
+    from npu_migrate.verify import twins
+
+    steps = int(options[options.index("--steps") + 1])
+    nproc = int(options[options.index("--nproc") + 1]) if "--nproc" in options else 1
+    work = Path(tempfile.mkdtemp(prefix="verify-plain-"))
+    try:
+        copy = Path(shutil.copytree(project, work / "copy", ignore=shutil.ignore_patterns("report*")))
+        twins.migrate_copy(copy, Options(paths=["."], mode="write", cache=False, quiet=True, jobs=1, diff=False))
+        from npu_migrate.verify.detect import spawns_processes
+
+        env = twins.npu_env(twins.base_env(work / "out", steps, 0), nproc, True)
+        start = time.perf_counter()
+        twins.run("plain", copy, str(copy / script), args, nproc, env, 900,
+                  spawns=nproc > 1 and spawns_processes(copy / script))
+        return time.perf_counter() - start
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_case(name: str, sources: Path, work: Path) -> dict:
+    setup, script, options, args, expected, what = CASES[name]
+    project = work / name
+    shutil.rmtree(project, ignore_errors=True)
+    project.mkdir(parents=True)
+    setup(sources, project)
+    report = work / f"{name}.json"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--report", str(report), *options, script,
+                           "--", *args], cwd=project, env=_env(), capture_output=True, text=True, timeout=1800,
+                          check=False)
+    seconds = time.perf_counter() - start
+    data = json.loads(report.read_text()) if report.is_file() else {}
+    verdict = data.get("verdict", f"exit {proc.returncode}")
+    plain = plain_run(project, script, options, args) if expected == "pass" else None
+    frame = next((t.get("frame") for t in data.get("twins", {}).values() if t.get("frame")), None)
+    return {"case": name, "what": what, "expected": expected, "verdict": verdict, "agree": verdict == expected,
+            "seconds": round(seconds, 1), "plain_seconds": round(plain, 1) if plain else None,
+            "ratio": round(seconds / plain, 2) if plain else None, "reason": data.get("reason"),
+            "frame": frame, "precision": (data.get("precision") or {}).get("mode"),
+            "resume": (data.get("resume") or {}).get("status"), "stdout_head": proc.stdout.splitlines()[:3]}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    sources, work = Path(argv[0]).resolve(), Path(argv[1]).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    names = argv[2:] or list(CASES)
+    results = []
+    for name in names:
+        result = run_case(name, sources, work)
+        results.append(result)
+        print(f"{name:28} expected {result['expected']:5} got {result['verdict']:6} "
+              f"{'agree' if result['agree'] else 'DISAGREE':8} {result['seconds']:7.1f}s "
+              f"plain {result['plain_seconds']}s ratio {result['ratio']} resume {result['resume']} "
+              f"{result['frame'] or ''}", flush=True)
+        (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    agree = sum(r["agree"] for r in results)
+    print(f"agreement {agree}/{len(results)}; false FAILs "
+          f"{sum(r['expected'] == 'pass' and r['verdict'] == 'fail' for r in results)}; no verdict "
+          f"{sum(r['verdict'] not in ('pass', 'fail') for r in results)}")
+    return 0 if agree == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

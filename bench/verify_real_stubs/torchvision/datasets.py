@@ -1,0 +1,30 @@
+import torch
+
+
+class MNIST(torch.utils.data.Dataset):
+    def __init__(self, root, train=True, download=False, transform=None, **kwargs):
+        g = torch.Generator().manual_seed(0 if train else 1)
+        n = 256 if train else 64
+        self.x = torch.randn(n, 1, 28, 28, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], int(self.y[i])
+
+
+class ImageFolder(torch.utils.data.Dataset):
+    """Synthetic 32x32 images; the transform is a pair-maker (barlowtwins' Transform)."""
+    def __init__(self, root, transform=None, **kwargs):
+        g = torch.Generator().manual_seed(2)
+        self.x = torch.randn(64, 3, 32, 32, generator=g)
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        return (self.transform(x) if self.transform else x), 0

@@ -1,0 +1,260 @@
+"""The reference twin's run-time layer: the **original** CUDA source, served by the emulated NPU.
+
+The reference twin runs the project's source as it is (no rewrite) in a process
+where the emulated NPU (npu_migrate/emulate/site/torch_npu) is loaded, the same
+device the migrated twin runs on. This layer answers every CUDA call the way a
+CUDA machine would, with the emulated ``npu`` device standing in for ``cuda``:
+the approach of torch_npu's ``torch_npu.contrib.transfer_to_npu`` (read from the
+published torch-npu 2.13.0 wheel; written again here, for the emulator, with
+the gaps its users report closed). So the two twins differ only by the static
+migration: same kernels, same autocast op lists, same RNG, same collectives.
+
+What it does (:func:`install`):
+
+* ``torch.cuda.X`` is ``torch.npu.X`` for every public name of the emulated
+  ``torch.npu`` (``is_available`` True, ``device_count`` the emulator's, ``set_device``,
+  ``synchronize``, memory statistics, RNG, streams, events, ``amp``), with ``cuda``
+  device arguments mapped; ``get_device_capability`` answers ``(8, 0)`` (a CUDA
+  machine's answer; the NPU's is None) and ``is_bf16_supported`` True;
+* every ``cuda`` device argument (a string, ``torch.device("cuda", i)``, or in a
+  ``map_location`` dict) of torch's factory functions, ``torch.load``,
+  ``Tensor.to/new_*/pin_memory``, ``Module.to/to_empty``, ``torch.Generator``,
+  ``with torch.device("cuda")``, ``torch.set_default_device``, DataLoader's
+  ``pin_memory_device``, FSDP, DeviceMesh and DDP is ``npu`` (an integer device is
+  already the current accelerator, the npu, in torch 2.13);
+* ``Tensor.cuda()`` / ``Module.cuda()`` are ``.npu()``, ``Tensor.is_cuda`` is ``is_npu``;
+* ``autocast("cuda")`` / ``torch.cuda.amp.autocast()`` autocast on the npu with its
+  (the accelerator's) op lists, ``GradScaler()`` / ``GradScaler("cuda")`` scale on the
+  npu; ``torch.is_autocast_enabled()`` and friends answer for the npu;
+* ``init_process_group("nccl")`` (and ``new_group``) use ``hccl``, the emulator's
+  backend; ``is_nccl_available()`` is True;
+* ``torch._utils._get_available_device_type()`` is ``npu`` (``nn.DataParallel``).
+
+``torch.accelerator`` needs nothing: the emulated npu *is* the accelerator. Libraries
+that look for torch_npu themselves (transformers, accelerate) find the emulated one,
+as they find the real one on an Ascend machine.
+
+What it cannot do (docs/verify.md): a tensor's ``device.type`` is ``npu``, so a script
+that branches on ``x.device.type == "cuda"`` takes the other branch here;
+``torch.version.cuda`` is None; CUDA graphs, custom CUDA kernels and Triton are absent.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+#: torch's functions that take a device (transfer_to_npu's list, less what torch 2.13 lacks).
+FACTORIES = (
+    "logspace", "randint", "hann_window", "rand", "full_like", "ones_like", "rand_like", "randperm", "arange",
+    "frombuffer", "normal", "empty_strided", "empty_like", "scalar_tensor", "tril_indices", "bartlett_window", "ones",
+    "sparse_coo_tensor", "randn", "kaiser_window", "tensor", "triu_indices", "as_tensor", "zeros", "randint_like",
+    "full", "eye", "empty", "blackman_window", "zeros_like", "range", "sparse_csr_tensor", "randn_like", "from_file",
+    "linspace", "hamming_window", "load", "set_default_device", "get_device_module", "sparse_compressed_tensor",
+    "asarray",
+)
+TENSOR_METHODS = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros", "to",
+                  "pin_memory")
+DEVICE_KWARGS = ("device", "device_type", "map_location", "device_id", "pin_memory_device")
+
+
+def _npu_string(value: str) -> str:
+    return value.replace("cuda", "npu")
+
+
+def map_device(value):
+    """``value`` with CUDA named as the npu (strings, torch.device, map_location dicts)."""
+    import torch
+
+    if isinstance(value, str):
+        return _npu_string(value) if "cuda" in value else value
+    if isinstance(value, torch.device):
+        if value.type == "cuda":
+            return torch.device("npu", value.index) if value.index is not None else torch.device("npu")
+        return value
+    if isinstance(value, dict):
+        return {map_device(k): map_device(v) for k, v in value.items()}
+    return value
+
+
+def _map_args(args, kwargs):
+    if args:
+        args = tuple(map_device(a) if not isinstance(a, bool) else a for a in args)
+    for key in DEVICE_KWARGS:
+        if key in kwargs and kwargs[key] is not None:
+            kwargs[key] = map_device(kwargs[key])
+    return args, kwargs
+
+
+def _wrap(fn):
+    if getattr(fn, "_npu_migrate_cuda_on_npu", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        args, kwargs = _map_args(args, kwargs)
+        return fn(*args, **kwargs)
+
+    wrapped._npu_migrate_cuda_on_npu = True
+    return wrapped
+
+
+def _patch(owner, names) -> None:
+    for name in names:
+        fn = getattr(owner, name, None)
+        if fn is not None:
+            wrapped = _wrap(fn)
+            setattr(owner, name, wrapped)
+            _keep_scriptable(fn, wrapped)
+
+
+def _keep_scriptable(original, wrapped) -> None:
+    """TorchScript knows ``torch.tensor`` & co. as builtins by identity: a wrapper would
+    make every scripted function that calls one fail to compile, and libraries fall back
+    to another (differently rounding) path. The wrapper is registered as the same builtin."""
+    try:
+        from torch.jit import _builtins
+    except ImportError:  # pragma: no cover - a private module; without it only scripting is affected
+        return
+    op = _builtins._find_builtin(original)
+    if op is not None:
+        _builtins._register_builtin(wrapped, op)
+
+
+def _backend(value):
+    if isinstance(value, str):
+        return value.replace("nccl", "hccl").replace("cuda", "npu")
+    return value
+
+
+def _wrap_backend(fn):
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if args:
+            args = (_backend(args[0]), *args[1:])
+        if "backend" in kwargs:
+            kwargs["backend"] = _backend(kwargs["backend"])
+        args, kwargs = _map_args(args, kwargs)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def install() -> None:
+    import importlib
+
+    import torch
+    import torch.utils._device
+    import torch_npu  # noqa: F401  (the emulated NPU: on PYTHONPATH in the reference twin)
+
+    # torch's set of factory functions (what `with torch.device(...)` gives a device) is
+    # cached by identity at its first use: fill it with the originals first, as
+    # transfer_to_npu does
+    torch.utils._device._device_constructors()
+    npu = torch.npu
+    cuda = torch.cuda
+    # torch.cuda.X is torch.npu.X (device arguments mapped), as transfer_to_npu overlays torch.cuda
+    for name in dir(npu):
+        if name.startswith("_") or name in ("amp", "random", "torch", "os", "annotations", "time", "Any"):
+            continue
+        value = getattr(npu, name)
+        if callable(value) and not isinstance(value, type):
+            value = _wrap(value)
+        setattr(cuda, name, value)
+    cuda.get_device_capability = lambda device=None: (8, 0)
+    cuda.is_bf16_supported = lambda *args, **kwargs: True
+    original_device = npu.device
+
+    class device(original_device):  # torch.cuda.device("cuda:1") / torch.cuda.device(1)
+        def __init__(self, device):
+            super().__init__(map_device(device))
+
+    cuda.device = device
+    for name in ("get_rng_state", "set_rng_state", "manual_seed", "manual_seed_all", "seed", "seed_all",
+                 "initial_seed", "get_rng_state_all", "set_rng_state_all"):
+        if hasattr(npu, name):
+            setattr(cuda.random, name, getattr(cuda, name))
+    # torch.cuda.amp.autocast / GradScaler derive from torch.amp's with "cuda": mapped below
+
+    _patch(torch, FACTORIES)
+    _patch(torch.Tensor, TENSOR_METHODS)
+    _patch(torch.nn.Module, ("to", "to_empty"))
+    _patch(torch.fft, ("fftfreq", "rfftfreq"))
+    torch.Tensor.cuda = torch.Tensor.npu
+    torch.Tensor.is_cuda = torch.Tensor.is_npu
+    torch.nn.Module.cuda = torch.nn.Module.npu
+    torch.UntypedStorage.__new__ = _wrap(torch.UntypedStorage.__new__)
+    torch.utils._device.DeviceContext.__init__ = _wrap(torch.utils._device.DeviceContext.__init__)
+
+    generator_base = torch.Generator
+
+    class _GeneratorMeta(type(generator_base)):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, generator_base)
+
+    class Generator(generator_base, metaclass=_GeneratorMeta):
+        def __new__(cls, device="cpu"):
+            return generator_base(map_device(device))
+
+    torch.Generator = Generator
+
+    # autocast and GradScaler on the device the original names ("cuda", GradScaler's default)
+    autocast_cls = torch.amp.autocast_mode.autocast
+    autocast_cls.__init__ = _wrap(autocast_cls.__init__)
+    scaler_cls = torch.amp.GradScaler
+    original_scaler_init = scaler_cls.__init__
+
+    @functools.wraps(original_scaler_init)
+    def scaler_init(self, device="cuda", *args, **kwargs):
+        return original_scaler_init(self, map_device(device), *args, **kwargs)
+
+    scaler_cls.__init__ = scaler_init
+
+    def device_type_default(fn):
+        @functools.wraps(fn)
+        def wrapped(device_type=None, *args, **kwargs):
+            if device_type is None:
+                device_type = "npu"
+            return fn(map_device(device_type), *args, **kwargs)
+
+        return wrapped
+
+    torch.is_autocast_enabled = device_type_default(torch.is_autocast_enabled)
+    torch.get_autocast_dtype = _wrap(torch.get_autocast_dtype)
+    torch.set_autocast_dtype = _wrap(torch.set_autocast_dtype)
+    torch.get_autocast_gpu_dtype = lambda: torch.get_autocast_dtype("npu")
+    torch.amp.custom_fwd = _wrap(torch.amp.custom_fwd)
+    torch.amp.custom_bwd = _wrap(torch.amp.custom_bwd)
+
+    from torch.utils.data import DataLoader
+
+    DataLoader.__init__ = _wrap(DataLoader.__init__)
+    importlib.import_module("torch._utils")._get_available_device_type = lambda: "npu"
+    importlib.import_module("torch.nn.parallel.data_parallel")._get_available_device_type = lambda: "npu"
+
+    import torch.distributed as dist
+
+    if dist.is_available():
+        dist.init_process_group = _wrap_backend(dist.init_process_group)
+        c10d = importlib.import_module("torch.distributed.distributed_c10d")
+        c10d.init_process_group = dist.init_process_group
+        if hasattr(c10d, "_new_group_with_tag"):
+            c10d._new_group_with_tag = _wrap_backend(c10d._new_group_with_tag)
+        dist.is_nccl_available = lambda: True
+        from torch.nn.parallel import DistributedDataParallel
+
+        DistributedDataParallel.__init__ = _wrap(DistributedDataParallel.__init__)
+        try:
+            from torch.distributed.fsdp import FullyShardedDataParallel
+
+            FullyShardedDataParallel.__init__ = _wrap(FullyShardedDataParallel.__init__)
+        except ImportError:  # pragma: no cover - FSDP is in every torch this project supports
+            pass
+        try:
+            mesh = importlib.import_module("torch.distributed.device_mesh")
+            mesh.init_device_mesh = _wrap(mesh.init_device_mesh)
+            dist.init_device_mesh = mesh.init_device_mesh
+            mesh.DeviceMesh.__init__ = _wrap(mesh.DeviceMesh.__init__)
+        except (ImportError, AttributeError):  # pragma: no cover
+            pass
+    os.environ.setdefault("NPU_MIGRATE_VERIFY_REFERENCE", "cuda-on-npu")

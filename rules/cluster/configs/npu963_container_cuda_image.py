@@ -1,0 +1,39 @@
+"""NPU963: CUDA images named in docker-compose files and devcontainer.json."""
+
+from __future__ import annotations
+
+from npu_migrate.configs.rule import ConfigRule, Example
+from npu_migrate.rules.dockerfile.npu821_cuda_base_image import cuda_image, suggestion
+
+
+class ContainerCudaImage(ConfigRule):
+    id = "NPU963"
+    impact = "blocking"
+    name = "container-cuda-image"
+    fixable = False
+    summary = "Report CUDA images (`nvcr.io/...`, `nvidia/cuda`, `pytorch/pytorch`) in compose services and devcontainer.json"
+    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch")
+    rationale = """
+NPU821 reports a Dockerfile's CUDA base image; a docker-compose service
+(`services.<name>.image`) and a devcontainer.json (`"image"`) name images too, and
+an NGC image (`nvcr.io/nvidia/pytorch:24.01-py3`), `nvidia/cuda` or
+`pytorch/pytorch` holds the CUDA runtime and a CUDA build of torch. Reported with
+the same route as NPU821 (Ascend's CANN image, torch and torch-npu paired on top);
+a devcontainer's `features` that install CUDA
+(`ghcr.io/devcontainers/features/nvidia-cuda`) are reported too.
+"""
+    examples = (
+        Example("services:\n  train:\n    image: nvcr.io/nvidia/pytorch:24.01-py3  # reported\n"),
+        Example("services:\n  web:\n    image: nginx:1.25\n"),
+    )
+
+    def visit_scalar(self, scalar) -> None:
+        keys = scalar.keys
+        if scalar.is_key:
+            if len(keys) == 2 and keys[0] == "features" and "nvidia-cuda" in keys[1]:
+                self.report(scalar, f"devcontainer feature `{keys[1]}` installs CUDA",
+                            "drop it and start from Ascend's CANN image (see NPU821)")
+            return
+        image = (len(keys) == 3 and keys[0] == "services" and keys[2] == "image") or keys == ("image",)
+        if image and cuda_image(scalar.value):
+            self.report(scalar, f"image `{scalar.value}` is a CUDA image", suggestion(scalar.value).replace("FROM ", "use ", 1))

@@ -1,0 +1,1 @@
+"""Cluster-stack rules for Python (Ray, vLLM, MindSpeed, CUDA-only libraries)."""

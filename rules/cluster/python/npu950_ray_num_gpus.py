@@ -1,0 +1,173 @@
+"""NPU950: Ray's ``num_gpus=N`` requests become ``resources={"NPU": N}``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.python.cst_util import call_arg, string_literal, string_value
+from npu_migrate.python.rule import Example, Rule
+from npu_migrate.rules.cluster import _ray
+from npu_migrate.rules.llm.python._common import without_keyword
+
+#: calls whose ``num_gpus=`` is Ray's own (qualified names)
+RAY_CALLS = frozenset({"ray.remote", "ray.init"})
+_WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray 2.60.0: ray/_private/accelerators/npu.py)'
+
+
+def number(expr: cst.BaseExpression) -> float | None:
+    """The value of an int or float literal (``1``, ``0.5``), else None."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        try:
+            return float(expr.evaluated_value)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def is_ray_remote(rule: Rule, expr: cst.BaseExpression) -> bool:
+    """``ray.remote`` or ``ray.remote(...)``: a decorator or call that makes a Ray task/actor."""
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    return rule.qualified_name(expr) == "ray.remote"
+
+
+def imports_ray(rule: Rule) -> bool:
+    return any(v == "ray" or v.startswith("ray.") for v in rule.ctx.imports.bindings.values())
+
+
+class RayNumGpus(Rule):
+    id = "NPU950"
+    name = "ray-num-gpus"
+    impact = "blocking"
+    summary = 'Rewrite Ray\'s `num_gpus=N` (`@ray.remote`, `.options`, `ray.init`) to `resources={"NPU": N}`'
+    triggers = (("ray", "num_gpus"),)
+    whole_file = True
+    rationale = """
+Ray names Ascend devices `"NPU"` (ray 2.60.0, `ray/_private/accelerators/npu.py`:
+`NPUAcceleratorManager.get_resource_name()`; ray-project/ray PR 41256) and counts them
+from `ASCEND_RT_VISIBLE_DEVICES`. `num_gpus` is the resource `"GPU"`
+(`ray/_common/ray_option_utils.py`), which an Ascend node does not have: a task or
+actor that asks for it stays pending forever. The request for NPUs is a custom
+resource, `resources={"NPU": N}` (fractions work as for GPUs); `ray.init(resources=
+{"NPU": N})` sets a local node's count (`ray/_private/resource_and_label_spec.py`
+reads `resources.get("NPU")`).
+
+Rewritten where the call is provably Ray's: `ray.remote(...)` and `ray.init(...)`
+through the file's imports, and `X.options(num_gpus=N)` where `X` is bound once in
+the file by `@ray.remote` (a decorated class or function) or `X = ray.remote(...)`,
+or is `ray.remote(...)(f)` itself. An existing `resources={...}` literal gets the
+`"NPU"` entry. Only number literals are moved: a computed value (`num_gpus=n`) may be
+`None` (Ray's "not set"), which `resources` does not accept, so it is reported with the
+exact replacement; so are `.options` calls on objects the file cannot prove are Ray's,
+and a `resources=` that is not a dict literal. `num_gpus=0` asks for nothing and is
+left alone.
+"""
+    examples = (
+        Example(
+            "import ray\n\n@ray.remote(num_gpus=1)\nclass Worker:\n    pass\n",
+            'import ray\n\n@ray.remote(resources={"NPU": 1})\nclass Worker:\n    pass\n',
+        ),
+        Example(
+            'import ray\n\n@ray.remote\ndef f():\n    pass\n\nf.options(num_gpus=0.5, resources={"disk": 1}).remote()\n',
+            'import ray\n\n@ray.remote\ndef f():\n    pass\n\nf.options(resources={"disk": 1, "NPU": 0.5}).remote()\n',
+        ),
+        Example("import ray\n\nactor_cls.options(num_gpus=n).remote()  # reported\n"),
+        Example("def options(num_gpus=1):\n    return dict(num_gpus=num_gpus)\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._options: list[tuple[cst.Call, cst.Arg]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        argument = call_arg(node, "num_gpus")
+        if argument is None:
+            return
+        func = node.func
+        if self.qualified_name(func) in RAY_CALLS:
+            self._request(node, argument, proven=True)
+        elif isinstance(func, cst.Attribute) and func.attr.value == "options" and imports_ray(self):
+            self._options.append((node, argument))  # decided once the whole file has been seen
+
+    def leave_file(self) -> None:
+        for node, argument in self._options:
+            proven = self._remote_object(node.func.value)
+            if proven is not None:  # None: a class or function of this file that Ray does not wrap
+                self._request(node, argument, proven=proven)
+
+    def _remote_object(self, receiver: cst.BaseExpression) -> bool | None:
+        """``receiver`` is a Ray remote function or actor class, as the file shows (True),
+        may be one (False), or is an object of a class or function of this file that
+        Ray does not wrap (None)."""
+        if isinstance(receiver, cst.Call) and is_ray_remote(self, receiver.func):
+            return True  # ray.remote(f).options(...), ray.remote(num_gpus=1)(f).options(...)
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name):
+            found = self.ctx.assignments(receiver.func, receiver.func.value)
+            local = found and all(isinstance(getattr(a, "node", None), (cst.ClassDef, cst.FunctionDef)) for a in found)
+            return None if local else False
+        if not isinstance(receiver, cst.Name):
+            return False
+        found = self.ctx.assignments(receiver, receiver.value)
+        if not found or len(found) != 1:
+            return False
+        (assignment,) = found
+        bound = getattr(assignment, "node", None)
+        if isinstance(bound, (cst.ClassDef, cst.FunctionDef)):
+            return any(is_ray_remote(self, d.decorator) for d in bound.decorators)
+        if isinstance(bound, cst.Name):
+            parent = self.ctx.parent(bound)
+            if isinstance(parent, cst.AssignTarget):
+                statement = self.ctx.parent(parent)
+                value = statement.value if isinstance(statement, cst.Assign) else None
+                return isinstance(value, cst.Call) and is_ray_remote(self, value.func)
+        return False
+
+    def _request(self, call: cst.Call, argument: cst.Arg, *, proven: bool) -> None:
+        value = argument.value
+        amount = number(value)
+        if amount == 0:
+            return
+        quote = self.ctx.quote
+        code = cst.Module(body=[]).code_for_node(value)
+        resources = call_arg(call, "resources")
+        if resources is not None:
+            shown = f'add {quote}NPU{quote}: {code} to its `resources` dict and drop `num_gpus`'
+        else:
+            shown = f"`resources={{{quote}NPU{quote}: {code}}}`"
+        if amount is None or not proven or (resources is not None and not self._mergeable(resources.value)):
+            why = (
+                "a computed value, which may be Ray's `None` (not set) that `resources` rejects" if amount is None
+                else "the object is not provably a Ray remote function or actor" if not proven
+                else "its `resources` is not a dict literal"
+            )
+            self.report(argument, f"`num_gpus={code}` asks Ray for GPUs ({why})",
+                        f"on Ascend ask for {shown} instead; {_WHY}")
+            return
+        key = string_literal(_ray.RESOURCE, quote)
+
+        def rewrite(updated: cst.Call) -> cst.Call:
+            old = call_arg(updated, "num_gpus")
+            if old is None:
+                return updated
+            entry = cst.DictElement(key, old.value)
+            if call_arg(updated, "resources") is None:
+                new = old.with_changes(keyword=cst.Name("resources"), value=cst.Dict([entry]))
+                return updated.with_changes(args=[new if a is old else a for a in updated.args])
+            trimmed = without_keyword(updated, "num_gpus")
+            merged = []
+            for arg in trimmed.args:
+                if arg.keyword is not None and arg.keyword.value == "resources" and isinstance(arg.value, cst.Dict):
+                    elements = list(arg.value.elements)
+                    if elements and isinstance(elements[-1].comma, cst.MaybeSentinel):
+                        elements[-1] = elements[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    arg = arg.with_changes(value=arg.value.with_changes(elements=[*elements, entry]))
+                merged.append(arg)
+            return trimmed.with_changes(args=merged)
+
+        self.replace(call, rewrite, f"`num_gpus={code}` -> {shown}", needs_torch_npu=False, anchor=argument,
+                     reason=f"`num_gpus` of a Ray call; {_WHY}")
+
+    def _mergeable(self, value: cst.BaseExpression) -> bool:
+        return isinstance(value, cst.Dict) and all(
+            isinstance(e, cst.DictElement) and string_value(e.key) != _ray.RESOURCE for e in value.elements
+        )

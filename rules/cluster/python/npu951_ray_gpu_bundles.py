@@ -1,0 +1,156 @@
+"""NPU951: Ray placement-group bundles ``{"GPU": n}`` become ``{"NPU": n}``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.python.cst_util import call_arg, string_value, with_string_value
+from npu_migrate.python.rule import Example, Rule
+from npu_migrate.rules.cluster import _ray
+
+#: the functions that take a list of bundles first (``bundles=``)
+PLACEMENT_GROUP = frozenset({"ray.util.placement_group", "ray.util.placement_group.placement_group"})
+#: calls that read the cluster's resource totals, keyed by resource name
+RESOURCE_TOTALS = frozenset({"ray.cluster_resources", "ray.available_resources"})
+_WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray 2.60.0: ray/_private/accelerators/npu.py)'
+
+
+def gpu_keys(expr: cst.BaseExpression) -> list[cst.SimpleString]:
+    """The ``"GPU"`` keys of the dict literals that make up a bundle list:
+    ``[{...}, ...]``, ``[{...}] * n``, ``[{...} for _ in range(n)]``."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return [k for e in expr.elements for k in gpu_keys(e.value)]
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return gpu_keys(expr.left) + gpu_keys(expr.right)
+    if isinstance(expr, cst.ListComp):
+        return gpu_keys(expr.elt)
+    if isinstance(expr, cst.Dict):
+        return [e.key for e in expr.elements
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and string_value(e.key) == "GPU"]
+    return []
+
+
+class RayGpuBundles(Rule):
+    id = "NPU951"
+    name = "ray-gpu-bundles"
+    impact = "blocking"
+    summary = 'Rewrite the `"GPU"` key of Ray placement-group bundles (and of `ray.cluster_resources()[...]`) to `"NPU"`'
+    triggers = (("ray", "GPU"),)
+    whole_file = True
+    rationale = """
+A placement group reserves bundles of resources (`placement_group([{"GPU": 1,
+"CPU": 4}] * 8)`); on an Ascend node there is no `"GPU"` resource, so the group
+never becomes ready and `ray.get(pg.ready())` waits forever. Ray names Ascend
+devices `"NPU"` (ray 2.60.0, `ray/_private/accelerators/npu.py`), and a bundle asks
+for them as `{"NPU": 1}`. Likewise `ray.cluster_resources()["GPU"]` /
+`ray.available_resources().get("GPU", 0)` count GPUs: `KeyError` or 0 on Ascend.
+
+Rewritten: `"GPU"` keys of the dict literals written in the bundle argument of
+`ray.util.placement_group(...)` (a list, `[{...}] * n`, a list comprehension), or in
+the one assignment of a local variable passed there that nothing else reads but
+`len()`; `"GPU"` read from `ray.cluster_resources()` / `ray.available_resources()`
+(subscript or `.get`). A bundle list kept elsewhere is reported with its
+replacement.
+"""
+    examples = (
+        Example(
+            'from ray.util.placement_group import placement_group\n\npg = placement_group([{"GPU": 1, "CPU": 4}] * 8)\n',
+            'from ray.util.placement_group import placement_group\n\npg = placement_group([{"NPU": 1, "CPU": 4}] * 8)\n',
+        ),
+        Example(
+            'import ray\n\nn = int(ray.cluster_resources()["GPU"])\n',
+            'import ray\n\nn = int(ray.cluster_resources()["NPU"])\n',
+        ),
+        Example('import ray\n\nbundles = [{"GPU": 1}]\nprint(bundles)\n'),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._done: set[cst.SimpleString] = set()
+        self._pending: list[cst.BaseExpression] = []
+
+    def leave_file(self) -> None:
+        for value in self._pending:
+            self._bundles(value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.qualified_name(node.func)
+        if qualified in PLACEMENT_GROUP:
+            argument = call_arg(node, "bundles", 0)
+            if argument is not None:
+                self._pending.append(argument.value)  # decided once every read of a variable has been seen
+        elif (
+            isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args
+            and isinstance(node.func.value, cst.Call) and self.qualified_name(node.func.value.func) in RESOURCE_TOTALS
+        ):
+            self._key(node.args[0].value, self.qualified_name(node.func.value.func))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if isinstance(node.value, cst.Call) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            qualified = self.qualified_name(node.value.func)
+            if qualified in RESOURCE_TOTALS:
+                self._key(node.slice[0].slice.value, qualified)
+
+    def _key(self, key: cst.BaseExpression, source: str) -> None:
+        if isinstance(key, cst.SimpleString) and string_value(key) == "GPU":
+            self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE), f'`{source}()["GPU"]` -> `"NPU"`',
+                         needs_torch_npu=False, reason=f"a resource name read from `{source}()`; {_WHY}")
+
+    def _bundles(self, value: cst.BaseExpression) -> None:
+        keys = gpu_keys(value)
+        if keys:
+            self._rewrite(keys, "a placement-group bundle")
+            return
+        if not isinstance(value, cst.Name):
+            return
+        found = self.ctx.assignments(value, value.value)
+        if not found:
+            return
+        source = self._single_literal(found, value)
+        if source is None:
+            bound = [a.node for a in found]
+            literal = next((v for v in map(self._assigned_value, bound) if v is not None and gpu_keys(v)), None)
+            if literal is not None:
+                self.report(value, f"the bundles in `{value.value}` ask Ray for `\"GPU\"`, and `{value.value}` is also "
+                            "assigned or read elsewhere", f'write `"NPU"` for `"GPU"` in its bundles; {_WHY}')
+            return
+        self._rewrite(gpu_keys(source), f"a placement-group bundle (through `{value.value}`)")
+
+    def _assigned_value(self, bound) -> cst.BaseExpression | None:
+        if not isinstance(bound, cst.Name):
+            return None
+        target = self.ctx.parent(bound)
+        statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            return statement.value
+        return None
+
+    def _single_literal(self, found, use: cst.Name) -> cst.BaseExpression | None:
+        """The value of the one assignment of ``use``'s name, if every other read of it is
+        ``len(name)`` or another placement group's bundles."""
+        if len(found) != 1:
+            return None
+        (assignment,) = found
+        value = self._assigned_value(assignment.node)
+        if value is None or not gpu_keys(value):
+            return None
+        for access in assignment.references:
+            node = access.node
+            if node is use:
+                continue
+            parent = self.ctx.parent(node)
+            owner = self.ctx.parent(parent) if isinstance(parent, cst.Arg) else None
+            if not (isinstance(owner, cst.Call) and (
+                (isinstance(owner.func, cst.Name) and owner.func.value == "len")
+                or self.qualified_name(owner.func) in PLACEMENT_GROUP
+            )):
+                return None
+        return value
+
+    def _rewrite(self, keys: list[cst.SimpleString], where: str) -> None:
+        for key in keys:
+            if key in self._done:
+                continue
+            self._done.add(key)
+            self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE), '`{"GPU": n}` bundle -> `{"NPU": n}`',
+                         needs_torch_npu=False, reason=f"a resource name in {where}; {_WHY}")

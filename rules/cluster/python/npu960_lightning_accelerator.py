@@ -1,0 +1,64 @@
+"""NPU960: Lightning's ``Fabric``/``Trainer`` with ``accelerator="auto"|"gpu"|"cuda"``: no NPU accelerator."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.python.cst_util import call_arg, string_value
+from npu_migrate.python.rule import Example, Rule
+
+ENTRY_POINTS = frozenset({
+    "lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric", "lightning.fabric.fabric.Fabric",
+    "lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer", "lightning.pytorch.trainer.Trainer",
+    "pytorch_lightning.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer",
+})
+#: accelerator values that never select an Ascend device (lightning 2.6.6, fabric/connector.py)
+CUDA_OR_AUTO = {"auto": "picks TPU, MPS or CUDA, else the CPU: on Ascend it trains on the CPU without a word",
+                "gpu": "means MPS or CUDA: on Ascend it raises `No supported gpu backend found!`",
+                "cuda": "is CUDA only"}
+ROUTE = ("Lightning (2.6.6 checked) has no NPU accelerator: pass an instance of your own "
+         "`lightning.fabric.accelerators.Accelerator` subclass for torch_npu (its `setup_device` calls "
+         "torch.npu.set_device, `get_parallel_devices` returns torch.device(\"npu\", i)) with a strategy on the "
+         "\"hccl\" backend, e.g. `Trainer(accelerator=NPUAccelerator(), strategy=DDPStrategy("
+         "process_group_backend=\"hccl\"))`, or use a Lightning build that registers an NPU accelerator")
+
+
+class LightningAccelerator(Rule):
+    id = "NPU960"
+    impact = "blocking"
+    name = "lightning-accelerator"
+    fixable = False
+    summary = 'Report Lightning `Fabric`/`Trainer` left on `accelerator="auto"` (the default), `"gpu"` or `"cuda"`'
+    triggers = ("Trainer", "Fabric")
+    local_names = tuple(sorted(ENTRY_POINTS))
+    rationale = f"""
+Lightning chooses its device from `accelerator=`: lightning 2.6.6
+(`lightning/fabric/connector.py`, `_choose_auto_accelerator`) maps `"auto"` (the
+default) to TPU, MPS or CUDA and otherwise to the CPU, `"gpu"` to MPS or CUDA (else
+`RuntimeError: No supported gpu backend found!`), and ships accelerators for CPU,
+CUDA, MPS and XLA only (`lightning/fabric/accelerators/`). On Ascend a script that
+trained on GPUs therefore trains on the CPU, silently, or fails. Each `Fabric(...)`
+/ `Trainer(...)` (`lightning`, `lightning.fabric`, `lightning.pytorch`,
+`pytorch_lightning`) whose `accelerator` is absent or one of those strings is
+reported. Route: {ROUTE}. An `accelerator` that is not a string literal (an
+object, a variable) is left alone.
+"""
+    examples = (
+        Example('import lightning as L\n\nfabric = L.Fabric(accelerator="cuda", devices=8)  # reported\n'),
+        Example("import lightning as L\n\nfabric = L.Fabric(accelerator=NPUAccelerator(), devices=8)\n"),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.qualified_name(node.func)
+        if qualified not in ENTRY_POINTS:
+            return
+        short = qualified.rsplit(".", 1)[1]
+        argument = call_arg(node, "accelerator")
+        if argument is None:
+            if any(a.star for a in node.args):
+                return  # **kwargs may carry it
+            self.report(node, f'`{short}(...)` without `accelerator=` uses "auto", which {CUDA_OR_AUTO["auto"]}', ROUTE)
+            return
+        value = string_value(argument.value)
+        if value in CUDA_OR_AUTO:
+            self.report(argument, f'`{short}(accelerator="{value}")` {CUDA_OR_AUTO[value]}', ROUTE)

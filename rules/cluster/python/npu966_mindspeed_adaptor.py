@@ -1,0 +1,87 @@
+"""NPU966: a Megatron-LM entry script gets ``import mindspeed.megatron_adaptor`` after ``import torch``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from npu_migrate.python.cst_util import is_main_guard
+from npu_migrate.python.rule import Example, Rule
+from npu_migrate.rules.unsupported._common import imported_names
+
+ADAPTOR = "mindspeed.megatron_adaptor"
+_WHY = ("MindSpeed's README: \"在`import torch`下新增一行：`import mindspeed.megatron_adaptor`\" (Ascend/MindSpeed, "
+        "README.md, quick start for pretrain_gpt.py)")
+
+
+class MindSpeedAdaptor(Rule):
+    id = "NPU966"
+    name = "mindspeed-adaptor"
+    impact = "blocking"
+    summary = "Add `import mindspeed.megatron_adaptor` right after `import torch` in Megatron-LM entry scripts"
+    triggers = (("megatron", "__main__"),)
+    whole_file = True
+    rationale = f"""
+Megatron-LM runs on Ascend through MindSpeed (Ascend/MindSpeed, "MindSpeed Core"):
+its adaptor patches Megatron's CUDA-only pieces (fused kernels, Transformer Engine
+layers, flash attention, the device and the backend) with NPU implementations when
+it is imported. MindSpeed's README gives the one change an entry script needs:
+{_WHY}. So a script that imports `megatron` at module level and runs as a program
+(`if __name__ == "__main__":`, as `pretrain_gpt.py`) gets that line right after its
+first module-level `import torch` (before it, if the script imports megatron
+without importing torch first, since the adaptor must patch megatron before use).
+A file that already imports mindspeed is left alone; library modules of the
+project (no main guard) are not changed: the entry script's import patches them.
+
+MindSpeed is installed from source (`git clone https://gitcode.com/Ascend/MindSpeed.git`,
+the branch matching the Megatron-LM release, e.g. Megatron `core_v0.12.1`, then
+`pip install -e MindSpeed`; its `docs/zh/user-guide/install_guide.md`), so no
+requirement is written for it; NPU967 reports the launch options to review.
+"""
+    examples = (
+        Example(
+            "import torch\nfrom megatron.training import pretrain\n\nif __name__ == \"__main__\":\n    pretrain()\n",
+            "import torch\nimport mindspeed.megatron_adaptor\nfrom megatron.training import pretrain\n\n"
+            "if __name__ == \"__main__\":\n    pretrain()\n",
+        ),
+        Example("import torch\nfrom megatron.core import mpu\n\ndef helper():\n    return mpu\n"),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._torch: cst.SimpleStatementLine | None = None
+        self._megatron: cst.SimpleStatementLine | None = None
+        self._mindspeed = False
+        self._main = False
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for statement in node.body:
+            if is_main_guard(statement):
+                self._main = True
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if not isinstance(small, (cst.Import, cst.ImportFrom)):
+                    continue
+                names = imported_names(small)
+                if any(n == "mindspeed" or n.startswith("mindspeed.") for n in names):
+                    self._mindspeed = True
+                if self._torch is None and self._megatron is None and isinstance(small, cst.Import) and "torch" in names:
+                    self._torch = statement
+                if self._megatron is None and any(n == "megatron" or n.startswith("megatron.") for n in names):
+                    self._megatron = statement
+        # imports inside try/if blocks (``try: import mindspeed.megatron_adaptor``) count as present
+        if "mindspeed" in self.ctx.text and any(
+            v == "mindspeed" or v.startswith("mindspeed.") for v in self.ctx.imports.bindings.values()
+        ):
+            self._mindspeed = True
+
+    def leave_file(self) -> None:
+        if self._mindspeed or not self._main or self._megatron is None:
+            return
+        adaptor = cst.parse_statement(f"import {ADAPTOR}\n")
+        if self._torch is not None:
+            self.insert_after(self._torch, [adaptor], f"add `import {ADAPTOR}` after `import torch`: {_WHY}",
+                              first=True)
+        else:
+            self.insert_before(self._megatron, [adaptor], f"add `import {ADAPTOR}` before the first megatron import: "
+                               f"{_WHY}", first=True)

@@ -1,0 +1,90 @@
+"""NPU965: launchers that start vLLM (``vllm serve``, ``python -m vllm.entrypoints...``,
+``trl vllm-serve``) or turn it on (``--use_vllm``, ``--vllm_*`` / ``--vllm.*`` options)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from npu_migrate.pipeline.rulebase import Example
+from npu_migrate.rules.cluster import _vllm
+from npu_migrate.shell import syntax
+from npu_migrate.shell.rule import ShellRule
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+_FALSE = {"false", "False", "0", "no", "off"}
+_PYTHON = {"python", "python3"}
+
+
+def _vllm_module(words: list[syntax.Arg]) -> str | None:
+    """``vllm.entrypoints.openai.api_server`` for ``python -m vllm.entrypoints.openai.api_server``."""
+    for index, word in enumerate(words[:-1]):
+        if word.text == "-m":
+            module = words[index + 1].text
+            return module if module == "vllm" or module.startswith("vllm.") else None
+    return None
+
+
+class ShellVllm(ShellRule):
+    id = "NPU965"
+    name = "shell-vllm"
+    impact = "blocking"
+    fixable = False
+    summary = ("Report launchers that start or turn on vLLM (`vllm serve`, `python -m vllm.entrypoints...`, "
+               "`trl vllm-serve`, `--use_vllm`, `--vllm_*`): on Ascend it needs the vllm-ascend plugin")
+    triggers = (b"vllm",)
+    rationale = f"""
+vLLM runs on Ascend through its platform plugin, vllm-ascend (the same vLLM API and
+command line; vLLM discovers the plugin at start-up). A launcher that starts vLLM
+(`vllm serve MODEL`, `python -m vllm.entrypoints.openai.api_server`, TRL's `trl
+vllm-serve`) or asks a trainer to (`--use_vllm` / `--use_vllm true` of TRL's GRPO and
+online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
+`--vllm_num_engines`, `--vllm.*` groups) runs on the CUDA build otherwise. One
+finding per command, at the launcher or at its first vLLM option. Route:
+{_vllm.ROUTE}. Not rewritten: the command itself stays the same.
+"""
+    examples = (
+        Example("vllm serve Qwen/Qwen2.5-7B-Instruct --tensor-parallel-size 8  # reported\n"),
+        Example("python train.py --use_vllm false --lr 1e-5\n"),
+    )
+
+    def visit_command(self, node: Node) -> None:
+        words = syntax.command_args(node)
+        if not words:
+            return
+        first = syntax.program(words[0])
+        programs = [syntax.program(w) for w in words]
+        for index, name in enumerate(programs[:-1]):
+            if name == "vllm" and words[index + 1].text == "serve" and (index == 0 or first in syntax.WRAPPERS):
+                self._report(node, words[index].node, "`vllm serve` starts vLLM")
+                return
+            if name == "trl" and words[index + 1].text == "vllm-serve" and (index == 0 or first in syntax.WRAPPERS):
+                self._report(node, words[index].node, "`trl vllm-serve` starts vLLM")
+                return
+        if first in _PYTHON or first in syntax.WRAPPERS:
+            module = _vllm_module(words)
+            if module is not None:
+                self._report(node, words[0].node, f"`python -m {module}` starts vLLM")
+                return
+        launch = syntax.launch_args(node)
+        if launch is None and first not in ("trl", "openrlhf"):
+            return
+        options = launch[1] if launch is not None else words[1:]
+        for index, word in enumerate(options):
+            text = word.text
+            name, equals, value = text.partition("=")
+            if name in ("--use_vllm", "--use-vllm"):
+                if not equals and index + 1 < len(options) and not options[index + 1].text.startswith("-"):
+                    value = options[index + 1].text
+                if value in _FALSE:
+                    continue
+                self._report(node, word.node, f"`{name}` makes the trainer generate with vLLM")
+                return
+            if name.startswith(("--vllm_", "--vllm-", "--vllm.")):
+                self._report(node, word.node, f"`{name}` configures vLLM")
+                return
+
+    def _report(self, command: Node, at: Node, what: str) -> None:
+        self.report(command, f"{what}: on Ascend it runs through the vllm-ascend plugin", _vllm.ROUTE,
+                    offset=at.start_byte)

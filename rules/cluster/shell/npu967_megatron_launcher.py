@@ -1,0 +1,112 @@
+"""NPU967: Megatron-LM launchers: the MindSpeed options that replace Megatron's CUDA-only kernels."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from npu_migrate.pipeline.rulebase import Example
+from npu_migrate.shell import syntax
+from npu_migrate.shell.rule import ShellRule
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+#: a Megatron-LM entry script (pretrain_gpt.py, pretrain_mamba.py, examples/.../pretrain_*.py)
+_ENTRY = re.compile(r"(?:^|/)pretrain_\w+\.py$")
+_SOURCE = "MindSpeed mindspeed/arguments.py"
+#: (option Megatron takes, its value or None, MindSpeed's option for it, what MindSpeed requires)
+FUSED = (
+    ("--normalization", "RMSNorm", "--use-fused-rmsnorm", "`--use-fused-rmsnorm` needs `--normalization RMSNorm`"),
+    ("--swiglu", None, "--use-fused-swiglu", "`--use-fused-swiglu` needs `--swiglu`"),
+    ("--position-embedding-type", "rope", "--use-fused-rotary-pos-emb",
+     "`--use-fused-rotary-pos-emb` needs `--position-embedding-type rope`"),
+)
+_TE = ("Transformer Engine is CUDA-only; MindSpeed's quick start (docs/zh/user-guide/quickstart.md) launches "
+       "pretrain_gpt.py with `--transformer-impl local`")
+_FP8 = "Atlas A2/A3 have no FP8 matmul: drop the --fp8-* options and train in bf16 (--bf16)"
+
+
+class ShellMegatronLauncher(ShellRule):
+    id = "NPU967"
+    name = "shell-megatron-launcher"
+    impact = "review"
+    fixable = False
+    summary = ("Report Megatron-LM launcher options to change for MindSpeed: its fused RMSNorm/SwiGLU/RoPE options, "
+               "`--transformer-impl transformer_engine`, FP8")
+    triggers = (b"pretrain_",)
+    rationale = f"""
+On Ascend, Megatron-LM runs through MindSpeed (`import mindspeed.megatron_adaptor`
+in the entry script, NPU966), which reads extra options of its own. Checked in
+{_SOURCE} (Ascend/MindSpeed master, `_add_network_size_args` and its validation):
+`--use-fused-rmsnorm` (requires `--normalization RMSNorm`), `--use-fused-swiglu`
+(requires `--swiglu`) and `--use-fused-rotary-pos-emb` (requires
+`--position-embedding-type rope`) select torch_npu's fused kernels in place of the
+CUDA fusions Megatron uses for those layers; `--use-flash-attn` stays as it is
+(MindSpeed maps it to its fusion attention). A launcher that starts a
+`pretrain_*.py` script and sets the layer without MindSpeed's option gets a
+finding naming the option to add; `--transformer-impl transformer_engine` ({_TE})
+and FP8 options ({_FP8}) are reported too.
+
+Not rewritten: the options are MindSpeed's, and plain Megatron-LM rejects them
+("unrecognized arguments"), so they belong in the launcher only once the entry
+script imports the adaptor and MindSpeed is installed (from source, at the
+branch that matches the Megatron-LM release).
+"""
+    examples = (
+        Example("torchrun --nproc_per_node 8 pretrain_gpt.py --swiglu --normalization RMSNorm  # reported\n"),
+        Example("torchrun --nproc_per_node 8 train.py --swiglu\n"),
+    )
+
+    def __init__(self, file) -> None:
+        super().__init__(file)
+        self.words: list[syntax.Arg] = []
+        self.megatron = False
+
+    def visit_command(self, node: Node) -> None:
+        launch = syntax.launch_args(node)
+        if launch is not None and any(_ENTRY.search(w.text) for w in launch[1]):
+            self.megatron = True
+
+    def visit_variable_assignment(self, node: Node) -> None:
+        value = node.child_by_field_name("value")
+        text = syntax.static_value(value) if value is not None else None
+        if text is not None and _ENTRY.search(text):
+            self.megatron = True  # PRETRAIN_SCRIPT_PATH="pretrain_gpt.py", then torchrun ... $PRETRAIN_SCRIPT_PATH
+
+    def visit_word(self, node: Node) -> None:
+        self.words.append(syntax.arg(node))
+
+    def visit_string(self, node: Node) -> None:
+        self.words.extend(syntax.string_args(node))
+
+    visit_raw_string = visit_string
+
+    def leave_file(self) -> None:
+        if not self.megatron:
+            return
+        texts = [w.text for w in self.words]
+        values: dict[str, tuple[syntax.Arg, str | None]] = {}
+        for index, word in enumerate(self.words):
+            if not word.text.startswith("--"):
+                continue
+            name, equals, value = word.text.partition("=")
+            if not equals and index + 1 < len(texts) and not texts[index + 1].startswith("-"):
+                value = texts[index + 1]
+            values.setdefault(name, (word, value if equals or value else None))
+        for option, wanted, fused, needs in FUSED:
+            found = values.get(option)
+            if found is None or fused in texts:
+                continue
+            word, value = found
+            if wanted is not None and value != wanted:
+                continue
+            self.report(word.node, f"`{option}{' ' + wanted if wanted else ''}` uses Megatron's CUDA fusion for this layer",
+                        f"with MindSpeed add `{fused}` ({needs}; {_SOURCE})", offset=word.node.start_byte)
+        impl = values.get("--transformer-impl")
+        if impl is not None and impl[1] == "transformer_engine":
+            self.report(impl[0].node, "`--transformer-impl transformer_engine` builds the layers with Transformer Engine",
+                        f"use `--transformer-impl local` ({_TE})")
+        fp8 = next((values[name] for name in values if name.startswith("--fp8")), None)
+        if fp8 is not None:
+            self.report(fp8[0].node, f"`{fp8[0].text.split('=')[0]}` trains in FP8", _FP8)

@@ -1,0 +1,69 @@
+"""Configuration front ends on hostile files (issue 38 item 4): linear nesting checks,
+bounded results, and the slow parsers only up to a size once a trigger word is in."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from npu_migrate.configs import engine
+from npu_migrate.pipeline import limits
+from npu_migrate.pipeline.runner import migrate_safely
+from npu_migrate.pipeline.settings import Settings
+
+MB = 1 << 20
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("kind", "text"), [
+    ("json", '"' * (4 * MB)), ("json", "/*" * (2 * MB)), ("json", '{"a": "' + "x" * (8 * MB) + '"}'),
+    ("yaml", '"' * (4 * MB)), ("yaml", 'a: "\\' * MB), ("toml", "'" * (4 * MB)), ("toml", '"' * (4 * MB)),
+])
+def test_the_nesting_check_is_linear_on_unclosed_strings_and_comments(kind, text):
+    start = time.perf_counter()
+    limits.check(text, kind)  # below the depth limit: accepted
+    assert time.perf_counter() - start < 20  # measured 0.1-5 s; /* was quadratic before
+
+
+@pytest.mark.parametrize(("kind", "text"), [("json", '"x" ' + "[" * 300), ("yaml", 'a: "x"\nb: ' + "[" * 300),
+                                            ("toml", "a = 'x'\nb = " + "[" * 300), ("json", "/* x */" + "[" * 300)])
+def test_brackets_after_closed_strings_are_still_counted(kind, text):
+    with pytest.raises(limits.LimitError):
+        limits.check(text, kind)
+
+
+@pytest.mark.parametrize(("suffix", "line"), [(".yaml", "k{}: cuda\n"), (".toml", "k{} = 'cuda'\n")])
+def test_a_large_config_with_a_trigger_word_is_one_line_skipped(suffix, line):
+    limit = engine.PARSE_LIMITS[engine.reader_name("c" + suffix)]
+    text = "".join(line.format(i) for i in range(limit // 8)).encode()
+    assert len(text) > limit
+    start = time.perf_counter()
+    result = migrate_safely("c" + suffix, text, Settings())
+    assert time.perf_counter() - start < 10
+    assert result.error is not None and "skipped" in result.error and "\n" not in result.error
+
+
+def test_a_large_yaml_without_a_trigger_word_is_not_refused():
+    text = "".join(f"k{i}: value\n" for i in range(2 * MB // 10)).encode()
+    result = migrate_safely("data.yaml", text, Settings())
+    assert result.error is None and not result.findings
+
+
+def test_results_per_config_file_are_capped(monkeypatch):
+    monkeypatch.setattr(engine, "MAX_RESULTS", 50)
+    text = "".join(f"k{i}: cuda\n" for i in range(200)).encode()
+    result = migrate_safely("c.yaml", text, Settings())
+    assert result.error is not None and "more than 50 fixes and findings" in result.error
+
+
+@pytest.mark.timeout(300)
+def test_toml_items_are_located_in_linear_time():
+    """str.index per marker made 8,000 items take 11 s; the positions must still be right."""
+    text = "".join(f"k{i} = 'cuda'\n" for i in range(6000))
+    start = time.perf_counter()
+    result = migrate_safely("c.toml", text.encode(), Settings())
+    assert time.perf_counter() - start < 30
+    assert result.error is None
+    lines = sorted({finding.line for finding in result.findings})
+    assert lines == list(range(1, 6001))

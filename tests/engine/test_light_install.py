@@ -1,0 +1,84 @@
+"""The light install (`pip install npu-migrate`: no torch, no numpy, no npu-runtime): the
+commands that need the [emulate] extra say what to install in one line and exit 2, and
+diagnose works from the runtime copy npu-migrate bundles (issue 38 item 5). The missing
+packages are simulated by a meta-path finder that refuses them, in a fresh interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+BLOCKED = ("torch", "numpy", "npu_runtime", "torch_npu")
+
+RUN = textwrap.dedent("""
+    import sys
+    BLOCKED = {blocked!r}
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    from npu_migrate.cli.app import main
+    sys.argv = ["npu-migrate", *{args!r}]
+    main()
+""")
+
+
+def _run(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    code = RUN.format(blocked=BLOCKED, args=list(args))
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("command", [["emulate", "train.py"], ["verify", "train.py"],
+                                     ["verify", "--nproc", "2", "train.py", "--", "--epochs", "1"]])
+def test_emulate_and_verify_without_torch_say_what_to_install(tmp_path, command):
+    (tmp_path / "train.py").write_text("import torch\n")
+    result = _run(tmp_path, *command)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'npu-migrate[emulate]'" in lines[0] and "torch" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+@pytest.mark.timeout(180)
+def test_diagnose_without_npu_runtime_uses_the_bundled_copy(tmp_path):
+    (tmp_path / "rank0.log").write_text("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n")
+    result = _run(tmp_path, "diagnose", "rank0.log")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "npu-oom" in result.stdout
+
+
+@pytest.mark.timeout(180)
+def test_a_lone_bang_in_gitignore_is_ignored_as_git_does(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("build/\n!\n\\\n")
+    (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "b.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    result = subprocess.run([sys.executable, "-m", "npu_migrate", "--no-cache", "."], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "a.py" in result.stdout and "b.py" not in result.stdout
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("where", ["config", "option"])
+def test_an_invalid_exclude_pattern_is_one_error_line(tmp_path, where):
+    (tmp_path / "a.py").write_text("import torch\n")
+    args = [sys.executable, "-m", "npu_migrate", "--no-cache", "."]
+    if where == "config":
+        (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\nexclude = ["build/", "!"]\n')
+    else:
+        args[3:3] = ["--extend-exclude", "!"]
+    result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'!' is not a valid gitignore-style pattern" in lines[0], result.stderr

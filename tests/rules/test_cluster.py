@@ -1,0 +1,156 @@
+"""The cluster-stack rules (rules/cluster, NPU950-NPU967) and shell heredocs beyond
+their golden fixtures: what only shows across statements or files, positions,
+and mixes with unrelated input."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.python.engine import migrate_source as migrate_python
+from npu_migrate.shell.engine import migrate as migrate_shell
+
+from ._run import run
+
+ALL = Settings(selection=Selection.create(["ALL"]))
+ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
+
+
+def _messages(result) -> Counter:
+    return Counter((f.rule, f.message) for f in result.findings)
+
+
+# -- Ray ---------------------------------------------------------------------------------
+
+
+def test_options_on_a_remote_function_defined_after_its_use_is_rewritten():
+    source = (
+        "import ray\n\n\ndef launch():\n    return Worker.options(num_gpus=1).remote()\n\n\n"
+        "@ray.remote\nclass Worker:\n    pass\n"
+    )
+    out, findings = run(source, "NPU950")
+    assert 'Worker.options(resources={"NPU": 1}).remote()' in out
+    assert findings == []
+
+
+def test_options_on_a_name_bound_twice_is_reported_not_rewritten():
+    source = (
+        "import ray\n\n@ray.remote\nclass Worker:\n    pass\n\n"
+        "if fast:\n    Worker = FastWorker\nWorker.options(num_gpus=1).remote()\n"
+    )
+    out, findings = run(source, "NPU950")
+    assert out == source
+    assert [f.rule for f in findings] == ["NPU950"]
+    assert 'resources={"NPU": 1}' in findings[0].suggestion
+
+
+def test_ray_rewrites_follow_the_files_quotes():
+    out, _ = run("import ray\n\n@ray.remote(num_gpus=1)\ndef f():\n    return 'x'\n", "NPU950")
+    assert "@ray.remote(resources={'NPU': 1})" in out
+
+
+def test_get_gpu_ids_through_an_alias_keeps_the_alias():
+    out, findings = run("import ray as r\n\nn = len(r.get_gpu_ids())\n", "NPU952")
+    assert out == 'import ray as r\n\nn = len(r.get_runtime_context().get_accelerator_ids()["NPU"])\n'
+    assert findings == []
+
+
+def test_get_gpu_ids_imported_by_name_is_reported_with_the_replacement():
+    source = "from ray import get_gpu_ids\n\nn = len(get_gpu_ids())\n"
+    out, findings = run(source, "NPU952")
+    assert out == source  # no module name to write the runtime context through
+    assert [f.rule for f in findings] == ["NPU952"]
+    assert 'get_accelerator_ids()["NPU"]' in findings[0].suggestion
+
+
+def test_a_bundle_list_read_elsewhere_is_reported_not_rewritten():
+    source = (
+        "from ray.util.placement_group import placement_group\n\n\ndef make(n):\n"
+        '    bundles = [{"GPU": 1}] * n\n    pg = placement_group(bundles)\n    return pg, bundles\n'
+    )
+    out, findings = run(source, "NPU951")
+    assert out == source
+    assert [f.rule for f in findings] == ["NPU951"]
+
+
+# -- CUDA-only libraries ------------------------------------------------------------------
+
+
+def test_a_projects_own_rotary_emb_module_is_not_reported(tmp_path):
+    own = tmp_path / "rotary_emb.py"
+    own.write_text("def apply(x):\n    return x\n")
+    model = tmp_path / "model.py"
+    model.write_text("import rotary_emb\nimport xentropy_cuda_lib\n")
+    facts = ProjectFacts.scan([(str(own), own.read_bytes()), (str(model), model.read_bytes())])
+    result = migrate_python(str(model), model.read_bytes(), Settings(selection=Selection.create(["NPU958"]), facts=facts))
+    assert [(f.line, f.rule) for f in result.findings] == [(2, "NPU958")]
+    assert "torch_npu.npu_cross_entropy_loss" in result.findings[0].suggestion
+
+
+# -- shell heredocs -------------------------------------------------------------------------
+
+HEREDOC = (
+    "#!/bin/bash\n"
+    "for node in 0 1; do\n"
+    "  cat > job_$node.sh <<'EOF'\n"
+    "#!/bin/bash\n"
+    "torchrun --nproc_per_node 8 train.py --backend nccl\n"
+    "EOF\n"
+    "done\n"
+)
+
+
+def test_a_heredoc_script_is_rewritten_at_its_own_line_and_column():
+    result = migrate_shell("write_jobs.sh", HEREDOC.encode(), Settings(selection=Selection.create(["NPU803"])))
+    assert result.new_source == HEREDOC.replace("--backend nccl", "--backend hccl").encode()
+    (fix,) = result.fixes
+    assert (fix.line, fix.col) == (5, HEREDOC.splitlines()[4].index("nccl"))  # col is 0-based
+
+
+def test_a_heredoc_the_shell_expands_is_reported_not_rewritten():
+    data = "cat > job.sh <<EOF\ntorchrun --nnodes $NNODES train.py --backend nccl\nEOF\n"
+    result = migrate_shell("write_jobs.sh", data.encode(), Settings(selection=Selection.create(["NPU803"])))
+    assert result.new_source is None
+    (finding,) = result.findings
+    assert finding.rule == "NPU803" and finding.line == 2 and "heredoc" in finding.message
+
+
+def test_heredocs_that_are_not_shell_scripts_are_left_alone():
+    data = (
+        "cat > config.yaml <<'EOF'\nbackend: nccl\nEOF\n"
+        "python - <<'EOF'\nimport torch\ntorch.distributed.init_process_group('nccl')\nEOF\n"
+        "cat <<'EOF'\nUsage: torchrun train.py --backend nccl\nEOF\n"
+    )
+    result = migrate_shell("setup.sh", data.encode(), Settings(selection=Selection.create(["NPU803"])))
+    assert result.new_source is None and result.findings == []
+
+
+SHELL = sorted(p for d in ("NPU955", "NPU965", "NPU967", "NPU803") for p in (ROOT / d).glob("*.sh")
+               if ".after." not in p.name)
+neutral = st.sampled_from([
+    "export OUT=/data/run1", 'echo "ray start --num-gpus 8"', "mkdir -p \"$OUT\"", "ray status",
+    "python train.py --lr 1e-4", "ray start --head --num-cpus 4", "cat <<'EOF'\nhello\nEOF",
+])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(SHELL), min_size=1, max_size=3, unique=True), st.lists(neutral, max_size=5),
+       st.randoms(use_true_random=False))
+def test_cluster_shell_mixes_keep_unrelated_lines_converge_and_report_the_same(fixtures, extra, random):
+    blocks = [p.read_bytes() for p in fixtures] + [(s + "\n").encode() for s in extra]
+    random.shuffle(blocks)
+    data = b"".join(b if b.endswith(b"\n") else b + b"\n" for b in blocks)
+    first = migrate_shell("run.sh", data, ALL)
+    assert first.error is None
+    output = first.new_source if first.new_source is not None else data
+    for line in extra:
+        assert (line + "\n").encode() in output
+    second = migrate_shell("run.sh", output, ALL)
+    assert second.new_source is None, "a second run changed the script again"
+    assert _messages(second) == _messages(first)

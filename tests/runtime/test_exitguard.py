@@ -1,0 +1,125 @@
+"""A finished job never hangs at exit (exitguard.py): once the training is over (the script
+returned, or destroy_process_group() returned), a rank that does not exit within
+NPU_RUNTIME_EXIT_TIMEOUT is ended with exit 0 and the hang is an ``exit_hang`` event; a rank
+that died of an exception is left alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+import time
+
+import pytest
+from npu_runtime import exitguard
+
+from ._helpers import child_env, run_script
+
+HANG_AT_EXIT = textwrap.dedent(r"""
+    import atexit, os, re, sys, threading, time
+    import torch
+    import npu_runtime
+    npu_runtime.install()
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+    how = sys.argv[1]
+    if how == "gil":        # finalisation stuck in C code that holds the GIL (~ProcessGroupGloo under ~Reducer)
+        atexit.register(lambda: re.match(r"(a+)+$", "a" * 64 + "b"))
+    elif how == "wait":     # an exit handler waiting for a thread that never comes
+        atexit.register(threading.Event().wait)
+    elif how == "destroy":  # the script tore its group down, then hangs
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+        dist.destroy_process_group()
+        threading.Event().wait()
+    elif how == "beat":     # work after destroy that says it is alive is not cut short
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+        dist.destroy_process_group()
+        for _ in range(10):
+            time.sleep(0.5)
+            npu_runtime.beat()
+        torch.save(model.state_dict(), "after.pt")
+        print("still working", flush=True)
+        threading.Event().wait()
+    elif how == "crash":    # died of an exception: not a finished job
+        atexit.register(threading.Event().wait)
+        raise ValueError("bad batch")
+    print(f"trained {time.time()}", flush=True)
+""")
+
+
+def _run(tmp_path, how, timeout=60, **env):
+    from ._helpers import free_port
+
+    environ = child_env(**{"NPU_RUNTIME_EXIT_TIMEOUT": "2", "NPU_RUNTIME_EVENTS": str(tmp_path / "events.jsonl"),
+                           **env})
+    start = time.monotonic()
+    proc = run_script(tmp_path, HANG_AT_EXIT, how, str(free_port()), env=environ, timeout=timeout)
+    ended = time.time()
+    trained = proc.stdout.split("trained ")[1].split()[0] if "trained " in proc.stdout else None
+    return proc, (ended - float(trained)) if trained else time.monotonic() - start
+
+
+def _events(tmp_path):
+    path = tmp_path / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.timeout(90)
+def test_an_exit_handler_that_never_returns_is_ended_with_0_and_reported(tmp_path):
+    proc, took = _run(tmp_path, "wait")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert took < 2 + 5, took  # the Python guard: the timeout and one check interval, on a loaded machine
+    assert "trained" in proc.stdout
+    assert "the training is over (the script returned)" in proc.stderr
+    assert [e["event"] for e in _events(tmp_path)] == ["exit_hang"]
+
+
+@pytest.mark.timeout(90)
+def test_a_hang_holding_the_gil_is_ended_by_the_c_timer(tmp_path):
+    proc, took = _run(tmp_path, "gil")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "trained" in proc.stdout
+    # no Python runs: the C timer ends it timeout + GRACE_S after the guard was armed
+    assert took < 2 + exitguard.GRACE_S + 5, took  # + the exit handlers before it, on a loaded machine
+
+
+@pytest.mark.timeout(90)
+def test_after_destroy_process_group_a_hang_is_ended_with_0(tmp_path):
+    proc, _ = _run(tmp_path, "destroy")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "destroy_process_group() returned" in proc.stderr
+
+
+@pytest.mark.timeout(90)
+def test_work_after_destroy_that_beats_is_not_cut_short(tmp_path):
+    proc, _ = _run(tmp_path, "beat", NPU_RUNTIME_WATCHDOG="0")  # beat() reaches the guard without a watchdog
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "still working" in proc.stdout  # 5 s of work under a 2 s exit timeout
+    assert "the training is over (destroy_process_group() returned)" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_rank_that_died_of_an_exception_is_not_ended_with_0(tmp_path):
+    with pytest.raises(subprocess.TimeoutExpired):  # it hangs as it would without the runtime
+        _run(tmp_path, "crash", timeout=18, NPU_RUNTIME_WATCHDOG="0")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_the_guard_can_be_switched_off(tmp_path):
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run(tmp_path, "wait", timeout=18, NPU_RUNTIME_EXIT_TIMEOUT="0", NPU_RUNTIME_WATCHDOG="0")
+
+
+def test_bad_timeouts_fall_back_to_the_default(caplog):
+    assert exitguard.timeout_from_env({"NPU_RUNTIME_EXIT_TIMEOUT": "soon"}) == exitguard.DEFAULT_TIMEOUT_S
+    assert exitguard.timeout_from_env({"NPU_RUNTIME_EXIT_TIMEOUT": "1e400"}) == exitguard.DEFAULT_TIMEOUT_S
+    assert exitguard.timeout_from_env({"NPU_RUNTIME_EXIT_TIMEOUT": "0"}) == 0
+    assert exitguard.timeout_from_env({}) == exitguard.DEFAULT_TIMEOUT_S
+    assert "NPU_RUNTIME_EXIT_TIMEOUT" in caplog.text

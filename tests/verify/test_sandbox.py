@@ -1,0 +1,251 @@
+"""verify's scratch copies are a sandbox, and every process a twin starts ends with it
+(issue 38 item 1). No torch: the twin is a tiny script run through the real supervisor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.verify import scratch, supervise, twins
+
+# -- the copies ------------------------------------------------------------------------
+
+
+def _project(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    (proj / "store").mkdir(parents=True)
+    (proj / "train.py").write_text("print('hi')\n")
+    (proj / "store" / "old.pt").write_bytes(b"old")
+    return proj
+
+
+def test_an_absolute_link_inside_the_project_stays_inside_the_copy(tmp_path):
+    proj = _project(tmp_path)
+    (proj / "ckpt").symlink_to(proj / "store")  # ckpt -> /abs/proj/store
+    (proj / "rel").symlink_to("store/old.pt")
+    copy = scratch.copy_project(proj, tmp_path / "copy")
+    (copy / "ckpt" / "model.pt").write_bytes(b"new")  # what the twin's torch.save does
+    assert not (proj / "store" / "model.pt").exists()
+    assert (copy / "store" / "model.pt").read_bytes() == b"new"
+    assert os.readlink(copy / "ckpt") == "store"
+    assert (copy / "rel").read_bytes() == b"old"
+    assert scratch.escapes(copy) == []
+
+
+def test_a_link_that_leaves_the_project_is_copied_as_its_target(tmp_path):
+    proj = _project(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "data.bin").write_bytes(b"data")
+    (outside / "back").symlink_to(proj / "store")  # a link from there back into the project
+    (outside / "loop").symlink_to(outside)
+    (proj / "data").symlink_to(outside)
+    (proj / "file.txt").symlink_to(outside / "sub" / "data.bin")
+    notes: list[str] = []
+    copy = scratch.copy_project(proj, tmp_path / "copy", notes=notes)
+    assert not (copy / "data").is_symlink() and (copy / "data" / "sub" / "data.bin").read_bytes() == b"data"
+    assert not (copy / "file.txt").is_symlink() and (copy / "file.txt").read_bytes() == b"data"
+    (copy / "data" / "back" / "x").write_bytes(b"x")
+    (copy / "data" / "sub" / "y").write_bytes(b"y")
+    assert not (proj / "store" / "x").exists() and not (outside / "sub" / "y").exists()
+    assert scratch.escapes(copy) == []
+    assert any("loop" in note for note in notes)
+
+
+def test_dangling_outside_links_and_special_files_are_left_out_with_a_note(tmp_path):
+    proj = _project(tmp_path)
+    os.mkfifo(proj / "pipe")
+    (proj / "gone").symlink_to(tmp_path / "nowhere" / "x")
+    (proj / "to-pipe").symlink_to(proj / "pipe")
+    (proj / "null").symlink_to("/dev/null")
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(proj / "sock"))
+    try:
+        notes: list[str] = []
+        copy = scratch.copy_project(proj, tmp_path / "copy", notes=notes)
+    finally:
+        sock.close()
+    names = sorted(p.name for p in copy.iterdir())
+    assert names == ["store", "to-pipe", "train.py"]  # to-pipe: a link to the copy's (absent) pipe
+    text = "\n".join(notes)
+    assert "pipe: a FIFO" in text and "sock: a socket" in text and "gone:" in text and "null:" in text
+    assert not os.path.exists(tmp_path / "nowhere")
+    assert scratch.escapes(copy) == []
+
+
+def test_too_much_behind_outside_links_is_refused_with_one_line(tmp_path, monkeypatch):
+    proj = _project(tmp_path)
+    (tmp_path / "big").write_bytes(b"x" * 4096)
+    (proj / "big").symlink_to(tmp_path / "big")
+    monkeypatch.setattr(scratch, "EXTERNAL_LIMIT", 1024)
+    with pytest.raises(scratch.ScratchError) as info:
+        scratch.copy_project(proj, tmp_path / "copy")
+    assert "\n" not in str(info.value) and "--project" in str(info.value)
+
+
+def test_a_fifo_in_the_project_is_no_traceback_for_verify(tmp_path, monkeypatch, capsys):
+    """The command gets as far as the migration with a FIFO and a socket in the tree."""
+    from npu_migrate.verify import command
+
+    proj = _project(tmp_path)
+    os.mkfifo(proj / "pipe")
+    monkeypatch.chdir(proj)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    seen = {}
+
+    def stop(*args, **kwargs):
+        seen["copied"] = sorted(p.name for p in (tmp_path / "tmp").glob("*/cpu/*"))
+        raise twins.MigrationError("stopped here by the test")
+
+    monkeypatch.setattr(twins, "migrate_copy", stop)
+    assert command.run(command.Request(script="train.py")) == 2
+    err = capsys.readouterr().err
+    assert "note: pipe: a FIFO" in err and "Traceback" not in err
+    assert seen["copied"] == ["store", "train.py"]
+    assert list((tmp_path / "tmp").iterdir()) == []  # the scratch directory is gone
+
+
+# -- the processes ---------------------------------------------------------------------
+
+#: A twin that leaves everything behind: a child it does not wait for, a setsid child,
+#: a double-forked daemon with a cleared environment, then either exits or hangs.
+LEAVER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    pids = open(sys.argv[1], "a")
+    sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+    pids.write(f"{subprocess.Popen(sleep).pid}\\n")
+    pids.write(f"{subprocess.Popen(sleep, start_new_session=True).pid}\\n")
+    pids.write(f"{subprocess.Popen(['setsid', '-f', *sleep]).pid}\\n")
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve(sys.executable, sleep, {})  # no marker in its environment
+        os._exit(0)
+    pids.write(f"{os.getpid()}\\n")
+    pids.flush()
+    time.sleep(1.0)
+    if sys.argv[2] == "hang":
+        time.sleep(300)
+""")
+
+
+def _live(pid: int) -> bool:
+    return supervise._live(pid)
+
+
+def _sleepers_after(start: float) -> list[int]:
+    """Live `time.sleep(300)` processes of this user started by the test (by command line)."""
+    out = []
+    for pid in supervise._pids():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"time.sleep(300)" in cmd and _live(pid) and os.stat(f"/proc/{pid}").st_uid == os.getuid():
+            out.append(pid)
+    return out
+
+
+def _run_leaver(tmp_path, monkeypatch, mode: str, timeout: float):
+    script = tmp_path / "leaver.py"
+    script.write_text(LEAVER)
+    monkeypatch.setattr(twins, "command_line",
+                        lambda s, a, n, t=False, sp=False: [sys.executable, s, *a])
+    env = dict(os.environ, **{twins.hook.ENV_OUT: str(tmp_path / "out")})
+    pids = tmp_path / "pids"
+    result = twins.run("twin", tmp_path, str(script), [str(pids), mode], 1, env, timeout)
+    return result, [int(x) for x in pids.read_text().split()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and prctl")
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode,timeout", [("exit", 60.0), ("hang", 4.0)])
+def test_nothing_a_twin_starts_outlives_its_run(tmp_path, monkeypatch, mode, timeout):
+    before = set(_sleepers_after(0))
+    result, pids = _run_leaver(tmp_path, monkeypatch, mode, timeout)
+    assert result.timed_out == (mode == "hang")
+    assert not [pid for pid in pids if _live(pid)]
+    time.sleep(0.2)
+    assert set(_sleepers_after(0)) - before == set()  # the daemons (their pids unknown) too
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and prctl")
+@pytest.mark.timeout(60)
+def test_a_killed_supervisor_is_swept_by_the_marker(tmp_path):
+    token = "t" + os.urandom(8).hex()
+    env = dict(os.environ, **{supervise.MARKER: token})
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time;"
+                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+                              " start_new_session=True); time.sleep(300)"], env=env, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while len(supervise.marked(token)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    marked = supervise.marked(token)
+    assert len(marked) == 2
+    os.killpg(child.pid, signal.SIGKILL)  # the setsid grandchild is in another group
+    child.wait()
+    assert supervise.marked(token) != []
+    supervise.sweep(token)
+    assert supervise.marked(token) == []
+
+
+DRIVER = textwrap.dedent("""
+    import os, sys, tempfile
+    from pathlib import Path
+    from npu_migrate.verify import command, twins
+
+    twins.command_line = lambda s, a, n, t=False, sp=False: [sys.executable, s, *a]
+
+    def fake_verify(req, root, script, cwd_in_root, work):
+        (work / "copy").mkdir()
+        env = dict(os.environ, **{twins.hook.ENV_OUT: str(work / "out")})
+        print("running", flush=True)
+        twins.run("twin", work / "copy", sys.argv[1], [sys.argv[2], "hang"], 1, env, 120)
+        return 0
+
+    command._verify = fake_verify
+    os.chdir(sys.argv[3])
+    sys.exit(command.run(command.Request(script="train.py")))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and prctl")
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_verify_ends_its_twins_and_removes_the_scratch(tmp_path, signum):
+    proj = _project(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "leaver.py").write_text(LEAVER)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    pids = tmp_path / "pids"
+    before = set(_sleepers_after(0))
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "leaver.py"), str(pids),
+                             str(proj)], env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"running\n"
+    deadline = time.monotonic() + 30
+    while (not pids.exists() or len(pids.read_text().split()) < 4) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # the double fork has happened
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == (130 if signum == signal.SIGINT else 128 + signum), err
+    assert b"Traceback" not in err
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert not [pid for pid in map(int, pids.read_text().split()) if _live(pid)]
+    time.sleep(0.2)
+    assert set(_sleepers_after(0)) - before == set()
