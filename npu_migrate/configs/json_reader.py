@@ -6,19 +6,38 @@ JSON with comments (JSONC: VS Code's ``settings.json`` and ``launch.json``,
 are found in tree-sitter's first parse (an ERROR node or bare ``,`` token
 followed by a closing bracket), blanked to spaces in a copy of the same length
 and parsed again, so every byte offset is the original file's and edits keep
-the commas and comments. Other syntax errors are refused. String values are
-decoded with the standard library's ``json``.
+the commas and comments. Python's dialect is read too: ``NaN``, ``Infinity`` and
+``-Infinity`` (what ``json.dump`` writes for float results, and ``json.load``
+reads) are blanked the same way to a number of the same length (``0``) before
+that second parse. Other syntax errors are refused. String values are decoded
+with the standard library's ``json``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 
 from npu_migrate.configs.document import Document, ReadError, Scalar
 from npu_migrate.pipeline import limits
 
 _MARK_WORD = b"npu-migrate"
+#: Strings and comments (skipped) or Python's non-finite number tokens (group 1).
+_NON_FINITE = re.compile(rb'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|(-?(?:NaN|Infinity))\b', re.DOTALL)
+
+
+def _finite(data: bytes) -> bytes:
+    """``data`` with every ``NaN`` / ``Infinity`` / ``-Infinity`` token outside strings and
+    comments replaced by ``0`` and spaces (same length, so offsets stay the file's)."""
+    if b"NaN" not in data and b"Infinity" not in data:
+        return data
+    out = bytearray(data)
+    for match in _NON_FINITE.finditer(data):
+        if match.group(1) is not None:
+            start, end = match.span(1)
+            out[start:end] = b"0" + b" " * (end - start - 1)
+    return bytes(out)
 
 
 @functools.cache
@@ -34,9 +53,13 @@ def parse(data: bytes):
     limits.check(data, "json")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     tree = parser().parse(data)
     if tree.root_node.has_error:
-        commas = _trailing_commas(tree.root_node)
+        finite = _finite(data)
+        first = parser().parse(finite) if finite is not data else tree
+        if not first.root_node.has_error:
+            return first
+        commas = _trailing_commas(first.root_node)
         if commas:
-            blanked = bytearray(data)
+            blanked = bytearray(finite)
             for offset in commas:
                 blanked[offset] = 0x20
             again = parser().parse(bytes(blanked))

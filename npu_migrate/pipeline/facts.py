@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _SET_EPOCH = re.compile(rb"\.set_epoch\s*\(")
-#: A module that is Triton/CuPy/PyCUDA code: it imports one of them unconditionally
+#: A module that is Triton/Helion/CuPy/PyCUDA code: it imports one of them unconditionally
 #: (at column 0) or defines a Triton kernel.
 _CUDA_ONLY_MODULE = re.compile(
-    rb"^(?:(?:import|from)[ \t]+(?:triton|cupy|cupyx|pycuda)\b|[ \t]*@triton\.(?:jit|autotune|heuristics)\b)",
+    rb"^(?:(?:import|from)[ \t]+(?:triton|helion|tilelang|cupy|cupyx|pycuda)\b|[ \t]*@(?:triton\.(?:jit|autotune|heuristics)|helion\.kernel)\b)",
     re.MULTILINE,
 )
 #: ``import npu_runtime`` / ``from npu_runtime import ...`` at the start of a line (what
@@ -46,6 +46,12 @@ _DATA_PARALLEL_CALL = re.compile(rb"\bDataParallel\s*\(")
 #: ``timm==0.3.2`` / ``"timm>=1.0.12",`` in a dependency file: the specifier (NPU923
 #: passes a device to timm's NativeScaler only where every allowed timm takes one).
 _TIMM_REQUIREMENT = re.compile(rb"""^[ \t\-"']*timm[ \t]*((?:[<>=!~]=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""", re.MULTILINE)
+#: ``transformers>=4.53.3`` / ``"transformers==5.15",`` / ``transformers[torch] ~= 4.51`` in a
+#: dependency file: the specifier (NPU920/936/940 keep flash_attention_2 where every one
+#: admits only transformers >= 4.51; :mod:`npu_migrate.pipeline.attention`).
+_TRANSFORMERS_REQUIREMENT = re.compile(
+    rb"""^[ \t\-"']*transformers(?:\[[\w, \t-]*\])?[ \t]*((?:[<>=!~]=?=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""",
+    re.MULTILINE)
 #: The project's own attention-class registry for flash-attention (InternVL's
 #: ``INTERNLM2_ATTENTION_CLASSES = {'eager': ..., 'flash_attention_2': ...}`` or a packed-training
 #: patch ``LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...``): NPU920 then reports instead of
@@ -61,7 +67,7 @@ _IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+([\w., \t]+)|from[ \t]+(\w[\w.]*)[
                      re.MULTILINE)
 #: Words without which :data:`TRAINS` and :data:`_CUDA_ONLY_MODULE` cannot match.
 _TRAINS_WORDS = (b".backward", b"init_process_group", b".spawn", b".Process")
-_CUDA_ONLY_WORDS = (b"triton", b"cupy", b"pycuda")
+_CUDA_ONLY_WORDS = (b"triton", b"helion", b"tilelang", b"cupy", b"pycuda")
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
 
 
@@ -79,6 +85,9 @@ class ProjectFacts:
     #: The version specifier of timm in the project's dependency files (``==0.3.2``),
     #: "" when none names one.
     timm_specifier: str = ""
+    #: The transformers version specifiers of the project's dependency files, ``;``-separated
+    #: in path order (``>=4.53.3;==5.15``), "" when none names a version.
+    transformers_specifier: str = ""
     #: Some Python file of the project registers its own flash-attention class and
     #: either has no "sdpa" entry beside it or replaces transformers' FA2 class.
     custom_flash_attention: bool = False
@@ -123,6 +132,7 @@ class ProjectFacts:
         packages: dict[str, list[str]] = {}  # package module file -> its relative imports
         files: list[str] = []
         timm = ""
+        transformers: dict[str, str] = {}
         custom_flash = False
         importers: set[str] = set()
         packages_seen: set[str] = set()
@@ -135,6 +145,11 @@ class ProjectFacts:
             if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
                 found = _TIMM_REQUIREMENT.search(data)
                 timm = found.group(1).decode("ascii", "replace").replace(" ", "").strip(",\t") if found else ""
+            if (path is not None and b"transformers" in data
+                    and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
+                for found in _TRANSFORMERS_REQUIREMENT.finditer(data):
+                    spec = found.group(1).decode("ascii", "replace").replace(" ", "").replace("\t", "").strip(",")
+                    transformers[os.path.abspath(path) + f"#{found.start()}"] = spec
             if path is not None and path.endswith(".py") and b"npu_runtime" in data and IMPORTS_RUNTIME.search(data):
                 importers.add(path)
             if path is not None and os.path.basename(path) == "__init__.py":
@@ -175,6 +190,7 @@ class ProjectFacts:
             cuda_only_files=frozenset(cuda_only),
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
             timm_specifier=timm,
+            transformers_specifier=";".join(transformers[k] for k in sorted(transformers)),
             custom_flash_attention=custom_flash,
             runtime_importers=frozenset(importers),
             package_dirs=frozenset(packages_seen),
@@ -211,7 +227,8 @@ class ProjectFacts:
                  + sorted(f"local:{f}" for f in _relative(self.local_modules)))
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
-                f"cuda_only={digest},timm={self.timm_specifier or '-'},flash={int(self.custom_flash_attention)},"
+                f"cuda_only={digest},timm={self.timm_specifier or '-'},"
+                f"transformers={self.transformers_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
 

@@ -79,6 +79,9 @@ class FileResult:
     #: a report of a cached run needs no rule module (nor libcst) in the parent:
     #: :func:`npu_migrate.reporting.report.reason_for`, :func:`npu_migrate.pipeline.registry.impact_of`.
     rule_notes: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
+    #: Why no rule ran on the file: a data file (results, metrics, a dataset;
+    #: :func:`npu_migrate.pipeline.file_roles.data_file_reason`). Counted in the summary.
+    skipped: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -90,6 +93,7 @@ class FileResult:
             "findings": [asdict(f) for f in self.findings],
             "new_source": self.new_source.decode("latin-1") if self.new_source is not None else None,
             "rules": {rule: list(note) for rule, note in self.rule_notes.items()},
+            "skipped": self.skipped,
         }
 
     @classmethod
@@ -100,6 +104,9 @@ class FileResult:
         new_source = data.get("new_source")
         if new_source is not None and not isinstance(new_source, str):
             raise TypeError("cache entry: new_source is not a string")
+        skipped = data.get("skipped")
+        if skipped is not None and not isinstance(skipped, str):
+            raise TypeError("cache entry: skipped is not a string")
         try:
             return cls(
                 path=path,
@@ -107,6 +114,7 @@ class FileResult:
                 findings=[Finding(**_checked(f, _FINDING_FIELDS)) for f in _list(data.get("findings"))],
                 new_source=new_source.encode("latin-1") if new_source is not None else None,
                 rule_notes=_notes(data.get("rules", {})),
+                skipped=skipped,
             )
         except UnicodeEncodeError as exc:  # not what to_cache writes
             raise ValueError(f"cache entry: {exc}") from None

@@ -34,7 +34,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
 
-from npu_migrate.pipeline import declared, filetypes
+from npu_migrate.pipeline import declared, file_roles, filetypes
 from npu_migrate.pipeline.cache import Cache
 from npu_migrate.pipeline.facts import ProjectFacts
 from npu_migrate.pipeline.files import ReadError, content_digest, read_regular
@@ -72,13 +72,21 @@ def migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
     a file no front end claims is treated as Python, as named files always were),
     turning a bug in a rule into a one-line error for that file. Front ends are
     imported only when a file needs them."""
-    from npu_migrate.pipeline.limits import LimitError, check_python_memory, out_of_memory
+    from npu_migrate.pipeline.limits import (
+        LimitError,
+        check_python_memory,
+        out_of_memory,
+    )
 
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
     try:
         if file_type is filetypes.PYTHON:
             check_python_memory(data)  # refused before parsing if it cannot fit (npu_migrate/pipeline/limits.py)
-        return _noted(file_type.migrate()(path, data, settings), file_type)
+        elif (why := file_roles.data_file_reason(path, data)) is not None:
+            return FileResult(path=path, skipped=f"data file ({why})")  # results, metrics, datasets: no rule runs
+        result = _noted(file_type.migrate()(path, data, settings), file_type)
+        # CI workflows run on the CI's (NVIDIA) runners: every rewrite there is reported instead
+        return file_roles.report_only(result) if file_roles.is_ci_file(path) else result
     except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/pipeline/limits.py)
         return FileResult(path=path, error=f"{path}:{exc.line}: {exc.message}")
     except RecursionError:  # a parser recursed past Python's limit anyway: still one line

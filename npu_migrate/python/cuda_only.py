@@ -90,13 +90,23 @@ KIND_PROJECT = "Triton/CuPy code of this project"
 KIND_JIT_BUILD = "a JIT-built CUDA extension"
 KIND_CAPABILITY = ("a CUDA compute-capability probe (on NPU, get_device_capability() returns None and "
                    "the device properties have no major/minor)")
+KIND_KERNEL_PACKAGE = "a package of CUDA kernels"
+KIND_CUDA_METHOD = "a method named for the class's CUDA path"
+#: Packages of CUDA kernels that no NPU9xx rule reports by name but whose calls are
+#: CUDA-only all the same (a test in front of them is a kernel gate, NPU011).
+KERNEL_PACKAGES = frozenset({
+    "mamba_ssm", "causal_conv1d", "selective_scan_cuda", "fused_dense_lib", "dropout_layer_norm", "rotary_emb",
+    "xentropy_cuda_lib", "flashinfer", "deep_gemm", "deep_ep", "sageattention", "natten", "fast_hadamard_transform",
+    "grouped_gemm", "megablocks", "flashattn_hopper", "tilelang",
+})
 KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the value it picks"
 
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
-    r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*)(?![a-z0-9])",
+    r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
+    r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm)(?![a-z0-9])",
     re.IGNORECASE,
 )
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
@@ -168,6 +178,8 @@ def classify_name(qualified: str) -> str | None:
         return KIND_COMPILED
     if any(p.lower() in ("cuda", "gpu") for p in parts[:-1]):
         return KIND_CUDA_MODULE  # numba.cuda.jit, cv2.cuda.X, lightning's accelerators.cuda, lib.gpu.nms
+    if parts[0] in KERNEL_PACKAGES:
+        return KIND_KERNEL_PACKAGE
     return None
 
 
@@ -253,6 +265,9 @@ class FileIndex:
         #: their dots), read from the whole file, so elision changes nothing.
         self.bindings: dict[str, str] = {}
         self.local: dict[str, str] = {}  # local name -> kind of CUDA-only code
+        #: method name -> kind, for methods of the file's classes that use CUDA-only code
+        #: without testing the device (``self.cuda_kernels_forward(...)`` in Mamba layers)
+        self.methods: dict[str, str] = {}
         self._imports(tree)
         #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
         #: attributes set only behind kept gates (``add_gated_state``): dotted name -> kind
@@ -382,6 +397,16 @@ class FileIndex:
                     changed = True
             if not changed:
                 break
+        for node in definitions:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for method in node.body:
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and _CUDA_PART.search(method.name):
+                    # `cuda_kernels_forward`, `forward_cuda`: the class's CUDA path by its own name
+                    self.methods.setdefault(method.name, KIND_CUDA_METHOD)
+                if (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _tests_device(method, methods=True)
+                        and (use := self.first_use([method], propagate_only=True)) is not None):
+                    self.methods.setdefault(method.name, f"it calls {use.name}, {use.kind}")
 
     def _module_assignment(self, node: ast.stmt) -> bool:
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
@@ -417,6 +442,8 @@ class FileIndex:
 
     def kind_of(self, dotted: str) -> str | None:
         root = dotted.split(".", 1)[0]
+        if root == "self" and "." in dotted:
+            return self.methods.get(dotted.split(".")[1])
         if root in self.local:
             return self.local[root]
         if root in self.bindings:
@@ -495,13 +522,29 @@ def _walk_uses(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def _tests_device(node: ast.AST) -> bool:
+#: Attributes that name a project's own kernel choice, not a device (``self.backend == 'cuda'``
+#: picks mamba's CUDA kernels over its Triton ones).
+_CHOICE_ATTRIBUTES = frozenset({"backend", "impl", "implementation", "kernel", "mode"})
+
+
+def _tests_device(node: ast.AST, *, methods: bool = False) -> bool:
     """``node`` itself dispatches on the device (an ``is_cuda``, a ``"cuda"`` string,
-    ``torch.cuda``): a wrapper with its own fallback is not CUDA-only."""
+    ``torch.cuda``): a wrapper with its own fallback is not CUDA-only. With ``methods``
+    (a class's methods), a ``"cuda"`` compared with ``x.backend``-like attributes is the
+    project's own kernel choice, not a device test."""
+    choices: set[int] = set()
+    if methods:
+        for child in ast.walk(node):
+            if isinstance(child, ast.Compare) and any(
+                    isinstance(o, ast.Attribute) and o.attr in _CHOICE_ATTRIBUTES
+                    for o in (child.left, *child.comparators)):
+                choices.update(id(o) for o in child.comparators)
+                choices.add(id(child.left))
     for child in ast.walk(node):
         if isinstance(child, ast.Attribute) and child.attr in ("is_cuda", "is_available"):
             return True
-        if isinstance(child, ast.Constant) and isinstance(child.value, str) and _DEVICE_STRING.fullmatch(child.value):
+        if (isinstance(child, ast.Constant) and isinstance(child.value, str) and _DEVICE_STRING.fullmatch(child.value)
+                and id(child) not in choices):
             return True
     return False
 
@@ -725,7 +768,8 @@ class _GateFinder:
         if negated:
             # `raise RuntimeError('bitsandbytes needs CUDA')`, and the messages a disabling
             # branch prints: `warnings.warn("apex FusedAdam requested but CUDA is unavailable")`
-            texts += [n for n in statement.body if isinstance(n, ast.Raise) or _is_message(n)]
+            # and an eligibility check's early answer: `return False, "TileLang backend is CUDA-only"`
+            texts += [n for n in statement.body if isinstance(n, (ast.Raise, ast.Return)) or _is_message(n)]
         word = named_package(texts)
         if word is None:
             return None

@@ -139,6 +139,7 @@ def summarise(results: list[FileResult]) -> dict:
         "files_changed": sum(r.changed for r in results),
         "files_written": sum(r.written for r in results),
         "files_failed": sum(r.error is not None for r in results),
+        "files_skipped_data": sum(r.skipped is not None for r in results),
         "fixes": sum(fixes.values()),
         "findings": sum(findings.values()),
         "fixes_by_rule": dict(sorted(fixes.items())),

@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from npu_migrate.pipeline.npu_api import load_api
+from npu_migrate.python import reaches_torch
 from npu_migrate.python.cst_util import (
     call_arg,
     from_import_names,
@@ -43,6 +44,16 @@ name that does not exist. Names torch_npu lacks or implements differently
 by NPU102 instead; `torch.cuda.amp` belongs to the AMP rules (NPU3xx). The module
 itself (`hasattr(torch.cuda, "X")`, `mock.patch.object(torch.cuda, "X")`) becomes
 `torch.npu`.
+
+A `torch.cuda` value handed to another library as *its own* CUDA switch
+(`MergeOptions(cuda=torch.cuda.is_available())`: a `cuda=`/`gpu=`/`use_cuda=`
+keyword of a callee imported from a package that is neither torch, a torch device
+library nor this project) does not reach torch: `torch.npu.is_available()` there
+would ask that library for CUDA on Ascend. It is left unchanged and reported (the
+shared analysis, `npu_migrate/python/reaches_torch.py`). A `torch.cuda` use guarded
+by a test of another system's platform (`IS_NVIDIA and torch.cuda.get_device_name(0)`,
+`if IS_NVIDIA:` where `IS_NVIDIA = triton_backend == "cuda"`) is code for NVIDIA GPUs
+in a file that already tells platforms apart: left as it is, silently.
 
 Test code patches these calls by name: `mock.patch("torch.cuda.is_available")`,
 `mocker.patch("pkg.train.torch.cuda.device_count")`,
@@ -127,6 +138,14 @@ already handles NPU), the import stays exactly as it was, so it still binds.
             return  # NPU102 reports it
         if qualified == CUDA and not self._module_use_has_counterpart(node):
             return  # getattr(torch.cuda, "nvtx"): torch.npu has no nvtx; NPU102 reports it
+        flow, why = reaches_torch.analysis(self.ctx).cuda_value(node)
+        if flow is reaches_torch.Flow.AWARE:
+            return  # `IS_NVIDIA and torch.cuda.X`: a path for another platform, told apart already
+        if flow is not reaches_torch.Flow.TORCH:
+            self.report(node, f"`{qualified}` is {why}; left unchanged",
+                        f"on Ascend that library cannot use CUDA: pass what it should do there (usually False), "
+                        f"or `{target}` only if the library itself supports Ascend")
+            return
         self.replace(node, lambda n: rename_attribute(n, "cuda", "npu"), f"`{qualified}` -> `{target}`",
                      reason=f"`{qualified}` resolves through the file's imports to torch.cuda; torch_npu provides "
                             f"`{target}` (the torch-npu API table)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python import reaches_torch
 from npu_migrate.python.rule import Example, Rule
 
 #: the module itself, not a method of a tensor or module
@@ -34,6 +35,11 @@ module method, and the vendor's own runtime patcher aliases exactly these
   `torch.nn.Module.cuda` named through torch;
 - calls of an `is_cuda()` method (a user-defined helper, not the tensor
   property): reported.
+
+Each `.is_cuda` read goes through the shared analysis
+(`npu_migrate/python/reaches_torch.py`): a read of another system's object is
+reported, and a test guarding CUDA-only code (Triton, Helion, compiled
+extensions, custom ops) is a kernel gate that the engine keeps (NPU011).
 
 A class in the file that defines its own `cuda()` (or `is_cuda`) is reported:
 calls rewritten to `.npu()` no longer reach that method, so give the class an
@@ -124,6 +130,9 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
                     f"`{receiver}.is_cuda` reads this project's own attribute; left unchanged",
                     "rename the attribute and its reads together if it should follow the NPU",
                 )
+            elif (flow := reaches_torch.analysis(self.ctx).device_test(node))[0] is not reaches_torch.Flow.TORCH:
+                self.report(node, f"{flow[1]}; left unchanged",
+                            "check what that object's `is_cuda` means on Ascend")
             else:
                 self.replace(node, _rename("is_npu"), "`.is_cuda` -> `.is_npu`",
                              reason="reads the tensor property `is_cuda` (no class here assigns its own `is_cuda`); "

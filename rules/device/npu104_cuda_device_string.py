@@ -6,7 +6,7 @@ import functools
 
 from npu_migrate.python.rule import Example
 
-from ._device_strings import DeviceLiteralRule, Verdict, analysis, swap
+from ._device_strings import DeviceLiteralRule, Flow, analysis, swap
 
 
 class CudaDeviceString(DeviceLiteralRule):
@@ -105,7 +105,7 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
         device_strings = analysis(self.ctx)
         imports_torch = self.ctx.imports.imports_module("torch")
         for literal in self.candidates:
-            if device_strings.classify(literal) is Verdict.REWRITE:
+            if device_strings.classify(literal) is Flow.TORCH:
                 text = self.ctx.module.code_for_node(literal)
                 new = functools.partial(swap, device=self.ctx.target.device)
                 # a file that imports no torch (a config of plain values) only names the device:

@@ -24,6 +24,12 @@ name the device a checkpoint was *saved* on, which stays `'cuda:N'` for
 checkpoints trained on GPUs (NPU104 rewrites the values). Messages (print, logging, exceptions) and docstrings
 are not reported.
 
+The shared analysis (`npu_migrate/python/reaches_torch.py`) also says why a string
+was left: compared with another system's platform or backend name (Triton's
+`get_current_target().backend == "cuda"`, a helper of the file returning it), the
+fallback of `detect() or "cuda"` (taken only on a machine without accelerators),
+or passed as `device=` to a library whose device argument is not a torch device.
+
 Fix by hand: write `'npu'` where it is a device; better, derive it at run time
 (`torch.accelerator.current_accelerator().type`), which works on both. Silence a
 line that is not a device with `# npu-migrate: ignore[NPU108]`.
@@ -45,10 +51,27 @@ line that is not a device with `# npu-migrate: ignore[NPU108]`.
                     f"keep {text} for checkpoints saved on GPUs; for checkpoints saved on NPUs add the same "
                     f"entry with key {self.ctx.module.code_for_node(swap(literal))}",
                 )
-            elif verdict is Verdict.UNKNOWN:
+            elif verdict is Verdict.OTHER:
                 self.report(
                     literal,
-                    f"{text} looks like a CUDA device, but its use as a device could not be proven; left unchanged",
+                    f"{text} is {device_strings.reason(literal)}; left unchanged",
+                    "keep it: that system names CUDA GPUs this way (on Ascend its own answer differs, e.g. "
+                    "triton-ascend's backend); if torch code relies on it, test torch's device instead "
+                    "(torch.accelerator.current_accelerator().type)",
+                )
+            elif verdict is Verdict.FALLBACK:
+                self.report(
+                    literal,
+                    f"{text} is {device_strings.reason(literal)}; left unchanged",
+                    "make sure the detection finds the NPU on Ascend (torch.accelerator.current_accelerator(), or "
+                    "hasattr(torch, 'npu') and torch.npu.is_available()); the fallback must stay usable on CPU machines",
+                )
+            elif verdict is Verdict.UNKNOWN:
+                why = device_strings.reason(literal)
+                self.report(
+                    literal,
+                    f"{text} looks like a CUDA device, but its use as a device could not be proven"
+                    + (f" ({why})" if why else "") + "; left unchanged",
                     "if it is a device write 'npu' (or use torch.accelerator.current_accelerator().type); "
                     "otherwise add `# npu-migrate: ignore[NPU108]`",
                 )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import insert_item
 from npu_migrate.rules.device._device_strings import (
-    Verdict,
+    Flow,
     analysis,
     literal_is_device,
 )
@@ -333,7 +333,7 @@ class ParallelConversion(Rule):
         has run (and still NPU 0 in one process)."""
         strings = analysis(self.ctx)
         for literal in self.device_strings:
-            if strings.classify(literal) is Verdict.REWRITE:
+            if strings.classify(literal) is Flow.TORCH:
                 self.replace(
                     literal,
                     _current_device_string,

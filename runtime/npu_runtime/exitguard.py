@@ -46,7 +46,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 log = logging.getLogger("npu_runtime")
@@ -214,14 +214,30 @@ def paused() -> Iterator[None]:
             _set_ctimer(_state["timeout_s"] + GRACE_S)
 
 
+def watch_life(source: Callable[[], float] | None) -> None:
+    """The active watchdog's clock of the last sign of life (``None``: no watchdog).
+    The watchdog registers itself here, so this module stays below it."""
+    _life_source[0] = source
+
+
+_life_source: list[Callable[[], float] | None] = [None]
+
+
+def stderr_fd() -> int:
+    """The process's stderr descriptor, for writes that must not go through Python's
+    (possibly replaced or closed) stream objects."""
+    for stream in (sys.stderr, sys.__stderr__):
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # replaced/closed streams
+            return stream.fileno()  # type: ignore[union-attr]
+    return 2
+
+
 def _last_life() -> float:
     last = _state["armed_at"] or time.monotonic()
-    from . import watchdog
-
-    wd = watchdog.active()
-    if wd is not None:
+    source = _life_source[0]
+    if source is not None:
         with contextlib.suppress(Exception):
-            last = max(last, wd.last_sign_of_life())
+            last = max(last, source())
     return last
 
 
@@ -246,10 +262,10 @@ def _guard(timeout_s: float) -> None:
 
 
 def _expire(idle: float, timeout_s: float) -> None:
-    from . import health, watchdog
+    from . import health
 
     reason = _state["armed_by"]
-    err = watchdog._stderr_fd()
+    err = stderr_fd()
     with contextlib.suppress(Exception):
         os.write(err, (f"\nnpu_runtime: the training is over ({reason}) but this process has not exited for "
                        f"{idle:.1f} s ({ENV_TIMEOUT}={timeout_s:g}); every thread's stack follows; ending it with "

@@ -316,6 +316,7 @@ class Watchdog:
                 register(self._at_exit)
         with _active_lock:
             _active = self
+        _exitguard.watch_life(self.last_sign_of_life)
         return self
 
     def stop(self) -> None:
@@ -462,8 +463,4 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
-def _stderr_fd() -> int:
-    for stream in (sys.stderr, sys.__stderr__):
-        with contextlib.suppress(AttributeError, OSError, ValueError):  # replaced/closed streams
-            return stream.fileno()  # type: ignore[union-attr]
-    return 2
+_stderr_fd = _exitguard.stderr_fd

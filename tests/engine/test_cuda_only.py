@@ -15,6 +15,7 @@ from npu_migrate.python.cuda_only import (
     KIND_CUSTOM_OP,
     KIND_DATA_PARALLEL,
     KIND_EXTENSION_BUILD,
+    KIND_KERNEL_PACKAGE,
     KIND_TORCH_BINDING,
     classify_name,
 )
@@ -28,6 +29,9 @@ SETTINGS = Settings(selection=Selection.create(["NPU1", "NPU011", "NPU9"]))
     ("._C.nms", KIND_COMPILED),
     ("amp_C.multi_tensor_scale", "apex, which does not run on Ascend"),
     ("selective_scan_cuda.fwd", KIND_COMPILED),
+    ("mamba_ssm.ops.selective_scan_interface.mamba_inner_fn", KIND_KERNEL_PACKAGE),
+    ("causal_conv1d.causal_conv1d_fn", KIND_KERNEL_PACKAGE),
+    ("helion.kernel", "Triton, which does not run on Ascend"),
     ("alignment_train_cuda_binding.alignment_train_cuda", KIND_COMPILED),
     ("numba.cuda.jit", KIND_CUDA_MODULE),
     ("._ext.lib.gpu.nms", KIND_CUDA_MODULE),

@@ -106,6 +106,43 @@ HEREDOC = (
 )
 
 
+EVAL_LAUNCHER = (
+    "#!/bin/bash\n"
+    'if [ "$PR" = fp8 ]; then\n'
+    '    pr_options=" \\\n'
+    "        --bf16 \\\n"
+    '        --fp8-format hybrid"\n'
+    "fi\n"
+    'megatron_options=" \\\n'
+    "        --num-layers ${NUM_LAYERS} \\\n"
+    "        --swiglu \\\n"
+    "        --normalization RMSNorm \\\n"
+    "        --position-embedding-type rope \\\n"
+    "        --transformer-impl transformer_engine \\\n"
+    '        "\n'
+    'run_cmd="torchrun $DISTRIBUTED_ARGS pretrain_qwen.py\n'
+    ' ${megatron_options} ${pr_options}"\n'
+    "eval ${run_cmd}\n"
+)
+
+
+def test_a_megatron_launch_kept_in_a_string_is_reported_at_each_options_own_line():
+    result = migrate_shell("run_mcore.sh", EVAL_LAUNCHER.encode(), Settings(selection=Selection.create(["NPU967"])))
+    assert result.new_source is None
+    lines = EVAL_LAUNCHER.splitlines()
+    at = {(f.line, f.col) for f in result.findings}
+    wanted = ("--fp8-format", "--swiglu", "--normalization", "--position-embedding-type", "--transformer-impl")
+    assert at == {(n, lines[n - 1].index(o)) for o in wanted for n in range(1, len(lines) + 1)
+                  if lines[n - 1].lstrip().startswith(o)}
+
+
+def test_a_string_that_launches_another_script_is_not_megatron():
+    data = EVAL_LAUNCHER.replace("pretrain_qwen.py", "train_qwen.py")
+    assert migrate_shell("run.sh", data.encode(), Settings(selection=Selection.create(["NPU967"]))).findings == []
+    data = EVAL_LAUNCHER.replace("torchrun $DISTRIBUTED_ARGS pretrain_qwen.py", "see pretrain_qwen.py for $X")
+    assert migrate_shell("run.sh", data.encode(), Settings(selection=Selection.create(["NPU967"]))).findings == []
+
+
 def test_a_heredoc_script_is_rewritten_at_its_own_line_and_column():
     result = migrate_shell("write_jobs.sh", HEREDOC.encode(), Settings(selection=Selection.create(["NPU803"])))
     assert result.new_source == HEREDOC.replace("--backend nccl", "--backend hccl").encode()

@@ -107,7 +107,7 @@ def test_a_fifo_in_the_project_is_no_traceback_for_verify(tmp_path, monkeypatch,
     seen = {}
 
     def stop(*args, **kwargs):
-        seen["copied"] = sorted(p.name for p in (tmp_path / "tmp").glob("*/cpu/*"))
+        seen["copied"] = sorted(p.name for p in (tmp_path / "tmp").glob("*/reference/*"))
         raise twins.MigrationError("stopped here by the test")
 
     monkeypatch.setattr(twins, "migrate_copy", stop)

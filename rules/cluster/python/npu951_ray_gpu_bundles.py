@@ -30,6 +30,17 @@ def gpu_keys(expr: cst.BaseExpression) -> list[cst.SimpleString]:
     return []
 
 
+def written(expr: cst.BaseExpression) -> bool:
+    """Whether the bundle list is written out here as dict literals (whatever their keys)."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return bool(expr.elements) and all(written(e.value) for e in expr.elements)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return written(expr.left) or written(expr.right)
+    if isinstance(expr, cst.ListComp):
+        return written(expr.elt)
+    return isinstance(expr, cst.Dict)
+
+
 class RayGpuBundles(Rule):
     id = "NPU951"
     name = "ray-gpu-bundles"
@@ -49,8 +60,11 @@ Rewritten: `"GPU"` keys of the dict literals written in the bundle argument of
 `ray.util.placement_group(...)` (a list, `[{...}] * n`, a list comprehension), or in
 the one assignment of a local variable passed there that nothing else reads but
 `len()`; `"GPU"` read from `ray.cluster_resources()` / `ray.available_resources()`
-(subscript or `.get`). A bundle list kept elsewhere is reported with its
-replacement.
+(subscript or `.get`), directly or through a name assigned once from that call
+(`resources = ray.cluster_resources()`, then `resources.get("GPU", 0)`). A bundle
+list kept elsewhere is reported with its replacement; so is a placement group whose
+bundles are not written in the file at all (`placement_group(plan["bundles"])`, a
+parameter, a call's result): the finding sits on the call, where the group is made.
 """
     examples = (
         Example(
@@ -79,17 +93,30 @@ replacement.
             argument = call_arg(node, "bundles", 0)
             if argument is not None:
                 self._pending.append(argument.value)  # decided once every read of a variable has been seen
-        elif (
-            isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args
-            and isinstance(node.func.value, cst.Call) and self.qualified_name(node.func.value.func) in RESOURCE_TOTALS
-        ):
-            self._key(node.args[0].value, self.qualified_name(node.func.value.func))
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
+            source = self._totals(node.func.value)
+            if source is not None:
+                self._key(node.args[0].value, source)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if isinstance(node.value, cst.Call) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            qualified = self.qualified_name(node.value.func)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            source = self._totals(node.value)
+            if source is not None:
+                self._key(node.slice[0].slice.value, source)
+
+    def _totals(self, value: cst.BaseExpression) -> str | None:
+        """``ray.cluster_resources`` for ``ray.cluster_resources()`` itself or for a name
+        assigned once in its scope, from that call (``resources = ray.cluster_resources()``)."""
+        if isinstance(value, cst.Name):
+            found = self.ctx.assignments(value, value.value)
+            if not found or len(found) != 1:
+                return None
+            value = self._assigned_value(getattr(next(iter(found)), "node", None))  # builtins have no node
+        if isinstance(value, cst.Call):
+            qualified = self.qualified_name(value.func)
             if qualified in RESOURCE_TOTALS:
-                self._key(node.slice[0].slice.value, qualified)
+                return qualified
+        return None
 
     def _key(self, key: cst.BaseExpression, source: str) -> None:
         if isinstance(key, cst.SimpleString) and string_value(key) == "GPU":
@@ -101,20 +128,25 @@ replacement.
         if keys:
             self._rewrite(keys, "a placement-group bundle")
             return
-        if not isinstance(value, cst.Name):
-            return
-        found = self.ctx.assignments(value, value.value)
-        if not found:
+        if written(value):
+            return  # dict literals without "GPU": nothing to do
+        found = self.ctx.assignments(value, value.value) if isinstance(value, cst.Name) else None
+        if not found or not any(written(v) for v in map(self._assigned_value, (getattr(a, "node", None) for a in found)) if v is not None):
+            self._elsewhere(value)
             return
         source = self._single_literal(found, value)
         if source is None:
-            bound = [a.node for a in found]
+            bound = [getattr(a, "node", None) for a in found]
             literal = next((v for v in map(self._assigned_value, bound) if v is not None and gpu_keys(v)), None)
             if literal is not None:
                 self.report(value, f"the bundles in `{value.value}` ask Ray for `\"GPU\"`, and `{value.value}` is also "
                             "assigned or read elsewhere", f'write `"NPU"` for `"GPU"` in its bundles; {_WHY}')
             return
         self._rewrite(gpu_keys(source), f"a placement-group bundle (through `{value.value}`)")
+
+    def _elsewhere(self, value: cst.BaseExpression) -> None:
+        self.report(value, "the bundles of this placement group are built elsewhere: a `\"GPU\"` entry in them is "
+                    "never satisfied on Ascend", f'ask for `{{"NPU": n}}` where the bundles are written; {_WHY}')
 
     def _assigned_value(self, bound) -> cst.BaseExpression | None:
         if not isinstance(bound, cst.Name):

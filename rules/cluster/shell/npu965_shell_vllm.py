@@ -40,7 +40,8 @@ command line; vLLM discovers the plugin at start-up). A launcher that starts vLL
 (`vllm serve MODEL`, `python -m vllm.entrypoints.openai.api_server`, TRL's `trl
 vllm-serve`) or asks a trainer to (`--use_vllm` / `--use_vllm true` of TRL's GRPO and
 online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
-`--vllm_num_engines`, `--vllm.*` groups) runs on the CUDA build otherwise. One
+`--vllm_num_engines`, `--vllm.*` groups, verl's Hydra override
+`actor_rollout_ref.rollout.name=vllm`) runs on the CUDA build otherwise. One
 finding per command, at the launcher or at its first vLLM option. Route:
 {_vllm.ROUTE}. Not rewritten: the command itself stays the same.
 """
@@ -83,6 +84,9 @@ finding per command, at the launcher or at its first vLLM option. Route:
                 return
             if name.startswith(("--vllm_", "--vllm-", "--vllm.")):
                 self._report(node, word.node, f"`{name}` configures vLLM")
+                return
+            if equals and value.strip("\"'") == "vllm" and name.lstrip("+").split(".")[-2:] == ["rollout", "name"]:
+                self._report(node, word.node, f"`{name.lstrip('+')}=vllm` makes the trainer generate with vLLM")
                 return
 
     def _report(self, command: Node, at: Node, what: str) -> None:

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 #: a Megatron-LM entry script (pretrain_gpt.py, pretrain_mamba.py, examples/.../pretrain_*.py)
 _ENTRY = re.compile(r"(?:^|/)pretrain_\w+\.py$")
+#: the same script named as one word of a command kept in a string (``run_cmd="torchrun ... pretrain_gpt.py ..."``)
+_ENTRY_WORD = re.compile(r"(?:^|[\s/\"'])pretrain_\w+\.py(?=$|[\s\"';])")
 _SOURCE = "MindSpeed mindspeed/arguments.py"
 #: (option Megatron takes, its value or None, MindSpeed's option for it, what MindSpeed requires)
 FUSED = (
@@ -22,6 +24,20 @@ FUSED = (
     ("--position-embedding-type", "rope", "--use-fused-rotary-pos-emb",
      "`--use-fused-rotary-pos-emb` needs `--position-embedding-type rope`"),
 )
+_LAUNCHER = re.compile(r"(?:^|[\s/\"'])(?:torchrun|deepspeed|python3?|torch\.distributed\.(?:run|launch))(?=$|[\s\"'])")
+
+
+def _launch_in_string(raw: bytes) -> bool:
+    """A launcher and a ``pretrain_*.py`` script written as words of one assigned string."""
+    text = raw.decode("utf-8", "replace")
+    return bool(_LAUNCHER.search(text) and _ENTRY_WORD.search(text))
+
+
+def _start(word: syntax.Arg) -> int:
+    """Where the word itself starts: inside an option string, its own line, not the string's."""
+    return next((p.start for p in word.pieces if p.start is not None), word.node.start_byte)
+
+
 _TE = ("Transformer Engine is CUDA-only; MindSpeed's quick start (docs/zh/user-guide/quickstart.md) launches "
        "pretrain_gpt.py with `--transformer-impl local`")
 _FP8 = "Atlas A2/A3 have no FP8 matmul: drop the --fp8-* options and train in bf16 (--bf16)"
@@ -44,7 +60,9 @@ in the entry script, NPU966), which reads extra options of its own. Checked in
 `--position-embedding-type rope`) select torch_npu's fused kernels in place of the
 CUDA fusions Megatron uses for those layers; `--use-flash-attn` stays as it is
 (MindSpeed maps it to its fusion attention). A launcher that starts a
-`pretrain_*.py` script and sets the layer without MindSpeed's option gets a
+`pretrain_*.py` script (on its command line, through a variable holding the script's
+path, or as a command kept in a string and run with `eval`: `run_cmd="torchrun
+$DISTRIBUTED_ARGS pretrain_qwen.py ${{megatron_options}}"`) and sets the layer without MindSpeed's option gets a
 finding naming the option to add; `--transformer-impl transformer_engine` ({_TE})
 and FP8 options ({_FP8}) are reported too.
 
@@ -73,6 +91,8 @@ branch that matches the Megatron-LM release).
         text = syntax.static_value(value) if value is not None else None
         if text is not None and _ENTRY.search(text):
             self.megatron = True  # PRETRAIN_SCRIPT_PATH="pretrain_gpt.py", then torchrun ... $PRETRAIN_SCRIPT_PATH
+        elif value is not None and _launch_in_string(value.text or b""):
+            self.megatron = True  # run_cmd="torchrun $DISTRIBUTED_ARGS pretrain_qwen.py ${megatron_options}"; eval $run_cmd
 
     def visit_word(self, node: Node) -> None:
         self.words.append(syntax.arg(node))
@@ -102,11 +122,11 @@ branch that matches the Megatron-LM release).
             if wanted is not None and value != wanted:
                 continue
             self.report(word.node, f"`{option}{' ' + wanted if wanted else ''}` uses Megatron's CUDA fusion for this layer",
-                        f"with MindSpeed add `{fused}` ({needs}; {_SOURCE})", offset=word.node.start_byte)
+                        f"with MindSpeed add `{fused}` ({needs}; {_SOURCE})", offset=_start(word))
         impl = values.get("--transformer-impl")
         if impl is not None and impl[1] == "transformer_engine":
             self.report(impl[0].node, "`--transformer-impl transformer_engine` builds the layers with Transformer Engine",
-                        f"use `--transformer-impl local` ({_TE})")
+                        f"use `--transformer-impl local` ({_TE})", offset=_start(impl[0]))
         fp8 = next((values[name] for name in values if name.startswith("--fp8")), None)
         if fp8 is not None:
-            self.report(fp8[0].node, f"`{fp8[0].text.split('=')[0]}` trains in FP8", _FP8)
+            self.report(fp8[0].node, f"`{fp8[0].text.split('=')[0]}` trains in FP8", _FP8, offset=_start(fp8[0]))

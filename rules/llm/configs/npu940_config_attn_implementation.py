@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from npu_migrate.configs.rule import ConfigRule, Example
+from npu_migrate.pipeline import attention
 
 KEYS = frozenset({"attn_implementation", "_attn_implementation"})
 VALUES = {"flash_attention_2": "sdpa", "flash_attention_3": "sdpa"}
@@ -27,6 +28,11 @@ use it. A model `config.json` with `auto_map` (remote code: InternVL,
 InternLM2, ChatGLM) is reported instead of rewritten: its own modeling code may
 have no sdpa class (see NPU920), and so is every value in a project that
 registers its own flash-attention classes (project fact `custom_flash_attention`).
+
+As NPU920 (`npu_migrate/pipeline/attention.py`): left as it is where every
+transformers requirement of the project admits only releases >= 4.51, and
+reported, never rewritten, where the same file turns on packing or padding-free
+training (`packing: true`, `padding_free: true`, `neat_packing: true`).
 """
     examples = (
         Example("model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\n",
@@ -47,6 +53,12 @@ registers its own flash-attention classes (project fact `custom_flash_attention`
                         "own modeling code may have no sdpa class (InternVL's InternLM2: eager and flash_attention_2)",
                         "use `eager` for such models, `sdpa` for transformers' own; transformers >= 4.51 runs "
                         "flash_attention_2 on NPU where the model code goes through transformers' flash-attention utils")
+        elif (decision := attention.decide(self.file.facts.transformers_specifier, self.file.data)) \
+                is attention.Attention.KEEP:
+            return  # the project's transformers (>= 4.51) maps it to the NPU's fused attention
+        elif decision is attention.Attention.PACKED:
+            self.report(scalar, f"attention implementation `{scalar.value}`: {attention.PACKED_MESSAGE}",
+                        attention.PACKED_SUGGESTION)
         elif scalar.editable:
             self.replace(scalar, new, f"attention implementation `{scalar.value}` -> `{new}` (fused attention on NPU)")
         else:

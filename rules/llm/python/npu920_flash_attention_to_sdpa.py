@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.pipeline import attention
 from npu_migrate.python.cst_util import string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
 
@@ -72,6 +73,18 @@ model build), so the values are reported instead (project fact
 `custom_flash_attention`, a text scan of the project's Python files).
 
 Constraint: {CONSTRAINT}.
+
+Decided from the project's facts (`npu_migrate/pipeline/attention.py`, shared with
+NPU936 and NPU940):
+- left as it is where every transformers requirement of the project's dependency
+  files (requirements*.txt, setup.py `install_requires`, pyproject, setup.cfg,
+  environment.yml; ranges included: `>=4.53.3`, `==5.15`, `~=4.51`) admits only
+  releases >= 4.51: flash_attention_2 already runs on the NPU's fused attention;
+- reported, never rewritten, where the same file configures packed or
+  padding-free training (`DataCollatorWithFlattening`, `padding_free`, a
+  `packing` option, `cu_seqlens`): sdpa would let packed sequences attend to each
+  other, and training would run silently wrong;
+- rewritten to "sdpa" otherwise.
 """
     examples = (
         Example(
@@ -89,12 +102,24 @@ Constraint: {CONSTRAINT}.
                     self.report(literal, f'attention implementation "{old}": this project registers its own '
                                 "flash-attention classes (an *_ATTENTION_CLASSES registry without \"sdpa\", or a "
                                 "packed-training patch of the flash_attention_2 entry)", CUSTOM)
+                elif old in FLASH and (decision := self._decision()) is not attention.Attention.REWRITE:
+                    if decision is attention.Attention.PACKED:
+                        self.report(literal, f'attention implementation "{old}": {attention.PACKED_MESSAGE}',
+                                    attention.PACKED_SUGGESTION)
+                    # KEEP: the project's transformers maps it to the NPU's fused attention
                 elif old in FLASH:
                     self.replace(
                         literal, lambda n: with_string_value(n, "sdpa"),
                         f'attention implementation "{old}" -> "sdpa" (torch SDPA; fused attention on NPU)',
                         needs_torch_npu=False,
                     )
+
+    def _decision(self) -> attention.Attention:
+        if self._decided is None:
+            self._decided = attention.decide(self.ctx.facts.transformers_specifier, self.ctx.text.encode(), code=True)
+        return self._decided
+
+    _decided: attention.Attention | None = None
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None and node.keyword.value == "use_flash_attention_2":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from npu_migrate.rules.shell._arguments import ValueRule
 
+from npu_migrate.pipeline import attention
 from npu_migrate.pipeline.rulebase import Example
 
 #: option / variable names (normalized: lower case, `-` as `_`, no leading dashes)
@@ -34,7 +35,11 @@ LLaMA-Factory's `flash_attn fa2` is left alone: its own Ascend examples
 (`examples/ascend/*.yaml`) use `fa2`, which it runs through transformers'
 NPU flash-attention (transformers >= 4.51). In a project that registers its
 own flash-attention classes (project fact `custom_flash_attention`, see
-NPU920) the value is reported instead.
+NPU920) the value is reported instead. As NPU920
+(`npu_migrate/pipeline/attention.py`): left as it is where every transformers
+requirement of the project admits only releases >= 4.51, and reported where the
+same launcher turns on packing or padding-free training (`--packing`,
+`--padding_free True`).
 """
     examples = (
         Example("torchrun train.py --attn_implementation flash_attention_2 --bf16 True\n",
@@ -56,4 +61,12 @@ NPU920) the value is reported instead.
                         "flash-attention classes, which may have no sdpa entry",
                         'use "eager" for the project\'s own model classes, "sdpa" for transformers\' own (see NPU920)')
             return
+        if new or self.new_value(value.text):
+            decision = attention.decide(self.file.facts.transformers_specifier, self.file.data)
+            if decision is attention.Attention.KEEP:
+                return  # the project's transformers (>= 4.51) maps it to the NPU's fused attention
+            if decision is attention.Attention.PACKED:
+                self.report(value.node, f"attention implementation `{value.text}` of {where}: "
+                            f"{attention.PACKED_MESSAGE}", attention.PACKED_SUGGESTION)
+                return
         super()._rewrite(value, where, new)

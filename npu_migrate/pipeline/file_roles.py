@@ -1,0 +1,122 @@
+"""What a file is *for*, decided from its path (and, for data files, its shape), the
+same way whatever paths the run was given.
+
+* **CI files** (:func:`is_ci_file`): workflows and pipeline definitions run on the
+  CI's own runners, which stay NVIDIA machines until the team moves them. Every
+  rewrite a rule would make there (a matrix value ``device: "cuda"``, an env rename
+  ``CUDA_VISIBLE_DEVICES`` -> ``ASCEND_RT_VISIBLE_DEVICES``) becomes a finding and the
+  file stays byte-identical (:func:`report_only`).
+* **Data files** (:func:`data_file_reason`): results, metrics, benchmark outputs and
+  datasets are neither configuration nor code; they are skipped (no rule runs, no
+  error) and the summary counts them in one line. docs/decisions.md, "Data files".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+
+from npu_migrate.pipeline.model import FileResult, Finding
+
+# -- CI ------------------------------------------------------------------------------
+
+#: Directories whose every file belongs to a CI system (a path component, anywhere).
+_CI_DIRS = frozenset({".github", ".circleci", ".buildkite", ".gitlab", ".azure-pipelines", ".woodpecker",
+                      ".drone", ".travis", ".gitea", ".forgejo"})
+#: File names of CI pipeline definitions (matched on the base name, lower case).
+_CI_NAMES = re.compile(
+    r"""(?:\.gitlab-ci(?:[.-][\w.-]*)?\.ya?ml|jenkinsfile(?:[.-][\w.-]*)?|azure-pipelines?(?:[.-][\w.-]*)?\.ya?ml
+       |\.travis\.ya?ml|bitbucket-pipelines\.ya?ml|\.drone\.ya?ml|appveyor\.ya?ml|\.woodpecker\.ya?ml
+       |cloudbuild(?:[.-][\w.-]*)?\.ya?ml|codefresh\.ya?ml|\.cirrus\.ya?ml)""",
+    re.VERBOSE,
+)
+
+
+def is_ci_file(path: str) -> bool:
+    """``path`` belongs to a CI system: under ``.github/``, ``.circleci/``,
+    ``.buildkite/``, ``.gitlab/``..., or named ``.gitlab-ci.yml``, ``Jenkinsfile``,
+    ``azure-pipelines.yml``, ``.travis.yml``, ``bitbucket-pipelines.yml``..."""
+    parts = os.path.normpath(path).replace("\\", "/").split("/")
+    if any(part in _CI_DIRS for part in parts[:-1]):
+        return True
+    return bool(_CI_NAMES.fullmatch(parts[-1].lower()))
+
+
+CI_SUGGESTION = ("CI runners stay NVIDIA machines until the team moves this job to Ascend runners; "
+                 "make this change then (or add an Ascend job beside it)")
+
+
+def report_only(result: FileResult) -> FileResult:
+    """``result`` with every fix turned into a finding of the same rule and the file
+    left as it is (a CI file)."""
+    if not result.fixes:
+        return result
+    findings = [Finding(f.line, f.col, f.rule, f"CI file, left unchanged: {f.message}", CI_SUGGESTION,
+                        f.end_line, f.end_col, f.cell) for f in result.fixes]
+    merged = sorted({*result.findings, *findings})
+    return replace(result, fixes=[], findings=merged, new_source=None)
+
+
+# -- data files ----------------------------------------------------------------------
+
+#: Directory names that hold outputs and datasets rather than configuration.
+DATA_DIRS = frozenset({"results", "result", "metrics", "outputs", "output", "logs", "runs", "predictions",
+                       "datasets", "dataset", "data", "benchmarks", "benchmark", "bench_results", "eval_results",
+                       "wandb", "mlruns", "lightning_logs", "leaderboard"})
+#: Words of a file's stem that name an output (``run_results.json``, ``metrics.json``,
+#: ``eval-scores.yaml``, ``benchmark_llama.json``).
+_DATA_STEM = re.compile(
+    r"(?:^|[_\-.])(?:results?|metrics?|scores?|predictions?|preds|outputs?|evals?|evaluation|benchmarks?|bench"
+    r"|leaderboard|history|stats|statistics|logs?|samples|dataset|data|records|responses|generations|trace)(?:$|[_\-.])")
+#: ... unless the stem also says it is configuration (``eval_config.json``, ``bench_args.yaml``).
+_CONFIG_STEM = re.compile(r"(?:^|[_\-.])(?:config|configs|cfg|conf|args|arguments|settings|params|hparams|hyperparams"
+                          r"|deepspeed|ds|zero\d?|accelerate|fsdp|launch|recipe|train|training|sweep|env)(?:$|[_\-.\d])")
+#: A JSON document that is an array of records: ``[`` then ``{`` (JSON Lines need no test).
+_RECORDS = re.compile(rb"\A\s*\[\s*\{")
+#: A JSON file this large is data whatever its name (HF ``config.json`` files are a few KiB).
+DATA_SIZE = 1 << 20
+
+#: The suffixes this applies to: the formats the config front end reads as documents.
+_JSON = (".json",)
+_LINES = (".jsonl", ".ndjson")
+_YAML = (".yaml", ".yml")
+
+
+def data_file_reason(path: str, data: bytes) -> str | None:
+    """Why ``path`` is a data file (results, metrics, a dataset), or None for a file
+    that may be configuration. The criterion (docs/decisions.md, "Data files"):
+
+    * JSON Lines (``.jsonl``, ``.ndjson``) always;
+    * JSON that is an array of records (``[{...}, ...]``) or over 1 MiB;
+    * JSON under a directory named for outputs or data (``results/``, ``metrics/``,
+      ``benchmarks/``, ``outputs/``, ``data/``...) or whose stem names an output
+      (``*_results.json``, ``metrics.json``, ``eval_scores.json``), unless the stem
+      also names configuration (``eval_config.json``, ``bench_args.json``);
+    * YAML only by its stem (``results.yaml``, ``metrics.yml``; a directory name is not
+      enough: ``benchmarks/llama.yaml`` is usually a recipe) or over 1 MiB.
+    """
+    lower = path.lower()
+    name = os.path.basename(lower)
+    stem, suffix = os.path.splitext(name)
+    if suffix in _LINES:
+        return "JSON Lines"
+    if suffix not in _JSON + _YAML:
+        return None
+    if len(data) > DATA_SIZE:
+        return "over 1 MiB"
+    configured = _CONFIG_STEM.search(stem) is not None
+    if suffix in _JSON:
+        if _RECORDS.match(data):
+            return "an array of records"
+        if configured:
+            return None
+        parts = os.path.normpath(lower).replace("\\", "/").split("/")[:-1]
+        folder = next((p for p in parts if p in DATA_DIRS), None)
+        if folder is not None:
+            return f"under {folder}/"
+    elif configured:
+        return None
+    if _DATA_STEM.search(stem):
+        return "its name says results or metrics"
+    return None

@@ -1,0 +1,835 @@
+"""What reaches torch: the one analysis every rule asks before it rewrites a
+``'cuda'`` device string, a ``torch.cuda`` value or a CUDA test (docs/decisions.md,
+"What reaches torch"; docs/writing-rules.md, "Asking whether a value reaches torch").
+
+For a node it answers where the node's value *flows* (:class:`Flow`):
+
+* ``TORCH``: provably consumed by torch's device or collective machinery:
+  ``torch.device``, ``.to()``/``.cuda()``, a ``device=``/``device_type=`` keyword of
+  torch or of a library whose device arguments are torch devices (transformers,
+  accelerate, DeepSpeed, peft, trl, diffusers, timm...; :data:`TORCH_DEVICE_LIBRARIES`),
+  autocast/GradScaler/``custom_fwd``, ``torch.cuda.*``, the tensors' own device
+  tests (``x.device.type == 'cuda'``), and names, parameters and returns whose
+  uses reach one of those (followed within the file). Only this is rewritten.
+* ``OTHER``: another system's value: compared with another system's platform or
+  backend name (``triton.runtime.driver.active.get_current_target().backend ==
+  "cuda"``, a helper that returns it), passed as a flag to a library that is not a
+  torch device consumer (``MergeOptions(cuda=torch.cuda.is_available())``), or a
+  CI file's value (:mod:`npu_migrate.pipeline.file_roles`). Left byte-identical,
+  reported.
+* ``FALLBACK``: the right operand of ``or`` after a detection call
+  (``_get_available_device_type() or "cuda"``): taken only when no accelerator was
+  found, i.e. on a CPU machine; renaming it would break that machine. Left
+  byte-identical, reported.
+* ``KERNEL_GATE``: a CUDA test guarding CUDA-only code (Triton, Helion, custom ops,
+  compiled extensions). Decided by :mod:`npu_migrate.python.cuda_only` (its one
+  classifier) for every rule's rewrite of a test; the engine drops those rewrites and
+  reports NPU011.
+* ``UNKNOWN``: the flow ends somewhere the tool cannot follow (a third-party call
+  that is not a torch device consumer, a name that only leaves the file, a dict
+  key). Reported (NPU108), never guessed.
+
+``AWARE`` (code already naming ``'npu'`` beside it), ``PROSE`` (messages,
+docstrings) and ``MAP_KEY`` (a ``map_location`` key: the device a checkpoint was
+saved on) are left alone too; ``Flow.TORCH`` is ``Flow.TORCH``.
+
+For device-looking string literals (``'cuda'``, ``'cuda:0'``, ``'cuda:%d'``,
+``'cuda:{}'``, ``f"cuda:{rank}"``) the analysis goes *up* from each literal through
+the expressions that only pass a value on (conditional expressions, ``'cuda:' +
+str(i)``, ``'cuda:%d' % i``, ``.format``, lambdas, tuples, dicts) to the place where
+the value is consumed and classifies that place. A name *called* ``device`` is
+not proof by itself: a comparison with a local name or a call counts only where
+that name's own value comes from torch, or its uses reach a torch consumer; a
+helper called ``get_device()`` is read (its ``return`` values) when it is defined
+in the file, and is ``UNKNOWN`` when it is imported from elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+import libcst as cst
+
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.tables.devices import DEVICE_WORD, NOT_A_DEVICE
+
+#: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
+DEVICE_VALUE = re.compile(r"cuda(?::(?:\d+|%[dis]|\{[^{}]*\})?)?")
+#: the text before the first replacement field of an f-string: 'cuda' or 'cuda:'
+FSTRING_HEAD = re.compile(r"cuda(?::\d*)?")
+
+# One definition of "a name that holds a device" for every front end.
+_DEVICE_WORD = DEVICE_WORD
+_NOT_A_DEVICE = NOT_A_DEVICE
+
+#: callables whose positional argument at this index is a device or device type
+POSITIONAL_DEVICE = {
+    "torch.device": 0,
+    "torch.autocast": 0,
+    "torch.amp.autocast": 0,
+    "torch.amp.autocast_mode.autocast": 0,
+    "torch.amp.GradScaler": 0,
+    "torch.amp.grad_scaler.GradScaler": 0,
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 0,
+    "torch.amp.is_autocast_available": 0,
+    "torch.amp.autocast_mode.is_autocast_available": 0,
+    "torch.get_autocast_dtype": 0,
+    "torch.set_autocast_dtype": 0,
+    "torch.is_autocast_enabled": 0,
+    "torch.set_autocast_enabled": 0,
+    "torch.Generator": 0,
+    "torch.set_default_device": 0,
+    "torch.get_device_module": 0,
+    "torch.load": 1,
+    "torch.utils.data.DataLoader": -1,  # no positional device; keywords only
+}
+#: methods whose first positional argument is a device, on any receiver
+METHOD_DEVICE = {"to", "cuda", "npu", "to_empty"}
+#: string methods that test or take apart a device string when called on one
+_PARSING_METHODS = frozenset({
+    "startswith", "endswith", "replace", "split", "rsplit", "partition", "rpartition",
+    "removeprefix", "lstrip", "strip", "find", "rfind", "index", "count",
+})
+#: calls whose other arguments are text for people
+_PROSE_CALLS = {
+    "print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log",
+    "write", "echo", "secho", "add_text", "set_description", "set_postfix_str", "rank_zero_info",
+    "rank_zero_warn", "print_rank_0", "logging",
+}
+#: lookups whose default is a device when their key names one
+_LOOKUPS = {"get", "pop", "setdefault", "getenv", "getattr", "get_or_default"}
+#: Top-level packages whose ``device=`` / ``device_type=`` arguments are torch devices:
+#: a keyword of a call resolved to one of them (or to torch) reaches torch.
+TORCH_DEVICE_LIBRARIES = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "transformers", "accelerate", "deepspeed", "peft", "trl",
+    "diffusers", "timm", "sentence_transformers", "open_clip", "safetensors", "torchmetrics", "torch_geometric",
+    "kornia", "lightning", "pytorch_lightning", "huggingface_hub", "datasets", "evaluate", "bitsandbytes",
+})
+#: Top-level packages (and standard modules) whose device, platform or backend names
+#: are their own, not torch's: a "cuda" compared with their values, or a flag passed to
+#: them, is OTHER.
+OTHER_SYSTEMS = frozenset({
+    "triton", "helion", "jax", "jaxlib", "tensorflow", "cupy", "cupyx", "numba", "pycuda", "ray", "vllm", "sglang",
+    "mlx", "paddle", "mindspore", "onnxruntime", "tensorrt", "tilelang", "cutlass", "platform", "sys", "mergekit",
+    "xformers", "flash_attn", "apex", "transformer_engine",
+})
+#: Words of the definitions the analysis reads besides those that say "cuda" (a helper
+#: returning Triton's backend, a platform flag): rules that ask it keep such definitions
+#: parsed (their ``local_triggers``; docs/writing-rules.md, "Where a rule acts").
+OTHER_WORDS = re.compile(r"\b(?:triton|helion|jax|cupy|numba|get_current_target|backend|platform)\b")
+#: Keywords that are another library's own "use CUDA" switch, not a torch device.
+FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_enabled|_available)?", re.IGNORECASE)
+
+
+#: ``kinds.append("npu")``, ``kinds += ["npu"]``, ``kinds.extend(("npu", ...))``: code
+#: that adds the NPU to a collection of device types itself
+_ADDS_NPU = re.compile(r"""(?:\.(?:append|add|insert|extend)\(|\+=\s*)[^\n]*?['"]npu['"]""")
+
+class Flow(Enum):
+    """Where a value flows (see the module docstring)."""
+
+    TORCH = "torch"
+    OTHER = "other"
+    FALLBACK = "fallback"
+    KERNEL_GATE = "kernel_gate"
+    UNKNOWN = "unknown"
+    AWARE = "aware"
+    PROSE = "prose"
+    MAP_KEY = "map_key"  # a key of a map_location dict: the device a checkpoint was saved on
+
+
+#: The name the device-string rules have always used.
+Verdict = Flow
+
+
+def is_device_word(name: str | None) -> bool:
+    return bool(name) and bool(_DEVICE_WORD.search(name)) and not _NOT_A_DEVICE.search(name)
+
+
+def literal_is_device(node: cst.CSTNode) -> bool:
+    """A string literal whose value is a CUDA device (or the start of one)."""
+    if isinstance(node, cst.FormattedString):
+        head = node.parts[0] if node.parts else None
+        if not isinstance(head, cst.FormattedStringText):
+            return False
+        if len(node.parts) == 1:
+            return bool(DEVICE_VALUE.fullmatch(head.value))
+        return bool(FSTRING_HEAD.fullmatch(head.value))
+    if isinstance(node, cst.SimpleString):
+        value = string_value(node)
+        return value is not None and "b" not in node.prefix.lower() and bool(DEVICE_VALUE.fullmatch(value))
+    return False
+
+
+def swap(node: cst.CSTNode, device: str = "npu") -> cst.CSTNode:
+    """``'cuda...'`` -> ``'npu...'`` (or another target's ``device``) in a literal,
+    keeping prefix and quotes; a no-op on anything else (so applying it twice is
+    harmless)."""
+    if isinstance(node, cst.SimpleString):
+        head = len(node.prefix) + len(node.quote)
+        body = node.value[head:]
+        if body.startswith("cuda"):
+            return node.with_changes(value=node.value[:head] + device + body[4:])
+        return node
+    if isinstance(node, cst.FormattedString) and node.parts:
+        first = node.parts[0]
+        if isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda"):
+            new_first = first.with_changes(value=device + first.value[4:])
+            return node.with_changes(parts=[new_first, *node.parts[1:]])
+    return node
+
+
+def _strings_in(node: cst.CSTNode) -> list[str]:
+    """Values of the plain string literals directly in a tuple/list/set/dict display."""
+    out = []
+    elements = getattr(node, "elements", ())
+    for element in elements:
+        for part in (getattr(element, "key", None), getattr(element, "value", None)):
+            value = string_value(part)
+            if value is not None:
+                out.append(value)
+    return out
+
+
+class DeviceAnalysis:
+    """Classifies device-looking literals of one file; see the module docstring."""
+
+    MAX_FLOW = 3  # how many `a = b` hops a name may take to reach a device use
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._cache: dict[cst.CSTNode, Verdict] = {}
+        self._privateuse1: dict[cst.CSTNode, bool] = {}
+        self.reasons: dict[cst.CSTNode, str] = {}
+        self._why: str | None = None
+
+    # -- entry point -----------------------------------------------------------------
+
+    def classify(self, literal: cst.CSTNode) -> Verdict:
+        verdict = self._cache.get(literal)
+        if verdict is None:
+            self._why = None
+            verdict = self._walk(literal, 0)
+            self._cache[literal] = verdict
+            if verdict in (Flow.TORCH, Flow.OTHER, Flow.FALLBACK, Flow.UNKNOWN) and self._why:
+                self.reasons[literal] = self._why
+        return verdict
+
+    def reason(self, literal: cst.CSTNode) -> str | None:
+        """Why :meth:`classify` judged ``literal`` a device (the evidence, for the report)."""
+        self.classify(literal)
+        return self.reasons.get(literal)
+
+    def _short(self, node: cst.CSTNode) -> str:
+        text = " ".join(self.ctx.module.code_for_node(node).split())
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def _rewrite(self, why: str) -> Verdict:
+        self._why = why
+        return Flow.TORCH
+
+    def _left(self, flow: Flow, why: str) -> Flow:
+        """A verdict other than TORCH, with the evidence NPU108 reports."""
+        self._why = why
+        return flow
+
+    # -- walking up --------------------------------------------------------------------
+
+    def _is_map_location(self, arg: cst.CSTNode | None) -> bool:
+        if not isinstance(arg, cst.Arg):
+            return False
+        if arg.keyword is not None:
+            return arg.keyword.value == "map_location"
+        call = self.ctx.parent(arg)
+        if not isinstance(call, cst.Call) or self.ctx.qualified_name(call.func) != "torch.load":
+            return False
+        positional = [a for a in call.args if a.keyword is None]
+        return arg in positional and positional.index(arg) == 1
+
+    def _walk(self, start: cst.CSTNode, depth: int) -> Verdict:
+        dict_key = False
+
+        def finish(verdict: Verdict, consumer: cst.CSTNode | None = None) -> Verdict:
+            if dict_key and verdict is Flow.TORCH:
+                # A key of `map_location={'cuda:0': ...}` names where the checkpoint was
+                # *saved*: on a GPU for the checkpoints users bring along. Other dicts keyed
+                # by device type (`{'cuda': check, 'xpu': ...}`) change meaning if renamed.
+                return Verdict.MAP_KEY if self._is_map_location(consumer) else Verdict.UNKNOWN
+            return verdict
+
+        ctx = self.ctx
+        node = start
+        proven = False  # passed through `x if torch.cuda.is_available() else y`
+        while True:
+            parent = ctx.parent(node)
+            if parent is None:
+                return finish(Verdict.UNKNOWN)
+            if isinstance(parent, cst.ConcatenatedString):
+                node = parent
+                continue
+            if isinstance(parent, cst.IfExp):
+                if node is parent.test:
+                    return finish(self._fallback(proven))
+                if self._mentions_npu(parent):
+                    return finish(Verdict.AWARE)
+                chooser = self._compares_other_system(parent.test)
+                if chooser is not None and not proven:
+                    return finish(self._left(Flow.OTHER, f"chosen by `{self._short(parent.test)}`, a test of another "
+                                                         "system's platform name, not of torch's device"))
+                proven = proven or self._tests_cuda(parent.test)
+                node = parent
+                continue
+            if isinstance(parent, cst.BooleanOperation):
+                if (isinstance(parent.operator, cst.Or) and node is parent.right and not proven
+                        and self._detects(parent.left)):
+                    return finish(self._left(Flow.FALLBACK, f"the fallback of `{self._short(parent.left)} or ...`, "
+                                             "taken only when that finds no accelerator (a CPU machine)"))
+                node = parent
+                continue
+            if isinstance(parent, cst.BinaryOperation):
+                if node is parent.left and isinstance(parent.operator, (cst.Add, cst.Modulo)):
+                    node = parent
+                    continue
+                return finish(self._fallback(proven))
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                call = ctx.parent(parent)
+                if parent.attr.value == "format" and isinstance(call, cst.Call) and call.func is parent:
+                    node = call
+                    continue
+                return finish(self._fallback(proven))
+            if isinstance(parent, cst.Lambda):
+                node = parent
+                continue
+            if isinstance(parent, cst.Element):  # in a tuple/list/set display
+                container = ctx.parent(parent)
+                if "npu" in _strings_in(container) or self._adds_privateuse1(container):
+                    return finish(Verdict.AWARE)
+                node = container
+                continue
+            if isinstance(parent, cst.DictElement):
+                if node is parent.value and is_device_word(string_value(parent.key)):
+                    return finish(self._rewrite(f"the value of the {string_value(parent.key)!r} entry of a dict"))
+                dict_key = dict_key or node is parent.key
+                container = ctx.parent(parent)
+                if "npu" in _strings_in(container):
+                    return finish(Verdict.AWARE)
+                node = container
+                continue
+            if isinstance(parent, (cst.Arg,)):
+                return finish(self._argument(parent, node, proven, depth), parent)
+            if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+                return finish(self._comparison(parent, node, proven))
+            if isinstance(parent, (cst.Assign, cst.AnnAssign)) and node is parent.value:
+                return finish(self._assignment(parent, proven, depth))
+            if isinstance(parent, cst.Param) and node is parent.default:
+                flow = self._flow(parent, proven, depth)
+                if flow in (Flow.TORCH, Flow.AWARE, Flow.OTHER) or not is_device_word(parent.name.value):
+                    return finish(flow)
+                return finish(self._left(Flow.UNKNOWN, f"the default of the parameter `{parent.name.value}`, whose "
+                                                       "uses in the function reach no torch device consumer"))
+            if isinstance(parent, cst.Return):
+                function = next((a for a in ctx.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
+                if function is not None and is_device_word(function.name.value):
+                    return finish(self._rewrite(f"returned by `{function.name.value}()`, whose name says it gives a device"))
+                return finish(self._fallback(proven))
+            if isinstance(parent, cst.Expr) and start is node and depth == 0:
+                return Verdict.PROSE  # a bare string statement: a docstring or a comment-like string
+            if isinstance(parent, cst.FormattedStringExpression):
+                return Verdict.PROSE  # f"running on {'cuda'}"
+            return finish(self._fallback(proven))
+
+    def _detects(self, node: cst.CSTNode) -> bool:
+        """``node`` calls something other than a lookup (``detect() or "cuda"``, not
+        ``os.environ.get("DEVICE") or "cuda"`` nor ``args.device or "cuda"``)."""
+        found = False
+
+        class _Find(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> bool:
+                nonlocal found
+                if last_name(call.func) not in (*_LOOKUPS, "str", "int", "bool", "lower", "strip"):
+                    found = True
+                return not found
+
+        node.visit(_Find())
+        return found
+
+    def origin(self, node: cst.CSTNode, depth: int = 0) -> str | None:
+        """Where the value of ``node`` comes from: ``"other"`` (another system's
+        platform or backend: triton, jax..., an attribute such as ``.backend`` of an
+        object that is not torch's, a helper of this file that returns one), ``"torch"``,
+        or None (not known)."""
+        if depth > 4:
+            return None
+        ctx = self.ctx
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            qualified = ctx.qualified_name(node)
+            if qualified:
+                root = qualified.split(".")[0]
+                if root in OTHER_SYSTEMS:
+                    return "other"
+                if root == "torch":
+                    return "torch"
+        if isinstance(node, cst.Attribute):
+            inner = self.origin(node.value, depth + 1)
+            if inner is not None:
+                return inner
+            return None
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and last_name(node.func) in ("lower", "strip", "upper", "casefold"):
+                return self.origin(node.func.value, depth + 1)
+            if last_name(node.func) in ("str", "repr") and node.args:
+                return self.origin(node.args[0].value, depth + 1)
+            inner = self.origin(node.func, depth + 1)
+            if inner is not None:
+                return inner
+            if isinstance(node.func, cst.Name):
+                return self._returns_origin(node.func.value, depth + 1)
+            return None
+        if isinstance(node, cst.Subscript):
+            return self.origin(node.value, depth + 1)
+        if isinstance(node, (cst.IfExp, cst.BooleanOperation)):
+            parts = (node.body, node.orelse) if isinstance(node, cst.IfExp) else (node.left, node.right)
+            origins = {self.origin(p, depth + 1) for p in parts}
+            return "other" if "other" in origins else "torch" if "torch" in origins else None
+        if isinstance(node, cst.Name):
+            values = self._assigned_values(node)
+            origins = {self.origin(v, depth + 1) for v in values}
+            if "other" in origins:
+                return "other"
+            if "torch" in origins:
+                return "torch"
+        return None
+
+    def _compares_other_system(self, test: cst.CSTNode) -> cst.CSTNode | None:
+        """A comparison in ``test`` with another system's value (``backend != 'hip'``)."""
+        found: list[cst.CSTNode] = []
+        analysis = self
+
+        class _Find(cst.CSTVisitor):
+            def visit_Comparison(self, node: cst.Comparison) -> bool:
+                for operand in (node.left, *(t.comparator for t in node.comparisons)):
+                    if not isinstance(operand, (cst.SimpleString, cst.FormattedString)) \
+                            and analysis.origin(operand) == "other":
+                        found.append(operand)
+                return not found
+
+        test.visit(_Find())
+        return found[0] if found else None
+
+    def _platform_test(self, test: cst.CSTNode) -> bool:
+        """``test`` is a positive test of another system's platform: a comparison with
+        its value (``device_platform == 'cuda'``), or a name assigned from one
+        (``IS_NVIDIA = (device_platform == 'cuda')``)."""
+        if isinstance(test, cst.Comparison):
+            return (all(isinstance(t.operator, (cst.Equal, cst.In)) for t in test.comparisons)
+                    and self._compares_other_system(test) is not None)
+        if isinstance(test, cst.Name):
+            values = self._assigned_values(test)
+            return bool(values) and all(self._platform_test(v) for v in values)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self._platform_test(test.left) or self._platform_test(test.right)
+        return False
+
+    def _under_platform_test(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The test of another system's platform that guards ``node`` (``IS_NVIDIA and
+        torch.cuda.get_device_name(0)``, ``if IS_NVIDIA: ...``), if any."""
+        child = node
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And) \
+                    and child is ancestor.right and self._platform_test(ancestor.left):
+                return ancestor.left
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body \
+                    and self._platform_test(ancestor.test):
+                return ancestor.test
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return None
+            child = ancestor
+        return None
+
+    def _inside_cpu_branch(self, statement: cst.CSTNode) -> cst.CSTNode | None:
+        """The test of the ``if`` whose body holds ``statement`` directly, when it is
+        ``x == 'cpu'`` (``if device == 'cpu': device = 'cuda'``: taken only without an
+        accelerator)."""
+        holder = self.ctx.parent(statement)
+        if isinstance(holder, cst.SimpleStatementLine):
+            holder = self.ctx.parent(holder)
+        block = holder
+        branch = self.ctx.parent(block) if isinstance(block, cst.IndentedBlock) else None
+        if not isinstance(branch, cst.If) or branch.body is not block:
+            return None
+        test = branch.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+                and isinstance(test.comparisons[0].operator, cst.Equal):
+            values = {string_value(test.left), string_value(test.comparisons[0].comparator)}
+            if "cpu" in values:
+                return test
+        return None
+
+    def _module_function(self, name: str) -> cst.FunctionDef | None:
+        for statement in self.ctx.module.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                return statement
+        return None
+
+    def _returns_origin(self, name: str, depth: int) -> str | None:
+        """The origin of what a module-level function of this file returns."""
+        function = self._module_function(name)
+        if function is None:
+            return None
+        returns: list[cst.CSTNode] = []
+
+        class _Returns(cst.CSTVisitor):
+            def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
+                return inner is function
+
+            def visit_Return(self, ret: cst.Return) -> None:
+                if ret.value is not None:
+                    returns.append(ret.value)
+
+        function.visit(_Returns())
+        origins = {self.origin(r, depth) for r in returns}
+        if "other" in origins:
+            return "other"
+        if "torch" in origins:
+            return "torch"
+        return None
+
+    def _assigned_values(self, name: cst.Name) -> list[cst.CSTNode]:
+        """The values assigned to the local ``name`` in its scope (``x = value``)."""
+        scope = self.ctx.local_scope(name)
+        if scope is None:
+            return []
+        try:
+            assignments = scope.assignments[name.value]
+        except Exception:  # noqa: BLE001 - libcst raises for odd names
+            return []
+        values = []
+        for assignment in assignments:
+            target = getattr(assignment, "node", None)
+            parent = self.ctx.parent(target) if target is not None else None
+            if isinstance(parent, cst.AssignTarget):
+                parent = self.ctx.parent(parent)
+            if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is not None:
+                values.append(parent.value)
+        return values
+
+    def _trusted(self, node: cst.CSTNode) -> bool:
+        """A device expression (:meth:`is_device_expr`) whose value is known well enough:
+        not a call of a helper this file cannot read (``get_device()`` imported from
+        elsewhere), nor a local name holding one."""
+        if isinstance(node, cst.Call):
+            if self._is_accelerator_call(node) or self.ctx.qualified_name(node.func) == "torch.device":
+                return True
+            callee = last_name(node.func)
+            if callee in ("str", "repr") and node.args:
+                return self._trusted(node.args[0].value)
+            if isinstance(node.func, cst.Attribute) and callee in ("lower", "strip", "upper", "casefold"):
+                return self._trusted(node.func.value)
+            if isinstance(node.func, cst.Name):
+                return self._module_function(node.func.value) is not None and self.origin(node) != "other"
+            return self.origin(node) == "torch"
+        if isinstance(node, cst.Name):
+            values = self._assigned_values(node)
+            return all(not isinstance(v, cst.Call) or self._trusted(v) or not is_device_word(last_name(v.func))
+                       for v in values)
+        return True
+
+    def _fallback(self, proven: bool) -> Verdict:
+        if proven:
+            return self._rewrite("chosen by a test of `torch.cuda` (`... if torch.cuda.is_available() else ...`)")
+        return Verdict.UNKNOWN
+
+    def _tests_cuda(self, test: cst.CSTNode) -> bool:
+        """``torch.cuda.is_available()`` (or any torch.cuda call) in a condition."""
+        found = False
+        ctx = self.ctx
+
+        class _Find(cst.CSTVisitor):
+            def visit_Attribute(self, node: cst.Attribute) -> bool:
+                nonlocal found
+                name = ctx.qualified_name(node)
+                if name is not None and (name == "torch.cuda" or name.startswith("torch.cuda.")):
+                    found = True
+                return not found
+
+            def visit_Name(self, node: cst.Name) -> None:
+                nonlocal found
+                name = ctx.resolver.qualified_name(node)
+                if name is not None and name.startswith("torch.cuda."):
+                    found = True
+
+        test.visit(_Find())
+        return found
+
+    def _adds_privateuse1(self, container: cst.CSTNode) -> bool:
+        """A list of device types in a function (or module) that adds the PrivateUse1
+        backend itself (``kinds.append(torch._C._get_privateuse1_backend_name())``) or
+        the NPU by name (``if hasattr(torch, "npu"): kinds.append("npu")``): the NPU is
+        in it on Ascend, and ``'cuda'`` must stay for GPUs."""
+        owner = next((a for a in self.ctx.ancestors(container) if isinstance(a, (cst.FunctionDef, cst.Module))), None)
+        if owner is None:
+            return False
+        held = self._privateuse1.get(owner)
+        if held is None:
+            code = self.ctx.module.code_for_node(owner)
+            held = "privateuse1" in code.lower() or _ADDS_NPU.search(code) is not None
+            self._privateuse1[owner] = held
+        return held
+
+    def _mentions_npu(self, node: cst.CSTNode) -> bool:
+        return "npu" in self.ctx.module.code_for_node(node).lower()
+
+    # -- consumers ---------------------------------------------------------------------
+
+    def _argument(self, arg: cst.Arg, value: cst.CSTNode, proven: bool, depth: int) -> Verdict:
+        call = self.ctx.parent(arg)
+        if not isinstance(call, cst.Call):
+            return self._fallback(proven)
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        callee = last_name(call.func)
+        qualified = self.ctx.qualified_name(call.func)
+        if callee in _PROSE_CALLS or (callee or "").endswith(("Error", "Exception", "Warning")):
+            return Verdict.PROSE
+        if callee == "add_argument":
+            return self._argparse(call, keyword, proven)
+        if keyword is not None:
+            root = qualified.split(".")[0] if qualified else None
+            if is_device_word(keyword) and root is not None and root not in TORCH_DEVICE_LIBRARIES:
+                flow = Flow.OTHER if root in OTHER_SYSTEMS else Flow.UNKNOWN
+                return self._left(flow, f"passed as `{keyword}=` to `{qualified}`, a library whose device argument "
+                                        "is not known to be a torch device")
+            if is_device_word(keyword) or (keyword == "type" and qualified == "torch.device"):
+                return self._rewrite(f"passed as `{keyword}=`" + (f" to `{qualified or callee}`" if (qualified or callee) else ""))
+            if keyword == "default" and callee in _LOOKUPS:
+                return self._lookup(call, proven)
+            return self._fallback(proven)
+        if arg.star:
+            return self._fallback(proven)
+        position = [a for a in call.args if a.keyword is None].index(arg)
+        if qualified is not None:
+            if POSITIONAL_DEVICE.get(qualified) == position:
+                return self._rewrite(f"passed to `{qualified}` as its device")
+            if qualified.startswith(("torch.cuda.", "torch.npu.")) and position == 0:
+                return self._rewrite(f"passed to `{qualified}`")  # torch.cuda.set_device('cuda:0'), torch.cuda.synchronize('cuda')
+        if isinstance(call.func, cst.Attribute) and callee in METHOD_DEVICE and position == 0:
+            return self._rewrite(f"passed to `.{callee}()`, which takes a device")
+        if isinstance(call.func, cst.Attribute) and callee in _PARSING_METHODS and position == 0:
+            # str(device).startswith("cuda"), name.replace("cuda:", ""), device.split("cuda:")
+            if self.is_device_expr(call.func.value):
+                return self._rewrite(f"passed to `.{callee}()` of a device value, `{self._short(call.func.value)}`")
+            return self._fallback(proven)
+        if callee in _LOOKUPS and position >= 1:
+            return self._lookup(call, proven)
+        if callee in ("str", "repr") and depth == 0:
+            return self._fallback(proven)
+        if is_device_word(callee):
+            return self._rewrite(f"passed to `{callee}()`, whose name says it takes a device")  # get_device('cuda'), move_to_device(batch, 'cuda')
+        return self._fallback(proven)
+
+    def _argparse(self, call: cst.Call, keyword: str | None, proven: bool) -> Verdict:
+        if keyword not in ("default", "choices", "const"):
+            return self._fallback(proven)
+        names = [string_value(a.value) for a in call.args if a.keyword is None]
+        dest = next((string_value(a.value) for a in call.args if a.keyword and a.keyword.value == "dest"), None)
+        words = [n.lstrip("-").replace("-", "_") for n in [*names, dest] if n]
+        if any(is_device_word(w) for w in words):
+            return self._rewrite(f"the {keyword} of the argparse option `{next(w for w in words if is_device_word(w))}`")
+        return self._fallback(proven)
+
+    def _lookup(self, call: cst.Call, proven: bool) -> Verdict:
+        """``cfg.get('device', 'cuda')``, ``os.getenv('DEVICE', 'cuda')``, ``getattr(args, 'device', 'cuda')``."""
+        positional = [a for a in call.args if a.keyword is None]
+        keys = [string_value(a.value) for a in positional[:2]]
+        if any(is_device_word(k) for k in keys if k):
+            return self._rewrite(f"the default of a lookup of `{next(k for k in keys if k and is_device_word(k))}`")
+        return self._fallback(proven)
+
+    def _comparison(self, parent: cst.CSTNode, node: cst.CSTNode, proven: bool) -> Verdict:
+        ctx = self.ctx
+        comparison = parent if isinstance(parent, cst.Comparison) else ctx.parent(parent)
+        if not isinstance(comparison, cst.Comparison):
+            return self._fallback(proven)
+        operands = [comparison.left, *(t.comparator for t in comparison.comparisons)]
+        others = [o for o in operands if o is not node]
+        for other in others:
+            if self.origin(other) == "other":
+                return self._left(Flow.OTHER, f"compared with `{self._short(other)}`, another system's platform or "
+                                              "backend name, not a torch device")
+        for other in others:
+            if not self.is_device_expr(other):
+                continue
+            if self._trusted(other):
+                return self._rewrite(f"compared with `{self._short(other)}`")
+            return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}`, whose value comes from code "
+                                            "outside this file (not proven to be a torch device)")
+        return self._fallback(proven)
+
+    def _assignment(self, assign: cst.Assign | cst.AnnAssign, proven: bool, depth: int) -> Verdict:
+        targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+        cpu_test = self._inside_cpu_branch(assign)
+        if cpu_test is not None and not proven:
+            return self._left(Flow.FALLBACK, f"assigned under `if {self._short(cpu_test)}:`, a fallback taken when "
+                                             "no accelerator was found")
+        named = [t for t in targets if self.is_device_expr(t)]
+        if named and not all(isinstance(t, cst.Name) for t in named):
+            return self._rewrite(f"assigned to `{self._short(next(t for t in named if not isinstance(t, cst.Name)))}`")
+        if named:
+            # a local name called `device` is not proof: its uses must reach torch
+            verdicts = [self._flow(t, proven, depth) for t in named]
+            module_level = not any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in self.ctx.ancestors(assign))
+            if module_level and Flow.OTHER not in verdicts and Flow.AWARE not in verdicts:
+                # a module-level constant named for a device (a config module's `device = 'cuda'`,
+                # `DEVICE = "cuda"`) is exported: the code importing it uses it as the device. One
+                # reason whatever its uses (some sit in definitions elision may leave out).
+                return self._rewrite(f"assigned to `{named[0].value}`")
+            for wanted in (Flow.TORCH, Flow.AWARE, Flow.OTHER):
+                if wanted in verdicts:
+                    return wanted
+            if proven:
+                return self._fallback(proven)
+            return self._left(Flow.UNKNOWN, f"assigned to `{named[0].value}`, whose uses in this file reach no "
+                                             "torch device consumer")
+        names = [t for t in targets if isinstance(t, cst.Name)]
+        if not names:
+            return self._fallback(proven)
+        verdicts = [self._flow(name, proven, depth) for name in names]
+        if Flow.TORCH in verdicts:
+            return Flow.TORCH
+        if Verdict.AWARE in verdicts:
+            return Verdict.AWARE
+        return self._fallback(proven)
+
+    def _flow(self, target: cst.Name | cst.Param, proven: bool, depth: int) -> Verdict:
+        """Follow a name to its uses: a device if one of them is used as a device."""
+        if depth >= self.MAX_FLOW:
+            return self._fallback(proven)
+        name = target.name.value if isinstance(target, cst.Param) else target.value
+        scope = self.ctx.local_scope(target) or (
+            self.ctx.local_scope(target.name) if isinstance(target, cst.Param) else None)
+        if scope is None:
+            return self._fallback(proven)
+        try:
+            assignments = scope.assignments[name]
+        except Exception:  # noqa: BLE001 - libcst raises for odd names; treat as unknown
+            return self._fallback(proven)
+        verdicts = []
+        why = None
+        for assignment in assignments:
+            if getattr(assignment, "node", None) is not target:
+                continue
+            for access in assignment.references:
+                verdicts.append(self._walk(access.node, depth + 1))
+                if verdicts[-1] is Flow.TORCH and why is None:
+                    why = self._why
+        if Flow.TORCH in verdicts:
+            return self._rewrite(f"held in `{name}`, which is {why}")
+        if Verdict.AWARE in verdicts:
+            return Verdict.AWARE
+        if Flow.OTHER in verdicts and not proven:
+            return Flow.OTHER
+        return self._fallback(proven)
+
+    # -- torch.cuda values ----------------------------------------------------------
+
+    def cuda_value(self, node: cst.CSTNode) -> tuple[Flow, str | None]:
+        """Where the value of a ``torch.cuda.X`` expression (or of its call) flows:
+        ``AWARE`` where a test of another system's platform guards it (``IS_NVIDIA and
+        torch.cuda.get_device_name(0)``: that path is for NVIDIA GPUs already); ``OTHER`` when it is passed as another library's own CUDA switch
+        (``MergeOptions(cuda=torch.cuda.is_available())``, ``Runner(use_gpu=...)``: a keyword
+        that says cuda/gpu, of a callee imported from a package that is neither torch,
+        a torch device library nor this project); ``TORCH`` otherwise (``torch.cuda.*``
+        is torch's own API, and this project's code that reads the value is migrated
+        with it)."""
+        platform = self._under_platform_test(node)
+        if platform is not None:  # code for another platform, already told apart: AWARE (left silently)
+            return Flow.AWARE, (f"only reached where `{self._short(platform)}` holds, a test of another system's "
+                                "platform (this code path is for that platform's GPUs, not the NPU)")
+        value = node
+        parent = self.ctx.parent(value)
+        if isinstance(parent, cst.Call) and parent.func is value:
+            value = parent
+            parent = self.ctx.parent(value)
+        while isinstance(parent, cst.UnaryOperation):
+            value, parent = parent, self.ctx.parent(parent)
+        if not (isinstance(parent, cst.Arg) and parent.keyword is not None and parent.value is value):
+            return Flow.TORCH, None
+        keyword = parent.keyword.value
+        call = self.ctx.parent(parent)
+        if not isinstance(call, cst.Call) or not FLAG_KEYWORDS.fullmatch(keyword):
+            return Flow.TORCH, None
+        qualified = self.ctx.qualified_name(call.func)
+        if not qualified:
+            return Flow.TORCH, None
+        root = qualified.split(".")[0]
+        if root in TORCH_DEVICE_LIBRARIES or self._project_module(qualified):
+            return Flow.TORCH, None
+        return Flow.OTHER, (f"passed as `{keyword}=` to `{qualified}`: that library's own CUDA switch, "
+                            "not a torch device")
+
+    def device_test(self, node: cst.Attribute) -> tuple[Flow, str | None]:
+        """Where an ``x.is_cuda`` read flows: ``OTHER`` when ``x`` is another system's
+        object (``cupy_array.is_cuda``-like reads of triton/cupy/numba values); ``TORCH``
+        otherwise: the tensor property. A test guarding CUDA-only code is a
+        ``KERNEL_GATE``, which :mod:`npu_migrate.python.cuda_only` decides for every
+        rule's rewrite of a test (the engine keeps the test and reports NPU011)."""
+        if self.origin(node.value) == "other":
+            return Flow.OTHER, f"`{self._short(node)}` reads an attribute of another system's object, not a tensor"
+        return Flow.TORCH, None
+
+    def _project_module(self, qualified: str) -> bool:
+        if qualified.startswith("."):
+            return True
+        try:
+            return self.ctx.facts.is_project_module(self.ctx.path, qualified)
+        except Exception:  # noqa: BLE001 - a context without a path (examples, stdin)
+            return False
+
+    # -- what counts as a device expression --------------------------------------------
+
+    def is_device_expr(self, node: cst.CSTNode) -> bool:
+        """``device``, ``args.device``, ``x.device.type``, ``str(device)``, ``cfg['device']``,
+        ``get_device()``, ``torch.device(...)``..."""
+        if isinstance(node, cst.Name):
+            return is_device_word(node.value)
+        if isinstance(node, cst.Attribute):
+            attr = node.attr.value
+            if is_device_word(attr):
+                return True
+            # `<anything>.type` compared with 'cuda' is a device type (`x.device.type`,
+            # `accelerator.type`, `torch.accelerator.current_accelerator().type`)
+            return attr in ("type", "device_type")
+        if isinstance(node, cst.Call):
+            callee = last_name(node.func)
+            qualified = self.ctx.qualified_name(node.func)
+            if qualified in ("torch.device",) or self._is_accelerator_call(node):
+                return True
+            if callee in ("str", "repr") and node.args:
+                return self.is_device_expr(node.args[0].value)
+            if isinstance(node.func, cst.Attribute) and callee in ("lower", "strip", "upper", "casefold"):
+                return self.is_device_expr(node.func.value)
+            return is_device_word(callee) and callee not in ("get_device",)  # Tensor.get_device() is an int
+        if isinstance(node, cst.Subscript):
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                return is_device_word(string_value(node.slice[0].slice.value))
+        return False
+
+    def _is_accelerator_call(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        qualified = self.ctx.qualified_name(node.func) or ""
+        return qualified.startswith("torch.accelerator.")
+
+
+_ANALYSES: dict[int, tuple[FileContext, DeviceAnalysis]] = {}
+
+
+def analysis(ctx: FileContext) -> DeviceAnalysis:
+    """One analysis per file context (NPU104 and NPU108 share the cache)."""
+    held = _ANALYSES.get(id(ctx))
+    if held is None or held[0] is not ctx:
+        _ANALYSES.clear()  # one file at a time per process
+        held = (ctx, DeviceAnalysis(ctx))
+        _ANALYSES[id(ctx)] = held
+    return held[1]

@@ -1,0 +1,121 @@
+"""CI files are reported, not rewritten; data files (results, metrics, datasets) are
+skipped with one summary line; JSON is read in Python's dialect (NaN, Infinity)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.configs import json_reader
+from npu_migrate.pipeline.file_roles import data_file_reason, is_ci_file
+
+WORKFLOW = textwrap.dedent("""\
+    jobs:
+      test:
+        strategy:
+          matrix:
+            device: ["cpu", "cuda"]
+        env:
+          CUDA_VISIBLE_DEVICES: "0"
+          PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True
+        steps:
+          - if: matrix.device == 'cuda'
+            run: python train.py
+    """)
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("rel", [
+    ".github/workflows/ci.yml", ".gitlab-ci.yml", ".circleci/config.yml", "Jenkinsfile",
+    "azure-pipelines.yml", ".buildkite/pipeline.yml", "sub/.github/workflows/gpu.yaml", ".travis.yml",
+])
+def test_ci_paths(rel):
+    assert is_ci_file(rel)
+
+
+@pytest.mark.parametrize("rel", ["configs/train.yaml", "github/workflows.yml", "ci.py", "scripts/run.sh"])
+def test_not_ci_paths(rel):
+    assert not is_ci_file(rel)
+
+
+@pytest.mark.parametrize("rel", [".github/workflows/ci.yml", ".gitlab-ci.yml", "azure-pipelines.yml"])
+def test_ci_file_is_reported_not_rewritten(tmp_path, run_cli, rel):
+    path = write(tmp_path, rel, WORKFLOW)
+    run_cli(".", "--report", str(tmp_path.parent / "report.json"))
+    report = json.loads((tmp_path.parent / "report.json").read_text())
+    assert path.read_text() == WORKFLOW
+    assert report["summary"]["files_changed"] == 0 and report["summary"]["fixes"] == 0
+    rules = sorted(f["rule"] for file in report["files"] for f in file["findings"])
+    assert rules == ["NPU830", "NPU833", "NPU833"]  # the matrix value and both env renames
+    assert all("CI file, left unchanged" in f["message"] for file in report["files"] for f in file["findings"])
+    run_cli(".", "--write")
+    assert path.read_text() == WORKFLOW
+
+
+def test_json_reads_python_dialect():
+    data = b'{"loss": NaN, "best": -Infinity, "worst": Infinity, "note": "NaN", "device": "cuda"}'
+    document = json_reader.read(data)
+    assert [(s.value, s.keys) for s in document.scalars if not s.is_key] == [("NaN", ("note",)), ("cuda", ("device",))]
+    cuda = next(s for s in document.scalars if s.value == "cuda")
+    assert data[cuda.start:cuda.end] == b'"cuda"'  # offsets are the file's
+
+
+def test_json_with_nan_config_is_migrated_not_an_error(tmp_path, run_cli):
+    path = write(tmp_path, "train_config.json", '{"device": "cuda", "lr_floor": NaN}\n')
+    result = run_cli(".", "--check")
+    assert result.exit_code == 1 and "failed" in result.output and "0 failed" in result.output
+    run_cli(".", "--write")
+    assert path.read_text() == '{"device": "npu", "lr_floor": NaN}\n'
+
+
+def test_invalid_json_is_still_an_error(tmp_path, run_cli):
+    write(tmp_path, "train_config.json", '{"device": "cuda", "x": Nan}\n')
+    result = run_cli(".")
+    assert result.exit_code == 2 and "train_config.json:1: not valid JSON" in result.output
+
+
+@pytest.mark.parametrize("rel,data", [
+    ("results/llama.json", '{"device": "cuda", "loss": NaN}'),
+    ("benchmarks/out/a.json", '{"device": "cuda"}'),
+    ("run_results.json", '{"device": "cuda"}'),
+    ("eval_metrics.yaml", "device: cuda\n"),
+    ("anything.json", '[{"device": "cuda"}, {"device": "cuda"}]'),
+    ("train.jsonl", '{"device": "cuda"}\n'),
+])
+def test_data_files(rel, data):
+    assert data_file_reason(rel, data.encode()) is not None
+
+
+@pytest.mark.parametrize("rel,data", [
+    ("configs/train.yaml", "device: cuda\n"),
+    ("benchmarks/llama.yaml", "device: cuda\n"),  # a recipe in a benchmarks folder
+    ("results/ds_config.json", '{"device": "cuda"}'),  # says it is configuration
+    ("eval_config.json", '{"device": "cuda"}'),
+    ("config.json", '{"_attn_implementation": "flash_attention_2"}'),
+])
+def test_not_data_files(rel, data):
+    assert data_file_reason(rel, data.encode()) is None
+
+
+def test_data_files_are_skipped_with_one_summary_line(tmp_path, run_cli):
+    records = json.dumps([{"device": "cuda", "loss": 1.0}] * 50).replace("1.0", "NaN")
+    for i in range(5):
+        write(tmp_path, f"results/run{i}.json", records)
+    write(tmp_path, "configs/train.yaml", "device: cuda\n")
+    result = run_cli(".")
+    assert result.exit_code == 0
+    assert "5 data file(s) skipped" in result.output
+    assert "results/" not in result.output.replace("results, metrics", "")
+    assert "+device: npu" in result.output
+    run_cli(".", "--report", str(tmp_path.parent / "report.json"))
+    report = json.loads((tmp_path.parent / "report.json").read_text())
+    assert report["summary"]["files_skipped_data"] == 5

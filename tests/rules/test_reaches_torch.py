@@ -1,0 +1,97 @@
+"""The shared "reaches torch" analysis (npu_migrate/python/reaches_torch.py) and the
+FlashAttention decision from project facts (npu_migrate/pipeline/attention.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_migrate.pipeline.attention import (
+    Attention,
+    admits_only_npu_flash_attention,
+    decide,
+    packing_configured,
+)
+from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.selection import Selection
+from npu_migrate.pipeline.settings import Settings
+from npu_migrate.python.engine import migrate_source
+
+SELECT = Settings(selection=Selection.create(["NPU101", "NPU103", "NPU104", "NPU108", "NPU011", "NPU100"]))
+
+
+def run(source: str):
+    result = migrate_source("t.py", source.encode(), SELECT)
+    return result.new_source.decode() if result.new_source is not None else None, result.findings
+
+
+@pytest.mark.parametrize("source", [
+    # another system's platform name
+    "import triton\nok = triton.runtime.driver.active.get_current_target().backend == 'cuda'\n",
+    "import triton\ndef dev():\n    return triton.runtime.driver.active.get_current_target().backend\n"
+    "IS_NVIDIA = dev() == 'cuda'\n",
+    # a fallback taken only without an accelerator
+    "import torch\nfrom torch._utils import _get_available_device_type\n"
+    "def f():\n    device_type = _get_available_device_type() or 'cuda'\n    return torch.device(device_type)\n",
+    # a library's own flag
+    "import torch\nfrom mergekit.options import MergeOptions\nMergeOptions(cuda=torch.cuda.is_available())\n",
+    # a helper this file cannot read, a library whose device is not a torch device
+    "from utils import pick_device\nif pick_device() == 'cuda':\n    pass\n",
+    "from vllm import LLM\nllm = LLM(model='m', device='cuda')\n",
+    # a local name called device whose uses reach nothing of torch
+    "def f(cfg):\n    device = 'cuda'\n    cfg.launch(device)\n",
+])
+def test_left_unchanged_and_reported(source):
+    new, findings = run(source)
+    assert new is None
+    assert findings, "the string or value must be reported, not dropped silently"
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import torch\nx = torch.zeros(2, device='cuda')\n", "device='npu'"),
+    ("import torch\ndef f(x):\n    device = 'cuda'\n    return x.to(device)\n", "device = 'npu'"),
+    ("import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained('p', device='cuda')\n",
+     "device='npu'"),
+    ("import torch\ndef pick_device():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+     "if pick_device() == 'cuda':\n    pass\n", "if pick_device() == 'npu'"),
+    ("import torch\nclass O:\n    def __init__(self, cuda):\n        self.cuda = cuda\n"
+     "O(cuda=torch.cuda.is_available())\n", "torch.npu.is_available()"),
+    ("DEVICE = 'cuda'\n", "DEVICE = 'npu'"),  # a config module's exported constant
+])
+def test_reaching_torch_is_rewritten(source, expected):
+    new, _ = run(source)
+    assert new is not None and expected in new
+
+
+@pytest.mark.parametrize("specifiers,expected", [
+    (">=4.53.3", True), ("==5.15", True), ("~=4.51.0", True), ("==4.53.*", True), (">=4.53.3,<6;==5.15", True),
+    ("==4.37.2", False), (">=4.30", False), ("<5", False), (">=4.53.3;==4.37.2", False), ("", None),
+])
+def test_transformers_specifier(specifiers, expected):
+    assert admits_only_npu_flash_attention(specifiers) is expected
+
+
+def test_transformers_specifier_comes_from_any_dependency_file():
+    facts = ProjectFacts.scan([
+        ("setup.py", b'setup(install_requires=[\n    "transformers>=4.53.3",\n    "torch",\n])\n'),
+        ("requirements.txt", b"transformers[torch]==5.15\naccelerate\n"),
+        ("train.py", b"import transformers  # transformers==4.37.2 in a comment of code is not a requirement\n"),
+    ])
+    assert sorted(facts.transformers_specifier.split(";")) == ["==5.15", ">=4.53.3"]
+    assert "transformers=" in facts.key()
+
+
+@pytest.mark.parametrize("data,code,expected", [
+    (b"packing: true\n", False, True), (b"padding_free: true\n", False, True), (b'"packing": true', False, True),
+    (b"--packing \\\n", False, True), (b"--padding_free True", False, True), (b"packing: false\n", False, False),
+    (b"--packing False", False, False), (b"collator = DataCollatorWithFlattening()", True, True),
+    (b"if data_args.packing:\n", True, True), (b"model = load()", True, False),
+])
+def test_packing(data, code, expected):
+    assert packing_configured(data, code=code) is expected
+
+
+def test_decision_order():
+    assert decide(">=4.53.3", b"packing: true") is Attention.KEEP  # FA2 runs on the NPU there
+    assert decide("==4.37.2", b"packing: true") is Attention.PACKED
+    assert decide("==4.37.2", b"lr: 1e-5") is Attention.REWRITE
+    assert decide("", b"lr: 1e-5") is Attention.REWRITE
