@@ -56,10 +56,16 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
     if not found.files and not found.errors and not found.warnings and not opts.quiet:
         err.print("warning: no supported files found")
     failed = [FileResult(path=message.split(":", 1)[0], error=message) for message in found.errors]
-    if vendored is None and found.vendored:  # a copy vendored by an earlier run, deeper in the tree
-        vendored = prep.vendored_in_tree = found.vendored[0]
     if not found.files:
         return failed
+    from npu_migrate.cli import vendor
+
+    if vendored is None:  # each project's own copy, vendored by an earlier run (never another project's)
+        vendored = prep.vendored_in_tree = vendor.Finder(found.vendored)
+
+    def project_files(root: str) -> list[str]:
+        # the project's files, for its facts: what `npu-migrate ROOT` would migrate
+        return discover([root], prep.resolved.exclude, prep.root, prep.resolved.force_exclude).files
     cache_factory = None
     if opts.cache:
         from npu_migrate.pipeline.cache import Cache, default_directory
@@ -70,7 +76,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
             prep.caches.append(Cache(cache_root, settings.key()))
             return prep.caches[-1]
     results = _run_with_progress(found.files, prep.settings, opts.jobs or default_jobs(), cache_factory, err,
-                                 opts.quiet, vendored)
+                                 opts.quiet, vendored, project_files)
     _cache_warnings(prep, err)
     return failed + results
 
@@ -90,11 +96,12 @@ def flush_cache(prep: Prepared, err: Console) -> None:
     _cache_warnings(prep, err)
 
 
-def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored: str | None = None):
+def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet: bool, vendored=None,
+                       project_files=None):
     from npu_migrate.pipeline.runner import run
 
     if quiet or not err.is_terminal or len(files) <= 8:
-        return run(files, settings, jobs, cache_factory, vendored=vendored)
+        return run(files, settings, jobs, cache_factory, vendored=vendored, project_files=project_files)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -108,7 +115,8 @@ def _run_with_progress(files, settings, jobs, cache_factory, err: Console, quiet
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("migrating", total=len(files))
-        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task), vendored=vendored)
+        return run(files, settings, jobs, cache_factory, progress=lambda _: bar.advance(task), vendored=vendored,
+                   project_files=project_files)
 
 
 def apply(results: list[FileResult], prep: Prepared, out: Console) -> list[FileResult]:
@@ -216,11 +224,8 @@ def _run(options: Options) -> int:
         except (UsageError, OSError) as exc:
             err.print(f"error: --vendor-runtime: {exc}")
             return EXIT_ERROR
-    from npu_migrate.cli import vendor
-
-    vendored_dir = options.vendor_runtime or vendor.find(options.paths or ["."], prep.root)
-    results = migrate_files(prep, err, vendored_dir)
-    vendored_dir = vendored_dir or prep.vendored_in_tree
+    results = migrate_files(prep, err, options.vendor_runtime)
+    vendored_dir = options.vendor_runtime or prep.vendored_in_tree
     if not results:
         return EXIT_OK
     results = apply(results, prep, out)

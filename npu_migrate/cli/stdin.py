@@ -30,8 +30,36 @@ DEFAULT_NAME = "-"
 def _migrate(name: str, data: bytes, prep: Prepared) -> FileResult:
     from npu_migrate.pipeline.runner import migrate_data
 
-    settings = replace(prep.settings, facts=ProjectFacts.scan([data]))
+    settings = replace(prep.settings, facts=replace(_facts(name, data, prep), entry_points=prep.settings.facts.entry_points))
     return migrate_data(name, data, settings)
+
+
+def _facts(name: str, data: bytes, prep: Prepared) -> ProjectFacts:
+    """The facts of the project the file name belongs to (its other files as they are on
+    disk, this file as read from stdin): the same as a run over the file on disk. A
+    name without a directory that exists (or none) has only its own source."""
+    import os
+
+    from npu_migrate.pipeline.config import project_root
+    from npu_migrate.pipeline.discovery import discover
+
+    if name == DEFAULT_NAME or not os.path.isdir(os.path.dirname(os.path.abspath(name))):
+        return ProjectFacts.scan([(name, data)] if name != DEFAULT_NAME else [data])
+    root = project_root(name)
+    memo: dict[str, str] = {}
+    own = os.path.abspath(name)
+
+    def sources():
+        yield name, data
+        for path in discover([root], prep.resolved.exclude, prep.root, prep.resolved.force_exclude).files:
+            if os.path.abspath(path) != own and project_root(path, memo) == root:
+                try:
+                    with open(path, "rb") as handle:
+                        yield path, handle.read()
+                except OSError:
+                    continue
+
+    return ProjectFacts.scan(sources())
 
 
 def run(prep: Prepared, out: Console, err: Console) -> int:

@@ -53,6 +53,46 @@ def inside_vendored(path: Path) -> bool:
     return any(is_vendored(parent) for parent in Path(path).absolute().parents)
 
 
+class Finder:
+    """A project's vendored copy (``<dir>/npu_runtime`` with the marker), found from the
+    project's root: the root itself or a directory up to three levels below it, or one
+    a walk of the tree found deeper (``walked``: ``Discovered.vendored``), that belongs
+    to the same project: a copy inside another project below the root (a sibling
+    application run from a parent directory) is that project's, never this one's.
+    Called with a project root (the runner's projects), it answers for that project."""
+
+    def __init__(self, walked: list[str] = ()) -> None:
+        self.walked = list(walked)
+        self.found: dict[str, str | None] = {}
+
+    def __call__(self, root: str | None) -> str | None:
+        if root is None:
+            return None
+        if root not in self.found:
+            self.found[root] = self._find(Path(root))
+        return self.found[root]
+
+    def _find(self, root: Path) -> str | None:
+        from npu_migrate.pipeline.config import project_root
+
+        candidates = [str(root)] if is_vendored(root / runtime_bundle.MODULE) else []
+        for pattern in ("*", "*/*", "*/*/*"):
+            for marker in sorted(root.glob(f"{pattern}/{runtime_bundle.MODULE}/{MARKER}")):
+                if marker.is_file() and not marker.is_symlink():
+                    candidates.append(str(marker.parent.parent))
+        candidates += [str(Path(d).absolute()) for d in self.walked]
+        root_text = str(root.absolute())
+        for candidate in candidates:
+            # the copy's own directory is its project's: it must be this one
+            if project_root(Path(candidate).absolute() / runtime_bundle.MODULE) == root_text:
+                return candidate
+        return None
+
+    def any(self) -> str | None:
+        """A copy found for some project of the run (for messages)."""
+        return next((copy for copy in self.found.values() if copy is not None), None)
+
+
 def find(paths: list[str], root: Path) -> str | None:
     """A vendored copy a later run (without ``--vendor-runtime``) should know about:
     ``<dir>/npu_runtime`` with the marker, for a directory the run was given, the

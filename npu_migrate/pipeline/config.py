@@ -58,6 +58,45 @@ class Config:
     launch: dict = field(default_factory=dict)
 
 
+#: What makes a directory a project's root: a repository, a package's metadata, or an
+#: application's own dependency file (a sub-application with its own
+#: ``requirements.txt`` is a project of its own: its facts, its declaration of
+#: npu-runtime, its vendored runtime).
+PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
+
+
+def project_root(path: str | os.PathLike, cache: dict[str, str] | None = None) -> str:
+    """The project a file belongs to: the nearest directory at or above it that holds
+    one of :data:`PROJECT_MARKERS`; the file's own directory when none does. Found from
+    the file, never from the working directory, so that every way of naming a file
+    (itself, its folder, the repository root, a pre-commit list, ``--stdin-filename``,
+    from any directory) gives the same project."""
+    _cache = cache if cache is not None else {}
+    start = os.path.abspath(path)
+    directory = start if os.path.isdir(start) else os.path.dirname(start)
+    seen = []
+    found = None
+    current = directory
+    while True:
+        if current in _cache:
+            found = _cache[current]
+            break
+        seen.append(current)
+        if any(os.path.exists(os.path.join(current, name)) for name in PROJECT_MARKERS):
+            found = current
+            break
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    if found is None:
+        found = directory
+        seen = [directory]  # without a marker above, each directory stands alone
+    for entry in seen:
+        _cache[entry] = found
+    return found
+
+
 def _common_parent(paths: list[str]) -> Path:
     resolved = [Path(p).absolute() for p in paths] or [Path.cwd()]
     dirs = [p if p.is_dir() else p.parent for p in resolved]
@@ -101,7 +140,8 @@ def load_config(paths: list[str], explicit: str | None = None, isolated: bool = 
                 return Config(root=candidate.parent.absolute(), path=candidate)
             continue
         return _parse(table, candidate)
-    return Config(root=Path.cwd())
+    # no configuration: the project of the paths (never the working directory)
+    return Config(root=Path(project_root(start)) if explicit is None else Path.cwd())
 
 
 def _parse(table: dict, path: Path) -> Config:

@@ -71,6 +71,33 @@ def runtime_requirement(facts: ProjectFacts, code_results: list[FileResult], ven
         return None
 
 
+def only_in_scripts(facts: ProjectFacts, code_results: list[FileResult]) -> bool:
+    """The project has packages and none of its files that import npu_runtime (after
+    this run) is a module of one: only its scripts need the runtime."""
+    if not facts.package_dirs:
+        return False
+    importers = runtime_importers(facts, code_results)
+    return bool(importers) and not any(os.path.dirname(os.path.abspath(p)) in facts.package_dirs for p in importers)
+
+
+#: Dependency files that are not what the project needs to run: CI, tests, docs, linters.
+_NOT_RUNTIME_DIRS = frozenset({".github", ".gitlab", ".circleci", ".ci", "ci", "docs", "doc", "tests", "test"})
+_NOT_RUNTIME_NAME = re.compile(r"(?:^|[-_.])(?:ci|tests?|testing|dev|docs?|lint|style|bench(?:mark)?s?)(?:[-_.]|$)",
+                               re.IGNORECASE)
+
+
+def is_auxiliary(path: str, root: str | None) -> bool:
+    """A requirements file for CI, tests, docs or linting (``.github/requirements.txt``,
+    ``requirements-ci.txt``, ``requirements/test.txt``, ``docs/requirements.txt``):
+    never given npu-runtime (a user's ``pip install -r`` of it must not need an index
+    that serves npu-runtime)."""
+    relative = os.path.relpath(os.path.abspath(path), root) if root else path
+    parts = relative.replace(os.sep, "/").split("/")
+    if any(part.lower() in _NOT_RUNTIME_DIRS for part in parts[:-1]):
+        return True
+    return bool(_NOT_RUNTIME_NAME.search(os.path.splitext(parts[-1])[0]))
+
+
 def _declares(result: FileResult, original_mentions: bool) -> bool:
     if any(fix.rule in DECLARING_RULES for fix in result.fixes):
         return True
@@ -87,14 +114,43 @@ def source_of(result: FileResult) -> bytes | None:
         return None
 
 
-def report_undeclared(results: list[FileResult], vendored: str | None, settings) -> list[FileResult]:
+def report_undeclared(results: list[FileResult], vendored, settings) -> list[FileResult]:
     """``results`` (after they were written, if they were), with a finding on the file
-    that imports npu_runtime when no dependency file of the run declares npu-runtime.
-    The finding sits on the line of ``import npu_runtime`` in the file as it is on disk
-    (line 1 where this dry run only proposes it), so that a later run reports it at
-    the same place."""
-    if vendored is not None:
+    that imports npu_runtime when no dependency file of its project declares
+    npu-runtime. The finding sits on the line of ``import npu_runtime`` in the file as
+    it is on disk (line 1 where this dry run only proposes it), so that a later run
+    reports it at the same place. ``vendored``: a directory (every project has it), or a
+    function of a project's root (each project's own copy), or None. Each project
+    (:func:`npu_migrate.pipeline.config.project_root`) is decided on its own: a sibling
+    application's requirements file declares nothing for this one."""
+    from npu_migrate.pipeline.config import project_root
+
+    memo: dict[str, str] = {}
+    groups: dict[str, list[FileResult]] = {}
+    for result in results:
+        groups.setdefault(project_root(result.path, memo), []).append(result)
+    findings: dict[str, Finding] = {}
+    for root, group in groups.items():
+        copy = vendored(root) if callable(vendored) else vendored
+        found = _undeclared(group, copy, settings, root)
+        if found is not None:
+            findings[found[0]] = found[1]
+    if not findings:
         return results
+    return [replace(r, findings=sorted([*r.findings, findings[r.path]])) if r.path in findings else r
+            for r in results]
+
+
+#: Dependency files at a project's root that may declare npu-runtime although the run
+#: was not given them (pre-commit passes only the changed files).
+_ROOT_DEPENDENCY_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml")
+
+
+def _undeclared(results: list[FileResult], vendored: str | None, settings, root: str) -> tuple[str, Finding] | None:
+    if vendored is not None:
+        return None
+    if any(_mentions(os.path.join(root, name)) for name in _ROOT_DEPENDENCY_FILES):
+        return None  # declared already, in a file this run was not given
     importing = {}
     for result in results:
         if result.error is None and result.path.endswith(".py"):
@@ -104,29 +160,28 @@ def report_undeclared(results: list[FileResult], vendored: str | None, settings)
                 on_disk = result.written or result.new_source is None
                 importing[result.path] = source.count(b"\n", 0, match.start()) + 1 if on_disk else 1
     if not importing:
-        return results
+        return None
     from npu_migrate.pipeline import runtime_bundle
 
     try:
         requirement = runtime_bundle.requirement()
     except runtime_bundle.BundleMissing:
-        return results
+        return None
     for result in results:
         if declares_dependencies(result.path) and result.error is None and _declares(
                 result, _mentions(result.path)):
-            return results
+            return None
     # The entry point NPU701 wrote the import into, else the first importer.
     written = [r.path for r in results if r.path in importing and any(f.rule == "NPU701" for f in r.fixes)]
     target = (written or sorted(importing))[0]
     if not settings.selection.active(RULE, target):
-        return results
-    finding = Finding(
+        return None
+    return target, Finding(
         line=importing[target], col=0, rule=RULE,
         message=f"this file imports npu_runtime, and no dependency file of the repository declares {requirement}",
         suggestion=f"install it where the job runs (pip install {requirement}), or declare it in the repository's "
                    "requirements.txt / pyproject.toml / environment.yml; or vendor it: --vendor-runtime DIR",
     )
-    return [replace(r, findings=sorted([*r.findings, finding])) if r.path == target else r for r in results]
 
 
 def _mentions(path: str) -> bool:

@@ -17,15 +17,8 @@
   the top-level import. Importing it must keep working
   where torch_npu and npu_runtime are not installed: NPU701 never gives it a
   top-level ``import npu_runtime`` (a ``__main__`` demo block gets the import inside
-  the block), and NPU100's ``import torch_npu`` is written guarded::
-
-      try:
-          import torch_npu  # noqa: F401
-      except ImportError:  # the package still imports where torch_npu is absent
-          pass
-
-  so ``import timm`` keeps working on a machine without torch_npu, and its NPU
-  code paths (``torch.npu...``) fail only when called there.
+  the block). (NPU100's ``import torch_npu`` is written guarded in every file, library
+  code or not: npu_migrate/python/imports.py.)
 """
 
 from __future__ import annotations

@@ -97,6 +97,11 @@ class ProjectFacts:
     #: runtime is not vendored: the dependency rules (NPU854, NPU862) declare it. Set by
     #: the runner between its two passes (:mod:`npu_migrate.pipeline.declared`), never by the scan.
     runtime_requirement: str | None = None
+    #: Set with :attr:`runtime_requirement`: every file that imports npu_runtime is a
+    #: script of a project that has packages (no package module imports it), so the
+    #: package's install requirements (``install_requires``, ``[project] dependencies``)
+    #: do not get it: ``pip install <library>`` must not need it (NPU854, NPU862).
+    runtime_only_in_scripts: bool = False
     #: Absolute paths or globs of the entry points the user named (``--entry``,
     #: ``entry-points``); see :mod:`npu_migrate.pipeline.entry_points`.
     entry_points: tuple[str, ...] = ()
@@ -224,7 +229,7 @@ class ProjectFacts:
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},"
                 f"transformers={self.transformers_specifier or '-'},flash={int(self.custom_flash_attention)},"
-                f"runtime={self.runtime_requirement or '-'},"
+                f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
 
 

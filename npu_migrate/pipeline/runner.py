@@ -365,18 +365,27 @@ def run(
     jobs: int = 1,
     cache: Callable[[Settings], Cache] | None = None,
     progress: Callable[[FileResult], None] | None = None,
-    vendored: str | None = None,
+    vendored: str | None | Callable[[str], str | None] = None,
+    project_files: Callable[[str], list[str]] | None = None,
 ) -> list[FileResult]:
     """Migrate ``paths``. Files are read once for the project facts and the cache
     keys (only their digests are kept), and again where they are migrated, so
     memory does not grow with the size of the tree. ``vendored``: the directory
-    ``--vendor-runtime`` puts npu_runtime in (then nothing declares npu-runtime)."""
+    ``--vendor-runtime`` puts npu_runtime in (then nothing declares npu-runtime), or a
+    function of a project's root that finds the project's vendored copy.
+
+    ``project_files`` (root -> the project's files): the facts of a file come from its
+    whole project (:func:`npu_migrate.pipeline.config.project_root`), whichever of its
+    files the run was given, so a file's output is the same whether it is named alone
+    (pre-commit), with its folder or with the repository; each project is migrated with
+    its own facts and decides its own npu-runtime declaration. Without it, the run's
+    files are one project."""
     results: dict[str, FileResult] = {}
     digests: dict[str, str] = {}
     sizes: dict[str, int] = {}
 
-    def contents():
-        for path in paths:
+    def contents(group: list[str], others: list[str]):
+        for path in group:
             data, error = _read(path)
             if error is not None:
                 results[path] = FileResult(path=path, error=error)
@@ -384,25 +393,52 @@ def run(
             digests[path] = content_digest(data)
             sizes[path] = len(data)
             yield path, data
-
-    facts = replace(ProjectFacts.scan(contents()), entry_points=settings.facts.entry_points)
-    settings = replace(settings, facts=facts)
+        for path in others:  # the project's other files: read for the facts only
+            data, error = _read(path)
+            if error is None:
+                yield path, data
 
     def done(result: FileResult) -> None:
         results[result.path] = result
         if progress is not None:
             progress(result)
 
-    # Two passes: the files that declare dependencies run after the code, so that they
-    # know whether the migrated code imports npu_runtime (npu_migrate/pipeline/declared.py).
-    first = [p for p in digests if not declared.declares_dependencies(p)]
-    second = [p for p in digests if declared.declares_dependencies(p)]
-    _pass(first, settings, jobs, cache, digests, sizes, done)
-    if second:
-        requirement = declared.runtime_requirement(facts, [results[p] for p in first], vendored)
-        _pass(second, replace(settings, facts=replace(facts, runtime_requirement=requirement)), jobs, cache,
-              digests, sizes, done)
+    for root, group, others in _projects(paths, project_files):
+        facts = replace(ProjectFacts.scan(contents(group, others)), entry_points=settings.facts.entry_points)
+        in_project = replace(settings, facts=facts)
+        # Two passes: the files that declare dependencies run after the code, so that they
+        # know whether the migrated code imports npu_runtime (npu_migrate/pipeline/declared.py).
+        first = [p for p in group if p in digests and not declared.declares_dependencies(p)]
+        second = [p for p in group if p in digests and declared.declares_dependencies(p)]
+        _pass(first, in_project, jobs, cache, digests, sizes, done)
+        if second:
+            copy = vendored(root) if callable(vendored) else vendored
+            code = [results[p] for p in first]
+            requirement = declared.runtime_requirement(facts, code, copy)
+            scripts = requirement is not None and declared.only_in_scripts(facts, code)
+            _pass(second, replace(in_project, facts=replace(facts, runtime_requirement=requirement,
+                                                            runtime_only_in_scripts=scripts)), jobs, cache,
+                  digests, sizes, done)
     return [results[p] for p in paths if p in results]
+
+
+def _projects(paths: list[str], project_files: Callable[[str], list[str]] | None):
+    """(root, the run's files of the project, the project's other files) per project,
+    in the order of the run's files; one group of all files without ``project_files``."""
+    if project_files is None:
+        yield None, list(paths), []
+        return
+    from npu_migrate.pipeline.config import project_root
+
+    memo: dict[str, str] = {}
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(project_root(path, memo), []).append(path)
+    for root, group in groups.items():
+        named = {os.path.abspath(p) for p in group}
+        others = [f for f in project_files(root)
+                  if os.path.abspath(f) not in named and project_root(f, memo) == root]
+        yield root, group, others
 
 
 def _pass(paths: list[str], settings: Settings, jobs: int, cache, digests: dict[str, str], sizes: dict[str, int],

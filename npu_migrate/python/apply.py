@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
+from npu_migrate.python.comments import follow_rewrites
 from npu_migrate.python.records import Edit
 
 
@@ -41,6 +42,10 @@ class EditApplier(cst.CSTTransformer):
             updated_node = replacement(updated_node) if callable(replacement) else replacement
             if isinstance(updated_node, cst.RemovalSentinel):  # an import nothing uses any more
                 break
+        if isinstance(original_node, cst.SimpleStatementLine) and isinstance(updated_node, cst.SimpleStatementLine) \
+                and updated_node is not original_node and original_node.trailing_whitespace.comment is not None:
+            # a comment that lists the old values follows the rewrite (npu_migrate/python/comments.py)
+            updated_node = follow_rewrites(original_node, updated_node)
         before = self.before.get(original_node)
         after = self.after.get(original_node)
         if after and _is_import_line(original_node) and not _is_import_line(after[0]) and not after[0].leading_lines:

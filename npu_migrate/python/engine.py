@@ -245,6 +245,21 @@ def _bad_suppressions(text: str, active: tuple[str, ...]) -> list[Finding]:
     ]
 
 
+def _torch_npu_fallback_lines(ctx: FileContext) -> list[tuple[int, int]]:
+    """Lines of the ``except`` bodies of top-level ``try: import torch_npu`` guards
+    (NPU100's, npu_migrate/python/imports.py, or the project's own): code for a machine
+    without torch_npu, which no rule rewrites (``from torch import cuda as tc`` there
+    is the CPU fallback, not CUDA code to migrate)."""
+    spans = []
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.Try) and any(
+                "torch_npu" in imports.imported_modules(s) for s in statement.body.body):
+            for handler in statement.handlers:
+                where = ctx.position(handler)
+                spans.append((where.start.line, where.end.line))
+    return spans
+
+
 def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit], list[FindingRecord]]:
     """Drop what is suppressed, the CUDA tests that gate CUDA-only code (NPU011), and
     what sits in code that already handles NPU (NPU010)."""
@@ -253,12 +268,15 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     def line(node: cst.CSTNode) -> int:
         return ctx.position(node).start.line
 
-    edits = [e for e in ctx.edits if not is_suppressed(table, line(e.anchor), e.rule) and not in_annotation(ctx, e.node)]
+    fallback = _torch_npu_fallback_lines(ctx)
+
+    def kept(node: cst.CSTNode, rule: str) -> bool:
+        number = line(node)
+        return not is_suppressed(table, number, rule) and not any(a <= number <= b for a, b in fallback)
+
+    edits = [e for e in ctx.edits if kept(e.anchor, e.rule) and not in_annotation(ctx, e.node)]
     # (a rule may report under the id of another, which must be selected too)
-    findings = [
-        f for f in ctx.findings
-        if f.rule in active and not is_suppressed(table, line(f.node), f.rule) and not in_annotation(ctx, f.node)
-    ]
+    findings = [f for f in ctx.findings if f.rule in active and kept(f.node, f.rule) and not in_annotation(ctx, f.node)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
@@ -496,6 +514,11 @@ def _annotations(ctx: FileContext, findings: list[FindingRecord]) -> list[Edit]:
     ]
 
 
+RUNTIME_MODULE = "npu_runtime"
+#: The rule whose only use of npu_runtime (``install()``) can be skipped where it is missing.
+RUNTIME_RULE = "NPU701"
+
+
 def _first_torch_import(module: cst.Module) -> int | None:
     for index, stmt in enumerate(module.body):
         if any(name == "torch" or name.startswith("torch.") for name in imports.imported_modules(stmt)):
@@ -506,8 +529,14 @@ def _first_torch_import(module: cst.Module) -> int | None:
 def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], active) -> tuple[cst.Module, Fix | None]:
     fixed_rules = {e.rule for e in edits}
     needed = []
+    # npu_runtime imported only for NPU701's install(): guarded, so the entry point
+    # still starts where npu-runtime is missing (npu_migrate/python/imports.py)
+    runtime_guarded = {r.rule for r in ctx.import_requests
+                       if r.module == RUNTIME_MODULE and r.rule in fixed_rules} == {RUNTIME_RULE}
     for request in ctx.import_requests:
         if request.rule not in fixed_rules:
+            continue
+        if runtime_guarded and request.module == RUNTIME_MODULE:
             continue
         if request.obj is not None and not request.module.startswith(".") and not imports.imports_from(
             new_module, request.module
@@ -539,7 +568,6 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         needed.append((request.module, request.obj, request.asname))
     import_fix = None
     needs_npu = any(e.needs_torch_npu for e in edits) or ctx.uses_npu_unimported is not None
-    added_at_top = False
     # A file that imports nothing (an mmcv/mmengine config of plain data such as
     # `dist_params = dict(backend="nccl")`) has only strings changed: whoever reads them
     # imports torch, and torch_npu with it. It gets no import. (A file that imports no
@@ -554,15 +582,16 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         else:
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
         import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
-        from npu_migrate.pipeline.entry_points import is_library
+        # guarded in every file: it still imports where torch_npu is absent (npu_migrate/python/imports.py)
+        new_module = imports.insert_torch_npu(new_module)
+    if runtime_guarded and not imports.imports_plainly(new_module, RUNTIME_MODULE):
+        from npu_migrate.pipeline import runtime_bundle
 
-        guarded = is_library(ctx.path, ctx.facts)  # library code: importable without torch_npu
-        placed = imports.insert_torch_npu(new_module, guarded=guarded)
-        if placed is not None:
-            new_module = placed
-        else:
-            needed.append(("torch_npu", None, None))
-            added_at_top = True
+        try:
+            requirement = runtime_bundle.requirement()
+        except runtime_bundle.BundleMissing:
+            requirement = RUNTIME_MODULE.replace("_", "-")
+        new_module = imports.insert_runtime_guard(new_module, requirement)
     if needed:
         # libcst.codemod pulls in libcst.matchers (~0.13 s of import time): only when needed.
         from libcst.codemod import CodemodContext
@@ -572,8 +601,6 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         for module, obj, asname in needed:
             AddImportsVisitor.add_needed_import(context, module, obj, asname)
         new_module = add_imports_at_top(AddImportsVisitor(context), new_module)
-        if added_at_top:
-            new_module = imports.keep_torch_npu(new_module)
     return new_module, import_fix
 
 

@@ -164,37 +164,180 @@ def imports_from(module: cst.Module, name: str) -> bool:
     return found
 
 
-#: How library code imports torch_npu (npu_migrate/pipeline/entry_points.py): the package still
-#: imports where torch_npu is not installed.
-TORCH_NPU_GUARDED = (
-    "try:\n"
-    "    import torch_npu  # noqa: F401\n"
-    "except ImportError:  # library code: importable where torch_npu is not installed\n"
-    "    pass\n"
-)
+#: How ``import torch_npu`` is written, in every file (entry points and library code
+#: alike): the file still imports, and runs its CPU path, where torch_npu is not
+#: installed (a CPU development machine). The ``except`` body rebinds what the try
+#: body imports from ``torch.npu`` to its ``torch.cuda`` original (see
+#: :func:`insert_torch_npu`), else it is ``pass``.
+GUARD_COMMENT = "# no torch_npu here (a CPU machine): the CPU path runs as before"
 
 
-def insert_torch_npu(module: cst.Module, *, guarded: bool = False) -> cst.Module | None:
-    """``module`` with ``import torch_npu`` placed next to its torch imports; None
-    when it has no top-level torch import (the caller adds it at the top). ``guarded``:
-    the try/except ImportError form of library code, placed after the top-level
-    imports when there is no torch import to put it next to."""
-    if not guarded:
-        return insert_import(module, TORCH_NPU, TORCH_NPU_IMPORT)
-    placed = insert_import(module, TORCH_NPU, TORCH_NPU_GUARDED)
-    if placed is not None:
-        return placed
+def _guard(moved: list[cst.BaseStatement], fallback: list[cst.BaseStatement], used: bool = False) -> cst.Try:
+    body = [cst.parse_statement(f"import {TORCH_NPU}\n" if used else TORCH_NPU_IMPORT), *moved]
+    handler = cst.ExceptHandler(
+        body=cst.IndentedBlock(body=fallback or [cst.SimpleStatementLine([cst.Pass()])]),
+        type=cst.Name("ImportError"),
+        whitespace_after_except=cst.SimpleWhitespace(" "),
+        whitespace_before_colon=cst.SimpleWhitespace(""),
+    )
+    handler = handler.with_changes(body=handler.body.with_changes(
+        header=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(GUARD_COMMENT))))
+    # a moved import keeps the comments above it, not its blank lines
+    body = [s.with_changes(leading_lines=[line for line in s.leading_lines if line.comment is not None])
+            for s in body]
+    return cst.Try(body=cst.IndentedBlock(body=body), handlers=[handler])
+
+
+#: The guard as it is written where nothing moves into it.
+TORCH_NPU_GUARDED = cst.Module(body=[_guard([], [])]).code
+
+
+def _needs_torch_npu(statement: cst.CSTNode) -> bool:
+    return any(_is_package(n, "torch.npu") for n in imported_modules(statement))
+
+
+def _into_guard(statement: cst.SimpleStatementLine) -> tuple[cst.SimpleStatementLine, cst.SimpleStatementLine | None]:
+    """A top-level import that needs torch_npu, as the guard's try body holds it (isort
+    order puts ``from`` imports after ``import torch_npu``: ``import torch.npu as tc``
+    becomes ``from torch import npu as tc``), and what the except body binds instead
+    (``from torch import cuda as tc``: the name means what it meant before the
+    migration), or None."""
+    node = statement.body[0]
+    if isinstance(node, cst.Import) and len(node.names) == 1 and node.names[0].asname is not None \
+            and get_full_name_for_node(node.names[0].name) == "torch.npu":
+        alias = node.names[0].asname.name.value
+        return (cst.parse_statement(f"from torch import npu as {alias}\n"),
+                cst.parse_statement(f"from torch import cuda as {alias}\n"))
+    if isinstance(node, cst.ImportFrom) and get_full_name_for_node(node.module) == "torch" \
+            and not isinstance(node.names, cst.ImportStar) and len(node.names) == 1 \
+            and get_full_name_for_node(node.names[0].name) == "npu":
+        alias = node.names[0].asname.name.value if node.names[0].asname is not None else "npu"
+        return statement, cst.parse_statement(f"from torch import cuda{'' if alias == 'cuda' else ' as ' + alias}\n")
+    return statement, None
+
+
+def insert_torch_npu(module: cst.Module) -> cst.Module:
+    """``module`` with the guarded ``import torch_npu`` (:data:`TORCH_NPU_GUARDED`)
+    right after the run of top-level imports that holds the file's first torch import
+    (a blank line above it, so it never splits an import block: isort's I001), or after
+    the file's leading imports when it imports torch only in functions. A top-level
+    import of ``torch.npu`` in that run, which needs torch_npu, moves into the guard."""
     body = list(module.body)
-    position = 0
-    while position < len(body) and (_single_import(body[position]) is not None or (
-            position == 0 and isinstance(body[0], cst.SimpleStatementLine)
-            and isinstance(body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString))):
-        position += 1
-    if position < len(body) and isinstance(body[position], (cst.FunctionDef, cst.ClassDef)) \
-            and not body[position].leading_lines:
-        body[position] = body[position].with_changes(leading_lines=(cst.EmptyLine(), cst.EmptyLine()))
-    body.insert(position, cst.parse_statement(TORCH_NPU_GUARDED))
-    return module.with_changes(body=body)
+    first = next((i for i, s in enumerate(body) if any(_is_package(n, "torch") for n in imported_modules(s))), None)
+    if first is None:
+        first = 0
+        while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):
+            first += 1
+    end = first
+    while end < len(body) and _is_imports(body[end]):
+        end += 1
+    moved: list[cst.BaseStatement] = []
+    fallback: list[cst.BaseStatement] = []
+    for index in range(first, end):
+        statement = body[index]
+        if _single_import(statement) is not None and _needs_torch_npu(statement):
+            inside, instead = _into_guard(statement)
+            moved.append(inside)
+            if instead is not None:
+                fallback.append(instead)
+            body[index] = None
+    kept = [s for s in body[first:end] if s is not None]
+    if kept and body[first] is None:
+        # the head of the run moved into the guard: the next import takes over its lines
+        kept[0] = kept[0].with_changes(leading_lines=module.body[first].leading_lines)
+    guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))
+    if kept or first > 0:
+        guard = guard.with_changes(leading_lines=(cst.EmptyLine(),))
+    after = body[end:]
+    if after and not any(line.comment is None for line in after[0].leading_lines) and not _placeholder(after[0]):
+        blank = 2 if isinstance(after[0], (cst.FunctionDef, cst.ClassDef)) else 1
+        after[0] = after[0].with_changes(leading_lines=(*(cst.EmptyLine(),) * blank, *after[0].leading_lines))
+    return module.with_changes(body=[*body[:first], *kept, guard, *after])
+
+
+#: The ``except`` body of the npu_runtime guard prints one line where npu-runtime is not
+#: installed: what the job runs without, and how to get it (``{requirement}``:
+#: ``npu-runtime==X``). Two string parts, so that no line is longer than 88 (E501).
+RUNTIME_MISSING = ("npu-runtime is not installed: no launcher translation, HCCL defaults",
+                   " or hang watchdog (pip install {requirement})")
+
+
+def runtime_guard(requirement: str) -> cst.Try:
+    """``try: import npu_runtime`` / ``except ImportError:`` one printed line and
+    ``npu_runtime = None`` (NPU701's entry points call ``install()`` only when it is not
+    None; docs/runtime.md says what is lost)."""
+    first, second = (part.format(requirement=requirement) for part in RUNTIME_MISSING)
+    code = (
+        "try:\n"
+        "    import npu_runtime\n"
+        "except ImportError:  # the job still trains, without the runtime's install()\n"
+        "    npu_runtime = None\n"
+        f'    print("{first}"\n'
+        f'          "{second}")\n'
+    )
+    return cst.parse_statement(code)
+
+
+def insert_runtime_guard(module: cst.Module, requirement: str) -> cst.Module:
+    """``module`` with :func:`runtime_guard` after the run of top-level imports that
+    holds its first torch import (after the torch_npu guard when there is one), or
+    after its leading imports; never inside an import block."""
+    body = list(module.body)
+    first = next((i for i, s in enumerate(body) if any(_is_package(n, "torch") for n in imported_modules(s))), None)
+    if first is None:
+        first = 0
+        while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):
+            first += 1
+    end = first
+    while end < len(body) and _is_imports(body[end]):
+        end += 1
+    while end < len(body) and isinstance(body[end], cst.Try) and any(
+            TORCH_NPU in imported_modules(s) for s in body[end].body.body):
+        end += 1
+    guard = runtime_guard(requirement).with_changes(leading_lines=(cst.EmptyLine(),) if end > 0 else ())
+    after = body[end:]
+    if after and not any(line.comment is None for line in after[0].leading_lines) and not _placeholder(after[0]):
+        blank = 2 if isinstance(after[0], (cst.FunctionDef, cst.ClassDef)) else 1
+        after[0] = after[0].with_changes(leading_lines=(*(cst.EmptyLine(),) * blank, *after[0].leading_lines))
+    return module.with_changes(body=[*body[:end], guard, *after])
+
+
+def _placeholder(statement: cst.CSTNode) -> bool:
+    """A notebook's cell boundary (``__npu_migrate_cell__(N)``, npu_migrate/notebooks/cells.py):
+    a blank line above it would end the previous cell."""
+    return (isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, cst.Call) and isinstance(statement.body[0].value.func, cst.Name)
+            and statement.body[0].value.func.value.startswith("__npu_migrate_"))
+
+
+def _uses_name(module: cst.Module, name: str) -> bool:
+    """The module reads the name ``name`` (``torch_npu.npu_rms_norm(...)``): an import of
+    it is used, and ``# noqa: F401`` there would be unused (ruff's RUF100)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or node.value == name
+
+    module.visit(_Find())
+    return found
+
+
+def _is_imports(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+
+def _is_docstring(statement: cst.CSTNode, index: int) -> bool:
+    return (index == 0 and isinstance(statement, cst.SimpleStatementLine)
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def keep_torch_npu(module: cst.Module) -> cst.Module:

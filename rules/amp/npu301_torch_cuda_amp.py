@@ -84,11 +84,34 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
     examples = (
         Example(
             "import torch\nscaler = torch.cuda.amp.GradScaler(init_scale=2.0**14)\nwith torch.cuda.amp.autocast(dtype=torch.bfloat16):\n    pass\n",
-            'import torch\nimport torch_npu  # noqa: F401\nscaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\nwith torch.amp.autocast("npu", dtype=torch.bfloat16):\n    pass\n',
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'scaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\n'
+                'with torch.amp.autocast("npu", dtype=torch.bfloat16):\n'
+                "    pass\n"
+            ),
         ),
         Example(
             "from torch.cuda.amp import autocast, custom_fwd\n\n@custom_fwd\ndef forward(ctx, x):\n    with autocast(False):\n        return x\n",
-            'import torch_npu  # noqa: F401\nfrom torch.amp import autocast, custom_fwd\n\n@custom_fwd(device_type="npu")\ndef forward(ctx, x):\n    with autocast("npu", enabled=False):\n        return x\n',
+            (
+                "from torch.amp import autocast, custom_fwd\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                '@custom_fwd(device_type="npu")\n'
+                "def forward(ctx, x):\n"
+                '    with autocast("npu", enabled=False):\n'
+                "        return x\n"
+            ),
         ),
         Example("import torch\nwith torch.autocast(device_type=x.device.type):\n    pass\n"),
     )

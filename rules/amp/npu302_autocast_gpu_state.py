@@ -60,11 +60,30 @@ import order.)
     examples = (
         Example(
             "import torch\nif torch.is_autocast_enabled():\n    x = x.to(torch.get_autocast_gpu_dtype())\n",
-            'import torch\nimport torch_npu  # noqa: F401\nif torch.is_autocast_enabled("npu"):\n    x = x.to(torch.get_autocast_dtype("npu"))\n',
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'if torch.is_autocast_enabled("npu"):\n'
+                '    x = x.to(torch.get_autocast_dtype("npu"))\n'
+            ),
         ),
         Example(
             "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nscaler = ShardedGradScaler(init_scale=2.0**10)\n",
-            'import torch_npu  # noqa: F401\nfrom torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nscaler = ShardedGradScaler("npu", init_scale=2.0**10)\n',
+            (
+                "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'scaler = ShardedGradScaler("npu", init_scale=2.0**10)\n'
+            ),
         ),
         Example("import torch\nprint(torch.is_autocast_enabled('cpu'), torch.get_autocast_dtype('cpu'))\n"),
     )

@@ -42,7 +42,17 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
     examples = (
         Example(
             "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True\n",
-            "import torch\nimport torch_npu  # noqa: F401\ntorch.npu.matmul.allow_hf32 = True\ntorch.npu.conv.allow_hf32 = True\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "torch.npu.matmul.allow_hf32 = True\n"
+                "torch.npu.conv.allow_hf32 = True\n"
+            ),
         ),
         Example("import torch\ntorch.set_float32_matmul_precision('high')\n"),
     )

@@ -104,7 +104,11 @@ rules still rewrite the code inside the branch.
             "    net = nn.DataParallel(net)\n",
             "import npu_runtime\n"
             "import torch.nn as nn\n"
-            "import torch_npu  # noqa: F401\n"
+            "\n"
+            "try:\n"
+            "    import torch_npu  # noqa: F401\n"
+            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+            "    pass\n"
             "\n"
             "npu_runtime.init_data_parallel()\n"
             "if device == 'npu':\n"

@@ -12,6 +12,8 @@ DISTRIBUTION = "npu-runtime"
 #: The lists that say what the project itself needs to run (not extras, groups, dev).
 MAIN_LISTS = frozenset({"requirements", "[project] dependencies", "[tool.poetry.dependencies]",
                         "[options] install_requires", "pip list"})
+#: The lists of a package's own install requirements (``pip install <project>``).
+PACKAGE_LISTS = frozenset({"[project] dependencies", "[tool.poetry.dependencies]", "[options] install_requires"})
 #: Requirements files that declare the project's own dependencies even without torch.
 MAIN_REQUIREMENTS = frozenset({"requirements.txt", "requirements.in"})
 
@@ -50,6 +52,18 @@ what it needs to run, in each file's own style:
   itself, which then declare it; a Dockerfile that installs torch inline and
   none of those gets npu-runtime in its own install command (NPU812).
 
+Declared where it is imported: each project (the nearest directory with `.git`,
+`pyproject.toml`, `setup.py`, `setup.cfg`, `requirements.txt` or `environment.yml`
+above the file; a sub-application with its own requirements file is a project of
+its own) declares it only when its own files import npu_runtime, so a sibling
+application's requirements stay as they are. Requirements files for CI, tests,
+docs or linting (under `.github/`, `ci/`, `docs/`, `tests/`..., or named
+`requirements-ci.txt`, `requirements-dev.txt`, `test-requirements.txt`...) never
+get it. A library whose scripts import npu_runtime but none of whose package
+modules does keeps its install requirements (`[project] dependencies`,
+`[options] install_requires`, Poetry's, `setup.py`'s via NPU862) as they are:
+`pip install <library>` must not need npu-runtime; the scripts' requirements file
+gets it, or the finding says what to install.
 A file that already names npu-runtime is left alone, whatever the version.
 Nothing is added to a repository whose code never imports npu_runtime, nor
 when `--vendor-runtime` puts a copy in the tree. Where no file of the run
@@ -70,7 +84,15 @@ declares it, the finding on the file that imports it says what to install
             return
         if any(_is_runtime(e) for lst in document.lists for e in lst.entries):
             return
+        from npu_migrate.pipeline.config import project_root
+        from npu_migrate.pipeline.declared import is_auxiliary
+
+        if is_auxiliary(self.file.path, project_root(self.file.path)):
+            return  # CI, tests, docs: not what the project needs to run
         lists = [lst for lst in document.lists if lst.where in MAIN_LISTS and lst.entries]
+        if self.file.settings.facts.runtime_only_in_scripts:
+            # a library whose scripts import npu_runtime: its install requirements stay as they are
+            lists = [lst for lst in lists if lst.where not in PACKAGE_LISTS]
         if document.format == "requirements":
             named = os.path.basename(self.file.path) in MAIN_REQUIREMENTS
             lists = [lst for lst in lists if named or any(e.is_torch for e in lst.entries)]

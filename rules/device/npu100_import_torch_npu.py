@@ -1,4 +1,4 @@
-"""NPU100: ``import torch_npu  # noqa: F401`` where the migrated file uses an NPU API."""
+"""NPU100: a guarded ``import torch_npu`` where the migrated file uses an NPU API."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _uses_npu_api(ctx, node: cst.CSTNode) -> bool:
 class ImportTorchNpu(Rule):
     id = "NPU100"
     name = "import-torch-npu"
-    summary = "Add `import torch_npu  # noqa: F401` next to the file's torch imports when the migrated file uses an NPU API"
+    summary = "Add a guarded `import torch_npu` after the file's torch imports when the migrated file uses an NPU API"
     triggers = ("npu", "is_npu", "hccl", "torch_npu")
     runs_with_other_rules = True
     rationale = """
@@ -52,18 +52,34 @@ a `try` block) is how libraries use torch_npu after importing it in one central
 place: it does not count. A test's own `torch.npu.is_available()` runs
 everywhere, so it does.
 
-How it is written: `import torch_npu  # noqa: F401`. The import is used only
-for its side effect, so linters call it unused, and `ruff --fix` (F401) would
-delete it, leaving `.npu()` calls that fail; the `noqa` keeps it (pyflakes-based
-linters honour it too).
+How it is written, in every file (entry points, scripts and library modules
+alike, so the answer never depends on which files a run was given):
 
-Where: in the block of top-level imports that holds the file's first torch
-import, at the place isort's default order gives it (plain imports before
-from-imports, sorted by module name: `torch`, `torch.nn`, `torch_npu`,
-`torchvision`), so `ruff check --select I` has nothing to fix in a sorted file;
-never after a `from torch.npu import ...` that needs it. A file that only
-imports torch inside functions gets the import at the top (libcst's
-AddImportsVisitor).
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before
+        pass
+
+A migrated repository still imports, and runs its CPU path (`--device cpu`),
+where torch_npu is not installed: teams develop on CPU machines and train on
+Ascend. The import is used only for its side effect, so linters call it unused
+and `ruff --fix` (F401) would delete it; the `noqa` keeps it, and is left out
+where the file uses the name `torch_npu` itself (ruff's RUF100 would call it
+unused). A top-level `import torch.npu as tc` / `from torch.npu import ...` in
+the same import run needs torch_npu at import time: it moves into the `try`
+body (written `from torch import npu as tc`, which isort sorts after `import
+torch_npu`), and the `except` body binds the name to what it meant before the
+migration (`from torch import cuda as tc`), so `import utils` keeps working
+without torch_npu.
+
+Where: right after the run of top-level imports that holds the file's first
+torch import, with a blank line above it, so it never splits an import block
+(isort's and ruff's I001 see the same blocks as before); in a file that imports
+torch only inside functions, after its leading imports.
+
+What the guard does not do: code that calls `torch.npu.X` on the CPU path
+(outside a branch that chose the NPU) needs torch_npu; the rules that write
+`torch.npu` decide where that is right.
 
 Rules mark each of their fixes as needing torch_npu or not (`map_location="cpu"`
 does not). Ignore this rule (`--ignore NPU100`) if your project imports
@@ -72,13 +88,24 @@ torch_npu in one central place.
     examples = (
         Example(
             "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\nx = torch.zeros(2).cuda()\n",
-            "import torch\nimport torch.nn as nn\nimport torch_npu  # noqa: F401\nfrom torch.utils.data import DataLoader\n"
+            "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\ntry:\n"
+            "    import torch_npu  # noqa: F401\n"
+            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n"
             "x = torch.zeros(2).npu()\n",
             also=("NPU103",),
         ),
         Example(
             "import torch\n\ntorch.npu.set_device(local_rank)\n",
-            "import torch\nimport torch_npu  # noqa: F401\n\ntorch.npu.set_device(local_rank)\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "torch.npu.set_device(local_rank)\n"
+            ),
         ),
         Example(
             "import torch\nif is_torch_npu_available():\n    torch.npu.set_device(local_rank)\n",

@@ -78,11 +78,29 @@ already handles NPU), the import stays exactly as it was, so it still binds.
     examples = (
         Example(
             "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
-            "import torch\nimport torch_npu  # noqa: F401\nif torch.npu.is_available():\n    torch.npu.synchronize()\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "if torch.npu.is_available():\n"
+                "    torch.npu.synchronize()\n"
+            ),
         ),
         Example(
             "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated())\n",
-            "import torch_npu  # noqa: F401\nfrom torch.npu import max_memory_allocated\nprint(max_memory_allocated())\n",
+            (
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "    from torch.npu import max_memory_allocated\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "print(max_memory_allocated())\n"
+            ),
         ),
         Example("import torch\nprint('running on cuda')\n"),
     )

@@ -48,11 +48,32 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
     examples = (
         Example(
             "import torch\nmodel = Net().cuda()\nfor x, y in loader:\n    x = x.cuda(non_blocking=True)\n",
-            "import torch\nimport torch_npu  # noqa: F401\nmodel = Net().npu()\nfor x, y in loader:\n    x = x.npu(non_blocking=True)\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "model = Net().npu()\n"
+                "for x, y in loader:\n"
+                "    x = x.npu(non_blocking=True)\n"
+            ),
         ),
         Example(
             "import torch\nif images.is_cuda:\n    images = images.cuda(args.gpu)\n",
-            "import torch\nimport torch_npu  # noqa: F401\nif images.is_npu:\n    images = images.npu(args.gpu)\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "if images.is_npu:\n"
+                "    images = images.npu(args.gpu)\n"
+            ),
         ),
         Example("import torch\nself.cuda = torch.cuda.is_available()\n"),
     )

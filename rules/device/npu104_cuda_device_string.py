@@ -60,15 +60,43 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
     examples = (
         Example(
             "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
-            "import torch\nimport torch_npu  # noqa: F401\ndevice = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "device = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n"
+            ),
         ),
         Example(
             'import torch\nstate = torch.load(path, map_location=f"cuda:{rank}")\n',
-            'import torch\nimport torch_npu  # noqa: F401\nstate = torch.load(path, map_location=f"npu:{rank}")\n',
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'state = torch.load(path, map_location=f"npu:{rank}")\n'
+            ),
         ),
         Example(
             "import torch\nif x.device.type == 'cuda':\n    pass\n",
-            "import torch\nimport torch_npu  # noqa: F401\nif x.device.type == 'npu':\n    pass\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "if x.device.type == 'npu':\n"
+                "    pass\n"
+            ),
         ),
         Example("import torch\nprint('cuda')\nlogger.info(f'moved to cuda:{rank}')\n"),
     )

@@ -65,7 +65,19 @@ over it reports the same names as the first.
     examples = (
         Example(
             'import os\nimport torch\nlocal_rank = int(os.environ["LOCAL_RANK"])\nmodel = torch.nn.Linear(2, 2).to(local_rank)\ntorch.cuda.set_device(local_rank)\n',
-            'import os\nimport torch\nimport torch_npu  # noqa: F401\nlocal_rank = int(os.environ["LOCAL_RANK"])\nmodel = torch.nn.Linear(2, 2).to(f"npu:{local_rank}")\ntorch.cuda.set_device(local_rank)\n',
+            (
+                "import os\n"
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'local_rank = int(os.environ["LOCAL_RANK"])\n'
+                'model = torch.nn.Linear(2, 2).to(f"npu:{local_rank}")\n'
+                "torch.cuda.set_device(local_rank)\n"
+            ),
         ),
         Example("import torch\nx = torch.zeros(2).to(torch.float16)\ny = x.to(device)\nprint('cuda')\n"),
     )

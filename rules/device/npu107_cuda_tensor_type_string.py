@@ -38,7 +38,17 @@ Reported instead:
     examples = (
         Example(
             "import torch\nif x.type() == 'torch.cuda.HalfTensor':\n    x = x.type('torch.cuda.FloatTensor')\n",
-            "import torch\nimport torch_npu  # noqa: F401\nif x.type() == 'torch.npu.HalfTensor':\n    x = x.type('torch.npu.FloatTensor')\n",
+            (
+                "import torch\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "if x.type() == 'torch.npu.HalfTensor':\n"
+                "    x = x.type('torch.npu.FloatTensor')\n"
+            ),
         ),
         Example("import torch\nprint('expected a torch.cuda.FloatTensor')\n"),
     )

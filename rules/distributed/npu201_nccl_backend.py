@@ -80,19 +80,59 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
     examples = (
         Example(
             "import torch.distributed as dist\ndist.init_process_group('nccl', init_method='env://')\n",
-            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\ndist.init_process_group('hccl', init_method='env://')\n",
+            (
+                "import torch.distributed as dist\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "dist.init_process_group('hccl', init_method='env://')\n"
+            ),
         ),
         Example(
             'import torch\nfrom torch.distributed import init_process_group\nbackend = "nccl" if torch.cuda.is_available() else "gloo"\ninit_process_group(backend=backend)\n',
-            'import torch\nimport torch_npu  # noqa: F401\nfrom torch.distributed import init_process_group\nbackend = "hccl" if torch.cuda.is_available() else "gloo"\ninit_process_group(backend=backend)\n',
+            (
+                "import torch\n"
+                "from torch.distributed import init_process_group\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'backend = "hccl" if torch.cuda.is_available() else "gloo"\n'
+                "init_process_group(backend=backend)\n"
+            ),
         ),
         Example(
             'import torch.distributed as dist\nif dist.get_backend() == "nccl":\n    pass\n',
-            'import torch.distributed as dist\nimport torch_npu  # noqa: F401\nif dist.get_backend() == "hccl":\n    pass\n',
+            (
+                "import torch.distributed as dist\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                'if dist.get_backend() == "hccl":\n'
+                "    pass\n"
+            ),
         ),
         Example(
             "import torch.distributed as dist\nargs.dist_backend = 'nccl'\ndist.init_process_group(backend=args.dist_backend)\n",
-            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\nargs.dist_backend = 'hccl'\ndist.init_process_group(backend=args.dist_backend)\n",
+            (
+                "import torch.distributed as dist\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "args.dist_backend = 'hccl'\n"
+                "dist.init_process_group(backend=args.dist_backend)\n"
+            ),
         ),
         Example("import torch.distributed as dist\ndist.init_process_group('gloo')\n"),
     )

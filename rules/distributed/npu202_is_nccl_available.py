@@ -36,7 +36,16 @@ alias only on `torch.distributed`.
     examples = (
         Example(
             "import torch.distributed as dist\nuse_nccl = dist.is_available() and dist.is_nccl_available()\n",
-            "import torch.distributed as dist\nimport torch_npu  # noqa: F401\nuse_nccl = dist.is_available() and dist.is_hccl_available()\n",
+            (
+                "import torch.distributed as dist\n"
+                "\n"
+                "try:\n"
+                "    import torch_npu  # noqa: F401\n"
+                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+                "    pass\n"
+                "\n"
+                "use_nccl = dist.is_available() and dist.is_hccl_available()\n"
+            ),
         ),
         Example("import torch.distributed as dist\nprint(dist.is_gloo_available())\n"),
     )

@@ -93,7 +93,9 @@ def runtime_name_taken(ctx) -> bool:
     bound = ctx.imports.bindings.get("npu_runtime")
     if bound is not None and bound != "npu_runtime":
         return True
-    return bool(re.search(r"^\s*(?:def|class)\s+npu_runtime\b|\bnpu_runtime\s*=[^=]", ctx.text, re.MULTILINE))
+    # (`npu_runtime = None` is the except body of NPU701's guarded import: still the package)
+    return bool(re.search(r"^\s*(?:def|class)\s+npu_runtime\b|\bnpu_runtime\s*=(?!=|\s*None\b)", ctx.text,
+                          re.MULTILINE))
 
 
 def plan(ctx, call: cst.Call) -> Plan:

@@ -13,6 +13,8 @@ from npu_migrate.python.cst_util import is_main_guard
 from npu_migrate.python.rule import Example, Rule
 
 INSTALL = "npu_runtime.install()"
+#: The call where the import is guarded (``npu_runtime = None`` when it is missing).
+GUARDED_INSTALL = "if npu_runtime is not None:\n    npu_runtime.install()\n"
 
 #: Test modules, by pytest's and unittest's conventions (file name, or a ``tests/``
 #: or ``test/`` directory right above the file).
@@ -138,6 +140,20 @@ block gets the same when it trains, itself or through a module of the project it
 imports (DeiT's and DETR's `main.py`, imported by `run_with_submitit.py`, whose loop is
 in `engine.py`): `python main.py` installs the runtime, `import main` does not need it.
 
+Where npu-runtime is missing (a CPU development machine, an Ascend image built
+without it), the entry point still starts: when `install()` is the file's only use
+of npu_runtime, the import is guarded (`try: import npu_runtime` / `except
+ImportError:` `npu_runtime = None` and one printed line saying what the job runs
+without and how to install it), and the call is `if npu_runtime is not None:
+npu_runtime.install()`. What is lost: the launcher-variable translation (plain
+`torchrun` still works), the HCCL timeout defaults and the hang watchdog; nothing the
+training computes. The calls other rules insert (`npu_runtime.data_parallel`,
+`init_data_parallel`, `per_process_batch_size`, `is_main_process`,
+`distribute_model`) change how the work is split between processes: a stand-in
+that guessed them could train on the wrong shard or batch size without a word, so
+where they are used the import stays a hard requirement. A package module's
+`__main__` demo block imports npu_runtime inside the block, unguarded.
+
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
 if the training image should not install npu-migrate.
@@ -145,8 +161,15 @@ if the training image should not install npu-migrate.
     examples = (
         Example(
             "import torch\n\ndef main():\n    torch.cuda.synchronize()\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n",
-            "import npu_runtime\nimport torch\nimport torch_npu  # noqa: F401\n\ndef main():\n    torch.npu.synchronize()\n    loss.backward()\n\n"
-            "if __name__ == '__main__':\n    npu_runtime.install()\n    main()\n",
+            "import torch\n\ntry:\n    import torch_npu  # noqa: F401\n"
+            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n"
+            "\ntry:\n    import npu_runtime\n"
+            "except ImportError:  # the job still trains, without the runtime's install()\n"
+            "    npu_runtime = None\n"
+            '    print("npu-runtime is not installed: no launcher translation, HCCL defaults"\n'
+            '          " or hang watchdog (pip install npu-runtime==0.1.0)")\n'
+            "\ndef main():\n    torch.npu.synchronize()\n    loss.backward()\n\n"
+            "if __name__ == '__main__':\n    if npu_runtime is not None:\n        npu_runtime.install()\n    main()\n",
             also=("NPU101",),
         ),
         Example("import torch\n\ndef helper():\n    torch.cuda.synchronize()\n"),
@@ -171,12 +194,19 @@ if the training image should not install npu-migrate.
                           or is_test_module(self.ctx.path, text)):
             return
         message = "call npu_runtime.install() at the start of the entry point"
-        install = cst.parse_statement(INSTALL + "\n")
+        # Where install() is the file's only use of npu_runtime, the import is guarded
+        # (npu_migrate/python/imports.py: the job starts where npu-runtime is missing, and
+        # says so in one line) and the call runs only when the import worked. Other rules'
+        # calls (npu_runtime.data_parallel, per_process_batch_size...) change what the
+        # program computes, cannot degrade safely, and keep the import a hard requirement.
+        others = any(r.module == "npu_runtime" and r.rule != self.id for r in self.ctx.import_requests)
+        install = cst.parse_statement(INSTALL + "\n" if others else GUARDED_INSTALL)
         if guard is not None and isinstance(guard.body, cst.IndentedBlock) and guard.body.body:
             if library:
                 # a package module's demo block: the import stays inside it, so that
                 # importing the module never needs npu_runtime
-                self.insert_before(guard.body.body[0], [cst.parse_statement("import npu_runtime\n"), install],
+                self.insert_before(guard.body.body[0], [cst.parse_statement("import npu_runtime\n"),
+                                                        cst.parse_statement(INSTALL + "\n")],
                                    message + " (imported there: the module is library code)", anchor=guard,
                                    first=True)
                 return

@@ -39,7 +39,9 @@ is left alone.
 
     def check(self, lists) -> None:
         requirement = self.ctx.facts.runtime_requirement
-        if requirement is None:
+        if requirement is None or self.ctx.facts.runtime_only_in_scripts:
+            # nothing imports it, or only the scripts of a library do: `pip install <library>`
+            # must not need npu-runtime (the scripts' requirements file, or the finding, says it)
             return
         for lst in lists:
             if lst.where != "install_requires" or not lst.items:

@@ -151,7 +151,7 @@ def test_cache_hit_and_corrupt_entry(tmp_path, run_cli):
 
     write(tmp_path / "src", "a.py", CUDA)  # the reports go beside the tree (JSON in it is migrated too)
     first = run_cli("src", "--report", "1.json")
-    cache = default_directory(tmp_path)
+    cache = default_directory(tmp_path / "src")  # the project of the files (no marker: their directory)
     assert (cache / ".gitignore").read_text().strip().endswith("*")
     entries = list(cache.rglob("*.bin"))
     assert len(entries) == 1

@@ -50,7 +50,7 @@ def test_bad_locations_are_one_line_errors(tmp_path, run_cli):
 @pytest.mark.timeout(60)
 def test_after_write_explains_from_git_head(tmp_path, run_cli):
     """After --write the file has nothing left to do: the version in git HEAD is migrated
-    and its positions are moved onto the file on disk (one line lower: the added import)."""
+    and its positions are moved onto the file on disk (five lines lower: the added guarded import)."""
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
@@ -60,8 +60,8 @@ def test_after_write_explains_from_git_head(tmp_path, run_cli):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
     run_cli("train.py", "--no-cache", "--write")
     assert b"device='npu'" in (tmp_path / "train.py").read_bytes()
-    out = run_cli("explain", "train.py:12").output
-    assert "train.py:12: return torch.ones(2, device='npu')" in out
+    out = run_cli("explain", "train.py:16").output
+    assert "train.py:16: return torch.ones(2, device='npu')" in out
     assert "git HEAD" in out and "why: passed as `device=` to `torch.ones`" in out
 
 
@@ -78,6 +78,6 @@ def test_after_write_a_finding_left_on_the_line_does_not_hide_its_fix(tmp_path, 
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
     run_cli("grid.py", "--no-cache", "--write")
     assert b".double().npu()" in (tmp_path / "grid.py").read_bytes()
-    out = run_cli("explain", "grid.py:4").output
+    out = run_cli("explain", "grid.py:8").output
     assert "NPU103 (tensor-cuda-method) [fix]" in out and "NPU109 (float64-on-device) [left for you]" in out
     assert "git HEAD" in out

@@ -193,7 +193,7 @@ def test_show_fixes(project, run_cli):
     assert "train.py:2:5: NPU101 [fixable] `torch.cuda.device_count` -> `torch.npu.device_count`" in shown
     assert "    why: `torch.cuda.device_count` resolves through the file's imports to torch.cuda" in shown
     written = run_cli("train.py", "--no-cache", "--write", "--show-fixes").output
-    assert "train.py:3:5: NPU101 [fixed]" in written  # line 3: below the inserted import
+    assert "train.py:8:5: NPU101 [fixed]" in written  # line 8: below the inserted guarded import
 
 
 def test_every_fix_says_why(tmp_path, run_cli):
@@ -212,7 +212,7 @@ def test_every_fix_says_why(tmp_path, run_cli):
     jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "report.schema.json").read_text())).validate(report)
     reasons = {f["rule"]: f["reason"] for f in report["files"][0]["fixes"]}
     assert reasons["NPU104"] == "passed as `device=` to `torch.ones`"
-    assert reasons["NPU100"].startswith("Add `import torch_npu")  # no evidence recorded: the summary
+    assert reasons["NPU100"].startswith("Add a guarded `import torch_npu`")  # no evidence recorded: the summary
     run_cli("train.py", "--no-cache", "--output-format", "sarif", "-o", "r.sarif")
     results = json.loads((tmp_path / "r.sarif").read_text())["runs"][0]["results"]
     fix = next(r for r in results if r["ruleId"] == "NPU104")

@@ -55,7 +55,7 @@ def test_a_finding_after_a_rewrite_on_the_same_line_keeps_its_text():
     moved = relocate(result, SOURCE, result.new_source)
     (after,) = [f for f in moved.findings if f.rule == "NPU102"]
     new_line = result.new_source.decode().splitlines()[after.line - 1]
-    assert after.line == finding.line + 1  # below the inserted `import torch_npu`
+    assert after.line == finding.line + 5  # below the inserted guard around `import torch_npu` (6 lines)
     assert new_line[after.col:after.end_col] == old_line[finding.col:finding.end_col] \
         == "torch.cuda.nvtx.range_push"
     assert after.col == finding.col - 1  # `x.cuda()` became `x.npu()` before it
@@ -133,20 +133,20 @@ def test_write_reports_lines_of_the_written_file(tmp_path, run_cli):
     assert "train.py:4:19: NPU102" in dry.output  # the file on disk is the original
     # the reports this test leaves in the tree are config files to later runs: kept out
     written = run_cli(".", "--no-cache", "--write", "--report", "w.json", "--extend-exclude", "*.json")
-    assert "train.py:5:18: NPU102" in written.output  # the file on disk has `import torch_npu` now
+    assert "train.py:9:18: NPU102" in written.output  # the file on disk has the guarded `import torch_npu` now
     lines = (tmp_path / "train.py").read_text().splitlines()
-    assert lines[4][17:].startswith("torch.cuda.nvtx.range_push")
+    assert lines[8][17:].startswith("torch.cuda.nvtx.range_push")
     report = json.loads((tmp_path / "w.json").read_text())
     (entry,) = report["files"]
     assert entry["written"] is True and all(f["applied"] for f in entry["fixes"])
     (finding,) = [f for f in entry["findings"] if f["rule"] == "NPU102"]
-    assert finding["start"] == {"line": 5, "column": 18} and finding["end"] == {"line": 5, "column": 44}
+    assert finding["start"] == {"line": 9, "column": 18} and finding["end"] == {"line": 9, "column": 44}
     dry_finding = next(f for f in json.loads((tmp_path / "dry.json").read_text())["files"][0]["findings"]
                        if f["rule"] == "NPU102")
     assert dry_finding["start"] == {"line": 4, "column": 19}
     # and a check of the written file agrees
     check = run_cli(".", "--no-cache", "--check", "--report", "c.json", "--extend-exclude", "*.json")
-    assert "train.py:5:18: NPU102" in check.output
+    assert "train.py:9:18: NPU102" in check.output
     assert json.loads((tmp_path / "c.json").read_text())["files"][0]["findings"] == entry["findings"]
 
 

@@ -66,7 +66,7 @@ def test_code_cells_are_one_module_and_ipython_lines_survive():
     assert result.error is None
     new = sources(result.new_source)
     assert new[0] == TRAIN[0][1]  # markdown untouched
-    assert new[1] == "%matplotlib inline\n!pip install -q timm\nimport torch\nimport torch_npu  # noqa: F401\nfrom torch import nn"
+    assert new[1] == "%matplotlib inline\n!pip install -q timm\nimport torch\nfrom torch import nn\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass"
     assert new[2] == ("device = torch.device('npu')\nmodel = nn.Linear(2, 2).npu()\nfor step in range(2):\n"
                       "    !echo step\n    torch.npu.synchronize()")
     assert new[3] == "%%time\nx = torch.ones(2, device='npu')"
@@ -89,7 +89,7 @@ def test_findings_name_the_cell_and_its_line():
 def test_torch_npu_goes_into_the_first_cell_that_imports_torch():
     data = notebook(("code", "import os"), ("code", "import torch"), ("code", "x = torch.zeros(1).cuda()"))
     new = sources(run(data).new_source)
-    assert new == ["import os", "import torch\nimport torch_npu  # noqa: F401", "x = torch.zeros(1).npu()"]
+    assert new == ["import os", "import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass", "x = torch.zeros(1).npu()"]
 
 
 @pytest.mark.parametrize("style", ["nbformat", "vscode", "minified"])
@@ -102,7 +102,9 @@ def test_the_json_layout_is_kept(style):
         assert len(changed) == 2  # one line each way: the file is one line
     else:
         pad = " " * (4 if style == "nbformat" else 8)
-        assert sorted(changed) == sorted([f'+ {pad}"import torch_npu  # noqa: F401\\n",', f'- {pad}"x = torch.zeros(1).cuda()"',
+        guard = ["\\n", "try:\\n", "    import torch_npu  # noqa: F401\\n",
+                 "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\\n", "    pass\\n", "\\n"]
+        assert sorted(changed) == sorted([*(f'+ {pad}"{line}",' for line in guard), f'- {pad}"x = torch.zeros(1).cuda()"',
                                           f'+ {pad}"x = torch.zeros(1).npu()"'])
     assert out.endswith(b"\n") == data.endswith(b"\n")
     assert (b"\\u00e9" in out) == (style != "nbformat")  # json.dumps escapes, nbformat does not
@@ -193,8 +195,8 @@ def test_shell_escapes_and_bash_cells_go_through_the_shell_rules():
 
 def test_positions_after_write_are_those_of_the_written_cell(tmp_path, run_cli):
     """The report of a --write run gives positions of the written notebook, cell by
-    cell: `import torch_npu` inserted in cell 2 moves a finding of cell 2 one line
-    down, and the run over the written file agrees."""
+    cell: the guarded `import torch_npu` inserted in cell 2 moves a finding of cell 2
+    six lines down, and the run over the written file agrees."""
     (tmp_path / "nb.ipynb").write_bytes(notebook(("markdown", "# x"),
                                                  ("code", "import torch\ntorch.cuda.synchronize()\ny = torch.cuda.nvtx")))
     run_cli("nb.ipynb", "--write", "--report", "w.json")
@@ -202,7 +204,7 @@ def test_positions_after_write_are_those_of_the_written_cell(tmp_path, run_cli):
     written = json.loads((tmp_path / "w.json").read_text())["files"][0]["findings"]
     checked = json.loads((tmp_path / "c.json").read_text())["files"][0]["findings"]
     assert [(f["rule"], f["cell"], f["start"], f["end"]) for f in written] == [
-        ("NPU102", 2, {"line": 4, "column": 5}, {"line": 4, "column": 20})]
+        ("NPU102", 2, {"line": 9, "column": 5}, {"line": 9, "column": 20})]
     assert written == checked
 
 
@@ -211,8 +213,8 @@ def test_a_source_written_as_one_string_stays_one_string():
     nb["cells"][0]["source"] = "import torch\nx = torch.zeros(1).cuda()"
     data = (json.dumps(nb, indent=1) + "\n").encode()
     out = run(data).new_source
-    assert json.loads(out)["cells"][0]["source"] == "import torch\nimport torch_npu  # noqa: F401\nx = torch.zeros(1).npu()"
-    assert out.replace(b'\\nimport torch_npu  # noqa: F401', b"").replace(b".npu()", b".cuda()") == data
+    assert json.loads(out)["cells"][0]["source"] == "import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nx = torch.zeros(1).npu()"
+    assert out.replace(b'\\n\\ntry:\\n    import torch_npu  # noqa: F401\\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\\n    pass\\n', b"").replace(b".npu()", b".cuda()") == data
 
 
 def test_ipython_expressions_in_shell_escapes_are_not_shell_syntax():
