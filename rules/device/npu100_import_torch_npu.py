@@ -15,6 +15,8 @@ _NPU_DEVICE = re.compile(r"npu(?::\d+)?")
 #: Keywords whose string value is a device.
 _DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type"})
 _BACKEND_CALLS = frozenset({"torch.distributed.init_process_group", "torch.distributed.new_group"})
+#: uses that only name the NPU in a string (a device, the backend), not its API
+_NAMED_ONLY = ("the device ", 'the "hccl" backend')
 
 
 def _uses_npu_api(ctx, node: cst.CSTNode) -> bool:
@@ -177,5 +179,10 @@ torch_npu in one central place.
 
     def leave_file(self) -> None:
         uses = [what for what, receiver in self.uses if receiver is None or receiver not in self.own_is_npu]
+        if not self.ctx.imports.imports_module("torch"):
+            # A file that imports no torch only names the device or the backend (NPU104 and
+            # NPU201 add no import there: the code that uses the value imports torch); asking
+            # for the import on a second run would make the migration change its own output.
+            uses = [what for what in uses if not what.startswith(_NAMED_ONLY)]
         if uses and not self.ctx.imports.imports_module("torch_npu"):
             self.ctx.uses_npu_unimported = uses[0]
