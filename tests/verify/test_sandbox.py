@@ -249,3 +249,23 @@ def test_a_signal_to_verify_ends_its_twins_and_removes_the_scratch(tmp_path, sig
     assert not [pid for pid in map(int, pids.read_text().split()) if _live(pid)]
     time.sleep(0.2)
     assert set(_sleepers_after(0)) - before == set()
+
+
+@pytest.mark.timeout(60)
+def test_a_link_to_the_projects_parent_does_not_copy_the_scratch_directory_into_itself(tmp_path):
+    """Round 4, held-out pass: with the scratch directory beside the project, ``up -> ..``
+    copied the copy into itself until the name was too long (an OSError traceback)."""
+    from npu_migrate.verify import scratch
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text("pass\n")
+    os.symlink("..", proj / "up")
+    work = tmp_path / "npu-migrate-verify-x"
+    work.mkdir()
+    notes: list[str] = []
+    copy = scratch.copy_project(proj, work / "reference", None, notes)
+    assert (copy / "up" / "proj" / "train.py").exists()
+    assert not (copy / "up" / "npu-migrate-verify-x" / "reference").exists()
+    assert any("scratch copy being made" in n for n in notes)
+    assert scratch.escapes(copy) == []
