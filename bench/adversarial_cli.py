@@ -272,6 +272,13 @@ def invalid_ignore(where: str) -> Callable[[Path], tuple[bool, str]]:
     return trial
 
 
+def odd_exclude(root: Path) -> tuple[bool, str]:
+    """Round 4, held-out: odd patterns in ``exclude`` are one error line naming ``exclude``."""
+    (root / "good.py").write_bytes(CUDA_PY)
+    (root / "pyproject.toml").write_text('[tool.npu-migrate]\nexclude = ["[", "\\\\", "**/!", "[z-a]"]\n')
+    return one_clean_error(npu_migrate(["--write", "--no-cache", "."], root, 60), "exclude")
+
+
 MB = 1 << 20
 FENCE = "```bash\npython train.py --device cuda\n```\n"
 
@@ -285,6 +292,12 @@ CASES: dict[str, Callable[[Path], tuple[bool, str]]] = {
     "JSON of 8 MB unclosed quotes (round 4)": bounded("c.json", '"' * (8 * MB)),
     "JSON of 4 MB unclosed /* (round 4)": bounded("c.json", "/*" * (2 * MB)),
     ".gitignore with a lone ! (round 4)": invalid_ignore("gitignore"),
+    "Python of 3 MB torch.cuda lines (round 4, held-out)": bounded("big.py", "x = torch.cuda.is_available()\n" * (3 * MB // 31)),
+    "Python of one 20 MB line (round 4, held-out)": bounded("big.py", "x = [" + "torch.cuda.a, " * (20 * MB // 14) + "]\n"),
+    "notebook of 100,000 one-line cells (round 4, held-out)": bounded("n.ipynb", json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "source": "torch.cuda.a()\n", "outputs": [], "execution_count": None}]
+        * 100_000, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})),
+    "exclude of [, \\, **/!, [z-a] (round 4, held-out)": odd_exclude,
     "exclude = [\"!\"] (round 4)": invalid_ignore("config"),
     "deep JSON arrays (100k)": deep_case("c.json", "[" * N + f'"{WORD}"' + "]" * N),
     "deep JSON objects (100k)": deep_case("c.json", '{"a": ' * N + f'"{WORD}"' + "}" * N),

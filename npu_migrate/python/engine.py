@@ -71,6 +71,10 @@ def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
 def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> FileResult:
     """Never raises for bad input: problems become ``FileResult.error``."""
     result = FileResult(path=path)
+    if len(data) > limits.MAX_PYTHON_BYTES:
+        result.error = (f"{path}:1: {len(data) / (1 << 20):.1f} MB of Python, larger than the "
+                        f"{limits.MAX_PYTHON_BYTES >> 20} MB npu-migrate parses in one piece; skipped")
+        return result
     try:
         try:
             _migrate(result, data, settings, elide=settings.prefilter)

@@ -58,6 +58,9 @@ class _Copier:
         self.root = os.path.realpath(root)
         self.dest = str(dest)
         self.skip = os.path.realpath(skip) if skip is not None else None
+        # The copy being made: a link to a parent of the project (``up -> ..``) with the
+        # scratch directory beside it would otherwise copy the copy into itself, without end.
+        self.scratch = os.path.realpath(dest)
         self.notes = notes
         self.external = 0
         self.outside: list[str] = []  # external directories being copied (cycle guard)
@@ -161,6 +164,9 @@ class _Copier:
             return
         for entry in entries:
             path, out, name = entry.path, os.path.join(dst, entry.name), os.path.join(shown, entry.name)
+            if _inside(os.path.realpath(path), self.scratch):
+                self.note(f"{name}: the scratch copy being made; left out of the scratch copies")
+                continue
             try:
                 st = os.lstat(path)
             except OSError:
@@ -182,7 +188,10 @@ def copy_project(root: Path, dest: Path, skip: Path | None = None, notes: list[s
     copier = _Copier(root, dest, skip, notes)
     if os.path.lexists(dest):
         raise ScratchError(f"{dest}: exists")
-    copier.copy_dir(copier.root, str(dest), "")
+    try:
+        copier.copy_dir(copier.root, str(dest), "")
+    except OSError as exc:  # a name too long, a full disk: one line, never a traceback
+        raise ScratchError(f"{exc.filename or dest}: cannot copy the project ({exc.strerror or exc})") from None
     return dest
 
 

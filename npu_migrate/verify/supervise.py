@@ -16,8 +16,10 @@ signal N). Two mechanisms, because each misses a case the other catches:
   itself (a timeout's SIGKILL) and is the only mechanism off Linux-with-prctl.
 
 A process that both leaves the tree while the supervisor is not alive and clears
-its environment escapes both; nothing short of a cgroup or a PID namespace (which
-need privileges) catches it.
+its environment escapes both; verify, a child subreaper itself, ends what is
+re-parented to it (npu_migrate/verify/twins.py ``_end_orphans``), so only a verify
+killed by SIGKILL leaves such a process; nothing short of a cgroup or a PID
+namespace (which need privileges) catches that.
 
 The supervisor ends the tree on SIGTERM, SIGHUP and SIGINT too, and asks for
 SIGTERM when verify dies (``PR_SET_PDEATHSIG``), so a verify killed by SIGKILL does

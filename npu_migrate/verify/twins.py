@@ -28,6 +28,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import threading
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,6 +243,30 @@ def kill_running() -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
+#: Held while a supervisor starts (until it is in _RUNNING) and while orphans are ended.
+_STARTING = threading.Lock()
+
+
+def _end_orphans() -> list[int]:
+    """End the processes re-parented to verify: verify is a child subreaper too, so a run
+    whose supervisor was killed (by the script itself: ``os.kill(os.getppid(), 9)``)
+    hands its tree to verify instead of init, and a process that also cleared its
+    environment (no marker for :func:`supervise.sweep`) is still found. Verify's only
+    children are the supervisors, so every other descendant, and its tree, is such an
+    orphan. Returns the pids killed."""
+    me = os.getpid()
+    with _STARTING:
+        keep = set(_RUNNING)
+        for pid in _RUNNING:
+            keep.update(supervise.descendants(pid))
+        orphans = [pid for pid in supervise.descendants(me) if pid not in keep]
+        supervise._stop_and_kill(orphans)
+    for pid in orphans:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)  # a direct child (re-parented here): reaped; others: ECHILD
+    return orphans
+
+
 def _end(proc: subprocess.Popen, token: str) -> int:
     """End a run (its supervisor first, then its group, then anything carrying its marker)
     and wait for it; returns its status."""
@@ -254,6 +279,7 @@ def _end(proc: subprocess.Popen, token: str) -> int:
         os.killpg(proc.pid, signal.SIGKILL)
     code = proc.wait()
     supervise.sweep(token)
+    _end_orphans()
     return code
 
 
@@ -271,9 +297,11 @@ def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: di
         # supervisor that ends everything the run starts: npu_migrate/verify/supervise.py.
         if "torch.distributed.run" not in line:  # torchrun's workers use torchrun's port
             env = dict(env, **{hook.ENV_PORT: str(_free_port())})
-        proc = subprocess.Popen(command, cwd=copy, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        _RUNNING.add(proc.pid)
+        supervise._prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)  # orphans of a killed supervisor: _end_orphans
+        with _STARTING:
+            proc = subprocess.Popen(command, cwd=copy, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            _RUNNING.add(proc.pid)
         try:
             code, timed_out = proc.wait(timeout=timeout), False
             code = _end(proc, token)

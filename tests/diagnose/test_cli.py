@@ -183,3 +183,19 @@ def test_terminal_controls_in_evidence_and_file_names_are_escaped(tmp_path, caps
     assert d["file"] == log and hostile in d["evidence"]
     assert main([str(tmp_path / f"missing{hostile}.log")]) == 2
     assert "\x1b" not in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_a_gzip_bomb_is_read_up_to_a_bound_with_one_note(tmp_path, capsys, monkeypatch):
+    """Round 4, held-out pass: a 4 MB .log.gz inflating to 4 GB took 37 s (a 50 MB one,
+    minutes); reading stops at MAX_GZIP_BYTES with one note, what came before still counts."""
+    import gzip
+
+    from npu_runtime.diagnose import scan
+
+    monkeypatch.setattr(scan, "MAX_GZIP_BYTES", 1 << 20)
+    log = tmp_path / "bomb.log.gz"
+    log.write_bytes(gzip.compress(EXCERPTS["npu-oom"][0].encode() + b"\n" + b"x" * (8 << 20)))
+    assert main([str(log)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("only the first 1 MB") == 1

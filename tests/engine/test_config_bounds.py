@@ -78,3 +78,24 @@ def test_toml_items_are_located_in_linear_time():
     assert result.error is None
     lines = sorted({finding.line for finding in result.findings})
     assert lines == list(range(1, 6001))
+
+
+@pytest.mark.timeout(60)
+def test_python_past_the_parse_bound_is_one_line_not_a_minute(monkeypatch):
+    """Round 4, held-out pass: 3 MB of ``torch.cuda`` lines (or 100,000 one-line notebook
+    cells) ran past 60 s; past MAX_PYTHON_BYTES the file is skipped with one line."""
+    import json
+
+    monkeypatch.setattr(limits, "MAX_PYTHON_BYTES", 64 << 10)
+    line = "x = torch.cuda.is_available()\n"
+    big = ("import torch\n" + line * 3000).encode()
+    result = migrate_safely("big.py", big, Settings())
+    assert result.error is not None and result.error.startswith("big.py:1: ") and "MB of Python" in result.error
+    assert result.new_source is None
+    cells = [{"cell_type": "code", "metadata": {}, "source": "import torch\n" + line, "outputs": [],
+              "execution_count": None}] * 3000
+    nb = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+    result = migrate_safely("n.ipynb", nb, Settings())
+    assert result.error is not None and result.error.startswith("n.ipynb:1: ") and "MB of Python" in result.error
+    small = migrate_safely("small.py", ("import torch\n" + line).encode(), Settings())
+    assert small.error is None and small.new_source is not None

@@ -249,3 +249,52 @@ def test_a_signal_to_verify_ends_its_twins_and_removes_the_scratch(tmp_path, sig
     assert not [pid for pid in map(int, pids.read_text().split()) if _live(pid)]
     time.sleep(0.2)
     assert set(_sleepers_after(0)) - before == set()
+
+
+@pytest.mark.timeout(60)
+def test_a_link_to_the_projects_parent_does_not_copy_the_scratch_directory_into_itself(tmp_path):
+    """Round 4, held-out pass: with the scratch directory beside the project, ``up -> ..``
+    copied the copy into itself until the name was too long (an OSError traceback)."""
+    from npu_migrate.verify import scratch
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text("pass\n")
+    os.symlink("..", proj / "up")
+    work = tmp_path / "npu-migrate-verify-x"
+    work.mkdir()
+    notes: list[str] = []
+    copy = scratch.copy_project(proj, work / "reference", None, notes)
+    assert (copy / "up" / "proj" / "train.py").exists()
+    assert not (copy / "up" / "npu-migrate-verify-x" / "reference").exists()
+    assert any("scratch copy being made" in n for n in notes)
+    assert scratch.escapes(copy) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_run_whose_supervisor_was_killed_leaves_no_orphan_even_without_the_marker(tmp_path):
+    """Round 4, held-out pass: a script that started an env-cleared ``setsid`` child and
+    then SIGKILLed its supervisor (``os.kill(os.getppid(), 9)``) left that child running;
+    verify is a child subreaper too and ends what is re-parented to it."""
+    pidfile = tmp_path / "pid"
+    code = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        from npu_migrate.verify import supervise, twins
+        supervise._prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
+        # the "supervisor": starts an env-less session leader, then dies without ending it
+        sup = subprocess.Popen([sys.executable, "-c",
+            "import subprocess, sys; p = subprocess.Popen(['sleep', '120'], env={{}}, start_new_session=True, stdout=-3, stderr=-3); "
+            "open({str(pidfile)!r}, 'w').write(str(p.pid))"])
+        sup.wait()
+        time.sleep(0.3)
+        killed = twins._end_orphans()
+        print(sorted(killed))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    alive = supervise._live(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive and str(pid) in done.stdout

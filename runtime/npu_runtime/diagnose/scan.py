@@ -28,6 +28,9 @@ from .signatures import SIGNATURES, Signature
 MAX_LINE = 64 * 1024
 MAX_FILES = 10_000
 MAX_EVIDENCE = 300
+#: Bytes read out of one gzip-compressed log at most: a 4 MB "gzip bomb" inflates to
+#: 4 GB (37 s), a 50 MB one would take minutes. Past it the rest is not read, with a note.
+MAX_GZIP_BYTES = 256 << 20
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -166,7 +169,7 @@ def _lines(stream: io.IOBase, name: str) -> Iterator[str]:
     else:
         binary = stream if isinstance(stream, io.BufferedIOBase) else io.BufferedReader(stream)  # type: ignore[arg-type]
         if binary.peek(2)[:2] == GZIP_MAGIC:
-            binary = gzip.GzipFile(fileobj=binary, mode="rb")  # type: ignore[assignment]
+            binary = io.BufferedReader(_Capped(gzip.GzipFile(fileobj=binary, mode="rb"), name))  # type: ignore[assignment]
         text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline=None)
     try:
         while True:
@@ -185,6 +188,27 @@ def _lines(stream: io.IOBase, name: str) -> Iterator[str]:
     finally:
         if text is not stream:
             text.detach()
+
+
+class _Capped(io.RawIOBase):
+    """The first ``MAX_GZIP_BYTES`` of a decompressed stream, then its end (with one note)."""
+
+    def __init__(self, inner: io.IOBase, name: str) -> None:
+        self.inner, self.name, self.left = inner, name, MAX_GZIP_BYTES
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self.left <= 0:
+            return 0
+        data = self.inner.read(min(len(buffer), self.left))
+        self.left -= len(data)
+        buffer[:len(data)] = data
+        if self.left <= 0 and self.inner.read(1):
+            print(f"diagnose: {self.name}: only the first {MAX_GZIP_BYTES >> 20} MB of the decompressed log "
+                  "were read", file=sys.stderr)
+        return len(data)
 
 
 def _evidence(line: str) -> str:
