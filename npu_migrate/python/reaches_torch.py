@@ -119,6 +119,11 @@ OTHER_SYSTEMS = frozenset({
 #: returning Triton's backend, a platform flag): rules that ask it keep such definitions
 #: parsed (their ``local_triggers``; docs/writing-rules.md, "Where a rule acts").
 OTHER_WORDS = re.compile(r"\b(?:triton|helion|jax|cupy|numba|get_current_target|backend|platform)\b")
+#: Device types a kernel library lists beside CUDA (Triton runs on CUDA, HIP and XPU).
+_TRITON_PEERS = frozenset({"xpu", "hip"})
+#: Calls that register an operator's implementation for one device type
+#: (``torch.library.custom_op(..., device_types="cuda")``, ``op.register_kernel("cuda")``).
+_REGISTRATIONS = frozenset({"custom_op", "_custom_op", "register_kernel", "triton_op", "register_autograd_kernel"})
 #: Keywords that are another library's own "use CUDA" switch, not a torch device.
 FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_enabled|_available)?", re.IGNORECASE)
 
@@ -306,6 +311,11 @@ class DeviceAnalysis:
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container) or self._adds_privateuse1(container):
                     return finish(Verdict.AWARE)
+                listed = set(_strings_in(container)) & _TRITON_PEERS
+                if listed:
+                    # ("cuda", "xpu"): the backends Triton kernels run on, not every accelerator
+                    return finish(self._left(Flow.UNKNOWN, f"listed beside {sorted(listed)[0]!r}: the backends a "
+                                             "Triton/CUDA-style kernel supports; whether the NPU joins them is a decision"))
                 node = container
                 continue
             if isinstance(parent, cst.DictElement):
@@ -592,6 +602,9 @@ class DeviceAnalysis:
         qualified = self.ctx.qualified_name(call.func)
         if callee in _PROSE_CALLS or (callee or "").endswith(("Error", "Exception", "Warning")):
             return Verdict.PROSE
+        if callee in _REGISTRATIONS or (callee == "impl" and (qualified or "").startswith("torch.library")):
+            return self._left(Flow.OTHER, f"passed to `{qualified or callee}`: it registers a CUDA kernel as the "
+                                          "CUDA implementation of an operator, not a device for torch to run on")
         if callee == "add_argument":
             return self._argparse(call, keyword, proven)
         if keyword is not None:
