@@ -40,7 +40,7 @@ BACKEND_FILE = re.compile(
     r"|(?:platforms?|accelerators?)/(?:cuda|rocm|hip|gpu))\.py$"
 )
 #: ROCm/HIP detection: code telling an AMD GPU apart from an NVIDIA one
-ROCM_TEST = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bversion\.hip\b|\bgcnArchName\b|\bis_hip\b|\bIS_ROCM\w*|\bis_rocm\w*", re.IGNORECASE)
+ROCM_TEST = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bversion\.hip\b|\bgcnArchName\b|\bis_hip\b|\bIS_ROCM\w*|\bis_rocm\w*|\brocm_\w+\(", re.IGNORECASE)
 #: an identifier naming CUDA's own implementation (CUDA_PATCH_MAP, CUDAPatchedLlama)
 CUDA_IDENTIFIER = re.compile(r"\b\w*(?:CUDA(?:_|[A-Z][a-z])|Cuda[A-Z])\w*")
 #: exceptions raised when the NPU namespace (torch.npu, torch_npu) is missing

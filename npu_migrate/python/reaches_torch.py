@@ -670,6 +670,9 @@ class DeviceAnalysis:
             if self.origin(other) == "other":
                 return self._left(Flow.OTHER, f"compared with `{self._short(other)}`, another system's platform or "
                                               "backend name, not a torch device")
+        flag = self._flag_of_other_library(comparison)
+        if flag is not None:
+            return self._left(Flow.OTHER, flag)
         for other in others:
             if not self.is_device_expr(other):
                 continue
@@ -678,6 +681,28 @@ class DeviceAnalysis:
             return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}`, whose value comes from code "
                                             "outside this file (not proven to be a torch device)")
         return self._fallback(proven)
+
+    def _flag_of_other_library(self, test: cst.CSTNode) -> str | None:
+        """The device test ``test`` is (part of) the value of another library's own CUDA
+        switch (``GradCAM(..., use_cuda=device == "cuda")``, ``export(cuda=device.type ==
+        "cuda" and ...)``): a keyword that says cuda/gpu of a callee that is neither
+        torch, a torch device library nor this project's."""
+        node = test
+        parent = self.ctx.parent(node)
+        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+            node, parent = parent, self.ctx.parent(parent)
+        if not (isinstance(parent, cst.Arg) and parent.keyword is not None
+                and FLAG_KEYWORDS.fullmatch(parent.keyword.value)):
+            return None
+        call = self.ctx.parent(parent)
+        qualified = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
+        if not qualified:
+            return None
+        root = qualified.split(".")[0]
+        if root in TORCH_DEVICE_LIBRARIES or self._project_module(qualified):
+            return None
+        return (f"in a device test passed as `{parent.keyword.value}=` to `{qualified}`: that library's own CUDA switch, "
+                "not a torch device")
 
     def _assignment(self, assign: cst.Assign | cst.AnnAssign, proven: bool, depth: int) -> Verdict:
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
