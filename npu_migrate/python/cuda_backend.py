@@ -29,8 +29,9 @@ from npu_migrate.python.cst_util import last_name, string_value
 
 #: a class that is CUDA's/ROCm's own implementation of a device abstraction
 CUDA_CLASS = re.compile(
-    r"(?:^|_|(?<=[a-z0-9]))(?:CUDA|Cuda|ROCm|Rocm|ROCM|HIP|Hip)(?=[A-Z_]|$)"  # CUDAAccelerator, CudaPlatform
-    r"|^(?:Device|Platform|Accelerator)_?(?:GPU|Gpu|CUDA|Cuda|ROCm|Rocm)$"  # DeviceGPU
+    r"^(?=\w*(?:CUDA|Cuda|ROCm|Rocm|ROCM|HIP(?=[A-Z_]|$)|Hip(?=[A-Z_]|$)))"
+    r"\w*(?:Accelerator|Platform|Device|Backend|Patched|Patch)\w*$"  # CUDAAccelerator, CudaPlatform, CUDAPatchedLlama
+    r"|^\w*(?:Accelerator|Platform|Device|Backend)_?(?:GPU|Gpu|CUDA|Cuda|ROCm|Rocm|ROCM)$"  # DeviceGPU, PlatformCUDA
     r"|^(?:GPU|Gpu|Nvidia|NVIDIA)_?(?:Accelerator|Platform|Device)$"
 )
 #: a module that is one backend's implementation: platform_cuda.py, accelerators/cuda.py
@@ -39,7 +40,9 @@ BACKEND_FILE = re.compile(
     r"|(?:cuda|rocm|hip)_(?:platform|accelerator)s?"
     r"|(?:platforms?|accelerators?)/(?:cuda|rocm|hip|gpu))\.py$"
 )
-#: ROCm/HIP detection: code telling an AMD GPU apart from an NVIDIA one
+#: ROCm-only values: a statement reading them is ROCm code
+ROCM_VALUE = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bgcnArchName\b")
+#: ROCm/HIP detection: an ``and`` operand telling an AMD GPU apart from an NVIDIA one
 ROCM_TEST = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bversion\.hip\b|\bgcnArchName\b|\bis_hip\b|\bIS_ROCM\w*|\bis_rocm\w*|\brocm_\w+\(", re.IGNORECASE)
 #: an identifier naming CUDA's own implementation (CUDA_PATCH_MAP, CUDAPatchedLlama)
 CUDA_IDENTIFIER = re.compile(r"\b\w*(?:CUDA(?:_|[A-Z][a-z])|Cuda[A-Z])\w*")
@@ -76,9 +79,13 @@ def region(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, str, str, 
                 if "getattr(torch" in body or _NPU.search(body):
                     return (ancestor, AWARE, "the fallback taken when the NPU namespace is missing; left unchanged",
                             False)
+        if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And):
+            rocm = _rocm_operand(ctx, ancestor)
+            if rocm is not None:
+                return rocm, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
         if isinstance(ancestor, (cst.If, cst.While)) and child is ancestor.test:
             test = ctx.module.code_for_node(ancestor.test)
-            if ROCM_TEST.search(test):
+            if ROCM_VALUE.search(test):
                 return ancestor.test, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
             if isinstance(ancestor, cst.If) and _names_cuda_implementation(ancestor.body):
                 return (ancestor.test, AWARE, "a per-platform dispatch: this branch selects CUDA's own "
@@ -86,7 +93,7 @@ def region(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, str, str, 
         if isinstance(ancestor, cst.SimpleStatementLine) and statement_seen is None:
             statement_seen = ancestor
             text = ctx.module.code_for_node(ancestor)
-            if ROCM_TEST.search(text):
+            if ROCM_VALUE.search(text):
                 return ancestor, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
             sibling = _npu_sibling(ctx, ancestor)
             if sibling is not None:
@@ -99,6 +106,31 @@ def region(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, str, str, 
                         "CUDA test, so on NPU these tests are skipped", False)
         child = ancestor
     return None
+
+
+def _rocm_operand(ctx: FileContext, chain: cst.BooleanOperation) -> cst.CSTNode | None:
+    """The whole ``and`` chain that ``chain`` belongs to, when one of its operands is a
+    ROCm test (``torch.version.hip is not None and torch.cuda.is_available()``)."""
+    top = chain
+    parent = ctx.parent(top)
+    while isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
+        top, parent = parent, ctx.parent(parent)
+    operands, stack = [], [top]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+            stack += [node.left, node.right]
+        else:
+            operands.append(node)
+    def positive(operand: cst.CSTNode) -> bool:
+        # `torch.version.hip is not None`, `is_rocm()`; not `torch.version.hip is None` nor
+        # `not is_rocm()` (a CUDA-not-ROCm test: the CUDA code beside it is torch's)
+        text = ctx.module.code_for_node(operand)
+        if isinstance(operand, cst.UnaryOperation) or re.search(r"\bis\s+None\b|==\s*None\b", text):
+            return False
+        return ROCM_TEST.search(text) is not None
+
+    return top if any(positive(o) for o in operands) else None
 
 
 def _names_cuda_implementation(body: cst.CSTNode) -> bool:
