@@ -87,6 +87,9 @@ def region(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, str, str, 
             test = ctx.module.code_for_node(ancestor.test)
             if ROCM_VALUE.search(test):
                 return ancestor.test, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+            if isinstance(ancestor, cst.If) and _requires_cuda(ctx, ancestor):
+                return (ancestor.test, KERNEL_GATE, "a CUDA-only requirement (its error names CUDA); left as a "
+                        "CUDA test, so on NPU it raises as the code's authors meant", False)
             if isinstance(ancestor, cst.If) and _names_cuda_implementation(ancestor.body):
                 return (ancestor.test, AWARE, "a per-platform dispatch: this branch selects CUDA's own "
                         "implementation; left unchanged", False)
@@ -131,6 +134,23 @@ def _rocm_operand(ctx: FileContext, chain: cst.BooleanOperation) -> cst.CSTNode 
         return ROCM_TEST.search(text) is not None
 
     return top if any(positive(o) for o in operands) else None
+
+
+def _requires_cuda(ctx: FileContext, branch: cst.If) -> bool:
+    """``if x.device.type != "cuda": raise ValueError("sonicmoe requires CUDA device")``:
+    a negative test whose whole body raises an error that names CUDA."""
+    test = branch.test
+    negative = (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
+        isinstance(test, cst.Comparison) and all(isinstance(t.operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
+                                                 for t in test.comparisons))
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    if not negative or branch.orelse is not None or len(body) != 1:
+        return False
+    statement = body[0]
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    if not isinstance(small, cst.Raise) or small.exc is None:
+        return False
+    return re.search(r"\bCUDA\b", ctx.module.code_for_node(small.exc)) is not None
 
 
 def _names_cuda_implementation(body: cst.CSTNode) -> bool:
