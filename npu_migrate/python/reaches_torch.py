@@ -121,6 +121,8 @@ OTHER_SYSTEMS = frozenset({
 OTHER_WORDS = re.compile(r"\b(?:triton|helion|jax|cupy|numba|get_current_target|backend|platform)\b")
 #: Device types a kernel library lists beside CUDA (Triton runs on CUDA, HIP and XPU).
 _TRITON_PEERS = frozenset({"xpu", "hip"})
+#: Words of code about kernels (a device-type list there is a kernel's supported set).
+_KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
 #: Calls that register an operator's implementation for one device type
 #: (``torch.library.custom_op(..., device_types="cuda")``, ``op.register_kernel("cuda")``).
 _REGISTRATIONS = frozenset({"custom_op", "_custom_op", "register_kernel", "triton_op", "register_autograd_kernel"})
@@ -312,7 +314,7 @@ class DeviceAnalysis:
                 if "npu" in _strings_in(container) or self._adds_privateuse1(container):
                     return finish(Verdict.AWARE)
                 listed = set(_strings_in(container)) & _TRITON_PEERS
-                if listed:
+                if listed and self._about_kernels(container):
                     # ("cuda", "xpu"): the backends Triton kernels run on, not every accelerator
                     return finish(self._left(Flow.UNKNOWN, f"listed beside {sorted(listed)[0]!r}: the backends a "
                                              "Triton/CUDA-style kernel supports; whether the NPU joins them is a decision"))
@@ -349,6 +351,17 @@ class DeviceAnalysis:
             if isinstance(parent, cst.FormattedStringExpression):
                 return Verdict.PROSE  # f"running on {'cuda'}"
             return finish(self._fallback(proven))
+
+    def _about_kernels(self, node: cst.CSTNode) -> bool:
+        """``node`` sits in a function or statement about kernels (``_supports_trl_loss_kernel``,
+        ``use_triton = ...``): a list of device types there is the kernel's supported set."""
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.If)) and _KERNEL_WORDS.search(
+                    self.ctx.module.code_for_node(ancestor.test if isinstance(ancestor, cst.If) else ancestor)):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                return _KERNEL_WORDS.search(ancestor.name.value) is not None
+        return False
 
     def _detects(self, node: cst.CSTNode) -> bool:
         """``node`` calls something other than a lookup (``detect() or "cuda"``, not
