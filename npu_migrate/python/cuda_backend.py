@@ -53,11 +53,14 @@ _NPU = re.compile(r"(?<![a-z])npu", re.IGNORECASE)
 KERNEL_REASON = re.compile(r"triton|kernel|cutlass|\bcute\b|cudnn|fused|\bmx\b|flash|cuda graph|helion", re.IGNORECASE)
 _SKIPS = frozenset({"skipif", "skipIf", "skipUnless", "skip_if", "skip_unless"})
 
+#: a library's own CUDA detection function (accelerate's ``is_cuda_available()``)
+_CUDA_PROBE = re.compile(r"_*is_(?:torch_)?(?:cuda|rocm|hip)_available")
+ENV_RULE = "NPU106"
 KERNEL_GATE = "NPU011"
 AWARE = "NPU010"
 
 
-def region(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, str, str, bool] | None:
+def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tuple[cst.CSTNode, str, str, bool] | None:
     """``(owner, rule, message, whole)`` when ``node`` lies in code left alone; ``whole``:
     the owner is a class, method or file, whose other findings are dropped too (one
     report for it)."""
@@ -65,7 +68,16 @@ def region(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, str, str, 
         return ctx.module, AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged", True
     child = node
     statement_seen = None
+    if rule == ENV_RULE:
+        # CUDA_VISIBLE_DEVICES in a function that reconciles it with ROCm's HIP/ROCR variables
+        function = next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        if function is not None and ROCM_VALUE.search(ctx.module.code_for_node(function)):
+            return (function, AWARE, "CUDA_VISIBLE_DEVICES handled beside ROCm's HIP/ROCR_VISIBLE_DEVICES "
+                    "(GPU-vendor environment handling); left unchanged", False)
     for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef) and _CUDA_PROBE.fullmatch(ancestor.name.value):
+            return (ancestor, AWARE, f"`{ancestor.name.value}()` is this library's CUDA detection (it answers "
+                    "for CUDA, beside its own NPU detection); left unchanged", True)
         if isinstance(ancestor, cst.FunctionDef) and ancestor.name.value == "cuda" and _in_class(ctx, ancestor):
             return (ancestor, AWARE, "the class's own `cuda()` override (it implements Module.cuda for this class); "
                     "left unchanged", True)

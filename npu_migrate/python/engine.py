@@ -361,7 +361,7 @@ def _backend_regions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
         if edit.rule in _IMPORT_EDITS:
             kept.append(edit)
             continue
-        held = cuda_backend.region(ctx, edit.anchor)
+        held = cuda_backend.region(ctx, edit.anchor, edit.rule)
         if held is None:
             kept.append(edit)
             continue
@@ -373,7 +373,7 @@ def _backend_regions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
             whole.append(owner)
         where = edit.anchor if isinstance(owner, cst.Module) else owner
         if isinstance(where, (cst.FunctionDef, cst.ClassDef)):
-            where = where.name
+            where = where.name if entire else edit.anchor
         found.append(FindingRecord(rule, where, message,
                                    "nothing to migrate here: this code exists for CUDA (or ROCm); check that the "
                                    "NPU has its own path"))
