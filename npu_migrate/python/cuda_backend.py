@@ -56,6 +56,9 @@ _SKIPS = frozenset({"skipif", "skipIf", "skipUnless", "skip_if", "skip_unless"})
 #: a library's own CUDA detection function (accelerate's ``is_cuda_available()``)
 _CUDA_PROBE = re.compile(r"_*is_(?:torch_)?(?:cuda|rocm|hip)_available")
 ENV_RULE = "NPU106"
+#: code that *reads* ROCm's visible-device variables to reconcile them with CUDA's (verl's
+#: worker); one that only clears them all (trl's `_scrub_child_env`) hides every vendor's GPUs
+_READS_ROCM_ENV = re.compile(r"""(?:get|pop|getenv)\(\s*["'](?:HIP|ROCR)_VISIBLE_DEVICES""")
 KERNEL_GATE = "NPU011"
 AWARE = "NPU010"
 
@@ -71,7 +74,7 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
     if rule == ENV_RULE:
         # CUDA_VISIBLE_DEVICES in a function that reconciles it with ROCm's HIP/ROCR variables
         function = next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
-        if function is not None and ROCM_VALUE.search(ctx.module.code_for_node(function)):
+        if function is not None and _READS_ROCM_ENV.search(ctx.module.code_for_node(function)):
             return (function, AWARE, "CUDA_VISIBLE_DEVICES handled beside ROCm's HIP/ROCR_VISIBLE_DEVICES "
                     "(GPU-vendor environment handling); left unchanged", False)
     for ancestor in ctx.ancestors(node):
