@@ -20,7 +20,7 @@ from npu_migrate.pipeline.registry import rule_ids, rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
-from npu_migrate.python import cuda_only, elision, imports, lossless, npu_aware, walk
+from npu_migrate.python import cuda_backend, cuda_only, elision, imports, lossless, npu_aware, walk
 from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
@@ -51,6 +51,8 @@ NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
 KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
 #: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
 _TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
+#: rewrites of CUDA device code that another backend's implementation keeps (cuda_backend.py)
+_IMPORT_EDITS = frozenset({"NPU100", "NPU701"})
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
 #: Rules the engine applies itself (documented in rules/core/); NPU100 is a visitor.
 ENGINE_RULES = (NPU_AWARE_RULE, KERNEL_GATE_RULE, SUPPRESSION_RULE)
@@ -281,7 +283,15 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits = [e for e in ctx.edits if kept(e.anchor, e.rule) and not in_annotation(ctx, e.node)]
     # (a rule may report under the id of another, which must be selected too)
     findings = [f for f in ctx.findings if f.rule in active and kept(f.node, f.rule) and not in_annotation(ctx, f.node)]
+    edits, backend_findings = _backend_regions(ctx, edits, line)
+    whole = {id(owner) for owner in backend_findings.pop("whole")}
+    if whole:
+        findings = [f for f in findings if not _in_owner(ctx, f.node, whole)]
+    findings += [f for f in backend_findings.pop("found") if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
+    edits, chain_findings = _partial_chains(ctx, edits, line)
+    if NPU_AWARE_RULE in active:
+        findings += [f for f in chain_findings if not is_suppressed(table, line(f.node), NPU_AWARE_RULE)]
     if KERNEL_GATE_RULE in active:
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
 
@@ -357,6 +367,57 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     )
                 )
     return edits, findings
+
+
+def _in_owner(ctx: FileContext, node: cst.CSTNode, owners: set[int]) -> bool:
+    return id(node) in owners or any(id(a) in owners for a in ctx.ancestors(node))
+
+
+def _backend_regions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], dict]:
+    """Edits inside another backend's implementation (a ``cuda()`` override, a CUDA/ROCm
+    platform class or module, ROCm detection, a missing-NPU fallback...) are dropped and
+    the region reported once; so are edits of an ``and``/``or`` chain that the rules
+    rewrite only in part (``npu_migrate/python/cuda_backend.py``)."""
+    kept, found, whole, reported = [], [], [], set()
+    for edit in edits:
+        if edit.rule in _IMPORT_EDITS:
+            kept.append(edit)
+            continue
+        held = cuda_backend.region(ctx, edit.anchor, edit.rule)
+        if held is None:
+            kept.append(edit)
+            continue
+        owner, rule, message, entire = held
+        if id(owner) in reported:
+            continue
+        reported.add(id(owner))
+        if entire:
+            whole.append(owner)
+        where = edit.anchor if isinstance(owner, cst.Module) else owner
+        if isinstance(where, (cst.FunctionDef, cst.ClassDef)):
+            where = where.name if entire else edit.anchor
+        found.append(FindingRecord(rule, where, message,
+                                   "nothing to migrate here: this code exists for CUDA (or ROCm); check that the "
+                                   "NPU has its own path"))
+    return kept, {"found": found, "whole": whole}
+
+
+def _partial_chains(ctx: FileContext, kept: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """An ``and``/``or`` chain is rewritten all or nothing (``cuda_backend.partial_chains``)."""
+    found = []
+    dropped = cuda_backend.partial_chains(ctx, kept, line)
+    if dropped:
+        chains = {}
+        for edit in kept:
+            if id(edit) in dropped:
+                chains.setdefault(ctx.enclosing_statement(edit.anchor), edit)
+        for edit in chains.values():
+            found.append(FindingRecord(
+                NPU_AWARE_RULE, edit.anchor,
+                "an `and`/`or` chain with a CUDA term that has no NPU counterpart; rewritten all or nothing, "
+                "so left unchanged",
+                "check this test on Ascend: rewrite the whole chain by hand if the NPU should pass it"))
+    return [e for e in kept if id(e) not in dropped], found
 
 
 def _aware_flags(ctx: FileContext, kept: set[int]) -> dict:

@@ -35,6 +35,7 @@ import re
 from collections.abc import Collection, Iterator
 
 import libcst as cst
+import libcst.helpers
 
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import string_value
@@ -192,6 +193,29 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode,
                 if human or any(_contains(part, edited) for part in others):
                     found = top, test
                     break
+            else:
+                # `if torch.cuda.is_available(): ... else: import torch_npu; device = "npu"`:
+                # another branch imports torch_npu itself (the tool only imports at the top)
+                holder = {id(a) for a in ctx.ancestors(node)}
+                for test, body in branches:
+                    if id(body) not in holder and _imports_torch_npu(body):
+                        found = top, test
+                        break
+    return found
+
+
+def _imports_torch_npu(body: cst.CSTNode) -> bool:
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            nonlocal found
+            found = found or any(cst.helpers.get_full_name_for_node(a.name) == "torch_npu" for a in node.names)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    body.visit(_Find())
     return found
 
 

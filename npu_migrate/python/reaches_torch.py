@@ -119,6 +119,13 @@ OTHER_SYSTEMS = frozenset({
 #: returning Triton's backend, a platform flag): rules that ask it keep such definitions
 #: parsed (their ``local_triggers``; docs/writing-rules.md, "Where a rule acts").
 OTHER_WORDS = re.compile(r"\b(?:triton|helion|jax|cupy|numba|get_current_target|backend|platform)\b")
+#: Device types a kernel library lists beside CUDA (Triton runs on CUDA, HIP and XPU).
+_TRITON_PEERS = frozenset({"xpu", "hip"})
+#: Words of code about kernels (a device-type list there is a kernel's supported set).
+_KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
+#: Calls that register an operator's implementation for one device type
+#: (``torch.library.custom_op(..., device_types="cuda")``, ``op.register_kernel("cuda")``).
+_REGISTRATIONS = frozenset({"custom_op", "_custom_op", "register_kernel", "triton_op", "register_autograd_kernel"})
 #: Keywords that are another library's own "use CUDA" switch, not a torch device.
 FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_enabled|_available)?", re.IGNORECASE)
 
@@ -306,6 +313,11 @@ class DeviceAnalysis:
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container) or self._adds_privateuse1(container):
                     return finish(Verdict.AWARE)
+                listed = set(_strings_in(container)) & _TRITON_PEERS
+                if listed and self._about_kernels(container):
+                    # ("cuda", "xpu"): the backends Triton kernels run on, not every accelerator
+                    return finish(self._left(Flow.UNKNOWN, f"listed beside {sorted(listed)[0]!r}: the backends a "
+                                             "Triton/CUDA-style kernel supports; whether the NPU joins them is a decision"))
                 node = container
                 continue
             if isinstance(parent, cst.DictElement):
@@ -339,6 +351,17 @@ class DeviceAnalysis:
             if isinstance(parent, cst.FormattedStringExpression):
                 return Verdict.PROSE  # f"running on {'cuda'}"
             return finish(self._fallback(proven))
+
+    def _about_kernels(self, node: cst.CSTNode) -> bool:
+        """``node`` sits in a function or statement about kernels (``_supports_trl_loss_kernel``,
+        ``use_triton = ...``): a list of device types there is the kernel's supported set."""
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.If)) and _KERNEL_WORDS.search(
+                    self.ctx.module.code_for_node(ancestor.test if isinstance(ancestor, cst.If) else ancestor)):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                return _KERNEL_WORDS.search(ancestor.name.value) is not None
+        return False
 
     def _detects(self, node: cst.CSTNode) -> bool:
         """``node`` calls something other than a lookup (``detect() or "cuda"``, not
@@ -592,6 +615,9 @@ class DeviceAnalysis:
         qualified = self.ctx.qualified_name(call.func)
         if callee in _PROSE_CALLS or (callee or "").endswith(("Error", "Exception", "Warning")):
             return Verdict.PROSE
+        if callee in _REGISTRATIONS or (callee == "impl" and (qualified or "").startswith("torch.library")):
+            return self._left(Flow.OTHER, f"passed to `{qualified or callee}`: it registers a CUDA kernel as the "
+                                          "CUDA implementation of an operator, not a device for torch to run on")
         if callee == "add_argument":
             return self._argparse(call, keyword, proven)
         if keyword is not None:
@@ -657,6 +683,9 @@ class DeviceAnalysis:
             if self.origin(other) == "other":
                 return self._left(Flow.OTHER, f"compared with `{self._short(other)}`, another system's platform or "
                                               "backend name, not a torch device")
+        flag = self._flag_of_other_library(comparison)
+        if flag is not None:
+            return self._left(Flow.OTHER, flag)
         for other in others:
             if not self.is_device_expr(other):
                 continue
@@ -665,6 +694,28 @@ class DeviceAnalysis:
             return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}`, whose value comes from code "
                                             "outside this file (not proven to be a torch device)")
         return self._fallback(proven)
+
+    def _flag_of_other_library(self, test: cst.CSTNode) -> str | None:
+        """The device test ``test`` is (part of) the value of another library's own CUDA
+        switch (``GradCAM(..., use_cuda=device == "cuda")``, ``export(cuda=device.type ==
+        "cuda" and ...)``): a keyword that says cuda/gpu of a callee that is neither
+        torch, a torch device library nor this project's."""
+        node = test
+        parent = self.ctx.parent(node)
+        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+            node, parent = parent, self.ctx.parent(parent)
+        if not (isinstance(parent, cst.Arg) and parent.keyword is not None
+                and FLAG_KEYWORDS.fullmatch(parent.keyword.value)):
+            return None
+        call = self.ctx.parent(parent)
+        qualified = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
+        if not qualified:
+            return None
+        root = qualified.split(".")[0]
+        if root in TORCH_DEVICE_LIBRARIES or self._project_module(qualified):
+            return None
+        return (f"in a device test passed as `{parent.keyword.value}=` to `{qualified}`: that library's own CUDA switch, "
+                "not a torch device")
 
     def _assignment(self, assign: cst.Assign | cst.AnnAssign, proven: bool, depth: int) -> Verdict:
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]

@@ -7,15 +7,21 @@ from libcst.metadata import Assignment
 
 from npu_migrate.python.cst_util import (
     call_arg,
+    last_name,
     string_literal,
     string_value,
     with_string_value,
 )
+from npu_migrate.python.reaches_torch import OTHER_SYSTEMS
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.backends import mentions_nccl
 
 from ._common import ARGPARSE_BACKEND_OPTIONS, BACKEND_NCCL, BACKEND_PARAMS, GET_BACKEND
 
+#: serialisers whose output is another program's configuration, not torch's
+_SERIALISERS = frozenset({"json.dumps", "json.dump", "yaml.dump", "yaml.safe_dump"})
+#: collective libraries other than torch.distributed, called by name (ray.util.collective)
+_OTHER_COLLECTIVES = frozenset({"init_collective_group", "create_collective_group"})
 #: keyword arguments and dict keys that name a process-group backend in any API
 #: (torch, Lightning's ``process_group_backend``, accelerate's ``InitProcessGroupKwargs``...)
 BACKEND_KEYWORDS = frozenset({"backend", "dist_backend", "process_group_backend", "ddp_backend", "distributed_backend"})
@@ -161,6 +167,8 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
                 self._source(arg.value, f"passed as the backend of `{qualified}`")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
             self._argparse(node)
+        if self._other_system(node):
+            return  # ray.util.collective's, vLLM's own backend names: reported, never rewritten
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in BACKEND_KEYWORDS:
                 self._source(arg.value, f"passed as `{arg.keyword.value}=`, a keyword that names a process-group backend")
@@ -214,7 +222,20 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
                 return False
         return False
 
+    def _other_system(self, call: cst.Call) -> bool:
+        """A call of another system whose ``backend`` is its own name (ray.util.collective's
+        ``init_collective_group(backend="nccl")``, vLLM's engine configs), or a serialisation
+        (``json.dumps({"backend": "nccl"})`` for another program's command line)."""
+        qualified = self.qualified_name(call.func) or ""
+        if qualified.split(".")[0] in OTHER_SYSTEMS or qualified in _SERIALISERS:
+            return True
+        return last_name(call.func) in _OTHER_COLLECTIVES
+
     def visit_DictElement(self, node: cst.DictElement) -> None:
+        holder = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.Call)
+                       or isinstance(a, cst.BaseStatement)), None)
+        if isinstance(holder, cst.Call) and self._other_system(holder):
+            return
         if string_value(node.key) in BACKEND_KEYWORDS:
             self._source(node.value, f"the value of a {string_value(node.key)!r} dict entry")
 

@@ -98,6 +98,14 @@ def runtime_name_taken(ctx) -> bool:
                           re.MULTILINE))
 
 
+#: test modules by name or folder (pytest's defaults)
+_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.py$")
+
+
+def _in_tests(path: str | None) -> bool:
+    return bool(path) and _TEST_PATH.search(path.replace("\\", "/")) is not None
+
+
 def plan(ctx, call: cst.Call) -> Plan:
     """Whether the ``DataParallel(...)`` call ``call`` can be rewritten, and how."""
     module = call_arg(call, "module", 0)
@@ -110,6 +118,9 @@ def plan(ctx, call: cst.Call) -> Plan:
         return Plan(False, reason="nested wrappers: it is wrapped again in DataParallel/DDP")
     if runtime_name_taken(ctx):
         return Plan(False, reason="the name `npu_runtime` is bound to something else in this file")
+    if _in_tests(ctx.path):
+        return Plan(False, reason="a test file: its DataParallel is what it tests (wrapping, unwrapping, "
+                    "`.module`); the runtime's wrapper would change what the test checks")
     if _is_submodule(ctx, call, parent):
         return Plan(
             True,

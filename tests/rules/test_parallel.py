@@ -213,3 +213,16 @@ def test_the_runtime_is_installed_before_the_process_group_is_joined():
     assert "npu_runtime.install()\nnpu_runtime.init_data_parallel()\n" in out, out
     again = migrate_source("train.py", out.encode())
     assert again.new_source is None
+
+
+@pytest.mark.parametrize("path", ["tests/test_accelerator.py", "test_utils.py", "pkg/tests/helpers.py", "model_test.py"])
+def test_data_parallel_in_test_files_stays(path):
+    """Tests of DataParallel itself (accelerate's unwrapping tests) keep their DataParallel:
+    the runtime's wrapper would change what they test (issue 35, F15); NPU913 reports it."""
+    source = "import torch\n\ndef test_unwrap():\n    model = torch.nn.Linear(2, 2)\n    wrapped = torch.nn.DataParallel(model)\n    assert wrapped.module is model\n"
+    selection = Selection.create(["ALL"], [], None)
+    result = migrate_source(path, source.encode(), Settings(selection=selection, facts=NO_FACTS))
+    assert result.error is None
+    assert result.new_source is None
+    assert [(f.line, f.rule) for f in result.findings] == [(5, "NPU913")]
+    assert run(source).new_source is not None  # the same code in train.py is rewritten

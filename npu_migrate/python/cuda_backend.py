@@ -1,0 +1,291 @@
+"""Code that *is* CUDA's (or another backend's) own implementation, or a fallback
+for a missing NPU namespace: left byte-identical by every rule (docs/decisions.md,
+"What reaches torch", "Another backend's implementation").
+
+A library that supports several accelerators holds code that exists *for* CUDA:
+its override of ``Module.cuda()``, its CUDA/ROCm platform or accelerator class
+(``CUDAAccelerator``, ``CudaPlatform``, ``DeviceGPU``, ``platform_cuda.py``), its
+ROCm detection (``torch.version.hip``, ``gcnArchName``), a per-platform dispatch
+branch that picks CUDA's table (``if device_type == "cuda": CUDA_PATCH_MAP``), the
+branch taken when ``torch.npu`` is missing (``except AttributeError: return
+torch.cuda``), a ``cuda_support = ...`` flag beside its own ``npu_support = ...``.
+Renaming that code does not port it: it makes the CUDA implementation a second,
+wrong NPU one. The engine drops every rewrite inside such a region; the region is
+reported once (NPU010, or NPU011 for a skip gate of CUDA-kernel tests).
+
+:func:`region` answers for one node; :func:`partial_chains` finds the ``and``/``or``
+chains that only part of the edits would rewrite (all or nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+import libcst as cst
+
+from npu_migrate.python.context import FileContext
+from npu_migrate.python.cst_util import last_name, string_value
+
+#: a class that is CUDA's/ROCm's own implementation of a device abstraction
+CUDA_CLASS = re.compile(
+    r"^(?=\w*(?:CUDA|Cuda|ROCm|Rocm|ROCM|HIP(?=[A-Z_]|$)|Hip(?=[A-Z_]|$)))"
+    r"\w*(?:Accelerator|Platform|Device|Backend|Patched|Patch)\w*$"  # CUDAAccelerator, CudaPlatform, CUDAPatchedLlama
+    r"|^\w*(?:Accelerator|Platform|Device|Backend)_?(?:GPU|Gpu|CUDA|Cuda|ROCm|Rocm|ROCM)$"  # DeviceGPU, PlatformCUDA
+    r"|^(?:GPU|Gpu|Nvidia|NVIDIA)_?(?:Accelerator|Platform|Device)$"
+)
+#: a module that is one backend's implementation: platform_cuda.py, accelerators/cuda.py
+BACKEND_FILE = re.compile(
+    r"(?:^|/)(?:(?:platform|accelerator|device|backend)s?_(?:cuda|rocm|hip)"
+    r"|(?:cuda|rocm|hip)_(?:platform|accelerator)s?"
+    r"|(?:platforms?|accelerators?)/(?:cuda|rocm|hip|gpu))\.py$"
+)
+#: ROCm-only values: a statement reading them is ROCm code
+ROCM_VALUE = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bgcnArchName\b")
+#: ROCm/HIP detection: an ``and`` operand telling an AMD GPU apart from an NVIDIA one
+ROCM_TEST = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bversion\.hip\b|\bgcnArchName\b|\bis_hip\b|\bIS_ROCM\w*|\bis_rocm\w*|\brocm_\w+\(", re.IGNORECASE)
+#: an identifier naming CUDA's own implementation (CUDA_PATCH_MAP, CUDAPatchedLlama)
+CUDA_IDENTIFIER = re.compile(r"\b\w*(?:CUDA(?:_|[A-Z][a-z])|Cuda[A-Z])\w*")
+#: exceptions raised when the NPU namespace (torch.npu, torch_npu) is missing
+_MISSING = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+_NPU = re.compile(r"(?<![a-z])npu", re.IGNORECASE)
+#: skip reasons that say the test exercises a CUDA kernel
+KERNEL_REASON = re.compile(r"triton|kernel|cutlass|\bcute\b|cudnn|fused|\bmx\b|flash|cuda graph|helion", re.IGNORECASE)
+_SKIPS = frozenset({"skipif", "skipIf", "skipUnless", "skip_if", "skip_unless"})
+
+#: a library's own CUDA detection function (accelerate's ``is_cuda_available()``)
+_CUDA_PROBE = re.compile(r"_*is_(?:torch_)?(?:cuda|rocm|hip)_available")
+ENV_RULE = "NPU106"
+#: code that *reads* ROCm's visible-device variables to reconcile them with CUDA's (verl's
+#: worker); one that only clears them all (trl's `_scrub_child_env`) hides every vendor's GPUs
+_READS_ROCM_ENV = re.compile(r"""(?:get|pop|getenv)\(\s*["'](?:HIP|ROCR)_VISIBLE_DEVICES""")
+KERNEL_GATE = "NPU011"
+AWARE = "NPU010"
+
+
+def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tuple[cst.CSTNode, str, str, bool] | None:
+    """``(owner, rule, message, whole)`` when ``node`` lies in code left alone; ``whole``:
+    the owner is a class, method or file, whose other findings are dropped too (one
+    report for it)."""
+    if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
+        return ctx.module, AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged", True
+    child = node
+    statement_seen = None
+    if rule == ENV_RULE:
+        # CUDA_VISIBLE_DEVICES in a function that reconciles it with ROCm's HIP/ROCR variables
+        function = next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        if function is not None and _READS_ROCM_ENV.search(ctx.module.code_for_node(function)):
+            return (function, AWARE, "CUDA_VISIBLE_DEVICES handled beside ROCm's HIP/ROCR_VISIBLE_DEVICES "
+                    "(GPU-vendor environment handling); left unchanged", False)
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef) and _CUDA_PROBE.fullmatch(ancestor.name.value):
+            return (ancestor, AWARE, f"`{ancestor.name.value}()` is this library's CUDA detection (it answers "
+                    "for CUDA, beside its own NPU detection); left unchanged", True)
+        if isinstance(ancestor, cst.FunctionDef) and ancestor.name.value == "cuda" and _in_class(ctx, ancestor):
+            return (ancestor, AWARE, "the class's own `cuda()` override (it implements Module.cuda for this class); "
+                    "left unchanged", True)
+        if isinstance(ancestor, cst.ClassDef) and CUDA_CLASS.search(ancestor.name.value):
+            return (ancestor, AWARE, f"`{ancestor.name.value}` is CUDA's (or ROCm's) own implementation in this "
+                    "library; left unchanged", True)
+        if isinstance(ancestor, cst.ExceptHandler) and _catches_missing(ancestor):
+            attempt = ctx.parent(ancestor)
+            if isinstance(attempt, cst.Try):
+                body = ctx.module.code_for_node(attempt.body)
+                if "getattr(torch" in body or _NPU.search(body):
+                    return (ancestor, AWARE, "the fallback taken when the NPU namespace is missing; left unchanged",
+                            False)
+        if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And):
+            rocm = _rocm_operand(ctx, ancestor)
+            if rocm is not None:
+                return rocm, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+        if isinstance(ancestor, (cst.If, cst.While)) and child is ancestor.test:
+            test = ctx.module.code_for_node(ancestor.test)
+            if ROCM_VALUE.search(test):
+                return ancestor.test, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+            if isinstance(ancestor, cst.If) and _requires_cuda(ctx, ancestor):
+                return (ancestor.test, KERNEL_GATE, "a CUDA-only requirement (its error names CUDA); left as a "
+                        "CUDA test, so on NPU it raises as the code's authors meant", False)
+            if isinstance(ancestor, cst.If) and _names_cuda_implementation(ancestor.body):
+                return (ancestor.test, AWARE, "a per-platform dispatch: this branch selects CUDA's own "
+                        "implementation; left unchanged", False)
+        if isinstance(ancestor, cst.SimpleStatementLine) and statement_seen is None:
+            statement_seen = ancestor
+            text = ctx.module.code_for_node(ancestor)
+            if ROCM_VALUE.search(text):
+                return ancestor, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+            sibling = _npu_sibling(ctx, ancestor)
+            if sibling is not None:
+                return (ancestor, AWARE, f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged",
+                        False)
+        if isinstance(ancestor, cst.Call) and last_name(ancestor.func) in _SKIPS:
+            reason = " ".join(v for a in ancestor.args if (v := _text(a.value)))
+            if KERNEL_REASON.search(reason):
+                return (ancestor, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
+                        "CUDA test, so on NPU these tests are skipped", False)
+        child = ancestor
+    return None
+
+
+def _rocm_operand(ctx: FileContext, chain: cst.BooleanOperation) -> cst.CSTNode | None:
+    """The whole ``and`` chain that ``chain`` belongs to, when one of its operands is a
+    ROCm test (``torch.version.hip is not None and torch.cuda.is_available()``)."""
+    top = chain
+    parent = ctx.parent(top)
+    while isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
+        top, parent = parent, ctx.parent(parent)
+    operands, stack = [], [top]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+            stack += [node.left, node.right]
+        else:
+            operands.append(node)
+    def positive(operand: cst.CSTNode) -> bool:
+        # `torch.version.hip is not None`, `is_rocm()`; not `torch.version.hip is None` nor
+        # `not is_rocm()` (a CUDA-not-ROCm test: the CUDA code beside it is torch's)
+        text = ctx.module.code_for_node(operand)
+        if isinstance(operand, cst.UnaryOperation) or re.search(r"\bis\s+None\b|==\s*None\b", text):
+            return False
+        return ROCM_TEST.search(text) is not None
+
+    return top if any(positive(o) for o in operands) else None
+
+
+def _requires_cuda(ctx: FileContext, branch: cst.If) -> bool:
+    """``if x.device.type != "cuda": raise ValueError("sonicmoe requires CUDA device")``:
+    a negative test whose whole body raises an error that names CUDA."""
+    test = branch.test
+    negative = (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
+        isinstance(test, cst.Comparison) and all(isinstance(t.operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
+                                                 for t in test.comparisons))
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    if not negative or branch.orelse is not None or len(body) != 1:
+        return False
+    statement = body[0]
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    if not isinstance(small, cst.Raise) or small.exc is None:
+        return False
+    message = ctx.module.code_for_node(small.exc)
+    if re.search(r"\bCUDA\b", message) is None:
+        return False
+    # a CUDA *kernel's* requirement: the message or the module says kernel (torchtune's
+    # "activation offloading only when training on CUDA" is a device choice the NPU meets)
+    return KERNEL_REASON.search(message) is not None or KERNEL_REASON.search(ctx.path.replace("\\", "/")) is not None
+
+
+def _names_cuda_implementation(body: cst.CSTNode) -> bool:
+    """``body`` names an identifier of CUDA's own implementation (``CUDA_PATCH_MAP``,
+    ``CUDAPatchedLlama``): a name or attribute, not a string (``"CUDA_VISIBLE_DEVICES"``)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or CUDA_IDENTIFIER.fullmatch(node.value) is not None
+
+    body.visit(_Find())
+    return found
+
+
+def _text(node: cst.CSTNode) -> str | None:
+    value = string_value(node)
+    if value is not None:
+        return value
+    if isinstance(node, (cst.ConcatenatedString, cst.FormattedString)):
+        return "".join(p.value for p in _parts(node))
+    return None
+
+
+def _parts(node):
+    if isinstance(node, cst.ConcatenatedString):
+        yield from _parts(node.left)
+        yield from _parts(node.right)
+    elif isinstance(node, cst.FormattedString):
+        yield from (p for p in node.parts if isinstance(p, cst.FormattedStringText))
+    elif isinstance(node, cst.SimpleString):
+        yield type("T", (), {"value": string_value(node) or ""})()
+
+
+def _in_class(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    parent = ctx.parent(function)
+    return isinstance(parent, cst.IndentedBlock) and isinstance(ctx.parent(parent), cst.ClassDef)
+
+
+def _catches_missing(handler: cst.ExceptHandler) -> bool:
+    kind = handler.type
+    if kind is None:
+        return False
+    names = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+    return any(last_name(n) in _MISSING for n in names)
+
+
+def _npu_sibling(ctx: FileContext, statement: cst.SimpleStatementLine) -> str | None:
+    """``cuda_support = ...`` in a scope that also assigns ``npu_support``: the name of
+    that NPU flag."""
+    small = statement.body[0] if statement.body else None
+    if not isinstance(small, (cst.Assign, cst.AnnAssign)):
+        return None
+    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
+    if not isinstance(target, cst.Name) or not re.search(r"cuda", target.value, re.IGNORECASE):
+        return None
+    sibling = re.sub(r"cuda", "npu", target.value, flags=re.IGNORECASE)
+    block = ctx.parent(statement)
+    if block is None:
+        return None
+    assigned = re.compile(rf"^\s*{re.escape(sibling)}\s*(?::[^=\n]*)?=(?!=)", re.IGNORECASE | re.MULTILINE)
+    return sibling if assigned.search(ctx.module.code_for_node(block)) else None
+
+
+def partial_chains(ctx: FileContext, edits, line) -> set[int]:
+    """Ids of edits that sit in an ``and``/``or`` chain holding a ``torch.cuda`` term no
+    edit rewrites (``torch.cuda.nccl.version()``): the chain is rewritten all or nothing."""
+    covered: set[cst.CSTNode] = set()
+    for edit in edits:
+        covered.add(edit.node)
+        covered.add(edit.anchor)
+    dropped: set[int] = set()
+    for edit in edits:
+        chain = None
+        for ancestor in ctx.ancestors(edit.anchor):
+            if isinstance(ancestor, cst.BooleanOperation):
+                chain = ancestor
+            elif isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.Lambda, cst.Arg)):
+                break
+        if chain is None:
+            continue
+        if any(not _is_covered(ctx, term, covered) for term in _cuda_terms(ctx, chain)):
+            dropped.add(id(edit))
+    return dropped
+
+
+def _cuda_terms(ctx: FileContext, chain: cst.BooleanOperation) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            if (ctx.qualified_name(node) or "").startswith("torch.cuda."):
+                found.append(node)
+                return False
+            return True
+
+    chain.visit(_Find())
+    return found
+
+
+def _is_covered(ctx: FileContext, node: cst.CSTNode, covered: Collection[cst.CSTNode]) -> bool:
+    if node in covered:
+        return True
+    if any(a in covered for a in ctx.ancestors(node)):
+        return True
+
+    inside = False
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, inner: cst.CSTNode) -> bool:
+            nonlocal inside
+            if inner in covered:
+                inside = True
+            return not inside
+
+    node.visit(_Find())
+    return inside
