@@ -103,11 +103,18 @@ def gitignore_spec(lines: list[str]) -> pathspec.PathSpec:
         return pathspec.GitIgnoreSpec.from_lines([line for line in lines if invalid_pattern([line]) is None])
 
 
+#: More patterns than this in one ignore file are not read: pathspec compiles each one and
+#: matches every path against all of them (300,000 patterns took minutes; real
+#: repositories' ignore files hold tens to hundreds).
+MAX_IGNORE_PATTERNS = 10_000
+
+
 class _IgnoreStack:
     """gitignore rules of every directory from the git root down."""
 
     def __init__(self) -> None:
         self.specs: list[tuple[Path, pathspec.PathSpec]] = []
+        self.errors: list[str] = []
 
     def load(self, directory: Path) -> None:
         gitignore = directory / ".gitignore"
@@ -115,6 +122,11 @@ class _IgnoreStack:
             try:
                 lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
+                return
+            patterns = sum(1 for line in lines if line.strip() and not line.startswith("#"))
+            if patterns > MAX_IGNORE_PATTERNS:
+                self.errors.append(f"{gitignore}:1: {patterns} patterns, more than the {MAX_IGNORE_PATTERNS:,} "
+                                   "npu-migrate reads from one ignore file; its rules were not applied")
                 return
             self.specs.append((directory, gitignore_spec(lines)))
 
@@ -323,4 +335,5 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
                 if not known and filetypes.by_shebang(filetypes.read_head(str(file)) or b"") is None:
                     continue
                 add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file, info)
+        found.errors.extend(ignores.errors)
     return found

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,24 @@ def test_discovery_skips_ignored_and_virtualenvs(tmp_path, run_cli):
     assert paths == ["pkg/keep.py", "pkg/dist/__init__.py"]
     # a file named explicitly is always processed
     assert "generated/x.py" in run_cli("generated/x.py").output
+
+
+@pytest.mark.timeout(120)
+def test_an_ignore_file_past_the_pattern_bound_is_one_error_line(tmp_path, run_cli):
+    """300,000 patterns made discovery take minutes (pathspec compiles each and matches
+    every path against all): past the bound the file is one error line, its rules are not
+    applied, the other files are still migrated and the exit code says it failed."""
+    from npu_migrate.pipeline.discovery import MAX_IGNORE_PATTERNS
+
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "".join(f"pattern_{i}/\n" for i in range(MAX_IGNORE_PATTERNS + 1)).encode())
+    write(tmp_path, "train.py", CUDA)
+    started = time.perf_counter()
+    result = run_cli(".")
+    assert time.perf_counter() - started < 30
+    lines = [line for line in result.output.splitlines() if ".gitignore:1:" in line]
+    assert len(lines) == 1 and "patterns" in lines[0], result.output
+    assert "+++ b/train.py" in result.output and result.exit_code == 2
 
 
 def test_suppression_comments(tmp_path, run_cli):
