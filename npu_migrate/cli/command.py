@@ -236,7 +236,7 @@ def _run(options: Options) -> int:
         _check_vendored_imports(results, vendored, err)
     flush_cache(prep, err)
     report = Report(results, options.mode, prep.resolved.fail_on_findings, options.show_fixes, options.statistics,
-                    options.verbose, time.perf_counter() - start, runtime_vendored=vendored_dir is not None)
+                    options.verbose, time.perf_counter() - start, runtime_vendored=_vendored(options, prep))
     if not emit(report, prep, out, err):
         return EXIT_ERROR
     if vendored is not None and options.mode == "check" and vendored.action in ("create", "update") \
@@ -273,3 +273,16 @@ def _check_vendored_imports(results, plan, err: Console) -> None:
             if source is not None and IMPORTS_RUNTIME.search(source) and Path(result.path).absolute().parent != home:
                 err.print(f"warning: {result.path} imports npu_runtime, vendored in {home}: run it with "
                           f"PYTHONPATH={home} (a script's own directory is what Python searches first)")
+
+
+def _vendored(options, prep) -> bool:
+    """The run vendors the runtime (``--vendor-runtime``) or a project of the run holds a
+    copy an earlier run vendored (the per-project :class:`~npu_migrate.cli.vendor.Finder`
+    found one): then nothing needs installing."""
+    if options.vendor_runtime:
+        return True
+    in_tree = prep.vendored_in_tree
+    if in_tree is None:
+        return False
+    return bool(in_tree.any()) if hasattr(in_tree, "any") else True
+

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from npu_migrate.configs import comments
 from npu_migrate.configs.document import Document, ReadError, Scalar
+from npu_migrate.pipeline import limits
 from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
 from npu_migrate.pipeline.facts import ProjectFacts
 from npu_migrate.pipeline.model import FileResult
@@ -110,6 +111,9 @@ def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppres
     if document is None:
         limit = PARSE_LIMITS.get(reader_module)
         if limit is not None and len(data) > limit:
+            # the reader checks nesting before it parses; past the parse limit a deep file
+            # still says it is too deep, the more useful reason
+            limits.check(data, reader_module.removesuffix("_reader"))
             raise ReadError(1, f"{len(data) / (1 << 20):.1f} MB, larger than the {limit / (1 << 20):g} MB npu-migrate "
                                f"parses in a {reader_module.removesuffix('_reader').upper()} file; skipped")
         document = reader(reader_module).read(data)
