@@ -693,7 +693,22 @@ class DeviceAnalysis:
                 return self._rewrite(f"compared with `{self._short(other)}`")
             return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}`, whose value comes from code "
                                             "outside this file (not proven to be a torch device)")
+        if not literal_is_device(node):
+            # `device == "cuda"` seen from `device` (a parameter's default followed to its
+            # uses): the literal it is compared with is judged on its own; where that one is
+            # rewritten, this value must be too, or `pick_device(device="cuda")` would never
+            # match its own rewritten `"npu"` test
+            for other in others:
+                if literal_is_device(other) and self._literal_rewritten(other):
+                    return self._rewrite(f"compared with {self._short(other)}, which is rewritten")
         return self._fallback(proven)
+
+    def _literal_rewritten(self, literal: cst.CSTNode) -> bool:
+        why = self._why
+        try:
+            return self.classify(literal) is Flow.TORCH
+        finally:
+            self._why = why
 
     def _flag_of_other_library(self, test: cst.CSTNode) -> str | None:
         """The device test ``test`` is (part of) the value of another library's own CUDA
