@@ -157,6 +157,21 @@ def _import_aliases(tree: ast.AST | None) -> tuple[set[str], dict[str, str], lis
     return torch_names, cuda_names, extra
 
 
+#: rules that report code left alone once, on the line of the function or class that holds it
+WHOLE_REGION_RULES = frozenset({"NPU010", "NPU011"})
+
+
+def _enclosing_definitions(data: bytes, line: int) -> set[int]:
+    """The `def`/`class` lines of the functions and classes around ``line``."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return set()
+    return {node.lineno for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.lineno <= line <= (node.end_lineno or node.lineno)}
+
+
 def scan(data: bytes) -> list[Hit]:
     """CUDA-isms in code: comments, docstrings and prose strings never count.
 
@@ -471,6 +486,9 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
             entry2 = rep2.get(key) or {}
             found1 = {finding_line(f) for f in entry1.get("findings") or []}
             found2 = {finding_line(f) for f in entry2.get("findings") or []}
+            # a function or class left alone as a whole is reported once, on its `def` line
+            whole1 = {finding_line(f) for f in entry1.get("findings") or [] if f.get("rule") in WHOLE_REGION_RULES}
+            whole2 = {finding_line(f) for f in entry2.get("findings") or [] if f.get("rule") in WHOLE_REGION_RULES}
             out_lines = out.decode("utf-8", errors="replace").splitlines()
             orig_text = orig.decode("utf-8", errors="replace").splitlines() if changed else out_lines
             if changed:
@@ -486,13 +504,16 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                     status = "reported-line"
                 elif any(h.stmt_start <= n <= h.stmt_end for n in found1):
                     status = "reported-stmt"
+                elif whole1 & _enclosing_definitions(out, h.line):
+                    status = "reported-stmt"
                 elif h.generic and line_rng and line_rng[1] - line_rng[0] == 1 \
                         and orig_text[line_rng[0] - 1] == out_lines[h.line - 1] \
                         and (line_rng[0], h.col) in orig_generic:
                     status = "generic"
                 else:
                     status = "silent"
-                again = any(h.stmt_start <= n <= h.stmt_end for n in found2)
+                again = any(h.stmt_start <= n <= h.stmt_end for n in found2) \
+                    or bool(whole2 & _enclosing_definitions(out, h.line))
                 late = status == "silent" and again
                 text = out_lines[h.line - 1].strip() if h.line <= len(out_lines) else ""
                 result.leftovers.append(Leftover(key, h.line, line_rng, h.pattern, text, status, late, again))

@@ -1,3 +1,3 @@
-from npu_migrate.cli import main
+from npu_migrate.cli import console
 
-main()
+console()

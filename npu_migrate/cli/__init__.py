@@ -6,6 +6,6 @@ It sits on top: it uses the pipeline (``npu_migrate/pipeline/``), the front ends
 the reports; nothing below imports it. See docs/layout.md.
 """
 
-from npu_migrate.cli.app import main
+from npu_migrate.cli.app import console, main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

@@ -36,6 +36,32 @@ OUTPUT_FORMATS = ("text", "grouped", "json", "sarif", "github", "gitlab", "markd
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
+#: True in the ``npu-migrate`` console process (see :func:`console`), never in a caller
+#: that runs the click application in its own process (tests, an embedding tool).
+_console_process = False
+
+
+def _ignore_late_signals() -> None:
+    """Once a run is over, SIGINT, SIGTERM and SIGHUP are ignored: the run's exit status
+    stands. Without this, a signal landing while the interpreter finalises (which
+    resets Python-level handlers to the default) killed the finished process by signal
+    (-2) after its summary was printed. An ignored signal is not reset there."""
+    from npu_migrate.pipeline import writer
+
+    for signum in writer.ENDING_SIGNALS:
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            return
+
+
+def console() -> None:
+    """The ``npu-migrate`` console script and ``python -m npu_migrate``."""
+    global _console_process
+    _console_process = True
+    main()
+
+
 def _exits_on_interrupt(command):
     """Ctrl-C ends a run at once with exit 130 and one line saying how many files
     were written (none is written after it: see npu_migrate/pipeline/writer.py); a second
@@ -54,7 +80,11 @@ def _exits_on_interrupt(command):
         except ValueError:  # not the main thread (an embedding caller): leave signals alone
             pass
         try:
-            return command(*args, **kwargs)
+            try:
+                return command(*args, **kwargs)
+            finally:
+                if _console_process:
+                    _ignore_late_signals()
         except KeyboardInterrupt as exc:
             # A second signal from here on ends the process with the same status. The
             # process then ends without interpreter finalisation, which would reset

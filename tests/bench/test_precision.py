@@ -135,17 +135,29 @@ def test_the_kept_labels_file_is_well_formed():
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_smoke_one_real_repository(tmp_path, monkeypatch, capsys):
-    """The whole run on one small pinned wheel (sentence-transformers): download
-    (sha256 checked), npu-migrate, split, lookup, tables. Needs PyPI; CI has it."""
+    """The whole run on one small pinned wheel (open_clip_torch): download (sha256
+    checked), npu-migrate, split, lookup, tables. Needs PyPI; CI has it."""
     monkeypatch.delenv("NPU_MIGRATE_CMD", raising=False)
     dump = tmp_path / "run.json"
-    rc = precision.main(["--projects", "sentence-transformers", "--strict", "--jobs", "1",
-                         "--json", str(dump)])
+    rc = precision.main(["--projects", "open_clip_torch", "--strict", "--jobs", "1", "--json", str(dump)])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "| sentence-transformers-6.2.0 | llm-finetune | held-out |" in out
+    assert "| open_clip_torch-3.3.0 | vision | held-out |" in out
     hunks = json.loads(dump.read_text())
     assert hunks and all(len(h["key"]) == 16 and h["rules"] for h in hunks)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_project_that_already_supports_the_npu_gets_no_hunk(tmp_path, monkeypatch, capsys):
+    """sentence-transformers 6.2 branches on is_torch_npu_available() itself: every
+    CUDA line sits in a chain that already handles the NPU (NPU010), nothing is rewritten."""
+    monkeypatch.delenv("NPU_MIGRATE_CMD", raising=False)
+    dump = tmp_path / "run.json"
+    rc = precision.main(["--projects", "sentence-transformers", "--jobs", "1", "--json", str(dump)])
+    capsys.readouterr()
+    assert rc == 0
+    assert json.loads(dump.read_text()) == []
 
 
 def test_an_insertion_away_from_its_fix_goes_to_the_fix_that_quotes_it():
