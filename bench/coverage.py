@@ -303,8 +303,23 @@ def scan(data: bytes) -> list[Hit]:
         close_group()
     hits = [Hit(line, col, pat, *span(line), k in generic) for k, (line, col, pat, _) in enumerate(raw)]
     hits += [Hit(line, 0, pat, *span(line)) for line, pat in extra]
+    fallback = _torch_npu_fallback_lines(tree)
+    hits = [h for h in hits if h.line not in fallback]
     hits.sort(key=lambda h: (h.line, h.col))
     return hits
+
+
+def _torch_npu_fallback_lines(tree: ast.AST | None) -> set[int]:
+    """The lines of the ``except`` bodies of top-level ``try: import torch_npu`` guards:
+    code for a machine without torch_npu (``torch.npu = torch.cuda``, ``from torch
+    import cuda as tc``), CUDA on purpose (docs/decisions.md, "The CPU path")."""
+    lines: set[int] = set()
+    for node in getattr(tree, "body", ()):
+        if isinstance(node, ast.Try) and any(
+                isinstance(s, ast.Import) and any(a.name == "torch_npu" for a in s.names) for s in node.body):
+            for handler in node.handlers:
+                lines.update(range(handler.lineno, (handler.end_lineno or handler.lineno) + 1))
+    return lines
 
 
 # --------------------------------------------------------------------------- line mapping

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import libcst as cst
@@ -166,17 +167,36 @@ def imports_from(module: cst.Module, name: str) -> bool:
 
 #: How ``import torch_npu`` is written, in every file (entry points and library code
 #: alike): the file still imports, and runs its CPU path, where torch_npu is not
-#: installed (a CPU development machine). The ``except`` body rebinds what the try
-#: body imports from ``torch.npu`` to its ``torch.cuda`` original (see
-#: :func:`insert_torch_npu`), else it is ``pass``.
-GUARD_COMMENT = "# no torch_npu here (a CPU machine): the CPU path runs as before"
+#: installed (a CPU development machine). Only a *missing* torch_npu is caught
+#: (``ModuleNotFoundError``): a torch_npu that is installed but cannot load (CANN not
+#: set up on an Ascend node) still fails loudly, never a silent fall back to the CPU.
+#: The ``except`` body makes ``torch.npu`` the ``torch.cuda`` the code called before
+#: the migration (where the file uses ``torch.npu``: ``torch.npu.is_available()`` is
+#: then False on a CPU machine, ``torch.npu.manual_seed()`` a no-op, as their CUDA
+#: originals were), and rebinds what the try body imports from ``torch.npu`` to its
+#: ``torch.cuda`` original (see :func:`insert_torch_npu`); else it is ``pass``.
+GUARD_COMMENT = "# no torch_npu here: the CPU path runs as before"
+GUARD_EXCEPTION = "ModuleNotFoundError"
+#: the ``except`` body's line where the file uses ``torch.npu`` (``torch`` bound so)
+NPU_IS_CUDA = "torch.npu = torch.cuda"
+
+
+def guard_text(*moved: str, fallback: tuple[str, ...] = ("pass",), used: bool = False) -> str:
+    """The guard as the tool writes it, as text (rule examples and tests quote it):
+    ``moved``: the statements the try body holds after ``import torch_npu``,
+    ``fallback``: the except body."""
+    lines = ["try:", "    import torch_npu" if used else "    " + TORCH_NPU_IMPORT.rstrip("\n")]
+    lines += [f"    {statement}" for statement in moved]
+    lines.append(f"except {GUARD_EXCEPTION}:  {GUARD_COMMENT}")
+    lines += [f"    {statement}" for statement in fallback]
+    return "\n".join(lines) + "\n"
 
 
 def _guard(moved: list[cst.BaseStatement], fallback: list[cst.BaseStatement], used: bool = False) -> cst.Try:
     body = [cst.parse_statement(f"import {TORCH_NPU}\n" if used else TORCH_NPU_IMPORT), *moved]
     handler = cst.ExceptHandler(
         body=cst.IndentedBlock(body=fallback or [cst.SimpleStatementLine([cst.Pass()])]),
-        type=cst.Name("ImportError"),
+        type=cst.Name(GUARD_EXCEPTION),
         whitespace_after_except=cst.SimpleWhitespace(" "),
         whitespace_before_colon=cst.SimpleWhitespace(""),
     )
@@ -196,24 +216,59 @@ def _needs_torch_npu(statement: cst.CSTNode) -> bool:
     return any(_is_package(n, "torch.npu") for n in imported_modules(statement))
 
 
+def _cuda_module(name: str) -> str:
+    """``torch.npu.amp`` -> ``torch.cuda.amp``: the module the code imported before."""
+    return "torch.cuda" + name[len("torch.npu"):]
+
+
 def _into_guard(statement: cst.SimpleStatementLine) -> tuple[cst.SimpleStatementLine, cst.SimpleStatementLine | None]:
     """A top-level import that needs torch_npu, as the guard's try body holds it (isort
     order puts ``from`` imports after ``import torch_npu``: ``import torch.npu as tc``
     becomes ``from torch import npu as tc``), and what the except body binds instead
-    (``from torch import cuda as tc``: the name means what it meant before the
-    migration), or None."""
+    (``from torch import cuda as tc``, ``from torch.cuda.amp import autocast``: each
+    name means what it meant before the migration), or None (``import torch.npu``
+    binds ``torch``, whose ``npu`` the except body sets)."""
     node = statement.body[0]
-    if isinstance(node, cst.Import) and len(node.names) == 1 and node.names[0].asname is not None \
-            and get_full_name_for_node(node.names[0].name) == "torch.npu":
+    if isinstance(node, cst.Import) and len(node.names) == 1 and node.names[0].asname is not None:
+        name = get_full_name_for_node(node.names[0].name) or ""
         alias = node.names[0].asname.name.value
-        return (cst.parse_statement(f"from torch import npu as {alias}\n"),
-                cst.parse_statement(f"from torch import cuda as {alias}\n"))
-    if isinstance(node, cst.ImportFrom) and get_full_name_for_node(node.module) == "torch" \
-            and not isinstance(node.names, cst.ImportStar) and len(node.names) == 1 \
-            and get_full_name_for_node(node.names[0].name) == "npu":
-        alias = node.names[0].asname.name.value if node.names[0].asname is not None else "npu"
-        return statement, cst.parse_statement(f"from torch import cuda{'' if alias == 'cuda' else ' as ' + alias}\n")
+        if name == "torch.npu":
+            return (cst.parse_statement(f"from torch import npu as {alias}\n"),
+                    cst.parse_statement(f"from torch import cuda as {alias}\n"))
+        if _is_package(name, "torch.npu"):
+            return statement, cst.parse_statement(f"import {_cuda_module(name)} as {alias}\n")
+    if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None \
+            and not isinstance(node.names, cst.ImportStar):
+        module = get_full_name_for_node(node.module) or ""
+        if module == "torch" and len(node.names) == 1 and get_full_name_for_node(node.names[0].name) == "npu":
+            alias = node.names[0].asname.name.value if node.names[0].asname is not None else "npu"
+            return statement, cst.parse_statement(f"from torch import cuda{'' if alias == 'cuda' else ' as ' + alias}\n")
+        if _is_package(module, "torch.npu"):
+            names = ", ".join(cst.Module(body=[]).code_for_node(a).rstrip(", ") for a in node.names)
+            return statement, cst.parse_statement(f"from {_cuda_module(module)} import {names}\n")
     return statement, None
+
+
+def _torch_name(statements) -> str | None:
+    """The name under which top-level ``statements`` bind the ``torch`` module itself
+    (``import torch``, ``import torch.nn``, ``import torch as th``), or None."""
+    bound = None
+    for statement in statements:
+        node = _single_import(statement)
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                name = get_full_name_for_node(alias.name) or ""
+                if alias.asname is None and _is_package(name, "torch"):
+                    bound = "torch"
+                elif alias.asname is not None and name == "torch" and isinstance(alias.asname.name, cst.Name):
+                    bound = alias.asname.name.value
+    return bound
+
+
+def _uses_npu_namespace(module: cst.Module, torch_name: str) -> bool:
+    """The code (strings included: ``mock.patch("torch.npu.is_available")``) names
+    ``<torch>.npu``."""
+    return re.search(rf"(?<![\w.]){re.escape(torch_name)}\.npu\b", module.code) is not None
 
 
 def insert_torch_npu(module: cst.Module) -> cst.Module:
@@ -245,6 +300,10 @@ def insert_torch_npu(module: cst.Module) -> cst.Module:
     if kept and body[first] is None:
         # the head of the run moved into the guard: the next import takes over its lines
         kept[0] = kept[0].with_changes(leading_lines=module.body[first].leading_lines)
+    torch_name = _torch_name(s for s in body[:end] if s is not None)
+    rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
+    if torch_name is not None and _uses_npu_namespace(rest, torch_name):
+        fallback.insert(0, cst.parse_statement(f"{torch_name}.npu = {torch_name}.cuda\n"))
     guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))
     if kept or first > 0:
         guard = guard.with_changes(leading_lines=(cst.EmptyLine(),))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from npu_migrate.python.cst_util import from_import_names
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
@@ -87,10 +88,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'scaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\n'
                 'with torch.amp.autocast("npu", dtype=torch.bfloat16):\n'
@@ -102,10 +100,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             (
                 "from torch.amp import autocast, custom_fwd\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 '@custom_fwd(device_type="npu")\n'
                 "def forward(ctx, x):\n"

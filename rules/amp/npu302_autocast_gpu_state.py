@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.python.cst_util import string_literal
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import with_first_arg
@@ -63,10 +64,7 @@ import order.)
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'if torch.is_autocast_enabled("npu"):\n'
                 '    x = x.to(torch.get_autocast_dtype("npu"))\n'
@@ -77,10 +75,7 @@ import order.)
             (
                 "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'scaler = ShardedGradScaler("npu", init_scale=2.0**10)\n'
             ),

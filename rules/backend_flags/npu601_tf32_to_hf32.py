@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example
 
 from ._common import FlagUseRule, torch_root
@@ -45,13 +46,12 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text(fallback=(NPU_IS_CUDA,)) +
                 "\n"
-                "torch.npu.matmul.allow_hf32 = True\n"
-                "torch.npu.conv.allow_hf32 = True\n"
+                'if hasattr(torch.npu, "matmul"):  # torch_npu\'s switch: absent on a CPU machine\n'
+                "    torch.npu.matmul.allow_hf32 = True\n"
+                'if hasattr(torch.npu, "conv"):  # torch_npu\'s switch: absent on a CPU machine\n'
+                "    torch.npu.conv.allow_hf32 = True\n"
             ),
         ),
         Example("import torch\ntorch.set_float32_matmul_precision('high')\n"),
@@ -68,6 +68,44 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
         if root is None:
             self.report(node, f"`{qualified}` does nothing on NPU", f"use `{target}`")
             return
-        self.replace(node, cst.parse_expression(f"{root}.{TARGETS[qualified]}"), f"`{qualified}` -> `{target}`")
+        new = cst.parse_expression(f"{root}.{TARGETS[qualified]}")
+        message = f"`{qualified}` -> `{target}`"
+        statement = self._setting(node)
+        if statement is None:
+            self.replace(node, new, message)
+        else:
+            self.replace(statement, lambda updated: _only_with_torch_npu(updated, new, root), message, anchor=node)
         if root == "torch" and self.ctx.imports.bindings.get("torch") is None:
             self.add_import("torch")
+
+    def _setting(self, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+        """The statement line ``node = value`` when ``node`` is the one target of the
+        line's one assignment (the usual shape: ``torch.backends.cudnn.allow_tf32 = True``)."""
+        target = self.ctx.parent(node)
+        assign = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
+        line = self.ctx.parent(assign) if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
+        return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+
+
+#: the comment on the ``if`` that keeps an HF32 setting off machines without torch_npu
+CPU_PATH_COMMENT = "# torch_npu's switch: absent on a CPU machine"
+
+
+def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpression, root: str) -> cst.If:
+    """``torch.npu.matmul.allow_hf32 = True`` under ``if hasattr(torch.npu, "matmul"):``:
+    without torch_npu, ``torch.npu`` is ``torch.cuda`` (the import guard's ``except``
+    body), which has no HF32 switch; the TF32 setting it replaces did nothing there
+    either, so the CPU path runs as before (docs/decisions.md, "The CPU path")."""
+    assign = line.body[0].with_changes(targets=[line.body[0].targets[0].with_changes(target=target)])
+    namespace = target.value  # torch.npu.matmul
+    test = cst.parse_expression(
+        f'hasattr({cst.Module(body=[]).code_for_node(namespace.value)}, "{namespace.attr.value}")')
+    inner = line.with_changes(body=[assign], leading_lines=())
+    return cst.If(
+        test=test,
+        body=cst.IndentedBlock(
+            body=[inner],
+            header=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(CPU_PATH_COMMENT)),
+        ),
+        leading_lines=line.leading_lines,
+    )

@@ -1,5 +1,6 @@
 """NPU011: a CUDA test in front of CUDA-only code stays a CUDA test."""
 
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example, Rule
 
 
@@ -105,10 +106,7 @@ rules still rewrite the code inside the branch.
             "import npu_runtime\n"
             "import torch.nn as nn\n"
             "\n"
-            "try:\n"
-            "    import torch_npu  # noqa: F401\n"
-            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-            "    pass\n"
+            + guard_text() +
             "\n"
             "npu_runtime.init_data_parallel()\n"
             "if device == 'npu':\n"

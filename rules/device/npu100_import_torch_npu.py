@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg, last_name, string_value
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from npu_migrate.python.npu_aware import NPU_WORD, npu_mentions
 from npu_migrate.python.rule import Example, Rule
 
@@ -59,12 +60,17 @@ alike, so the answer never depends on which files a run was given):
 
     try:
         import torch_npu  # noqa: F401
-    except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before
-        pass
+    except ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before
+        torch.npu = torch.cuda
 
 A migrated repository still imports, and runs its CPU path (`--device cpu`),
 where torch_npu is not installed: teams develop on CPU machines and train on
-Ascend. The import is used only for its side effect, so linters call it unused
+Ascend. Where the file uses `torch.npu`, the `except` body makes it the
+`torch.cuda` the code called before the migration, so on a CPU machine
+`torch.npu.is_available()` is False and `torch.npu.manual_seed()` a no-op, as
+their originals were (else the body is `pass`). Only a *missing* torch_npu is
+caught: one that is installed but cannot load (CANN not set up on an Ascend
+node) fails loudly instead of training on the CPU. The import is used only for its side effect, so linters call it unused
 and `ruff --fix` (F401) would delete it; the `noqa` keeps it, and is left out
 where the file uses the name `torch_npu` itself (ruff's RUF100 would call it
 unused). A top-level `import torch.npu as tc` / `from torch.npu import ...` in
@@ -90,10 +96,9 @@ torch_npu in one central place.
     examples = (
         Example(
             "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\nx = torch.zeros(2).cuda()\n",
-            "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\ntry:\n"
-            "    import torch_npu  # noqa: F401\n"
-            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n"
-            "x = torch.zeros(2).npu()\n",
+            "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\n"
+            + guard_text()
+            + "\nx = torch.zeros(2).npu()\n",
             also=("NPU103",),
         ),
         Example(
@@ -101,10 +106,7 @@ torch_npu in one central place.
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text(fallback=(NPU_IS_CUDA,)) +
                 "\n"
                 "torch.npu.set_device(local_rank)\n"
             ),

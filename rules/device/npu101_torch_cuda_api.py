@@ -16,6 +16,7 @@ from npu_migrate.python.cst_util import (
     string_value,
     with_string_value,
 )
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example, Rule
 
 from ._cuda_names import CUDA, cuda_uses, is_cuda_name, root_binding
@@ -81,10 +82,7 @@ already handles NPU), the import stays exactly as it was, so it still binds.
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text(fallback=(NPU_IS_CUDA,)) +
                 "\n"
                 "if torch.npu.is_available():\n"
                 "    torch.npu.synchronize()\n"
@@ -93,11 +91,8 @@ already handles NPU), the import stays exactly as it was, so it still binds.
         Example(
             "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated())\n",
             (
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "    from torch.npu import max_memory_allocated\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                guard_text('from torch.npu import max_memory_allocated',
+                           fallback=('from torch.cuda import max_memory_allocated',)) +
                 "\n"
                 "print(max_memory_allocated())\n"
             ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.python import reaches_torch
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example, Rule
 
 #: the module itself, not a method of a tensor or module
@@ -51,10 +52,7 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "model = Net().npu()\n"
                 "for x, y in loader:\n"
@@ -66,10 +64,7 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "if images.is_npu:\n"
                 "    images = images.npu(args.gpu)\n"

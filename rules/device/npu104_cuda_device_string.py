@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example
 
 from ._device_strings import DeviceLiteralRule, Flow, analysis, swap
@@ -63,10 +64,7 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "device = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n"
             ),
@@ -76,10 +74,7 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'state = torch.load(path, map_location=f"npu:{rank}")\n'
             ),
@@ -89,10 +84,7 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "if x.device.type == 'npu':\n"
                 "    pass\n"

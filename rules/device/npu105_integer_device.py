@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg, last_name, string_literal
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example, Rule
 
 #: Names that hold a device *index* in real training code.
@@ -69,10 +70,7 @@ over it reports the same names as the first.
                 "import os\n"
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'local_rank = int(os.environ["LOCAL_RANK"])\n'
                 'model = torch.nn.Linear(2, 2).to(f"npu:{local_rank}")\n'

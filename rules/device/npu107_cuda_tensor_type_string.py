@@ -8,6 +8,7 @@ import libcst as cst
 
 from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example, Rule
 
 _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
@@ -41,10 +42,7 @@ Reported instead:
             (
                 "import torch\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text(fallback=(NPU_IS_CUDA,)) +
                 "\n"
                 "if x.type() == 'torch.npu.HalfTensor':\n"
                 "    x = x.type('torch.npu.FloatTensor')\n"

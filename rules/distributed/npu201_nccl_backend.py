@@ -12,6 +12,7 @@ from npu_migrate.python.cst_util import (
     string_value,
     with_string_value,
 )
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.reaches_torch import OTHER_SYSTEMS
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.backends import mentions_nccl
@@ -89,10 +90,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             (
                 "import torch.distributed as dist\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "dist.init_process_group('hccl', init_method='env://')\n"
             ),
@@ -103,10 +101,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
                 "import torch\n"
                 "from torch.distributed import init_process_group\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'backend = "hccl" if torch.cuda.is_available() else "gloo"\n'
                 "init_process_group(backend=backend)\n"
@@ -117,10 +112,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             (
                 "import torch.distributed as dist\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 'if dist.get_backend() == "hccl":\n'
                 "    pass\n"
@@ -131,10 +123,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             (
                 "import torch.distributed as dist\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "args.dist_backend = 'hccl'\n"
                 "dist.init_process_group(backend=args.dist_backend)\n"

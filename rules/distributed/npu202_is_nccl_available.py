@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from npu_migrate.python.imports import TORCH_NPU, import_position, imported_modules
+from npu_migrate.python.imports import (
+    TORCH_NPU,
+    guard_text,
+    import_position,
+    imported_modules,
+)
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import C10D, DIST
@@ -39,10 +44,7 @@ alias only on `torch.distributed`.
             (
                 "import torch.distributed as dist\n"
                 "\n"
-                "try:\n"
-                "    import torch_npu  # noqa: F401\n"
-                "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-                "    pass\n"
+                + guard_text() +
                 "\n"
                 "use_nccl = dist.is_available() and dist.is_hccl_available()\n"
             ),

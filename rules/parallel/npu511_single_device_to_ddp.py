@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example
 
 from ._common import ParallelConversion, runtime_name_taken
@@ -82,10 +83,7 @@ metrics.
             "from torch.utils.data import DataLoader\n"
             "from torch.utils.data.distributed import DistributedSampler\n"
             "\n"
-            "try:\n"
-            "    import torch_npu  # noqa: F401\n"
-            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
-            "    pass\n"
+            + guard_text() +
             "\n"
             "def main():\n"
             "    model = Net().npu()\n"

@@ -10,6 +10,7 @@ import libcst as cst
 
 from npu_migrate.pipeline.entry_points import is_library, is_named_entry
 from npu_migrate.python.cst_util import is_main_guard
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example, Rule
 
 INSTALL = "npu_runtime.install()"
@@ -161,9 +162,9 @@ if the training image should not install npu-migrate.
     examples = (
         Example(
             "import torch\n\ndef main():\n    torch.cuda.synchronize()\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n",
-            "import torch\n\ntry:\n    import torch_npu  # noqa: F401\n"
-            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n"
-            "\ntry:\n    import npu_runtime\n"
+            "import torch\n\n"
+            + guard_text(fallback=(NPU_IS_CUDA,))
+            + "\ntry:\n    import npu_runtime\n"
             "except ImportError:  # the job still trains, without the runtime's install()\n"
             "    npu_runtime = None\n"
             '    print("npu-runtime is not installed: no launcher translation, HCCL defaults"\n'

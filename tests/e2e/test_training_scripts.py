@@ -113,7 +113,7 @@ def test_migrated_text(workspace, name):
     source = (workspace.migrated / f"{name}.py").read_text(encoding="utf-8")
     assert cuda_leftovers(source) == [], f"{name}.py still has CUDA code after migration"
     # guarded, so that the script still imports where torch_npu is absent (a CPU machine)
-    guard = r"^try:\n    import torch_npu(  # noqa: F401)?\n(    .*\n)*except ImportError:"
+    guard = r"^try:\n    import torch_npu(  # noqa: F401)?\n(    .*\n)*except ModuleNotFoundError:"
     assert re.search(guard, source, re.MULTILINE), "no guarded `import torch_npu`"
     original = (workspace.original / f"{name}.py").read_text(encoding="utf-8")
     if "nccl" in string_constants(original):

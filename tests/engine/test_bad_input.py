@@ -178,7 +178,7 @@ def test_nesting_cpython_accepts_is_migrated(project, run_cli):
     result = run_cli("--write", ".")
     assert result.exit_code == 0, result.output
     assert (project / "deep.py").read_bytes() == _nested(199).replace(b".cuda()", b".npu()").replace(
-        b"import torch\n", b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n"
+        b"import torch\n", b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\n"
     )
 
 

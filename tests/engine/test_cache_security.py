@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 CUDA = b"import torch\nn = torch.cuda.device_count()\n"
-MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nn = torch.npu.device_count()\n"
+MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    torch.npu = torch.cuda\n\nn = torch.npu.device_count()\n"
 EVIL = "import os\nos.system('echo pwned > /tmp/pwned')\n"
 PYPROJECT = b"[tool.npu-migrate]\n"
 

@@ -12,7 +12,7 @@ from npu_migrate.pipeline import runner, writer
 from npu_migrate.pipeline.files import ReadError, content_digest
 
 CUDA = b"import torch\nn = torch.cuda.device_count()\n"
-MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nn = torch.npu.device_count()\n"
+MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    torch.npu = torch.cuda\n\nn = torch.npu.device_count()\n"
 EDITED = b"import torch\nn = torch.cuda.device_count()  # the user's edit\n"
 
 

@@ -19,6 +19,7 @@ import pytest
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 TIMEOUT = 120
@@ -111,7 +112,7 @@ def test_the_inputs_are_lint_clean(tmp_path, script):
 def test_ruff_fix_keeps_the_migrated_script_as_it_is(tmp_path, script):
     path = tmp_path / "script.py"
     output = migrated(script)
-    assert "\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n" in output
+    assert "\n" + guard_text(fallback=(NPU_IS_CUDA,)) + "\n" in output
     path.write_text(output)
     fixed = ruff("check", "--isolated", "--select", "I,F401", "--fix", str(path))
     assert fixed.returncode == 0, fixed.stdout
@@ -152,7 +153,8 @@ def test_check_flags_npu_code_whose_import_was_removed(tmp_path, run_cli, use):
     check = run_cli("train.py", "--check", "--no-cache")
     assert check.exit_code == 1, check.output
     assert run_cli("train.py", "--write", "--no-cache").exit_code == 0
-    assert (tmp_path / "train.py").read_text() == f"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n{use}\n"
+    fallback = (NPU_IS_CUDA,) if "torch.npu" in use else ("pass",)
+    assert (tmp_path / "train.py").read_text() == f"import torch\n\n{guard_text(fallback=fallback)}\n{use}\n"
 
 
 @pytest.mark.parametrize("source", [
@@ -173,7 +175,7 @@ def test_library_code_that_only_runs_on_the_npu_is_not_flagged(source):
 def test_a_test_that_uses_the_npu_api_itself_is_flagged():
     """`if torch.npu.is_available():` runs everywhere: it needs the import."""
     result = migrate_source("train.py", b"import torch\n\nif torch.npu.is_available():\n    x = 1\n", ALL)
-    assert result.new_source == b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nif torch.npu.is_available():\n    x = 1\n"
+    assert result.new_source == b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    torch.npu = torch.cuda\n\nif torch.npu.is_available():\n    x = 1\n"
 
 
 #: An entry point that imports no torch (shakespeare-babbler's Hydra script, held-out
@@ -290,7 +292,7 @@ def test_an_import_that_needs_torch_npu_goes_under_the_guard(tmp_path):
     before the migration; a second run changes nothing."""
     output = migrated(CUDA_ALIAS)
     assert ("try:\n    import torch_npu  # noqa: F401\n    from torch import npu as tc\n"
-            "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n"
+            "except ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n"
             "    from torch import cuda as tc\n") in output
     assert "import torch.npu" not in output and "import torch.cuda" not in output
     assert migrate_source("script.py", output.encode(), ALL).new_source is None

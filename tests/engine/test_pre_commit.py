@@ -22,7 +22,7 @@ from .test_cli import CONSOLE_SCRIPT, CUDA
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nn = torch.npu.device_count()\n"
+MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    torch.npu = torch.cuda\n\nn = torch.npu.device_count()\n"
 
 
 def _git(cwd: Path, *args: str) -> str:

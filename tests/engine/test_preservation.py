@@ -9,6 +9,7 @@ import stat
 import pytest
 
 from npu_migrate.python.engine import migrate_source
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from tests.rules.golden import cases
 
 CUDA_LINE = "x = torch.cuda.device_count()"
@@ -24,7 +25,7 @@ def migrate(data: bytes) -> bytes:
 def test_crlf_is_preserved_including_inserted_lines():
     src = b"import torch\r\n# keep 'this' comment\r\nx = torch.cuda.device_count()  # trailing\r\n"
     out = migrate(src)
-    assert out == b"import torch\r\n\r\ntry:\r\n    import torch_npu  # noqa: F401\r\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\r\n    pass\r\n\r\n# keep 'this' comment\r\nx = torch.npu.device_count()  # trailing\r\n"
+    assert out == b"import torch\r\n\r\ntry:\r\n    import torch_npu  # noqa: F401\r\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\r\n    torch.npu = torch.cuda\r\n\r\n# keep 'this' comment\r\nx = torch.npu.device_count()  # trailing\r\n"
 
 
 def test_latin1_cookie_and_bytes_survive():
@@ -40,7 +41,7 @@ def test_latin1_cookie_and_bytes_survive():
 def test_utf8_bom_is_kept():
     src = b"\xef\xbb\xbfimport torch\nn = torch.cuda.device_count()\n"
     out = migrate(src)
-    assert out.startswith(b"\xef\xbb\xbfimport torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n")
+    assert out.startswith(b"\xef\xbb\xbfimport torch\n\n" + guard_text(fallback=(NPU_IS_CUDA,)).encode() + b"\n")
 
 
 def test_formatting_quotes_and_comments_untouched():
@@ -52,7 +53,7 @@ def test_formatting_quotes_and_comments_untouched():
         b"    return torch.cuda.is_available( )\n"
     )
     out = migrate(src).decode()
-    assert out == src.decode().replace("import torch  # the framework\n", "import torch  # the framework\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n").replace(
+    assert out == src.decode().replace("import torch  # the framework\n", "import torch  # the framework\n\n" + guard_text(fallback=(NPU_IS_CUDA,))).replace(
         "return torch.cuda.is_available( )", "return torch.npu.is_available( )"
     )
 
@@ -92,28 +93,28 @@ def test_second_run_is_a_no_op(newline):
 #: last line ending of a CR-only file.
 LOSSY_FOR_LIBCST = [
     (b'import torch\nx = 1\n\x0cy = torch.zeros(1).cuda()\n',
-     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nx = 1\n\x0cy = torch.zeros(1).npu()\n'),
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\nx = 1\n\x0cy = torch.zeros(1).npu()\n'),
     (b'import torch\n\x0c\n\x0cdef f():\n    return torch.zeros(1).cuda()\n',
-     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\x0c\n\x0cdef f():\n    return torch.zeros(1).npu()\n'),
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\x0c\n\x0cdef f():\n    return torch.zeros(1).npu()\n'),
     (b'import torch\nif x:\n    a = 1\n\x0c    b = torch.zeros(1).cuda()\n  \x0c  \x0cc = 2\n',
-     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nif x:\n    a = 1\n\x0c    b = torch.zeros(1).npu()\n  \x0c  \x0cc = 2\n'),
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\nif x:\n    a = 1\n\x0c    b = torch.zeros(1).npu()\n  \x0c  \x0cc = 2\n'),
     (b'import torch\nclass A:\n    def f(self):\n        pass\n\x0c\n\x0c    def g(self):\n        return torch.zeros(1).cuda()\n',
-     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n\nclass A:\n    def f(self):\n        pass\n\x0c\n\x0c    def g(self):\n        return torch.zeros(1).npu()\n'),
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\n\nclass A:\n    def f(self):\n        pass\n\x0c\n\x0c    def g(self):\n        return torch.zeros(1).npu()\n'),
     (b'\x0cimport torch\r\n\x0cx = torch.zeros(1).cuda()\r\n',
-     b'\x0cimport torch\r\n\r\ntry:\r\n    import torch_npu  # noqa: F401\r\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\r\n    pass\r\n\r\n\x0cx = torch.zeros(1).npu()\r\n'),
+     b'\x0cimport torch\r\n\r\ntry:\r\n    import torch_npu  # noqa: F401\r\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\r\n    pass\r\n\r\n\x0cx = torch.zeros(1).npu()\r\n'),
     (b'import torch\rx = torch.zeros(1).cuda()\r',
-     b'import torch\r\rtry:\r    import torch_npu  # noqa: F401\rexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\r    pass\r\rx = torch.zeros(1).npu()\r'),
+     b'import torch\r\rtry:\r    import torch_npu  # noqa: F401\rexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\r    pass\r\rx = torch.zeros(1).npu()\r'),
     (b'import torch\rx = torch.zeros(1).cuda()\r\r\r',
-     b'import torch\r\rtry:\r    import torch_npu  # noqa: F401\rexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\r    pass\r\rx = torch.zeros(1).npu()\r\r\r'),
+     b'import torch\r\rtry:\r    import torch_npu  # noqa: F401\rexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\r    pass\r\rx = torch.zeros(1).npu()\r\r\r'),
     (b'import torch\r\x0cx = torch.zeros(1).cuda()\r',
-     b'import torch\r\rtry:\r    import torch_npu  # noqa: F401\rexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\r    pass\r\r\x0cx = torch.zeros(1).npu()\r'),
+     b'import torch\r\rtry:\r    import torch_npu  # noqa: F401\rexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\r    pass\r\r\x0cx = torch.zeros(1).npu()\r'),
     # A statement the migration removes (an import nothing uses any more): its form feed
     # goes in front of the line that follows it.
     (b'import torch\n\x0cfrom torch import cuda\n\x0cs = cuda.amp.GradScaler()\n',
-     b'import torch\n\ntry:\n\x0c    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\n\x0cs = torch.amp.GradScaler("npu")\n'),
+     b'import torch\n\ntry:\n\x0c    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\n\x0cs = torch.amp.GradScaler("npu")\n'),
     # Form feeds inside brackets and strings were never lost, and stay as they are.
     (b'import torch\nx = (1,\n\x0c2)\ns = """\n\x0ca"""\ny = torch.zeros(1).cuda()\n',
-     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nx = (1,\n\x0c2)\ns = """\n\x0ca"""\ny = torch.zeros(1).npu()\n'),
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\nx = (1,\n\x0c2)\ns = """\n\x0ca"""\ny = torch.zeros(1).npu()\n'),
 ]
 
 

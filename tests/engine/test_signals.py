@@ -25,7 +25,7 @@ from tests.engine.faults import (
 )
 
 CUDA = b"import torch\nn = torch.cuda.device_count()\n"
-MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nn = torch.npu.device_count()\n"
+MIGRATED = b"import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    torch.npu = torch.cuda\n\nn = torch.npu.device_count()\n"
 HANG = b"import torch\nn = torch.cuda.device_count()  # hang-the-parser\n"
 CRASH = b"import torch\nn = torch.cuda.device_count()  # crash-the-parser\n"
 TIMEOUT = 120  # a hang detector on a loaded machine, not a speed goal

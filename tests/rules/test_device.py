@@ -123,5 +123,5 @@ def test_latin1_crlf_file_keeps_bytes_outside_the_fix():
     result = migrate_source("t.py", source, DEVICE)
     assert result.error is None
     assert result.new_source == (
-        "# -*- coding: latin-1 -*-\r\nimport torch\r\n\r\ntry:\r\n    import torch_npu  # noqa: F401\r\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\r\n    pass\r\n\r\n# caf\xe9\r\nx = t.to('npu')\r\n"
+        "# -*- coding: latin-1 -*-\r\nimport torch\r\n\r\ntry:\r\n    import torch_npu  # noqa: F401\r\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\r\n    pass\r\n\r\n# caf\xe9\r\nx = t.to('npu')\r\n"
     ).encode("latin-1")

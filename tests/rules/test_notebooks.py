@@ -18,6 +18,7 @@ from npu_migrate.notebooks.engine import migrate
 from npu_migrate.notebooks.magics import cell_magic, specials
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 
@@ -66,7 +67,8 @@ def test_code_cells_are_one_module_and_ipython_lines_survive():
     assert result.error is None
     new = sources(result.new_source)
     assert new[0] == TRAIN[0][1]  # markdown untouched
-    assert new[1] == "%matplotlib inline\n!pip install -q timm\nimport torch\nfrom torch import nn\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass"
+    assert new[1] == ("%matplotlib inline\n!pip install -q timm\nimport torch\nfrom torch import nn\n\n"
+                      + guard_text(fallback=(NPU_IS_CUDA,)).rstrip("\n"))
     assert new[2] == ("device = torch.device('npu')\nmodel = nn.Linear(2, 2).npu()\nfor step in range(2):\n"
                       "    !echo step\n    torch.npu.synchronize()")
     assert new[3] == "%%time\nx = torch.ones(2, device='npu')"
@@ -89,7 +91,7 @@ def test_findings_name_the_cell_and_its_line():
 def test_torch_npu_goes_into_the_first_cell_that_imports_torch():
     data = notebook(("code", "import os"), ("code", "import torch"), ("code", "x = torch.zeros(1).cuda()"))
     new = sources(run(data).new_source)
-    assert new == ["import os", "import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass", "x = torch.zeros(1).npu()"]
+    assert new == ["import os", "import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass", "x = torch.zeros(1).npu()"]
 
 
 @pytest.mark.parametrize("style", ["nbformat", "vscode", "minified"])
@@ -103,7 +105,7 @@ def test_the_json_layout_is_kept(style):
     else:
         pad = " " * (4 if style == "nbformat" else 8)
         guard = ["\\n", "try:\\n", "    import torch_npu  # noqa: F401\\n",
-                 "except ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\\n", "    pass\\n", "\\n"]
+                 "except ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\\n", "    pass\\n", "\\n"]
         assert sorted(changed) == sorted([*(f'+ {pad}"{line}",' for line in guard), f'- {pad}"x = torch.zeros(1).cuda()"',
                                           f'+ {pad}"x = torch.zeros(1).npu()"'])
     assert out.endswith(b"\n") == data.endswith(b"\n")
@@ -213,8 +215,8 @@ def test_a_source_written_as_one_string_stays_one_string():
     nb["cells"][0]["source"] = "import torch\nx = torch.zeros(1).cuda()"
     data = (json.dumps(nb, indent=1) + "\n").encode()
     out = run(data).new_source
-    assert json.loads(out)["cells"][0]["source"] == "import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\n    pass\n\nx = torch.zeros(1).npu()"
-    assert out.replace(b'\\n\\ntry:\\n    import torch_npu  # noqa: F401\\nexcept ImportError:  # no torch_npu here (a CPU machine): the CPU path runs as before\\n    pass\\n', b"").replace(b".npu()", b".cuda()") == data
+    assert json.loads(out)["cells"][0]["source"] == "import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\nx = torch.zeros(1).npu()"
+    assert out.replace(b'\\n\\ntry:\\n    import torch_npu  # noqa: F401\\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\\n    pass\\n', b"").replace(b".npu()", b".cuda()") == data
 
 
 def test_ipython_expressions_in_shell_escapes_are_not_shell_syntax():
