@@ -34,10 +34,15 @@ def import_torch_npu() -> bool:
 
 
 def module_for(device_type: str) -> Any | None:
-    """``torch.npu`` / ``torch.cuda`` if the attribute exists, else None."""
+    """``torch.npu`` / ``torch.cuda`` if the attribute exists, else None. A ``torch.npu``
+    that *is* ``torch.cuda`` is the migrated code's stand-in where torch_npu is missing
+    (npu-migrate's import guard: ``torch.npu = torch.cuda``), not an NPU: None."""
     import torch
 
-    return getattr(torch, device_type, None)
+    module = getattr(torch, device_type, None)
+    if device_type != "cuda" and module is not None and module is getattr(torch, "cuda", None):
+        return None
+    return module
 
 
 def is_available(device_type: str) -> bool:

@@ -69,7 +69,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import exitcodes
+from . import devices, exitcodes
 from .bounds import BoundError, bounded_int
 
 log = logging.getLogger("npu_runtime")
@@ -422,7 +422,7 @@ class HealthMonitor:
                 import torch
 
                 for name in ("npu", "cuda"):
-                    module = getattr(torch, name, None)
+                    module = devices.module_for(name)
                     if module is not None and module.is_available():
                         self._device = (name, module)
                         break

@@ -149,3 +149,14 @@ def test_a_rank_without_a_device_is_reported_not_raised(monkeypatch):
            "NPU_RUNTIME_WATCHDOG": "0"}
     rep = install(environ=env)
     assert "local rank 5" in rep.note and "only 2 visible" in rep.note and fake.current is None
+
+
+def test_the_migrated_codes_cpu_stand_in_for_torch_npu_is_not_an_npu(monkeypatch):
+    """npu-migrate's import guard sets ``torch.npu = torch.cuda`` where torch_npu is
+    missing; the runtime must not take that for an NPU (on an NVIDIA machine it would
+    then pick HCCL), nor lose CUDA itself."""
+    monkeypatch.setattr(torch, "npu", torch.cuda, raising=False)
+    assert devices.module_for("npu") is None
+    assert not devices.is_available("npu")
+    assert devices.module_for("cuda") is torch.cuda
+    assert devices.accelerator_type() in (None, "cuda")
