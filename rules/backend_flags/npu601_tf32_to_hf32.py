@@ -74,7 +74,8 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
         if statement is None:
             self.replace(node, new, message)
         else:
-            self.replace(statement, lambda updated: _only_with_torch_npu(updated, new, root), message, anchor=node)
+            quote = self.ctx.quote
+            self.replace(statement, lambda updated: _only_with_torch_npu(updated, new, quote), message, anchor=node)
         if root == "torch" and self.ctx.imports.bindings.get("torch") is None:
             self.add_import("torch")
 
@@ -91,7 +92,7 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
 CPU_PATH_COMMENT = "# torch_npu's switch: absent on a CPU machine"
 
 
-def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpression, root: str) -> cst.If:
+def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpression, quote: str) -> cst.If:
     """``torch.npu.matmul.allow_hf32 = True`` under ``if hasattr(torch.npu, "matmul"):``:
     without torch_npu, ``torch.npu`` is ``torch.cuda`` (the import guard's ``except``
     body), which has no HF32 switch; the TF32 setting it replaces did nothing there
@@ -99,7 +100,7 @@ def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpressi
     assign = line.body[0].with_changes(targets=[line.body[0].targets[0].with_changes(target=target)])
     namespace = target.value  # torch.npu.matmul
     test = cst.parse_expression(
-        f'hasattr({cst.Module(body=[]).code_for_node(namespace.value)}, "{namespace.attr.value}")')
+        f"hasattr({cst.Module(body=[]).code_for_node(namespace.value)}, {quote}{namespace.attr.value}{quote})")
     inner = line.with_changes(body=[assign], leading_lines=())
     return cst.If(
         test=test,
