@@ -62,6 +62,30 @@ _READS_ROCM_ENV = re.compile(r"""(?:get|pop|getenv)\(\s*["'](?:HIP|ROCR)_VISIBLE
 KERNEL_GATE = "NPU011"
 AWARE = "NPU010"
 
+#: a test module: ``test_*.py``, ``*_test.py``, ``conftest.py``, or a file under ``tests/``
+_TEST_FILE = re.compile(r"(?:^|/)(?:tests?/(?:.*/)?[^/]+|test_[^/]*|[^/]*_test|conftest)\.py$")
+#: a path or module name about kernels (``tests/kernels/``, ``test_fused_rope.py``,
+#: ``liger_kernel``, ``axolotl.kernels.lora``)
+_KERNEL_NAME = re.compile(r"kernel|triton|cutlass|(?<![a-z])cute(?![a-z])|fused", re.IGNORECASE)
+#: an import of Triton, or of a module whose dotted name is about kernels
+_KERNEL_IMPORT = re.compile(r"^[ \t\f]*(?:import|from)[ \t\f]+([\w.]+)", re.MULTILINE)
+
+
+def kernel_test_module(ctx: FileContext) -> bool:
+    """A test module of CUDA/Triton kernels (axolotl's ``tests/kernels/test_gemma4_fused_rope.py``,
+    a test that imports ``triton`` or ``pkg.kernels``): its CUDA tests, availability
+    probes and device strings exist to run CUDA kernels; on Ascend those tests are to be
+    skipped, which they are while their gates stay CUDA tests. Rewriting them runs NPU
+    tensors into the CUDA kernels (wrong) or edits tests that skip anyway (needless)."""
+    path = ctx.path.replace("\\", "/")
+    if not _TEST_FILE.search(path):
+        return False
+    parts = path.split("/")
+    below = max((i for i, part in enumerate(parts) if part in ("tests", "test")), default=len(parts) - 2)
+    if any(_KERNEL_NAME.search(part) for part in parts[below + 1:]):  # the folders below tests/, the file
+        return True
+    return any(_KERNEL_NAME.search(name) for name in _KERNEL_IMPORT.findall(ctx.text))
+
 
 def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tuple[cst.CSTNode, str, str, bool] | None:
     """``(owner, rule, message, whole)`` when ``node`` lies in code left alone; ``whole``:
@@ -69,6 +93,9 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
     report for it)."""
     if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
         return ctx.module, AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged", True
+    if kernel_test_module(ctx):
+        return (ctx.module, KERNEL_GATE, "a test module of CUDA/Triton kernels: its CUDA gates and devices stay "
+                "CUDA's, so on NPU its kernel tests are skipped, not run on NPU tensors; left unchanged", True)
     child = node
     statement_seen = None
     if rule == ENV_RULE:

@@ -54,6 +54,16 @@ A test whose branch also moves things to the device (`model.cuda()`,
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
 own rule (NPU913 for DataParallel, ...).
 
+**Test modules of kernels** are left alone as a whole and reported once: a test
+module (`test_*.py`, `*_test.py`, `conftest.py`, a file under `tests/`) whose folders
+below `tests/` or whose name is about kernels (`kernel`, `triton`, `fused`,
+`cutlass`, `cute`: axolotl's `tests/kernels/test_gemma4_fused_rope.py`), or that
+imports Triton or a module so named (`from mypkg.kernels.lora import ...`,
+`liger_kernel.ops`). Its skip gates often give no reason but "CUDA required", and
+its device strings exist to feed the kernels; kept as CUDA, the tests are skipped on
+Ascend instead of running NPU tensors into CUDA kernels (found on axolotl: nine such
+gates; on liger-kernel and axolotl most needless hunks were in these tests).
+
 Two more shapes count as CUDA-only code behind a CUDA test:
 
 - **compute-capability probes**: `torch.cuda.get_device_capability()` and

@@ -10,7 +10,7 @@ import pytest
 
 from npu_migrate.python.engine import migrate_source
 from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
-from tests.rules.golden import cases
+from tests.rules.golden import cases, real_name
 
 CUDA_LINE = "x = torch.cuda.device_count()"
 
@@ -149,7 +149,7 @@ def _feed_every_statement(source: bytes) -> bytes:
 def test_form_feeds_before_statements_survive_every_fixture(case):
     """A form feed before each statement changes nothing about the migration, and survives it."""
     fed = _feed_every_statement(case.before.read_bytes())
-    result = migrate_source("t.py", fed, case.settings())
+    result = migrate_source(real_name(case.before), fed, case.settings())  # the name it stands for
     assert result.error is None, result.error
     if case.after is None:
         assert result.new_source is None
