@@ -104,7 +104,7 @@ KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the 
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
-    r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|transformer[_ ]engine|"
+    r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
     r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
     r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm)(?![a-z0-9])",
     re.IGNORECASE,

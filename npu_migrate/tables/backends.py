@@ -50,3 +50,17 @@ def is_backend_key(name: str) -> bool:
     ``--attention-backend`` and the like, whose values are never ``nccl`` anyway."""
     key = name.lstrip("-+").replace("-", "_").rsplit(".", 1)[-1]
     return bool(_BACKEND_KEY.search(key)) and not _NOT_A_BACKEND.search(key)
+
+
+#: Owners whose ``backend`` is another system's engine name, not a process-group backend:
+#: verl's checkpoint engine (its HCCL engine is registered under ``"nccl"`` too, so
+#: ``"hccl"`` names no engine), vLLM's weight transfer and KV-cache transfer/connectors.
+_OTHER_SYSTEMS_OWNER = re.compile(r"checkpoint_?engine|weight_?(?:transfer|sync)|kv_?(?:transfer|connector)",
+                                  re.IGNORECASE)
+
+
+def other_systems_owner(names) -> str | None:
+    """The first of ``names`` (the keys above a config value, the callee or the
+    attribute chain holding a ``backend``) that belongs to another system's engine
+    (``checkpoint_engine``, ``CheckpointEngineConfig``, ``weight_transfer_config``), or None."""
+    return next((name for name in names if name and _OTHER_SYSTEMS_OWNER.search(name)), None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from npu_migrate.configs.rule import ConfigRule, Example
-from npu_migrate.tables.backends import is_backend_key
+from npu_migrate.tables.backends import is_backend_key, other_systems_owner
 
 from ._values import setting
 
@@ -25,12 +25,16 @@ rewritten. Backend keys (`npu_migrate/tables/backends.py`): `backend`,
 `attention_backend`, `compile_backend` and the like, which never hold nccl.
 `name=value` strings and argument lists work as for NPU830.
 
-`nccl` under any other key is reported by NPU832.
+`nccl` under any other key is reported by NPU832. A backend key below another
+system's engine (`checkpoint_engine:`, `weight_transfer`, `kv_transfer`,
+`kv_connector`: verl registers its HCCL checkpoint engine under `nccl` too, so
+`hccl` would name no engine) is reported, not rewritten.
 """
     examples = (
         Example("dist:\n  backend: nccl\n  init_method: env://\n", "dist:\n  backend: hccl\n  init_method: env://\n"),
         Example('{"dist_backend": "nccl"}\n', '{"dist_backend": "hccl"}\n'),
         Example("rdzv_backend: c10d\n"),
+        Example("rollout:\n  checkpoint_engine:\n    backend: nccl  # reported: verl's engine name\n"),
     )
 
     def visit_scalar(self, scalar) -> None:
@@ -38,6 +42,13 @@ rewritten. Backend keys (`npu_migrate/tables/backends.py`): `backend`,
             return
         found = setting(scalar, self.file.previous)
         if found.name is None or not is_backend_key(found.name):
+            return
+        owner = other_systems_owner([*scalar.keys[:-1], *found.name.split(".")[:-1]])
+        if owner is not None:
+            self.report(scalar, f"`{found.value}` under `{owner}` is that engine's own name for its transport, not a "
+                        "process-group backend; left unchanged",
+                        "check that engine's documentation for its Ascend name (verl registers its HCCL checkpoint "
+                        "engine under `nccl` too)")
             return
         new = self.file.target.backend_string(found.value)  # hccl_backend's spec for the NPU
         if new is not None:

@@ -15,7 +15,7 @@ from npu_migrate.python.cst_util import (
 from npu_migrate.python.imports import guard_text
 from npu_migrate.python.reaches_torch import OTHER_SYSTEMS
 from npu_migrate.python.rule import Example, Rule
-from npu_migrate.tables.backends import mentions_nccl
+from npu_migrate.tables.backends import mentions_nccl, other_systems_owner
 
 from ._common import ARGPARSE_BACKEND_OPTIONS, BACKEND_NCCL, BACKEND_PARAMS, GET_BACKEND
 
@@ -187,8 +187,9 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         if isinstance(target, cst.Attribute):
             text = self.ctx.module.code_for_node(target)
             self.attribute_values.setdefault(text, []).append(value)
-            if target.attr.value in BACKEND_KEYWORDS:
+            if target.attr.value in BACKEND_KEYWORDS and other_systems_owner(text.split(".")[:-1]) is None:
                 # `args.dist_backend = 'nccl'` where the process group is started in another file
+                # (not `cfg.rollout.checkpoint_engine.backend`: verl's engine name)
                 self.named.append((value, f"assigned to `{text}`, an attribute named for a process-group backend"))
         if isinstance(target, cst.Name):
             self.name_values.append((target, value))  # sorted into class fields in leave_file
@@ -218,7 +219,8 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         qualified = self.qualified_name(call.func) or ""
         if qualified.split(".")[0] in OTHER_SYSTEMS or qualified in _SERIALISERS:
             return True
-        return last_name(call.func) in _OTHER_COLLECTIVES
+        # verl's CheckpointEngineConfig(backend="nccl"): that engine's own name
+        return last_name(call.func) in _OTHER_COLLECTIVES or other_systems_owner([last_name(call.func)]) is not None
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         holder = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.Call)
