@@ -135,7 +135,9 @@ Library code stays importable without npu_runtime: a module of a package (its
 directory holds an `__init__.py`; see npu_migrate/pipeline/entry_points.py) never gets a
 top-level `import npu_runtime`. A `__main__` demo block in such a module gets
 `import npu_runtime` and the call inside the block; a package module without one is
-left alone. Name it with `--entry` to make it an entry point. A script that another
+left alone, and so is a demo block of a package module that does not train itself
+(an environment report such as composer's `utils/collect_env.py`, which only imports
+modules that train). Name it with `--entry` to make it an entry point. A script that another
 file imports (library code by the project's import graph) and that has a `__main__`
 block gets the same when it trains, itself or through a module of the project it
 imports (DeiT's and DETR's `main.py`, imported by `run_with_submitit.py`, whose loop is
@@ -190,7 +192,12 @@ if the training image should not install npu-migrate.
         # itself as well (DeiT's and DETR's main.py, which run_with_submitit.py imports),
         # it is library code with a demo block: the runtime goes inside the block, so
         # `python main.py` installs it and `import main` needs no npu_runtime.
-        trains_through_import = guard is not None and os.path.abspath(self.ctx.path) in facts.imports_training
+        # Not a module of a package: its demo block installs the runtime only when the
+        # module itself trains (composer's `utils/collect_env.py`, an environment report,
+        # imports modules that train and is no training entry point).
+        in_package = os.path.dirname(os.path.abspath(self.ctx.path)) in facts.package_dirs
+        trains_through_import = (guard is not None and os.path.abspath(self.ctx.path) in facts.imports_training
+                                 and not in_package)
         if not named and (not (_TRAINS.search(text) or trains_through_import)
                           or is_test_module(self.ctx.path, text)):
             return
