@@ -177,8 +177,14 @@ def imports_from(module: cst.Module, name: str) -> bool:
 #: ``torch.cuda`` original (see :func:`insert_torch_npu`); else it is ``pass``.
 GUARD_COMMENT = "# no torch_npu here: the CPU path runs as before"
 GUARD_EXCEPTION = "ModuleNotFoundError"
-#: the ``except`` body's line where the file uses ``torch.npu`` (``torch`` bound so)
+#: the ``except`` body's lines (:func:`cpu_stand_ins`): where the file uses ``torch.npu``,
+#: a tensor's ``is_npu``, and an ``"npu"`` device string
 NPU_IS_CUDA = "torch.npu = torch.cuda"
+IS_NPU_IS_CUDA = "torch.Tensor.is_npu = torch.Tensor.is_cuda"
+
+
+def npu_device_type(quote: str = '"') -> str:
+    return f"torch.utils.rename_privateuse1_backend({quote}npu{quote})"
 
 
 def guard_text(*moved: str, fallback: tuple[str, ...] = ("pass",), used: bool = False) -> str:
@@ -227,8 +233,11 @@ def _into_guard(statement: cst.SimpleStatementLine) -> tuple[cst.SimpleStatement
     becomes ``from torch import npu as tc``), and what the except body binds instead
     (``from torch import cuda as tc``, ``from torch.cuda.amp import autocast``: each
     name means what it meant before the migration), or None (``import torch.npu``
-    binds ``torch``, whose ``npu`` the except body sets)."""
+    binds ``torch``: the except body binds it with ``import torch``, then sets its ``npu``)."""
     node = statement.body[0]
+    if isinstance(node, cst.Import) and len(node.names) == 1 and node.names[0].asname is None \
+            and _is_package(get_full_name_for_node(node.names[0].name) or "", "torch.npu"):
+        return statement, cst.parse_statement("import torch\n")
     if isinstance(node, cst.Import) and len(node.names) == 1 and node.names[0].asname is not None:
         name = get_full_name_for_node(node.names[0].name) or ""
         alias = node.names[0].asname.name.value
@@ -265,10 +274,34 @@ def _torch_name(statements) -> str | None:
     return bound
 
 
-def _uses_npu_namespace(module: cst.Module, torch_name: str) -> bool:
-    """The code (strings included: ``mock.patch("torch.npu.is_available")``) names
-    ``<torch>.npu``."""
-    return re.search(rf"(?<![\w.]){re.escape(torch_name)}\.npu\b", module.code) is not None
+#: ``"npu"`` where torch parses it as a device type without making a tensor on it: a
+#: ``torch.device("npu")`` (a default argument, a ``pytest.param``), the autocast state
+#: queries, ``fork_rng(device_type="npu")``. (A tensor cannot be made on the NPU without
+#: torch_npu anyway, so ``.to("npu")`` gets no stand-in.)
+_NPU_DEVICE_TYPE_USE = re.compile(
+    r"""(?:\bdevice|\b(?:is|set)_autocast_enabled|\b[gs]et_autocast_dtype|\bfork_rng|\bget_device_module)"""
+    r"""\((?:[^()"']|"[^"]*"|'[^']*')*?[fFrR]{0,2}["']npu(?::[^"'\n]*)?["']""")
+
+
+def cpu_stand_ins(code: str, torch: str = "torch") -> list[str]:
+    """What the guard's ``except`` body binds where torch_npu is missing, so that the
+    NPU names the migrated ``code`` uses mean what their CUDA originals meant on that
+    machine (docs/decisions.md, "The CPU path"): ``torch.npu`` is ``torch.cuda``
+    (``is_available()`` False, seeds no-ops, the same ``mock.patch`` target), a
+    tensor's ``is_npu`` is its ``is_cuda`` (False on the CPU), and, where the code
+    has torch parse ``"npu"`` (:data:`_NPU_DEVICE_TYPE_USE`), it is a device type
+    torch knows (PrivateUse1 under torch_npu's name, which torch_npu itself sets):
+    ``torch.device("npu")`` in a default argument and ``torch.is_autocast_enabled("npu")``
+    work; ``torch.autocast("npu")`` still needs torch_npu."""
+    name = re.escape(torch)
+    lines = []
+    if re.search(rf"(?<![\w.]){name}\.npu\b", code):  # strings too: mock.patch("torch.npu.is_available")
+        lines.append(NPU_IS_CUDA)
+    if re.search(r"\.is_npu\b", code):
+        lines.append(IS_NPU_IS_CUDA)
+    if _NPU_DEVICE_TYPE_USE.search(code):
+        lines.append(npu_device_type('"' if code.count('"') >= code.count("'") else "'"))
+    return [re.sub(r"\btorch\.", f"{torch}.", line) for line in lines]
 
 
 def insert_torch_npu(module: cst.Module) -> cst.Module:
@@ -301,9 +334,11 @@ def insert_torch_npu(module: cst.Module) -> cst.Module:
         # the head of the run moved into the guard: the next import takes over its lines
         kept[0] = kept[0].with_changes(leading_lines=module.body[first].leading_lines)
     torch_name = _torch_name(s for s in body[:end] if s is not None)
+    if torch_name is None and _torch_name(fallback) is not None:
+        torch_name = "torch"  # `import torch.cuda`, the file's only binding of torch, became `import torch.npu`
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
-    if torch_name is not None and _uses_npu_namespace(rest, torch_name):
-        fallback.insert(0, cst.parse_statement(f"{torch_name}.npu = {torch_name}.cuda\n"))
+    if torch_name is not None:
+        fallback += [cst.parse_statement(line + "\n") for line in cpu_stand_ins(rest.code, torch_name)]
     guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))
     if kept or first > 0:
         guard = guard.with_changes(leading_lines=(cst.EmptyLine(),))

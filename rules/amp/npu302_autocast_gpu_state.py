@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.python.cst_util import string_literal
-from npu_migrate.python.imports import guard_text
+from npu_migrate.python.imports import guard_text, npu_device_type
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import with_first_arg
@@ -64,7 +64,7 @@ import order.)
             (
                 "import torch\n"
                 "\n"
-                + guard_text() +
+                + guard_text(fallback=(npu_device_type(),)) +
                 "\n"
                 'if torch.is_autocast_enabled("npu"):\n'
                 '    x = x.to(torch.get_autocast_dtype("npu"))\n'

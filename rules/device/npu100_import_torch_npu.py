@@ -65,10 +65,12 @@ alike, so the answer never depends on which files a run was given):
 
 A migrated repository still imports, and runs its CPU path (`--device cpu`),
 where torch_npu is not installed: teams develop on CPU machines and train on
-Ascend. Where the file uses `torch.npu`, the `except` body makes it the
-`torch.cuda` the code called before the migration, so on a CPU machine
-`torch.npu.is_available()` is False and `torch.npu.manual_seed()` a no-op, as
-their originals were (else the body is `pass`). Only a *missing* torch_npu is
+Ascend. The `except` body binds what the NPU names the file uses meant before the
+migration on that machine: `torch.npu = torch.cuda` (`torch.npu.is_available()`
+False, `torch.npu.manual_seed()` a no-op), `torch.Tensor.is_npu =
+torch.Tensor.is_cuda` where it tests `x.is_npu`, and
+`torch.utils.rename_privateuse1_backend("npu")` where it has torch parse `"npu"`
+(`torch.device("npu")`, `torch.is_autocast_enabled("npu")`); else it is `pass`. Only a *missing* torch_npu is
 caught: one that is installed but cannot load (CANN not set up on an Ascend
 node) fails loudly instead of training on the CPU. The import is used only for its side effect, so linters call it unused
 and `ruff --fix` (F401) would delete it; the `noqa` keeps it, and is left out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.python import reaches_torch
-from npu_migrate.python.imports import guard_text
+from npu_migrate.python.imports import IS_NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example, Rule
 
 #: the module itself, not a method of a tensor or module
@@ -64,7 +64,7 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
             (
                 "import torch\n"
                 "\n"
-                + guard_text() +
+                + guard_text(fallback=(IS_NPU_IS_CUDA,)) +
                 "\n"
                 "if images.is_npu:\n"
                 "    images = images.npu(args.gpu)\n"

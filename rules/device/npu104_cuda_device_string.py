@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from npu_migrate.python.imports import guard_text
+from npu_migrate.python.imports import guard_text, npu_device_type
 from npu_migrate.python.rule import Example
 
 from ._device_strings import DeviceLiteralRule, Flow, analysis, swap
@@ -64,7 +64,7 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
             (
                 "import torch\n"
                 "\n"
-                + guard_text() +
+                + guard_text(fallback=(npu_device_type("'"),)) +
                 "\n"
                 "device = torch.device('npu' if torch.cuda.is_available() else 'cpu')\n"
             ),

@@ -19,7 +19,7 @@ import pytest
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.python.engine import migrate_source
-from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
+from npu_migrate.python.imports import NPU_IS_CUDA, cpu_stand_ins, guard_text
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 TIMEOUT = 120
@@ -153,7 +153,7 @@ def test_check_flags_npu_code_whose_import_was_removed(tmp_path, run_cli, use):
     check = run_cli("train.py", "--check", "--no-cache")
     assert check.exit_code == 1, check.output
     assert run_cli("train.py", "--write", "--no-cache").exit_code == 0
-    fallback = (NPU_IS_CUDA,) if "torch.npu" in use else ("pass",)
+    fallback = tuple(cpu_stand_ins(use)) or ("pass",)
     assert (tmp_path / "train.py").read_text() == f"import torch\n\n{guard_text(fallback=fallback)}\n{use}\n"
 
 

@@ -18,7 +18,7 @@ from npu_migrate.notebooks.engine import migrate
 from npu_migrate.notebooks.magics import cell_magic, specials
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
-from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text, npu_device_type
 
 ALL = Settings(selection=Selection.create(["ALL"]))
 
@@ -68,7 +68,7 @@ def test_code_cells_are_one_module_and_ipython_lines_survive():
     new = sources(result.new_source)
     assert new[0] == TRAIN[0][1]  # markdown untouched
     assert new[1] == ("%matplotlib inline\n!pip install -q timm\nimport torch\nfrom torch import nn\n\n"
-                      + guard_text(fallback=(NPU_IS_CUDA,)).rstrip("\n"))
+                      + guard_text(fallback=(NPU_IS_CUDA, npu_device_type("'"))).rstrip("\n"))
     assert new[2] == ("device = torch.device('npu')\nmodel = nn.Linear(2, 2).npu()\nfor step in range(2):\n"
                       "    !echo step\n    torch.npu.synchronize()")
     assert new[3] == "%%time\nx = torch.ones(2, device='npu')"
