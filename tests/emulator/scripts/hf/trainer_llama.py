@@ -89,6 +89,11 @@ def main():
         report[mode] = train(mode, a.workdir, a.steps, resume)
     rank = int(os.environ.get("RANK", "0"))
     write(a.out if rank == 0 else f"{a.out}.rank{rank}", report)
+    if torch.distributed.is_initialized():
+        # joins gloo's threads before the interpreter exits: without it the 2-process CPU
+        # reference once aborted at exit ("terminate called without an active exception",
+        # -6) after writing its results, on a loaded machine (CI, 2026-11-28)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
