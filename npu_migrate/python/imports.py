@@ -170,15 +170,15 @@ def imports_from(module: cst.Module, name: str) -> bool:
 #: installed (a CPU development machine). Only a *missing* torch_npu is caught
 #: (``ModuleNotFoundError``): a torch_npu that is installed but cannot load (CANN not
 #: set up on an Ascend node) still fails loudly, never a silent fall back to the CPU.
-#: The ``except`` body makes ``torch.npu`` the ``torch.cuda`` the code called before
-#: the migration (where the file uses ``torch.npu``: ``torch.npu.is_available()`` is
-#: then False on a CPU machine, ``torch.npu.manual_seed()`` a no-op, as their CUDA
-#: originals were), and rebinds what the try body imports from ``torch.npu`` to its
-#: ``torch.cuda`` original (see :func:`insert_torch_npu`); else it is ``pass``.
+#: The ``except`` body rebinds what the try body imports from ``torch.npu`` to its
+#: ``torch.cuda`` original (see :func:`insert_torch_npu`), and binds what the NPU names
+#: the file uses meant before the migration on that machine (:func:`cpu_stand_ins`:
+#: ``torch.npu = torch.cuda`` and, where needed, a tensor's ``is_npu`` and the ``"npu"``
+#: device type); else it is ``pass``.
 GUARD_COMMENT = "# no torch_npu here: the CPU path runs as before"
 GUARD_EXCEPTION = "ModuleNotFoundError"
 #: the ``except`` body's lines (:func:`cpu_stand_ins`): where the file uses ``torch.npu``,
-#: a tensor's ``is_npu``, and an ``"npu"`` device string
+#: a tensor's ``is_npu``, and has torch parse the ``"npu"`` device type
 NPU_IS_CUDA = "torch.npu = torch.cuda"
 IS_NPU_IS_CUDA = "torch.Tensor.is_npu = torch.Tensor.is_cuda"
 
