@@ -161,15 +161,19 @@ def _import_aliases(tree: ast.AST | None) -> tuple[set[str], dict[str, str], lis
 WHOLE_REGION_RULES = frozenset({"NPU010", "NPU011"})
 
 
-def _enclosing_definitions(data: bytes, line: int) -> set[int]:
-    """The `def`/`class` lines of the functions and classes around ``line``."""
+def _definitions(data: bytes) -> list[tuple[int, int]]:
+    """The (`def`/`class` line, last line) of every function and class of ``data``."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
-        return set()
-    return {node.lineno for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and node.lineno <= line <= (node.end_lineno or node.lineno)}
+        return []
+    return [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def _enclosing(definitions: list[tuple[int, int]], line: int) -> set[int]:
+    """The `def`/`class` lines of the functions and classes around ``line``."""
+    return {start for start, end in definitions if start <= line <= end}
 
 
 def scan(data: bytes) -> list[Hit]:
@@ -504,6 +508,7 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
             # a function or class left alone as a whole is reported once, on its `def` line
             whole1 = {finding_line(f) for f in entry1.get("findings") or [] if f.get("rule") in WHOLE_REGION_RULES}
             whole2 = {finding_line(f) for f in entry2.get("findings") or [] if f.get("rule") in WHOLE_REGION_RULES}
+            definitions = _definitions(out) if whole1 or whole2 else []  # parsed once per file
             out_lines = out.decode("utf-8", errors="replace").splitlines()
             orig_text = orig.decode("utf-8", errors="replace").splitlines() if changed else out_lines
             if changed:
@@ -519,7 +524,7 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                     status = "reported-line"
                 elif any(h.stmt_start <= n <= h.stmt_end for n in found1):
                     status = "reported-stmt"
-                elif whole1 & _enclosing_definitions(out, h.line):
+                elif whole1 & _enclosing(definitions, h.line):
                     status = "reported-stmt"
                 elif h.generic and line_rng and line_rng[1] - line_rng[0] == 1 \
                         and orig_text[line_rng[0] - 1] == out_lines[h.line - 1] \
@@ -528,7 +533,7 @@ def audit(projects: list[Project], sample: int = 1, jobs: int = 0, scratch: Path
                 else:
                     status = "silent"
                 again = any(h.stmt_start <= n <= h.stmt_end for n in found2) \
-                    or bool(whole2 & _enclosing_definitions(out, h.line))
+                    or bool(whole2 & _enclosing(definitions, h.line))
                 late = status == "silent" and again
                 text = out_lines[h.line - 1].strip() if h.line <= len(out_lines) else ""
                 result.leftovers.append(Leftover(key, h.line, line_rng, h.pattern, text, status, late, again))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from npu_migrate.python.cst_util import string_literal
 from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example
 
@@ -99,8 +100,9 @@ def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpressi
     either, so the CPU path runs as before (docs/decisions.md, "The CPU path")."""
     assign = line.body[0].with_changes(targets=[line.body[0].targets[0].with_changes(target=target)])
     namespace = target.value  # torch.npu.matmul
-    test = cst.parse_expression(
-        f"hasattr({cst.Module(body=[]).code_for_node(namespace.value)}, {quote}{namespace.attr.value}{quote})")
+    test = cst.Call(func=cst.Name("hasattr"),
+                    args=[cst.Arg(namespace.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                          cst.Arg(string_literal(namespace.attr.value, quote))])
     inner = line.with_changes(body=[assign], leading_lines=())
     return cst.If(
         test=test,
