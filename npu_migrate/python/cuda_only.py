@@ -83,6 +83,7 @@ KIND_DATA_PARALLEL = "DataParallel, which cannot replicate a model across NPUs"
 KIND_EXTENSION_BUILD = "a CUDA C++ extension build"
 KIND_TORCH_BINDING = "a CUDA-only binding of torch"
 KIND_CUSTOM_OP = "a custom operator with no NPU kernel"
+KIND_CUDA_OPERATOR = "an operator registered for CUDA devices only"
 KIND_COMPILED = "a compiled CUDA extension"
 KIND_CUDA_MODULE = "code of a CUDA-specific module"
 KIND_TRITON = "a Triton kernel"
@@ -132,6 +133,8 @@ _TORCH_CUDA_BINDING = re.compile(r"torch\._C\._(?:cuda|nccl|cudnn|cublas|cufft)\
 _DEVICE_STRING = re.compile(r"cuda(?::.*)?")
 _TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
 _CPP_LOAD = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
+#: Decorators that define an operator with the device types it has kernels for.
+_OP_DEFINITIONS = frozenset({"custom_op", "triton_op"})
 
 
 @functools.cache
@@ -384,6 +387,8 @@ class FileIndex:
             if any(self.resolve(ast_dotted_name(d.func if isinstance(d, ast.Call) else d) or "") in _TRITON_DECORATORS
                    for d in node.decorator_list):
                 self.local[node.name] = KIND_TRITON
+            elif any(_registered_for_cuda_only(d) for d in node.decorator_list):
+                self.local[node.name] = KIND_CUDA_OPERATOR
         for _ in range(3):  # wrappers of wrappers
             changed = False
             for node in statements:
@@ -527,6 +532,29 @@ def _walk_uses(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
 _CHOICE_ATTRIBUTES = frozenset({"backend", "impl", "implementation", "kernel", "mode"})
 
 
+def _walk_own_code(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` without decorators: ``@custom_op(..., device_types="cuda")`` says
+    where the function is registered, not that its body dispatches on the device."""
+    stack = [node]
+    while stack:
+        child = stack.pop()
+        yield child
+        decorators = getattr(child, "decorator_list", ())
+        stack.extend(c for c in ast.iter_child_nodes(child) if not any(c is d for d in decorators))
+
+
+def _registered_for_cuda_only(decorator: ast.AST) -> bool:
+    """``@torch.library.custom_op(name, mutates_args=(), device_types="cuda")``: the
+    operator has a kernel for CUDA and for no other device, so calling it with NPU
+    tensors fails (no kernel registered for the NPU)."""
+    if not isinstance(decorator, ast.Call) or (ast_dotted_name(decorator.func) or "").rsplit(".", 1)[-1] not in _OP_DEFINITIONS:
+        return False
+    types = next((k.value for k in decorator.keywords if k.arg == "device_types"), None)
+    values = types.elts if isinstance(types, (ast.Tuple, ast.List, ast.Set)) else [types]
+    return bool(values) and all(isinstance(v, ast.Constant) and isinstance(v.value, str)
+                                and _DEVICE_STRING.fullmatch(v.value) for v in values)
+
+
 def _tests_device(node: ast.AST, *, methods: bool = False) -> bool:
     """``node`` itself dispatches on the device (an ``is_cuda``, a ``"cuda"`` string,
     ``torch.cuda``): a wrapper with its own fallback is not CUDA-only. With ``methods``
@@ -540,7 +568,7 @@ def _tests_device(node: ast.AST, *, methods: bool = False) -> bool:
                     for o in (child.left, *child.comparators)):
                 choices.update(id(o) for o in child.comparators)
                 choices.add(id(child.left))
-    for child in ast.walk(node):
+    for child in _walk_own_code(node):
         if isinstance(child, ast.Attribute) and child.attr in ("is_cuda", "is_available"):
             return True
         if (isinstance(child, ast.Constant) and isinstance(child.value, str) and _DEVICE_STRING.fullmatch(child.value)

@@ -181,6 +181,10 @@ GUARD_EXCEPTION = "ModuleNotFoundError"
 #: a tensor's ``is_npu``, and has torch parse the ``"npu"`` device type
 NPU_IS_CUDA = "torch.npu = torch.cuda"
 IS_NPU_IS_CUDA = "torch.Tensor.is_npu = torch.Tensor.is_cuda"
+#: torch's autocast asks the PrivateUse1 backend's module for the dtypes it supports:
+#: none here, so ``torch.autocast("npu")`` is off on this machine, as ``torch.autocast("cuda")``
+#: was (torch warns "Disabling autocast" for both), and ``enabled=False`` regions work
+NO_NPU_AMP = "torch.npu.get_amp_supported_dtype = list  # none: autocast stays off"
 
 
 def npu_device_type(quote: str = '"') -> str:
@@ -282,6 +286,10 @@ _NPU_DEVICE_TYPE_USE = re.compile(
     r"""(?:\bdevice|\b(?:is|set)_autocast_enabled|\b[gs]et_autocast_dtype|\bfork_rng|\bget_device_module)"""
     r"""\((?:[^()"']|"[^"]*"|'[^']*')*?[fFrR]{0,2}["']npu(?::[^"'\n]*)?["']""")
 
+#: ``torch.autocast("npu", ...)``, ``torch.amp.autocast(device_type="npu")``, as a call or a
+#: decorator: torch asks the ``"npu"`` backend's module what it supports
+_NPU_AUTOCAST_USE = re.compile(r"""\bautocast\((?:[^()"']|"[^"]*"|'[^']*')*?["']npu(?::[^"'\n]*)?["']""")
+
 
 def cpu_stand_ins(code: str, torch: str = "torch") -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
@@ -292,15 +300,22 @@ def cpu_stand_ins(code: str, torch: str = "torch") -> list[str]:
     has torch parse ``"npu"`` (:data:`_NPU_DEVICE_TYPE_USE`), it is a device type
     torch knows (PrivateUse1 under torch_npu's name, which torch_npu itself sets):
     ``torch.device("npu")`` in a default argument and ``torch.is_autocast_enabled("npu")``
-    work; ``torch.autocast("npu")`` still needs torch_npu."""
+    work; where it enters ``torch.autocast`` with ``"npu"`` (:data:`_NPU_AUTOCAST_USE`),
+    the stand-in module says the NPU supports no AMP dtype (:data:`NO_NPU_AMP`), so the
+    region runs without autocast, as the CUDA original did on this machine."""
     name = re.escape(torch)
     lines = []
     if re.search(rf"(?<![\w.]){name}\.npu\b", code):  # strings too: mock.patch("torch.npu.is_available")
         lines.append(NPU_IS_CUDA)
     if re.search(r"\.is_npu\b", code):
         lines.append(IS_NPU_IS_CUDA)
-    if _NPU_DEVICE_TYPE_USE.search(code):
+    autocast = _NPU_AUTOCAST_USE.search(code) is not None
+    if autocast and NPU_IS_CUDA not in lines:
+        lines.insert(0, NPU_IS_CUDA)
+    if autocast or _NPU_DEVICE_TYPE_USE.search(code):
         lines.append(npu_device_type('"' if code.count('"') >= code.count("'") else "'"))
+    if autocast:
+        lines.append(NO_NPU_AMP)
     return [re.sub(r"\btorch\.", f"{torch}.", line) for line in lines]
 
 
@@ -339,6 +354,13 @@ def insert_torch_npu(module: cst.Module) -> cst.Module:
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
     if torch_name is not None:
         fallback += [cst.parse_statement(line + "\n") for line in cpu_stand_ins(rest.code, torch_name)]
+    elif first < end and any(_is_package(name, "torch") for s in body[first:end] if s is not None
+                             for name in imported_modules(s)):
+        # `from torch.amp import autocast` at the top: torch is imported with the file but not
+        # bound, so the stand-ins bind it in the except body
+        stand_ins = cpu_stand_ins(rest.code, "torch")
+        if stand_ins:
+            fallback += [cst.parse_statement(line + "\n") for line in ("import torch", *stand_ins)]
     guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))
     if kept or first > 0:
         guard = guard.with_changes(leading_lines=(cst.EmptyLine(),))

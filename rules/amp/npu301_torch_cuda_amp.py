@@ -8,7 +8,12 @@ from collections.abc import Callable
 import libcst as cst
 
 from npu_migrate.python.cst_util import from_import_names
-from npu_migrate.python.imports import guard_text
+from npu_migrate.python.imports import (
+    NO_NPU_AMP,
+    NPU_IS_CUDA,
+    guard_text,
+    npu_device_type,
+)
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
@@ -88,7 +93,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             (
                 "import torch\n"
                 "\n"
-                + guard_text() +
+                + guard_text(fallback=(NPU_IS_CUDA, npu_device_type(), NO_NPU_AMP)) +
                 "\n"
                 'scaler = torch.amp.GradScaler("npu", init_scale=2.0**14)\n'
                 'with torch.amp.autocast("npu", dtype=torch.bfloat16):\n'
@@ -100,7 +105,7 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             (
                 "from torch.amp import autocast, custom_fwd\n"
                 "\n"
-                + guard_text() +
+                + guard_text(fallback=("import torch", NPU_IS_CUDA, npu_device_type(), NO_NPU_AMP)) +
                 "\n"
                 '@custom_fwd(device_type="npu")\n'
                 "def forward(ctx, x):\n"
