@@ -793,6 +793,10 @@ class _GateFinder:
         or whose early ``raise`` does (``if not torch.cuda.is_available(): raise
         RuntimeError('bitsandbytes needs CUDA')``)."""
         texts: list[ast.AST] = [statement.test]
+        if not negated and statement.body and all(_picks_a_value(n) for n in statement.body):
+            # `elif device.type == "cuda": providers = ["CUDAExecutionProvider", ...]`: the branch
+            # only picks another system's CUDA values (onnxruntime's provider, a TensorRT engine)
+            texts += [n.value for n in statement.body]
         if negated:
             # `raise RuntimeError('bitsandbytes needs CUDA')`, and the messages a disabling
             # branch prints: `warnings.warn("apex FusedAdam requested but CUDA is unavailable")`
@@ -830,8 +834,9 @@ class _GateFinder:
     def ifexp_gate(self, node: ast.IfExp, negated: bool) -> tuple | None:
         guarded, other = (node.orelse, node.body) if negated else (node.body, node.orelse)
         use = self.use([guarded])
-        if use is None and isinstance(guarded, (ast.Constant, ast.JoinedStr)):
-            # `"onnxruntime-gpu" if cuda else "onnxruntime"`: a CUDA-only package's name
+        if use is None and (isinstance(guarded, ast.JoinedStr) or _literal(guarded)):
+            # `"onnxruntime-gpu" if cuda else "onnxruntime"`: a CUDA-only package's name;
+            # `["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else [...]`: its values
             word = named_package([guarded])
             use = CudaOnly(word, KIND_NAMED_PACKAGE, node.lineno) if word is not None else None
         if use is None:
@@ -868,6 +873,19 @@ def _is_message(statement: ast.stmt) -> bool:
         return False
     call = statement.value
     return any(isinstance(a, (ast.Constant, ast.JoinedStr)) for a in call.args)
+
+
+def _picks_a_value(statement: ast.stmt) -> bool:
+    """An assignment of literals only (strings, numbers, lists and dicts of them): a choice
+    of values, no work done."""
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+        return False
+    return _literal(statement.value)
+
+
+def _literal(node: ast.AST) -> bool:
+    """Strings, numbers, and lists, tuples, sets and dicts of them."""
+    return all(isinstance(n, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.Load)) for n in ast.walk(node))
 
 
 def named_package(nodes: Iterable[ast.AST]) -> str | None:

@@ -51,6 +51,7 @@ NPU_AWARE_RULE = "NPU010"  # code that already handles NPU is left alone
 KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA tests
 #: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
 _TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
+_VALUE_TESTS = ("NPU103", "NPU104")
 #: rewrites of CUDA device code that another backend's implementation keeps (cuda_backend.py)
 _IMPORT_EDITS = frozenset({"NPU100", "NPU701"})
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
@@ -495,7 +496,62 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
             ))
         if not kept or index is None or not index.add_gated_state(kept, lambda g: ' '.join(ctx.module.code_for_node(g.test).split())):
             break
+    if dropped and index is not None:
+        findings += _same_tests_as_gates(ctx, index.tree, candidates, dropped, line)
     return [e for e in edits if id(e) not in dropped], probe_findings + findings
+
+
+def _test_atom(ctx: FileContext, node: cst.CSTNode) -> str:
+    """The CUDA test ``node`` is part of, as text: the comparison (``device.type ==
+    "cuda"``), or the attribute/call chain (``x.is_cuda``, ``torch.cuda.is_available()``)."""
+    current = node
+    while True:
+        parent = ctx.parent(current)
+        if (isinstance(parent, cst.Attribute) and parent.value is current) or (
+                isinstance(parent, cst.Call) and parent.func is current):
+            current = parent
+            continue
+        if isinstance(parent, cst.ComparisonTarget):
+            current = ctx.parent(parent)
+        elif isinstance(parent, cst.Comparison):
+            current = parent
+        break
+    return " ".join(ctx.module.code_for_node(current).split())
+
+
+def _same_tests_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Edit], dropped: set[int],
+                         line) -> list[FindingRecord]:
+    """A function that keeps a CUDA test as a gate (kornia's ONNX matcher: `elif device.type ==
+    "cuda": providers = ["CUDAExecutionProvider", ...]`) keeps the same test elsewhere too
+    (`weights = "disk_fp16" if device.type == "cuda" else "disk"`): rewriting those alone
+    would have the function take the NPU for CUDA in one place and not in the other. The
+    edits are dropped (added to ``dropped``) and reported."""
+    kept: dict[tuple[int, str], int] = {}
+    # tests of one value's device (`device.type == "cuda"`, `x.is_cuda`), not torch.cuda
+    # queries, which a function asks for more than one reason
+    candidates = [e for e in candidates if e.rule in _VALUE_TESTS]
+    for edit in candidates:
+        if id(edit) in dropped:
+            at = line(edit.anchor)
+            kept.setdefault((id(cuda_only.enclosing_function(tree, at)), _test_atom(ctx, edit.anchor)), at)
+    findings = []
+    for edit in candidates:
+        if id(edit) in dropped:
+            continue
+        atom = _test_atom(ctx, edit.anchor)
+        first = kept.get((id(cuda_only.enclosing_function(tree, line(edit.anchor))), atom))
+        if first is None:
+            continue
+        dropped.add(id(edit))
+        findings.append(FindingRecord(
+            KERNEL_GATE_RULE,
+            edit.anchor,
+            f"`{atom}` is the test kept as a CUDA test on line {first} of this function; left alike, so the "
+            "function decides the device one way",
+            "nothing to do if the CUDA path is right to skip on NPU; to run it there, give the function an NPU "
+            "branch as a whole",
+        ))
+    return findings
 
 
 def _char_column(lines: list[str], line: int, byte_col: int) -> int:
@@ -648,7 +704,7 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
         import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
         # guarded in every file: it still imports where torch_npu is absent (npu_migrate/python/imports.py)
-        new_module = imports.insert_torch_npu(new_module)
+        new_module = imports.insert_torch_npu(new_module, ctx.quote)
     if runtime_guarded and not imports.imports_plainly(new_module, RUNTIME_MODULE):
         from npu_migrate.pipeline import runtime_bundle
 

@@ -26,6 +26,8 @@ import sys
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from npu_migrate.python.context import preferred_quote
+
 TORCH_NPU = "torch_npu"
 #: How ``import torch_npu`` is written: linters must keep this side-effect import.
 TORCH_NPU_IMPORT = "import torch_npu  # noqa: F401\n"
@@ -291,7 +293,7 @@ _NPU_DEVICE_TYPE_USE = re.compile(
 _NPU_AUTOCAST_USE = re.compile(r"""\bautocast\((?:[^()"']|"[^"]*"|'[^']*')*?["']npu(?::[^"'\n]*)?["']""")
 
 
-def cpu_stand_ins(code: str, torch: str = "torch") -> list[str]:
+def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
     NPU names the migrated ``code`` uses mean what their CUDA originals meant on that
     machine (docs/decisions.md, "The CPU path"): ``torch.npu`` is ``torch.cuda``
@@ -313,13 +315,13 @@ def cpu_stand_ins(code: str, torch: str = "torch") -> list[str]:
     if autocast and NPU_IS_CUDA not in lines:
         lines.insert(0, NPU_IS_CUDA)
     if autocast or _NPU_DEVICE_TYPE_USE.search(code):
-        lines.append(npu_device_type('"' if code.count('"') >= code.count("'") else "'"))
+        lines.append(npu_device_type(quote or preferred_quote(code)))
     if autocast:
         lines.append(NO_NPU_AMP)
     return [re.sub(r"\btorch\.", f"{torch}.", line) for line in lines]
 
 
-def insert_torch_npu(module: cst.Module) -> cst.Module:
+def insert_torch_npu(module: cst.Module, quote: str | None = None) -> cst.Module:
     """``module`` with the guarded ``import torch_npu`` (:data:`TORCH_NPU_GUARDED`)
     right after the run of top-level imports that holds the file's first torch import
     (a blank line above it, so it never splits an import block: isort's I001), or after
@@ -353,12 +355,12 @@ def insert_torch_npu(module: cst.Module) -> cst.Module:
         torch_name = "torch"  # `import torch.cuda`, the file's only binding of torch, became `import torch.npu`
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
     if torch_name is not None:
-        fallback += [cst.parse_statement(line + "\n") for line in cpu_stand_ins(rest.code, torch_name)]
+        fallback += [cst.parse_statement(line + "\n") for line in cpu_stand_ins(rest.code, torch_name, quote)]
     elif first < end and any(_is_package(name, "torch") for s in body[first:end] if s is not None
                              for name in imported_modules(s)):
         # `from torch.amp import autocast` at the top: torch is imported with the file but not
         # bound, so the stand-ins bind it in the except body
-        stand_ins = cpu_stand_ins(rest.code, "torch")
+        stand_ins = cpu_stand_ins(rest.code, "torch", quote)
         if stand_ins:
             fallback += [cst.parse_statement(line + "\n") for line in ("import torch", *stand_ins)]
     guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))

@@ -49,6 +49,14 @@ conditional expression whose guarded side uses CUDA-only code; of a flag tested
 later (`fast = t.is_cuda` ... `if fast:`); of a predicate function that is tested,
 or registered next to a CUDA-only implementation
 (`register_implementation(op, checker=is_supported, execution_transform=kernel)`).
+Also a gate: a test whose branch only picks another system's CUDA values (`elif
+device.type == "cuda": providers = ["CUDAExecutionProvider", ...]`, `["CUDAExecutionProvider",
+...] if gpu else [...]`: onnxruntime's provider, not a torch device); and the same test
+of the same value elsewhere in a function that keeps one (`weights = "fp16.onnx" if
+device.type == "cuda" else ...` after that `elif`), so the function decides the device
+one way. An operator registered for CUDA only (`@torch.library.custom_op(...,
+device_types="cuda")`) is CUDA-only code; a function's decorators are not a device test
+of its body.
 A test whose branch also moves things to the device (`model.cuda()`,
 `torch.cuda.set_device`) and has no `else` is rewritten as usual, since skipping
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
