@@ -126,6 +126,8 @@ _KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
 #: Calls that register an operator's implementation for one device type
 #: (``torch.library.custom_op(..., device_types="cuda")``, ``op.register_kernel("cuda")``).
 _REGISTRATIONS = frozenset({"custom_op", "_custom_op", "register_kernel", "triton_op", "register_autograd_kernel"})
+#: Keywords and dict keys that request GPUs from a scheduler (Ray's ``num_gpus``).
+_GPU_RESOURCE = re.compile(r"num_gpus(?:_per_\w+)?|gpus_per_\w+|GPU")
 #: Keywords that are another library's own "use CUDA" switch, not a torch device.
 FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_enabled|_available)?", re.IGNORECASE)
 
@@ -683,7 +685,7 @@ class DeviceAnalysis:
             if self.origin(other) == "other":
                 return self._left(Flow.OTHER, f"compared with `{self._short(other)}`, another system's platform or "
                                               "backend name, not a torch device")
-        flag = self._flag_of_other_library(comparison)
+        flag = self._flag_of_other_library(comparison) or self._gpu_resource(comparison)
         if flag is not None:
             return self._left(Flow.OTHER, flag)
         for other in others:
@@ -709,6 +711,36 @@ class DeviceAnalysis:
             return self.classify(literal) is Flow.TORCH
         finally:
             self._why = why
+
+    def _gpu_resource(self, node: cst.CSTNode) -> str | None:
+        """``node`` decides a scheduler's GPU request: ``"num_gpus": 0.2 if
+        torch.cuda.is_available() else None`` (torchrl's Ray collectors), ``num_gpus=
+        torch.cuda.device_count()``. The request is Ray's (or another scheduler's) ``GPU``
+        resource, which an Ascend node does not have (NPUs are the ``NPU`` resource, NPU950):
+        asking it of ``torch.npu`` would leave the task pending forever."""
+        value = node
+        parent = self.ctx.parent(value)
+        while True:
+            if isinstance(parent, cst.Call) and parent.func is value:
+                pass
+            elif isinstance(parent, (cst.Attribute, cst.BooleanOperation, cst.UnaryOperation, cst.Comparison,
+                                     cst.ComparisonTarget, cst.BinaryOperation)):
+                pass
+            elif isinstance(parent, cst.IfExp) and parent.test is value:
+                pass
+            else:
+                break
+            value, parent = parent, self.ctx.parent(parent)
+        if isinstance(parent, cst.Arg) and parent.keyword is not None:
+            key = parent.keyword.value
+        elif isinstance(parent, cst.DictElement) and parent.value is value:
+            key = string_value(parent.key)
+        else:
+            return None
+        if key is None or not _GPU_RESOURCE.fullmatch(key):
+            return None
+        return (f"used to decide `{key}`, a scheduler's GPU resource request (Ray's `GPU`), not a torch device; on Ascend "
+                'the request is the `NPU` resource (`resources={"NPU": n}`, NPU950)')
 
     def _flag_of_other_library(self, test: cst.CSTNode) -> str | None:
         """The device test ``test`` is (part of) the value of another library's own CUDA
@@ -808,6 +840,9 @@ class DeviceAnalysis:
         a torch device library nor this project); ``TORCH`` otherwise (``torch.cuda.*``
         is torch's own API, and this project's code that reads the value is migrated
         with it)."""
+        resource = self._gpu_resource(node)
+        if resource is not None:
+            return Flow.OTHER, resource
         platform = self._under_platform_test(node)
         if platform is not None:  # code for another platform, already told apart: AWARE (left silently)
             return Flow.AWARE, (f"only reached where `{self._short(platform)}` holds, a test of another system's "
