@@ -84,6 +84,20 @@ KIND_EXTENSION_BUILD = "a CUDA C++ extension build"
 KIND_TORCH_BINDING = "a CUDA-only binding of torch"
 KIND_CUSTOM_OP = "a custom operator with no NPU kernel"
 KIND_CUDA_OPERATOR = "an operator registered for CUDA devices only"
+KIND_TORCH_CUDA_KERNEL = "torch's flash/cuDNN attention kernels, which torch_npu 2.13.0 does not register for the NPU"
+
+#: torch functions that run only torch's CUDA attention kernels: varlen_attn calls
+#: ``aten._flash_attention_forward`` (or ``_cudnn_attention_forward``); torch_npu 2.13.0
+#: registers neither (``torch_npu/csrc/aten/npu_native_functions*.yaml``).
+TORCH_CUDA_KERNELS = frozenset({
+    "torch.nn.attention.varlen_attn", "torch.nn.attention.varlen.varlen_attn",
+    "torch.nn.attention.varlen_attn_out", "torch.nn.attention.varlen.varlen_attn_out",
+})
+_ATEN_CUDA_ATTENTION = frozenset({
+    "_flash_attention_forward", "_flash_attention_backward", "_cudnn_attention_forward",
+    "_efficient_attention_forward", "_efficient_attention_backward", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_efficient_attention",
+})
 KIND_COMPILED = "a compiled CUDA extension"
 KIND_CUDA_MODULE = "code of a CUDA-specific module"
 KIND_TRITON = "a Triton kernel"
@@ -173,6 +187,9 @@ def classify_name(qualified: str) -> str | None:
     if parts[0] == "torch":
         if len(parts) >= 4 and parts[1] == "ops" and parts[2] not in _TORCH_OP_NAMESPACES:
             return KIND_CUSTOM_OP
+        if qualified in TORCH_CUDA_KERNELS or (len(parts) == 4 and parts[1:3] == ["ops", "aten"]
+                                               and parts[3] in _ATEN_CUDA_ATTENTION):
+            return KIND_TORCH_CUDA_KERNEL
         return None
     for prefix, kind in _package_kinds():
         if _within(qualified, prefix):

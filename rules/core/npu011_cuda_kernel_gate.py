@@ -56,7 +56,9 @@ of the same value elsewhere in a function that keeps one (`weights = "fp16.onnx"
 device.type == "cuda" else ...` after that `elif`), so the function decides the device
 one way. An operator registered for CUDA only (`@torch.library.custom_op(...,
 device_types="cuda")`) is CUDA-only code; a function's decorators are not a device test
-of its body.
+of its body. So are torch's own CUDA attention kernels that torch_npu does not register
+for the NPU: `torch.nn.attention.varlen.varlen_attn` (it runs `aten._flash_attention_forward`
+or cuDNN's) and `torch.ops.aten._flash_attention_forward`-like calls.
 A test whose branch also moves things to the device (`model.cuda()`,
 `torch.cuda.set_device`) and has no `else` is rewritten as usual, since skipping
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
