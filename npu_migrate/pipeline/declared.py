@@ -71,13 +71,31 @@ def runtime_requirement(facts: ProjectFacts, code_results: list[FileResult], ven
         return None
 
 
+#: Folders whose files are the repository's scripts, not its library, even where the
+#: folder is a package (verl's ``scripts/__init__.py``, torchtitan's ``torchtitan/experiments/``).
+_SCRIPT_DIRS = frozenset({"scripts", "script", "examples", "example", "experiments", "tools", "benchmarks",
+                          "benchmark", "recipes", "demo", "demos", "notebooks"})
+
+
 def only_in_scripts(facts: ProjectFacts, code_results: list[FileResult]) -> bool:
     """The project has packages and none of its files that import npu_runtime (after
-    this run) is a module of one: only its scripts need the runtime."""
+    this run) is a library module of one (a module of a package outside the
+    :data:`_SCRIPT_DIRS` folders): only its scripts need the runtime."""
     if not facts.package_dirs:
         return False
     importers = runtime_importers(facts, code_results)
-    return bool(importers) and not any(os.path.dirname(os.path.abspath(p)) in facts.package_dirs for p in importers)
+    return bool(importers) and not any(_library_module(facts, p) for p in importers)
+
+
+def _library_module(facts: ProjectFacts, path: str) -> bool:
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in facts.package_dirs:
+        return False
+    packages = []  # the folder and the packages above it: its dotted module path
+    while folder in facts.package_dirs:
+        packages.append(os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return not any(name.lower() in _SCRIPT_DIRS for name in packages)
 
 
 #: Dependency files that are not what the project needs to run: CI, tests, docs, linters.

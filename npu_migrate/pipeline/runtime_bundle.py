@@ -60,3 +60,12 @@ def version() -> str:
 def requirement() -> str:
     """``npu-runtime==X.Y.Z``: what a migrated repository declares."""
     return f"{DISTRIBUTION}=={version()}"
+
+
+def install_hint() -> str:
+    """What to ``pip install`` for the runtime, for the line a migrated entry point prints
+    where it is missing: :func:`requirement`, or the bare name without a bundled copy."""
+    try:
+        return requirement()
+    except BundleMissing:
+        return DISTRIBUTION

@@ -708,11 +708,7 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     if runtime_guarded and not imports.imports_plainly(new_module, RUNTIME_MODULE):
         from npu_migrate.pipeline import runtime_bundle
 
-        try:
-            requirement = runtime_bundle.requirement()
-        except runtime_bundle.BundleMissing:
-            requirement = RUNTIME_MODULE.replace("_", "-")
-        new_module = imports.insert_runtime_guard(new_module, requirement)
+        new_module = imports.insert_runtime_guard(new_module, runtime_bundle.install_hint())
     if needed:
         # libcst.codemod pulls in libcst.matchers (~0.13 s of import time): only when needed.
         from libcst.codemod import CodemodContext

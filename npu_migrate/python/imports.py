@@ -396,6 +396,23 @@ def runtime_guard(requirement: str) -> cst.Try:
     return cst.parse_statement(code)
 
 
+def runtime_install_in_block(requirement: str) -> cst.Try:
+    """The same guard where the import stays inside a ``__main__`` block (a package
+    module, a script other files import): ``install()`` in its ``else`` body, so the
+    block starts where npu-runtime is missing and says so in one line."""
+    first, second = (part.format(requirement=requirement) for part in RUNTIME_MISSING)
+    code = (
+        "try:\n"
+        "    import npu_runtime\n"
+        "except ImportError:  # the job still trains, without the runtime's install()\n"
+        f'    print("{first}"\n'
+        f'          "{second}")\n'
+        "else:\n"
+        "    npu_runtime.install()\n"
+    )
+    return cst.parse_statement(code)
+
+
 def insert_runtime_guard(module: cst.Module, requirement: str) -> cst.Module:
     """``module`` with :func:`runtime_guard` after the run of top-level imports that
     holds its first torch import (after the torch_npu guard when there is one), or

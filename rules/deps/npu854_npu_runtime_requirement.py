@@ -59,8 +59,10 @@ its own) declares it only when its own files import npu_runtime, so a sibling
 application's requirements stay as they are. Requirements files for CI, tests,
 docs or linting (under `.github/`, `ci/`, `docs/`, `tests/`..., or named
 `requirements-ci.txt`, `requirements-dev.txt`, `test-requirements.txt`...) never
-get it. A library whose scripts import npu_runtime but none of whose package
-modules does keeps its install requirements (`[project] dependencies`,
+get it. A library whose scripts import npu_runtime but none of whose library
+modules does (a package module counts as a script when one of its packages is named
+`scripts`, `examples`, `experiments`, `tools`, `benchmarks`, `recipes` or `demos`:
+verl's `scripts/` package, torchtitan's `torchtitan/experiments/`) keeps its install requirements (`[project] dependencies`,
 `[options] install_requires`, Poetry's, `setup.py`'s via NPU862) as they are:
 `pip install <library>` must not need npu-runtime; the scripts' requirements file
 gets it, or the finding says what to install.

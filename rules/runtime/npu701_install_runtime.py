@@ -8,9 +8,10 @@ import re
 
 import libcst as cst
 
+from npu_migrate.pipeline import runtime_bundle
 from npu_migrate.pipeline.entry_points import is_library, is_named_entry
 from npu_migrate.python.cst_util import is_main_guard
-from npu_migrate.python.imports import NPU_IS_CUDA, guard_text
+from npu_migrate.python.imports import NPU_IS_CUDA, guard_text, runtime_install_in_block
 from npu_migrate.python.rule import Example, Rule
 
 INSTALL = "npu_runtime.install()"
@@ -155,7 +156,9 @@ training computes. The calls other rules insert (`npu_runtime.data_parallel`,
 `distribute_model`) change how the work is split between processes: a stand-in
 that guessed them could train on the wrong shard or batch size without a word, so
 where they are used the import stays a hard requirement. A package module's
-`__main__` demo block imports npu_runtime inside the block, unguarded.
+`__main__` demo block imports npu_runtime inside the block: guarded the same way
+where `install()` is its only use (`try: import npu_runtime` / `except ImportError:`
+the printed line / `else: npu_runtime.install()`), unguarded where other calls need it.
 
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
@@ -213,8 +216,9 @@ if the training image should not install npu-migrate.
             if library:
                 # a package module's demo block: the import stays inside it, so that
                 # importing the module never needs npu_runtime
-                self.insert_before(guard.body.body[0], [cst.parse_statement("import npu_runtime\n"),
-                                                        cst.parse_statement(INSTALL + "\n")],
+                statements = ([cst.parse_statement("import npu_runtime\n"), cst.parse_statement(INSTALL + "\n")]
+                              if others else [runtime_install_in_block(runtime_bundle.install_hint())])
+                self.insert_before(guard.body.body[0], statements,
                                    message + " (imported there: the module is library code)", anchor=guard,
                                    first=True)
                 return

@@ -140,8 +140,17 @@ def test_a_migrated_library_package_imports_without_torch_npu_and_npu_runtime(tm
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["hccl", "True"]
-    # ...and the demo block, run as a script, does import the runtime
-    assert "    import npu_runtime\n    npu_runtime.install()\n" in (after / "pkg" / "mod.py").read_text()
+    # ...and the demo block, run as a script, installs the runtime, or says in one line that
+    # it runs without it and goes on (issue 35.4: an entry point never stops for lack of it)
+    assert (GUARDED_IN_BLOCK + "    m = torch.nn.Linear(2, 2).npu()\n") in (after / "pkg" / "mod.py").read_text()
+    run = ("import sys, runpy; sys.modules['npu_runtime'] = None\n"
+           "try:\n    runpy.run_module('pkg.mod', run_name='__main__')\n"
+           "except Exception as error:\n    print('stopped by', type(error).__name__, error)\n")
+    proc = subprocess.run([sys.executable, "-c", run], cwd=after, capture_output=True, text=True, timeout=100,
+                          check=False)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("npu-runtime is not installed: "), proc.stdout + proc.stderr
+    assert "npu_runtime" not in "".join(lines[1:])  # whatever stops the CPU run later, it is not the runtime
     assert not (after / "pkg" / "config_data.py").read_text().count("import")
 
 
@@ -227,10 +236,22 @@ def test_an_imported_script_that_trains_through_a_module_installs_the_runtime_in
     main_py = (after / "main.py").read_text()
     assert main_py.startswith("import argparse\n\nimport torch\n\nfrom engine import train_one_epoch\n\ntry:\n"
                               "    import torch_npu  # noqa: F401\n")
-    assert main_py.endswith('if __name__ == "__main__":\n    import npu_runtime\n    npu_runtime.install()\n'
-                            "    main(get_args_parser().parse_args())\n")
+    assert main_py.endswith('if __name__ == "__main__":\n' + GUARDED_IN_BLOCK
+                            + "    main(get_args_parser().parse_args())\n")
     assert "npu-runtime==" in (after / "requirements.txt").read_text()
     _imports_without_npu_packages(after, "import run_with_submitit, main; print(callable(main.main))")
+
+
+#: NPU701's install() in a ``__main__`` block of library code (imports.runtime_install_in_block)
+GUARDED_IN_BLOCK = (
+    "    try:\n"
+    "        import npu_runtime\n"
+    "    except ImportError:  # the job still trains, without the runtime's install()\n"
+    '        print("npu-runtime is not installed: no launcher translation, HCCL defaults"\n'
+    '              " or hang watchdog (pip install npu-runtime==0.1.0)")\n'
+    "    else:\n"
+    "        npu_runtime.install()\n"
+)
 
 
 def _imports_without_npu_packages(directory, probe: str) -> None:
