@@ -57,8 +57,11 @@ CUDA, MPS and XLA only (`lightning/fabric/accelerators/`). On Ascend a script th
 trained on GPUs therefore trains on the CPU, silently, or fails. Each `Fabric(...)`
 / `Trainer(...)` (`lightning`, `lightning.fabric`, `lightning.pytorch`,
 `pytorch_lightning`) whose `accelerator` is absent or one of those strings is
-reported. Route: {ROUTE}. An `accelerator` that is not a string literal (an
-object, a variable) is left alone.
+reported. Route: {ROUTE}. A name passed as `accelerator=` is followed to the
+string literals assigned to it in its scope (`accelerator = "cuda"` after `if
+torch.cuda.is_available():`, as litgpt's API does) and to its parameter default when
+nothing reassigns it; each of those values is reported where it is written. Other
+values (an object, a call) are left alone.
 
 The same value set in Python on a Hydra/OmegaConf trainer config
 (`cfg.trainer.accelerator = "gpu"`, `cfg["trainer"]["accelerator"] = "gpu"`, as
@@ -74,6 +77,10 @@ run, but not on the NPU.
         Example('from omegaconf import open_dict\n\nwith open_dict(cfg):\n    cfg.trainer.accelerator = "cpu"\n'),
     )
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._seen: set[int] = set()
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
         if qualified not in ENTRY_POINTS:
@@ -88,6 +95,29 @@ run, but not on the NPU.
         value = string_value(argument.value)
         if value in CUDA_OR_AUTO:
             self.report(argument, f'`{short}(accelerator="{value}")` {CUDA_OR_AUTO[value]}', ROUTE)
+        elif isinstance(argument.value, cst.Name):
+            self._through(argument.value, short)
+
+    def _through(self, name: cst.Name, short: str) -> None:
+        """``accelerator = "cuda"`` (or a parameter default) of the name passed as ``accelerator=``."""
+        found = self.ctx.assignments(name, name.value)
+        if not found:
+            return
+        for assignment in found:
+            bound = getattr(assignment, "node", None)  # builtins have no node
+            parent = bound if isinstance(bound, cst.Param) else self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+            holder = self.ctx.parent(parent) if isinstance(parent, cst.AssignTarget) else None
+            if isinstance(holder, cst.Assign) and len(holder.targets) == 1:
+                literal = holder.value
+            elif isinstance(parent, cst.Param) and parent.default is not None and len(found) == 1:
+                literal = parent.default  # the default reaches the call only when nothing reassigns it
+            else:
+                continue
+            value = string_value(literal)
+            if value in CUDA_OR_AUTO and id(literal) not in self._seen:
+                self._seen.add(id(literal))
+                self.report(literal, f'`"{value}"` is passed as `{short}(accelerator={name.value})`: it '
+                            f"{CUDA_OR_AUTO[value]}", ROUTE)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = string_value(node.value)
