@@ -44,7 +44,8 @@ def _runtime(words) -> str | None:
             return text.partition("=")[2]
         if text == "--runtime":
             return texts[index + 1] if index + 1 < len(texts) else None
-        index += 1 if "=" in text or text in _FLAGS else 2
+        attached = not text.startswith("--") and len(text) > 2 and not set(text[1:]) <= set("itdP")  # -v/a:/b
+        index += 1 if "=" in text or text in _FLAGS or attached or set(text[1:]) <= set("itdP") else 2
     return None
 
 

@@ -29,7 +29,8 @@ def _docker_image(words: list[syntax.Arg]) -> syntax.Arg | None:
         text = words[index].text.strip("\"'")
         if not text.startswith("-"):
             return words[index]
-        index += 1 if "=" in text or text in _FLAGS else 2
+        attached = not text.startswith("--") and len(text) > 2 and not set(text[1:]) <= set("itdP")  # -v/a:/b
+        index += 1 if "=" in text or text in _FLAGS or attached or set(text[1:]) <= set("itdP") else 2
     return None
 
 
