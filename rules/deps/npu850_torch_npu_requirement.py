@@ -16,7 +16,8 @@ def _marker(entry) -> str | None:
 class TorchNpuRequirement(DepsRule):
     id = "NPU850"
     name = "torch-npu-requirement"
-    summary = "Add `torch-npu==X.Y.*` next to a torch pinned to X.Y; state the pairing rule where torch is not pinned"
+    summary = ("Add `torch-npu==X.Y.*` next to a torch pinned to X.Y where a torch-npu release pairs with it; report "
+               "other pins with the nearest pairs, and state the pairing rule where torch is not pinned")
     triggers = (b"torch",)
     rationale = """
 On Ascend, torch needs torch-npu, and torch-npu X.Y requires torch X.Y

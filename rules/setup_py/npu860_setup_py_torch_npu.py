@@ -23,7 +23,8 @@ def _name(text: str) -> str | None:
 class SetupPyTorchNpu(SetupRequirementsRule):
     id = "NPU860"
     name = "setup-py-torch-npu"
-    summary = "Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's literal install_requires / extras_require"
+    summary = ("Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's literal install_requires / extras_require "
+               "where a torch-npu release pairs with it; report other pins with the nearest pairs")
     rationale = """
 The setup.py counterpart of NPU850 (same decision, `npu_migrate/deps/pairing.py`):
 torch-npu X.Y requires torch X.Y exactly, so where a literal requirement list
