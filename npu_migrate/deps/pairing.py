@@ -24,7 +24,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from npu_migrate.tables.packages import CUDA_LOCAL_VERSION, normalise
-from npu_migrate.tables.torch_npu_releases import PYTHONS, TORCH_NPU_RELEASES, torch_of, torch_versions
+from npu_migrate.tables.torch_npu_releases import (
+    PYTHONS,
+    TORCH_NPU_RELEASES,
+    torch_of,
+    torch_versions,
+)
 
 TORCH = "torch"
 TORCH_NPU = "torch-npu"

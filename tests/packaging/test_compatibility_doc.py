@@ -11,7 +11,11 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 
 from npu_migrate.deps import pairing
-from npu_migrate.tables.torch_npu_releases import TORCH_NPU_RELEASES, TORCH_SERIES, torch_of
+from npu_migrate.tables.torch_npu_releases import (
+    TORCH_NPU_RELEASES,
+    TORCH_SERIES,
+    torch_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

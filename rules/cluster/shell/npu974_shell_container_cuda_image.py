@@ -60,8 +60,7 @@ def _images(words: list[syntax.Arg]) -> list[syntax.Arg]:
 def _reference(text: str) -> str:
     """``nvcr.io/nvidia/pytorch:24.01-py3`` for ``docker://nvcr.io/...`` or pyxis' ``nvcr.io#nvidia/pytorch``."""
     text = text.strip("\"'")
-    if text.startswith("docker://"):
-        text = text[len("docker://"):]
+    text = text.removeprefix("docker://")
     return text.replace("#", "/", 1)
 
 
