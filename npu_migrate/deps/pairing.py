@@ -1,9 +1,14 @@
 """What a requirement says about torch, and the torch-npu that pairs with it.
 
-torch-npu X.Y requires torch X.Y exactly (its wheels pin ``torch==X.Y.*``;
-post releases such as ``2.1.0.post17`` fix bugs within the pairing), so the
-requirement added is ``torch-npu==X.Y.*``: it follows torch's minor series and
-takes the newest post release. A torch requirement is *pinned* when every
+torch-npu X.Y requires torch X.Y, and each release one exact torch
+(``torch-npu 2.3.1.post6`` declares ``torch==2.3.1``; post releases such as
+``2.1.0.post17`` fix bugs within the pairing; the table of releases is
+:mod:`npu_migrate.tables.torch_npu_releases`), so the requirement added is
+``torch-npu==X.Y.*``: it follows torch's minor series and the resolver takes the
+newest post release that fits the torch. It is added only where the torch pin
+admits a torch that some torch-npu release requires (:func:`paired`); a pin that
+admits none (``torch==2.3.0``, ``torch==2.15.0``) is reported with the nearest pairs
+that exist (:func:`unpaired`). A torch requirement is *pinned* when every
 version it admits is in one X.Y series (``==2.1.0``, ``~=2.1.0``,
 ``>=2.1,<2.2``, ``2.1.*``); ``>=2.0`` or no version at all is not, and then the
 rule states the pairing instead of guessing. Nothing here imports a parser
@@ -19,6 +24,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from npu_migrate.tables.packages import CUDA_LOCAL_VERSION, normalise
+from npu_migrate.tables.torch_npu_releases import (
+    PYTHONS,
+    TORCH_NPU_RELEASES,
+    torch_of,
+    torch_versions,
+)
 
 TORCH = "torch"
 TORCH_NPU = "torch-npu"
@@ -122,3 +133,64 @@ def conda_requirement(text: str) -> tuple[str, str] | None:
     if rest.endswith("*") and not rest.endswith(".*"):
         rest = rest[:-1].rstrip(".") + ".*"
     return normalise(name), rest
+
+
+_LOCAL = re.compile(r"\+[A-Za-z0-9.]+")
+
+
+def paired(specifier: str) -> tuple[str, ...]:
+    """The torch versions a torch requirement admits that some torch-npu release
+    requires (local labels such as ``+cu118`` aside: the CUDA build is reported by
+    NPU852, and its version decides the pair)."""
+    try:
+        spec = SpecifierSet(_LOCAL.sub("", specifier))
+    except InvalidSpecifier:
+        return ()
+    return tuple(v for v in torch_versions() if spec.contains(v, prereleases=True))
+
+
+def _pair(torch: str) -> str:
+    major, minor = (int(p) for p in torch.split(".")[:2])
+    note = PYTHONS.get((major, minor))
+    return f"`torch=={torch}` with `torch-npu{npu_specifier((major, minor))}`" + (f" ({note})" if note else "")
+
+
+def nearest(specifier: str) -> str:
+    """The pairs that exist nearest to the versions a specifier names: the closest torch
+    below and the closest above (one of them at the ends of the table)."""
+    named = []
+    for spec in SpecifierSet(_LOCAL.sub("", specifier)) if _valid(specifier) else ():
+        try:
+            named.append(Version(spec.version.rstrip(".*").rstrip(".")))
+        except InvalidVersion:
+            continue
+    known = [Version(v) for v in torch_versions()]
+    if not named:
+        return ", ".join(_pair(str(v)) for v in known[-2:])
+    low, high = min(named), max(named)
+    below = [v for v in known if v < low]
+    above = [v for v in known if v > high]
+    picks = ([above[0]] if above else []) + ([below[-1]] if below else [])
+    picks.sort(key=lambda v: v.release[:2] != low.release[:2])  # the pin's own series first
+    return " or ".join(_pair(str(v)) for v in picks)
+
+
+def _valid(specifier: str) -> bool:
+    try:
+        SpecifierSet(_LOCAL.sub("", specifier))
+    except InvalidSpecifier:
+        return False
+    return True
+
+
+def unpaired(shown: str, specifier: str, series: tuple[int, int]) -> tuple[str, str]:
+    """The finding for a torch pinned to ``series`` that no torch-npu release pairs with."""
+    releases = TORCH_NPU_RELEASES.get(series, ())
+    if releases:
+        needs = sorted({torch_of(r) for r in releases}, key=Version)
+        why = (f"no torch-npu release pairs with `{shown}`: the {series[0]}.{series[1]} releases "
+               f"({', '.join(releases)}) require torch {' or '.join(needs)} exactly")
+    else:
+        why = f"no torch-npu release exists for torch {series[0]}.{series[1]} (PyPI, 2026-11-28), so none is added"
+    return why, (f"pin a torch that a torch-npu release requires; nearest: {nearest(specifier)} "
+                 "(docs/compatibility.md lists every pair)")

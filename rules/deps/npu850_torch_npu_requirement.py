@@ -16,13 +16,18 @@ def _marker(entry) -> str | None:
 class TorchNpuRequirement(DepsRule):
     id = "NPU850"
     name = "torch-npu-requirement"
-    summary = "Add `torch-npu==X.Y.*` next to a torch pinned to X.Y; state the pairing rule where torch is not pinned"
+    summary = ("Add `torch-npu==X.Y.*` next to a torch pinned to X.Y where a torch-npu release pairs with it; report "
+               "other pins with the nearest pairs, and state the pairing rule where torch is not pinned")
     triggers = (b"torch",)
     rationale = """
 On Ascend, torch needs torch-npu, and torch-npu X.Y requires torch X.Y
-exactly (post releases such as `2.1.0.post17` fix bugs within a pairing). Where
+exactly (post releases such as `2.1.0.post17` fix bugs within a pairing; each
+release declares one torch: `torch-npu 2.3.1.post6` requires `torch==2.3.1`). Where
 a dependency list pins torch to one minor series (`torch==2.1.0`, `~=2.1.0`,
-`>=2.1,<2.2`, conda `pytorch=2.1`), `torch-npu==X.Y.*` is added right after it
+`>=2.1,<2.2`, conda `pytorch=2.1`) and admits a torch that a torch-npu release on
+PyPI requires (the table in `npu_migrate/tables/torch_npu_releases.py`, read from
+the wheels' metadata on 2026-11-28: 2.1.0, 2.2.0, 2.3.1, 2.4.0, 2.5.1, 2.6.0,
+2.7.1, 2.8.0, 2.9.0, 2.9.1, 2.10.0 ... 2.14.0), `torch-npu==X.Y.*` is added right after it
 in the list's own style: its own line with the same line ending in a
 requirements file, the same indentation and quotes in `pyproject.toml`'s
 arrays (edited with tomlkit) and `setup.cfg`, the `pip:` sub-list of a conda
@@ -30,7 +35,10 @@ arrays (edited with tomlkit) and `setup.cfg`, the `pip:` sub-list of a conda
 along (`; sys_platform == "linux"`), and the operator spacing follows torch's.
 
 Where torch is not pinned (`torch`, `torch>=2.0`) the finding states the
-pairing rule instead of guessing a version. A torch-npu requirement that is
+pairing rule instead of guessing a version. A pin that no torch-npu release pairs
+with (`torch==2.3.0`: the 2.3 releases require 2.3.1; `torch==2.15.0`: no torch-npu
+2.15 yet) gets no line, which could not install, but a finding that names the
+nearest pairs that exist (`torch==2.3.1` with `torch-npu==2.3.*`). A torch-npu requirement that is
 already there is checked: one that admits another series than torch's is
 reported. Nothing is added to a pip-compile output or a file with `--hash`
 options (a finding says where to add it), nor after a requirement written on
@@ -52,6 +60,7 @@ is left to the reviewer.
                 "numpy>=1.24\ntorch==2.1.0  # CUDA 12 build below\ntorch-npu==2.1.*\ntorchvision==0.16.0\n"),
         Example("torch>=2.0  # reported: not pinned\n"),
         Example("torch==2.5.1\ntorch-npu==2.5.1\n"),
+        Example("torch==2.15.0  # reported: no torch-npu 2.15\n"),
     )
 
     def check(self, document) -> None:
@@ -59,7 +68,7 @@ is left to the reviewer.
         torches = [(lst, e, self._series(e)) for lst in document.lists for e in lst.entries if e.is_torch]
         # An unpinned torch is reported only where no torch-npu is (or will be) in the
         # file, so that the run after the fix reports the same.
-        settled = bool(torch_npu) or any(series is not None for _, _, series in torches)
+        settled = bool(torch_npu) or any(series is not None and pairing.paired(e.specifier) for _, e, series in torches)
         for lst, entry, series in torches:
             if series is None:
                 if not settled:
@@ -88,11 +97,17 @@ is left to the reviewer.
         return f"`{entry.shown}` is older than the oldest torch-npu (torch 2.1)"
 
     def _torch(self, document, lst, entry, series, torch_npu) -> None:
+        exists = bool(pairing.paired(entry.specifier))
         if torch_npu:
             for other in torch_npu:
                 if not pairing.pairs_with(other.specifier, series):
+                    use = (f"use torch-npu{pairing.npu_specifier(series)}" if exists
+                           else pairing.unpaired(entry.shown, entry.specifier, series)[1])
                     self.report_entry(other, f"`{other.shown}` does not pair with `{entry.shown}`",
-                                      f"torch-npu X.Y requires torch X.Y exactly: use torch-npu{pairing.npu_specifier(series)}")
+                                      f"torch-npu X.Y requires torch X.Y exactly: {use}")
+            return
+        if not exists:
+            self.report_entry(entry, *pairing.unpaired(entry.shown, entry.specifier, series))
             return
         requirement = self._requirement(entry, series)
         target, after = lst, entry

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from npu_migrate.deps import pairing
 from npu_migrate.dockerfile.rule import DockerfileRule, Example
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ def suggestion(reference: str) -> str:
     torch = _TORCH.match(tag)
     pins = (f"torch=={torch.group(1)}.* torch-npu=={torch.group(1)}.*" if torch
             else "torch==X.Y.* torch-npu==X.Y.* (torch-npu X.Y requires torch X.Y exactly)")
+    if torch and not pairing.paired(f"=={torch.group(1)}.*"):  # no torch-npu for that series (issue 37)
+        pins = f"a torch with a torch-npu release; nearest: {pairing.nearest(f'=={torch.group(1)}.*')}"
     return (f"FROM {base} (Ascend's CANN image; take the CANN release your NPU driver supports and the chip "
             f"you run on: 910b, 910c...), then RUN pip install {pins}")
 

@@ -11,6 +11,10 @@ from npu_migrate.python.rule import Example
 from ._requirements import SetupRequirementsRule, appender
 
 
+def _specifier(text: str) -> str:
+    return str(pairing.parse(text).specifier)
+
+
 def _name(text: str) -> str | None:
     requirement = pairing.parse(text)
     return pairing.name_of(requirement) if requirement else None
@@ -19,16 +23,19 @@ def _name(text: str) -> str | None:
 class SetupPyTorchNpu(SetupRequirementsRule):
     id = "NPU860"
     name = "setup-py-torch-npu"
-    summary = "Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's literal install_requires / extras_require"
+    summary = ("Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's literal install_requires / extras_require "
+               "where a torch-npu release pairs with it; report other pins with the nearest pairs")
     rationale = """
 The setup.py counterpart of NPU850 (same decision, `npu_migrate/deps/pairing.py`):
 torch-npu X.Y requires torch X.Y exactly, so where a literal requirement list
-of `setup()` pins torch to one minor series, `"torch-npu==X.Y.*"` is added
+of `setup()` pins torch to one minor series and admits a torch that a torch-npu
+release requires (`npu_migrate/tables/torch_npu_releases.py`), `"torch-npu==X.Y.*"` is added
 right after it, in torch's quotes and the list's layout. A list bound to a
 module-level name (`REQUIRED = [...]`, `install_requires=REQUIRED`) is followed;
 lists built at run time (read from requirements.txt) are not: that file is
 migrated by NPU850 itself. Where torch is not pinned, the finding states the
-pairing rule.
+pairing rule; where no torch-npu release pairs with the pin (`torch==2.3.0`,
+`torch==2.15.0`), the finding names the nearest pairs that exist and nothing is added.
 
 setup.py stays a Python file: every Python rule runs on it too, and
 `# npu-migrate: ignore[NPU860]` works as on any Python line.
@@ -37,25 +44,31 @@ setup.py stays a Python file: every Python rule runs on it too, and
         Example('from setuptools import setup\nsetup(name="x", install_requires=["numpy", "torch==2.1.0"])\n',
                 'from setuptools import setup\nsetup(name="x", install_requires=["numpy", "torch==2.1.0", "torch-npu==2.1.*"])\n'),
         Example("from setuptools import setup\nsetup(name='x', install_requires=['torch>=2.0'])  # reported\n"),
+        Example("from setuptools import setup\nsetup(name='x', install_requires=['torch==2.15.0'])  # reported\n"),
     )
 
     def check(self, lists) -> None:
         has_npu = any(_name(text) == pairing.TORCH_NPU for lst in lists for _, text in lst.items)
         torches = [(lst, element, text, pairing.minor_series(str(pairing.parse(text).specifier)))
                    for lst in lists for element, text in lst.items if _name(text) == pairing.TORCH]
-        settled = has_npu or any(series for *_, series in torches)
+        settled = has_npu or any(series and pairing.paired(_specifier(text)) for _, _, text, series in torches)
         for lst, element, text, series in torches:
             if series is None or series < pairing.OLDEST_PAIRED:
                 if not settled:
                     self.report(element, f"`{text}` is not pinned to one minor release, so the torch-npu to add "
                                 "cannot be chosen", pairing.PAIRING_RULE)
                 continue
+            exists = bool(pairing.paired(_specifier(text)))
             own = [t for _, t in lst.items if _name(t) == pairing.TORCH_NPU]
             if own:
                 for other in own:
                     if not pairing.pairs_with(str(pairing.parse(other).specifier), series):
-                        self.report(element, f"`{other}` does not pair with `{text}`",
-                                    f"use torch-npu{pairing.npu_specifier(series)}")
+                        use = (f"use torch-npu{pairing.npu_specifier(series)}" if exists
+                               else pairing.unpaired(text, _specifier(text), series)[1])
+                        self.report(element, f"`{other}` does not pair with `{text}`", use)
+                continue
+            if not exists:
+                self.report(element, *pairing.unpaired(text, _specifier(text), series))
                 continue
             requirement = f"{pairing.TORCH_NPU}{pairing.npu_specifier(series)}"
             self.replace(lst.node, _inserter(element, requirement), f"add `{requirement}` (pairs with `{text}`)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from npu_migrate.deps import pairing
 from npu_migrate.pipeline.rulebase import Example
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
@@ -107,6 +108,12 @@ torch is the one to install (`--index-url https://download.pytorch.org/whl/cpu`)
         if torch is not None and not has_npu:
             version = re.search(r"(\d+\.\d+)", torch_spec)
             pins = f"torch-npu=={version.group(1)}.*" if version else "torch-npu matching the torch version"
+            series = pairing.minor_series(torch_spec) if torch_spec else None
+            if series is not None and not pairing.paired(torch_spec):
+                why, route = pairing.unpaired(f"torch{torch_spec}", torch_spec, series)
+                self._found(node, torch, "torch is installed without torch-npu",
+                            f"{why.replace(', so none is added', '')}; {route}")
+                return
             self._found(node, torch, "torch is installed without torch-npu", f"add {pins} to this install ({_PAIRING})")
 
     def _conda(self, node: Node, words: list[syntax.Arg]) -> None:

@@ -94,6 +94,32 @@ def test_bad_dependency_files_are_one_line_errors():
     assert run("requirements.txt", b"torch==2.1.0\n\xff\n").error is None  # pip's format: any bytes
 
 
+@pytest.mark.parametrize("version", __import__("npu_migrate.tables.torch_npu_releases", fromlist=["x"]).torch_versions())
+def test_every_torch_a_torch_npu_release_requires_gets_its_series(version):
+    series = ".".join(version.split(".")[:2])
+    result = run("requirements.txt", f"torch=={version}\n")
+    assert result.new_source == f"torch=={version}\ntorch-npu=={series}.*\n".encode()
+    assert result.findings == []
+
+
+@pytest.mark.parametrize(
+    "pin,nearest",
+    [
+        ("torch==2.15.0", "`torch==2.14.0` with `torch-npu==2.14.*`"),  # no torch-npu 2.15 (issue 37)
+        ("torch==2.3.0", "`torch==2.3.1` with `torch-npu==2.3.*` or `torch==2.2.0` with `torch-npu==2.2.*`"),
+        ("torch==2.5.0", "`torch==2.5.1` with `torch-npu==2.5.*` or `torch==2.4.0` with `torch-npu==2.4.*`"),
+        ("torch==2.1.2", "`torch==2.1.0` with `torch-npu==2.1.*` or `torch==2.2.0` with `torch-npu==2.2.*`"),
+        ("torch>=2.15,<2.16", "`torch==2.14.0` with `torch-npu==2.14.*`"),
+    ],
+)
+def test_a_torch_no_torch_npu_release_pairs_with_is_reported_with_the_nearest_pairs(pin, nearest):
+    result = run("requirements.txt", f"{pin}\nnumpy\n")
+    assert result.new_source is None
+    (finding,) = [f for f in result.findings if f.rule == "NPU850"]
+    assert f"nearest: {nearest}" in finding.suggestion
+    assert finding.line == 1
+
+
 def test_a_line_that_is_not_a_requirement_is_left_alone():
     result = run("requirements.txt", "torch==2.1.0\nthis is not a requirement (!)\n")
     assert result.new_source == b"torch==2.1.0\ntorch-npu==2.1.*\nthis is not a requirement (!)\n"
@@ -113,7 +139,8 @@ def test_cli_picks_dependency_files_out_of_a_tree(tmp_path, run_cli):
 
 PLAIN = ["numpy>=1.24", "requests", "tqdm==4.66.1", "transformers[torch]>=4.40", "pyyaml ; python_version >= '3.8'",
          "-r base.txt", "# a comment", "", "--index-url https://pypi.org/simple", "Pillow  # images"]
-TORCH = ["torch==2.1.0", "torch>=2.0", "torch ~= 2.3.1", "torch==2.5.1+cu121", "torch", "torch>=2.1,<2.2"]
+TORCH = ["torch==2.1.0", "torch>=2.0", "torch ~= 2.3.1", "torch==2.5.1+cu121", "torch", "torch>=2.1,<2.2",
+         "torch==2.15.0", "torch==2.3.0"]
 CUDA = ["flash-attn", "nvidia-nccl-cu12==2.18.1", "--extra-index-url https://download.pytorch.org/whl/cu121",
         "cupy-cuda12x", "torch-npu==2.1.0"]
 newline = st.sampled_from(["\n", "\r\n"])

@@ -104,3 +104,11 @@ def test_crlf_continuation_before_a_comment_line():
     source = (b"FROM python:3.11-slim\r\nRUN pip install -r requirements.txt && \\\r\n"
               b"    # built for cuda GPUs once\r\n    nvidia-smi\r\n")
     assert run(source).new_source == source.replace(b"    nvidia-smi", b"    npu-smi info")
+
+
+def test_a_cuda_image_of_a_torch_series_without_torch_npu_suggests_the_nearest_pair():
+    # issue 37: there is no torch-npu 2.15, so "torch-npu==2.15.*" would not install
+    from npu_migrate.rules.dockerfile.npu821_cuda_base_image import suggestion
+
+    assert "nearest: `torch==2.14.0` with `torch-npu==2.14.*`" in suggestion("pytorch/pytorch:2.15.0-cuda12.8-cudnn9-runtime")
+    assert suggestion("pytorch/pytorch:2.5.0-cuda12.4-cudnn9-runtime").endswith("pip install torch==2.5.* torch-npu==2.5.*")

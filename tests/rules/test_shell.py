@@ -215,3 +215,12 @@ def test_option_and_variable_rewrites_carry_their_evidence():
     assert reasons[(2, "NPU804")] == "the comparison with `DEVICE`, which holds a device"
     assert reasons[(3, "NPU803")] == "the value of the option `--dist-backend`, which takes a backend"
     assert reasons[(3, "NPU804")] == "the value of the option `--device`, which takes a device"
+
+
+def test_a_pip_install_of_a_torch_no_torch_npu_pairs_with_names_the_nearest_pairs():
+    # issue 37: torch-npu 2.3.1.* requires torch 2.3.1, and there is no torch-npu 2.15
+    result = run("pip install torch==2.3.0 numpy\npip install torch==2.15.0\npip install torch==2.5.1\n")
+    suggestions = [f.suggestion for f in result.findings if f.rule == "NPU808"]
+    assert "nearest: `torch==2.3.1` with `torch-npu==2.3.*`" in suggestions[0]
+    assert "nearest: `torch==2.14.0` with `torch-npu==2.14.*`" in suggestions[1]
+    assert suggestions[2].startswith("add torch-npu==2.5.* to this install")

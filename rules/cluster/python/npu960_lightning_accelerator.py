@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg, string_value
@@ -23,14 +25,29 @@ ROUTE = ("Lightning (2.6.6 checked) has no NPU accelerator: pass an instance of 
          "process_group_backend=\"hccl\"))`, or use a Lightning build that registers an NPU accelerator")
 
 
+#: modules whose import says a ``<cfg>.trainer.accelerator`` is a Lightning trainer's config
+CONFIG_MODULES = ("lightning", "pytorch_lightning", "lightning_fabric", "hydra", "omegaconf")
+
+
+def _key(node: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | None]:
+    """``(key, owner)`` of ``owner.key`` or ``owner["key"]``; ``(None, None)`` otherwise."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value, node.value
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        return string_value(node.slice[0].slice.value), node.value
+    return None, None
+
+
 class LightningAccelerator(Rule):
     id = "NPU960"
     impact = "blocking"
     name = "lightning-accelerator"
     fixable = False
-    summary = 'Report Lightning `Fabric`/`Trainer` left on `accelerator="auto"` (the default), `"gpu"` or `"cuda"`'
-    triggers = ("Trainer", "Fabric")
+    summary = ('Report Lightning `Fabric`/`Trainer` left on `accelerator="auto"` (the default), `"gpu"` or `"cuda"`, '
+               'and `cfg.trainer.accelerator = "gpu"` set in Python')
+    triggers = ("Trainer", "Fabric", ("trainer", "accelerator"))
     local_names = tuple(sorted(ENTRY_POINTS))
+    local_triggers = (re.compile(r"""trainer(?:\.|['"]\]\s*\[\s*['"])accelerator"""),)
     rationale = f"""
 Lightning chooses its device from `accelerator=`: lightning 2.6.6
 (`lightning/fabric/connector.py`, `_choose_auto_accelerator`) maps `"auto"` (the
@@ -40,13 +57,29 @@ CUDA, MPS and XLA only (`lightning/fabric/accelerators/`). On Ascend a script th
 trained on GPUs therefore trains on the CPU, silently, or fails. Each `Fabric(...)`
 / `Trainer(...)` (`lightning`, `lightning.fabric`, `lightning.pytorch`,
 `pytorch_lightning`) whose `accelerator` is absent or one of those strings is
-reported. Route: {ROUTE}. An `accelerator` that is not a string literal (an
-object, a variable) is left alone.
+reported. Route: {ROUTE}. A name passed as `accelerator=` is followed to the
+string literals assigned to it in its scope (`accelerator = "cuda"` after `if
+torch.cuda.is_available():`, as litgpt's API does) and to its parameter default when
+nothing reassigns it; each of those values is reported where it is written. Other
+values (an object, a call) are left alone.
+
+The same value set in Python on a Hydra/OmegaConf trainer config
+(`cfg.trainer.accelerator = "gpu"`, `cfg["trainer"]["accelerator"] = "gpu"`, as
+lightning-hydra-template's tests do before `train(cfg)` builds the `Trainer` from it)
+is reported where it is assigned, in files that import lightning, pytorch_lightning,
+hydra or omegaconf (the YAML form is NPU970). Nothing is rewritten: `"cpu"` would
+run, but not on the NPU.
 """
     examples = (
         Example('import lightning as L\n\nfabric = L.Fabric(accelerator="cuda", devices=8)  # reported\n'),
         Example("import lightning as L\n\nfabric = L.Fabric(accelerator=NPUAccelerator(), devices=8)\n"),
+        Example('from omegaconf import open_dict\n\nwith open_dict(cfg):\n    cfg.trainer.accelerator = "gpu"  # reported\n'),
+        Example('from omegaconf import open_dict\n\nwith open_dict(cfg):\n    cfg.trainer.accelerator = "cpu"\n'),
     )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._seen: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
@@ -62,3 +95,39 @@ object, a variable) is left alone.
         value = string_value(argument.value)
         if value in CUDA_OR_AUTO:
             self.report(argument, f'`{short}(accelerator="{value}")` {CUDA_OR_AUTO[value]}', ROUTE)
+        elif isinstance(argument.value, cst.Name):
+            self._through(argument.value, short)
+
+    def _through(self, name: cst.Name, short: str) -> None:
+        """``accelerator = "cuda"`` (or a parameter default) of the name passed as ``accelerator=``."""
+        found = self.ctx.assignments(name, name.value)
+        if not found:
+            return
+        for assignment in found:
+            bound = getattr(assignment, "node", None)  # builtins have no node
+            parent = bound if isinstance(bound, cst.Param) else self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+            holder = self.ctx.parent(parent) if isinstance(parent, cst.AssignTarget) else None
+            if isinstance(holder, cst.Assign) and len(holder.targets) == 1:
+                literal = holder.value
+            elif isinstance(parent, cst.Param) and parent.default is not None and len(found) == 1:
+                literal = parent.default  # the default reaches the call only when nothing reassigns it
+            else:
+                continue
+            value = string_value(literal)
+            if value in CUDA_OR_AUTO and id(literal) not in self._seen:
+                self._seen.add(id(literal))
+                self.report(literal, f'`"{value}"` is passed as `{short}(accelerator={name.value})`: it '
+                            f"{CUDA_OR_AUTO[value]}", ROUTE)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = string_value(node.value)
+        if value not in CUDA_OR_AUTO:
+            return
+        for target in node.targets:
+            key, owner = _key(target.target)
+            if key != "accelerator" or _key(owner)[0] != "trainer":
+                continue
+            if not any(v == m or v.startswith(m + ".") for v in self.ctx.imports.bindings.values() for m in CONFIG_MODULES):
+                return
+            self.report(node.value, f'a Lightning trainer config set to `accelerator="{value}"`, which '
+                        f"{CUDA_OR_AUTO[value]}", ROUTE)

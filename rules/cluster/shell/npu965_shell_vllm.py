@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from npu_migrate.pipeline.rulebase import Example
 from npu_migrate.rules.cluster import _vllm
+from npu_migrate.rules.shell._arguments import array_words, option_string_words
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 
@@ -15,6 +16,16 @@ if TYPE_CHECKING:
 
 _FALSE = {"false", "False", "0", "no", "off"}
 _PYTHON = {"python", "python3"}
+
+
+def _ray_job_entrypoint(words: list[syntax.Arg]) -> list[syntax.Arg] | None:
+    """The entrypoint's words of ``ray job submit [options] -- python -m trainer ...`` (after ``--``)."""
+    if len(words) > 3 and syntax.program(words[0]) == "ray" and [w.text for w in words[1:3]] == ["job", "submit"]:
+        index = next((i for i, w in enumerate(words) if w.text == "--"), None)
+        entry = words[index + 1 :] if index is not None else []
+        starts = _PYTHON | syntax.LAUNCHERS | syntax.WRAPPERS | {"trl", "openrlhf"}
+        return entry if entry and syntax.program(entry[0]) in starts else None
+    return None
 
 
 def _vllm_module(words: list[syntax.Arg]) -> str | None:
@@ -41,8 +52,11 @@ command line; vLLM discovers the plugin at start-up). A launcher that starts vLL
 vllm-serve`) or asks a trainer to (`--use_vllm` / `--use_vllm true` of TRL's GRPO and
 online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
 `--vllm_num_engines`, `--vllm.*` groups, verl's Hydra override
-`actor_rollout_ref.rollout.name=vllm`) runs on the CUDA build otherwise. One
-finding per command, at the launcher or at its first vLLM option. Route:
+`actor_rollout_ref.rollout.name=vllm`) runs on the CUDA build otherwise. The
+options are read on launch lines (also behind wrappers, and after the `--` of `ray
+job submit ... -- python -m trainer`), in argument arrays (`ENGINE_ARGS=(--vllm.num_engines 2 ...)`)
+and in option strings kept in variables (`VLLM_ARGS="--vllm_num_engines 4"`). One
+finding per command, array or string, at the launcher or at its first vLLM option. Route:
 {_vllm.ROUTE}. Not rewritten: the command itself stays the same.
 """
     examples = (
@@ -69,9 +83,24 @@ finding per command, at the launcher or at its first vLLM option. Route:
                 self._report(node, words[0].node, f"`python -m {module}` starts vLLM")
                 return
         launch = syntax.launch_args(node)
-        if launch is None and first not in ("trl", "openrlhf"):
+        entrypoint = _ray_job_entrypoint(words) if launch is None else None
+        if launch is None and entrypoint is None and first not in ("trl", "openrlhf"):
             return
-        options = launch[1] if launch is not None else words[1:]
+        options = launch[1] if launch is not None else entrypoint if entrypoint is not None else words[1:]
+        self._options(node, options)
+
+    def visit_array(self, node: Node) -> None:
+        words = array_words(node)  # ENGINE_ARGS=(--vllm.num_engines 2 ...), expanded into a launch
+        if words:
+            self._options(node.parent, words)
+
+    def visit_variable_assignment(self, node: Node) -> None:
+        value = node.child_by_field_name("value")
+        words = option_string_words(value) if value is not None else None  # VLLM_ARGS="--vllm_num_engines 4"
+        if words:
+            self._options(node, words)
+
+    def _options(self, node: Node, options: list[syntax.Arg]) -> None:
         for index, word in enumerate(options):
             text = word.text
             name, equals, value = text.partition("=")
