@@ -97,17 +97,17 @@ is left to the reviewer.
         return f"`{entry.shown}` is older than the oldest torch-npu (torch 2.1)"
 
     def _torch(self, document, lst, entry, series, torch_npu) -> None:
-        exists = bool(pairing.paired(entry.specifier))
+        if not pairing.paired(entry.specifier):
+            # reported whether or not torch-npu is declared yet, so that the run after a fix
+            # elsewhere in the file (another torch line got its torch-npu) reports the same
+            self.report_entry(entry, *pairing.unpaired(entry.shown, entry.specifier, series))
+            return
         if torch_npu:
             for other in torch_npu:
                 if not pairing.pairs_with(other.specifier, series):
-                    use = (f"use torch-npu{pairing.npu_specifier(series)}" if exists
-                           else pairing.unpaired(entry.shown, entry.specifier, series)[1])
                     self.report_entry(other, f"`{other.shown}` does not pair with `{entry.shown}`",
-                                      f"torch-npu X.Y requires torch X.Y exactly: {use}")
-            return
-        if not exists:
-            self.report_entry(entry, *pairing.unpaired(entry.shown, entry.specifier, series))
+                                      f"torch-npu X.Y requires torch X.Y exactly: use "
+                                      f"torch-npu{pairing.npu_specifier(series)}")
             return
         requirement = self._requirement(entry, series)
         target, after = lst, entry
