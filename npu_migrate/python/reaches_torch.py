@@ -652,9 +652,33 @@ class DeviceAnalysis:
             return self._lookup(call, proven)
         if callee in ("str", "repr") and depth == 0:
             return self._fallback(proven)
+        parameter = self._parameter_of(call, arg)
+        if parameter is not None:
+            # a function of this file: its parameter's uses say what the value is, not its name
+            # (litgpt's `_test_model_1device("cuda")` hands it to `Fabric(accelerator=...)`)
+            return self._flow(parameter, proven, depth)
         if is_device_word(callee):
             return self._rewrite(f"passed to `{callee}()`, whose name says it takes a device")  # get_device('cuda'), move_to_device(batch, 'cuda')
         return self._fallback(proven)
+
+    def _parameter_of(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+        """The parameter of a module-level function of this file that ``arg`` of ``call``
+        binds (``f("cuda")`` to ``def f(device)``), or None."""
+        if not isinstance(call.func, cst.Name) or arg.star:
+            return None
+        function = self._module_function(call.func.value)
+        if function is None:
+            return None
+        params = function.params
+        if arg.keyword is not None:
+            return next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                         if p.name.value == arg.keyword.value), None)
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in positional):
+            return None
+        index = positional.index(arg)
+        ordered = [*params.posonly_params, *params.params]
+        return ordered[index] if index < len(ordered) else None
 
     def _argparse(self, call: cst.Call, keyword: str | None, proven: bool) -> Verdict:
         if keyword not in ("default", "choices", "const"):
