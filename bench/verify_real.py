@@ -126,6 +126,108 @@ ALPACA_ARGS = ["--model_name_or_path", "tiny", "--data_path", "data.json", "--ou
 BARLOW_ARGS = [".", "--workers", "0", "--epochs", "2", "--batch-size", "16", "--projector", "64-64",
                "--print-freq", "1000"]
 
+def _llama2c(src: Path, dest: Path) -> None:
+    """karpathy/llama2.c train.py with the script's own "custom vocabulary" path: two
+    synthetic pretokenized shards (uint16, vocabulary 64) in data/tok64, the layout its
+    tinystories.py reads (shard 0 is the validation split)."""
+    import numpy as np
+
+    for name in ("train.py", "model.py", "configurator.py", "tinystories.py", "tokenizer.py", "export.py"):
+        shutil.copy(src / "llama2.c" / name, dest / name)
+    data = dest / "data" / "tok64"
+    data.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for shard in range(2):
+        rng.integers(0, 64, 4096).astype(np.uint16).tofile(data / f"data{shard:02d}.bin")
+
+
+LLAMA2C_ARGS = ["--compile=False", "--vocab_source=custom", "--vocab_size=64", "--dim=32", "--n_layers=1",
+                "--n_heads=2", "--n_kv_heads=2", "--multiple_of=8", "--max_seq_len=16", "--batch_size=4",
+                "--gradient_accumulation_steps=2", "--eval_iters=1", "--eval_interval=2",
+                "--always_save_checkpoint=True", "--max_iters=6", "--warmup_iters=2"]
+
+
+def _mingpt(src: Path, dest: Path) -> None:
+    """karpathy/minGPT projects/chargpt/chargpt.py with the mingpt package next to it (as
+    ``pip install -e .`` would provide) and a synthetic input.txt."""
+    import random
+
+    shutil.copy(src / "minGPT" / "projects" / "chargpt" / "chargpt.py", dest / "chargpt.py")
+    shutil.copytree(src / "minGPT" / "mingpt", dest / "mingpt")
+    rng = random.Random(0)
+    (dest / "input.txt").write_text("".join(rng.choice("abcdefghij klmnopqrstuvwxyz\n,.!OGd") for _ in range(4000)))
+
+
+MINGPT_ARGS = ["--model.model_type=None", "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=32",
+               "--data.block_size=32", "--trainer.batch_size=4", "--trainer.num_workers=0", "--trainer.max_iters=6",
+               "--system.work_dir=out"]
+
+
+def _dit(src: Path, dest: Path) -> None:
+    """facebookresearch/DiT train.py (always torchrun, ``nccl``, ``device = rank``) with its
+    own models.py and diffusion package; stubs of timm (PatchEmbed, Attention, Mlp),
+    diffusers (a random 1x1-convolution AutoencoderKL, no download) and torchvision
+    (ImageFolder: 32x32 tensors, standing for 256x256 images after the VAE's 8x)."""
+    for name in ("train.py", "models.py"):
+        shutil.copy(src / "DiT" / name, dest / name)
+    shutil.copytree(src / "DiT" / "diffusion", dest / "diffusion")
+    for stub in ("torchvision", "timm", "diffusers"):
+        shutil.copytree(STUBS / stub, dest / stub)
+    (dest / "images").mkdir()
+
+
+DIT_ARGS = ["--data-path", "images", "--model", "DiT-S/8", "--num-classes", "10", "--global-batch-size", "4",
+            "--num-workers", "0", "--log-every", "2", "--ckpt-every", "2", "--epochs", "1"]
+
+
+def _ddpm(src: Path, dest: Path) -> None:
+    """lucidrains/denoising-diffusion-pytorch: the package next to train.py (a clone of
+    the repository), train.py being the README's Trainer example verbatim except for its
+    sizes (a 16-pixel Unet of width 8, 100 timesteps, batch 8: the Trainer asserts an effective
+    batch of at least 16, and accumulates 2) and ``calculate_fid``
+    (off: it needs pytorch-fid and Inception weights). The Trainer is accelerate's
+    (Accelerator, fp16 mixed precision through ``amp = True``, gradient accumulation 2,
+    EMA); 16 random 16x16 PNG images in images/."""
+    import re
+
+    import numpy as np
+    from PIL import Image
+
+    shutil.copytree(src / "denoising-diffusion-pytorch" / "denoising_diffusion_pytorch",
+                    dest / "denoising_diffusion_pytorch")
+    shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+    readme = (src / "denoising-diffusion-pytorch" / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "trainer.train()" in b)
+    for old, new in (("dim = 64,", "dim = 8,"), ("dim_mults = (1, 2, 4, 8),", "dim_mults = (1, 2),"),
+                     ("image_size = 128,", "image_size = 16,"), ("timesteps = 1000,", "timesteps = 100,"),
+                     ("sampling_timesteps = 250", "sampling_timesteps = 10"),
+                     ("'path/to/your/images'", "'images'"), ("train_batch_size = 32,", "train_batch_size = 8,"),
+                     ("train_num_steps = 700000,", "train_num_steps = 100,"),
+                     ("calculate_fid = True", "calculate_fid = False")):
+        assert block.count(old) == 1, old
+        block = block.replace(old, new)
+    (dest / "train.py").write_text(block)
+    images = dest / "images"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(16):
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3)).astype(np.uint8)).save(images / f"{i:02d}.png")
+
+
+def _example(folder: str, script: str = "main.py"):
+    """A pytorch/examples script alone, with the stub torchvision next to it."""
+    def setup(src: Path, dest: Path) -> None:
+        shutil.copy(src / "examples" / folder / script, dest / script)
+        shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+
+    return setup
+
+
+IMAGENET_ARGS = ["-a", "resnet50", "-j", "0", "-b", "16", "--epochs", "2", "--print-freq", "1000",
+                 "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
+                 "--dist-url", "tcp://127.0.0.1:23456", "--dist-backend", "nccl", "imagenet"]
+
+
 #: name: (setup, script, verify options, script arguments, expected verdict, what it exercises)
 CASES = {
     "mnist": (_mnist, "main.py", ["--steps", "4"], ["--epochs", "1", "--batch-size", "64"], "pass",
@@ -156,6 +258,38 @@ CASES = {
                            "mp.spawn, SyncBatchNorm, fp16 autocast + GradScaler, LARS, epoch checkpoint + resume"),
     "barlowtwins-no-syncbn": (_barlowtwins(False), "main.py", ["--nproc", "2", "--steps", "5"], BARLOW_ARGS,
                               "pass", "as above without SyncBatchNorm"),
+    "llama2c-bf16": (_llama2c, "train.py", ["--steps", "4", "--resume-arg=--init_from=resume"], LLAMA2C_ARGS, "pass",
+                     "GPT trainer (karpathy/llama2.c): bf16 autocast, gradient accumulation, clipping, checkpoint "
+                     "+ resume"),
+    "llama2c-fp16-ddp": (_llama2c, "train.py", ["--nproc", "2", "--steps", "3", "--resume-arg=--init_from=resume"],
+                         [*LLAMA2C_ARGS, "--dtype=float16"], "pass",
+                         "llama2.c under torchrun, 2 processes: DDP, fp16 autocast + torch.cuda.amp.GradScaler, "
+                         "no_sync by require_backward_grad_sync, checkpoint + resume"),
+    "dit-ddp": (_dit, "train.py", ["--nproc", "2", "--steps", "3", "--no-resume"], DIT_ARGS, "pass",
+                "diffusion (facebookresearch/DiT): torchrun, nccl, integer devices, DistributedSampler, EMA, "
+                "vae.encode, torch.randint(device=int), all_reduce + synchronize in the log step"),
+    "dit-ddp-NPU101-off": (_dit, "train.py", ["--nproc", "2", "--steps", "2", "--no-resume", "--ignore", "NPU101"],
+                           DIT_ARGS, "fail", "negative control: torch.cuda.* calls left in the migrated twin"),
+    "ddpm-accelerate": (_ddpm, "train.py", ["--steps", "3", "--no-resume"], [], "pass",
+                        "diffusion (lucidrains/denoising-diffusion-pytorch) with accelerate's Accelerator: fp16 "
+                        "mixed precision + GradScaler, autocast('cuda', enabled=False) in the library, "
+                        "get_device_properties for flash attention, 2 loader workers, EMA"),
+    "ddpm-accelerate-ddp": (_ddpm, "train.py", ["--nproc", "2", "--steps", "3", "--no-resume"], [], "pass",
+                            "the same as `accelerate launch --multi_gpu` runs it: torchrun, 2 processes"),
+    "imagenet-spawn": (_example("imagenet"), "main.py",
+                       ["--nproc", "2", "--steps", "6", "--resume-arg=--resume=checkpoint.pth.tar"], IMAGENET_ARGS,
+                       "pass", "pytorch/examples imagenet: mp.spawn, nccl, set_device, DDP(device_ids=[gpu]), "
+                       "per-epoch validate + checkpoint, --resume with map_location"),
+    "dcgan": (_example("dcgan"), "main.py", ["--steps", "4", "--no-resume"],
+              ["--dataset", "fake", "--accel", "--batchSize", "8", "--ngf", "8", "--ndf", "8", "--nz", "16",
+               "--niter", "1", "--workers", "1", "--manualSeed", "1"], "pass",
+              "pytorch/examples dcgan: two optimizers (D and G), 1 loader worker, save_image"),
+    "vae": (_example("vae"), "main.py", ["--steps", "4", "--no-resume"],
+            ["--epochs", "1", "--batch-size", "32", "--log-interval", "1"], "pass",
+            "pytorch/examples vae: torch.accelerator, Adam, reparameterisation noise"),
+    "mingpt-chargpt": (_mingpt, "chargpt.py", ["--steps", "4", "--no-resume"], MINGPT_ARGS, "pass",
+                       "karpathy/minGPT Trainer: device 'auto' by torch.cuda.is_available(), replacement sampler, "
+                       "sampling + save in the step callback"),
 }
 
 

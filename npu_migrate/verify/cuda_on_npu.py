@@ -15,7 +15,8 @@ What it does (:func:`install`):
   ``torch.npu`` (``is_available`` True, ``device_count`` the emulator's, ``set_device``,
   ``synchronize``, memory statistics, RNG, streams, events, ``amp``), with ``cuda``
   device arguments mapped; ``get_device_capability`` answers ``(8, 0)`` (a CUDA
-  machine's answer; the NPU's is None) and ``is_bf16_supported`` True;
+  machine's answer; the NPU's is None), ``get_device_properties`` has the same
+  ``major``/``minor`` (the NPU's has none), and ``is_bf16_supported`` is True;
 * every ``cuda`` device argument (a string, ``torch.device("cuda", i)``, or in a
   ``map_location`` dict) of torch's factory functions, ``torch.load``,
   ``Tensor.to/new_*/pin_memory``, ``Module.to/to_empty``, ``torch.Generator``,
@@ -140,6 +141,23 @@ def _wrap_backend(fn):
     return wrapped
 
 
+class _CudaProperties:
+    """The npu's device properties with the compute capability that
+    ``get_device_capability`` answers (``major``/``minor``, which the NPU's lack): a
+    script that reads ``get_device_properties(...).major`` on CUDA gets a CUDA answer."""
+
+    major, minor = 8, 0
+
+    def __init__(self, properties):
+        self._properties = properties
+
+    def __getattr__(self, name):
+        return getattr(self._properties, name)
+
+    def __repr__(self) -> str:
+        return repr(self._properties)
+
+
 def install() -> None:
     import importlib
 
@@ -162,6 +180,12 @@ def install() -> None:
             value = _wrap(value)
         setattr(cuda, name, value)
     cuda.get_device_capability = lambda device=None: (8, 0)
+    npu_properties = cuda.get_device_properties
+
+    def get_device_properties(*args, **kwargs):
+        return _CudaProperties(npu_properties(*args, **kwargs))
+
+    cuda.get_device_properties = get_device_properties
     cuda.is_bf16_supported = lambda *args, **kwargs: True
     original_device = npu.device
 
