@@ -5,7 +5,7 @@ class MNIST(torch.utils.data.Dataset):
     def __init__(self, root, train=True, download=False, transform=None, **kwargs):
         g = torch.Generator().manual_seed(0 if train else 1)
         n = 256 if train else 64
-        self.x = torch.randn(n, 1, 28, 28, generator=g)
+        self.x = torch.rand(n, 1, 28, 28, generator=g)  # pixels in [0, 1], as ToTensor gives them
         self.y = torch.randint(0, 10, (n,), generator=g)
 
     def __len__(self):
