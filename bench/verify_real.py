@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import resource
 import shutil
 import subprocess
 import sys
@@ -197,7 +198,7 @@ def _ddpm(src: Path, dest: Path) -> None:
                     dest / "denoising_diffusion_pytorch")
     shutil.copytree(STUBS / "torchvision", dest / "torchvision")
     readme = (src / "denoising-diffusion-pytorch" / "README.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "trainer.train()" in b)
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "trainer.train()" in b)
     for old, new in (("dim = 64,", "dim = 8,"), ("dim_mults = (1, 2, 4, 8),", "dim_mults = (1, 2),"),
                      ("image_size = 128,", "image_size = 16,"), ("timesteps = 1000,", "timesteps = 100,"),
                      ("sampling_timesteps = 250", "sampling_timesteps = 10"),
@@ -259,27 +260,27 @@ CASES = {
     "barlowtwins-no-syncbn": (_barlowtwins(False), "main.py", ["--nproc", "2", "--steps", "5"], BARLOW_ARGS,
                               "pass", "as above without SyncBatchNorm"),
     "llama2c-bf16": (_llama2c, "train.py", ["--steps", "4", "--resume-arg=--init_from=resume"], LLAMA2C_ARGS, "pass",
-                     "GPT trainer (karpathy/llama2.c): bf16 autocast, gradient accumulation, clipping, checkpoint "
-                     "+ resume"),
+                     ("GPT trainer (karpathy/llama2.c): bf16 autocast, gradient accumulation, clipping, checkpoint "
+                     "+ resume")),
     "llama2c-fp16-ddp": (_llama2c, "train.py", ["--nproc", "2", "--steps", "3", "--resume-arg=--init_from=resume"],
                          [*LLAMA2C_ARGS, "--dtype=float16"], "pass",
-                         "llama2.c under torchrun, 2 processes: DDP, fp16 autocast + torch.cuda.amp.GradScaler, "
-                         "no_sync by require_backward_grad_sync, checkpoint + resume"),
+                         ("llama2.c under torchrun, 2 processes: DDP, fp16 autocast + torch.cuda.amp.GradScaler, "
+                         "no_sync by require_backward_grad_sync, checkpoint + resume")),
     "dit-ddp": (_dit, "train.py", ["--nproc", "2", "--steps", "3", "--no-resume"], DIT_ARGS, "pass",
-                "diffusion (facebookresearch/DiT): torchrun, nccl, integer devices, DistributedSampler, EMA, "
-                "vae.encode, torch.randint(device=int), all_reduce + synchronize in the log step"),
+                ("diffusion (facebookresearch/DiT): torchrun, nccl, integer devices, DistributedSampler, EMA, "
+                "vae.encode, torch.randint(device=int), all_reduce + synchronize in the log step")),
     "dit-ddp-NPU101-off": (_dit, "train.py", ["--nproc", "2", "--steps", "2", "--no-resume", "--ignore", "NPU101"],
                            DIT_ARGS, "fail", "negative control: torch.cuda.* calls left in the migrated twin"),
     "ddpm-accelerate": (_ddpm, "train.py", ["--steps", "3", "--no-resume"], [], "pass",
-                        "diffusion (lucidrains/denoising-diffusion-pytorch) with accelerate's Accelerator: fp16 "
+                        ("diffusion (lucidrains/denoising-diffusion-pytorch) with accelerate's Accelerator: fp16 "
                         "mixed precision + GradScaler, autocast('cuda', enabled=False) in the library, "
-                        "get_device_properties for flash attention, 2 loader workers, EMA"),
+                        "get_device_properties for flash attention, 2 loader workers, EMA")),
     "ddpm-accelerate-ddp": (_ddpm, "train.py", ["--nproc", "2", "--steps", "3", "--no-resume"], [], "pass",
                             "the same as `accelerate launch --multi_gpu` runs it: torchrun, 2 processes"),
     "imagenet-spawn": (_example("imagenet"), "main.py",
                        ["--nproc", "2", "--steps", "6", "--resume-arg=--resume=checkpoint.pth.tar"], IMAGENET_ARGS,
-                       "pass", "pytorch/examples imagenet: mp.spawn, nccl, set_device, DDP(device_ids=[gpu]), "
-                       "per-epoch validate + checkpoint, --resume with map_location"),
+                       "pass", ("pytorch/examples imagenet: mp.spawn, nccl, set_device, DDP(device_ids=[gpu]), "
+                       "per-epoch validate + checkpoint, --resume with map_location")),
     "dcgan": (_example("dcgan"), "main.py", ["--steps", "4", "--no-resume"],
               ["--dataset", "fake", "--accel", "--batchSize", "8", "--ngf", "8", "--ndf", "8", "--nz", "16",
                "--niter", "1", "--workers", "1", "--manualSeed", "1"], "pass",
@@ -288,8 +289,8 @@ CASES = {
             ["--epochs", "1", "--batch-size", "32", "--log-interval", "1"], "pass",
             "pytorch/examples vae: torch.accelerator, Adam, reparameterisation noise"),
     "mingpt-chargpt": (_mingpt, "chargpt.py", ["--steps", "4", "--no-resume"], MINGPT_ARGS, "pass",
-                       "karpathy/minGPT Trainer: device 'auto' by torch.cuda.is_available(), replacement sampler, "
-                       "sampling + save in the step callback"),
+                       ("karpathy/minGPT Trainer: device 'auto' by torch.cuda.is_available(), replacement sampler, "
+                       "sampling + save in the step callback")),
 }
 
 
@@ -297,9 +298,16 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
 
 
-def plain_run(project: Path, script: str, options: list[str], args: list[str]) -> float:
-    """Seconds of one run of the migrated script on the emulated NPU, stopped after the
-    same number of steps as verify's twins (verify's hook only records)."""
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished and waited-for descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def plain_run(project: Path, script: str, options: list[str], args: list[str]) -> tuple[float, float]:
+    """Seconds (wall, then CPU of all its processes) of one run of the migrated script on
+    the emulated NPU, stopped after the same number of steps as verify's twins (verify's
+    hook only records)."""
     sys.path.insert(0, str(REPO))
     from npu_migrate.cli.options import Options
     from npu_migrate.verify import twins
@@ -313,10 +321,10 @@ def plain_run(project: Path, script: str, options: list[str], args: list[str]) -
         from npu_migrate.verify.detect import spawns_processes
 
         env = twins.npu_env(twins.base_env(work / "out", steps, 0), nproc, True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _children_cpu()
         twins.run("plain", copy, str(copy / script), args, nproc, env, 900,
                   spawns=nproc > 1 and spawns_processes(copy / script))
-        return time.perf_counter() - start
+        return time.perf_counter() - start, _children_cpu() - cpu
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -328,18 +336,21 @@ def run_case(name: str, sources: Path, work: Path) -> dict:
     project.mkdir(parents=True)
     setup(sources, project)
     report = work / f"{name}.json"
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--report", str(report), *options, script,
                            "--", *args], cwd=project, env=_env(), capture_output=True, text=True, timeout=1800,
                           check=False)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu
     data = json.loads(report.read_text()) if report.is_file() else {}
     verdict = data.get("verdict", f"exit {proc.returncode}")
-    plain = plain_run(project, script, options, args) if expected == "pass" else None
+    plain, plain_cpu = plain_run(project, script, options, args) if expected == "pass" else (None, None)
     frame = next((t.get("frame") for t in data.get("twins", {}).values() if t.get("frame")), None)
     return {"case": name, "what": what, "expected": expected, "verdict": verdict, "agree": verdict == expected,
             "seconds": round(seconds, 1), "plain_seconds": round(plain, 1) if plain else None,
-            "ratio": round(seconds / plain, 2) if plain else None, "reason": data.get("reason"),
+            "ratio": round(seconds / plain, 2) if plain else None, "cpu_seconds": round(cpu, 1),
+            "plain_cpu_seconds": round(plain_cpu, 1) if plain_cpu else None,
+            "cpu_ratio": round(cpu / plain_cpu, 2) if plain_cpu else None,
+            "load": round(os.getloadavg()[0], 2), "reason": data.get("reason"),
             "frame": frame, "precision": (data.get("precision") or {}).get("mode"),
             "resume": (data.get("resume") or {}).get("status"), "stdout_head": proc.stdout.splitlines()[:3]}
 
@@ -357,7 +368,8 @@ def main(argv: list[str]) -> int:
         results.append(result)
         print(f"{name:28} expected {result['expected']:5} got {result['verdict']:6} "
               f"{'agree' if result['agree'] else 'DISAGREE':8} {result['seconds']:7.1f}s "
-              f"plain {result['plain_seconds']}s ratio {result['ratio']} resume {result['resume']} "
+              f"plain {result['plain_seconds']}s ratio {result['ratio']} cpu-ratio {result['cpu_ratio']} "
+              f"load {result['load']} resume {result['resume']} "
               f"{result['frame'] or ''}", flush=True)
         (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     agree = sum(r["agree"] for r in results)
