@@ -6,21 +6,37 @@ this bench knows, by the directory name it expects under SOURCES):
     pytorch/examples              -> SOURCES/examples
     karpathy/nanoGPT              -> SOURCES/nanoGPT
     facebookresearch/barlowtwins  -> SOURCES/barlowtwins
+    tatsu-lab/stanford_alpaca     -> SOURCES/stanford_alpaca
+    karpathy/llama2.c             -> SOURCES/llama2.c
+    karpathy/minGPT               -> SOURCES/minGPT
+    facebookresearch/DiT          -> SOURCES/DiT
+    lucidrains/denoising-diffusion-pytorch -> SOURCES/denoising-diffusion-pytorch
 
     python bench/verify_real.py SOURCES WORK [CASE ...]
 
 Each case copies the files it needs into WORK/<case>, shrinks the run with the script's
-own command-line arguments (tiny models, a few steps), and where a dataset is needed
-writes synthetic data or a stub ``torchvision`` (bench/verify_real_stubs: synthetic
-MNIST/ImageFolder, pass-through transforms, a tiny resnet50) next to the script. Then it
-runs ``npu-migrate verify`` and, for the time ratio, a plain run of the same steps: the
+own command-line arguments (tiny models, a few steps; the diffusion README example, which
+has none, gets its sizes edited), and where a dataset or a heavy dependency is needed
+writes synthetic data or a stub next to the script (bench/verify_real_stubs, our own
+code: ``torchvision`` with synthetic MNIST/ImageFolder/FakeData, pass-through transforms
+and a ToTensor for PIL images, a tiny resnet50; ``timm``'s three ViT blocks DiT imports;
+``diffusers``' AutoencoderKL as a random 1x1 convolution, no download). Then it runs
+``npu-migrate verify`` and, for the time ratio, a plain run of the same steps: the
 migrated script alone on the emulated NPU, stopped after the same step (verify's hook,
-which only records). It prints one line per case and writes WORK/results.json.
+which only records). It prints one line per case (wall seconds, the wall ratio, the
+ratio of CPU seconds of all processes, the load average) and writes WORK/results.json.
 
-Expected verdicts were established independently of verify: for the correct migrations,
-the hand-checked table of issue 39 (each migration checked by hand against a CPU
-reference written for it); for the negative controls, the rule switched off leaves CUDA
-code that cannot run on an NPU, and the migrated twin must fail at the user's own line.
+Python packages beyond the test dependencies: einops and ema-pytorch
+(denoising-diffusion-pytorch), sentencepiece (imported by llama2.c's tinystories.py),
+all from PyPI.
+
+Expected verdicts were established independently of verify: for the correct migrations
+of issue 39's six scripts, its hand-checked table (each migration checked by hand against
+a CPU reference written for it); for the others (llama2.c, minGPT, DiT,
+denoising-diffusion-pytorch, imagenet, dcgan, vae, mnist_rnn), the migration's diff read
+hunk by hunk (docs/verify.md, "Real training scripts"); for the negative controls, the
+rule switched off leaves CUDA code that cannot run on an NPU, and the migrated twin must
+fail at the user's own line.
 No CI machine can fetch GitHub, so this is a bench for local runs, not a test.
 """
 
@@ -159,6 +175,12 @@ def _mingpt(src: Path, dest: Path) -> None:
     (dest / "input.txt").write_text("".join(rng.choice("abcdefghij klmnopqrstuvwxyz\n,.!OGd") for _ in range(4000)))
 
 
+def _mingpt_adder(src: Path, dest: Path) -> None:
+    """karpathy/minGPT projects/adder/adder.py (its data is generated: 2-digit sums)."""
+    shutil.copy(src / "minGPT" / "projects" / "adder" / "adder.py", dest / "adder.py")
+    shutil.copytree(src / "minGPT" / "mingpt", dest / "mingpt")
+
+
 MINGPT_ARGS = ["--model.model_type=None", "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=32",
                "--data.block_size=32", "--trainer.batch_size=4", "--trainer.num_workers=0", "--trainer.max_iters=6",
                "--system.work_dir=out"]
@@ -291,6 +313,15 @@ CASES = {
     "mingpt-chargpt": (_mingpt, "chargpt.py", ["--steps", "4", "--no-resume"], MINGPT_ARGS, "pass",
                        ("karpathy/minGPT Trainer: device 'auto' by torch.cuda.is_available(), replacement sampler, "
                        "sampling + save in the step callback")),
+    "mingpt-adder": (_mingpt_adder, "adder.py", ["--steps", "3", "--no-resume"],
+                     ["--model.model_type=None", "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=16",
+                      "--trainer.batch_size=8", "--trainer.num_workers=0", "--system.work_dir=out"], "pass",
+                     ("karpathy/minGPT projects/adder: the same Trainer, generated data, evaluation by generation "
+                     "on both splits + save in the step callback")),
+    "mnist-rnn": (_example("mnist_rnn"), "main.py", ["--steps", "4", "--no-resume"],
+                  ["--accel", "--epochs", "1", "--batch-size", "32", "--test-batch-size", "64",
+                   "--log-interval", "1"], "pass",
+                  "pytorch/examples mnist_rnn: LSTM over image rows on the accelerator, Adadelta + StepLR"),
 }
 
 
