@@ -262,8 +262,11 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         "twins": {"reference": _twin_info(ref), "migrated": _twin_info(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
     }
-    tol = compare.precision(ref, npu, real_npu=not emulated, same_device=not retarget and emulated)
+    kernels = compare.attention_differences(ref, npu)
+    tol = compare.precision(ref, npu, real_npu=not emulated, same_device=not retarget and emulated,
+                            other_kernels=bool(kernels))
     base["precision"] = tol.as_dict()
+    base["attention_kernels"] = kernels
     kept = _keep_logs(req, work, [r for r in (ref, npu) if r.error is not None])
     base["logs"] = kept
     if ref.error is not None:

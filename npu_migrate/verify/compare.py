@@ -20,6 +20,7 @@ Tolerances per precision (docs/verify.md says how they were chosen):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -61,17 +62,40 @@ SAME_DEVICE = {
 }
 
 
-def precision(*runs, real_npu: bool = False, same_device: bool = False) -> Tolerance:
+def precision(*runs, real_npu: bool = False, same_device: bool = False, other_kernels: bool = False) -> Tolerance:
     """fp32 unless some autocast with a lower precision was entered (in either twin).
-    ``same_device``: both twins ran on the emulated NPU (the default reference)."""
+    ``same_device``: both twins ran on the emulated NPU (the default reference).
+    ``other_kernels``: the twins chose different attention kernels (:func:`attention_differences`),
+    so the same device does not mean the same rounding: the bounds are those for another
+    device's kernels (the autocast ones, fp32 as on a real NPU)."""
     dtypes = {entry[1] for run in runs for data in run.ranks.values() for entry in data.get("autocast", [])
               if entry[2] and entry[1] in ("float16", "bfloat16")}
-    table = dict(TOLERANCES, **SAME_DEVICE) if same_device else TOLERANCES
-    if "bfloat16" in dtypes:
-        return table["bf16"]
-    if "float16" in dtypes:
-        return table["fp16"]
-    return TOLERANCES["fp32-npu" if real_npu else "fp32"]
+    table = dict(TOLERANCES, **SAME_DEVICE) if same_device and not other_kernels else TOLERANCES
+    found = table["bf16"] if "bfloat16" in dtypes else table["fp16"] if "float16" in dtypes else None
+    if found is None:
+        found = TOLERANCES["fp32-npu" if real_npu or other_kernels else "fp32"]
+    if other_kernels:
+        found = dataclasses.replace(found, name=f"{found.name.split(' (')[0]}, other attention kernels")
+    return found
+
+
+def attention_differences(ref_run, got_run) -> list[str]:
+    """Where the twins allowed other scaled-dot-product-attention kernels
+    (``torch.nn.attention.sdpa_kernel``), one line per rank: a kernel choice the
+    original makes on CUDA (by compute capability, by ``tensor.is_cuda``) and the
+    migration leaves to the NPU's other branch. The same attention, other rounding."""
+    ref_paths, got_paths = paths_of(ref_run), paths_of(got_run)
+    out = []
+    for rank in sorted(set(ref_paths) & set(got_paths), key=int):
+        ref, got = ref_paths[rank].get("attention") or [], got_paths[rank].get("attention") or []
+        if ref != got:
+            out.append(f"rank {rank}: attention kernels (sdpa_kernel): migrated {_kernels(got)}, "
+                       f"reference {_kernels(ref)}")
+    return out
+
+
+def _kernels(entries) -> str:
+    return "; ".join("+".join(entry) for entry in entries) or "any"
 
 
 def metrics(actual, bench) -> dict:

@@ -15,14 +15,16 @@ What it does (:func:`install`):
   ``torch.npu`` (``is_available`` True, ``device_count`` the emulator's, ``set_device``,
   ``synchronize``, memory statistics, RNG, streams, events, ``amp``), with ``cuda``
   device arguments mapped; ``get_device_capability`` answers ``(8, 0)`` (a CUDA
-  machine's answer; the NPU's is None) and ``is_bf16_supported`` True;
+  machine's answer; the NPU's is None), ``get_device_properties`` has the same
+  ``major``/``minor`` (the NPU's has none), and ``is_bf16_supported`` is True;
 * every ``cuda`` device argument (a string, ``torch.device("cuda", i)``, or in a
   ``map_location`` dict) of torch's factory functions, ``torch.load``,
   ``Tensor.to/new_*/pin_memory``, ``Module.to/to_empty``, ``torch.Generator``,
   ``with torch.device("cuda")``, ``torch.set_default_device``, DataLoader's
   ``pin_memory_device``, FSDP, DeviceMesh and DDP is ``npu`` (an integer device is
   already the current accelerator, the npu, in torch 2.13);
-* ``Tensor.cuda()`` / ``Module.cuda()`` are ``.npu()``, ``Tensor.is_cuda`` is ``is_npu``;
+* ``Tensor.cuda()`` / ``Module.cuda()`` are ``.npu()`` (a cuda device argument mapped),
+  ``Tensor.is_cuda`` is ``is_npu``;
 * ``autocast("cuda")`` / ``torch.cuda.amp.autocast()`` autocast on the npu with its
   (the accelerator's) op lists, ``GradScaler()`` / ``GradScaler("cuda")`` scale on the
   npu; ``torch.is_autocast_enabled()`` and friends answer for the npu;
@@ -30,7 +32,10 @@ What it does (:func:`install`):
   backend; ``is_nccl_available()`` is True;
 * ``torch._utils._get_available_device_type()`` is ``npu`` (``nn.DataParallel``).
 
-``torch.accelerator`` needs nothing: the emulated npu *is* the accelerator. Libraries
+``torch.accelerator`` is the emulated npu, except that ``current_accelerator()`` called
+from the project's own files (under ``NPU_MIGRATE_VERIFY_ROOT``) answers ``cuda``, as on
+a CUDA machine, so that ``device.type == "cuda"`` on it holds; torch's and the libraries'
+own calls get the npu (they run unchanged in both twins). Libraries
 that look for torch_npu themselves (transformers, accelerate) find the emulated one,
 as they find the real one on an Ascend machine.
 
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 #: torch's functions that take a device (transfer_to_npu's list, less what torch 2.13 lacks).
 FACTORIES = (
@@ -140,6 +146,41 @@ def _wrap_backend(fn):
     return wrapped
 
 
+def _called_from_project(depth: int = 2) -> bool:
+    """Whether the function that called the caller is the project's own code (a file
+    under ``NPU_MIGRATE_VERIFY_ROOT``, the twin's copy, not an installed package): the
+    code the migration rewrites. Libraries run unchanged in both twins and get the
+    device's own answers, so they take the same paths in both."""
+    root = os.environ.get("NPU_MIGRATE_VERIFY_ROOT")
+    if not root:
+        return False
+    try:
+        name = sys._getframe(depth).f_code.co_filename
+    except ValueError:
+        return False
+    if name.startswith("<"):  # <string>, <frozen ...>: no file of the project
+        return False
+    path = os.path.realpath(name)
+    return path.startswith(os.path.realpath(root) + os.sep) and "site-packages" not in path
+
+
+class _CudaProperties:
+    """The npu's device properties with the compute capability that
+    ``get_device_capability`` answers (``major``/``minor``, which the NPU's lack): a
+    script that reads ``get_device_properties(...).major`` on CUDA gets a CUDA answer."""
+
+    major, minor = 8, 0
+
+    def __init__(self, properties):
+        self._properties = properties
+
+    def __getattr__(self, name):
+        return getattr(self._properties, name)
+
+    def __repr__(self) -> str:
+        return repr(self._properties)
+
+
 def install() -> None:
     import importlib
 
@@ -162,6 +203,12 @@ def install() -> None:
             value = _wrap(value)
         setattr(cuda, name, value)
     cuda.get_device_capability = lambda device=None: (8, 0)
+    npu_properties = cuda.get_device_properties
+
+    def get_device_properties(*args, **kwargs):
+        return _CudaProperties(npu_properties(*args, **kwargs))
+
+    cuda.get_device_properties = get_device_properties
     cuda.is_bf16_supported = lambda *args, **kwargs: True
     original_device = npu.device
 
@@ -180,9 +227,24 @@ def install() -> None:
     _patch(torch.Tensor, TENSOR_METHODS)
     _patch(torch.nn.Module, ("to", "to_empty"))
     _patch(torch.fft, ("fftfreq", "rfftfreq"))
-    torch.Tensor.cuda = torch.Tensor.npu
+    torch.Tensor.cuda = _wrap(torch.Tensor.npu)  # .cuda(device) with the cuda device mapped
     torch.Tensor.is_cuda = torch.Tensor.is_npu
-    torch.nn.Module.cuda = torch.nn.Module.npu
+    torch.nn.Module.cuda = _wrap(torch.nn.Module.npu)
+    # the project's own calls get a CUDA machine's accelerator, cuda (mapped wherever it
+    # is used as a device): `device = torch.accelerator.current_accelerator()` then
+    # `if device.type == 'cuda': model.cuda(device)`, as pytorch/examples' imagenet does,
+    # takes the CUDA branch the original takes; torch and the libraries keep the npu
+    accelerator = importlib.import_module("torch.accelerator")
+    npu_accelerator = accelerator.current_accelerator
+
+    @functools.wraps(npu_accelerator)
+    def current_accelerator(*args, **kwargs):
+        found = npu_accelerator(*args, **kwargs)
+        if found is not None and found.type == "npu" and _called_from_project():
+            return torch.device("cuda")
+        return found
+
+    accelerator.current_accelerator = current_accelerator
     torch.UntypedStorage.__new__ = _wrap(torch.UntypedStorage.__new__)
     torch.utils._device.DeviceContext.__init__ = _wrap(torch.utils._device.DeviceContext.__init__)
 

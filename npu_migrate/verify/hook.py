@@ -109,7 +109,8 @@ class Recorder:
         self._optimizers: list = []
         self.last_scaled: tuple | None = None
         #: the code paths the run took (docs/verify.md, "Which paths each twin took")
-        self.paths: dict = {"dataloaders": [], "process_group": None, "collectives": {}, "wrappers": []}
+        self.paths: dict = {"dataloaders": [], "process_group": None, "collectives": {}, "wrappers": [],
+                            "attention": []}
         self.step_autocast: list = []
         #: the total norm clip_grad_norm_ measured (before clipping) since the last step
         self.pending_clip: float | None = None
@@ -468,6 +469,7 @@ def _install_paths(torch) -> None:
         return total
 
     clip_module.clip_grad_norm_ = clip_grad_norm_
+    _install_attention(torch)
     torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
     dist = torch.distributed
     if not dist.is_available():
@@ -523,6 +525,34 @@ def _install_paths(torch) -> None:
         wrapper(FullyShardedDataParallel)
     except ImportError:  # pragma: no cover
         pass
+
+
+def _install_attention(torch) -> None:
+    """Record the scaled-dot-product-attention kernels each ``sdpa_kernel`` context
+    allows (a kernel choice: the same attention, other rounding)."""
+    import functools
+    import importlib
+
+    try:
+        attention = importlib.import_module("torch.nn.attention")
+    except ImportError:  # pragma: no cover - in every torch this project supports
+        return
+    original = getattr(attention, "sdpa_kernel", None)
+    if original is None:  # pragma: no cover
+        return
+
+    @functools.wraps(original)
+    def sdpa_kernel(backends, *args, **kwargs):
+        recorder = active()
+        if recorder is not None:
+            with contextlib.suppress(Exception):
+                listed = backends if isinstance(backends, (list, tuple)) else [backends]
+                entry = sorted(getattr(b, "name", str(b)) for b in listed)
+                if entry not in recorder.paths["attention"]:
+                    recorder.paths["attention"].append(entry)
+        return original(backends, *args, **kwargs)
+
+    attention.sdpa_kernel = sdpa_kernel
 
 
 def _own_port(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -81,9 +81,13 @@ def _paths_lines(report: dict) -> list[str]:
 
     for key, label in (("devices", "device types"), ("autocast", "autocast"), ("dataloaders", "DataLoaders"),
                        ("process_group", "process group"), ("wrappers", "DDP/FSDP"),
-                       ("collectives", "collectives")):
-        a, b = show(r0.get(key)), show(g0.get(key))
-        mark = "" if a == b else "   <- differ"
+                       ("collectives", "collectives"), ("attention", "attention kernels")):
+        if key == "attention":
+            a, b = (("; ".join("+".join(entry) for entry in (side.get(key) or [])) or "any") for side in (r0, g0))
+        else:
+            a, b = show(r0.get(key)), show(g0.get(key))
+        mark = "" if a == b else ("   <- differ (a kernel choice: compared within the bounds above)"
+                                  if key == "attention" else "   <- differ")
         lines.append(f"    {label + ':':<26} {a}" + ("" if a == b else f"  /  {b}") + mark)
     return lines
 

@@ -228,3 +228,25 @@ def test_a_sharded_parameter_is_recorded_by_its_local_shard():
 
     shard = torch.ones(3)
     assert hook._local(Sharded(shard)) is shard and hook._local(shard) is shard
+
+
+def test_other_attention_kernels_are_a_kernel_choice_compared_within_the_wider_bounds():
+    # lucidrains/denoising-diffusion-pytorch: the original picks its sdpa kernels by CUDA
+    # compute capability and q.is_cuda; the migration leaves that probe, so the NPU takes
+    # the other branch: the same attention with other rounding, not another code path
+    paths = {"dataloaders": [], "process_group": None, "collectives": {}, "wrappers": []}
+    ref = _run([_step(1, loss=2.0, norm=1.0)], autocast=[["npu", "float16", True]])
+    got = _run([_step(1, loss=2.0 + 1e-5, norm=1.0)], autocast=[["npu", "float16", True]])
+    ref.ranks[0]["paths"] = dict(paths, attention=[["EFFICIENT_ATTENTION", "MATH"]])
+    got.ranks[0]["paths"] = dict(paths, attention=[["EFFICIENT_ATTENTION", "FLASH_ATTENTION", "MATH"]])
+    assert compare.attention_differences(ref, got) == [
+        "rank 0: attention kernels (sdpa_kernel): migrated EFFICIENT_ATTENTION+FLASH_ATTENTION+MATH, "
+        "reference EFFICIENT_ATTENTION+MATH"]
+    assert compare.attention_differences(ref, ref) == []
+    assert compare.path_differences(ref, got) == []
+    assert compare.precision(ref, got, same_device=True).exact  # the same kernels: bit for bit
+    tol = compare.precision(ref, got, same_device=True, other_kernels=True)
+    assert tol.name == "fp16 autocast, other attention kernels" and not tol.exact
+    assert tol.loss_rtol == compare.TOLERANCES["fp16"].loss_rtol
+    fp32 = compare.precision(_run([_step(1)]), _run([_step(1)]), same_device=True, other_kernels=True)
+    assert fp32.name == "fp32, other attention kernels" and fp32.loss_rtol == compare.TOLERANCES["fp32-npu"].loss_rtol

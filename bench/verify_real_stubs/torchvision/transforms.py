@@ -14,6 +14,19 @@ class Compose(_T):
         return x
 
 
-ToTensor = Normalize = RandomResizedCrop = RandomHorizontalFlip = RandomApply = ColorJitter = RandomGrayscale = _T
+Normalize = RandomResizedCrop = RandomHorizontalFlip = RandomApply = ColorJitter = RandomGrayscale = _T
 GaussianBlur = RandomSolarize = Resize = CenterCrop = Lambda = _T
 InterpolationMode = type("InterpolationMode", (), {"BICUBIC": 3, "BILINEAR": 2})
+
+
+class ToTensor(_T):
+    """A tensor passes through (the synthetic datasets); a PIL image becomes C x H x W in [0, 1]."""
+    def __call__(self, x):
+        import numpy as np
+        import torch
+
+        if isinstance(x, torch.Tensor):
+            return x
+        array = np.array(x, dtype=np.uint8, copy=True)
+        array = array[:, :, None] if array.ndim == 2 else array
+        return torch.from_numpy(array).permute(2, 0, 1).contiguous().float().div(255)
