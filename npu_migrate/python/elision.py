@@ -28,7 +28,9 @@ A definition is kept (parsed) when any of these holds:
   assignment only the code counts: identifiers and strings without spaces, not
   a docstring-like string that mentions CUDA in prose;
 * it contains ``global`` (it may rebind a module-level name) or imports one of
-  the watched packages (the import table is file-wide).
+  the watched packages (the import table is file-wide);
+* it is a function that the file calls with an argument holding a trigger
+  (``_test_model_1device("cuda")``): the analysis reads its parameters' uses.
 
 Module-level statements other than definitions are always kept, as are class
 bodies apart from their methods. A rule whose decisions need the whole file
@@ -317,10 +319,13 @@ def reduce(
         )
 
     elided: list[tuple[int, int]] = []
+    called_with_triggers = _called_with_triggers(tree, words)
 
     def needed(node: ast.stmt, segment: str) -> bool:
         if words.search(segment) or _ALWAYS_KEEP.search(segment):
             return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called_with_triggers:
+            return True  # `f("cuda")`: the analysis follows the value into f's parameters
         return bool(_IMPORT.search(segment)) and _imports_watched(node)
 
     def visit(body: Sequence[ast.stmt], in_class: bool) -> None:
@@ -339,6 +344,19 @@ def reduce(
     if not elided:
         return None
     return _replace(data, sorted(elided))
+
+
+def _called_with_triggers(tree: ast.Module, words: _Words) -> set[str]:
+    """Names of functions called anywhere in the file with an argument that holds a
+    trigger (``_test_model_1device("cuda")``): the reaches-torch analysis reads those
+    functions' parameters to decide what the argument is."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and words.search(a.value)
+                for arg in [*node.args, *(k.value for k in node.keywords)] for a in ast.walk(arg)):
+            names.add(node.func.id)
+    return names
 
 
 def _replace(data: bytes, elided: list[tuple[int, int]]) -> Reduced:

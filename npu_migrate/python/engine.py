@@ -52,6 +52,8 @@ KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA t
 #: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
 _TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
 _VALUE_TESTS = ("NPU103", "NPU104")
+#: rewrites of CUDA device code that code guarded by a kept gate keeps (it runs only on CUDA)
+_DEVICE_REWRITES = frozenset({"NPU101", "NPU103", "NPU104"})
 #: rewrites of CUDA device code that another backend's implementation keeps (cuda_backend.py)
 _IMPORT_EDITS = frozenset({"NPU100", "NPU701"})
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
@@ -462,6 +464,7 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     migrated = {(line(e.anchor), e.rule) for e in edits}
     dropped: set[int] = set()
     findings = []
+    all_kept: list[cuda_only.Gate] = []
     index = cuda_only.file_index(ctx)
     # Round two: state that only a kept gate's code sets (`self.gpu_config = ...` after
     # `if not torch.cuda.is_available(): return`) is CUDA-only too, so a test that picks
@@ -484,6 +487,7 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
                 continue  # skipping the branch on NPU would lose its device work: rewrite the test
             dropped |= members
             kept.append(gate)
+            all_kept.append(gate)
             test = ctx.module.code_for_node(gate.test)
             shown = " ".join(test.split()) if len(test) <= 80 else ctx.module.code_for_node(group[0].anchor)
             findings.append(FindingRecord(
@@ -498,6 +502,15 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
             break
     if dropped and index is not None:
         findings += _same_tests_as_gates(ctx, index.tree, candidates, dropped, line)
+    # the code a kept gate guards runs only on CUDA: its torch.cuda calls and device values
+    # stay CUDA's (kornia's inductor cache key: `(torch.cuda.get_device_name(device),
+    # torch.cuda.get_device_capability(device)) if device.type == "cuda" else None` had its
+    # first call rewritten beside the kept probe)
+    spans = [(a, b) for gate in all_kept for a, b in gate.guarded]
+    for edit in edits:
+        if edit.rule in _DEVICE_REWRITES and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
+                                                                            for a, b in spans):
+            dropped.add(id(edit))
     return [e for e in edits if id(e) not in dropped], probe_findings + findings
 
 

@@ -59,6 +59,9 @@ device_types="cuda")`) is CUDA-only code; a function's decorators are not a devi
 of its body. So are torch's own CUDA attention kernels that torch_npu does not register
 for the NPU: `torch.nn.attention.varlen.varlen_attn` (it runs `aten._flash_attention_forward`
 or cuDNN's) and `torch.ops.aten._flash_attention_forward`-like calls.
+The code a kept gate guards runs only on CUDA, so its own `torch.cuda` calls and device
+values stay CUDA's too (`(torch.cuda.get_device_name(d), torch.cuda.get_device_capability(d))
+if d.type == "cuda" else None` is left whole).
 A test whose branch also moves things to the device (`model.cuda()`,
 `torch.cuda.set_device`) and has no `else` is rewritten as usual, since skipping
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
