@@ -114,14 +114,16 @@ KERNEL_PACKAGES = frozenset({
     "xentropy_cuda_lib", "flashinfer", "deep_gemm", "deep_ep", "sageattention", "natten", "fast_hadamard_transform",
     "grouped_gemm", "megablocks", "flashattn_hopper", "tilelang",
 })
-KIND_NAMED_PACKAGE = "a CUDA-only package named by the test, its message or the value it picks"
+KIND_NAMED_PACKAGE = "a CUDA-only package or feature named by the test, its message or the value it picks"
 
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
     r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
-    r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm)(?![a-z0-9])",
+    r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm|"
+    # FP8 matmuls: no FP8 on Atlas A2/A3 (docs/llm-stack.md, NPU928)
+    r"fp8|float8)(?![a-z0-9])",
     re.IGNORECASE,
 )
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)

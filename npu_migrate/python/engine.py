@@ -543,16 +543,21 @@ def _same_tests_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Ed
     # tests of one value's device (`device.type == "cuda"`, `x.is_cuda`), not torch.cuda
     # queries, which a function asks for more than one reason
     candidates = [e for e in candidates if e.rule in _VALUE_TESTS]
+    def function_of(edit: Edit) -> ast.AST | None:
+        # within one function only: a script's module-level code tests its device for many
+        # unrelated reasons (nanochat's base_train.py: FP8, synchronize, memory statistics)
+        found = cuda_only.enclosing_function(tree, line(edit.anchor))
+        return None if found is tree else found
+
     for edit in candidates:
-        if id(edit) in dropped:
-            at = line(edit.anchor)
-            kept.setdefault((id(cuda_only.enclosing_function(tree, at)), _test_atom(ctx, edit.anchor)), at)
+        if id(edit) in dropped and (function := function_of(edit)) is not None:
+            kept.setdefault((id(function), _test_atom(ctx, edit.anchor)), line(edit.anchor))
     findings = []
     for edit in candidates:
-        if id(edit) in dropped:
+        if id(edit) in dropped or (function := function_of(edit)) is None:
             continue
         atom = _test_atom(ctx, edit.anchor)
-        first = kept.get((id(cuda_only.enclosing_function(tree, line(edit.anchor))), atom))
+        first = kept.get((id(function), atom))
         if first is None:
             continue
         dropped.add(id(edit))

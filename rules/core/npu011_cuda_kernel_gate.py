@@ -54,7 +54,7 @@ device.type == "cuda": providers = ["CUDAExecutionProvider", ...]`, `["CUDAExecu
 ...] if gpu else [...]`: onnxruntime's provider, not a torch device); and the same test
 of the same value elsewhere in a function that keeps one (`weights = "fp16.onnx" if
 device.type == "cuda" else ...` after that `elif`), so the function decides the device
-one way. An operator registered for CUDA only (`@torch.library.custom_op(...,
+one way (inside functions only: a script's module-level tests are about many things). An operator registered for CUDA only (`@torch.library.custom_op(...,
 device_types="cuda")`) is CUDA-only code; a function's decorators are not a device test
 of its body. So are torch's own CUDA attention kernels that torch_npu does not register
 for the NPU: `torch.nn.attention.varlen.varlen_attn` (it runs `aten._flash_attention_forward`
