@@ -70,7 +70,11 @@ migration on that machine: `torch.npu = torch.cuda` (`torch.npu.is_available()`
 False, `torch.npu.manual_seed()` a no-op), `torch.Tensor.is_npu =
 torch.Tensor.is_cuda` where it tests `x.is_npu`, and
 `torch.utils.rename_privateuse1_backend("npu")` where it has torch parse `"npu"`
-(`torch.device("npu")`, `torch.is_autocast_enabled("npu")`); else it is `pass`. Only a *missing* torch_npu is
+(`torch.device("npu")`, `torch.is_autocast_enabled("npu")`), and
+`torch.npu.get_amp_supported_dtype = list` where it enters `torch.autocast("npu")`
+(no AMP dtype: the region runs without autocast, as the CUDA one did there); a file
+that imports torch only through `from torch... import` binds it first with `import
+torch`; else it is `pass`. Only a *missing* torch_npu is
 caught: one that is installed but cannot load (CANN not set up on an Ascend
 node) fails loudly instead of training on the CPU. The import is used only for its side effect, so linters call it unused
 and `ruff --fix` (F401) would delete it; the `noqa` keeps it, and is left out
