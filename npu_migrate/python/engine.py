@@ -52,8 +52,6 @@ KERNEL_GATE_RULE = "NPU011"  # CUDA tests in front of CUDA-only code stay CUDA t
 #: Rules whose edits can be the CUDA test of a gate (`torch.cuda.X`, `x.is_cuda`, `"cuda"`).
 _TEST_REWRITES = ("NPU101", "NPU103", "NPU104")
 _VALUE_TESTS = ("NPU103", "NPU104")
-#: rewrites of CUDA device code that code guarded by a kept gate keeps (it runs only on CUDA)
-_DEVICE_REWRITES = frozenset({"NPU101", "NPU103", "NPU104"})
 #: rewrites of CUDA device code that another backend's implementation keeps (cuda_backend.py)
 _IMPORT_EDITS = frozenset({"NPU100", "NPU701"})
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
@@ -508,8 +506,8 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     # first call rewritten beside the kept probe)
     spans = [(a, b) for gate in all_kept for a, b in gate.guarded]
     for edit in edits:
-        if edit.rule in _DEVICE_REWRITES and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
-                                                                            for a, b in spans):
+        if edit.rule in _TEST_REWRITES and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
+                                                                          for a, b in spans):
             dropped.add(id(edit))
     return [e for e in edits if id(e) not in dropped], probe_findings + findings
 
@@ -543,6 +541,7 @@ def _same_tests_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Ed
     # tests of one value's device (`device.type == "cuda"`, `x.is_cuda`), not torch.cuda
     # queries, which a function asks for more than one reason
     candidates = [e for e in candidates if e.rule in _VALUE_TESTS]
+
     def function_of(edit: Edit) -> ast.AST | None:
         # within one function only: a script's module-level code tests its device for many
         # unrelated reasons (nanochat's base_train.py: FP8, synchronize, memory statistics)

@@ -354,15 +354,16 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None) -> cst.Module
     if torch_name is None and _torch_name(fallback) is not None:
         torch_name = "torch"  # `import torch.cuda`, the file's only binding of torch, became `import torch.npu`
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
+    stand_ins: list[str] = []
     if torch_name is not None:
-        fallback += [cst.parse_statement(line + "\n") for line in cpu_stand_ins(rest.code, torch_name, quote)]
+        stand_ins = cpu_stand_ins(rest.code, torch_name, quote)
     elif first < end and any(_is_package(name, "torch") for s in body[first:end] if s is not None
                              for name in imported_modules(s)):
         # `from torch.amp import autocast` at the top: torch is imported with the file but not
         # bound, so the stand-ins bind it in the except body
         stand_ins = cpu_stand_ins(rest.code, "torch", quote)
-        if stand_ins:
-            fallback += [cst.parse_statement(line + "\n") for line in ("import torch", *stand_ins)]
+        stand_ins = ["import torch", *stand_ins] if stand_ins else []
+    fallback += [cst.parse_statement(line + "\n") for line in stand_ins]
     guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))
     if kept or first > 0:
         guard = guard.with_changes(leading_lines=(cst.EmptyLine(),))
@@ -384,31 +385,28 @@ def runtime_guard(requirement: str) -> cst.Try:
     """``try: import npu_runtime`` / ``except ImportError:`` one printed line and
     ``npu_runtime = None`` (NPU701's entry points call ``install()`` only when it is not
     None; docs/runtime.md says what is lost)."""
-    first, second = (part.format(requirement=requirement) for part in RUNTIME_MISSING)
-    code = (
-        "try:\n"
-        "    import npu_runtime\n"
-        "except ImportError:  # the job still trains, without the runtime's install()\n"
-        "    npu_runtime = None\n"
-        f'    print("{first}"\n'
-        f'          "{second}")\n'
-    )
-    return cst.parse_statement(code)
+    return _runtime_try(requirement, missing="    npu_runtime = None\n")
 
 
 def runtime_install_in_block(requirement: str) -> cst.Try:
     """The same guard where the import stays inside a ``__main__`` block (a package
     module, a script other files import): ``install()`` in its ``else`` body, so the
     block starts where npu-runtime is missing and says so in one line."""
+    return _runtime_try(requirement, present="else:\n    npu_runtime.install()\n")
+
+
+def _runtime_try(requirement: str, missing: str = "", present: str = "") -> cst.Try:
+    """``try: import npu_runtime`` whose ``except ImportError:`` body is ``missing`` and the
+    printed line (:data:`RUNTIME_MISSING`), followed by ``present`` (an ``else`` clause)."""
     first, second = (part.format(requirement=requirement) for part in RUNTIME_MISSING)
     code = (
         "try:\n"
         "    import npu_runtime\n"
         "except ImportError:  # the job still trains, without the runtime's install()\n"
+        f"{missing}"
         f'    print("{first}"\n'
         f'          "{second}")\n'
-        "else:\n"
-        "    npu_runtime.install()\n"
+        f"{present}"
     )
     return cst.parse_statement(code)
 

@@ -744,16 +744,10 @@ class DeviceAnalysis:
         asking it of ``torch.npu`` would leave the task pending forever."""
         value = node
         parent = self.ctx.parent(value)
-        while True:
-            if isinstance(parent, cst.Call) and parent.func is value:
-                pass
-            elif isinstance(parent, (cst.Attribute, cst.BooleanOperation, cst.UnaryOperation, cst.Comparison,
-                                     cst.ComparisonTarget, cst.BinaryOperation)):
-                pass
-            elif isinstance(parent, cst.IfExp) and parent.test is value:
-                pass
-            else:
-                break
+        while (isinstance(parent, (cst.Attribute, cst.BooleanOperation, cst.UnaryOperation, cst.Comparison,
+                                   cst.ComparisonTarget, cst.BinaryOperation))
+               or (isinstance(parent, cst.Call) and parent.func is value)
+               or (isinstance(parent, cst.IfExp) and parent.test is value)):
             value, parent = parent, self.ctx.parent(parent)
         if isinstance(parent, cst.Arg) and parent.keyword is not None:
             key = parent.keyword.value

@@ -164,12 +164,16 @@ def _called_from_project(depth: int = 2) -> bool:
     return path.startswith(os.path.realpath(root) + os.sep) and "site-packages" not in path
 
 
+#: The compute capability the reference's CUDA answers (a CUDA machine's; the NPU's is None).
+CUDA_CAPABILITY = (8, 0)
+
+
 class _CudaProperties:
     """The npu's device properties with the compute capability that
     ``get_device_capability`` answers (``major``/``minor``, which the NPU's lack): a
     script that reads ``get_device_properties(...).major`` on CUDA gets a CUDA answer."""
 
-    major, minor = 8, 0
+    major, minor = CUDA_CAPABILITY
 
     def __init__(self, properties):
         self._properties = properties
@@ -202,7 +206,7 @@ def install() -> None:
         if callable(value) and not isinstance(value, type):
             value = _wrap(value)
         setattr(cuda, name, value)
-    cuda.get_device_capability = lambda device=None: (8, 0)
+    cuda.get_device_capability = lambda device=None: CUDA_CAPABILITY
     npu_properties = cuda.get_device_properties
 
     def get_device_properties(*args, **kwargs):
