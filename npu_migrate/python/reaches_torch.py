@@ -713,6 +713,12 @@ class DeviceAnalysis:
         if flag is not None:
             return self._left(Flow.OTHER, flag)
         for other in others:
+            # `os.getenv('DEVICE', 'cuda') == 'cuda'`: where the default is rewritten, the value
+            # compared with it must be too, or the test never holds on the NPU (picotron's model.py)
+            if isinstance(other, cst.Call) and any(
+                    literal_is_device(a.value) and self._literal_rewritten(a.value) for a in other.args):
+                return self._rewrite(f"compared with `{self._short(other)}`, whose device default is rewritten")
+        for other in others:
             if not self.is_device_expr(other):
                 continue
             if self._trusted(other):
