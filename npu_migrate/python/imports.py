@@ -24,6 +24,7 @@ import re
 import sys
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 from npu_migrate.python.context import preferred_quote
@@ -182,6 +183,8 @@ GUARD_EXCEPTION = "ModuleNotFoundError"
 #: the ``except`` body's lines (:func:`cpu_stand_ins`): where the file uses ``torch.npu``,
 #: a tensor's ``is_npu``, and has torch parse the ``"npu"`` device type
 NPU_IS_CUDA = "torch.npu = torch.cuda"
+#: the same, where the file imports ``torch.npu`` as a module below its top-level imports
+NPU_MODULE_IS_CUDA = 'sys.modules["torch.npu"] = torch.npu = torch.cuda'
 IS_NPU_IS_CUDA = "torch.Tensor.is_npu = torch.Tensor.is_cuda"
 #: torch's autocast asks the PrivateUse1 backend's module for the dtypes it supports:
 #: none here, so ``torch.autocast("npu")`` is off on this machine, as ``torch.autocast("cuda")``
@@ -293,6 +296,11 @@ _NPU_DEVICE_TYPE_USE = re.compile(
 _NPU_AUTOCAST_USE = re.compile(r"""\bautocast\((?:[^()"']|"[^"]*"|'[^']*')*?["']npu(?::[^"'\n]*)?["']""")
 
 
+#: ``from torch.npu import X`` / ``import torch.npu`` anywhere (not ``torch.npu.amp``:
+#: a stand-in module would import a second copy of ``torch.cuda.amp``)
+_NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|import[ \t]+torch\.npu\b(?!\.))", re.M)
+
+
 def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
     NPU names the migrated ``code`` uses mean what their CUDA originals meant on that
@@ -307,18 +315,44 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> 
     region runs without autocast, as the CUDA original did on this machine."""
     name = re.escape(torch)
     lines = []
-    if re.search(rf"(?<![\w.]){name}\.npu\b", code):  # strings too: mock.patch("torch.npu.is_available")
+    if _NPU_MODULE_IMPORT.search(code):
+        # `from torch.npu import is_available` below the top-level imports (in a try, in a
+        # function): the import system looks torch.npu up as a module, not an attribute
+        q = quote or preferred_quote(code)
+        lines += ["import sys", NPU_MODULE_IS_CUDA.replace('"', q)]
+    elif re.search(rf"(?<![\w.]){name}\.npu\b", code):  # strings too: mock.patch("torch.npu.is_available")
         lines.append(NPU_IS_CUDA)
     if re.search(r"\.is_npu\b", code):
         lines.append(IS_NPU_IS_CUDA)
     autocast = _NPU_AUTOCAST_USE.search(code) is not None
-    if autocast and NPU_IS_CUDA not in lines:
+    if autocast and not lines:
         lines.insert(0, NPU_IS_CUDA)
     if autocast or _NPU_DEVICE_TYPE_USE.search(code):
         lines.append(npu_device_type(quote or preferred_quote(code)))
     if autocast:
         lines.append(NO_NPU_AMP)
-    return [re.sub(r"\btorch\.", f"{torch}.", line) for line in lines]
+    return [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
+
+
+def _binds_torch_somewhere(module: cst.Module) -> bool:
+    """Whether ``module`` imports torch somewhere (in a function, in a try), or names
+    ``torch`` only in strings (``mock.patch("torch.cuda.is_available")``): binding it at
+    the top then changes nothing else. Not where code uses a ``torch`` bound by another
+    cell of a notebook or by a star import."""
+    imports = m.findall(module, m.Import() | m.ImportFrom())
+    if any(_is_package(name, "torch") for node in imports
+           for name in imported_modules(cst.SimpleStatementLine(body=[node]))):
+        return True
+    return not m.findall(module, m.Name("torch"))
+
+
+def _where_torch_is_installed(stand_ins: list[str]) -> cst.Try:
+    """``try: import torch`` with ``stand_ins`` in its ``else``: for a file that binds torch
+    only in functions or in a guarded import of its own."""
+    body = "".join(f"        {line}\n" for line in stand_ins)
+    return cst.ensure_type(cst.parse_statement(
+        f"try:\n    import torch\nexcept {GUARD_EXCEPTION}:  # nor torch: nothing stands in\n    pass\nelse:\n{body}".replace(
+            "\n        ", "\n    ")), cst.Try)
 
 
 def insert_torch_npu(module: cst.Module, quote: str | None = None) -> cst.Module:
@@ -363,6 +397,11 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None) -> cst.Module
         # bound, so the stand-ins bind it in the except body
         stand_ins = cpu_stand_ins(rest.code, "torch", quote)
         stand_ins = ["import torch", *stand_ins] if stand_ins else []
+    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote)):
+        # torch only in functions or in a try of its own (an env report that runs without
+        # torch): bound here only where it is installed
+        fallback.append(_where_torch_is_installed(stand_ins))
+        stand_ins = []
     fallback += [cst.parse_statement(line + "\n") for line in stand_ins]
     guard = _guard(moved, fallback, used=_uses_name(module, TORCH_NPU))
     if kept or first > 0:

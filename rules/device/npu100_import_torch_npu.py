@@ -74,7 +74,12 @@ torch.Tensor.is_cuda` where it tests `x.is_npu`, and
 `torch.npu.get_amp_supported_dtype = list` where it enters `torch.autocast("npu")`
 (no AMP dtype: the region runs without autocast, as the CUDA one did there); a file
 that imports torch only through `from torch... import` binds it first with `import
-torch`; else it is `pass`. Only a *missing* torch_npu is
+torch`; a file that imports `torch.npu` as a module below its top-level imports
+(`from torch.npu import is_available` in a `try`) gets `import sys` and
+`sys.modules["torch.npu"] = torch.npu = torch.cuda`; a file that binds torch only in
+functions or in a `try` of its own gets these lines under `try: import torch` /
+`except ModuleNotFoundError: pass` / `else:`, so it still imports without torch;
+else it is `pass`. Only a *missing* torch_npu is
 caught: one that is installed but cannot load (CANN not set up on an Ascend
 node) fails loudly instead of training on the CPU. The import is used only for its side effect, so linters call it unused
 and `ruff --fix` (F401) would delete it; the `noqa` keeps it, and is left out

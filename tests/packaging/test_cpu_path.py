@@ -98,6 +98,45 @@ from torch.cuda.amp import autocast
 with autocast(enabled=False):
     print(ones(2).dtype)
 ''',
+    # an env report that imports torch in a try of its own and in functions (composer's
+    # collect_env.py, trl's `trl env`): torch.npu is a module there, and torch is bound
+    # only where it is installed
+    "torch_in_a_try_and_in_functions": '''\
+"""Environment report."""
+
+import os
+
+try:
+    import torch.utils.data
+    from torch.cuda import device_count as cuda_device_count
+    from torch.cuda import is_available as cuda_available
+
+    TORCH_AVAILABLE = True
+except ImportError:
+    TORCH_AVAILABLE = False
+
+
+def report():
+    import torch
+
+    return torch.cuda.is_available(), TORCH_AVAILABLE and cuda_available(), cuda_device_count()
+
+
+print(report(), os.sep)
+''',
+    "mock_patch_targets_in_a_test_without_import_torch": '''\
+from unittest import mock
+
+
+def probe():
+    import torch
+
+    return torch.cuda.current_device()
+
+
+with mock.patch("torch.cuda.current_device", return_value=7):
+    print(probe())
+''',
     "device_choice_and_tensor_tests": '''\
 import torch
 
