@@ -98,6 +98,14 @@ _ATEN_CUDA_ATTENTION = frozenset({
     "_efficient_attention_forward", "_efficient_attention_backward", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_efficient_attention",
 })
+KIND_NCCL_COMMUNICATOR = "another library's NCCL communicator, which runs on CUDA only"
+#: A module, class, object or attribute of another library's NCCL communicator: vLLM's
+#: ``pynccl`` / ``PyNcclCommunicator`` / ``NCCLWeightTransferEngine``, CuPy's ``nccl``,
+#: an RL framework's ``self._nccl_group``. Not torch's own NCCL process groups and their
+#: options (``get_nccl_options``, ``nccl_comm_cfgs``), which HCCL replaces.
+_NCCL_COMMUNICATOR = re.compile(
+    r"^(?:_*py_?nccl\w*|_*nccl|\w*nccl\w*?(?:comm|comms|communicator|communicators|engine|group|groups))$",
+    re.IGNORECASE)
 KIND_COMPILED = "a compiled CUDA extension"
 KIND_CUDA_MODULE = "code of a CUDA-specific module"
 KIND_TRITON = "a Triton kernel"
@@ -193,6 +201,8 @@ def classify_name(qualified: str) -> str | None:
                                                and parts[3] in _ATEN_CUDA_ATTENTION):
             return KIND_TORCH_CUDA_KERNEL
         return None
+    if any(_NCCL_COMMUNICATOR.match(p) for p in parts):
+        return KIND_NCCL_COMMUNICATOR
     for prefix, kind in _package_kinds():
         if _within(qualified, prefix):
             return kind or None
@@ -950,6 +960,23 @@ def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
         if inside and (best is tree or node.lineno >= best.lineno):
             best = node
     return best
+
+
+def nccl_communicator(index: FileIndex, function: ast.AST) -> CudaOnly | None:
+    """The first use in ``function``'s own code of another library's NCCL communicator
+    (:data:`KIND_NCCL_COMMUNICATOR`): an import or a call of one, or a name or attribute
+    that holds one (``self._nccl_group``, ``pynccl_comm``)."""
+    for node in _walk_own_code(function):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            # read, not set: `self._nccl_group = None` in `__init__` hands nothing over
+            text = node.id if isinstance(node, ast.Name) else node.attr
+            if _NCCL_COMMUNICATOR.match(text):
+                return CudaOnly(ast_dotted_name(node) or text, KIND_NCCL_COMMUNICATOR, getattr(node, "lineno", 0))
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute)):
+            use = index._use(node)
+            if use is not None and use.kind == KIND_NCCL_COMMUNICATOR:
+                return use
+    return None
 
 
 def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[int, str]] = ()) -> Gate | None:

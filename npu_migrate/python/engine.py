@@ -290,6 +290,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         findings = [f for f in findings if not _in_owner(ctx, f.node, whole)]
     findings += [f for f in backend_findings.pop("found") if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
+    edits, nccl_findings = _nccl_functions(ctx, edits, line)
+    gate_findings += nccl_findings
     edits, chain_findings = _partial_chains(ctx, edits, line)
     if NPU_AWARE_RULE in active:
         findings += [f for f in chain_findings if not is_suppressed(table, line(f.node), NPU_AWARE_RULE)]
@@ -449,6 +451,47 @@ def _moves_to_device(edit: Edit) -> bool:
     if edit.rule == "NPU101":
         return isinstance(edit.node, cst.Attribute) and edit.node.attr.value == "set_device"
     return False
+
+
+#: Rules whose edits put work on the NPU: device strings and objects, ``.cuda()``,
+#: ``torch.cuda`` calls, ``CUDA_VISIBLE_DEVICES``
+_DEVICE_RULES = ("NPU101", "NPU103", "NPU104", "NPU105", "NPU106")
+
+
+def _nccl_functions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A function that hands tensors to another library's NCCL communicator (vLLM's
+    weight transfer, a ``PyNcclCommunicator``) keeps its device code as CUDA's: moving
+    those tensors to the NPU would feed NPU memory to a CUDA communicator. Its device
+    edits are dropped and reported once, at the first of them (NPU011)."""
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
+    index = cuda_only.file_index(ctx) if candidates else None
+    if index is None:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[int, tuple[Edit, cuda_only.CudaOnly, ast.AST]] = {}
+    verdicts: dict[int, cuda_only.CudaOnly | None] = {}
+    for edit in sorted(candidates, key=lambda e: line(e.anchor)):
+        function = cuda_only.enclosing_function(index.tree, line(edit.anchor))
+        if function is index.tree:
+            continue
+        if id(function) not in verdicts:
+            verdicts[id(function)] = cuda_only.nccl_communicator(index, function)
+        use = verdicts[id(function)]
+        if use is None:
+            continue
+        dropped.add(id(edit))
+        reported.setdefault(id(function), (edit, use, function))
+    findings = [
+        FindingRecord(
+            KERNEL_GATE_RULE,
+            edit.anchor,
+            f"`{function.name}` hands tensors to `{use.name}` ({use.kind}); its device code is left as CUDA's",
+            "port this path by hand to the library's HCCL communicator on Ascend (vLLM: vllm-ascend's "
+            "PyHcclCommunicator and HCCL weight transfer)",
+        )
+        for edit, use, function in reported.values()
+    ]
+    return [e for e in edits if id(e) not in dropped], findings
 
 
 def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:

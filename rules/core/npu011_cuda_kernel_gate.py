@@ -67,6 +67,16 @@ A test whose branch also moves things to the device (`model.cuda()`,
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
 own rule (NPU913 for DataParallel, ...).
 
+**Another library's NCCL communicator.** A function that hands tensors to one (vLLM's
+`PyNcclCommunicator` and `NCCLWeightTransferEngine`, CuPy's `nccl`, an RL framework's
+`self._nccl_group` built from them) keeps all its device code as CUDA's, and is
+reported once: `weight.to("cuda:0")` before `self._nccl_group.broadcast(weight)`
+would otherwise feed NPU memory to a CUDA communicator (found on torchrl's vLLM and
+SGLang weight sync). A name counts where it is read, not where it is set to `None`;
+torch's own NCCL process groups and their options are not such a communicator (HCCL
+replaces them). On Ascend the path is ported by hand to the library's HCCL
+communicator (vllm-ascend's `PyHcclCommunicator`).
+
 **Test modules of kernels** are left alone as a whole and reported once: a test
 module (`test_*.py`, `*_test.py`, `conftest.py`, a file under `tests/`) whose folders
 below `tests/` or whose name is about kernels (`kernel`, `triton`, `fused`,

@@ -16,6 +16,10 @@ _ANY = re.compile(r"\b(" + "|".join(CUDA_VARIABLES) + r")\b")
 
 #: functions and methods whose first argument is an environment variable name
 _ENV_FUNCTIONS = {"getenv", "putenv", "unsetenv", "setenv", "delenv", "get", "pop", "setdefault", "__contains__"}
+#: Variables that choose the GPU a renderer draws on (MuJoCo/robosuite through EGL,
+#: OpenGL, Vulkan): code that sets them scopes ``CUDA_VISIBLE_DEVICES`` for that renderer
+_RENDER_DEVICE = re.compile(r"\b(MUJOCO_EGL_DEVICE_ID|EGL_DEVICE_ID|MUJOCO_GL|PYOPENGL_PLATFORM|"
+                            r"__EGL_VENDOR_LIBRARY_FILENAMES|VK_ICD_FILENAMES|__GLX_VENDOR_LIBRARY_NAME)\b")
 _PROSE_CALLS = {"print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log", "write"}
 
 
@@ -42,6 +46,12 @@ counterpart of the same meaning and value format are renamed (the table is
 
 `CUDA_DEVICE_MAX_CONNECTIONS` has no documented CANN counterpart; it is reported
 (Megatron-LM asserts on it).
+
+`CUDA_VISIBLE_DEVICES` set or read where the same function (or script) names a
+render-device variable (`MUJOCO_EGL_DEVICE_ID`, `MUJOCO_GL`, `PYOPENGL_PLATFORM`,
+`__EGL_VENDOR_LIBRARY_FILENAMES`...) chooses the GPU a renderer draws on
+(robosuite asserts that `MUJOCO_EGL_DEVICE_ID` is listed in it), not the training
+device: it is reported, not renamed.
 
 The key is rewritten where it is used as one: `os.environ[...]` (read,
 assignment, `del`), `os.environ.get/pop/setdefault`, `os.getenv`, `os.putenv`,
@@ -82,6 +92,15 @@ docstrings are left alone. The edit does not need `import torch_npu`.
             return
         name = found.group(1)
         verdict = self._classify(node) if value == name else self._classify_text(node)
+        if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (render := self._render_variable(node)):
+            self.report(
+                node,
+                f"`{name}` here chooses the GPU a renderer draws on (`{render}` beside it), not the "
+                "training device; left unchanged",
+                "on Ascend, pick the render device by the renderer's own variable; NPUs are chosen by "
+                "`ASCEND_RT_VISIBLE_DEVICES`",
+            )
+            return
         if verdict == "rewrite" and name in CUDA_SAME_MEANING:
             new = CUDA_SAME_MEANING[name]
             self.replace(node, lambda n: _swap(n, name, new), f"`{name}` -> `{new}`", needs_torch_npu=False)
@@ -103,6 +122,15 @@ docstrings are left alone. The edit does not need `import torch_npu`.
             self.replace(node.keyword, cst.Name(new), f"`{name}=` -> `{new}=`", needs_torch_npu=False)
         else:
             self._report(node.keyword, name)
+
+    def _render_variable(self, node: cst.CSTNode) -> str | None:
+        """A render-device variable named in the function around ``node`` (the module outside
+        functions)."""
+        scope = node
+        while scope is not None and not isinstance(scope, cst.FunctionDef):
+            scope = self.ctx.parent(scope)
+        found = _RENDER_DEVICE.search(self.ctx.module.code_for_node(scope) if scope is not None else self.ctx.module.code)
+        return found.group(1) if found else None
 
     def _report(self, node: cst.CSTNode, name: str) -> None:
         new = CUDA_SAME_MEANING.get(name)
