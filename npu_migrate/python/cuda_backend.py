@@ -19,6 +19,7 @@ chains that only part of the edits would rewrite (all or nothing).
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Collection
 
@@ -50,7 +51,7 @@ CUDA_IDENTIFIER = re.compile(r"\b\w*(?:CUDA(?:_|[A-Z][a-z])|Cuda[A-Z])\w*")
 _MISSING = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
 _NPU = re.compile(r"(?<![a-z])npu", re.IGNORECASE)
 #: skip reasons that say the test exercises a CUDA kernel
-KERNEL_REASON = re.compile(r"triton|kernel|cutlass|\bcute\b|cudnn|fused|\bmx\b|flash|cuda graph|helion", re.IGNORECASE)
+KERNEL_REASON = re.compile(r"triton|kernel|cutlass|\bcute\b|cudnn|fused|\bmx\b|flash|varlen|cuda graph|helion", re.IGNORECASE)
 _SKIPS = frozenset({"skipif", "skipIf", "skipUnless", "skip_if", "skip_unless"})
 
 #: a library's own CUDA detection function (accelerate's ``is_cuda_available()``)
@@ -84,7 +85,31 @@ def kernel_test_module(ctx: FileContext) -> bool:
     below = max((i for i, part in enumerate(parts) if part in ("tests", "test")), default=len(parts) - 2)
     if any(_KERNEL_NAME.search(part) for part in parts[below + 1:]):  # the folders below tests/, the file
         return True
-    return any(_KERNEL_NAME.search(name) for name in _KERNEL_IMPORT.findall(ctx.text))
+    # an import of Triton, of a module named for kernels, or of a module of this project
+    # that is Triton/Helion code (axolotl's test of `monkeypatch.attention.flash_attn_d512`)
+    if any(_KERNEL_NAME.search(name) or ctx.facts.is_cuda_only_module(name)
+           for name in _KERNEL_IMPORT.findall(ctx.text)):
+        return True
+    return _skipped_as_kernel_tests(ctx)
+
+
+def _skipped_as_kernel_tests(ctx: FileContext) -> bool:
+    """The module's own ``pytestmark`` skips it without CUDA for a kernel's sake
+    (``skipif(not torch.cuda.is_available(), reason="varlen_attn needs CUDA")``): every
+    test in it is a kernel test."""
+    tree = ctx.python_ast() if "pytestmark" in ctx.text else None
+    for statement in tree.body if tree is not None else ():
+        if not (isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark"
+                                                          for t in statement.targets)):
+            continue
+        for node in ast.walk(statement.value):
+            if not isinstance(node, ast.Call) or "cuda" not in ast.unparse(node.args[0] if node.args else node):
+                continue
+            reasons = [k.value.value for k in node.keywords if k.arg == "reason" and isinstance(k.value, ast.Constant)
+                       and isinstance(k.value.value, str)]
+            if any(KERNEL_REASON.search(reason) for reason in reasons):
+                return True
+    return False
 
 
 def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tuple[cst.CSTNode, str, str, bool] | None:

@@ -82,7 +82,10 @@ module (`test_*.py`, `*_test.py`, `conftest.py`, a file under `tests/`) whose fo
 below `tests/` or whose name is about kernels (`kernel`, `triton`, `fused`,
 `cutlass`, `cute`: axolotl's `tests/kernels/test_gemma4_fused_rope.py`), or that
 imports Triton or a module so named (`from mypkg.kernels.lora import ...`,
-`liger_kernel.ops`). Its skip gates often give no reason but "CUDA required", and
+`liger_kernel.ops`), or a module of the project that is Triton/Helion code (axolotl's
+`tests/monkeypatch/test_flash_attn_d512.py` imports `monkeypatch.attention.flash_attn_d512`
+inside its tests), or whose own `pytestmark` skips it without CUDA for a kernel's sake
+(`reason="varlen_attn needs CUDA"`). Its skip gates often give no reason but "CUDA required", and
 its device strings exist to feed the kernels; kept as CUDA, the tests are skipped on
 Ascend instead of running NPU tensors into CUDA kernels (found on axolotl: nine such
 gates; on liger-kernel and axolotl most needless hunks were in these tests).

@@ -110,3 +110,38 @@ def test_tests_in_front_of_ordinary_code_are_still_rewritten(source):
     result = migrate_source("t.py", source.encode(), SETTINGS)
     assert result.new_source is not None
     assert "NPU011" not in {f.rule for f in result.findings}
+
+
+def test_a_test_module_of_a_triton_module_of_the_project_is_left_alone(tmp_path, run_cli):
+    """axolotl's tests/monkeypatch/test_flash_attn_d512.py: `needs CUDA` only, but what it
+    tests is a Triton kernel of the project (imported inside the tests), so its gate and
+    devices stay CUDA's; the same test module of plain code is migrated. The answer does
+    not depend on which paths are given."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "attn_d512.py").write_text(
+        "import torch\nimport triton\n\n\n@triton.jit\ndef _fwd(q):\n    pass\n\n\ndef flash(q):\n    return q\n")
+    (tmp_path / "pkg" / "plain.py").write_text("import torch\n\n\ndef double(x):\n    return x * 2\n")
+    (tmp_path / "tests").mkdir()
+    test = ('import pytest\nimport torch\n\npytestmark = pytest.mark.skipif(not torch.cuda.is_available(), '
+            'reason="needs CUDA")\n\nDEV = "cuda"\n\n\ndef test_it():\n    from pkg.{} import {}\n\n'
+            '    {}(torch.ones(2, device=DEV))\n')
+    (tmp_path / "tests" / "test_d512.py").write_text(test.format("attn_d512", "flash", "flash"))
+    (tmp_path / "tests" / "test_plain.py").write_text(test.format("plain", "double", "double"))
+    for paths in (("tests",), ("tests/test_d512.py", "tests/test_plain.py")):
+        result = run_cli(*paths, "--no-cache")
+        assert "+++ b/tests/test_d512.py" not in result.output
+        assert "tests/test_d512.py:4:" in result.output and "a test module of CUDA/Triton kernels" in result.output
+        assert '+DEV = "npu"' in result.output  # test_plain.py
+
+
+def test_a_module_skipped_for_a_kernel_is_a_kernel_test_module():
+    source = ('import pytest\nimport torch\n\npytestmark = pytest.mark.skipif(not torch.cuda.is_available(), '
+              'reason="varlen_attn needs CUDA")\n\nDEV = "cuda"\n\n\ndef test_fallback():\n'
+              '    assert torch.ones(1, device=DEV).is_cuda\n')
+    result = migrate_source("tests/test_varlen.py", source.encode(), SETTINGS)
+    assert result.new_source is None
+    assert [(f.line, f.rule) for f in result.findings] == [(4, "NPU011")]
+    plain = migrate_source("tests/test_varlen.py", source.replace("varlen_attn needs", "needs").encode(), SETTINGS)
+    assert plain.new_source is not None and b'DEV = "npu"' in plain.new_source
