@@ -44,7 +44,8 @@ BACKEND_FILE = re.compile(
 #: ROCm-only values: a statement reading them is ROCm code
 ROCM_VALUE = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bgcnArchName\b")
 #: ROCm/HIP detection: an ``and`` operand telling an AMD GPU apart from an NVIDIA one
-ROCM_TEST = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bversion\.hip\b|\bgcnArchName\b|\bis_hip\b|\bIS_ROCM\w*|\bis_rocm\w*|\brocm_\w+\(", re.IGNORECASE)
+#: (also by vendor name: verl's ``device == "cuda" and vendor != "nvidia"``)
+ROCM_TEST = re.compile(r"""["'](?:nvidia|amd)["']|\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bversion\.hip\b|\bgcnArchName\b|\bis_hip\b|\bIS_ROCM\w*|\bis_rocm\w*|\brocm_\w+\(""", re.IGNORECASE)
 #: an identifier naming CUDA's own implementation (CUDA_PATCH_MAP, CUDAPatchedLlama)
 CUDA_IDENTIFIER = re.compile(r"\b\w*(?:CUDA(?:_|[A-Z][a-z])|Cuda[A-Z])\w*")
 #: exceptions raised when the NPU namespace (torch.npu, torch_npu) is missing

@@ -970,7 +970,7 @@ def nccl_communicator(index: FileIndex, function: ast.AST) -> CudaOnly | None:
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             # read, not set: `self._nccl_group = None` in `__init__` hands nothing over
             text = node.id if isinstance(node, ast.Name) else node.attr
-            if _NCCL_COMMUNICATOR.match(text):
+            if _NCCL_COMMUNICATOR.match(text) and not index.resolve(ast_dotted_name(node) or "").startswith("torch."):
                 return CudaOnly(ast_dotted_name(node) or text, KIND_NCCL_COMMUNICATOR, getattr(node, "lineno", 0))
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute)):
             use = index._use(node)

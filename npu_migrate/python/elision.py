@@ -346,14 +346,20 @@ def reduce(
     return _replace(data, sorted(elided))
 
 
+#: a name that holds a device or a device switch (``use_cuda``, ``gpu_ok``, ``cuda_device``)
+_DEVICE_NAME = re.compile(r"cuda|gpu", re.IGNORECASE)
+
+
 def _called_with_triggers(tree: ast.Module, words: _Words) -> set[str]:
     """Names of functions called anywhere in the file with an argument that holds a
-    trigger (``_test_model_1device("cuda")``): the reaches-torch analysis reads those
+    trigger (``_test_model_1device("cuda")``, ``init_cam(model, use_cuda)``): the
+    reaches-torch analysis reads those
     functions' parameters to decide what the argument is."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and any(
-                isinstance(a, ast.Constant) and isinstance(a.value, str) and words.search(a.value)
+                (isinstance(a, ast.Constant) and isinstance(a.value, str) and words.search(a.value))
+                or (isinstance(a, ast.Name) and _DEVICE_NAME.search(a.id))  # `init_cam(model, use_cuda)`
                 for arg in [*node.args, *(k.value for k in node.keywords)] for a in ast.walk(arg)):
             names.add(node.func.id)
     return names

@@ -46,6 +46,7 @@ in the file, and is ``UNKNOWN`` when it is imported from elsewhere.
 
 from __future__ import annotations
 
+import ast
 import re
 from enum import Enum
 
@@ -492,6 +493,12 @@ class DeviceAnalysis:
                 return test
         return None
 
+    def _defined_here(self, name: str) -> bool:
+        """A function or class of this file (read from the whole file: elision changes nothing)."""
+        tree = self.ctx.python_ast()
+        return tree is None or any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                                   and n.name == name for n in ast.walk(tree))
+
     def _module_function(self, name: str) -> cst.FunctionDef | None:
         for statement in self.ctx.module.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
@@ -622,6 +629,11 @@ class DeviceAnalysis:
                                           "CUDA implementation of an operator, not a device for torch to run on")
         if callee == "add_argument":
             return self._argparse(call, keyword, proven)
+        if keyword is not None and is_device_word(keyword) and (callee or "").startswith("register"):
+            # `@EngineRegistry.register(backend="automodel", device=["cuda"])`: it says which
+            # device an implementation was written for; listing it for the NPU is a port
+            return self._left(Flow.OTHER, f"passed as `{keyword}=` to `{qualified or callee}`: it registers "
+                                          "an implementation for that device, not a device for torch to run on")
         if keyword is not None:
             root = qualified.split(".")[0] if qualified else None
             if is_device_word(keyword) and root is not None and root not in TORCH_DEVICE_LIBRARIES:
@@ -775,12 +787,53 @@ class DeviceAnalysis:
         parent = self.ctx.parent(node)
         while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
             node, parent = parent, self.ctx.parent(parent)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            # `use_cuda = 'cuda' in args.device`, then `init_cam(..., use_cuda)` hands it to
+            # `GradCAM(use_cuda=use_cuda)` (mmpretrain's vis_cam.py)
+            return self._flag_held_in(parent.targets[0].target, 0)
+        if isinstance(parent, cst.Arg) and parent.keyword is None and isinstance(call := self.ctx.parent(parent), cst.Call):
+            parameter = self._parameter_of(call, parent)  # `build_cam(..., "cuda" in args.device)`
+            if parameter is not None:
+                return self._flag_held_in(parameter, 1)
+        return self._flag_argument(parent)
+
+    def _flag_held_in(self, target: cst.Name | cst.Param, depth: int) -> str | None:
+        """The first use of the name ``target`` binds that is another library's CUDA switch,
+        also through one parameter of a function of this file."""
+        name = target.name.value if isinstance(target, cst.Param) else target.value
+        scope = self.ctx.local_scope(target) or (
+            self.ctx.local_scope(target.name) if isinstance(target, cst.Param) else None)
+        try:
+            assignments = list(scope.assignments[name]) if scope is not None else []
+        except Exception:  # noqa: BLE001 - libcst raises for odd names; treat as unknown
+            return None
+        for assignment in assignments:
+            if getattr(assignment, "node", None) is not target:
+                continue
+            for access in assignment.references:
+                arg = self.ctx.parent(access.node)
+                found = self._flag_argument(arg)
+                if found is None and depth == 0 and isinstance(arg, cst.Arg) and arg.keyword is None:
+                    call = self.ctx.parent(arg)
+                    parameter = self._parameter_of(call, arg) if isinstance(call, cst.Call) else None
+                    found = self._flag_held_in(parameter, 1) if parameter is not None else None
+                if found is not None:
+                    return found
+        return None
+
+    def _flag_argument(self, parent: cst.CSTNode | None) -> str | None:
         if not (isinstance(parent, cst.Arg) and parent.keyword is not None
                 and FLAG_KEYWORDS.fullmatch(parent.keyword.value)):
             return None
         call = self.ctx.parent(parent)
         qualified = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
         if not qualified:
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and not self._defined_here(
+                    call.func.value):
+                # `GradCAM_Class = METHOD_MAP[method]` ... `GradCAM_Class(use_cuda=...)`: a callee
+                # this file cannot name, so its switch is not proven to be a torch device's
+                return (f"in a device test passed as `{parent.keyword.value}=` to `{call.func.value}`, which this "
+                        "file cannot resolve: a library's own CUDA switch is not a torch device")
             return None
         root = qualified.split(".")[0]
         if root in TORCH_DEVICE_LIBRARIES or self._project_module(qualified):
