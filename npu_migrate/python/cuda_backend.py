@@ -20,6 +20,8 @@ chains that only part of the edits would rewrite (all or nothing).
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import re
 from collections.abc import Collection
 
@@ -41,6 +43,9 @@ BACKEND_FILE = re.compile(
     r"|(?:cuda|rocm|hip)_(?:platform|accelerator)s?"
     r"|(?:platforms?|accelerators?)/(?:cuda|rocm|hip|gpu))\.py$"
 )
+#: a module written for Ascend: a folder or file named for the NPU (ms-swift's
+#: ``swift/model/npu_patch/``, ``npu_utils.py``, ``ascend/``)
+NPU_FILE = re.compile(r"(?:^|[/_.-])(?:npu|ascend)(?=[/_.-])", re.IGNORECASE)
 #: ROCm-only values: a statement reading them is ROCm code
 ROCM_VALUE = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bgcnArchName\b")
 #: ROCm/HIP detection: an ``and`` operand telling an AMD GPU apart from an NVIDIA one
@@ -71,6 +76,17 @@ _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/(?:.*/)?[^/]+|test_[^/]*|[^/]*_test|c
 _KERNEL_NAME = re.compile(r"kernel|triton|cutlass|(?<![a-z])cute(?![a-z])|fused", re.IGNORECASE)
 #: an import of Triton, or of a module whose dotted name is about kernels
 _KERNEL_IMPORT = re.compile(r"^[ \t\f]*(?:import|from)[ \t\f]+([\w.]+)", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=4096)
+def _written_for_ascend(path: str) -> bool:
+    """The file's path inside its project (:func:`~npu_migrate.pipeline.config.project_root`,
+    so a checkout under ``/home/npu/`` does not count, and every way of naming the file
+    gives the same answer) names the NPU."""
+    from npu_migrate.pipeline.config import project_root
+
+    inside = os.path.relpath(os.path.abspath(path), project_root(path))
+    return NPU_FILE.search("/" + inside.replace(os.sep, "/")) is not None
 
 
 def kernel_test_module(ctx: FileContext) -> bool:
@@ -119,6 +135,8 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
     report for it)."""
     if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
         return ctx.module, AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged", True
+    if NPU_FILE.search(ctx.path) and _written_for_ascend(ctx.path):
+        return ctx.module, AWARE, "this module is written for Ascend (its path names the NPU); left unchanged", True
     if kernel_test_module(ctx):
         return (ctx.module, KERNEL_GATE, "a test module of CUDA/Triton kernels: its CUDA gates and devices stay "
                 "CUDA's, so on NPU its kernel tests are skipped, not run on NPU tensors; left unchanged", True)

@@ -399,9 +399,10 @@ def _backend_regions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
         where = edit.anchor if isinstance(owner, cst.Module) else owner
         if isinstance(where, (cst.FunctionDef, cst.ClassDef)):
             where = where.name if entire else edit.anchor
-        found.append(FindingRecord(rule, where, message,
-                                   "nothing to migrate here: this code exists for CUDA (or ROCm); check that the "
-                                   "NPU has its own path"))
+        advice = ("nothing to migrate here: its CUDA calls are the fallback of code written for Ascend"
+                  if "written for Ascend" in message else
+                  "nothing to migrate here: this code exists for CUDA (or ROCm); check that the NPU has its own path")
+        found.append(FindingRecord(rule, where, message, advice))
     return kept, {"found": found, "whole": whole}
 
 

@@ -31,6 +31,13 @@ Two shapes around such chains are left alone too:
   counts for a flag (also `elif self.on_npu:`), since the flag itself still holds
   CUDA code to rewrite.
 
+A module whose path inside its project names the NPU (a folder or file such as
+ms-swift's `swift/model/npu_patch/`, `npu_utils.py`, `ascend/`) is written for Ascend:
+its CUDA calls are the fallback where `torch.npu` is missing (`if hasattr(torch, "npu"):
+... return torch.cuda.current_device()`), and it is left alone as a whole. The path is
+taken from the project root (the folder that holds `pyproject.toml`, `setup.py`, `.git`
+...), so a checkout under `/home/npu/` does not count.
+
 Device-type lists in code that adds the PrivateUse1 backend itself
 (`kinds = ["cuda", "xpu"]; kinds.append(torch._C._get_privateuse1_backend_name())`)
 already include the NPU once torch_npu is imported: NPU104 leaves their `"cuda"`.
