@@ -194,3 +194,31 @@ def unpaired(shown: str, specifier: str, series: tuple[int, int]) -> tuple[str, 
         why = f"no torch-npu release exists for torch {series[0]}.{series[1]} (PyPI, 2026-11-28), so none is added"
     return why, (f"pin a torch that a torch-npu release requires; nearest: {nearest(specifier)} "
                  "(docs/compatibility.md lists every pair)")
+
+
+#: A dependency list or file that only Ascend machines install: an extra or a group named
+#: for the NPU (``[project.optional-dependencies] npu``, ``extras_require["ascend"]``), a
+#: ``requirements-npu.txt``.
+_ASCEND_ONLY = re.compile(r"(?:^|[^a-z0-9])(?:npu|ascend)(?:[^a-z0-9]|$)", re.IGNORECASE)
+
+
+def ascend_only(where: str, path: str = "") -> bool:
+    """Whether torch-npu may be added to the list ``where`` of the file ``path``: only where
+    nothing but an Ascend machine installs it. Elsewhere a torch-npu next to torch makes
+    ``import torch`` itself fail where CANN is missing (torch's device-backend autoload
+    imports torch_npu, which loads CANN's libraries), so every CPU machine that installs
+    the project's dependencies would lose torch."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return bool(_ASCEND_ONLY.search(where) or _ASCEND_ONLY.search(name.rsplit(".", 1)[0]))
+
+
+def base_install(requirement: str, where: str, path: str = "") -> tuple[str, str]:
+    """The finding for a torch-npu that pairs but is not added to ``where`` (a list every
+    machine installs): message and suggestion."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1] or "the requirements file"
+    return (f"`{requirement}` pairs with this torch but is not added to the {where}: every machine that installs "
+            "it would get torch-npu, and where CANN is missing a torch-npu next to torch makes `import torch` fail "
+            "(torch's device-backend autoload), so the CPU path would be lost",
+            f"install it on Ascend only: an `npu` extra (`[project.optional-dependencies] npu = [\"{requirement}\"]`, "
+            f"`pip install '.[npu]'`), or a requirements file of the Ascend image (`requirements-npu.txt`: "
+            f"`-r {name}` and `{requirement}`); Ascend base images (ModelArts, Ascend Hub) ship torch-npu already")

@@ -68,6 +68,8 @@ _IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+([\w., \t]+)|from[ \t]+(\w[\w.]*)[
 #: Words without which :data:`TRAINS` and :data:`_CUDA_ONLY_MODULE` cannot match.
 _TRAINS_WORDS = (b".backward", b"init_process_group", b".spawn", b".Process")
 _CUDA_ONLY_WORDS = (b"triton", b"helion", b"tilelang", b"cupy", b"pycuda")
+#: a dependency file named for the NPU (``requirements-npu.txt``, ``environment_ascend.yml``)
+_ASCEND_NAME = re.compile(r"(?:^|[^a-z0-9])(?:npu|ascend)(?:[^a-z0-9])", re.IGNORECASE)
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
 
 
@@ -122,6 +124,9 @@ class ProjectFacts:
     #: top-level import such as ``kernels.window_process`` can mean inside the project
     #: (Swin-Transformer's own ``kernels/`` namespace package is not the Hub ``kernels``).
     local_modules: frozenset[str] = frozenset()
+    #: Dependency files (absolute) named for the NPU that list torch (``requirements-npu.txt``):
+    #: the project's Ascend install, where torch-npu goes (NPU850), not its other files.
+    ascend_torch_files: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -138,8 +143,12 @@ class ProjectFacts:
         packages_seen: set[str] = set()
         imports: dict[str, set[str]] = {}  # absolute .py path -> the dotted names it imports
         training: set[str] = set()
+        ascend_torch: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
+            if (path is not None and b"torch" in data and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))
+                    and _ASCEND_NAME.search(os.path.basename(path))):
+                ascend_torch.add(os.path.abspath(path))
             # Each regular expression runs only where the word it cannot match without
             # is in the file (``bytes in`` is a fast scan, ``re`` is not): same facts.
             if path is not None and not timm and _DEPENDENCY_FILE.fullmatch(os.path.basename(path)):
@@ -197,6 +206,7 @@ class ProjectFacts:
             imported_files=frozenset(found for found, _ in edges),
             imports_training=frozenset(importer for found, importer in edges if found in training),
             local_modules=local,
+            ascend_torch_files=frozenset(ascend_torch),
         )
 
     def is_cuda_only_file(self, file: str) -> bool:
@@ -224,7 +234,8 @@ class ProjectFacts:
         names = (sorted(self.cuda_only_files | self.cuda_only_modules) + sorted(f"pkg:{d}" for d in self.package_dirs)
                  + sorted(f"imported:{f}" for f in self.imported_files)
                  + sorted(f"imports-training:{f}" for f in self.imports_training)
-                 + sorted(f"local:{f}" for f in _relative(self.local_modules)))
+                 + sorted(f"local:{f}" for f in _relative(self.local_modules))
+                 + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files)))
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},"

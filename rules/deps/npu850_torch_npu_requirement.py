@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from npu_migrate.deps import pairing
@@ -16,8 +17,9 @@ def _marker(entry) -> str | None:
 class TorchNpuRequirement(DepsRule):
     id = "NPU850"
     name = "torch-npu-requirement"
-    summary = ("Add `torch-npu==X.Y.*` next to a torch pinned to X.Y where a torch-npu release pairs with it; report "
-               "other pins with the nearest pairs, and state the pairing rule where torch is not pinned")
+    summary = ("Add `torch-npu==X.Y.*` next to a torch pinned to X.Y in a list only Ascend machines install (an `npu` "
+               "extra, requirements-npu.txt); report it for lists every machine installs, other pins with the nearest "
+               "pairs, and the pairing rule where torch is not pinned")
     triggers = (b"torch",)
     rationale = """
 On Ascend, torch needs torch-npu, and torch-npu X.Y requires torch X.Y
@@ -27,8 +29,24 @@ a dependency list pins torch to one minor series (`torch==2.1.0`, `~=2.1.0`,
 `>=2.1,<2.2`, conda `pytorch=2.1`) and admits a torch that a torch-npu release on
 PyPI requires (the table in `npu_migrate/tables/torch_npu_releases.py`, read from
 the wheels' metadata on 2026-11-28: 2.1.0, 2.2.0, 2.3.1, 2.4.0, 2.5.1, 2.6.0,
-2.7.1, 2.8.0, 2.9.0, 2.9.1, 2.10.0 ... 2.14.0), `torch-npu==X.Y.*` is added right after it
-in the list's own style: its own line with the same line ending in a
+2.7.1, 2.8.0, 2.9.0, 2.9.1, 2.10.0 ... 2.14.0), `torch-npu==X.Y.*` pairs with it.
+
+**Where it goes.** Only into a list that nothing but an Ascend machine installs: an
+extra or a group named for the NPU (`[project.optional-dependencies] npu`,
+`[dependency-groups] train-npu`, `[tool.poetry.group.ascend.dependencies]`,
+setup.cfg's `[options.extras_require] npu`) or a file so named
+(`requirements-npu.txt`, `environment-ascend.yml`). In a list every machine
+installs (`[project] dependencies`, `requirements.txt`, `install_requires`, a
+`cpu` or `cuda` extra) it is reported with the line to add, not added: a torch-npu
+installed next to torch makes `import torch` itself fail where CANN is missing
+(torch's device-backend autoload imports torch_npu, which loads CANN's libraries),
+so every CPU development or CI machine that installs the migrated dependencies
+would lose torch, and the CPU path the migration keeps (NPU100) with it. The
+finding names the two usual homes: an `npu` extra (`pip install '.[npu]'` on
+Ascend, as LLaMA-Factory's `torch-npu` extra) or a requirements file of the Ascend
+image (`requirements-npu.txt` with `-r requirements.txt`, as verl's); Ascend base
+images (ModelArts, Ascend Hub) ship torch-npu already. There it is added right
+after torch, in the list's own style: its own line with the same line ending in a
 requirements file, the same indentation and quotes in `pyproject.toml`'s
 arrays (edited with tomlkit) and `setup.cfg`, the `pip:` sub-list of a conda
 `environment.yml` (torch-npu is not on conda). torch's environment markers go
@@ -56,8 +74,7 @@ is left to the reviewer.
 `setup.py` has its own rule for the same decision (NPU860).
 """
     examples = (
-        Example("numpy>=1.24\ntorch==2.1.0  # CUDA 12 build below\ntorchvision==0.16.0\n",
-                "numpy>=1.24\ntorch==2.1.0  # CUDA 12 build below\ntorch-npu==2.1.*\ntorchvision==0.16.0\n"),
+        Example("numpy>=1.24\ntorch==2.1.0  # reported: every machine installs requirements.txt\n"),
         Example("torch>=2.0  # reported: not pinned\n"),
         Example("torch==2.5.1\ntorch-npu==2.5.1\n"),
         Example("torch==2.15.0  # reported: no torch-npu 2.15\n"),
@@ -84,6 +101,14 @@ is left to the reviewer.
                 continue
             own = [e for e in lst.entries if e.name == pairing.TORCH_NPU and _marker(e) == _marker(entry)]
             self._torch(document, lst, entry, series, own or ([] if lst.entries and not lst.conda else torch_npu))
+
+    def _ascend_install_elsewhere(self, document) -> bool:
+        """The project installs Ascend's own list elsewhere, which lists torch and takes
+        torch-npu instead (an `npu` extra of this file, a `requirements-npu.txt`)."""
+        if any(pairing.ascend_only(lst.where, self.file.path) and any(e.is_torch for e in lst.entries)
+               for lst in document.lists):
+            return True
+        return bool(self.file.settings.facts.ascend_torch_files - {os.path.abspath(self.file.path)})
 
     @staticmethod
     def _series(entry) -> tuple[int, int] | None:
@@ -118,6 +143,10 @@ is left to the reviewer.
                                   f"add `- pip` and `- pip: [{requirement}]` to the dependencies")
                 return
             target, after = pip, pip.entries[-1]
+        if not pairing.ascend_only(target.where, self.file.path):
+            if not self._ascend_install_elsewhere(document):
+                self.report_entry(entry, *pairing.base_install(requirement, target.where, self.file.path))
+            return
         edit = target.add(after, requirement) if target.add is not None and document.no_additions is None else None
         if edit is None or isinstance(edit, str):
             reason = document.no_additions or edit or f"this {target.where} cannot take one more entry safely"

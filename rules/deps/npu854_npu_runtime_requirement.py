@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 
 from packaging.utils import canonicalize_name
 
 from npu_migrate.deps.rule import DepsRule, Example
 
 DISTRIBUTION = "npu-runtime"
+#: ``-r base.txt`` / ``--requirement=base.txt`` in a requirements file
+_INCLUDE = re.compile(rb"^[ \t]*(?:-r|--requirement)(?:[ \t]+|=)(\S+)", re.MULTILINE)
 #: The lists that say what the project itself needs to run (not extras, groups, dev).
 MAIN_LISTS = frozenset({"requirements", "[project] dependencies", "[tool.poetry.dependencies]",
                         "[options] install_requires", "pip list"})
@@ -80,6 +83,27 @@ declares it, the finding on the file that imports it says what to install
     def wanted(cls, settings) -> bool:
         return settings.facts.runtime_requirement is not None
 
+    def _includes_a_declaring_file(self) -> bool:
+        """The requirements file includes (``-r base.txt``) a file beside it that declares
+        npu-runtime itself: a main requirements file, or one that lists torch."""
+        from npu_migrate.pipeline.config import project_root
+        from npu_migrate.pipeline.declared import is_auxiliary
+
+        directory = os.path.dirname(os.path.abspath(self.file.path))
+        for found in _INCLUDE.finditer(self.file.data):
+            included = os.path.normpath(os.path.join(directory, found.group(1).decode("utf-8", "replace")))
+            if not os.path.isfile(included) or is_auxiliary(included, project_root(included)):
+                continue
+            if os.path.basename(included) in MAIN_REQUIREMENTS:
+                return True
+            try:
+                with open(included, "rb") as handle:
+                    if re.search(rb"^[ \t]*torch\b", handle.read(1 << 20), re.MULTILINE):
+                        return True
+            except OSError:
+                continue
+        return False
+
     def check(self, document) -> None:
         requirement = self.file.settings.facts.runtime_requirement
         if requirement is None:
@@ -95,6 +119,8 @@ declares it, the finding on the file that imports it says what to install
         if self.file.settings.facts.runtime_only_in_scripts:
             # a library whose scripts import npu_runtime: its install requirements stay as they are
             lists = [lst for lst in lists if lst.where not in PACKAGE_LISTS]
+        if document.format == "requirements" and self._includes_a_declaring_file():
+            return  # `-r requirements.txt`: the included file declares it
         if document.format == "requirements":
             named = os.path.basename(self.file.path) in MAIN_REQUIREMENTS
             lists = [lst for lst in lists if named or any(e.is_torch for e in lst.entries)]

@@ -23,14 +23,17 @@ def _name(text: str) -> str | None:
 class SetupPyTorchNpu(SetupRequirementsRule):
     id = "NPU860"
     name = "setup-py-torch-npu"
-    summary = ("Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's literal install_requires / extras_require "
-               "where a torch-npu release pairs with it; report other pins with the nearest pairs")
+    summary = ("Add `torch-npu==X.Y.*` after a torch pinned to X.Y in setup.py's extras_require for the NPU where a "
+               "torch-npu release pairs with it; report it for install_requires, other pins with the nearest pairs")
     rationale = """
 The setup.py counterpart of NPU850 (same decision, `npu_migrate/deps/pairing.py`):
 torch-npu X.Y requires torch X.Y exactly, so where a literal requirement list
 of `setup()` pins torch to one minor series and admits a torch that a torch-npu
-release requires (`npu_migrate/tables/torch_npu_releases.py`), `"torch-npu==X.Y.*"` is added
-right after it, in torch's quotes and the list's layout. A list bound to a
+release requires (`npu_migrate/tables/torch_npu_releases.py`), `"torch-npu==X.Y.*"` pairs with it.
+It is added right after torch, in torch's quotes and the list's layout, only in an
+extra named for the NPU (`extras_require={"npu": [...]}`); in `install_requires` and
+other extras, which CPU machines install, it is reported with the line to add (NPU850
+says why: a torch-npu next to torch makes `import torch` fail where CANN is missing). A list bound to a
 module-level name (`REQUIRED = [...]`, `install_requires=REQUIRED`) is followed;
 lists built at run time (read from requirements.txt) are not: that file is
 migrated by NPU850 itself. Where torch is not pinned, the finding states the
@@ -41,8 +44,9 @@ setup.py stays a Python file: every Python rule runs on it too, and
 `# npu-migrate: ignore[NPU860]` works as on any Python line.
 """
     examples = (
-        Example('from setuptools import setup\nsetup(name="x", install_requires=["numpy", "torch==2.1.0"])\n',
-                'from setuptools import setup\nsetup(name="x", install_requires=["numpy", "torch==2.1.0", "torch-npu==2.1.*"])\n'),
+        Example('from setuptools import setup\nsetup(name="x", extras_require={"npu": ["torch==2.1.0"]})\n',
+                'from setuptools import setup\nsetup(name="x", extras_require={"npu": ["torch==2.1.0", "torch-npu==2.1.*"]})\n'),
+        Example("from setuptools import setup\nsetup(name='x', install_requires=['torch==2.1.0'])  # reported\n"),
         Example("from setuptools import setup\nsetup(name='x', install_requires=['torch>=2.0'])  # reported\n"),
         Example("from setuptools import setup\nsetup(name='x', install_requires=['torch==2.15.0'])  # reported\n"),
     )
@@ -71,6 +75,9 @@ setup.py stays a Python file: every Python rule runs on it too, and
                 self.report(element, *pairing.unpaired(text, _specifier(text), series))
                 continue
             requirement = f"{pairing.TORCH_NPU}{pairing.npu_specifier(series)}"
+            if not pairing.ascend_only(lst.where):
+                self.report(element, *pairing.base_install(requirement, f"setup.py's {lst.where}", "requirements.txt"))
+                continue
             self.replace(lst.node, _inserter(element, requirement), f"add `{requirement}` (pairs with `{text}`)",
                          needs_torch_npu=False, anchor=element)
 

@@ -21,7 +21,7 @@ from npu_migrate.pipeline.settings import Settings
     ],
 )
 def test_requirements_with_a_bom_or_lone_cr_line_ends_are_read_as_pip_reads_them(data, expected):
-    result = migrate_safely("requirements.txt", data, Settings())
+    result = migrate_safely("requirements-npu.txt", data, Settings())
     assert result.error is None and result.new_source == expected
 
 

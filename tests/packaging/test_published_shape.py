@@ -6,7 +6,7 @@
   (no torch) migrates the bundled example;
 * a "stock image": a fresh venv holding only torch (the CPU wheel torch==2.13.0), the
   emulator's stand-in torch_npu on PYTHONPATH, and what the migrated example declares
-  (its requirements.txt, npu-runtime from the locally built wheel through
+  (its requirements-npu.txt, npu-runtime from the locally built wheel through
   ``--find-links``, as from an index): the migrated example trains.
 
 ``--no-isolation`` builds with this environment's setuptools (the isolated build
@@ -97,7 +97,9 @@ def test_a_stock_image_with_what_the_migrated_example_declares_trains_it(tmp_pat
     migrated = CliRunner().invoke(main, [str(project), "--write", "--no-cache", "--quiet"])
     assert migrated.exit_code == 0, migrated.output
     declared = (project / "requirements.txt").read_text()
-    assert "npu-runtime==" in declared and "torch-npu==" in declared, declared
+    assert "npu-runtime==" in declared and "torch-npu" not in declared, declared  # a CPU machine keeps torch
+    ascend = (project / "requirements-npu.txt").read_text()
+    assert "-r requirements.txt" in ascend and "torch-npu==" in ascend, ascend
 
     # The emulated NPU's extension, built (or found in its cache) by this environment.
     _run([sys.executable, "-c", "from npu_migrate.emulate import build; build.build(quiet=True)"], timeout=300)
@@ -114,7 +116,7 @@ def test_a_stock_image_with_what_the_migrated_example_declares_trains_it(tmp_pat
     # stand-in (its dist-info is on PYTHONPATH), npu-runtime comes from the built wheel
     # (--find-links), numpy from the package sources.
     _run([bin_dir / "python", "-m", "pip", "install", "-q", "--find-links", wheels,
-          "-r", project / "requirements.txt"], timeout=300, env=env, cwd=project)
+          "-r", project / "requirements-npu.txt"], timeout=300, env=env, cwd=project)
     installed = _installed(bin_dir)
     assert "npu-runtime" in installed and not {"npu-migrate", "libcst", "click"} & installed, installed
 

@@ -77,13 +77,20 @@ def test_pyproject_insertions_keep_every_other_byte():
     old = (
         b'[project]  # the project\nname = "x"\ndependencies = [\n  # runtime\n  "numpy",\n'
         b"  'torch==2.3.1',   # pinned\n  \"tqdm\"\n]\n[project.optional-dependencies]\n"
-        b'a = [ "torch~=2.3.0" ]\n\n[tool.other]\nkeep = """\ntorch==1.0\n"""\n'
+        b'npu = [ "torch~=2.3.0" ]\nascend-train = [\n  # the image\n  \'torch==2.3.1\',   # pinned\n  "tqdm"\n]\n'
+        b'\n[tool.other]\nkeep = """\ntorch==1.0\n"""\n'
     )
     result = run("pyproject.toml", old)
     assert b"".join(_only_insertions(old, result.new_source)).count(b"torch-npu==2.3.*") == 2
-    assert b"  'torch==2.3.1',   # pinned\n  'torch-npu==2.3.*',\n" in result.new_source
-    assert b'a = [ "torch~=2.3.0", "torch-npu==2.3.*" ]' in result.new_source
+    assert b"  'torch==2.3.1',   # pinned\n  'torch-npu==2.3.*',\n  \"tqdm\"\n]\n\n[tool" in result.new_source
+    assert b'npu = [ "torch~=2.3.0", "torch-npu==2.3.*" ]' in result.new_source
+    # [project] dependencies, which every machine installs, is not extended; no finding
+    # either, since the project's npu extras take torch-npu
+    assert [f.line for f in result.findings if f.rule == "NPU850"] == []
     assert run("pyproject.toml", result.new_source).new_source is None
+    alone = old.split(b"[project.optional-dependencies]")[0]
+    reported = run("pyproject.toml", alone)
+    assert reported.new_source is None and [f.line for f in reported.findings if f.rule == "NPU850"] == [6]
 
 
 def test_bad_dependency_files_are_one_line_errors():
@@ -97,9 +104,15 @@ def test_bad_dependency_files_are_one_line_errors():
 @pytest.mark.parametrize("version", __import__("npu_migrate.tables.torch_npu_releases", fromlist=["x"]).torch_versions())
 def test_every_torch_a_torch_npu_release_requires_gets_its_series(version):
     series = ".".join(version.split(".")[:2])
-    result = run("requirements.txt", f"torch=={version}\n")
+    result = run("requirements-npu.txt", f"torch=={version}\n")
     assert result.new_source == f"torch=={version}\ntorch-npu=={series}.*\n".encode()
     assert result.findings == []
+    # the file every machine installs: reported with the same line, so a CPU machine keeps torch
+    base = run("requirements.txt", f"torch=={version}\n")
+    assert base.new_source is None
+    (finding,) = base.findings
+    assert finding.rule == "NPU850" and f"`torch-npu=={series}.*` pairs with this torch" in finding.message
+    assert "import torch" in finding.message and "requirements-npu.txt" in finding.suggestion
 
 
 @pytest.mark.parametrize(
@@ -121,18 +134,26 @@ def test_a_torch_no_torch_npu_release_pairs_with_is_reported_with_the_nearest_pa
 
 
 def test_a_line_that_is_not_a_requirement_is_left_alone():
-    result = run("requirements.txt", "torch==2.1.0\nthis is not a requirement (!)\n")
+    result = run("requirements-npu.txt", "torch==2.1.0\nthis is not a requirement (!)\n")
     assert result.new_source == b"torch==2.1.0\ntorch-npu==2.1.*\nthis is not a requirement (!)\n"
 
 
 def test_cli_picks_dependency_files_out_of_a_tree(tmp_path, run_cli):
     (tmp_path / "requirements.txt").write_bytes(b"torch==2.4.0\nxformers\n")
     (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "x"\ndependencies = ["torch==2.4.0"]\n')
+    (tmp_path / "requirements-npu.txt").write_bytes(b"-r requirements.txt\ntorch==2.4.0\n")
     result = run_cli("--write", ".")
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "requirements.txt").read_bytes() == b"torch==2.4.0\ntorch-npu==2.4.*\nxformers\n"
-    assert b'"torch-npu==2.4.*"' in (tmp_path / "pyproject.toml").read_bytes()
-    assert "requirements.txt:3:1: NPU851" in result.output  # a position of the written file
+    assert (tmp_path / "requirements-npu.txt").read_bytes() == b"-r requirements.txt\ntorch==2.4.0\ntorch-npu==2.4.*\n"
+    # what every machine installs keeps torch importable there: reported, not extended
+    assert (tmp_path / "requirements.txt").read_bytes() == b"torch==2.4.0\nxformers\n"
+    assert b"torch-npu" not in (tmp_path / "pyproject.toml").read_bytes()
+    # the project's Ascend install (requirements-npu.txt) takes torch-npu: nothing to report elsewhere
+    assert "requirements.txt:1:1: NPU850" not in result.output and "pyproject.toml:3:" not in result.output
+    assert "requirements.txt:2:1: NPU851" in result.output
+    (tmp_path / "requirements-npu.txt").unlink()
+    reported = run_cli(".")
+    assert "requirements.txt:1:1: NPU850" in reported.output and "pyproject.toml:3:" in reported.output
 
 
 # -- properties ----------------------------------------------------------------
