@@ -46,6 +46,10 @@ BACKEND_FILE = re.compile(
 #: a module written for Ascend: a folder or file named for the NPU (ms-swift's
 #: ``swift/model/npu_patch/``, ``npu_utils.py``, ``ascend/``)
 NPU_FILE = re.compile(r"(?:^|[/_.-])(?:npu|ascend)(?=[/_.-])", re.IGNORECASE)
+#: CUDA-only mechanisms named in a device test or the branch it guards: CUDA IPC (sharing
+#: device memory across processes; torchrl's `_platform_supports_cuda_ipc()`), CUDA graphs
+#: (`"cuda_graph" in variant`; torch_npu's graphs are another API), NVSHMEM, NVML
+_CUDA_FEATURE = re.compile(r"cuda_?ipc|cuda_?graphs?\b|cudagraphs?\b|CUDAGraph|nvshmem|pynvml|\bnvml", re.IGNORECASE)
 #: ROCm-only values: a statement reading them is ROCm code
 ROCM_VALUE = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bgcnArchName\b")
 #: ROCm/HIP detection: an ``and`` operand telling an AMD GPU apart from an NVIDIA one
@@ -179,6 +183,10 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
             if isinstance(ancestor, cst.If) and _names_cuda_implementation(ancestor.body):
                 return (ancestor.test, AWARE, "a per-platform dispatch: this branch selects CUDA's own "
                         "implementation; left unchanged", False)
+            if isinstance(ancestor, cst.If) and (feature := _CUDA_FEATURE.search(
+                    ctx.module.code_for_node(ancestor.test) + ctx.module.code_for_node(ancestor.body))):
+                return (ancestor.test, KERNEL_GATE, f"a check for a CUDA-only mechanism (`{feature.group()}`); "
+                        "left as a CUDA test, so on NPU that mechanism is not used", False)
         if isinstance(ancestor, cst.SimpleStatementLine) and statement_seen is None:
             statement_seen = ancestor
             text = ctx.module.code_for_node(ancestor)

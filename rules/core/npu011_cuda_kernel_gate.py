@@ -67,6 +67,13 @@ A test whose branch also moves things to the device (`model.cuda()`,
 it on NPU would lose that work; the CUDA-only code in it stays reported by its
 own rule (NPU913 for DataParallel, ...).
 
+**CUDA-only mechanisms.** A device test whose condition or branch names CUDA IPC
+(`_platform_supports_cuda_ipc()`: device memory shared across processes), CUDA
+graphs (`"cuda_graph" in variant`, `CUDAGraph`), NVSHMEM or NVML is a check for that
+mechanism and stays a CUDA test (torchrl's collectors and its Dreamer benchmark):
+torch_npu's graphs and IPC are other APIs, so on NPU the code takes the path it takes
+for any device without the mechanism.
+
 **Another library's NCCL communicator.** A function that hands tensors to one (vLLM's
 `PyNcclCommunicator` and `NCCLWeightTransferEngine`, CuPy's `nccl`, an RL framework's
 `self._nccl_group` built from them) keeps all its device code as CUDA's, and is
