@@ -13,11 +13,32 @@ same way whatever paths the run was given.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import replace
 
 from npu_migrate.pipeline.model import FileResult, Finding
+
+# -- tests ---------------------------------------------------------------------------
+
+#: Test modules by pytest's and unittest's naming conventions
+_TEST_NAME = re.compile(r"(?:test_.*|.*_test|conftest|tests?)\.py")
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+
+
+@functools.lru_cache(maxsize=8192)
+def is_test_path(path: str) -> bool:
+    """``path`` is a test module: named ``test_*.py``, ``*_test.py``, ``conftest.py``,
+    ``test(s).py``, or inside a ``test/``, ``tests/`` or ``testing/`` folder of its
+    project. The folders are read from the project root down (:func:`~npu_migrate.
+    pipeline.config.project_root`), so a checkout under ``/home/ci/tests/`` is not all
+    tests, and every way of naming the file gives the same answer."""
+    from npu_migrate.pipeline.config import project_root
+
+    parts = os.path.relpath(os.path.abspath(path), project_root(path)).replace(os.sep, "/").split("/")
+    return bool(_TEST_NAME.fullmatch(parts[-1])) or any(part in _TEST_DIRS for part in parts[:-1])
+
 
 # -- CI ------------------------------------------------------------------------------
 

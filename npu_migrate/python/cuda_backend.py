@@ -27,6 +27,7 @@ from collections.abc import Collection
 
 import libcst as cst
 
+from npu_migrate.pipeline.file_roles import is_test_path
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import last_name, string_value
 
@@ -73,8 +74,6 @@ _READS_ROCM_ENV = re.compile(r"""(?:get|pop|getenv)\(\s*["'](?:HIP|ROCR)_VISIBLE
 KERNEL_GATE = "NPU011"
 AWARE = "NPU010"
 
-#: a test module: ``test_*.py``, ``*_test.py``, ``conftest.py``, or a file under ``tests/``
-_TEST_FILE = re.compile(r"(?:^|/)(?:tests?/(?:.*/)?[^/]+|test_[^/]*|[^/]*_test|conftest)\.py$")
 #: a path or module name about kernels (``tests/kernels/``, ``test_fused_rope.py``,
 #: ``liger_kernel``, ``axolotl.kernels.lora``)
 _KERNEL_NAME = re.compile(r"kernel|triton|cutlass|(?<![a-z])cute(?![a-z])|fused", re.IGNORECASE)
@@ -100,7 +99,7 @@ def kernel_test_module(ctx: FileContext) -> bool:
     skipped, which they are while their gates stay CUDA tests. Rewriting them runs NPU
     tensors into the CUDA kernels (wrong) or edits tests that skip anyway (needless)."""
     path = ctx.path.replace("\\", "/")
-    if not _TEST_FILE.search(path):
+    if not is_test_path(ctx.path):
         return False
     parts = path.split("/")
     below = max((i for i, part in enumerate(parts) if part in ("tests", "test")), default=len(parts) - 2)

@@ -29,6 +29,7 @@ from npu_migrate.rules.device._device_strings import (
 from npu_migrate.rules.sampler._common import DATALOADERS, DISTRIBUTED, function_of
 from npu_migrate.rules.sampler._shard import LoaderSharding
 
+from npu_migrate.pipeline.file_roles import is_test_path
 from npu_migrate.python.cst_util import call_arg, is_main_guard, string_value
 from npu_migrate.python.rule import Rule
 
@@ -98,12 +99,8 @@ def runtime_name_taken(ctx) -> bool:
                           re.MULTILINE))
 
 
-#: test modules by name or folder (pytest's defaults)
-_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.py$")
-
-
 def _in_tests(path: str | None) -> bool:
-    return bool(path) and _TEST_PATH.search(path.replace("\\", "/")) is not None
+    return bool(path) and is_test_path(path)
 
 
 def plan(ctx, call: cst.Call) -> Plan:

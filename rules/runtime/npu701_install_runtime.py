@@ -10,6 +10,7 @@ import libcst as cst
 
 from npu_migrate.pipeline import runtime_bundle
 from npu_migrate.pipeline.entry_points import is_library, is_named_entry
+from npu_migrate.pipeline.file_roles import is_test_path
 from npu_migrate.python.cst_util import is_main_guard
 from npu_migrate.python.imports import NPU_IS_CUDA, guard_text, runtime_install_in_block
 from npu_migrate.python.rule import Example, Rule
@@ -18,10 +19,6 @@ INSTALL = "npu_runtime.install()"
 #: The call where the import is guarded (``npu_runtime = None`` when it is missing).
 GUARDED_INSTALL = "if npu_runtime is not None:\n    npu_runtime.install()\n"
 
-#: Test modules, by pytest's and unittest's conventions (file name, or a ``tests/``
-#: or ``test/`` directory right above the file).
-_TEST_FILE = re.compile(r"(?:^test_.*|.*_test|^conftest|^tests?)\.py$")
-_TEST_DIRECTORIES = frozenset({"test", "tests", "testing"})
 #: Test code by its content: pytest imported at module level, a unittest.TestCase.
 _TEST_CODE = re.compile(r"^(?:import pytest\b|from pytest\b)|\bunittest\.TestCase\b|^from unittest import .*\bTestCase\b",
                         re.MULTILINE)
@@ -30,9 +27,7 @@ _TRAINS = re.compile(r"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multipr
 
 
 def is_test_module(path: str, text: str) -> bool:
-    name = os.path.basename(path)
-    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    return bool(_TEST_FILE.match(name)) or parent in _TEST_DIRECTORIES or bool(_TEST_CODE.search(text))
+    return is_test_path(path) or bool(_TEST_CODE.search(text))
 
 
 def _is_import(statement: cst.CSTNode) -> bool:
