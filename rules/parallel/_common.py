@@ -318,14 +318,36 @@ class ParallelConversion(Rule):
                     f"run it only when `{MAIN_PROCESS}` (rank 0, or a single process)",
                 )
                 continue
-            self.replace(
-                line,
-                lambda node: _guarded(node, self.ctx.module.default_indent),
-                f"`{name}(...)` on one process only (`{MAIN_PROCESS}`), as under DataParallel",
-                needs_torch_npu=False,
-                anchor=call,
-            )
+            owner = self._sole_statement_of(line)
+            if owner is not None:
+                # `if not os.path.isdir(d):` holding only `os.mkdir(d)`: the test takes the
+                # guard (`... and npu_runtime.is_main_process()`), not a nested `if` (SIM102)
+                self.replace(
+                    owner.test,
+                    _and_main_process,
+                    f"`{name}(...)` on one process only (`{MAIN_PROCESS}`), as under DataParallel",
+                    needs_torch_npu=False,
+                    anchor=call,
+                )
+            else:
+                self.replace(
+                    line,
+                    lambda node: _guarded(node, self.ctx.module.default_indent),
+                    f"`{name}(...)` on one process only (`{MAIN_PROCESS}`), as under DataParallel",
+                    needs_torch_npu=False,
+                    anchor=call,
+                )
             self.add_import("npu_runtime")
+
+    def _sole_statement_of(self, line: cst.SimpleStatementLine) -> cst.If | None:
+        """The ``if`` (no ``elif``/``else``) whose whole body is ``line``, where no device
+        rule edits its test."""
+        block = self.ctx.parent(line)
+        owner = self.ctx.parent(block) if isinstance(block, cst.IndentedBlock) else None
+        if not (isinstance(owner, cst.If) and owner.orelse is None and len(block.body) == 1):
+            return None
+        test = self.ctx.module.code_for_node(owner.test)
+        return None if re.search(r"cuda|npu|device|rank", test, re.IGNORECASE) else owner
 
     def _one_process_already(self, line: cst.CSTNode) -> bool:
         for ancestor in self.ctx.ancestors(line):
@@ -362,6 +384,13 @@ class ParallelConversion(Rule):
                 "drop it (npu_runtime.init_data_parallel() sets each process's own NPU) or run it only when "
                 "`not torch.distributed.is_initialized()`",
             )
+
+
+def _and_main_process(test: cst.BaseExpression) -> cst.BaseExpression:
+    """``test and npu_runtime.is_main_process()`` (a low-precedence test in parentheses)."""
+    if isinstance(test, (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)) and not test.lpar:
+        test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.BooleanOperation(left=test, operator=cst.And(), right=cst.parse_expression(MAIN_PROCESS))
 
 
 def _guarded(line: cst.SimpleStatementLine, indent: str) -> cst.If:
