@@ -962,6 +962,32 @@ def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
     return best
 
 
+#: Kinds of CUDA-only code that a ``__main__`` block imports to test or time it
+_KERNEL_KINDS = frozenset({KIND_KERNEL_PACKAGE, KIND_TRITON, KIND_COMPILED, KIND_PROJECT, KIND_CUDA_MODULE,
+                           KIND_JIT_BUILD})
+
+
+def main_block(tree: ast.Module, line: int) -> ast.If | None:
+    """The module-level ``if __name__ == "__main__":`` block holding ``line``."""
+    for statement in tree.body:
+        if (isinstance(statement, ast.If) and statement.lineno <= line <= (statement.end_lineno or statement.lineno)
+                and isinstance(statement.test, ast.Compare) and "__main__" in ast.unparse(statement.test)
+                and "__name__" in ast.unparse(statement.test)):
+            return statement
+    return None
+
+
+def kernel_import(index: FileIndex, block: ast.AST) -> CudaOnly | None:
+    """The first import in ``block`` of a package of CUDA kernels, Triton code or a compiled
+    CUDA extension (``from causal_conv1d import causal_conv1d_fn``)."""
+    for node in _walk_own_code(block):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            use = index._use(node)
+            if use is not None and (use.kind in _KERNEL_KINDS or use.kind.endswith("which does not run on Ascend")):
+                return use
+    return None
+
+
 def nccl_communicator(index: FileIndex, function: ast.AST) -> CudaOnly | None:
     """The first use in ``function``'s own code of another library's NCCL communicator
     (:data:`KIND_NCCL_COMMUNICATOR`): an import or a call of one, or a name or attribute

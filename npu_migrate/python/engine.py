@@ -290,8 +290,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         findings = [f for f in findings if not _in_owner(ctx, f.node, whole)]
     findings += [f for f in backend_findings.pop("found") if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
-    edits, nccl_findings = _nccl_functions(ctx, edits, line)
-    gate_findings += nccl_findings
+    edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
+    gate_findings += scope_findings
     edits, chain_findings = _partial_chains(ctx, edits, line)
     if NPU_AWARE_RULE in active:
         findings += [f for f in chain_findings if not is_suppressed(table, line(f.node), NPU_AWARE_RULE)]
@@ -459,40 +459,66 @@ def _moves_to_device(edit: Edit) -> bool:
 _DEVICE_RULES = ("NPU101", "NPU103", "NPU104", "NPU105", "NPU106")
 
 
-def _nccl_functions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
-    """A function that hands tensors to another library's NCCL communicator (vLLM's
-    weight transfer, a ``PyNcclCommunicator``) keeps its device code as CUDA's: moving
-    those tensors to the NPU would feed NPU memory to a CUDA communicator. Its device
-    edits are dropped and reported once, at the first of them (NPU011)."""
-    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
+def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Code whose device work exists for CUDA-only code keeps it as CUDA's; its device edits
+    are dropped and reported once, at the first of them (NPU011):
+
+    * a function that hands tensors to another library's NCCL communicator (vLLM's weight
+      transfer, a ``PyNcclCommunicator``): moving them to the NPU would feed NPU memory
+      to a CUDA communicator;
+    * a ``__main__`` block that imports a package of CUDA kernels or Triton code to test
+      or time it (lingua's ``causal_conv1d_compilable.py`` checks its op against
+      ``causal_conv1d``): on NPU its tensors would go into those kernels, and it is no
+      training entry point, so it gets no npu_runtime either."""
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES or e.rule == _RUNTIME_RULE]
     index = cuda_only.file_index(ctx) if candidates else None
     if index is None:
         return edits, []
     dropped: set[int] = set()
-    reported: dict[int, tuple[Edit, cuda_only.CudaOnly, ast.AST]] = {}
-    verdicts: dict[int, cuda_only.CudaOnly | None] = {}
+    reported: dict[int, tuple[Edit, cuda_only.CudaOnly, str]] = {}
+    verdicts: dict[int, tuple[cuda_only.CudaOnly, str] | None] = {}
     for edit in sorted(candidates, key=lambda e: line(e.anchor)):
-        function = cuda_only.enclosing_function(index.tree, line(edit.anchor))
-        if function is index.tree:
-            continue
-        if id(function) not in verdicts:
-            verdicts[id(function)] = cuda_only.nccl_communicator(index, function)
-        use = verdicts[id(function)]
-        if use is None:
+        number = line(edit.anchor)
+        scope = cuda_only.enclosing_function(index.tree, number)
+        if scope is index.tree:
+            scope = cuda_only.main_block(index.tree, number)
+            if scope is None:
+                continue
+        if id(scope) not in verdicts:
+            verdicts[id(scope)] = _cuda_only_scope(index, scope)
+        verdict = verdicts[id(scope)]
+        if verdict is None or (edit.rule == _RUNTIME_RULE and isinstance(scope, ast.FunctionDef)):
             continue
         dropped.add(id(edit))
-        reported.setdefault(id(function), (edit, use, function))
+        if edit.rule in _DEVICE_RULES:
+            reported.setdefault(id(scope), (edit, *verdict))
     findings = [
-        FindingRecord(
-            KERNEL_GATE_RULE,
-            edit.anchor,
-            f"`{function.name}` hands tensors to `{use.name}` ({use.kind}); its device code is left as CUDA's",
-            "port this path by hand to the library's HCCL communicator on Ascend (vLLM: vllm-ascend's "
-            "PyHcclCommunicator and HCCL weight transfer)",
-        )
-        for edit, use, function in reported.values()
+        FindingRecord(KERNEL_GATE_RULE, edit.anchor, message, advice)
+        for edit, use, where in reported.values()
+        for message, advice in [_scope_finding(use, where)]
     ]
     return [e for e in edits if id(e) not in dropped], findings
+
+
+_RUNTIME_RULE = "NPU701"
+
+
+def _cuda_only_scope(index, scope: ast.AST) -> tuple[cuda_only.CudaOnly, str] | None:
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        use = cuda_only.nccl_communicator(index, scope)
+        return (use, f"`{scope.name}`") if use is not None else None
+    use = cuda_only.kernel_import(index, scope)
+    return (use, "the `__main__` block") if use is not None else None
+
+
+def _scope_finding(use: cuda_only.CudaOnly, where: str) -> tuple[str, str]:
+    if use.kind == cuda_only.KIND_NCCL_COMMUNICATOR:
+        return (f"{where} hands tensors to `{use.name}` ({use.kind}); its device code is left as CUDA's",
+                "port this path by hand to the library's HCCL communicator on Ascend (vLLM: vllm-ascend's "
+                "PyHcclCommunicator and HCCL weight transfer)")
+    return (f"{where} tests or times `{use.name}` ({use.kind}); its device code is left as CUDA's and it is "
+            "not made an entry point",
+            "nothing to do if the kernel has no Ascend build; to check an NPU port, point this block at it")
 
 
 def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:

@@ -74,6 +74,13 @@ mechanism and stays a CUDA test (torchrl's collectors and its Dreamer benchmark)
 torch_npu's graphs and IPC are other APIs, so on NPU the code takes the path it takes
 for any device without the mechanism.
 
+**A `__main__` block that checks or times CUDA kernels.** A module-level `if __name__ ==
+"__main__":` block that imports a package of CUDA kernels, Triton code or a compiled CUDA
+extension (`from causal_conv1d import causal_conv1d_fn`, `from mamba_ssm.ops.triton...`)
+to compare an op with it keeps its device code as CUDA's, is reported once, and gets no
+`npu_runtime.install()` (NPU701): it is a kernel check, not a training entry point
+(lingua's `apps/mamba/component/*_compilable.py`).
+
 **Another library's NCCL communicator.** A function that hands tensors to one (vLLM's
 `PyNcclCommunicator` and `NCCLWeightTransferEngine`, CuPy's `nccl`, an RL framework's
 `self._nccl_group` built from them) keeps all its device code as CUDA's, and is
