@@ -100,6 +100,9 @@ each `ProfilerActivity.CUDA` left behind:
   has no in-process tables; {OPERATOR_TABLE}.
 - `profile(use_cuda=..., experimental_config=<torch's>, acc_events=...,
   post_processing_timeout_s=...)`, `**kwargs`, or positional arguments.
+- `profile(activities=...)` given anything but a list of `ProfilerActivity` members
+  written in the file (`activities=self.ACTIVITIES` of a base class from xformers):
+  torch's enum values would reach torch_npu's profile.
 - `tensorboard_trace_handler(..., use_gzip=..., use_python_export=...)`.
 - other torch.profiler names (`_ExperimentalConfig`, `ProfilerActivity.XPU`...),
   `from torch.profiler import *`.
@@ -277,6 +280,18 @@ methods both profilers share.
                         "pass it by keyword",
                     )
                 )
+            elif arg.keyword.value == "activities" and not self._activities_of_this_file(arg.value):
+                self.blockers.append(
+                    (
+                        arg,
+                        (
+                            f"`activities={self.ctx.module.code_for_node(arg.value)}` is not a list of "
+                            "torch.profiler.ProfilerActivity members written here: torch's values would reach "
+                            "torch_npu.profiler.profile, whose ProfilerActivity is another enum"
+                        ),
+                        f"list the activities here ([{TARGET}.ProfilerActivity.CPU, {TARGET}.ProfilerActivity.NPU])",
+                    )
+                )
             elif arg.keyword.value not in PROFILE_KEYWORDS:
                 keyword = arg.keyword.value
                 message, suggestion = _KEYWORD_ADVICE.get(
@@ -287,6 +302,30 @@ methods both profilers share.
                     ),
                 )
                 self.blockers.append((arg, message, suggestion))
+
+    def _activities_of_this_file(self, value: cst.BaseExpression) -> bool:
+        """``[ProfilerActivity.CPU, ProfilerActivity.CUDA]`` (or a tuple, set, or
+        ``supported_activities()``), each member named through torch.profiler here; not a
+        value from elsewhere (``self.ACTIVITIES`` of xformers' profiler class)."""
+        if isinstance(value, cst.Call):
+            return normalize(self.ctx.use_name(value.func)) == f"{SOURCE}.supported_activities"
+        if isinstance(value, cst.Name):  # `ACTIVITIES = [...]` once at the module's top level
+            bound = [
+                small.value
+                for statement in self.ctx.module.body
+                if isinstance(statement, cst.SimpleStatementLine)
+                for small in statement.body
+                if isinstance(small, cst.Assign)
+                and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in small.targets)
+            ]
+            return len(bound) == 1 and not isinstance(bound[0], cst.Name) and self._activities_of_this_file(bound[0])
+        if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            return False
+        return all(
+            not isinstance(element, cst.StarredElement)
+            and (normalize(self.ctx.use_name(element.value)) or "").startswith(f"{SOURCE}.ProfilerActivity.")
+            for element in value.elements
+        )
 
     def _check_handler(self, call: cst.Call) -> None:
         positional = [a for a in call.args if a.keyword is None and not a.star]

@@ -133,3 +133,19 @@ def test_cuda_metrics_and_switches(line, reported):
     assert out == source
     assert bool(findings) is reported
     cst.parse_module(out)
+
+
+def test_activities_from_elsewhere_keep_the_file_on_torch_profiler():
+    """lingua's profiling.py: `activities=self.ACTIVITIES` of a base class from xformers holds
+    torch's ProfilerActivity values, which torch_npu's profile would be handed."""
+    source = (
+        "import torch\n"
+        "from xformers.profiler import PyTorchProfiler\n"
+        "class Wandb(PyTorchProfiler):\n"
+        "    def __init__(self):\n"
+        "        self.prof = torch.profiler.profile(profile_memory=True, activities=self.ACTIVITIES)\n"
+    )
+    out, findings = run(source, "NPU610")
+    assert out == source
+    assert [(f.line, f.rule) for f in findings] == [(5, "NPU610")]
+    assert "self.ACTIVITIES" in findings[0].message
