@@ -547,25 +547,28 @@ class DeviceAnalysis:
                 values.append(parent.value)
         return values
 
-    def _trusted(self, node: cst.CSTNode) -> bool:
+    def _trusted(self, node: cst.CSTNode, seen: frozenset[int] = frozenset()) -> bool:
         """A device expression (:meth:`is_device_expr`) whose value is known well enough:
         not a call of a helper this file cannot read (``get_device()`` imported from
-        elsewhere), nor a local name holding one."""
+        elsewhere), nor a local name holding one. ``seen``: the names already followed
+        (``device = str(device).lower()`` refers to itself)."""
         if isinstance(node, cst.Call):
             if self._is_accelerator_call(node) or self.ctx.qualified_name(node.func) == "torch.device":
                 return True
             callee = last_name(node.func)
             if callee in ("str", "repr") and node.args:
-                return self._trusted(node.args[0].value)
+                return self._trusted(node.args[0].value, seen)
             if isinstance(node.func, cst.Attribute) and callee in ("lower", "strip", "upper", "casefold"):
-                return self._trusted(node.func.value)
+                return self._trusted(node.func.value, seen)
             if isinstance(node.func, cst.Name):
                 return self._module_function(node.func.value) is not None and self.origin(node) != "other"
             return self.origin(node) == "torch"
         if isinstance(node, cst.Name):
+            if id(node) in seen:
+                return True  # a cycle adds nothing: the other values decide
             values = self._assigned_values(node)
-            return all(not isinstance(v, cst.Call) or self._trusted(v) or not is_device_word(last_name(v.func))
-                       for v in values)
+            return all(not isinstance(v, cst.Call) or self._trusted(v, seen | {id(node)})
+                       or not is_device_word(last_name(v.func)) for v in values)
         return True
 
     def _fallback(self, proven: bool) -> Verdict:

@@ -95,3 +95,14 @@ def test_decision_order():
     assert decide("==4.37.2", b"packing: true") is Attention.PACKED
     assert decide("==4.37.2", b"lr: 1e-5") is Attention.REWRITE
     assert decide("", b"lr: 1e-5") is Attention.REWRITE
+
+
+def test_a_device_name_assigned_from_itself_is_followed_once():
+    """ultralytics' select_device: `device = str(device).lower()`, then `device.replace(...)`
+    in a loop, then `if device == "cuda":`. Following the name's values went round the cycle
+    until Python's recursion limit, and the whole file was reported as too deeply nested."""
+    body = "".join(f"    device = device.replace({c!r}, '')\n" for c in "abcdefghij")
+    source = ("import torch\n\n\ndef select_device(device=''):\n    device = str(device).lower()\n" + body +
+              "    if device == 'cuda':\n        device = '0'\n    return torch.device(device)\n")
+    result = migrate_source("t.py", source.encode(), SELECT)
+    assert result.error is None
