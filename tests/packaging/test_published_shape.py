@@ -97,7 +97,7 @@ def test_a_stock_image_with_what_the_migrated_example_declares_trains_it(tmp_pat
     migrated = CliRunner().invoke(main, [str(project), "--write", "--no-cache", "--quiet"])
     assert migrated.exit_code == 0, migrated.output
     declared = (project / "requirements.txt").read_text()
-    assert "npu-runtime==" in declared and "torch-npu" not in declared, declared  # a CPU machine keeps torch
+    assert "npu-runtime==" in declared and "torch-npu==" not in declared, declared  # a CPU machine keeps torch
     ascend = (project / "requirements-npu.txt").read_text()
     assert "-r requirements.txt" in ascend and "torch-npu==" in ascend, ascend
 
