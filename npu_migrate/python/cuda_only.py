@@ -967,6 +967,13 @@ _KERNEL_KINDS = frozenset({KIND_KERNEL_PACKAGE, KIND_TRITON, KIND_COMPILED, KIND
                            KIND_JIT_BUILD})
 
 
+def enclosing_functions(tree: ast.Module, line: int) -> list[ast.AST]:
+    """The functions of ``tree`` around ``line``, innermost first."""
+    found = [node for node in _line_index(tree).functions
+             if node.lineno <= line <= (node.end_lineno or node.lineno)]
+    return sorted(found, key=lambda node: node.lineno, reverse=True)
+
+
 def main_block(tree: ast.Module, line: int) -> ast.If | None:
     """The module-level ``if __name__ == "__main__":`` block holding ``line``."""
     for statement in tree.body:

@@ -330,6 +330,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
         edits = [e for e in edits if e.rule not in device_only]
         findings = [f for f in findings if f.rule not in device_only]
+    edits = _device_fstrings(ctx, edits)
     edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
     named = is_named_entry(path, ctx.facts)  # the user said so: no other fix is needed
@@ -433,6 +434,30 @@ def _aware_flags(ctx: FileContext, kept: set[int]) -> dict:
     return npu_aware.flags_feeding_aware_chains(tree, kept)
 
 
+#: the text an f-string starts with when it builds a CUDA device (``f"cuda:{...}"``)
+_CUDA_FSTRING_HEAD = re.compile(r"cuda:")
+
+
+def _device_fstrings(ctx: FileContext, edits: list[Edit]) -> list[Edit]:
+    """``f"cuda:{torch.cuda.current_device()}"`` is one device: its index call is rewritten
+    only with its ``cuda:`` head. Where the head stays (its use could not be proven to
+    reach torch, and NPU108 reports the string: diffusers' bitsandbytes ``device_map``),
+    the call stays too, so the string never names an NPU index under the CUDA prefix."""
+    calls = [e for e in edits if e.rule == "NPU101"]
+    if not calls:
+        return edits
+    heads = {id(e.node) for e in edits if e.rule == "NPU104"}
+    dropped: set[int] = set()
+    for edit in calls:
+        fstring = next((a for a in ctx.ancestors(edit.node) if isinstance(a, cst.FormattedString)), None)
+        if fstring is None or not fstring.parts or not isinstance(fstring.parts[0], cst.FormattedStringText) \
+                or not _CUDA_FSTRING_HEAD.match(fstring.parts[0].value):
+            continue
+        if id(fstring) not in heads and not any(id(part) in heads for part in fstring.parts):
+            dropped.add(id(edit))
+    return [e for e in edits if id(e) not in dropped]
+
+
 def _with_requirements(edits: list[Edit]) -> list[Edit]:
     """Drop the edits whose ``requires`` lost an edit to the filters above: an import
     that NPU101 renames or removes because other rules rewrite every use of it must stay
@@ -479,14 +504,16 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
     verdicts: dict[int, tuple[cuda_only.CudaOnly, str] | None] = {}
     for edit in sorted(candidates, key=lambda e: line(e.anchor)):
         number = line(edit.anchor)
-        scope = cuda_only.enclosing_function(index.tree, number)
-        if scope is index.tree:
-            scope = cuda_only.main_block(index.tree, number)
-            if scope is None:
-                continue
-        if id(scope) not in verdicts:
-            verdicts[id(scope)] = _cuda_only_scope(index, scope)
-        verdict = verdicts[id(scope)]
+        # the function around the edit and those around it (a generator defined inside the
+        # function that hands its tensors to the communicator), else the `__main__` block
+        scopes = cuda_only.enclosing_functions(index.tree, number) or [cuda_only.main_block(index.tree, number)]
+        verdict = scope = None
+        for scope in (s for s in scopes if s is not None):
+            if id(scope) not in verdicts:
+                verdicts[id(scope)] = _cuda_only_scope(index, scope)
+            verdict = verdicts[id(scope)]
+            if verdict is not None:
+                break
         if verdict is None or (edit.rule == _RUNTIME_RULE and isinstance(scope, ast.FunctionDef)):
             continue
         dropped.add(id(edit))
