@@ -20,7 +20,8 @@ _SET_EPOCH = re.compile(rb"\.set_epoch\s*\(")
 #: A module that is Triton/Helion/CuPy/PyCUDA code: it imports one of them unconditionally
 #: (at column 0) or defines a Triton kernel.
 _CUDA_ONLY_MODULE = re.compile(
-    rb"^(?:(?:import|from)[ \t]+(?:triton|helion|tilelang|cupy|cupyx|pycuda)\b|[ \t]*@(?:triton\.(?:jit|autotune|heuristics)|helion\.kernel)\b)",
+    rb"^(?:(?:import|from)[ \t]+(?:triton|helion|tilelang|cupy|cupyx|pycuda|cutlass|cuda\.tile)\b"
+    rb"|[ \t]*@(?:triton\.(?:jit|autotune|heuristics)|helion\.kernel)\b)",
     re.MULTILINE,
 )
 #: ``import npu_runtime`` / ``from npu_runtime import ...`` at the start of a line (what
@@ -67,7 +68,7 @@ _IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+([\w., \t]+)|from[ \t]+(\w[\w.]*)[
                      re.MULTILINE)
 #: Words without which :data:`TRAINS` and :data:`_CUDA_ONLY_MODULE` cannot match.
 _TRAINS_WORDS = (b".backward", b"init_process_group", b".spawn", b".Process")
-_CUDA_ONLY_WORDS = (b"triton", b"helion", b"tilelang", b"cupy", b"pycuda")
+_CUDA_ONLY_WORDS = (b"triton", b"helion", b"tilelang", b"cupy", b"pycuda", b"cutlass", b"cuda.tile")
 #: a dependency file named for the NPU (``requirements-npu.txt``, ``environment_ascend.yml``)
 _ASCEND_NAME = re.compile(r"(?:^|[^a-z0-9])(?:npu|ascend)(?:[^a-z0-9])", re.IGNORECASE)
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")

@@ -76,7 +76,7 @@ AWARE = "NPU010"
 
 #: a path or module name about kernels (``tests/kernels/``, ``test_fused_rope.py``,
 #: ``liger_kernel``, ``axolotl.kernels.lora``)
-_KERNEL_NAME = re.compile(r"kernel|triton|cutlass|(?<![a-z])cute(?![a-z])|fused", re.IGNORECASE)
+_KERNEL_NAME = re.compile(r"kernel|triton|cutlass|cutile|(?<![a-z])cute(?![a-z])|fused", re.IGNORECASE)
 #: an import of Triton, or of a module whose dotted name is about kernels
 _KERNEL_IMPORT = re.compile(r"^[ \t\f]*(?:import|from)[ \t\f]+([\w.]+)", re.MULTILINE)
 
@@ -90,6 +90,33 @@ def _written_for_ascend(path: str) -> bool:
 
     inside = os.path.relpath(os.path.abspath(path), project_root(path))
     return NPU_FILE.search("/" + inside.replace(os.sep, "/")) is not None
+
+
+def kernel_module(ctx: FileContext) -> bool:
+    """A library module of the project's own kernels: Triton/Helion/CuPy code (the project
+    facts' CUDA-only files) in a file whose path inside its project is about kernels
+    (unsloth's ``unsloth/kernels/rms_layernorm.py``, liger's ``liger_kernel/ops/``), with
+    no ``__main__`` block (a script that defines a kernel is still a script)."""
+    from npu_migrate.pipeline.facts import module_file
+
+    if not ctx.facts.is_cuda_only_file(module_file(ctx.path)) or "__main__" in ctx.text:
+        return False
+    return _KERNEL_NAME.search(_inside_project(ctx.path)) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _inside_project(path: str) -> str:
+    """``path`` from its project's root, and at least from the top of its package chain
+    (a wheel's tree has no project marker: ``unsloth/kernels/rms_layernorm.py``)."""
+    from npu_migrate.pipeline.config import project_root
+
+    absolute = os.path.abspath(path)
+    top = os.path.dirname(absolute)
+    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+        top = os.path.dirname(top)
+    root = project_root(path)
+    base = root if len(root) < len(top) else top
+    return os.path.relpath(absolute, base).replace(os.sep, "/")
 
 
 def kernel_test_module(ctx: FileContext) -> bool:
@@ -132,17 +159,29 @@ def _skipped_as_kernel_tests(ctx: FileContext) -> bool:
     return False
 
 
+def file_region(ctx: FileContext) -> tuple[str, str] | None:
+    """``(rule, message)`` when the whole file is left alone: another backend's module, a
+    module of the project's kernels, one written for Ascend, a test module of kernels."""
+    if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
+        return AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged"
+    if kernel_module(ctx):
+        return (KERNEL_GATE, "a module of this project's Triton/CUDA kernels (Triton code in a file named for "
+                "kernels): its device code exists for those kernels; left unchanged")
+    if NPU_FILE.search(ctx.path) and _written_for_ascend(ctx.path):
+        return AWARE, "this module is written for Ascend (its path names the NPU); left unchanged"
+    if kernel_test_module(ctx):
+        return (KERNEL_GATE, "a test module of CUDA/Triton kernels: its CUDA gates and devices stay CUDA's, so on "
+                "NPU its kernel tests are skipped, not run on NPU tensors; left unchanged")
+    return None
+
+
 def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tuple[cst.CSTNode, str, str, bool] | None:
     """``(owner, rule, message, whole)`` when ``node`` lies in code left alone; ``whole``:
     the owner is a class, method or file, whose other findings are dropped too (one
     report for it)."""
-    if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
-        return ctx.module, AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged", True
-    if NPU_FILE.search(ctx.path) and _written_for_ascend(ctx.path):
-        return ctx.module, AWARE, "this module is written for Ascend (its path names the NPU); left unchanged", True
-    if kernel_test_module(ctx):
-        return (ctx.module, KERNEL_GATE, "a test module of CUDA/Triton kernels: its CUDA gates and devices stay "
-                "CUDA's, so on NPU its kernel tests are skipped, not run on NPU tensors; left unchanged", True)
+    whole_file = file_region(ctx)
+    if whole_file is not None:
+        return (ctx.module, *whole_file, True)
     child = node
     statement_seen = None
     if rule == ENV_RULE:
@@ -172,6 +211,10 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
             rocm = _rocm_operand(ctx, ancestor)
             if rocm is not None:
                 return rocm, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+        if isinstance(ancestor, cst.If) and child is ancestor.body and ROCM_TEST.search(
+                ctx.module.code_for_node(ancestor.test)):
+            # `if torch.version.hip:` ... : the branch runs on ROCm only (unsloth's HIP wavefront probe)
+            return ancestor.body, AWARE, "code of a branch taken on ROCm/HIP only; left unchanged", False
         if isinstance(ancestor, (cst.If, cst.While)) and child is ancestor.test:
             test = ctx.module.code_for_node(ancestor.test)
             if ROCM_VALUE.search(test):

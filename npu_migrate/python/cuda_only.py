@@ -130,8 +130,8 @@ CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
     r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
     r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm|"
-    # FP8 matmuls: no FP8 on Atlas A2/A3 (docs/llm-stack.md, NPU928)
-    r"fp8|float8)(?![a-z0-9])",
+    # FP8 and FP4 (NVFP4, MXFP4) matmuls: neither on Atlas A2/A3 (docs/llm-stack.md, NPU928)
+    r"fp8|float8|nvfp4|mxfp4|fp4|float4)(?![a-z0-9])",
     re.IGNORECASE,
 )
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)

@@ -288,6 +288,15 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     whole = {id(owner) for owner in backend_findings.pop("whole")}
     if whole:
         findings = [f for f in findings if not _in_owner(ctx, f.node, whole)]
+    if id(ctx.module) in whole or ((edits or ctx.uses_npu_unimported) and cuda_backend.file_region(ctx) is not None):
+        # the whole file is left alone (another backend's module, one written for Ascend, a
+        # kernel module): no import of torch_npu either (reported with the file's other edits,
+        # or on its own where that import was the only one)
+        if id(ctx.module) not in whole and edits:
+            rule, message = cuda_backend.file_region(ctx)
+            findings.append(FindingRecord(rule, edits[0].anchor, message, "nothing to migrate here"))
+        edits = []
+        ctx.uses_npu_unimported = None
     findings += [f for f in backend_findings.pop("found") if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)

@@ -91,6 +91,14 @@ torch's own NCCL process groups and their options are not such a communicator (H
 replaces them). On Ascend the path is ported by hand to the library's HCCL
 communicator (vllm-ascend's `PyHcclCommunicator`).
 
+**Modules of the project's own kernels** are left alone as a whole and reported once:
+Triton, Helion, CuPy, CUTLASS or cuTile code (the project facts' CUDA-only files) in a
+file whose path inside its project is about kernels (`unsloth/kernels/rms_layernorm.py`,
+`liger_kernel/ops/...`, a `_cutile/` backend) and that has no `__main__` block. Their
+streams, grid sizing (`multi_processor_count`, `warp_size`) and devices exist for those
+kernels; a training script that defines a kernel is still migrated. FP4 formats (NVFP4,
+MXFP4) count as CUDA-only words like FP8 (no FP4 matmul on Atlas A2/A3).
+
 **Test modules of kernels** are left alone as a whole and reported once: a test
 module (`test_*.py`, `*_test.py`, `conftest.py`, a file under `tests/`) whose folders
 below `tests/` or whose name is about kernels (`kernel`, `triton`, `fused`,

@@ -20,6 +20,9 @@ _ENV_FUNCTIONS = {"getenv", "putenv", "unsetenv", "setenv", "delenv", "get", "po
 #: OpenGL, Vulkan): code that sets them scopes ``CUDA_VISIBLE_DEVICES`` for that renderer
 _RENDER_DEVICE = re.compile(r"\b(MUJOCO_EGL_DEVICE_ID|EGL_DEVICE_ID|MUJOCO_GL|PYOPENGL_PLATFORM|"
                             r"__EGL_VENDOR_LIBRARY_FILENAMES|VK_ICD_FILENAMES|__GLX_VENDOR_LIBRARY_NAME)\b")
+#: NVIDIA-only GPU handling around a read of ``CUDA_VISIBLE_DEVICES``: MIG instances,
+#: nvidia-smi / NVML probes, NVIDIA-named settings (unsloth's ``UNSLOTH_NVIDIA_PROBE``)
+_NVIDIA_ONLY = re.compile(r"[A-Z0-9_]*NVIDIA[A-Z0-9_]*|\bMIG\b|MIG-|nvidia-smi|pynvml|\bnvml")
 _PROSE_CALLS = {"print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log", "write"}
 
 
@@ -51,7 +54,9 @@ counterpart of the same meaning and value format are renamed (the table is
 render-device variable (`MUJOCO_EGL_DEVICE_ID`, `MUJOCO_GL`, `PYOPENGL_PLATFORM`,
 `__EGL_VENDOR_LIBRARY_FILENAMES`...) chooses the GPU a renderer draws on
 (robosuite asserts that `MUJOCO_EGL_DEVICE_ID` is listed in it), not the training
-device: it is reported, not renamed.
+device: it is reported, not renamed. So is one read beside NVIDIA-only GPU handling (MIG
+instances, nvidia-smi or NVML probes, NVIDIA-named settings such as unsloth's
+`UNSLOTH_NVIDIA_PROBE`).
 
 The key is rewritten where it is used as one: `os.environ[...]` (read,
 assignment, `del`), `os.environ.get/pop/setdefault`, `os.getenv`, `os.putenv`,
@@ -101,6 +106,15 @@ docstrings are left alone. The edit does not need `import torch_npu`.
                 "`ASCEND_RT_VISIBLE_DEVICES`",
             )
             return
+        if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (nvidia := self._around(node, _NVIDIA_ONLY)):
+            self.report(
+                node,
+                f"`{name}` here is part of NVIDIA-only GPU handling (`{nvidia}` beside it: MIG, nvidia-smi, NVML); "
+                "left unchanged",
+                "on Ascend, NPUs are chosen by `ASCEND_RT_VISIBLE_DEVICES`; port this logic by hand if it should "
+                "run there",
+            )
+            return
         if verdict == "rewrite" and name in CUDA_SAME_MEANING:
             new = CUDA_SAME_MEANING[name]
             self.replace(node, lambda n: _swap(n, name, new), f"`{name}` -> `{new}`", needs_torch_npu=False)
@@ -126,11 +140,15 @@ docstrings are left alone. The edit does not need `import torch_npu`.
     def _render_variable(self, node: cst.CSTNode) -> str | None:
         """A render-device variable named in the function around ``node`` (the module outside
         functions)."""
+        return self._around(node, _RENDER_DEVICE)
+
+    def _around(self, node: cst.CSTNode, pattern: re.Pattern[str]) -> str | None:
+        """What ``pattern`` finds in the function around ``node`` (the module outside functions)."""
         scope = node
         while scope is not None and not isinstance(scope, cst.FunctionDef):
             scope = self.ctx.parent(scope)
-        found = _RENDER_DEVICE.search(self.ctx.module.code_for_node(scope) if scope is not None else self.ctx.module.code)
-        return found.group(1) if found else None
+        found = pattern.search(self.ctx.module.code_for_node(scope) if scope is not None else self.ctx.module.code)
+        return found.group(0) if found else None
 
     def _report(self, node: cst.CSTNode, name: str) -> None:
         new = CUDA_SAME_MEANING.get(name)

@@ -145,3 +145,21 @@ def test_a_module_skipped_for_a_kernel_is_a_kernel_test_module():
     assert [(f.line, f.rule) for f in result.findings] == [(4, "NPU011")]
     plain = migrate_source("tests/test_varlen.py", source.replace("varlen_attn needs", "needs").encode(), SETTINGS)
     assert plain.new_source is not None and b'DEV = "npu"' in plain.new_source
+
+
+def test_a_module_of_the_projects_kernels_is_left_alone(tmp_path, run_cli):
+    """unsloth's unsloth/kernels/rms_layernorm.py: Triton code in a file named for kernels;
+    its grid sizing (`multi_processor_count`), streams and devices exist for the kernels.
+    A training script that defines a Triton kernel is still migrated."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg" / "kernels").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "kernels" / "__init__.py").write_text("")
+    kernel = ("import torch\nimport triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n\n\ndef sms(device):\n"
+              "    return torch.cuda.get_device_properties(device).multi_processor_count\n")
+    (tmp_path / "pkg" / "kernels" / "rms.py").write_text(kernel)
+    (tmp_path / "train.py").write_text(kernel + "\n\nif __name__ == '__main__':\n    x = torch.ones(2).cuda()\n")
+    result = run_cli(".", "--no-cache")
+    assert "+++ b/pkg/kernels/rms.py" not in result.output
+    assert "pkg/kernels/rms.py:11:" in result.output and "a module of this project's Triton/CUDA kernels" in result.output
+    assert "+++ b/train.py" in result.output
