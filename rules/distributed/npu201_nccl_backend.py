@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 from libcst.metadata import Assignment
 
@@ -18,6 +20,13 @@ from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.backends import mentions_nccl, other_systems_owner
 
 from ._common import ARGPARSE_BACKEND_OPTIONS, BACKEND_NCCL, BACKEND_PARAMS, GET_BACKEND
+
+#: the file starts process groups itself (torch.distributed's calls, or a library's that
+#: take the backend: DeepSpeed's init_distributed, Lightning's strategies), so the HCCL name
+#: needs torch_npu registered in this process
+_STARTS_GROUPS = re.compile(r"init_process_group|new_group|init_device_mesh|DeviceMesh|torch\.distributed|"
+                            r"from torch import distributed|init_distributed|process_group_backend|dist_backend|"
+                            r"Strategy\(|Accelerator\(|Trainer\(|Fabric\(")
 
 #: serialisers whose output is another program's configuration, not torch's
 _SERIALISERS = frozenset({"json.dumps", "json.dump", "yaml.dump", "yaml.safe_dump"})
@@ -348,5 +357,8 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         # A file that imports no torch (a Python config of plain dicts, mmcv's `dist_params =
         # dict(backend='nccl')`) only holds the name; the code that starts the process group
         # imports torch_npu (NPU100 adds it there). An import here would be a config key too.
+        # So does a config that imports torch for a dtype but starts no process group itself
+        # (xtuner's `dist_cfg=dict(backend="hccl")` beside `torch_dtype=torch.bfloat16`).
         self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}", reason=why,
-                     needs_torch_npu=self.ctx.imports.imports_module("torch"))
+                     needs_torch_npu=self.ctx.imports.imports_module("torch")
+                     and _STARTS_GROUPS.search(self.ctx.text) is not None)
