@@ -44,8 +44,9 @@ BACKEND_FILE = re.compile(
     r"|(?:cuda|rocm|hip)_(?:platform|accelerator)s?"
     r"|(?:platforms?|accelerators?)/(?:cuda|rocm|hip|gpu))\.py$"
 )
-#: a module written for Ascend: a folder or file named for the NPU (ms-swift's
-#: ``swift/model/npu_patch/``, ``npu_utils.py``, ``ascend/``)
+#: a module written for Ascend: a folder named for the NPU (ms-swift's
+#: ``swift/model/npu_patch/``, liger's ``ops/backends/_ascend/``). Not a file's own name:
+#: ``npu_aware_probe.py`` may still hold CUDA code to migrate.
 NPU_FILE = re.compile(r"(?:^|[/_.-])(?:npu|ascend)(?=[/_.-])", re.IGNORECASE)
 #: CUDA-only mechanisms named in a device test or the branch it guards: CUDA IPC (sharing
 #: device memory across processes; torchrl's `_platform_supports_cuda_ipc()`), CUDA graphs
@@ -89,7 +90,8 @@ def _written_for_ascend(path: str) -> bool:
     from npu_migrate.pipeline.config import project_root
 
     inside = os.path.relpath(os.path.abspath(path), project_root(path))
-    return NPU_FILE.search("/" + inside.replace(os.sep, "/")) is not None
+    folders = "/".join(inside.replace(os.sep, "/").split("/")[:-1])  # not the file's own name
+    return bool(folders) and NPU_FILE.search("/" + folders + "/") is not None
 
 
 def kernel_module(ctx: FileContext) -> bool:

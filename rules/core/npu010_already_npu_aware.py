@@ -31,8 +31,9 @@ Two shapes around such chains are left alone too:
   counts for a flag (also `elif self.on_npu:`), since the flag itself still holds
   CUDA code to rewrite.
 
-A module whose path inside its project names the NPU (a folder or file such as
-ms-swift's `swift/model/npu_patch/`, `npu_utils.py`, `ascend/`) is written for Ascend:
+A module in a folder named for the NPU inside its project (ms-swift's
+`swift/model/npu_patch/`, liger's `ops/backends/_ascend/`, `ascend/`) is written for Ascend
+(a file's own name is not enough: `npu_aware_probe.py` may hold CUDA code to migrate):
 its CUDA calls are the fallback where `torch.npu` is missing (`if hasattr(torch, "npu"):
 ... return torch.cuda.current_device()`), and it is left alone as a whole. The path is
 taken from the project root (the folder that holds `pyproject.toml`, `setup.py`, `.git`

@@ -163,3 +163,18 @@ def test_a_module_of_the_projects_kernels_is_left_alone(tmp_path, run_cli):
     assert "+++ b/pkg/kernels/rms.py" not in result.output
     assert "pkg/kernels/rms.py:11:" in result.output and "a module of this project's Triton/CUDA kernels" in result.output
     assert "+++ b/train.py" in result.output
+
+
+def test_a_module_in_a_folder_named_for_the_npu_is_left_alone(tmp_path, run_cli):
+    """ms-swift's swift/model/npu_patch/: its torch.cuda fallback for a missing torch.npu stays,
+    and no torch_npu import is added; a file whose own name says npu is migrated as usual."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg" / "npu_patch").mkdir(parents=True)
+    code = ("import torch\n\n\ndef current_device():\n    if hasattr(torch, 'npu'):\n"
+            "        return torch.device('npu', torch.npu.current_device())\n    return torch.cuda.current_device()\n")
+    (tmp_path / "pkg" / "npu_patch" / "devices.py").write_text(code)
+    (tmp_path / "pkg" / "npu_aware_probe.py").write_text("import torch\nx = torch.ones(1).cuda()\n")
+    result = run_cli(".", "--no-cache")
+    assert "+++ b/pkg/npu_patch/devices.py" not in result.output
+    assert "pkg/npu_patch/devices.py:7:" in result.output and "written for Ascend" in result.output
+    assert "+++ b/pkg/npu_aware_probe.py" in result.output
