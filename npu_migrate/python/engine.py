@@ -284,6 +284,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits = [e for e in ctx.edits if kept(e.anchor, e.rule) and not in_annotation(ctx, e.node)]
     # (a rule may report under the id of another, which must be selected too)
     findings = [f for f in ctx.findings if f.rule in active and kept(f.node, f.rule) and not in_annotation(ctx, f.node)]
+    value_tests = [e for e in edits if e.rule in _VALUE_TESTS]
     edits, backend_findings = _backend_regions(ctx, edits, line)
     whole = {id(owner) for owner in backend_findings.pop("whole")}
     if whole:
@@ -301,6 +302,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
     gate_findings += scope_findings
+    edits, class_findings = _classes_alike(ctx, value_tests, edits, line)
+    gate_findings += class_findings
     edits, chain_findings = _partial_chains(ctx, edits, line)
     if NPU_AWARE_RULE in active:
         findings += [f for f in chain_findings if not is_suppressed(table, line(f.node), NPU_AWARE_RULE)]
@@ -675,6 +678,60 @@ def _same_tests_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Ed
             "branch as a whole",
         ))
     return findings
+
+
+def _classes_alike(ctx: FileContext, value_tests: list[Edit], edits: list[Edit],
+                   line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A class that keeps one of its device tests as CUDA's (a kernel gate, NPU011, or a
+    dispatch to CUDA's own implementation, NPU010) keeps all of them: torchrl's
+    PrioritizedSampler builds its CUDA segment tree behind ``device.type == "cuda"`` in
+    ``_init`` (kept), so rewriting the same test in ``_tree_device_from_storage`` would put
+    the tree on the NPU and build the CPU tree there. The class then takes the NPU for CUDA
+    in some methods and not in others. ``value_tests`` are the tests of one value's device
+    (``x.is_cuda``, ``device.type == "cuda"``) before the regions and gates dropped some;
+    ``torch.cuda`` queries are asked for many reasons and are not held alike."""
+    remaining = {id(e) for e in edits}
+
+    def class_of(edit: Edit) -> cst.ClassDef | None:
+        if not _is_device_test(ctx, edit.anchor):
+            return None
+        return next((a for a in ctx.ancestors(edit.anchor) if isinstance(a, cst.ClassDef)), None)
+
+    kept: dict[int, int] = {}
+    for edit in value_tests:
+        if id(edit) not in remaining and (owner := class_of(edit)) is not None:
+            kept.setdefault(id(owner), line(edit.anchor))
+    if not kept:
+        return edits, []
+    dropped, findings = set(), []
+    for edit in edits:
+        if edit.rule not in _VALUE_TESTS or (owner := class_of(edit)) is None or id(owner) not in kept:
+            continue
+        dropped.add(id(edit))
+        findings.append(FindingRecord(
+            KERNEL_GATE_RULE,
+            edit.anchor,
+            f"`{_test_atom(ctx, edit.anchor)}`: class `{owner.name.value}` keeps its device test on line "
+            f"{kept[id(owner)]} as CUDA's own path; left alike, so the class decides the device one way",
+            "nothing to do if the CUDA path is right to skip on NPU; to run it there, give the class an NPU "
+            "path as a whole",
+        ))
+    return [e for e in edits if id(e) not in dropped], findings
+
+
+def _is_device_test(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is (part of) a test of one value's device: ``x.is_cuda``, or a string
+    compared with ``device.type`` (``== "cuda"``, ``in ("cpu", "cuda")``); not a device
+    string handed to ``torch.device(...)`` or ``.to(...)``."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "is_cuda" or (
+            isinstance(node, cst.Name) and node.value == "is_cuda"):
+        return True
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.Comparison, cst.ComparisonTarget)):
+            return True
+        if isinstance(ancestor, (cst.Call, cst.Arg, cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
 
 
 def _char_column(lines: list[str], line: int, byte_col: int) -> int:

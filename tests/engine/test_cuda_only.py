@@ -165,6 +165,41 @@ def test_a_module_of_the_projects_kernels_is_left_alone(tmp_path, run_cli):
     assert "+++ b/train.py" in result.output
 
 
+def test_a_package_module_that_defines_a_kernel_is_left_alone(tmp_path, run_cli):
+    """unsloth's studio/.../diffusion_flux2_rope.py: a Triton kernel built in a factory and an
+    eligibility check (`not x.is_cuda`) in front of it, in a file not named for kernels."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    rope = ("import functools\n\nimport torch\n\n\n@functools.lru_cache(maxsize=1)\ndef _kernel():\n"
+            "    import triton\n\n    @triton.jit\n    def _rope(x_ptr):\n        pass\n\n    return _rope\n\n\n"
+            "def eligible(x):\n    if not x.is_cuda or x.dim() != 4:\n        return False\n    return True\n")
+    (tmp_path / "pkg" / "rope.py").write_text(rope)
+    (tmp_path / "pkg" / "plain.py").write_text("import torch\n\n\ndef on_gpu(x):\n    return x.is_cuda\n")
+    result = run_cli(".", "--no-cache")
+    assert "+++ b/pkg/rope.py" not in result.output
+    assert "pkg/rope.py:" in result.output and "(it defines a kernel)" in result.output
+    assert "+++ b/pkg/plain.py" in result.output
+
+
+def test_a_package_module_named_for_an_nvidia_only_feature_is_left_alone(tmp_path, run_cli):
+    """unsloth's diffusion_nvfp4_install.py, ultralytics' backends/tensorrt.py: their device
+    tests decide whether NVFP4 kernels or TensorRT run. A script named for the feature, and
+    a package module that trains, are still migrated."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    gate = 'import torch\n\n\ndef install(dev):\n    if dev is None or dev.type != "cuda":\n        return False\n    return True\n'
+    (tmp_path / "pkg" / "nvfp4_install.py").write_text(gate)
+    (tmp_path / "pkg" / "fp8_train.py").write_text(gate + "\n\ndef step(loss):\n    loss.backward()\n")
+    (tmp_path / "train_fp8.py").write_text(gate)
+    for paths in ((".",), ("pkg/nvfp4_install.py", "pkg/fp8_train.py", "train_fp8.py")):
+        result = run_cli(*paths, "--no-cache")
+        assert "+++ b/pkg/nvfp4_install.py" not in result.output
+        assert "pkg/nvfp4_install.py:5:" in result.output and "its path names `nvfp4`" in result.output
+        assert "+++ b/pkg/fp8_train.py" in result.output and "+++ b/train_fp8.py" in result.output
+
+
 def test_a_module_in_a_folder_named_for_the_npu_is_left_alone(tmp_path, run_cli):
     """ms-swift's swift/model/npu_patch/: its torch.cuda fallback for a missing torch.npu stays,
     and no torch_npu import is added; a file whose own name says npu is migrated as usual."""
