@@ -98,13 +98,14 @@ _DEFINES_KERNEL = re.compile(
     r"^[ \t]*@(?:triton\.(?:jit|autotune|heuristics)|helion\.kernel|tilelang\.jit|cute\.(?:kernel|jit))\b", re.MULTILINE)
 #: a path inside the project named for an NVIDIA-only feature: TensorRT(-LLM), Transformer
 #: Engine, FP8/FP4 formats (no FP8/FP4 matmul on Atlas A2/A3, docs/llm-stack.md), Triton
-#: and other CUDA kernel languages and packages, NVML, DALI, NVSHMEM. Not bitsandbytes
+#: and other CUDA kernel languages and packages (GPTQ's exllama and marlin kernels
+#: included), NVML, DALI, NVSHMEM. Not bitsandbytes
 #: (it has an Ascend backend), apex (Ascend's apex port) or flash-attn (NPU92x migrate its
 #: attention choice), whose modules are migrated as usual.
 NVIDIA_FEATURE_NAME = re.compile(
     r"(?<![a-z0-9])(tensorrt|trt[_-]?llm|transformer[_-]?engine|nvfp4|mxfp4|fp4|float4|fp8|float8|triton|cupy|"
     r"pycuda|nvml|pynvml|dali|helion|tile[_-]?lang|cutlass|cutile|mamba[_-]?ssm|causal[_-]?conv1d|flashinfer|"
-    r"deep[_-]?gemm|deep[_-]?ep|nvshmem)(?![a-z0-9])",
+    r"deep[_-]?gemm|deep[_-]?ep|nvshmem|exllama(?:v2)?|marlin)(?![a-z0-9])",
     re.IGNORECASE,
 )
 #: an import of Triton, or of a module whose dotted name is about kernels
@@ -146,7 +147,7 @@ def kernel_module(ctx: FileContext) -> str | None:
         return None
     inside = _inside_project(ctx.path)
     feature = NVIDIA_FEATURE_NAME.search(inside)
-    if feature is not None and _library_module(ctx.path) and TRAINS.search(ctx.text.encode("utf-8", "replace")) is None:
+    if feature is not None and _library_module(ctx.path) and re.search(TRAINS.pattern.decode(), ctx.text) is None:
         return f"a module of NVIDIA-only code (its path names `{feature.group(1)}`)"
     if not ctx.facts.is_cuda_only_file(module_file(ctx.path)):
         return None
@@ -308,13 +309,40 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
             if sibling is not None:
                 return (ancestor, AWARE, f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged",
                         False)
-        if isinstance(ancestor, cst.Call) and last_name(ancestor.func) in _SKIPS:
-            reason = " ".join(v for a in ancestor.args if (v := _text(a.value)))
-            if KERNEL_REASON.search(reason):
-                return (ancestor, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
+        if isinstance(ancestor, cst.Call) and last_name(ancestor.func) in _SKIPS and _kernel_skip(ctx, ancestor):
+            return (ancestor, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
+                    "CUDA test, so on NPU these tests are skipped", False)
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            # the body of a test skipped that way stays as it is too: it runs on CUDA only
+            skip = next((d.decorator for d in ancestor.decorators if isinstance(d.decorator, cst.Call)
+                         and last_name(d.decorator.func) in _SKIPS and _kernel_skip(ctx, d.decorator)), None)
+            if skip is not None:
+                return (skip, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
                         "CUDA test, so on NPU these tests are skipped", False)
         child = ancestor
     return None
+
+
+def _kernel_skip(ctx: FileContext, call: cst.Call) -> bool:
+    """A skip mark (``skipif``/``skipUnless``...) whose reason names a CUDA kernel, or that
+    decorates a test named for one (OLMo's ``test_fused_loss`` of flash-attn's Triton
+    cross-entropy, ``test_flash_attention_2``)."""
+    reason = " ".join(v for a in call.args if (v := _text(a.value)))
+    return KERNEL_REASON.search(reason + " " + _decorated_test_name(ctx, call)) is not None
+
+
+def _decorated_test_name(ctx: FileContext, call: cst.Call) -> str:
+    """The name of the test function or class that ``call`` decorates (a skip mark), with
+    its underscores as spaces so that words match; empty where it decorates nothing."""
+    parent = ctx.parent(call)
+    while parent is not None and not isinstance(parent, cst.Decorator):
+        if isinstance(parent, (cst.BaseStatement, cst.Module)):
+            return ""
+        parent = ctx.parent(parent)
+    owner = ctx.parent(parent) if parent is not None else None
+    if isinstance(owner, (cst.FunctionDef, cst.ClassDef)) and owner.name.value.lower().startswith("test"):
+        return owner.name.value.replace("_", " ")
+    return ""
 
 
 def _rocm_operand(ctx: FileContext, chain: cst.BooleanOperation) -> cst.CSTNode | None:

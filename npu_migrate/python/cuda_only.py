@@ -121,6 +121,9 @@ KERNEL_PACKAGES = frozenset({
     "mamba_ssm", "causal_conv1d", "selective_scan_cuda", "fused_dense_lib", "dropout_layer_norm", "rotary_emb",
     "xentropy_cuda_lib", "flashinfer", "deep_gemm", "deep_ep", "sageattention", "natten", "fast_hadamard_transform",
     "grouped_gemm", "megablocks", "flashattn_hopper", "tilelang",
+    # GPTQ/AWQ quantized-matmul kernels (AutoGPTQ's exllama and marlin backends)
+    "exllama_kernels", "exllamav2_kernels", "autogptq_cuda_64", "autogptq_cuda_256", "autogptq_marlin_cuda",
+    "marlin_cuda", "awq_inference_engine",
 })
 KIND_NAMED_PACKAGE = "a CUDA-only package or feature named by the test, its message or the value it picks"
 
@@ -129,7 +132,7 @@ KIND_NAMED_PACKAGE = "a CUDA-only package or feature named by the test, its mess
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
     r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
-    r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm|"
+    r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm|exllama(?:v2)?|marlin|"
     # FP8 and FP4 (NVFP4, MXFP4) matmuls: neither on Atlas A2/A3 (docs/llm-stack.md, NPU928)
     r"fp8|float8|nvfp4|mxfp4|fp4|float4)(?![a-z0-9])",
     re.IGNORECASE,

@@ -15,6 +15,7 @@ from libcst.metadata import MetadataWrapper
 
 from npu_migrate.pipeline import limits
 from npu_migrate.pipeline.entry_points import is_named_entry
+from npu_migrate.pipeline.file_roles import is_test_path
 from npu_migrate.pipeline.model import FileResult, Finding, Fix
 from npu_migrate.pipeline.registry import rule_ids, rules_for
 from npu_migrate.pipeline.settings import Settings
@@ -342,6 +343,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
         edits = [e for e in edits if e.rule not in device_only]
         findings = [f for f in findings if f.rule not in device_only]
+    edits, held_gates = _gates_over_left_cuda(ctx, edits, findings, line)
+    if KERNEL_GATE_RULE in active:
+        findings += [f for f in held_gates if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
     edits = _device_fstrings(ctx, edits)
     edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
@@ -383,6 +387,88 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                     )
                 )
     return edits, findings
+
+
+#: findings that leave a CUDA value or call in place (an unproven device string, a
+#: torch.cuda API with no NPU counterpart)
+_LEFT_CUDA = frozenset({"NPU108", "NPU102"})
+
+
+def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[int, int]] | None:
+    """``(test, (first, last))`` when ``node`` is part of a test that decides whether other
+    code runs: a decorator (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``:
+    the decorated test), in a test module the test of an ``if`` (its body; for ``if not
+    ...: pytest.skip()`` or ``return``, the rest of the block), a module's ``pytestmark``
+    (the module)."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.Decorator):
+            owner = ctx.parent(ancestor)
+            where = ctx.position(owner)
+            return ancestor.decorator, (where.start.line, where.end.line)
+        if isinstance(ancestor, cst.If) and child is ancestor.test:
+            if not is_test_path(ctx.path):
+                # a program's own `if torch.cuda.is_available():` chooses its device; holding it
+                # for one unproven value would leave the whole block on CUDA
+                return None
+            body = ctx.position(ancestor.body)
+            test = ancestor.test
+            negated = (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
+                isinstance(test, cst.Comparison) and all(isinstance(t.operator, (cst.NotEqual, cst.NotIn))
+                                                         for t in test.comparisons))
+            if negated and ancestor.orelse is None:
+                holder = ctx.parent(ancestor)
+                end = ctx.position(holder).end.line if holder is not None else body.end.line
+                return ancestor.test, (body.end.line + 1, end)
+            return ancestor.test, (body.start.line, body.end.line)
+        if isinstance(ancestor, cst.SimpleStatementLine):
+            small = ancestor.body[0] if ancestor.body else None
+            if (isinstance(small, cst.Assign) and isinstance(ctx.parent(ancestor), cst.Module)
+                    and any(isinstance(t.target, cst.Name) and t.target.value == "pytestmark" for t in small.targets)):
+                return small, (1, len(ctx.text.splitlines()))
+            return None
+        if isinstance(ancestor, cst.BaseCompoundStatement):
+            return None
+        child = ancestor
+    return None
+
+
+def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord],
+                          line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A CUDA test is rewritten only when the code it guards is migrated too: lerobot's
+    ``@pytest.mark.skipif(not torch.cuda.is_available())`` over a test that keeps
+    ``DeviceProcessorStep(device="cuda")`` (reported, NPU108) would stop skipping on
+    Ascend and fail there. Such a test stays a CUDA test (reported, NPU011): on NPU the
+    guarded code is skipped as before, until its CUDA values are settled."""
+    left = sorted(line(f.node) for f in findings if f.rule in _LEFT_CUDA)
+    if not left:
+        return edits, []
+    held: dict[int, tuple[cst.CSTNode, int, Edit]] = {}
+    spans: list[tuple[int, int]] = []
+    dropped: set[int] = set()
+    for edit in edits:
+        if edit.rule not in _TEST_REWRITES:
+            continue
+        gate = _gate_span(ctx, edit.anchor)
+        if gate is None:
+            continue
+        test, (first, last) = gate
+        inside = next((n for n in left if first <= n <= last and n != line(edit.anchor)), None)
+        if inside is None:
+            continue
+        dropped.add(id(edit))
+        spans.append((first, last))
+        held.setdefault(id(test), (test, inside, edit))
+    # the guarded code stays CUDA's as a whole (no `npu` assertion beside a `"cuda"` device)
+    dropped |= {id(e) for e in edits if e.rule in _TEST_REWRITES and any(a <= line(e.anchor) <= b for a, b in spans)}
+    found = [FindingRecord(
+        KERNEL_GATE_RULE,
+        edit.anchor,
+        f"`{' '.join(ctx.module.code_for_node(test).split())[:100]}` guards code that keeps a CUDA value "
+        "the tool could not migrate (reported there); left as a CUDA test, so on NPU that code is skipped as before",
+        "migrate the reported CUDA values under this test, then rewrite the test for the NPU",
+    ) for test, _inside, edit in held.values()]
+    return [e for e in edits if id(e) not in dropped], found
 
 
 def _in_owner(ctx: FileContext, node: cst.CSTNode, owners: set[int]) -> bool:
@@ -665,15 +751,14 @@ def _same_tests_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Ed
         if id(edit) in dropped or (function := function_of(edit)) is None:
             continue
         atom = _test_atom(ctx, edit.anchor)
-        first = kept.get((id(function), atom))
-        if first is None:
+        if (id(function), atom) not in kept:
             continue
         dropped.add(id(edit))
         findings.append(FindingRecord(
             KERNEL_GATE_RULE,
             edit.anchor,
-            f"`{atom}` is the test kept as a CUDA test on line {first} of this function; left alike, so the "
-            "function decides the device one way",
+            f"`{atom}` is the test kept as a CUDA test elsewhere in this function (reported there); left alike, "
+            "so the function decides the device one way",
             "nothing to do if the CUDA path is right to skip on NPU; to run it there, give the function an NPU "
             "branch as a whole",
         ))
@@ -697,10 +782,11 @@ def _classes_alike(ctx: FileContext, value_tests: list[Edit], edits: list[Edit],
             return None
         return next((a for a in ctx.ancestors(edit.anchor) if isinstance(a, cst.ClassDef)), None)
 
-    kept: dict[int, int] = {}
+    kept: dict[int, str] = {}  # class -> where it keeps a test (a method's name: stable across runs)
     for edit in value_tests:
         if id(edit) not in remaining and (owner := class_of(edit)) is not None:
-            kept.setdefault(id(owner), line(edit.anchor))
+            method = next((a for a in ctx.ancestors(edit.anchor) if isinstance(a, cst.FunctionDef)), None)
+            kept.setdefault(id(owner), f"`{method.name.value}`" if method is not None else "its body")
     if not kept:
         return edits, []
     dropped, findings = set(), []
@@ -711,7 +797,7 @@ def _classes_alike(ctx: FileContext, value_tests: list[Edit], edits: list[Edit],
         findings.append(FindingRecord(
             KERNEL_GATE_RULE,
             edit.anchor,
-            f"`{_test_atom(ctx, edit.anchor)}`: class `{owner.name.value}` keeps its device test on line "
+            f"`{_test_atom(ctx, edit.anchor)}`: class `{owner.name.value}` keeps a device test in "
             f"{kept[id(owner)]} as CUDA's own path; left alike, so the class decides the device one way",
             "nothing to do if the CUDA path is right to skip on NPU; to run it there, give the class an NPU "
             "path as a whole",
