@@ -609,7 +609,10 @@ class DeviceAnalysis:
         held = self._privateuse1.get(owner)
         if held is None:
             code = self.ctx.module.code_for_node(owner)
-            held = "privateuse1" in code.lower() or _ADDS_NPU.search(code) is not None
+            # (not the CPU-path stand-in `torch.utils.rename_privateuse1_backend("npu")`, which
+            # names the backend and adds it to no list: a second run saw it and went quiet)
+            held = "privateuse1" in code.lower().replace("rename_privateuse1_backend", "") or (
+                _ADDS_NPU.search(code) is not None)
             self._privateuse1[owner] = held
         return held
 

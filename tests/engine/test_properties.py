@@ -205,6 +205,9 @@ def _bindings(tree: ast.Module) -> set[tuple[str, str]]:
 @example([RULE_FIXTURES / "NPU501/blank_line.before.py", RULE_FIXTURES / "NPU501/no_ddp.unchanged.py"])
 # NPU510's `if npu_runtime.is_main_process():` around a save read as an NPU test (NPU010)
 @example([RULE_FIXTURES / "NPU010/migrated_output.unchanged.py", RULE_FIXTURES / "NPU401/helper_not_in_scope.unchanged.py"])
+# the CPU-path stand-in `rename_privateuse1_backend("npu")` read as a device list adding the NPU
+@example([RULE_FIXTURES / "NPU104/registered_for_a_device.unchanged.py",
+          RULE_FIXTURES / "NPU104/parameter_compared_with_its_default.before.py"])
 def test_a_second_run_over_any_mix_reports_the_same_findings(paths):
     data = b"\n".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in paths)
     try:
