@@ -6,7 +6,7 @@
 * :func:`command_args`: the words of a command; :func:`launch_args`: the words
   after the program that launches Python training (``python``, ``torchrun``,
   ``deepspeed``, ``accelerate launch``...), also behind wrappers such as
-  ``srun`` or ``nohup``; :func:`option_values`: ``--name value`` and
+  ``srun`` or ``nohup`` and after the ``--`` of ``ray job submit``; :func:`option_values`: ``--name value`` and
   ``--name=value`` pairs among them.
 * :func:`string_args`: the words of an option string kept in a variable
   (``ARGS="--backend nccl --lr 1"``).
@@ -126,12 +126,19 @@ def program(word: Arg) -> str:
 
 def launch_args(command: Node) -> tuple[str, list[Arg]] | None:
     """The launcher (``python``, ``torchrun``, ...) of a command line and the words after
-    it, looking through wrappers (``srun -N 2 python train.py``); None if the
+    it, looking through wrappers (``srun -N 2 python train.py``) and Ray's job
+    submission (``ray job submit --address=... -- python train.py``); None if the
     command does not start Python training."""
-    words = command_args(command)
+    return _launch(command_args(command))
+
+
+def _launch(words: list[Arg]) -> tuple[str, list[Arg]] | None:
     if not words:
         return None
     first = program(words[0])
+    if first == "ray":
+        entrypoint = ray_job_entrypoint(words)
+        return _launch(entrypoint) if entrypoint else None
     if first in LAUNCHERS:
         index = 0
     elif first in WRAPPERS:
@@ -147,6 +154,17 @@ def launch_args(command: Node) -> tuple[str, list[Arg]] | None:
             return None
         rest = rest[1:]
     return name, rest
+
+
+def ray_job_entrypoint(words: list[Arg]) -> list[Arg] | None:
+    """The entrypoint of ``ray job submit [options] -- CMD ...``: the words after the
+    ``--`` (``ray/dashboard/modules/job/cli.py``: ``entrypoint`` is every argument after
+    the options, and its docs write the ``--``). None for other commands, and for a
+    submission without ``--`` (there the entrypoint's own options would be Ray's)."""
+    if len(words) < 5 or program(words[0]) != "ray" or [w.text for w in words[1:3]] != ["job", "submit"]:
+        return None
+    index = next((i for i, w in enumerate(words[3:], 3) if w.text == "--"), None)
+    return words[index + 1 :] if index is not None and index + 1 < len(words) else None
 
 
 def option_values(words: list[Arg]) -> Iterator[tuple[str, Arg]]:

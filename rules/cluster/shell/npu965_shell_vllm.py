@@ -20,12 +20,9 @@ _PYTHON = {"python", "python3"}
 
 def _ray_job_entrypoint(words: list[syntax.Arg]) -> list[syntax.Arg] | None:
     """The entrypoint's words of ``ray job submit [options] -- python -m trainer ...`` (after ``--``)."""
-    if len(words) > 3 and syntax.program(words[0]) == "ray" and [w.text for w in words[1:3]] == ["job", "submit"]:
-        index = next((i for i, w in enumerate(words) if w.text == "--"), None)
-        entry = words[index + 1 :] if index is not None else []
-        starts = _PYTHON | syntax.LAUNCHERS | syntax.WRAPPERS | {"trl", "openrlhf"}
-        return entry if entry and syntax.program(entry[0]) in starts else None
-    return None
+    entry = syntax.ray_job_entrypoint(words)
+    starts = _PYTHON | syntax.LAUNCHERS | syntax.WRAPPERS | {"trl", "openrlhf"}
+    return entry if entry and syntax.program(entry[0]) in starts else None
 
 
 def _vllm_module(words: list[syntax.Arg]) -> str | None:
