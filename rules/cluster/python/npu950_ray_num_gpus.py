@@ -7,6 +7,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_literal, string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
+from npu_migrate.rules.cluster.python._common import in_gpu_branch
 from npu_migrate.rules.llm.python._common import without_keyword
 
 #: calls whose ``num_gpus=`` is Ray's own (qualified names)
@@ -60,7 +61,10 @@ or is `ray.remote(...)(f)` itself. An existing `resources={...}` literal gets th
 `None` (Ray's "not set"), which `resources` does not accept, so it is reported with the
 exact replacement; so are `.options` calls on objects the file cannot prove are Ray's,
 and a `resources=` that is not a dict literal. `num_gpus=0` asks for nothing and is
-left alone.
+left alone, and so is a request in the GPU branch of code that picks Ray's resource
+name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
+...(resources={platform.ray_device_key: 0.01})`, ROLL's vLLM executors; vllm-ascend's
+platform names `"NPU"`): the other branch already asks for the NPU.
 """
     examples = (
         Example(
@@ -125,7 +129,7 @@ left alone.
     def _request(self, call: cst.Call, argument: cst.Arg, *, proven: bool) -> None:
         value = argument.value
         amount = number(value)
-        if amount == 0:
+        if amount == 0 or in_gpu_branch(self.ctx, call):
             return
         quote = self.ctx.quote
         code = cst.Module(body=[]).code_for_node(value)

@@ -7,6 +7,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
+from npu_migrate.rules.cluster.python._common import compares_resource_name, in_gpu_branch
 
 #: the functions that take a list of bundles first (``bundles=``)
 PLACEMENT_GROUP = frozenset({"ray.util.placement_group", "ray.util.placement_group.placement_group"})
@@ -64,7 +65,11 @@ the one assignment of a local variable passed there that nothing else reads but
 (`resources = ray.cluster_resources()`, then `resources.get("GPU", 0)`). A bundle
 list kept elsewhere is reported with its replacement; so is a placement group whose
 bundles are not written in the file at all (`placement_group(plan["bundles"])`, a
-parameter, a call's result): the finding sits on the call, where the group is made.
+parameter, a call's result): the finding sits on the call, where the group is made,
+unless the module tests a value against `"GPU"` (`platform.ray_device_key == "GPU"`):
+such code builds its bundles from the platform's resource name (ROLL's
+`{current_platform.ray_device_key: n, "CPU": m}`). Keys in the GPU branch of such a
+test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
 """
     examples = (
         Example(
@@ -81,6 +86,7 @@ parameter, a call's result): the finding sits on the call, where the group is ma
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._done: set[cst.SimpleString] = set()
+        self._chooses: bool | None = None
         self._pending: list[cst.BaseExpression] = []
 
     def leave_file(self) -> None:
@@ -95,13 +101,13 @@ parameter, a call's result): the finding sits on the call, where the group is ma
                 self._pending.append(argument.value)  # decided once every read of a variable has been seen
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
             source = self._totals(node.func.value)
-            if source is not None:
+            if source is not None and not in_gpu_branch(self.ctx, node):
                 self._key(node.args[0].value, source)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             source = self._totals(node.value)
-            if source is not None:
+            if source is not None and not in_gpu_branch(self.ctx, node):
                 self._key(node.slice[0].slice.value, source)
 
     def _totals(self, value: cst.BaseExpression) -> str | None:
@@ -145,6 +151,8 @@ parameter, a call's result): the finding sits on the call, where the group is ma
         self._rewrite(gpu_keys(source), f"a placement-group bundle (through `{value.value}`)")
 
     def _elsewhere(self, value: cst.BaseExpression) -> None:
+        if self._picks_resource_name():
+            return  # bundles built from the platform's resource name (ROLL's `{platform.ray_device_key: n}`)
         self.report(value, "the bundles of this placement group are built elsewhere: a `\"GPU\"` entry in them is "
                     "never satisfied on Ascend", f'ask for `{{"NPU": n}}` where the bundles are written; {_WHY}')
 
@@ -179,9 +187,14 @@ parameter, a call's result): the finding sits on the call, where the group is ma
                 return None
         return value
 
+    def _picks_resource_name(self) -> bool:
+        if self._chooses is None:
+            self._chooses = compares_resource_name(self.ctx.module)
+        return self._chooses
+
     def _rewrite(self, keys: list[cst.SimpleString], where: str) -> None:
         for key in keys:
-            if key in self._done:
+            if key in self._done or in_gpu_branch(self.ctx, key):
                 continue
             self._done.add(key)
             self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE), '`{"GPU": n}` bundle -> `{"NPU": n}`',
