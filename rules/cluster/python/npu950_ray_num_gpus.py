@@ -64,7 +64,10 @@ and a `resources=` that is not a dict literal. `num_gpus=0` asks for nothing and
 left alone, and so is a request in the GPU branch of code that picks Ray's resource
 name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
 ...(resources={platform.ray_device_key: 0.01})`, ROLL's vLLM executors; vllm-ascend's
-platform names `"NPU"`): the other branch already asks for the NPU.
+platform names `"NPU"`): the other branch already asks for the NPU. A `"num_gpus"`
+entry of a dict literal that is spread into a Ray call (`opts = {"num_cpus": 1,
+"num_gpus": 0.01}`, then `.options(**opts)`, with `opts` assigned once) is reported
+with its replacement.
 """
     examples = (
         Example(
@@ -82,12 +85,17 @@ platform names `"NPU"`): the other branch already asks for the NPU.
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._options: list[tuple[cst.Call, cst.Arg]] = []
+        self._spread: list[tuple[cst.Call, cst.Name]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        ray_call = self.qualified_name(func) in RAY_CALLS or (
+            isinstance(func, cst.Attribute) and func.attr.value == "options" and imports_ray(self))
+        if ray_call:  # `.options(**worker_options)`: the dict's "num_gpus" entry, once the file is seen
+            self._spread.extend((node, a.value) for a in node.args if a.star == "**" and isinstance(a.value, cst.Name))
         argument = call_arg(node, "num_gpus")
         if argument is None:
             return
-        func = node.func
         if self.qualified_name(func) in RAY_CALLS:
             self._request(node, argument, proven=True)
         elif isinstance(func, cst.Attribute) and func.attr.value == "options" and imports_ray(self):
@@ -98,6 +106,33 @@ platform names `"NPU"`): the other branch already asks for the NPU.
             proven = self._remote_object(node.func.value)
             if proven is not None:  # None: a class or function of this file that Ray does not wrap
                 self._request(node, argument, proven=proven)
+        for node, name in self._spread:
+            if isinstance(node.func, cst.Attribute) and self._remote_object(node.func.value) is None:
+                continue
+            self._spread_request(name)
+
+    def _spread_request(self, name: cst.Name) -> None:
+        """A ``"num_gpus"`` entry of the dict literal a name holds (assigned once) that is
+        spread into a Ray call (ROLL's ``sglang_ray_option = {..., 'num_gpus': 0.01}``,
+        then ``.options(**sglang_ray_option)``): reported with its replacement."""
+        found = self.ctx.assignments(name, name.value)
+        if not found or len(found) != 1:
+            return
+        bound = getattr(next(iter(found)), "node", None)
+        target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+        statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if not isinstance(statement, cst.Assign) or not isinstance(statement.value, cst.Dict):
+            return
+        for element in statement.value.elements:
+            if not isinstance(element, cst.DictElement) or string_value(element.key) != "num_gpus":
+                continue
+            if number(element.value) == 0 or in_gpu_branch(self.ctx, element):
+                continue
+            code = cst.Module(body=[]).code_for_node(element.value)
+            quote = self.ctx.quote
+            self.report(element, f"`{quote}num_gpus{quote}: {code}` in `{name.value}`, spread into a Ray call, asks Ray "
+                        "for GPUs", f"on Ascend write `{quote}resources{quote}: {{{quote}NPU{quote}: {code}}}` instead "
+                        f"(merged into an existing {quote}resources{quote} entry); {_WHY}")
 
     def _remote_object(self, receiver: cst.BaseExpression) -> bool | None:
         """``receiver`` is a Ray remote function or actor class, as the file shows (True),
