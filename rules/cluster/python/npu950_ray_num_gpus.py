@@ -66,8 +66,8 @@ name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
 ...(resources={platform.ray_device_key: 0.01})`, ROLL's vLLM executors; vllm-ascend's
 platform names `"NPU"`): the other branch already asks for the NPU. A `"num_gpus"`
 entry of a dict literal that is spread into a Ray call (`opts = {"num_cpus": 1,
-"num_gpus": 0.01}`, then `.options(**opts)`, with `opts` assigned once) is reported
-with its replacement.
+"num_gpus": 0.01}`, then `.options(**opts)`; every dict literal assigned to `opts` in
+its scope) is reported with its replacement.
 """
     examples = (
         Example(
@@ -86,6 +86,7 @@ with its replacement.
         super().__init__(ctx)
         self._options: list[tuple[cst.Call, cst.Arg]] = []
         self._spread: list[tuple[cst.Call, cst.Name]] = []
+        self._reported: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -112,22 +113,24 @@ with its replacement.
             self._spread_request(name)
 
     def _spread_request(self, name: cst.Name) -> None:
-        """A ``"num_gpus"`` entry of the dict literal a name holds (assigned once) that is
-        spread into a Ray call (ROLL's ``sglang_ray_option = {..., 'num_gpus': 0.01}``,
-        then ``.options(**sglang_ray_option)``): reported with its replacement."""
-        found = self.ctx.assignments(name, name.value)
-        if not found or len(found) != 1:
-            return
-        bound = getattr(next(iter(found)), "node", None)
-        target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
-        statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
-        if not isinstance(statement, cst.Assign) or not isinstance(statement.value, cst.Dict):
-            return
-        for element in statement.value.elements:
+        """A ``"num_gpus"`` entry of the dict literals assigned to a name in its scope that
+        is spread into a Ray call (ROLL's ``sglang_ray_option = {..., 'num_gpus': 0.01}``,
+        then ``.options(**sglang_ray_option)``; SkyRL assigns ``actor_options`` twice):
+        reported with its replacement, once per literal."""
+        for assignment in self.ctx.assignments(name, name.value) or ():
+            bound = getattr(assignment, "node", None)  # builtins have no node
+            target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+            statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
+            if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Dict):
+                self._spread_dict(name, statement.value)
+
+    def _spread_dict(self, name: cst.Name, value: cst.Dict) -> None:
+        for element in value.elements:
             if not isinstance(element, cst.DictElement) or string_value(element.key) != "num_gpus":
                 continue
-            if number(element.value) == 0 or in_gpu_branch(self.ctx, element):
+            if number(element.value) == 0 or in_gpu_branch(self.ctx, element) or id(element) in self._reported:
                 continue
+            self._reported.add(id(element))
             code = cst.Module(body=[]).code_for_node(element.value)
             quote = self.ctx.quote
             self.report(element, f"`{quote}num_gpus{quote}: {code}` in `{name.value}`, spread into a Ray call, asks Ray "
