@@ -6,7 +6,7 @@
 * :func:`command_args`: the words of a command; :func:`launch_args`: the words
   after the program that launches Python training (``python``, ``torchrun``,
   ``deepspeed``, ``accelerate launch``...), also behind wrappers such as
-  ``srun`` or ``nohup`` and after the ``--`` of ``ray job submit``; :func:`option_values`: ``--name value`` and
+  ``srun`` or ``nohup``, after the ``--`` of ``ray job submit``, and ``uv run -m``; :func:`option_values`: ``--name value`` and
   ``--name=value`` pairs among them.
 * :func:`string_args`: the words of an option string kept in a variable
   (``ARGS="--backend nccl --lr 1"``).
@@ -139,6 +139,8 @@ def _launch(words: list[Arg]) -> tuple[str, list[Arg]] | None:
     if first == "ray":
         entrypoint = ray_job_entrypoint(words)
         return _launch(entrypoint) if entrypoint else None
+    if first == "uv" and len(words) > 2 and words[1].text == "run":
+        return _uv_run(words)
     if first in LAUNCHERS:
         index = 0
     elif first in WRAPPERS:
@@ -154,6 +156,35 @@ def _launch(words: list[Arg]) -> tuple[str, list[Arg]] | None:
             return None
         rest = rest[1:]
     return name, rest
+
+
+#: ``uv run`` options that take the next word as their value (uv's ``uv run --help``)
+_UV_VALUE_OPTIONS = {
+    "--extra", "--no-extra", "--with", "--with-editable", "--with-requirements", "--python", "-p", "--env-file",
+    "--package", "--group", "--no-group", "--only-group", "--index", "--index-url", "--default-index",
+    "--extra-index-url", "--find-links", "-f", "--directory", "--project", "--config-file", "--cache-dir",
+    "--refresh-package", "--upgrade-package", "-P", "--reinstall-package", "--index-strategy", "--keyring-provider",
+    "--resolution", "--prerelease", "--exclude-newer", "--link-mode", "--color", "--python-platform",
+}
+
+
+def _uv_run(words: list[Arg]) -> tuple[str, list[Arg]] | None:
+    """``uv run [options] -m module ...`` and ``uv run [options] script.py ...`` run Python
+    (SkyRL's launchers: ``uv run --isolated --extra fsdp -m skyrl.train.entrypoints.main_base
+    ...``); ``uv run [options] python|torchrun ...`` is read as that launcher. The
+    launcher's words start at ``-m`` or the script, as after ``python``."""
+    index = 2
+    while index < len(words):
+        text = words[index].text
+        if text in ("-m", "--module"):
+            return "python", words[index:]
+        if text.startswith("-"):
+            index += 2 if text in _UV_VALUE_OPTIONS else 1
+            continue
+        if program(words[index]) in LAUNCHERS:
+            return _launch(words[index:])
+        return ("python", words[index:]) if text.endswith(".py") else None
+    return None
 
 
 def ray_job_entrypoint(words: list[Arg]) -> list[Arg] | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from npu_migrate.pipeline.rulebase import Example
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
 
 _FALSE = {"false", "False", "0", "no", "off"}
 _PYTHON = {"python", "python3"}
+#: last keys of Hydra overrides that pick the generation engine by name
+#: (SkyRL's ``generator.inference_engine.backend=vllm``); ``name`` only after ``rollout``
+#: (verl's ``actor_rollout_ref.rollout.name=vllm``)
+_ENGINE_KEYS = {"backend", "engine", "engine_type", "inference_backend", "rollout_backend"}
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
 
 
 def _ray_job_entrypoint(words: list[syntax.Arg]) -> list[syntax.Arg] | None:
@@ -49,7 +55,11 @@ command line; vLLM discovers the plugin at start-up). A launcher that starts vLL
 vllm-serve`) or asks a trainer to (`--use_vllm` / `--use_vllm true` of TRL's GRPO and
 online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
 `--vllm_num_engines`, `--vllm.*` groups, verl's Hydra override
-`actor_rollout_ref.rollout.name=vllm`) runs on the CUDA build otherwise. The
+`actor_rollout_ref.rollout.name=vllm`, SkyRL's `generator.inference_engine.backend=vllm`,
+any dotted override whose last key is `backend`, `engine`, `engine_type`,
+`inference_backend` or `rollout_backend` set to `vllm`, also through a variable the
+script assigns `vllm`: `...backend=$INFERENCE_BACKEND` after `INFERENCE_BACKEND="vllm"`)
+runs on the CUDA build otherwise. The
 options are read on launch lines (also behind wrappers, and after the `--` of `ray
 job submit ... -- python -m trainer`), in argument arrays (`ENGINE_ARGS=(--vllm.num_engines 2 ...)`)
 and in option strings kept in variables (`VLLM_ARGS="--vllm_num_engines 4"`). One
@@ -91,11 +101,28 @@ finding per command, array or string, at the launcher or at its first vLLM optio
         if words:
             self._options(node.parent, words)
 
+    def __init__(self, file) -> None:
+        super().__init__(file)
+        self._values: dict[str, set[str]] = {}  # INFERENCE_BACKEND="vllm"
+        self._pending: list[tuple[Node, Node, str, str]] = []  # overrides whose value is a variable
+        self._reported: set[int] = set()  # commands (start bytes) with a finding
+
     def visit_variable_assignment(self, node: Node) -> None:
         value = node.child_by_field_name("value")
+        name = node.child_by_field_name("name")
+        if name is not None and value is not None:
+            static = syntax.static_value(value)
+            if static is not None:
+                self._values.setdefault(name.text.decode("utf-8", "replace"), set()).add(static)
         words = option_string_words(value) if value is not None else None  # VLLM_ARGS="--vllm_num_engines 4"
         if words:
             self._options(node, words)
+
+    def leave_file(self) -> None:
+        for command, at, key, variable in self._pending:
+            if command.start_byte not in self._reported and "vllm" in self._values.get(variable, ()):
+                self._report(command, at, f"`{key}=${variable}` (`{variable}=vllm` in this script) makes the trainer "
+                             "generate with vLLM")
 
     def _options(self, node: Node, options: list[syntax.Arg]) -> None:
         for index, word in enumerate(options):
@@ -111,10 +138,17 @@ finding per command, array or string, at the launcher or at its first vLLM optio
             if name.startswith(("--vllm_", "--vllm-", "--vllm.")):
                 self._report(node, word.node, f"`{name}` configures vLLM")
                 return
-            if equals and value.strip("\"'") == "vllm" and name.lstrip("+").split(".")[-2:] == ["rollout", "name"]:
-                self._report(node, word.node, f"`{name.lstrip('+')}=vllm` makes the trainer generate with vLLM")
-                return
+            key = name.lstrip("+").split(".")
+            if equals and len(key) > 1 and (key[-1] in _ENGINE_KEYS or key[-2:] == ["rollout", "name"]):
+                chosen = value.strip("\"'")
+                if chosen == "vllm":
+                    self._report(node, word.node, f"`{'.'.join(key)}=vllm` makes the trainer generate with vLLM")
+                    return
+                variable = _VARIABLE.fullmatch(chosen)
+                if variable is not None:
+                    self._pending.append((node, word.node, ".".join(key), variable.group(1)))
 
     def _report(self, command: Node, at: Node, what: str) -> None:
+        self._reported.add(command.start_byte)
         self.report(command, f"{what}: on Ascend it runs through the vllm-ascend plugin", _vllm.ROUTE,
                     offset=at.start_byte)
