@@ -58,8 +58,10 @@ online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
 `actor_rollout_ref.rollout.name=vllm`, SkyRL's `generator.inference_engine.backend=vllm`,
 any dotted override whose last key is `backend`, `engine`, `engine_type`,
 `inference_backend` or `rollout_backend` set to `vllm`, also through a variable the
-script assigns `vllm`: `...backend=$INFERENCE_BACKEND` after `INFERENCE_BACKEND="vllm"`)
-runs on the CUDA build otherwise. The
+script assigns `vllm`: `...backend=$INFERENCE_BACKEND` after `INFERENCE_BACKEND="vllm"` or
+`: "${INFERENCE_BACKEND:=vllm}"`) runs on the CUDA build otherwise. Besides launch
+lines (`uv run -m` included), a command whose interpreter is held in a variable and
+that runs a module (`"${DRIVER[@]}" -m trainer ...`) is read for these options. The
 options are read on launch lines (also behind wrappers, and after the `--` of `ray
 job submit ... -- python -m trainer`), in argument arrays (`ENGINE_ARGS=(--vllm.num_engines 2 ...)`)
 and in option strings kept in variables (`VLLM_ARGS="--vllm_num_engines 4"`). One
@@ -91,7 +93,10 @@ finding per command, array or string, at the launcher or at its first vLLM optio
                 return
         launch = syntax.launch_args(node)
         entrypoint = _ray_job_entrypoint(words) if launch is None else None
-        if launch is None and entrypoint is None and first not in ("trl", "openrlhf"):
+        # `"${DRIVER[@]}" -m trainer ...` with `DRIVER=(uv run --extra gpu)`: an interpreter in a variable
+        driven = launch is None and words[0].text.lstrip("\"").startswith("$") and len(words) > 2 \
+            and words[1].text == "-m"
+        if launch is None and entrypoint is None and not driven and first not in ("trl", "openrlhf"):
             return
         options = launch[1] if launch is not None else entrypoint if entrypoint is not None else words[1:]
         self._options(node, options)
@@ -106,6 +111,17 @@ finding per command, array or string, at the launcher or at its first vLLM optio
         self._values: dict[str, set[str]] = {}  # INFERENCE_BACKEND="vllm"
         self._pending: list[tuple[Node, Node, str, str]] = []  # overrides whose value is a variable
         self._reported: set[int] = set()  # commands (start bytes) with a finding
+
+    def visit_expansion(self, node: Node) -> None:
+        """``: "${INFERENCE_BACKEND:=vllm}"`` (SkyRL): the default is assigned to the variable."""
+        children = node.children
+        names = [c for c in children if c.type == "variable_name"]
+        operators = [c for c in children if c.type in (":=", "=")]  # the forms that assign
+        if len(names) == 1 and operators:
+            default = [c for c in children if c.start_byte >= operators[0].end_byte and c.type not in ("}",)]
+            text = b"".join(c.text for c in default).decode("utf-8", "replace").strip("\"'")
+            if text and all(c.type in ("word", "string", "raw_string", "string_content") for c in default):
+                self._values.setdefault(names[0].text.decode("utf-8", "replace"), set()).add(text)
 
     def visit_variable_assignment(self, node: Node) -> None:
         value = node.child_by_field_name("value")
