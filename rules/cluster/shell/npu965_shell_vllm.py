@@ -59,9 +59,9 @@ online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
 any dotted override whose last key is `backend`, `engine`, `engine_type`,
 `inference_backend` or `rollout_backend` set to `vllm`, also through a variable the
 script assigns `vllm`: `...backend=$INFERENCE_BACKEND` after `INFERENCE_BACKEND="vllm"` or
-`: "${INFERENCE_BACKEND:=vllm}"`) runs on the CUDA build otherwise. Besides launch
+`: "${{INFERENCE_BACKEND:=vllm}}"`) runs on the CUDA build otherwise. Besides launch
 lines (`uv run -m` included), a command whose interpreter is held in a variable and
-that runs a module (`"${DRIVER[@]}" -m trainer ...`) is read for these options. The
+that runs a module (`"${{DRIVER[@]}}" -m trainer ...`) is read for these options. The
 options are read on launch lines (also behind wrappers, and after the `--` of `ray
 job submit ... -- python -m trainer`), in argument arrays (`ENGINE_ARGS=(--vllm.num_engines 2 ...)`)
 and in option strings kept in variables (`VLLM_ARGS="--vllm_num_engines 4"`). One
