@@ -39,6 +39,14 @@ def _key(node: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | Non
     return None, None
 
 
+#: a name that holds a Lightning trainer's arguments (generative-models' ``trainer_config``)
+_TRAINER_NAME = re.compile(r"(?:\w+_)?trainer_(?:config|cfg|conf|kwargs|args|opts?|params)")
+
+
+def _trainer_name(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and _TRAINER_NAME.fullmatch(node.value) is not None
+
+
 class LightningAccelerator(Rule):
     id = "NPU960"
     impact = "blocking"
@@ -73,8 +81,10 @@ written. Other values (an object, a call) are left alone.
 
 The same value set in Python on a Hydra/OmegaConf trainer config
 (`cfg.trainer.accelerator = "gpu"`, `cfg["trainer"]["accelerator"] = "gpu"`, as
-lightning-hydra-template's tests do before `train(cfg)` builds the `Trainer` from it)
-is reported where it is assigned, in files that import lightning, pytorch_lightning,
+lightning-hydra-template's tests do before `train(cfg)` builds the `Trainer` from it),
+or on a name that says it holds the trainer's arguments (`trainer_config["accelerator"]
+= "gpu"`, as Stability-AI's generative-models does before `Trainer(**trainer_opt)`;
+`trainer_cfg`, `trainer_kwargs`, `trainer_args`...) is reported where it is assigned, in files that import lightning, pytorch_lightning,
 hydra or omegaconf (the YAML form is NPU970). Nothing is rewritten: `"cpu"` would
 run, but not on the NPU.
 """
@@ -161,7 +171,7 @@ run, but not on the NPU.
             return
         for target in node.targets:
             key, owner = _key(target.target)
-            if key != "accelerator" or _key(owner)[0] != "trainer":
+            if key != "accelerator" or not (_key(owner)[0] == "trainer" or _trainer_name(owner)):
                 continue
             if not any(v == m or v.startswith(m + ".") for v in self.ctx.imports.bindings.values() for m in CONFIG_MODULES):
                 return
