@@ -158,13 +158,16 @@ def _launch(words: list[Arg]) -> tuple[str, list[Arg]] | None:
     return name, rest
 
 
-#: ``uv run`` options that take the next word as their value (uv's ``uv run --help``)
+#: ``uv run`` options that take the next word as their value (``uv run --help`` of uv 0.13.8)
 _UV_VALUE_OPTIONS = {
-    "--extra", "--no-extra", "--with", "--with-editable", "--with-requirements", "--python", "-p", "--env-file",
-    "--package", "--group", "--no-group", "--only-group", "--index", "--index-url", "--default-index",
-    "--extra-index-url", "--find-links", "-f", "--directory", "--project", "--config-file", "--cache-dir",
-    "--refresh-package", "--upgrade-package", "-P", "--reinstall-package", "--index-strategy", "--keyring-provider",
-    "--resolution", "--prerelease", "--exclude-newer", "--link-mode", "--color", "--python-platform",
+    "--extra", "--no-extra", "--group", "--no-group", "--only-group", "--no-editable-package", "--env-file", "-w",
+    "--with", "--with-editable", "--with-requirements", "--package", "--python-platform", "--index",
+    "--default-index", "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--index-strategy",
+    "--keyring-provider", "-P", "--upgrade-package", "--upgrade-group", "--resolution", "--prerelease",
+    "--prerelease-package", "--fork-strategy", "--exclude-newer", "--exclude-newer-package", "--no-sources-package",
+    "--reinstall-package", "--link-mode", "-C", "--config-setting", "--config-settings-package",
+    "--no-build-isolation-package", "--no-build-package", "--no-binary-package", "--cache-dir", "--refresh-package",
+    "-p", "--python", "--color", "--allow-insecure-host", "--directory", "--project", "--config-file",
 }
 
 
