@@ -65,8 +65,12 @@ the one assignment of a local variable passed there that nothing else reads but
 (`resources = ray.cluster_resources()`, then `resources.get("GPU", 0)`). A bundle
 list kept elsewhere is reported with its replacement; so is a placement group whose
 bundles are not written in the file at all (`placement_group(plan["bundles"])`, a
-parameter, a call's result): the finding sits on the call, where the group is made,
-unless the module tests a value against `"GPU"` (`platform.ray_device_key == "GPU"`):
+parameter, a call's result): the finding sits on the call, where the group is made.
+`"GPU"` read from the bundles of a placement group itself (`bundle.get("GPU", 0) for
+bundle in pg.bundle_specs`, directly or through a name assigned once from it: ray
+2.60.0's `PlacementGroup.bundle_specs` returns the group's bundles) is rewritten with
+them. The "built elsewhere" finding is left out where the module tests a value against
+`"GPU"` (`platform.ray_device_key == "GPU"`):
 such code builds its bundles from the platform's resource name (ROLL's
 `{current_platform.ray_device_key: n, "CPU": m}`). Keys in the GPU branch of such a
 test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
@@ -87,11 +91,38 @@ test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
         super().__init__(ctx)
         self._done: set[cst.SimpleString] = set()
         self._chooses: bool | None = None
+        self._spec_reads: list[tuple[cst.CSTNode, cst.BaseExpression, cst.Name]] = []
         self._pending: list[cst.BaseExpression] = []
 
     def leave_file(self) -> None:
         for value in self._pending:
             self._bundles(value)
+        for read, key, name in self._spec_reads:  # the loop's binding is seen only now
+            if isinstance(key, cst.SimpleString) and string_value(key) == "GPU" and self._from_bundle_specs(name) \
+                    and not in_gpu_branch(self.ctx, read):
+                self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE),
+                             '`"GPU"` read from a bundle of `PlacementGroup.bundle_specs` -> `"NPU"`',
+                             needs_torch_npu=False, reason=f"a resource name read from a placement group's own "
+                             f"bundles (ray 2.60.0: ray/util/placement_group.py, `bundle_specs`); {_WHY}")
+
+    def _from_bundle_specs(self, name: cst.Name) -> bool:
+        """``name`` is the loop variable of a ``for`` or comprehension over a placement
+        group's ``bundle_specs`` (directly, or through a name assigned once from it):
+        SkyRL's ``bundles = pg.bundle_specs`` then ``bundle.get("GPU", 0) for bundle in bundles``."""
+        found = self.ctx.assignments(name, name.value)
+        if not found or len(found) != 1:
+            return False
+        bound = getattr(next(iter(found)), "node", None)
+        loop = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+        if not isinstance(loop, (cst.For, cst.CompFor)) or loop.target is not bound:
+            return False
+        source = loop.iter
+        if isinstance(source, cst.Name):
+            held = self.ctx.assignments(source, source.value)
+            if not held or len(held) != 1:
+                return False
+            source = self._assigned_value(getattr(next(iter(held)), "node", None))
+        return isinstance(source, cst.Attribute) and source.attr.value == "bundle_specs"
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
@@ -103,12 +134,16 @@ test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
             source = self._totals(node.func.value)
             if source is not None and not in_gpu_branch(self.ctx, node):
                 self._key(node.args[0].value, source)
+            elif source is None and isinstance(node.func.value, cst.Name):
+                self._spec_reads.append((node, node.args[0].value, node.func.value))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             source = self._totals(node.value)
             if source is not None and not in_gpu_branch(self.ctx, node):
                 self._key(node.slice[0].slice.value, source)
+            elif source is None and isinstance(node.value, cst.Name):
+                self._spec_reads.append((node, node.slice[0].slice.value, node.value))
 
     def _totals(self, value: cst.BaseExpression) -> str | None:
         """``ray.cluster_resources`` for ``ray.cluster_resources()`` itself or for a name
