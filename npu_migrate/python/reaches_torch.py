@@ -679,6 +679,10 @@ class DeviceAnalysis:
             return self._rewrite(f"passed to `{callee}()`, whose name says it takes a device")  # get_device('cuda'), move_to_device(batch, 'cuda')
         return self._fallback(proven)
 
+    def parameter_of(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+        """Public for rules that follow a value into a function of the file (NPU960)."""
+        return self._parameter_of(call, arg)
+
     def _parameter_of(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
         """The parameter of a module-level function of this file that ``arg`` of ``call``
         binds (``f("cuda")`` to ``def f(device)``), or None."""

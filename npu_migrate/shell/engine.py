@@ -5,7 +5,11 @@ A statement that tree-sitter cannot parse (it recovers, and keeps the error
 inside the top-level command that holds it) is left exactly as it is: no rule
 edits or reports inside it, and NPU800 reports it when it contains a word some
 selected rule looks for, so a CUDA-ism is never skipped silently. The rest of
-the file is migrated as usual.
+the file is migrated as usual. When each broken statement breaks at one whole line
+that is not shell on its own (a template's ``ROOT=<ROOT_PATH>``), the file is read
+once more without those lines, and what the rules find in the rest of the broken
+statements is reported at its own line (edits become findings: the script as
+written does not run); NPU800 then sits on the line that breaks it.
 
 ``scan`` is also what the Dockerfile front end runs on the shell parts of a
 Dockerfile.
@@ -14,10 +18,11 @@ Dockerfile.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from npu_migrate.pipeline import limits, treewalk
-from npu_migrate.pipeline.edits import Recorder, finish
+from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
 from npu_migrate.pipeline.facts import ProjectFacts
 from npu_migrate.pipeline.model import FileResult
 from npu_migrate.pipeline.registry import rules_for
@@ -104,7 +109,9 @@ def scan(
     treewalk.walk(tree, table, (lambda node: _suppression(node, data, suppressions)) if want_comments else None)
     for rule in rules:
         rule.leave_file()
-    _keep_parsed(tree.root_node, data, local, recorder, needed, file, UNPARSED_RULE in active)
+    broken = _broken(tree.root_node)
+    recovered = _tolerant(path, data, settings, broken) if broken and ranges is None and depth == 0 else None
+    _keep_parsed(broken, data, local, recorder, needed, file, UNPARSED_RULE in active, recovered)
     if depth < MAX_NESTING:
         for body, safe in embedded.heredocs:
             if body.end_byte > body.start_byte:
@@ -140,24 +147,130 @@ def _scan_heredoc(path: str, data: bytes, settings: Settings, recorder: Recorder
                         "needs expanding")
 
 
-def _keep_parsed(root: Node, data: bytes, local: Recorder, recorder: Recorder, needed, file: ShellFile,
-                 report_unparsed: bool) -> None:
-    """Pass on what the rules recorded outside statements with parse errors; report those."""
-    broken = [(s.start_byte, s.end_byte, s) for s in root.children if s.has_error or s.type == "ERROR"]
+def _broken(root: Node) -> list[Node]:
+    """The top-level statements with a parse error."""
+    return [s for s in root.children if s.has_error or s.type == "ERROR"]
+
+
+@dataclass
+class _Recovered:
+    """What the tolerant reading of a file with broken statements found inside them."""
+
+    culprits: list[tuple[int, int]]  # the line left out of each broken statement, in their order
+    recorder: Recorder  # what the rules recorded inside the broken statements, outside those lines
+
+
+def _culprit(data: bytes, statement: Node) -> tuple[int, int] | None:
+    """The line of a broken top-level statement where its first error is, when that line
+    is a whole command line that is not shell on its own (a template's placeholder,
+    ``OPENRLHF_PATH=<OPENRLHF_ROOT_PATH>``): not continued by a ``\\``, not the
+    continuation of another line, and not shared with a statement before it."""
+    error = _first_error(statement)
+    if error is None:
+        return None
+    start = data.rfind(b"\n", 0, error.start_byte) + 1
+    end = data.find(b"\n", error.start_byte)
+    end = len(data) if end == -1 else end
+    line = data[start:end].rstrip(b"\r")
+    if not line.strip() or start < statement.start_byte or line.endswith(b"\\"):
+        return None
+    if start > 0 and data[: start - 1].rstrip(b"\r").endswith(b"\\"):
+        return None
+    if not parse(data, [(start, end)]).root_node.has_error:
+        return None  # the line is shell; what breaks is elsewhere (an unclosed quote, a missing `fi`)
+    return start, end
+
+
+def _first_error(node: Node) -> Node | None:
+    if node.type == "ERROR" or node.is_missing:
+        return node
+    for child in node.children:
+        if child.has_error or child.type == "ERROR" or child.is_missing:
+            found = _first_error(child)
+            if found is not None:
+                return found
+    return None
+
+
+_TOLERANT = ("not rewritten: line {line} is not valid shell (a template's placeholder?), so this is the parser's "
+             "reading of the script without that line")
+
+
+def _tolerant(path: str, data: bytes, settings: Settings, broken: list[Node]) -> _Recovered | None:
+    """Read a script whose broken statements each break at one line of their own (a
+    documentation template's ``<PLACEHOLDER>``) once more without those lines, so what
+    the rules find in the rest of those statements is reported at its own line (the
+    CUDA image assigned two lines below a placeholder). Nothing there is rewritten:
+    the script as written does not run. All or nothing: if one broken statement has no
+    such line, or the file still does not parse without them, None."""
+    found = [_culprit(data, statement) for statement in broken]
+    culprits = [c for c in found if c is not None]
+    if len(culprits) != len(broken):
+        return None
+    lines = sorted(culprits)
+    ranges, cursor = [], 0
+    for start, end in lines:
+        if start > cursor:
+            ranges.append((cursor, start))
+        cursor = end
+    if cursor < len(data):
+        ranges.append((cursor, len(data)))
+    if not ranges or parse(data, ranges).root_node.has_error:
+        return None
+    seen = Recorder()
+    scan(path, data, settings, seen, Suppressions(), ranges, depth=1)
+    index = LineIndex(data)
+
+    def inside(offset: int) -> int | None:
+        """The culprit line of the broken statement that holds ``offset``, if any."""
+        if any(start <= offset <= end for start, end in lines):
+            return None
+        for statement, (start, _end) in zip(broken, culprits):
+            if statement.start_byte <= offset < statement.end_byte:
+                return index.line(start)
+        return None
+
+    out = Recorder()
+    for finding in seen.findings:
+        if inside(finding.offset) is not None:
+            out.findings.append(finding)
+    for edit in seen.edits:
+        at = edit.anchor if edit.anchor is not None else edit.start
+        line = inside(at)
+        if line is not None:
+            new = edit.new.decode("utf-8", "replace")
+            out.report(at, edit.rule, f"{edit.message} ({_TOLERANT.format(line=line)})",
+                       f"write `{new}` there by hand once line {line} is shell (the placeholder filled in), or "
+                       "run npu-migrate again then")
+    return _Recovered(culprits, out)
+
+
+def _keep_parsed(broken: list[Node], data: bytes, local: Recorder, recorder: Recorder, needed, file: ShellFile,
+                 report_unparsed: bool, recovered: _Recovered | None = None) -> None:
+    """Pass on what the rules recorded outside statements with parse errors; report those
+    (at the line that breaks them, when the tolerant reading found one)."""
+    spans = [(s.start_byte, s.end_byte, s) for s in broken]
 
     def clean(offset: int) -> bool:
-        return not any(start <= offset < max(end, start + 1) for start, end, _ in broken)
+        return not any(start <= offset < max(end, start + 1) for start, end, _ in spans)
 
     recorder.edits.extend(e for e in local.edits if clean(e.start))
     recorder.findings.extend(f for f in local.findings if clean(f.offset))
+    if recovered is not None:
+        known = {(f.offset, f.rule) for f in recorder.findings}
+        recorder.findings.extend(f for f in recovered.recorder.findings if (f.offset, f.rule) not in known)
     if not report_unparsed:
         return
     triggers = {t for cls in needed for t in cls.triggers}
-    for start, end, statement in broken:
-        if any(t in data[start:end] for t in triggers):
+    where = [c[0] for c in recovered.culprits] if recovered is not None else [s.start_byte for s in broken]
+    for statement, at in zip(broken, where):
+        if any(t in data[statement.start_byte : statement.end_byte] for t in triggers):
+            what = ("this line is not valid shell as far as the parser can tell; the command it breaks is left "
+                    "unchanged, and what the rules find in the rest of it is reported at its own line"
+                    if recovered is not None else
+                    "this command is not valid shell as far as the parser can tell; left unchanged")
             recorder.report(
-                start, UNPARSED_RULE,
-                "this command is not valid shell as far as the parser can tell; left unchanged",
+                at, UNPARSED_RULE, what,
                 "migrate it by hand (or fix its syntax: `bash -n` checks it), then run npu-migrate again",
                 file.statement_of(statement),
             )

@@ -6,7 +6,7 @@
 * :func:`command_args`: the words of a command; :func:`launch_args`: the words
   after the program that launches Python training (``python``, ``torchrun``,
   ``deepspeed``, ``accelerate launch``...), also behind wrappers such as
-  ``srun`` or ``nohup``; :func:`option_values`: ``--name value`` and
+  ``srun`` or ``nohup``, after the ``--`` of ``ray job submit``, and ``uv run -m``; :func:`option_values`: ``--name value`` and
   ``--name=value`` pairs among them.
 * :func:`string_args`: the words of an option string kept in a variable
   (``ARGS="--backend nccl --lr 1"``).
@@ -126,12 +126,21 @@ def program(word: Arg) -> str:
 
 def launch_args(command: Node) -> tuple[str, list[Arg]] | None:
     """The launcher (``python``, ``torchrun``, ...) of a command line and the words after
-    it, looking through wrappers (``srun -N 2 python train.py``); None if the
+    it, looking through wrappers (``srun -N 2 python train.py``) and Ray's job
+    submission (``ray job submit --address=... -- python train.py``); None if the
     command does not start Python training."""
-    words = command_args(command)
+    return _launch(command_args(command))
+
+
+def _launch(words: list[Arg]) -> tuple[str, list[Arg]] | None:
     if not words:
         return None
     first = program(words[0])
+    if first == "ray":
+        entrypoint = ray_job_entrypoint(words)
+        return _launch(entrypoint) if entrypoint else None
+    if first == "uv" and len(words) > 2 and words[1].text == "run":
+        return _uv_run(words)
     if first in LAUNCHERS:
         index = 0
     elif first in WRAPPERS:
@@ -147,6 +156,49 @@ def launch_args(command: Node) -> tuple[str, list[Arg]] | None:
             return None
         rest = rest[1:]
     return name, rest
+
+
+#: ``uv run`` options that take the next word as their value (``uv run --help`` of uv 0.13.8)
+_UV_VALUE_OPTIONS = {
+    "--extra", "--no-extra", "--group", "--no-group", "--only-group", "--no-editable-package", "--env-file", "-w",
+    "--with", "--with-editable", "--with-requirements", "--package", "--python-platform", "--index",
+    "--default-index", "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--index-strategy",
+    "--keyring-provider", "-P", "--upgrade-package", "--upgrade-group", "--resolution", "--prerelease",
+    "--prerelease-package", "--fork-strategy", "--exclude-newer", "--exclude-newer-package", "--no-sources-package",
+    "--reinstall-package", "--link-mode", "-C", "--config-setting", "--config-settings-package",
+    "--no-build-isolation-package", "--no-build-package", "--no-binary-package", "--cache-dir", "--refresh-package",
+    "-p", "--python", "--color", "--allow-insecure-host", "--directory", "--project", "--config-file",
+}
+
+
+def _uv_run(words: list[Arg]) -> tuple[str, list[Arg]] | None:
+    """``uv run [options] -m module ...`` and ``uv run [options] script.py ...`` run Python
+    (SkyRL's launchers: ``uv run --isolated --extra fsdp -m skyrl.train.entrypoints.main_base
+    ...``); ``uv run [options] python|torchrun ...`` is read as that launcher. The
+    launcher's words start at ``-m`` or the script, as after ``python``."""
+    index = 2
+    while index < len(words):
+        text = words[index].text
+        if text in ("-m", "--module"):
+            return "python", words[index:]
+        if text.startswith("-"):
+            index += 2 if text in _UV_VALUE_OPTIONS else 1
+            continue
+        if program(words[index]) in LAUNCHERS:
+            return _launch(words[index:])
+        return ("python", words[index:]) if text.endswith(".py") else None
+    return None
+
+
+def ray_job_entrypoint(words: list[Arg]) -> list[Arg] | None:
+    """The entrypoint of ``ray job submit [options] -- CMD ...``: the words after the
+    ``--`` (``ray/dashboard/modules/job/cli.py``: ``entrypoint`` is every argument after
+    the options, and its docs write the ``--``). None for other commands, and for a
+    submission without ``--`` (there the entrypoint's own options would be Ray's)."""
+    if len(words) < 5 or program(words[0]) != "ray" or [w.text for w in words[1:3]] != ["job", "submit"]:
+        return None
+    index = next((i for i, w in enumerate(words[3:], 3) if w.text == "--"), None)
+    return words[index + 1 :] if index is not None and index + 1 < len(words) else None
 
 
 def option_values(words: list[Arg]) -> Iterator[tuple[str, Arg]]:

@@ -49,7 +49,9 @@ def is_backend_key(name: str) -> bool:
     names that hold a process-group backend. Not ``--rdzv-backend`` (rendezvous),
     ``--attention-backend`` and the like, whose values are never ``nccl`` anyway."""
     key = name.lstrip("-+").replace("-", "_").rsplit(".", 1)[-1]
-    return bool(_BACKEND_KEY.search(key)) and not _NOT_A_BACKEND.search(key)
+    # `weight_sync_backend` names its own system in the key (SkyRL's trainer-to-vLLM
+    # weight sync: `"nccl"`/`"delta"`, asserted by that name), as an owner would
+    return bool(_BACKEND_KEY.search(key)) and not _NOT_A_BACKEND.search(key) and not _OTHER_SYSTEMS_OWNER.search(key)
 
 
 #: Owners whose ``backend`` is another system's engine name, not a process-group backend:

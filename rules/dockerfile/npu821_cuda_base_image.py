@@ -16,15 +16,21 @@ CANN_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/cann"
 _OS = re.compile(r"(ubuntu\d{2}\.\d{2}|openeuler[\d.]*)")
 _TORCH = re.compile(r"^(\d+\.\d+)(?:\.\d+)?")
 _NGC = re.compile(r"^(?:nvcr\.io/)?nvidia/", re.IGNORECASE)
+#: a tag naming the CUDA release it is built for, as Ray's images do
+#: (``rayproject/ray:2.40.0-py312-cu121``, ``anyscale/ray:2.57.0-py312-cu130``)
+CUDA_TAG = re.compile(r"(?:^|[-_.])cu1\d{1,2}(?:$|[-_.])", re.IGNORECASE)
+#: prefilter words for the tags above (the rules' ``triggers``)
+CUDA_TAG_WORDS = (b"-cu11", b"-cu12", b"-cu13")
 
 
 def cuda_image(reference: str) -> bool:
     """``nvidia/cuda:12.1.0-devel-ubuntu22.04``, ``nvcr.io/nvidia/pytorch:24.01-py3``,
     ``pytorch/pytorch:2.1.0-cuda11.8-cudnn8-runtime`` (and its ``latest``, a CUDA build),
-    any image whose name or tag says ``cuda``."""
+    any image whose name or tag says ``cuda``, or whose tag names a CUDA release
+    (``rayproject/ray:2.40.0-py312-cu121``)."""
     name, _, tag = reference.partition("@")[0].rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
     name = name or reference
-    if _NGC.match(name) or "cuda" in name.lower() or "cuda" in tag.lower():
+    if _NGC.match(name) or "cuda" in name.lower() or "cuda" in tag.lower() or CUDA_TAG.search(tag):
         return True
     return name.lower().endswith("pytorch/pytorch") and not tag.lower().startswith(("rocm",)) and "cpu" not in tag.lower()
 
@@ -48,7 +54,7 @@ class CudaBaseImage(DockerfileRule):
     name = "docker-cuda-base-image"
     summary = "Report CUDA base images (`FROM nvidia/cuda...`, `pytorch/pytorch:*cuda*`, NGC) with the Ascend CANN image to use"
     fixable = False
-    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch")
+    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS)
     rationale = """
 An image built `FROM nvidia/cuda`, an NGC image (`nvcr.io/nvidia/pytorch`) or
 `pytorch/pytorch` (whose builds, `latest` included, carry CUDA) holds the CUDA

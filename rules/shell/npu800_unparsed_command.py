@@ -22,6 +22,15 @@ a word one of the selected shell rules looks for (`CUDA_`, `NCCL_`, `nccl`,
 nothing is skipped silently. Often the script is not valid shell at all
 (documentation templates with `<PATH>` placeholders; `bash -n script.sh`
 tells); sometimes the parser lacks a rare form (`${A:$B+1}`).
+
+A template's placeholder breaks more than its own line: tree-sitter's recovery
+folds the lines after `ROOT=<ROOT_PATH>` into the same broken command. When
+every broken command breaks at one whole line that is not shell on its own (not
+a continued line (`\\` at its end), not an unclosed quote), the file is read again without
+those lines: this finding moves to that line, and what the other rules find in
+the rest of the broken command (a CUDA image assigned two lines below the
+placeholder, `export CUDA_VISIBLE_DEVICES`) is reported at its own line under
+its own rule id, never rewritten, since the script as written does not run.
 """
     examples = (
         Example("export CUDA_VISIBLE_DEVICES=0\n"),

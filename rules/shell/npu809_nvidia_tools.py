@@ -76,6 +76,13 @@ containers.
         if not words:
             return
         first = syntax.program(words[0])
+        if first in ("sudo", "nohup", "time", "exec", "command") and len(words) > 1:
+            # `sudo docker run --gpus all ...` (ROLL's docker/create_container.sh): the
+            # wrapper's own options come first (`sudo -E`), then the program
+            index = next((i for i, w in enumerate(words[1:], 1) if not w.text.startswith("-")), None)
+            if index is not None and syntax.program(words[index]) in (*TOOLS, "docker", "podman"):
+                words = words[index:]
+                first = syntax.program(words[0])
         if first in TOOLS:
             self.report(node, f"`{first}` is an NVIDIA tool; Ascend machines do not have it", TOOLS[first])
         elif first in ("docker", "podman") and any(w.text == "--gpus" or w.text.startswith("--gpus=") for w in words):

@@ -93,6 +93,30 @@ def test_a_projects_own_rotary_emb_module_is_not_reported(tmp_path):
     assert "torch_npu.npu_cross_entropy_loss" in result.findings[0].suggestion
 
 
+def test_the_adaptor_goes_before_a_project_module_imported_ahead_of_megatron(tmp_path):
+    """Megatron-Bridge's scripts/training/run_recipe.py imports its sibling recipe_runner
+    (which imports megatron.bridge) before its own first megatron import: the adaptor
+    must come before that import, or megatron is imported before MindSpeed patches it."""
+    runner = tmp_path / "recipe_runner.py"
+    runner.write_text("from megatron.bridge.training.config import ConfigContainer\n")
+    script = tmp_path / "run_recipe.py"
+    script.write_text("from __future__ import annotations\n\nimport argparse\n\nfrom recipe_runner import run_config\n"
+                      "from megatron.bridge.recipes.utils import presets\n\nif __name__ == \"__main__\":\n"
+                      "    run_config(presets)\n")
+    facts = ProjectFacts.scan([(str(runner), runner.read_bytes()), (str(script), script.read_bytes())])
+    settings = Settings(selection=Selection.create(["NPU966"]), facts=facts)
+    result = migrate_python(str(script), script.read_bytes(), settings)
+    assert result.new_source.decode() == ("from __future__ import annotations\n\nimport argparse\n"
+                                          "import mindspeed.megatron_adaptor\n\nfrom recipe_runner import run_config\n"
+                                          "from megatron.bridge.recipes.utils import presets\n\n"
+                                          "if __name__ == \"__main__\":\n    run_config(presets)\n")
+    # with torch imported first, the line stays right after `import torch`, as MindSpeed's README says
+    script.write_text("import torch\nfrom recipe_runner import run_config\nimport megatron\n\n"
+                      "if __name__ == \"__main__\":\n    run_config(torch)\n")
+    result = migrate_python(str(script), script.read_bytes(), settings)
+    assert result.new_source.decode().startswith("import torch\nimport mindspeed.megatron_adaptor\nfrom recipe_runner")
+
+
 # -- shell heredocs -------------------------------------------------------------------------
 
 HEREDOC = (

@@ -224,3 +224,36 @@ def test_a_pip_install_of_a_torch_no_torch_npu_pairs_with_names_the_nearest_pair
     assert "nearest: `torch==2.3.1` with `torch-npu==2.3.*`" in suggestions[0]
     assert "nearest: `torch==2.14.0` with `torch-npu==2.14.*`" in suggestions[1]
     assert suggestions[2].startswith("add torch-npu==2.5.* to this install")
+
+
+# -- templates that are not shell at one line ------------------------------------------
+
+def test_placeholder_line_is_left_out_and_the_rest_reported_not_rewritten():
+    """A template's placeholder line breaks the command tree-sitter builds around it
+    (here lines 2-4); the rest of that command is read without the line: what a rule
+    would rewrite there is reported, saying which line is not shell, and only the
+    statements outside the broken command are rewritten (line 5)."""
+    source = ("#!/bin/bash\n"
+              "ROOT=<ROOT_PATH>\n"
+              "export CUDA_VISIBLE_DEVICES=0,1\n"
+              "echo x &>> log\n"
+              "export NCCL_SOCKET_IFNAME=eth0\n")
+    result = run(source)
+    assert result.new_source == source.replace("NCCL_SOCKET", "HCCL_SOCKET").encode()
+    by_line = {(f.line, f.rule): f for f in result.findings}
+    assert set(by_line) == {(2, "NPU800"), (3, "NPU801")}
+    assert "line 2 is not valid shell" in by_line[(3, "NPU801")].message
+    assert "ASCEND_RT_VISIBLE_DEVICES" in by_line[(3, "NPU801")].suggestion
+    assert run(result.new_source).new_source is None
+
+
+def test_no_tolerant_reading_inside_a_continued_or_unclosed_command():
+    """A placeholder on a `\\`-continued line, or an unclosed quote: no line can be left
+    out without changing what the others mean, so the command is reported once at its
+    start and left unread, as before."""
+    continued = "python train.py --backend nccl \\\n    --gpus <IDS> (e.g., 0,1) \\\n    --lr 1\n"
+    unclosed = 'ARGS="--lr 1\nexport CUDA_VISIBLE_DEVICES=0\npython train.py --backend nccl\n'
+    for source in (continued, unclosed):
+        result = run(source)
+        assert result.new_source is None
+        assert [(f.line, f.rule) for f in result.findings] == [(1, "NPU800")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from npu_migrate.configs.rule import ConfigRule, Example
-from npu_migrate.rules.dockerfile.npu821_cuda_base_image import cuda_image, suggestion
+from npu_migrate.rules.dockerfile.npu821_cuda_base_image import CUDA_TAG_WORDS, cuda_image, suggestion
 
 
 class ContainerCudaImage(ConfigRule):
@@ -12,7 +12,7 @@ class ContainerCudaImage(ConfigRule):
     name = "container-cuda-image"
     fixable = False
     summary = "Report CUDA images (`nvcr.io/...`, `nvidia/cuda`, `pytorch/pytorch`) in compose services and devcontainer.json"
-    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch")
+    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS)
     rationale = """
 NPU821 reports a Dockerfile's CUDA base image; a docker-compose service
 (`services.<name>.image`) and a devcontainer.json (`"image"`) name images too, and

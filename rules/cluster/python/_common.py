@@ -1,9 +1,13 @@
-"""Shared by the cluster-stack findings for CUDA-only libraries: a package whose
-top-level name a project may also use for a module of its own (``rotary_emb``) is
-left alone where the project has that module."""
+"""Shared by the cluster-stack Python rules: a CUDA-only package whose top-level name
+a project may also use for a module of its own (``rotary_emb``) is left alone where
+the project has that module; Ray requests in the GPU branch of code that picks the
+resource name itself are left alone too."""
 
 from __future__ import annotations
 
+import libcst as cst
+
+from npu_migrate.python.cst_util import string_value
 from npu_migrate.rules.unsupported._common import CudaOnlyPackage
 
 
@@ -12,3 +16,54 @@ class ExternalCudaOnly(CudaOnlyPackage):
 
     def is_target(self, qualified: str) -> bool:
         return super().is_target(qualified) and not self.ctx.facts.is_project_module(self.ctx.path, qualified)
+
+
+def _tests_gpu(test: cst.BaseExpression) -> str | None:
+    """``"=="`` or ``"!="`` for a test of a value against Ray's resource name ``"GPU"``
+    (``platform.ray_device_key == "GPU"``), else None."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if "GPU" not in (string_value(test.left), string_value(target.comparator)):
+        return None
+    if isinstance(target.operator, cst.Equal):
+        return "=="
+    if isinstance(target.operator, cst.NotEqual):
+        return "!="
+    return None
+
+
+def in_gpu_branch(ctx, node: cst.CSTNode) -> bool:
+    """``node`` sits in the GPU branch of code that picks Ray's resource name itself:
+    the body of ``if X == "GPU":`` (or the ``else`` of ``!= "GPU"``) when the chain has
+    another branch, or of ``a if X == "GPU" else b`` (ROLL's executors: ``num_gpus=0.01``
+    there, ``resources={platform.ray_device_key: 0.01}`` in the ``else``, where vllm-ascend's
+    platform names ``"NPU"``). The code already asks for the NPU on Ascend: renaming the
+    GPU branch's request breaks GPUs and changes nothing on the NPU."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp)):
+            operator = _tests_gpu(ancestor.test)
+            other = ancestor.orelse is not None if isinstance(ancestor, cst.If) else True
+            if other and ((operator == "==" and child is ancestor.body) or (operator == "!=" and child is ancestor.orelse)):
+                return True
+        child = ancestor
+    return False
+
+
+def compares_resource_name(module: cst.Module) -> bool:
+    """The module tests a value against Ray's ``"GPU"`` (``key == "GPU"``): its resource
+    requests are chosen per platform, so requests it builds from that value are not
+    CUDA-only."""
+
+    class _Find(cst.CSTVisitor):
+        found = False
+
+        def visit_Comparison(self, node: cst.Comparison) -> bool:
+            if _tests_gpu(node):
+                self.found = True
+            return not self.found
+
+    finder = _Find()
+    module.visit(finder)
+    return finder.found

@@ -7,6 +7,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_literal, string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
+from npu_migrate.rules.cluster.python._common import in_gpu_branch
 from npu_migrate.rules.llm.python._common import without_keyword
 
 #: calls whose ``num_gpus=`` is Ray's own (qualified names)
@@ -60,7 +61,13 @@ or is `ray.remote(...)(f)` itself. An existing `resources={...}` literal gets th
 `None` (Ray's "not set"), which `resources` does not accept, so it is reported with the
 exact replacement; so are `.options` calls on objects the file cannot prove are Ray's,
 and a `resources=` that is not a dict literal. `num_gpus=0` asks for nothing and is
-left alone.
+left alone, and so is a request in the GPU branch of code that picks Ray's resource
+name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
+...(resources={platform.ray_device_key: 0.01})`, ROLL's vLLM executors; vllm-ascend's
+platform names `"NPU"`): the other branch already asks for the NPU. A `"num_gpus"`
+entry of a dict literal that is spread into a Ray call (`opts = {"num_cpus": 1,
+"num_gpus": 0.01}`, then `.options(**opts)`; every dict literal assigned to `opts` in
+its scope) is reported with its replacement.
 """
     examples = (
         Example(
@@ -78,12 +85,18 @@ left alone.
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._options: list[tuple[cst.Call, cst.Arg]] = []
+        self._spread: list[tuple[cst.Call, cst.Name]] = []
+        self._reported: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        ray_call = self.qualified_name(func) in RAY_CALLS or (
+            isinstance(func, cst.Attribute) and func.attr.value == "options" and imports_ray(self))
+        if ray_call:  # `.options(**worker_options)`: the dict's "num_gpus" entry, once the file is seen
+            self._spread.extend((node, a.value) for a in node.args if a.star == "**" and isinstance(a.value, cst.Name))
         argument = call_arg(node, "num_gpus")
         if argument is None:
             return
-        func = node.func
         if self.qualified_name(func) in RAY_CALLS:
             self._request(node, argument, proven=True)
         elif isinstance(func, cst.Attribute) and func.attr.value == "options" and imports_ray(self):
@@ -94,6 +107,35 @@ left alone.
             proven = self._remote_object(node.func.value)
             if proven is not None:  # None: a class or function of this file that Ray does not wrap
                 self._request(node, argument, proven=proven)
+        for node, name in self._spread:
+            if isinstance(node.func, cst.Attribute) and self._remote_object(node.func.value) is None:
+                continue
+            self._spread_request(name)
+
+    def _spread_request(self, name: cst.Name) -> None:
+        """A ``"num_gpus"`` entry of the dict literals assigned to a name in its scope that
+        is spread into a Ray call (ROLL's ``sglang_ray_option = {..., 'num_gpus': 0.01}``,
+        then ``.options(**sglang_ray_option)``; SkyRL assigns ``actor_options`` twice):
+        reported with its replacement, once per literal."""
+        for assignment in self.ctx.assignments(name, name.value) or ():
+            bound = getattr(assignment, "node", None)  # builtins have no node
+            target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+            statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
+            if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Dict):
+                self._spread_dict(name, statement.value)
+
+    def _spread_dict(self, name: cst.Name, value: cst.Dict) -> None:
+        for element in value.elements:
+            if not isinstance(element, cst.DictElement) or string_value(element.key) != "num_gpus":
+                continue
+            if number(element.value) == 0 or in_gpu_branch(self.ctx, element) or id(element) in self._reported:
+                continue
+            self._reported.add(id(element))
+            code = cst.Module(body=[]).code_for_node(element.value)
+            quote = self.ctx.quote
+            self.report(element, f"`{quote}num_gpus{quote}: {code}` in `{name.value}`, spread into a Ray call, asks Ray "
+                        "for GPUs", f"on Ascend write `{quote}resources{quote}: {{{quote}NPU{quote}: {code}}}` instead "
+                        f"(merged into an existing {quote}resources{quote} entry); {_WHY}")
 
     def _remote_object(self, receiver: cst.BaseExpression) -> bool | None:
         """``receiver`` is a Ray remote function or actor class, as the file shows (True),
@@ -125,7 +167,7 @@ left alone.
     def _request(self, call: cst.Call, argument: cst.Arg, *, proven: bool) -> None:
         value = argument.value
         amount = number(value)
-        if amount == 0:
+        if amount == 0 or in_gpu_branch(self.ctx, call):
             return
         quote = self.ctx.quote
         code = cst.Module(body=[]).code_for_node(value)

@@ -7,6 +7,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
+from npu_migrate.rules.cluster.python._common import compares_resource_name, in_gpu_branch
 
 #: the functions that take a list of bundles first (``bundles=``)
 PLACEMENT_GROUP = frozenset({"ray.util.placement_group", "ray.util.placement_group.placement_group"})
@@ -65,6 +66,14 @@ the one assignment of a local variable passed there that nothing else reads but
 list kept elsewhere is reported with its replacement; so is a placement group whose
 bundles are not written in the file at all (`placement_group(plan["bundles"])`, a
 parameter, a call's result): the finding sits on the call, where the group is made.
+`"GPU"` read from the bundles of a placement group itself (`bundle.get("GPU", 0) for
+bundle in pg.bundle_specs`, directly or through a name assigned once from it: ray
+2.60.0's `PlacementGroup.bundle_specs` returns the group's bundles) is rewritten with
+them. The "built elsewhere" finding is left out where the module tests a value against
+`"GPU"` (`platform.ray_device_key == "GPU"`):
+such code builds its bundles from the platform's resource name (ROLL's
+`{current_platform.ray_device_key: n, "CPU": m}`). Keys in the GPU branch of such a
+test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
 """
     examples = (
         Example(
@@ -81,11 +90,39 @@ parameter, a call's result): the finding sits on the call, where the group is ma
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._done: set[cst.SimpleString] = set()
+        self._chooses: bool | None = None
+        self._spec_reads: list[tuple[cst.CSTNode, cst.BaseExpression, cst.Name]] = []
         self._pending: list[cst.BaseExpression] = []
 
     def leave_file(self) -> None:
         for value in self._pending:
             self._bundles(value)
+        for read, key, name in self._spec_reads:  # the loop's binding is seen only now
+            if isinstance(key, cst.SimpleString) and string_value(key) == "GPU" and self._from_bundle_specs(name) \
+                    and not in_gpu_branch(self.ctx, read):
+                self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE),
+                             '`"GPU"` read from a bundle of `PlacementGroup.bundle_specs` -> `"NPU"`',
+                             needs_torch_npu=False, reason=f"a resource name read from a placement group's own "
+                             f"bundles (ray 2.60.0: ray/util/placement_group.py, `bundle_specs`); {_WHY}")
+
+    def _from_bundle_specs(self, name: cst.Name) -> bool:
+        """``name`` is the loop variable of a ``for`` or comprehension over a placement
+        group's ``bundle_specs`` (directly, or through a name assigned once from it):
+        SkyRL's ``bundles = pg.bundle_specs`` then ``bundle.get("GPU", 0) for bundle in bundles``."""
+        found = self.ctx.assignments(name, name.value)
+        if not found or len(found) != 1:
+            return False
+        bound = getattr(next(iter(found)), "node", None)
+        loop = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+        if not isinstance(loop, (cst.For, cst.CompFor)) or loop.target is not bound:
+            return False
+        source = loop.iter
+        if isinstance(source, cst.Name):
+            held = self.ctx.assignments(source, source.value)
+            if not held or len(held) != 1:
+                return False
+            source = self._assigned_value(getattr(next(iter(held)), "node", None))
+        return isinstance(source, cst.Attribute) and source.attr.value == "bundle_specs"
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.qualified_name(node.func)
@@ -95,14 +132,18 @@ parameter, a call's result): the finding sits on the call, where the group is ma
                 self._pending.append(argument.value)  # decided once every read of a variable has been seen
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
             source = self._totals(node.func.value)
-            if source is not None:
+            if source is not None and not in_gpu_branch(self.ctx, node):
                 self._key(node.args[0].value, source)
+            elif source is None and isinstance(node.func.value, cst.Name):
+                self._spec_reads.append((node, node.args[0].value, node.func.value))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             source = self._totals(node.value)
-            if source is not None:
+            if source is not None and not in_gpu_branch(self.ctx, node):
                 self._key(node.slice[0].slice.value, source)
+            elif source is None and isinstance(node.value, cst.Name):
+                self._spec_reads.append((node, node.slice[0].slice.value, node.value))
 
     def _totals(self, value: cst.BaseExpression) -> str | None:
         """``ray.cluster_resources`` for ``ray.cluster_resources()`` itself or for a name
@@ -145,6 +186,8 @@ parameter, a call's result): the finding sits on the call, where the group is ma
         self._rewrite(gpu_keys(source), f"a placement-group bundle (through `{value.value}`)")
 
     def _elsewhere(self, value: cst.BaseExpression) -> None:
+        if self._picks_resource_name():
+            return  # bundles built from the platform's resource name (ROLL's `{platform.ray_device_key: n}`)
         self.report(value, "the bundles of this placement group are built elsewhere: a `\"GPU\"` entry in them is "
                     "never satisfied on Ascend", f'ask for `{{"NPU": n}}` where the bundles are written; {_WHY}')
 
@@ -179,9 +222,14 @@ parameter, a call's result): the finding sits on the call, where the group is ma
                 return None
         return value
 
+    def _picks_resource_name(self) -> bool:
+        if self._chooses is None:
+            self._chooses = compares_resource_name(self.ctx.module)
+        return self._chooses
+
     def _rewrite(self, keys: list[cst.SimpleString], where: str) -> None:
         for key in keys:
-            if key in self._done:
+            if key in self._done or in_gpu_branch(self.ctx, key):
                 continue
             self._done.add(key)
             self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE), '`{"GPU": n}` bundle -> `{"NPU": n}`',

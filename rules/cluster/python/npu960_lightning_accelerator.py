@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from npu_migrate.python import reaches_torch
 from npu_migrate.python.cst_util import call_arg, string_value
 from npu_migrate.python.rule import Example, Rule
 
@@ -38,6 +39,14 @@ def _key(node: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | Non
     return None, None
 
 
+#: a name that holds a Lightning trainer's arguments (generative-models' ``trainer_config``)
+_TRAINER_NAME = re.compile(r"(?:\w+_)?trainer_(?:config|cfg|conf|kwargs|args|opts?|params)")
+
+
+def _trainer_name(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and _TRAINER_NAME.fullmatch(node.value) is not None
+
+
 class LightningAccelerator(Rule):
     id = "NPU960"
     impact = "blocking"
@@ -47,7 +56,10 @@ class LightningAccelerator(Rule):
                'and `cfg.trainer.accelerator = "gpu"` set in Python')
     triggers = ("Trainer", "Fabric", ("trainer", "accelerator"))
     local_names = tuple(sorted(ENTRY_POINTS))
-    local_triggers = (re.compile(r"""trainer(?:\.|['"]\]\s*\[\s*['"])accelerator"""),)
+    #: the config assignment, and the literals a caller passes to a helper that builds the
+    #: Fabric (the caller may not mention Lightning at all)
+    local_triggers = (re.compile(r"""trainer(?:\.|['"]\]\s*\[\s*['"])accelerator"""),
+                      re.compile(r"""(?<=['"])(?:cuda|gpu|auto)(?=['"])"""))
     rationale = f"""
 Lightning chooses its device from `accelerator=`: lightning 2.6.6
 (`lightning/fabric/connector.py`, `_choose_auto_accelerator`) maps `"auto"` (the
@@ -59,14 +71,20 @@ trained on GPUs therefore trains on the CPU, silently, or fails. Each `Fabric(..
 `pytorch_lightning`) whose `accelerator` is absent or one of those strings is
 reported. Route: {ROUTE}. A name passed as `accelerator=` is followed to the
 string literals assigned to it in its scope (`accelerator = "cuda"` after `if
-torch.cuda.is_available():`, as litgpt's API does) and to its parameter default when
-nothing reassigns it; each of those values is reported where it is written. Other
-values (an object, a call) are left alone.
+torch.cuda.is_available():`, as litgpt's API does) and, when it is a parameter
+nothing reassigns, to its default and to the literals the file's own calls pass
+for it (`_test_model_1device("cuda")` calling `def _test_model_1device(accelerator):
+fabric = Fabric(accelerator=accelerator)`, litgpt's tests; the call is matched to
+the parameter by the shared "reaches torch" analysis, `parameter_of`, as it follows a
+device into a function of the file); each of those values is reported where it is
+written. Other values (an object, a call) are left alone.
 
 The same value set in Python on a Hydra/OmegaConf trainer config
 (`cfg.trainer.accelerator = "gpu"`, `cfg["trainer"]["accelerator"] = "gpu"`, as
-lightning-hydra-template's tests do before `train(cfg)` builds the `Trainer` from it)
-is reported where it is assigned, in files that import lightning, pytorch_lightning,
+lightning-hydra-template's tests do before `train(cfg)` builds the `Trainer` from it),
+or on a name that says it holds the trainer's arguments (`trainer_config["accelerator"]
+= "gpu"`, as Stability-AI's generative-models does before `Trainer(**trainer_opt)`;
+`trainer_cfg`, `trainer_kwargs`, `trainer_args`...) is reported where it is assigned, in files that import lightning, pytorch_lightning,
 hydra or omegaconf (the YAML form is NPU970). Nothing is rewritten: `"cpu"` would
 run, but not on the NPU.
 """
@@ -113,11 +131,39 @@ run, but not on the NPU.
                 literal = parent.default  # the default reaches the call only when nothing reassigns it
             else:
                 continue
-            value = string_value(literal)
-            if value in CUDA_OR_AUTO and id(literal) not in self._seen:
-                self._seen.add(id(literal))
-                self.report(literal, f'`"{value}"` is passed as `{short}(accelerator={name.value})`: it '
-                            f"{CUDA_OR_AUTO[value]}", ROUTE)
+            self._literal(literal, f"`{short}(accelerator={name.value})`")
+        if len(found) == 1:
+            bound = getattr(next(iter(found)), "node", None)
+            parent = self.ctx.parent(bound) if isinstance(bound, cst.Name) else bound
+            if isinstance(parent, cst.Param):
+                self._callers(parent, short, name.value)
+
+    def _literal(self, literal: cst.BaseExpression, where: str) -> None:
+        value = string_value(literal)
+        if value in CUDA_OR_AUTO and id(literal) not in self._seen:
+            self._seen.add(id(literal))
+            self.report(literal, f'`"{value}"` is passed as {where}: it {CUDA_OR_AUTO[value]}', ROUTE)
+
+    def _callers(self, param: cst.Param, short: str, name: str) -> None:
+        """The literals this file's calls of a module-level function pass for ``param``."""
+        function = next((a for a in self.ctx.ancestors(param) if isinstance(a, cst.FunctionDef)), None)
+        if function is None or not any(s is function for s in self.ctx.module.body):
+            return
+        analysis = reaches_torch.analysis(self.ctx)
+        function_name = function.name.value
+
+        class _Calls(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.found: list[cst.Arg] = []
+
+            def visit_Call(self, call: cst.Call) -> None:
+                if isinstance(call.func, cst.Name) and call.func.value == function_name:
+                    self.found.extend(a for a in call.args if analysis.parameter_of(call, a) is param)
+
+        calls = _Calls()
+        self.ctx.module.visit(calls)
+        for arg in calls.found:
+            self._literal(arg.value, f"`{function_name}({name}=...)`, which passes it as `{short}(accelerator={name})`")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = string_value(node.value)
@@ -125,7 +171,7 @@ run, but not on the NPU.
             return
         for target in node.targets:
             key, owner = _key(target.target)
-            if key != "accelerator" or _key(owner)[0] != "trainer":
+            if key != "accelerator" or not (_key(owner)[0] == "trainer" or _trainer_name(owner)):
                 continue
             if not any(v == m or v.startswith(m + ".") for v in self.ctx.imports.bindings.values() for m in CONFIG_MODULES):
                 return

@@ -29,6 +29,10 @@ it is imported. MindSpeed's README gives the one change an entry script needs:
 (`if __name__ == "__main__":`, as `pretrain_gpt.py`) gets that line right after its
 first module-level `import torch` (before it, if the script imports megatron
 without importing torch first, since the adaptor must patch megatron before use).
+When the script imports one of the project's own modules before its first megatron
+import and before `import torch` (Megatron-Bridge's `scripts/training/run_recipe.py`
+imports `recipe_runner`, which imports `megatron.bridge`), the line goes before that
+import: otherwise megatron would already be imported when the adaptor runs.
 A file that already imports mindspeed is left alone; library modules of the
 project (no main guard) are not changed: the entry script's import patches them.
 
@@ -50,6 +54,9 @@ requirement is written for it; NPU967 reports the launch options to review.
         super().__init__(ctx)
         self._torch: cst.SimpleStatementLine | None = None
         self._megatron: cst.SimpleStatementLine | None = None
+        #: the first import of a module of this project before any megatron import (it may
+        #: import megatron itself: Megatron-Bridge's run_recipe.py imports recipe_runner first)
+        self._local: cst.SimpleStatementLine | None = None
         self._mindspeed = False
         self._main = False
 
@@ -69,6 +76,9 @@ requirement is written for it; NPU967 reports the launch options to review.
                     self._torch = statement
                 if self._megatron is None and any(n == "megatron" or n.startswith("megatron.") for n in names):
                     self._megatron = statement
+                if self._megatron is None and self._local is None and any(
+                        self.ctx.facts.is_project_module(self.ctx.path, n) for n in names if n and n[0] != "."):
+                    self._local = statement
         # imports inside try/if blocks (``try: import mindspeed.megatron_adaptor``) count as present
         if "mindspeed" in self.ctx.text and any(
             v == "mindspeed" or v.startswith("mindspeed.") for v in self.ctx.imports.bindings.values()
@@ -79,9 +89,17 @@ requirement is written for it; NPU967 reports the launch options to review.
         if self._mindspeed or not self._main or self._megatron is None:
             return
         adaptor = cst.parse_statement(f"import {ADAPTOR}\n")
-        if self._torch is not None:
+        body = self.ctx.module.body
+        if self._local is not None and (self._torch is None or _index(body, self._local) < _index(body, self._torch)):
+            self.insert_before(self._local, [adaptor], f"add `import {ADAPTOR}` before the first import of this "
+                               f"project's own modules, which may import megatron: {_WHY}", first=True)
+        elif self._torch is not None:
             self.insert_after(self._torch, [adaptor], f"add `import {ADAPTOR}` after `import torch`: {_WHY}",
                               first=True)
         else:
             self.insert_before(self._megatron, [adaptor], f"add `import {ADAPTOR}` before the first megatron import: "
                                f"{_WHY}", first=True)
+
+
+def _index(body, statement) -> int:
+    return next((i for i, s in enumerate(body) if s is statement), len(body))

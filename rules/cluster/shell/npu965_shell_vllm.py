@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from npu_migrate.pipeline.rulebase import Example
@@ -16,16 +17,18 @@ if TYPE_CHECKING:
 
 _FALSE = {"false", "False", "0", "no", "off"}
 _PYTHON = {"python", "python3"}
+#: last keys of Hydra overrides that pick the generation engine by name
+#: (SkyRL's ``generator.inference_engine.backend=vllm``); ``name`` only after ``rollout``
+#: (verl's ``actor_rollout_ref.rollout.name=vllm``)
+_ENGINE_KEYS = {"backend", "engine", "engine_type", "inference_backend", "rollout_backend"}
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
 
 
 def _ray_job_entrypoint(words: list[syntax.Arg]) -> list[syntax.Arg] | None:
     """The entrypoint's words of ``ray job submit [options] -- python -m trainer ...`` (after ``--``)."""
-    if len(words) > 3 and syntax.program(words[0]) == "ray" and [w.text for w in words[1:3]] == ["job", "submit"]:
-        index = next((i for i, w in enumerate(words) if w.text == "--"), None)
-        entry = words[index + 1 :] if index is not None else []
-        starts = _PYTHON | syntax.LAUNCHERS | syntax.WRAPPERS | {"trl", "openrlhf"}
-        return entry if entry and syntax.program(entry[0]) in starts else None
-    return None
+    entry = syntax.ray_job_entrypoint(words)
+    starts = _PYTHON | syntax.LAUNCHERS | syntax.WRAPPERS | {"trl", "openrlhf"}
+    return entry if entry and syntax.program(entry[0]) in starts else None
 
 
 def _vllm_module(words: list[syntax.Arg]) -> str | None:
@@ -52,7 +55,13 @@ command line; vLLM discovers the plugin at start-up). A launcher that starts vLL
 vllm-serve`) or asks a trainer to (`--use_vllm` / `--use_vllm true` of TRL's GRPO and
 online DPO, `--vllm_mode`, `--vllm_gpu_memory_utilization`, OpenRLHF's
 `--vllm_num_engines`, `--vllm.*` groups, verl's Hydra override
-`actor_rollout_ref.rollout.name=vllm`) runs on the CUDA build otherwise. The
+`actor_rollout_ref.rollout.name=vllm`, SkyRL's `generator.inference_engine.backend=vllm`,
+any dotted override whose last key is `backend`, `engine`, `engine_type`,
+`inference_backend` or `rollout_backend` set to `vllm`, also through a variable the
+script assigns `vllm`: `...backend=$INFERENCE_BACKEND` after `INFERENCE_BACKEND="vllm"` or
+`: "${{INFERENCE_BACKEND:=vllm}}"`) runs on the CUDA build otherwise. Besides launch
+lines (`uv run -m` included), a command whose interpreter is held in a variable and
+that runs a module (`"${{DRIVER[@]}}" -m trainer ...`) is read for these options. The
 options are read on launch lines (also behind wrappers, and after the `--` of `ray
 job submit ... -- python -m trainer`), in argument arrays (`ENGINE_ARGS=(--vllm.num_engines 2 ...)`)
 and in option strings kept in variables (`VLLM_ARGS="--vllm_num_engines 4"`). One
@@ -84,7 +93,10 @@ finding per command, array or string, at the launcher or at its first vLLM optio
                 return
         launch = syntax.launch_args(node)
         entrypoint = _ray_job_entrypoint(words) if launch is None else None
-        if launch is None and entrypoint is None and first not in ("trl", "openrlhf"):
+        # `"${DRIVER[@]}" -m trainer ...` with `DRIVER=(uv run --extra gpu)`: an interpreter in a variable
+        driven = launch is None and words[0].text.lstrip("\"").startswith("$") and len(words) > 2 \
+            and words[1].text == "-m"
+        if launch is None and entrypoint is None and not driven and first not in ("trl", "openrlhf"):
             return
         options = launch[1] if launch is not None else entrypoint if entrypoint is not None else words[1:]
         self._options(node, options)
@@ -94,11 +106,39 @@ finding per command, array or string, at the launcher or at its first vLLM optio
         if words:
             self._options(node.parent, words)
 
+    def __init__(self, file) -> None:
+        super().__init__(file)
+        self._values: dict[str, set[str]] = {}  # INFERENCE_BACKEND="vllm"
+        self._pending: list[tuple[Node, Node, str, str]] = []  # overrides whose value is a variable
+        self._reported: set[int] = set()  # commands (start bytes) with a finding
+
+    def visit_expansion(self, node: Node) -> None:
+        """``: "${INFERENCE_BACKEND:=vllm}"`` (SkyRL): the default is assigned to the variable."""
+        children = node.children
+        names = [c for c in children if c.type == "variable_name"]
+        operators = [c for c in children if c.type in (":=", "=")]  # the forms that assign
+        if len(names) == 1 and operators:
+            default = [c for c in children if c.start_byte >= operators[0].end_byte and c.type not in ("}",)]
+            text = b"".join(c.text for c in default).decode("utf-8", "replace").strip("\"'")
+            if text and all(c.type in ("word", "string", "raw_string", "string_content") for c in default):
+                self._values.setdefault(names[0].text.decode("utf-8", "replace"), set()).add(text)
+
     def visit_variable_assignment(self, node: Node) -> None:
         value = node.child_by_field_name("value")
+        name = node.child_by_field_name("name")
+        if name is not None and value is not None:
+            static = syntax.static_value(value)
+            if static is not None:
+                self._values.setdefault(name.text.decode("utf-8", "replace"), set()).add(static)
         words = option_string_words(value) if value is not None else None  # VLLM_ARGS="--vllm_num_engines 4"
         if words:
             self._options(node, words)
+
+    def leave_file(self) -> None:
+        for command, at, key, variable in self._pending:
+            if command.start_byte not in self._reported and "vllm" in self._values.get(variable, ()):
+                self._report(command, at, f"`{key}=${variable}` (`{variable}=vllm` in this script) makes the trainer "
+                             "generate with vLLM")
 
     def _options(self, node: Node, options: list[syntax.Arg]) -> None:
         for index, word in enumerate(options):
@@ -114,10 +154,17 @@ finding per command, array or string, at the launcher or at its first vLLM optio
             if name.startswith(("--vllm_", "--vllm-", "--vllm.")):
                 self._report(node, word.node, f"`{name}` configures vLLM")
                 return
-            if equals and value.strip("\"'") == "vllm" and name.lstrip("+").split(".")[-2:] == ["rollout", "name"]:
-                self._report(node, word.node, f"`{name.lstrip('+')}=vllm` makes the trainer generate with vLLM")
-                return
+            key = name.lstrip("+").split(".")
+            if equals and len(key) > 1 and (key[-1] in _ENGINE_KEYS or key[-2:] == ["rollout", "name"]):
+                chosen = value.strip("\"'")
+                if chosen == "vllm":
+                    self._report(node, word.node, f"`{'.'.join(key)}=vllm` makes the trainer generate with vLLM")
+                    return
+                variable = _VARIABLE.fullmatch(chosen)
+                if variable is not None:
+                    self._pending.append((node, word.node, ".".join(key), variable.group(1)))
 
     def _report(self, command: Node, at: Node, what: str) -> None:
+        self._reported.add(command.start_byte)
         self.report(command, f"{what}: on Ascend it runs through the vllm-ascend plugin", _vllm.ROUTE,
                     offset=at.start_byte)

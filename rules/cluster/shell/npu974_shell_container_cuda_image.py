@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from npu_migrate.pipeline.rulebase import Example
-from npu_migrate.rules.dockerfile.npu821_cuda_base_image import cuda_image, suggestion
+from npu_migrate.rules.dockerfile.npu821_cuda_base_image import CUDA_TAG_WORDS, cuda_image, suggestion
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 
@@ -71,7 +71,7 @@ class ShellContainerCudaImage(ShellRule):
     fixable = False
     summary = ("Report CUDA images that launch scripts run (`docker run nvcr.io/...`, `srun --container-image`, "
                "`singularity ... docker://`), also through a variable (`IMAGE=nvcr.io/...`)")
-    triggers = (b"cuda", b"nvcr.io", b"nvidia/", b"pytorch/pytorch")
+    triggers = (b"cuda", b"nvcr.io", b"nvidia/", b"pytorch/pytorch", *CUDA_TAG_WORDS)
     rationale = """
 NPU821 reports a Dockerfile's CUDA base image and NPU963 the images of compose
 files and devcontainers; launch scripts start containers too: `docker run ... IMAGE`
