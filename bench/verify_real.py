@@ -237,6 +237,12 @@ def _ddpm(src: Path, dest: Path) -> None:
         Image.fromarray(rng.integers(0, 256, (16, 16, 3)).astype(np.uint8)).save(images / f"{i:02d}.png")
 
 
+def _bundled(src: Path, dest: Path) -> None:
+    """This repository's examples/cuda_project (README's verify example: 17 steps over 2
+    epochs, the stop-and-restart after the epoch-end checkpoint)."""
+    shutil.copytree(REPO / "examples" / "cuda_project", dest, dirs_exist_ok=True)
+
+
 def _example(folder: str, script: str = "main.py"):
     """A pytorch/examples script alone, with the stub torchvision next to it."""
     def setup(src: Path, dest: Path) -> None:
@@ -253,6 +259,8 @@ IMAGENET_ARGS = ["-a", "resnet50", "-j", "0", "-b", "16", "--epochs", "2", "--pr
 
 #: name: (setup, script, verify options, script arguments, expected verdict, what it exercises)
 CASES = {
+    "example": (_bundled, "train.py", ["--steps", "17"], ["--epochs", "2"], "pass",
+                "this repository's example: fp16 + GradScaler, epoch checkpoint, resume round-trip"),
     "mnist": (_mnist, "main.py", ["--steps", "4"], ["--epochs", "1", "--batch-size", "64"], "pass",
               "torch.accelerator device selection, 1 DataLoader worker, pin_memory"),
     "nanogpt-fp16": (_nanogpt, "train.py", ["--steps", "3", "--resume-arg=--init_from=resume"],
