@@ -240,10 +240,14 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
                          req.torchrun, spawns)
 
     records = work / "records"
-    ref, npu = _both(req, lambda: run_twin("reference twin", ref_copy, _ref_env(req, twins.base_env(
-        records / "reference", req.steps, req.seed), emulated), req.steps, req.args),
-        lambda: run_twin("migrated twin", npu_copy, twins.npu_env(twins.base_env(
-            records / "npu", req.steps, req.seed), req.nproc, emulated), req.steps, req.args))
+    # One process: each uninterrupted run snapshots its copy after the steps it saved after,
+    # so that the round-trip needs no stop run (hook.ENV_SNAPSHOT, twins.snapshot_after).
+    snapshots = req.resume and req.nproc == 1 and not req.torchrun and not spawns
+    keep = twins.with_snapshots if snapshots else (lambda env: env)
+    ref, npu = _both(req, lambda: run_twin("reference twin", ref_copy, keep(_ref_env(req, twins.base_env(
+        records / "reference", req.steps, req.seed), emulated)), req.steps, req.args),
+        lambda: run_twin("migrated twin", npu_copy, keep(twins.npu_env(twins.base_env(
+            records / "npu", req.steps, req.seed), req.nproc, emulated)), req.steps, req.args))
 
     _original_frame(npu, root, npu_copy)
     _original_frame(ref, root, ref_copy)
@@ -416,7 +420,7 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
             "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
-    chains = {}
+    chains, start = {}, {}
     for name, full in (("ref", ref), ("npu", npu)):
         def env(out, steps, align=None, name=name):
             base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
@@ -424,11 +428,17 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
 
         own_saves = full.ranks.get(0, next(iter(full.ranks.values()))).get("saves", [])
         copy, stop_first = copies[name], max(own_saves, default=0) != k
+        start[name] = f"its own copy (its uninterrupted run saved nothing after step {k})"
         if stop_first:
-            try:  # here, not in the chain: the migration changes the working directory
-                copy = fresh_copy(name)
-            except twins.MigrationError as exc:
-                raise VerifyError(str(exc)) from None
+            snap, why = twins.snapshot_after(full, copies[name], k)
+            if snap is not None:
+                copy, stop_first, start[name] = snap, False, why
+            else:
+                try:  # here, not in the chain: the migration changes the working directory
+                    copy = fresh_copy(name)
+                except twins.MigrationError as exc:
+                    raise VerifyError(str(exc)) from None
+                start[name] = f"a fresh copy run to step {k} first ({why})"
 
         def chain(name=name, full=full, env=env, copy=copy, stop_first=stop_first):
             label = "reference twin" if name == "ref" else "migrated twin"
@@ -441,7 +451,8 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
 
         chains[name] = chain
     restarted = dict(zip(("ref", "npu"), _both(req, chains["ref"], chains["npu"])))
-    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
+    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args],
+                    "restarted_from": {"reference": start["ref"], "migrated": start["npu"]}}
     if restarted["ref"].error is not None:
         return dict(result, status="reference-failed", detail=[
             f"the reference twin's stop-and-restart failed ({restarted['ref'].error}): no reference to compare with"])

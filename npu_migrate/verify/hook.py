@@ -25,7 +25,13 @@ Settings come from the environment (set by npu_migrate/verify/twins.py):
   cpu-retarget``, npu_migrate/verify/cuda_on_cpu.py);
 * ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs
   (and in each process the script starts itself, npu_migrate/verify/spawned.py);
-* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU-retarget reference's ``torch.cuda.device_count()``.
+* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU-retarget reference's ``torch.cuda.device_count()``;
+* ``NPU_MIGRATE_VERIFY_SNAPSHOT``: (one process only) a directory for a copy of the twin's
+  project copy (``NPU_MIGRATE_VERIFY_ROOT``) as a run stopped after step k would leave it:
+  taken at the first ``backward()`` after a step after which the script saved (where a
+  stop run would be stopped), the latest one kept; with it, at the final stop, a listing
+  of the tree (``tree-at-stop.json``) shows verify whether the script writes while it
+  unwinds (then a snapshot is not what a stop run leaves, and verify runs one instead).
 
 This module imports torch; the CLI process never imports it.
 """
@@ -55,6 +61,10 @@ ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
 ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
 #: The CPU-retarget reference's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
 ENV_DEVICES = "NPU_MIGRATE_VERIFY_DEVICES"
+ENV_SNAPSHOT = "NPU_MIGRATE_VERIFY_SNAPSHOT"
+#: A tree larger than this is not snapshotted (verify runs a stop run instead).
+SNAPSHOT_LIMIT = 256 * 1024 * 1024
+TREE_AT_STOP = "tree-at-stop.json"
 #: Parameters kept for every step (for the element-wise metrics) up to this many
 #: elements; larger models keep the last step's only.
 KEEP_EVERY_STEP = 2_000_000
@@ -114,6 +124,9 @@ class Recorder:
         self.step_autocast: list = []
         #: the total norm clip_grad_norm_ measured (before clipping) since the last step
         self.pending_clip: float | None = None
+        #: where snapshots of the project copy go (ENV_SNAPSHOT), and the step of the last one
+        self.snapshot_dir = os.environ.get(ENV_SNAPSHOT) or None
+        self._snapped: int | None = None
 
     # -- what the hooks record ---------------------------------------------------------
 
@@ -200,7 +213,11 @@ class Recorder:
 
     def on_backward(self, tensor) -> None:
         if self.global_done >= self.limit and (self.steps or self.offset is not None):
+            if self.snapshot_dir:
+                _write_tree(os.path.join(self.out, TREE_AT_STOP))
             raise VerifyStop
+        if self.snapshot_dir and self.steps:
+            self._snapshot()
         value = tensor.detach()
         entry = {
             "value": float(value.cpu().to(self.torch.float64).sum()),
@@ -213,6 +230,30 @@ class Recorder:
             entry["unscaled"] = entry["value"] / scaled[1]  # the GradScaler's output: the loss times the scale
         self.last_scaled = None
         self.pending_losses.append(entry)
+
+    def _snapshot(self) -> None:
+        """At the first backward() after step k, where the script saved after step k: copy the
+        project copy as a run stopped here (``NPU_MIGRATE_VERIFY_STEPS=k``) would leave it."""
+        done = self.global_done
+        if done == self._snapped or done not in self.saves or done >= self.limit or self.launcher:
+            return
+        self._snapped = done
+        import shutil
+
+        root = os.environ.get(ENV_ROOT)
+        target = os.path.join(self.snapshot_dir, f"after-step-{done}")
+        try:
+            if not root or _tree_size(root) > SNAPSHOT_LIMIT:
+                raise OSError("no project copy, or too large to snapshot")
+            os.makedirs(self.snapshot_dir, exist_ok=True)
+            shutil.copytree(root, target + ".tmp", symlinks=True)
+            for old in os.listdir(self.snapshot_dir):  # only the latest is kept
+                if old != os.path.basename(target) + ".tmp":
+                    shutil.rmtree(os.path.join(self.snapshot_dir, old), ignore_errors=True)
+            os.replace(target + ".tmp", target)
+        except OSError:  # verify then runs a stop run, as without snapshots
+            shutil.rmtree(self.snapshot_dir, ignore_errors=True)
+            self.snapshot_dir = None
 
     def _fix_rank(self) -> None:
         """At the first step: the process group's rank where one is up."""
@@ -340,6 +381,34 @@ class Recorder:
         if self.params and not self.launcher:
             np.savez(os.path.join(self.out, f"rank{self.rank}.npz"),
                      **{f"step{step}": flat for step, flat in self.params.items()})
+
+
+def _tree_size(root: str) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def tree_listing(root: str) -> dict[str, list[int]]:
+    """Every file under ``root`` (links not followed): its size and modification time."""
+    listing = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                listing[os.path.relpath(path, root)] = [st.st_size, st.st_mtime_ns]
+    return listing
+
+
+def _write_tree(path: str) -> None:
+    root = os.environ.get(ENV_ROOT)
+    if root:
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as fh:
+            json.dump(tree_listing(root), fh)
 
 
 #: The recorder the hooks write to (a process forked by the script gets its own, see spawned.py).

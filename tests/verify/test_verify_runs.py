@@ -79,6 +79,35 @@ def test_scaler_state_not_restored_as_in_the_original_passes(tmp_path, emulator_
     assert "GradScaler scale" in resume["reference"]["detail"]  # the scale restarts from init_scale
 
 
+@pytest.mark.timeout(900)
+def test_the_restart_runs_in_a_snapshot_instead_of_a_stop_run(tmp_path, emulator_build):
+    # 4 steps: checkpoints after steps 2 and 4, so each twin's copy holds step 4's when its
+    # run ends; the restart after step 2 runs in the snapshot each run took after step 2,
+    # not in a fresh copy run to step 2 first, and still restarts exactly.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "4", "train.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2
+    assert resume["reference"]["status"] == "exact" and resume["migrated"]["status"] == "exact"
+    assert resume["restarted_from"] == {twin: "a snapshot its uninterrupted run took after step 2"
+                                        for twin in ("reference", "migrated")}
+
+
+@pytest.mark.timeout(900)
+def test_a_script_that_writes_while_it_unwinds_gets_a_stop_run(tmp_path, emulator_build):
+    # The same with a file written in a `finally:`: a run stopped after step 2 would have
+    # it, the snapshot taken at that point does not, so each twin is run to step 2 first.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "4", "train.py", "--", "--exit-note", "note.txt")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2
+    assert resume["restarted_from"] == {
+        twin: "a fresh copy run to step 2 first (the script wrote into its copy while it unwound from the stop)"
+        for twin in ("reference", "migrated")}
+
+
 @pytest.mark.timeout(600)
 def test_silent_cpu_work_fails(tmp_path, emulator_build):
     project = _copy("amp_resume", tmp_path)
