@@ -196,7 +196,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     npu_copy = scratch.copy_project(root, work / "npu", skip)
     empty_config = work / "reference.toml"
     empty_config.write_text("[tool.npu-migrate]\n", "utf-8")
-    _say(req, f"copying {root} twice into {work}; migrating one copy")
+    _say(req, f"copying {root} twice into {work}; migrating one copy (while the reference twin starts)"
+              if req.jobs >= 2 else f"copying {root} twice into {work}; migrating one copy")
     options = {
         "npu": twins.migrated_options(req.select, req.extend_select, req.ignore, req.extend_ignore,
                                       str(Path(req.config).resolve()) if req.config else None),
@@ -206,11 +207,19 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
             req.ignore, req.extend_ignore, str(Path(req.config).resolve()) if req.config else None),
     }
     try:
-        migration_log = twins.migrate_copy(npu_copy, options["npu"])
         twins.migrate_copy(ref_copy, options["ref"])
     except twins.MigrationError as exc:
         raise VerifyError(str(exc)) from None
     fixed = [] if retarget else twins.changed_files(root, ref_copy)
+    migration_log = ""
+
+    def migrate_npu_copy() -> None:
+        """The migrated twin's migration: while the reference twin starts, with --jobs 2."""
+        nonlocal migration_log
+        try:
+            migration_log = twins.migrate_copy(npu_copy, options["npu"])
+        except twins.MigrationError as exc:
+            raise VerifyError(str(exc)) from None
 
     def fresh_copy(name: str) -> Path:
         """Another copy of the project, migrated as twin ``name`` was (for a stop-and-restart)."""
@@ -218,7 +227,9 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         twins.migrate_copy(copy, options[name])
         return copy
 
-    real = twins.real_npu(npu_copy, script)
+    # Where torch_npu imports from the script's directory: the copies hold the same files
+    # (the migration adds no module), so the reference's copy answers for both.
+    real = twins.real_npu(ref_copy, script)
     emulated = real is None
     device = "the emulated NPU" if emulated else f"a real NPU (torch_npu from {real})"
     if emulated:
@@ -233,8 +244,9 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         _say(req, f"{script} starts its own processes (torch.multiprocessing.spawn): run as one process "
                   f"with {req.nproc} device(s)")
 
-    def run_twin(name, copy, env, steps, args):
-        _say(req, f"running the {name} ({steps} step(s))")
+    def run_twin(name, copy, env, steps, args, announce=True):
+        if announce:
+            _say(req, f"running the {name} ({steps} step(s))")
         env = dict(env, **{hook.ENV_ROOT: str(copy)})
         return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
                          req.torchrun, spawns)
@@ -244,10 +256,13 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     # so that the round-trip needs no stop run (hook.ENV_SNAPSHOT, twins.snapshot_after).
     snapshots = req.resume and req.nproc == 1 and not req.torchrun and not spawns
     keep = twins.with_snapshots if snapshots else (lambda env: env)
+    # announced here: the migration of the other copy captures the output while this run starts
+    _say(req, f"running the reference twin ({req.steps} step(s))")
     ref, npu = _both(req, lambda: run_twin("reference twin", ref_copy, keep(_ref_env(req, twins.base_env(
-        records / "reference", req.steps, req.seed), emulated)), req.steps, req.args),
+        records / "reference", req.steps, req.seed), emulated)), req.steps, req.args, announce=False),
         lambda: run_twin("migrated twin", npu_copy, keep(twins.npu_env(twins.base_env(
-            records / "npu", req.steps, req.seed), req.nproc, emulated)), req.steps, req.args))
+            records / "npu", req.steps, req.seed), req.nproc, emulated)), req.steps, req.args),
+        before_second=migrate_npu_copy)
 
     _original_frame(npu, root, npu_copy)
     _original_frame(ref, root, ref_copy)
@@ -480,15 +495,21 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
         *detail])
 
 
-def _both(req: Request, first, second) -> list:
-    """``[first(), second()]``: the two twins' runs, at the same time with ``--jobs 2``."""
+def _both(req: Request, first, second, before_second=None) -> list:
+    """``[first(), second()]``: the two twins' runs, at the same time with ``--jobs 2``;
+    ``before_second()`` (in this thread) while the first starts."""
     if req.jobs < 2:
+        if before_second is not None:
+            before_second()
         return [first(), second()]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify-twin") as pool:
-        futures = [pool.submit(first), pool.submit(second)]
+        futures = [pool.submit(first)]
         try:
+            if before_second is not None:
+                before_second()
+            futures.append(pool.submit(second))
             return [future.result() for future in futures]
         except BaseException:  # Ctrl-C or SIGTERM in this thread: end both runs, then unwind
             twins.kill_running()
