@@ -281,6 +281,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         "twins": {"reference": _twin_info(ref), "migrated": _twin_info(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
     }
+    base["steps_counted_by"] = "backward" if any(step.get("manual") for r in (ref, npu) for data in r.ranks.values()
+                                                 for step in data.get("steps", [])) else "optimizer"
     kernels = compare.attention_differences(ref, npu)
     tol = compare.precision(ref, npu, real_npu=not emulated, same_device=not retarget and emulated,
                             other_kernels=bool(kernels))
@@ -335,7 +337,7 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
             first = dict(resume["first_divergence"], what=["after resume: " + w
                                                            for w in resume["first_divergence"]["what"]])
     elif not rows:
-        verdict, reason = "error", "no optimizer step was recorded in either twin"
+        verdict, reason = "error", "no step was recorded in either twin (neither an optimizer step nor a backward())"
     result = dict(base, verdict=verdict, reason=reason, first_divergence=first, steps=rows, metrics=metrics,
                   resume=resume, silent_cpu=hidden, path_differences=path_diffs,
                   paths={"reference": compare.paths_of(ref), "migrated": compare.paths_of(npu)})

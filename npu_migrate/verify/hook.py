@@ -77,6 +77,10 @@ def _local(tensor):
     return to_local() if callable(to_local) else tensor
 
 
+class StepCountError(Exception):
+    """The script's steps cannot be counted (hand-written updates, then an optimizer)."""
+
+
 class VerifyStop(BaseException):
     """Raised at the first backward() after the last step; caught by :func:`main` only."""
 
@@ -127,6 +131,12 @@ class Recorder:
         #: where snapshots of the project copy go (ENV_SNAPSHOT), and the step of the last one
         self.snapshot_dir = os.environ.get(ENV_SNAPSHOT) or None
         self._snapped: int | None = None
+        #: a torch.optim optimizer was built in this process (before the first backward:
+        #: steps are optimizer steps); without one the script updates its parameters by hand
+        #: and each backward() is a step (``manual``, decided at the first backward)
+        self.optimizer_built = False
+        self.manual: bool | None = None
+        self._manual_open: tuple | None = None  # (record, params) of the step whose update is under way
 
     # -- what the hooks record ---------------------------------------------------------
 
@@ -212,6 +222,10 @@ class Recorder:
         counts[name] = counts.get(name, 0) + 1
 
     def on_backward(self, tensor) -> None:
+        if self.manual is None and not self.launcher:
+            self.manual = not self.optimizer_built
+        if self.manual:
+            self.close_manual()
         if self.global_done >= self.limit and (self.steps or self.offset is not None):
             if self.snapshot_dir:
                 _write_tree(os.path.join(self.out, TREE_AT_STOP))
@@ -230,6 +244,76 @@ class Recorder:
             entry["unscaled"] = entry["value"] / scaled[1]  # the GradScaler's output: the loss times the scale
         self.last_scaled = None
         self.pending_losses.append(entry)
+        if self.manual:
+            self.open_manual(tensor)
+
+    # -- steps of a script that updates its parameters by hand ---------------------------
+
+    def graph_params(self, tensor) -> list:
+        """The leaf tensors ``tensor``'s backward() accumulates gradients into (the
+        parameters a hand-written update then changes), in the graph's own order."""
+        found, seen, stack = [], set(), [getattr(tensor, "grad_fn", None)]
+        visited = set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in visited:
+                continue
+            visited.add(id(node))
+            variable = getattr(node, "variable", None)
+            if variable is not None and id(variable) not in seen:
+                seen.add(id(variable))
+                found.append(variable)
+            stack.extend(reversed([fn for fn, _ in getattr(node, "next_functions", ())]))
+        return found
+
+    def open_manual(self, tensor) -> None:
+        """At a backward() without an optimizer: the step begins (its loss, the parameters
+        before it); the gradient norm is taken when backward() returns, the parameters after
+        the hand-written update at the next backward() or when the run ends."""
+        self._fix_rank()
+        params = self.graph_params(tensor)
+        before = self.digest(params)
+        if self.offset is None:
+            self._align(before)
+        record = {
+            "optimizer": 0,
+            "manual": True,
+            "losses": self.pending_losses,
+            "grad_norm": None,
+            "grad_norm_clip": None,
+            "digest_before": before,
+            "param_devices": self.devices(params),
+            "devices": sorted({p.device.type for p in params} | {loss["device"] for loss in self.pending_losses}),
+            "autocast": self.take_autocast(),
+            "skipped": False,
+            "scale": None,
+            "step": self.global_done + 1,
+        }
+        self.pending_losses = []
+        self.steps.append(record)
+        self._manual_open = (record, params)
+
+    def after_manual_backward(self) -> None:
+        if self._manual_open is not None:
+            record, params = self._manual_open
+            record["grad_norm"] = self.grad_norm(params)
+            record["devices"] = sorted(set(record["devices"]) | {p.grad.device.type for p in params
+                                                                 if p.grad is not None})
+
+    def close_manual(self) -> None:
+        """The open step's parameters after the script's own update (and the clip norm)."""
+        if self._manual_open is None:
+            return
+        record, params = self._manual_open
+        self._manual_open = None
+        record["grad_norm_clip"] = self.take_clip()
+        record["digest_after"] = self.digest(params)
+        flat = self.torch.cat([_local(p.detach()).cpu().float().reshape(-1) for p in params]) if params else None
+        if flat is not None:
+            if flat.numel() > KEEP_EVERY_STEP:
+                self.params.clear()
+            self.params[record["step"]] = flat.numpy().copy()
+        self.write()
 
     def _snapshot(self) -> None:
         """At the first backward() after step k, where the script saved after step k: copy the
@@ -278,6 +362,10 @@ class Recorder:
             self.offset, self.aligned = self.resumed_after, False
 
     def before_step(self, optimizer) -> None:
+        if self.manual:
+            raise StepCountError("it counted this script's steps by backward() (no torch.optim optimizer "
+                               "existed at the first backward()), and then an optimizer stepped: steps cannot be "
+                               "counted either way")
         self._fix_rank()
         params = self._params_of(optimizer)
         before = self.digest(params)
@@ -440,9 +528,19 @@ def install(recorder: Recorder) -> None:
     def backward(self, *args, **kwargs):
         recorder = active()
         recorder.on_backward(self)
-        return original_backward(self, *args, **kwargs)
+        result = original_backward(self, *args, **kwargs)
+        if recorder.manual:
+            recorder.after_manual_backward()
+        return result
 
     torch.Tensor.backward = backward
+    original_optimizer_init = torch.optim.Optimizer.__init__
+
+    def optimizer_init(self, *args, **kwargs):
+        active().optimizer_built = True
+        return original_optimizer_init(self, *args, **kwargs)
+
+    torch.optim.Optimizer.__init__ = optimizer_init
     register_optimizer_step_pre_hook(lambda opt, args, kwargs: active().before_step(opt))
     register_optimizer_step_post_hook(lambda opt, args, kwargs: active().after_step(opt))
 
@@ -793,13 +891,16 @@ def record(recorder: Recorder, call, reraise: bool = False) -> int:
         recorder.error = reason_line(exc)
         recorder.frame = user_frame(exc)
         last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        if last and os.sep.join(("npu_migrate", "verify", "")) in last[0].filename:
+        if isinstance(exc, StepCountError):
+            recorder.error = f"verify: {exc}"
+        elif last and os.sep.join(("npu_migrate", "verify", "")) in last[0].filename:
             recorder.error = f"verify's own recorder failed (a bug in verify, please report it): {recorder.error}"
         if reraise:
             raise
         traceback.print_exc()
         code = 1
     finally:
+        recorder.close_manual()  # a hand-updated last step: its parameters after the update
         recorder.write()
         recorder.write_params()
     if recorder.status == "stopped":

@@ -103,6 +103,10 @@ def summary(report: dict) -> str:
     lines.append(f"  migrated twin on {report['device']}; reference: {report.get('reference', 'the reference twin')}; "
                  f"{report['nproc']} process(es), {report['steps_requested']} step(s); "
                  f"precision {report['precision']['mode']}")
+    if report.get("steps_counted_by") == "backward":
+        lines.append("  steps: counted by backward(): the script updates its parameters by hand (no torch.optim "
+                     "optimizer); grad norm is taken when backward() returns (before any clipping), params after "
+                     "the script's own update")
     first = report.get("first_divergence")
     if first:
         lines.append(f"  first diverging step: {first['step']} (rank {first['rank']}): " + "; ".join(first["what"]))

@@ -179,3 +179,31 @@ def test_the_cpu_retarget_reference_is_kept_on_request(tmp_path, emulator_build)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["precision"]["mode"] == "fp16 autocast" and "cpu-retarget" in data["reference"]
     assert not data["path_differences"]  # the CPU's autocast and device are the npu's, renamed
+
+
+@pytest.mark.timeout(900)
+def test_hand_updated_parameters_are_steps_counted_by_backward(tmp_path, emulator_build):
+    # pytorch/examples word_language_model's loop without --use-optimizer: no torch.optim
+    # optimizer, p.data.add_(p.grad, alpha=-lr). Each backward() is a step; the parameters
+    # after the script's own update are compared.
+    project = _copy("manual_sgd", tmp_path)
+    proc, data = _verify(project, "--steps", "3", "--no-resume", "train.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert data["verdict"] == "pass" and data["steps_counted_by"] == "backward"
+    assert [row["step"] for row in data["steps"]] == [1, 2, 3]
+    for row in data["steps"]:
+        ref, got = row["reference"], row["migrated"]
+        assert ref["digest"] == got["digest"] and ref["grad_norm"] == got["grad_norm"] is not None
+        assert ref["grad_norm_clip"] is not None  # clip_grad_norm_ before the update
+    rank0 = json.loads((project.parent / "report" / "verify.json").read_text())["twins"]["migrated"]["steps"]
+    assert rank0 == {"0": 3}
+    assert "steps: counted by backward()" in proc.stdout
+
+
+@pytest.mark.timeout(900)
+def test_an_optimizer_after_hand_updated_steps_is_no_verdict(tmp_path, emulator_build):
+    project = _copy("manual_sgd", tmp_path)
+    proc, data = _verify(project, "--steps", "3", "--no-resume", "train.py", "--", "--late-optimizer")
+    assert proc.returncode == 2 and data["verdict"] == "error", proc.stdout + proc.stderr
+    assert "train.py:28 optimizer.step()" in data["reason"] and "counted this script's steps by backward()" in (
+        data["reason"])
