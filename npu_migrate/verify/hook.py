@@ -223,6 +223,10 @@ class Recorder:
 
     def on_backward(self, tensor) -> None:
         if self.manual is None and not self.launcher:
+            if not self.optimizer_built:  # one built before the hook was installed (a forkserver worker)
+                import gc
+
+                self.optimizer_built = any(isinstance(o, self.torch.optim.Optimizer) for o in gc.get_objects())
             self.manual = not self.optimizer_built
         if self.manual:
             self.close_manual()
