@@ -207,3 +207,30 @@ def test_an_optimizer_after_hand_updated_steps_is_no_verdict(tmp_path, emulator_
     assert proc.returncode == 2 and data["verdict"] == "error", proc.stdout + proc.stderr
     assert "train.py:28 optimizer.step()" in data["reason"] and "counted this script's steps by backward()" in (
         data["reason"])
+
+
+def _masked(text: str) -> list[str]:
+    """Lines with every number and scratch name masked: the figures are the CPU's (another
+    CPU may round the emulated kernels differently); the lines, symbols and legend are verify's."""
+    import re
+
+    text = re.sub(r"npu-migrate-verify-logs-[\w]+", "LOGS", text)
+    return [re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", line).rstrip() for line in text.splitlines()]
+
+
+@pytest.mark.timeout(900)
+def test_the_readmes_verify_example_prints_what_the_readme_shows(tmp_path, emulator_build):
+    # README, "To prove a migration before writing it": the command as a new user runs it
+    # in a fresh copy of examples/ (resume round-trip, unscaled figures, legend, paths).
+    readme = (REPO / "README.md").read_text("utf-8")
+    command = "npu-migrate verify train.py --steps 17 --report /tmp/v/report.json -- --epochs 2"
+    assert f"cd examples/cuda_project && {command}\n" in readme
+    at = readme.index("It prints (stdout;")
+    start = readme.index("```\n", at) + 4
+    shown = readme[start:readme.index("```", start)]
+    project = _copy("cuda_project", tmp_path)
+    proc, data = _verify(project, "--steps", "17", "train.py", "--", "--epochs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    printed = proc.stdout.replace(str(tmp_path / "report" / "verify"), "/tmp/v/report")
+    assert _masked(printed) == _masked(shown)
+    assert data["resume"]["status"] == "pass" and data["resume"]["stopped_after"] == 16
