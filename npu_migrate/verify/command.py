@@ -307,6 +307,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     path_diffs = compare.path_differences(ref, npu)
     hidden = compare.silent_cpu(npu, None if retarget else ref) if npu.ranks else []
     resume = {"status": "not-tried", "detail": ["--no-resume"]} if not req.resume else None
+    if req.report:
+        report.preload()  # while the round-trip runs
     if resume is None:
         resume = _resume(req, ref, npu, {"ref": ref_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol)
 
