@@ -8,9 +8,11 @@
    npu_migrate/verify/cuda_on_npu.py);
 3. run both for N optimizer steps through the hook (npu_migrate/verify/hook.py);
 4. compare them step by step (npu_migrate/verify/compare.py);
-5. resume round-trip: in fresh copies of both twins, stop after the last checkpoint
-   written before step N, restart the script as it is, and compare the restarted
-   migrated twin with the restarted reference (and each with its uninterrupted run);
+5. resume round-trip: restart both twins after the last checkpoint written before
+   step N (in their own copies where nothing was saved after it, else in the snapshot
+   each uninterrupted run took there, else in fresh copies stopped there first), and
+   compare the restarted migrated twin with the restarted reference (and each with its
+   uninterrupted run);
 6. verdict, report (npu_migrate/verify/report.py), exit 0 pass / 1 fail / 2 error.
 
 Nothing is written into the user's tree: the migration, the runs, their
