@@ -348,8 +348,8 @@ CASES = {
                      ("karpathy/minGPT projects/adder: the same Trainer, generated data, evaluation by generation "
                      "on both splits + save in the step callback")),
     "word-language-model": (_word_language_model, "main.py", ["--steps", "4"], WLM_ARGS, "pass",
-                            "parameters updated by hand (p.data.add_(p.grad, alpha=-lr), no optimizer), "
-                            "clip_grad_norm_, LSTM on torch.accelerator (the migration changes nothing)"),
+                            ("parameters updated by hand (p.data.add_(p.grad, alpha=-lr), no optimizer), "
+                             "clip_grad_norm_, LSTM on torch.accelerator (the migration changes nothing)")),
     "word-language-model-transformer": (_word_language_model, "main.py", ["--steps", "4"],
                                         [*WLM_ARGS, "--model", "Transformer", "--nhead", "2", "--use-optimizer",
                                          "--lr", "0.001"], "pass",

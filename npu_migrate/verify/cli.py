@@ -95,8 +95,9 @@ def launcher_advice(script: str, args: list[str], options: list[str] = ()) -> st
     command = " ".join([*env, "npu-migrate verify", *options,
                         *([f"--nproc {nproc}"] if nproc and nproc != "1" else []),
                         script_path, *(["--", *script_args] if script_args else [])])
-    lines = [f"npu-migrate verify: error: verify starts the script itself (`python SCRIPT`, or torchrun with --nproc), "
-             f"not through `{name}{' launch' if name == 'accelerate' else ''}`; run instead:", f"  {command}"]
+    lines = [(f"npu-migrate verify: error: verify starts the script itself (`python SCRIPT`, or torchrun with "
+              f"--nproc), not through `{name}{' launch' if name == 'accelerate' else ''}`; run instead:"),
+             f"  {command}"]
     if name == "accelerate":
         lines.append("  (accelerate launch --multi_gpu starts torchrun, as --nproc does; its other options and its "
                      "config file reach the Accelerator as ACCELERATE_* environment variables that the launcher "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -160,7 +161,9 @@ def _import_pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
 
 
 def preload() -> None:
@@ -170,10 +173,8 @@ def preload() -> None:
     import threading
 
     def load():
-        try:
+        with contextlib.suppress(Exception):  # plot() reports a missing matplotlib itself
             _import_pyplot()
-        except Exception:  # noqa: BLE001 - plot() reports a missing matplotlib itself
-            pass
 
     threading.Thread(target=load, name="verify-preload-matplotlib", daemon=True).start()
 

@@ -5,7 +5,7 @@ torch.optim optimizer, clip_grad_norm_, then ``p.data.add_(p.grad, alpha=-lr)``.
 import argparse
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
