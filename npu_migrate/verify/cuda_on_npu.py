@@ -310,9 +310,9 @@ def install() -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         DistributedDataParallel.__init__ = _wrap(DistributedDataParallel.__init__)
-        from npu_migrate.verify.hook import FSDP_MODULE, after_import
+        from npu_migrate.verify.lazy import FSDP_MODULE, after_import
 
-        def fsdp(module):  # when it is imported: see hook.after_import
+        def fsdp(module):  # when it is imported: see lazy.after_import
             module.FullyShardedDataParallel.__init__ = _wrap(module.FullyShardedDataParallel.__init__)
 
         after_import(FSDP_MODULE, fsdp)
