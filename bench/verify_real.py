@@ -237,6 +237,33 @@ def _ddpm(src: Path, dest: Path) -> None:
         Image.fromarray(rng.integers(0, 256, (16, 16, 3)).astype(np.uint8)).save(images / f"{i:02d}.png")
 
 
+def _bundled(src: Path, dest: Path) -> None:
+    """This repository's examples/cuda_project (README's verify example: 17 steps over 2
+    epochs, the stop-and-restart after the epoch-end checkpoint)."""
+    shutil.copytree(REPO / "examples" / "cuda_project", dest, dirs_exist_ok=True)
+
+
+def _word_language_model(src: Path, dest: Path) -> None:
+    """pytorch/examples word_language_model: main.py, model.py, data.py, with a synthetic
+    corpus (50 words, seeded) in its data/wikitext-2 layout. Without --use-optimizer it
+    updates its parameters by hand (``p.data.add_(p.grad, alpha=-lr)``)."""
+    import random
+
+    for name in ("main.py", "model.py", "data.py"):
+        shutil.copy(src / "examples" / "word_language_model" / name, dest / name)
+    data = dest / "data" / "wikitext-2"
+    data.mkdir(parents=True)
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(50)]
+    for split, lines in (("train", 250), ("valid", 50), ("test", 50)):
+        (data / f"{split}.txt").write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
+                                                   for _ in range(lines)))
+
+
+WLM_ARGS = ["--accel", "--epochs", "1", "--bptt", "8", "--batch_size", "4", "--emsize", "16", "--nhid", "16",
+            "--nlayers", "1", "--log-interval", "1000"]
+
+
 def _example(folder: str, script: str = "main.py"):
     """A pytorch/examples script alone, with the stub torchvision next to it."""
     def setup(src: Path, dest: Path) -> None:
@@ -253,6 +280,8 @@ IMAGENET_ARGS = ["-a", "resnet50", "-j", "0", "-b", "16", "--epochs", "2", "--pr
 
 #: name: (setup, script, verify options, script arguments, expected verdict, what it exercises)
 CASES = {
+    "example": (_bundled, "train.py", ["--steps", "17"], ["--epochs", "2"], "pass",
+                "this repository's example: fp16 + GradScaler, epoch checkpoint, resume round-trip"),
     "mnist": (_mnist, "main.py", ["--steps", "4"], ["--epochs", "1", "--batch-size", "64"], "pass",
               "torch.accelerator device selection, 1 DataLoader worker, pin_memory"),
     "nanogpt-fp16": (_nanogpt, "train.py", ["--steps", "3", "--resume-arg=--init_from=resume"],
@@ -318,6 +347,13 @@ CASES = {
                       "--trainer.batch_size=8", "--trainer.num_workers=0", "--system.work_dir=out"], "pass",
                      ("karpathy/minGPT projects/adder: the same Trainer, generated data, evaluation by generation "
                      "on both splits + save in the step callback")),
+    "word-language-model": (_word_language_model, "main.py", ["--steps", "4"], WLM_ARGS, "pass",
+                            ("parameters updated by hand (p.data.add_(p.grad, alpha=-lr), no optimizer), "
+                             "clip_grad_norm_, LSTM on torch.accelerator (the migration changes nothing)")),
+    "word-language-model-transformer": (_word_language_model, "main.py", ["--steps", "4"],
+                                        [*WLM_ARGS, "--model", "Transformer", "--nhead", "2", "--use-optimizer",
+                                         "--lr", "0.001"], "pass",
+                                        "the same with its Transformer and AdamW (--use-optimizer)"),
     "mnist-rnn": (_example("mnist_rnn"), "main.py", ["--steps", "4", "--no-resume"],
                   ["--accel", "--epochs", "1", "--batch-size", "32", "--test-batch-size", "64",
                    "--log-interval", "1"], "pass",

@@ -8,9 +8,11 @@
    npu_migrate/verify/cuda_on_npu.py);
 3. run both for N optimizer steps through the hook (npu_migrate/verify/hook.py);
 4. compare them step by step (npu_migrate/verify/compare.py);
-5. resume round-trip: in fresh copies of both twins, stop after the last checkpoint
-   written before step N, restart the script as it is, and compare the restarted
-   migrated twin with the restarted reference (and each with its uninterrupted run);
+5. resume round-trip: restart both twins after the last checkpoint written before
+   step N (in their own copies where nothing was saved after it, else in the snapshot
+   each uninterrupted run took there, else in fresh copies stopped there first), and
+   compare the restarted migrated twin with the restarted reference (and each with its
+   uninterrupted run);
 6. verdict, report (npu_migrate/verify/report.py), exit 0 pass / 1 fail / 2 error.
 
 Nothing is written into the user's tree: the migration, the runs, their
@@ -196,7 +198,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     npu_copy = scratch.copy_project(root, work / "npu", skip)
     empty_config = work / "reference.toml"
     empty_config.write_text("[tool.npu-migrate]\n", "utf-8")
-    _say(req, f"copying {root} twice into {work}; migrating one copy")
+    _say(req, f"copying {root} twice into {work}; migrating one copy (while the reference twin starts)"
+              if req.jobs >= 2 else f"copying {root} twice into {work}; migrating one copy")
     options = {
         "npu": twins.migrated_options(req.select, req.extend_select, req.ignore, req.extend_ignore,
                                       str(Path(req.config).resolve()) if req.config else None),
@@ -206,11 +209,19 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
             req.ignore, req.extend_ignore, str(Path(req.config).resolve()) if req.config else None),
     }
     try:
-        migration_log = twins.migrate_copy(npu_copy, options["npu"])
         twins.migrate_copy(ref_copy, options["ref"])
     except twins.MigrationError as exc:
         raise VerifyError(str(exc)) from None
     fixed = [] if retarget else twins.changed_files(root, ref_copy)
+    migration_log = ""
+
+    def migrate_npu_copy() -> None:
+        """The migrated twin's migration: while the reference twin starts, with --jobs 2."""
+        nonlocal migration_log
+        try:
+            migration_log = twins.migrate_copy(npu_copy, options["npu"])
+        except twins.MigrationError as exc:
+            raise VerifyError(str(exc)) from None
 
     def fresh_copy(name: str) -> Path:
         """Another copy of the project, migrated as twin ``name`` was (for a stop-and-restart)."""
@@ -218,7 +229,9 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         twins.migrate_copy(copy, options[name])
         return copy
 
-    real = twins.real_npu(npu_copy, script)
+    # Where torch_npu imports from the script's directory: the copies hold the same files
+    # (the migration adds no module), so the reference's copy answers for both.
+    real = twins.real_npu(ref_copy, script)
     emulated = real is None
     device = "the emulated NPU" if emulated else f"a real NPU (torch_npu from {real})"
     if emulated:
@@ -233,17 +246,25 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         _say(req, f"{script} starts its own processes (torch.multiprocessing.spawn): run as one process "
                   f"with {req.nproc} device(s)")
 
-    def run_twin(name, copy, env, steps, args):
-        _say(req, f"running the {name} ({steps} step(s))")
+    def run_twin(name, copy, env, steps, args, announce=True):
+        if announce:
+            _say(req, f"running the {name} ({steps} step(s))")
         env = dict(env, **{hook.ENV_ROOT: str(copy)})
         return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
                          req.torchrun, spawns)
 
     records = work / "records"
-    ref, npu = _both(req, lambda: run_twin("reference twin", ref_copy, _ref_env(req, twins.base_env(
-        records / "reference", req.steps, req.seed), emulated), req.steps, req.args),
-        lambda: run_twin("migrated twin", npu_copy, twins.npu_env(twins.base_env(
-            records / "npu", req.steps, req.seed), req.nproc, emulated), req.steps, req.args))
+    # One process: each uninterrupted run snapshots its copy after the steps it saved after,
+    # so that the round-trip needs no stop run (hook.ENV_SNAPSHOT, twins.snapshot_after).
+    snapshots = req.resume and req.nproc == 1 and not req.torchrun and not spawns
+    keep = twins.with_snapshots if snapshots else (lambda env: env)
+    # announced here: the migration of the other copy captures the output while this run starts
+    _say(req, f"running the reference twin ({req.steps} step(s))")
+    ref, npu = _both(req, lambda: run_twin("reference twin", ref_copy, keep(_ref_env(req, twins.base_env(
+        records / "reference", req.steps, req.seed), emulated)), req.steps, req.args, announce=False),
+        lambda: run_twin("migrated twin", npu_copy, keep(twins.npu_env(twins.base_env(
+            records / "npu", req.steps, req.seed), req.nproc, emulated)), req.steps, req.args),
+        before_second=migrate_npu_copy)
 
     _original_frame(npu, root, npu_copy)
     _original_frame(ref, root, ref_copy)
@@ -262,6 +283,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         "twins": {"reference": _twin_info(ref), "migrated": _twin_info(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
     }
+    base["steps_counted_by"] = "backward" if any(step.get("manual") for r in (ref, npu) for data in r.ranks.values()
+                                                 for step in data.get("steps", [])) else "optimizer"
     kernels = compare.attention_differences(ref, npu)
     tol = compare.precision(ref, npu, real_npu=not emulated, same_device=not retarget and emulated,
                             other_kernels=bool(kernels))
@@ -286,6 +309,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     path_diffs = compare.path_differences(ref, npu)
     hidden = compare.silent_cpu(npu, None if retarget else ref) if npu.ranks else []
     resume = {"status": "not-tried", "detail": ["--no-resume"]} if not req.resume else None
+    if req.report:
+        report.preload()  # while the round-trip runs
     if resume is None:
         resume = _resume(req, ref, npu, {"ref": ref_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol)
 
@@ -316,7 +341,7 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
             first = dict(resume["first_divergence"], what=["after resume: " + w
                                                            for w in resume["first_divergence"]["what"]])
     elif not rows:
-        verdict, reason = "error", "no optimizer step was recorded in either twin"
+        verdict, reason = "error", "no step was recorded in either twin (neither an optimizer step nor a backward())"
     result = dict(base, verdict=verdict, reason=reason, first_divergence=first, steps=rows, metrics=metrics,
                   resume=resume, silent_cpu=hidden, path_differences=path_diffs,
                   paths={"reference": compare.paths_of(ref), "migrated": compare.paths_of(npu)})
@@ -416,7 +441,7 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
             "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
-    chains = {}
+    chains, start = {}, {}
     for name, full in (("ref", ref), ("npu", npu)):
         def env(out, steps, align=None, name=name):
             base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
@@ -424,11 +449,17 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
 
         own_saves = full.ranks.get(0, next(iter(full.ranks.values()))).get("saves", [])
         copy, stop_first = copies[name], max(own_saves, default=0) != k
+        start[name] = f"its own copy (its uninterrupted run saved nothing after step {k})"
         if stop_first:
-            try:  # here, not in the chain: the migration changes the working directory
-                copy = fresh_copy(name)
-            except twins.MigrationError as exc:
-                raise VerifyError(str(exc)) from None
+            snap, why = twins.snapshot_after(full, copies[name], k)
+            if snap is not None:
+                copy, stop_first, start[name] = snap, False, why
+            else:
+                try:  # here, not in the chain: the migration changes the working directory
+                    copy = fresh_copy(name)
+                except twins.MigrationError as exc:
+                    raise VerifyError(str(exc)) from None
+                start[name] = f"a fresh copy run to step {k} first ({why})"
 
         def chain(name=name, full=full, env=env, copy=copy, stop_first=stop_first):
             label = "reference twin" if name == "ref" else "migrated twin"
@@ -441,7 +472,8 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
 
         chains[name] = chain
     restarted = dict(zip(("ref", "npu"), _both(req, chains["ref"], chains["npu"])))
-    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
+    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args],
+                    "restarted_from": {"reference": start["ref"], "migrated": start["npu"]}}
     if restarted["ref"].error is not None:
         return dict(result, status="reference-failed", detail=[
             f"the reference twin's stop-and-restart failed ({restarted['ref'].error}): no reference to compare with"])
@@ -469,15 +501,21 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
         *detail])
 
 
-def _both(req: Request, first, second) -> list:
-    """``[first(), second()]``: the two twins' runs, at the same time with ``--jobs 2``."""
+def _both(req: Request, first, second, before_second=None) -> list:
+    """``[first(), second()]``: the two twins' runs, at the same time with ``--jobs 2``;
+    ``before_second()`` (in this thread) while the first starts."""
     if req.jobs < 2:
+        if before_second is not None:
+            before_second()
         return [first(), second()]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify-twin") as pool:
-        futures = [pool.submit(first), pool.submit(second)]
+        futures = [pool.submit(first)]
         try:
+            if before_second is not None:
+                before_second()
+            futures.append(pool.submit(second))
             return [future.result() for future in futures]
         except BaseException:  # Ctrl-C or SIGTERM in this thread: end both runs, then unwind
             twins.kill_running()

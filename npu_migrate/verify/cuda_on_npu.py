@@ -310,12 +310,12 @@ def install() -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         DistributedDataParallel.__init__ = _wrap(DistributedDataParallel.__init__)
-        try:
-            from torch.distributed.fsdp import FullyShardedDataParallel
+        from npu_migrate.verify.lazy import FSDP_MODULE, after_import
 
-            FullyShardedDataParallel.__init__ = _wrap(FullyShardedDataParallel.__init__)
-        except ImportError:  # pragma: no cover - FSDP is in every torch this project supports
-            pass
+        def fsdp(module):  # when it is imported: see lazy.after_import
+            module.FullyShardedDataParallel.__init__ = _wrap(module.FullyShardedDataParallel.__init__)
+
+        after_import(FSDP_MODULE, fsdp)
         try:
             mesh = importlib.import_module("torch.distributed.device_mesh")
             mesh.init_device_mesh = _wrap(mesh.init_device_mesh)

@@ -25,7 +25,13 @@ Settings come from the environment (set by npu_migrate/verify/twins.py):
   cpu-retarget``, npu_migrate/verify/cuda_on_cpu.py);
 * ``NPU_MIGRATE_VERIFY_SEED``: seeds torch, random and numpy before the script runs
   (and in each process the script starts itself, npu_migrate/verify/spawned.py);
-* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU-retarget reference's ``torch.cuda.device_count()``.
+* ``NPU_MIGRATE_VERIFY_DEVICES``: the CPU-retarget reference's ``torch.cuda.device_count()``;
+* ``NPU_MIGRATE_VERIFY_SNAPSHOT``: (one process only) a directory for a copy of the twin's
+  project copy (``NPU_MIGRATE_VERIFY_ROOT``) as a run stopped after step k would leave it:
+  taken at the first ``backward()`` after a step after which the script saved (where a
+  stop run would be stopped), the latest one kept; with it, at the final stop, a listing
+  of the tree (``tree-at-stop.json``) shows verify whether the script writes while it
+  unwinds (then a snapshot is not what a stop run leaves, and verify runs one instead).
 
 This module imports torch; the CLI process never imports it.
 """
@@ -55,6 +61,10 @@ ENV_SEED = "NPU_MIGRATE_VERIFY_SEED"
 ENV_RESUMED_AFTER = "NPU_MIGRATE_VERIFY_RESUMED_AFTER"
 #: The CPU-retarget reference's torch.cuda.device_count() (the migrated twin's is the emulator's device count).
 ENV_DEVICES = "NPU_MIGRATE_VERIFY_DEVICES"
+ENV_SNAPSHOT = "NPU_MIGRATE_VERIFY_SNAPSHOT"
+#: A tree larger than this is not snapshotted (verify runs a stop run instead).
+SNAPSHOT_LIMIT = 256 * 1024 * 1024
+TREE_AT_STOP = "tree-at-stop.json"
 #: Parameters kept for every step (for the element-wise metrics) up to this many
 #: elements; larger models keep the last step's only.
 KEEP_EVERY_STEP = 2_000_000
@@ -65,6 +75,10 @@ def _local(tensor):
     Each rank records its own shard: both twins shard alike, rank by rank."""
     to_local = getattr(tensor, "to_local", None)
     return to_local() if callable(to_local) else tensor
+
+
+class StepCountError(Exception):
+    """The script's steps cannot be counted (hand-written updates, then an optimizer)."""
 
 
 class VerifyStop(BaseException):
@@ -114,6 +128,15 @@ class Recorder:
         self.step_autocast: list = []
         #: the total norm clip_grad_norm_ measured (before clipping) since the last step
         self.pending_clip: float | None = None
+        #: where snapshots of the project copy go (ENV_SNAPSHOT), and the step of the last one
+        self.snapshot_dir = os.environ.get(ENV_SNAPSHOT) or None
+        self._snapped: int | None = None
+        #: a torch.optim optimizer was built in this process (before the first backward:
+        #: steps are optimizer steps); without one the script updates its parameters by hand
+        #: and each backward() is a step (``manual``, decided at the first backward)
+        self.optimizer_built = False
+        self.manual: bool | None = None
+        self._manual_open: tuple | None = None  # (record, params) of the step whose update is under way
 
     # -- what the hooks record ---------------------------------------------------------
 
@@ -199,8 +222,20 @@ class Recorder:
         counts[name] = counts.get(name, 0) + 1
 
     def on_backward(self, tensor) -> None:
+        if self.manual is None and not self.launcher:
+            if not self.optimizer_built:  # one built before the hook was installed (a forkserver worker)
+                import gc
+
+                self.optimizer_built = any(isinstance(o, self.torch.optim.Optimizer) for o in gc.get_objects())
+            self.manual = not self.optimizer_built
+        if self.manual:
+            self.close_manual()
         if self.global_done >= self.limit and (self.steps or self.offset is not None):
+            if self.snapshot_dir:
+                _write_tree(os.path.join(self.out, TREE_AT_STOP))
             raise VerifyStop
+        if self.snapshot_dir and self.steps:
+            self._snapshot()
         value = tensor.detach()
         entry = {
             "value": float(value.cpu().to(self.torch.float64).sum()),
@@ -213,6 +248,100 @@ class Recorder:
             entry["unscaled"] = entry["value"] / scaled[1]  # the GradScaler's output: the loss times the scale
         self.last_scaled = None
         self.pending_losses.append(entry)
+        if self.manual:
+            self.open_manual(tensor)
+
+    # -- steps of a script that updates its parameters by hand ---------------------------
+
+    def graph_params(self, tensor) -> list:
+        """The leaf tensors ``tensor``'s backward() accumulates gradients into (the
+        parameters a hand-written update then changes), in the graph's own order."""
+        found, seen, stack = [], set(), [getattr(tensor, "grad_fn", None)]
+        visited = set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in visited:
+                continue
+            visited.add(id(node))
+            variable = getattr(node, "variable", None)
+            if variable is not None and id(variable) not in seen:
+                seen.add(id(variable))
+                found.append(variable)
+            stack.extend(reversed([fn for fn, _ in getattr(node, "next_functions", ())]))
+        return found
+
+    def open_manual(self, tensor) -> None:
+        """At a backward() without an optimizer: the step begins (its loss, the parameters
+        before it); the gradient norm is taken when backward() returns, the parameters after
+        the hand-written update at the next backward() or when the run ends."""
+        self._fix_rank()
+        params = self.graph_params(tensor)
+        before = self.digest(params)
+        if self.offset is None:
+            self._align(before)
+        record = {
+            "optimizer": 0,
+            "manual": True,
+            "losses": self.pending_losses,
+            "grad_norm": None,
+            "grad_norm_clip": None,
+            "digest_before": before,
+            "param_devices": self.devices(params),
+            "devices": sorted({p.device.type for p in params} | {loss["device"] for loss in self.pending_losses}),
+            "autocast": self.take_autocast(),
+            "skipped": False,
+            "scale": None,
+            "step": self.global_done + 1,
+        }
+        self.pending_losses = []
+        self.steps.append(record)
+        self._manual_open = (record, params)
+
+    def after_manual_backward(self) -> None:
+        if self._manual_open is not None:
+            record, params = self._manual_open
+            record["grad_norm"] = self.grad_norm(params)
+            record["devices"] = sorted(set(record["devices"]) | {p.grad.device.type for p in params
+                                                                 if p.grad is not None})
+
+    def close_manual(self) -> None:
+        """The open step's parameters after the script's own update (and the clip norm)."""
+        if self._manual_open is None:
+            return
+        record, params = self._manual_open
+        self._manual_open = None
+        record["grad_norm_clip"] = self.take_clip()
+        record["digest_after"] = self.digest(params)
+        flat = self.torch.cat([_local(p.detach()).cpu().float().reshape(-1) for p in params]) if params else None
+        if flat is not None:
+            if flat.numel() > KEEP_EVERY_STEP:
+                self.params.clear()
+            self.params[record["step"]] = flat.numpy().copy()
+        self.write()
+
+    def _snapshot(self) -> None:
+        """At the first backward() after step k, where the script saved after step k: copy the
+        project copy as a run stopped here (``NPU_MIGRATE_VERIFY_STEPS=k``) would leave it."""
+        done = self.global_done
+        if done == self._snapped or done not in self.saves or done >= self.limit or self.launcher:
+            return
+        self._snapped = done
+        import shutil
+
+        root = os.environ.get(ENV_ROOT)
+        target = os.path.join(self.snapshot_dir, f"after-step-{done}")
+        try:
+            if not root or _tree_size(root) > SNAPSHOT_LIMIT:
+                raise OSError("no project copy, or too large to snapshot")
+            os.makedirs(self.snapshot_dir, exist_ok=True)
+            shutil.copytree(root, target + ".tmp", symlinks=True)
+            for old in os.listdir(self.snapshot_dir):  # only the latest is kept
+                if old != os.path.basename(target) + ".tmp":
+                    shutil.rmtree(os.path.join(self.snapshot_dir, old), ignore_errors=True)
+            os.replace(target + ".tmp", target)
+        except OSError:  # verify then runs a stop run, as without snapshots
+            shutil.rmtree(self.snapshot_dir, ignore_errors=True)
+            self.snapshot_dir = None
 
     def _fix_rank(self) -> None:
         """At the first step: the process group's rank where one is up."""
@@ -237,6 +366,10 @@ class Recorder:
             self.offset, self.aligned = self.resumed_after, False
 
     def before_step(self, optimizer) -> None:
+        if self.manual:
+            raise StepCountError("it counted this script's steps by backward() (no torch.optim optimizer "
+                               "existed at the first backward()), and then an optimizer stepped: steps cannot be "
+                               "counted either way")
         self._fix_rank()
         params = self._params_of(optimizer)
         before = self.digest(params)
@@ -342,6 +475,34 @@ class Recorder:
                      **{f"step{step}": flat for step, flat in self.params.items()})
 
 
+def _tree_size(root: str) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def tree_listing(root: str) -> dict[str, list[int]]:
+    """Every file under ``root`` (links not followed): its size and modification time."""
+    listing = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                listing[os.path.relpath(path, root)] = [st.st_size, st.st_mtime_ns]
+    return listing
+
+
+def _write_tree(path: str) -> None:
+    root = os.environ.get(ENV_ROOT)
+    if root:
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as fh:
+            json.dump(tree_listing(root), fh)
+
+
 #: The recorder the hooks write to (a process forked by the script gets its own, see spawned.py).
 _ACTIVE: list[Recorder] = []
 
@@ -371,9 +532,19 @@ def install(recorder: Recorder) -> None:
     def backward(self, *args, **kwargs):
         recorder = active()
         recorder.on_backward(self)
-        return original_backward(self, *args, **kwargs)
+        result = original_backward(self, *args, **kwargs)
+        if recorder.manual:
+            recorder.after_manual_backward()
+        return result
 
     torch.Tensor.backward = backward
+    original_optimizer_init = torch.optim.Optimizer.__init__
+
+    def optimizer_init(self, *args, **kwargs):
+        active().optimizer_built = True
+        return original_optimizer_init(self, *args, **kwargs)
+
+    torch.optim.Optimizer.__init__ = optimizer_init
     register_optimizer_step_pre_hook(lambda opt, args, kwargs: active().before_step(opt))
     register_optimizer_step_post_hook(lambda opt, args, kwargs: active().after_step(opt))
 
@@ -519,12 +690,12 @@ def _install_paths(torch) -> None:
         cls.__init__ = init
 
     wrapper(DistributedDataParallel)
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel
+    # FSDP when the script (or a library) imports it: importing it here costs every run
+    # about 0.7 s of CPU (torch.distributed.tensor), for the few scripts that use it.
+    from npu_migrate.verify.lazy import FSDP_MODULE, after_import
 
-        wrapper(FullyShardedDataParallel)
-    except ImportError:  # pragma: no cover
-        pass
+    after_import(FSDP_MODULE, lambda module: wrapper(module.FullyShardedDataParallel))
+
 
 
 def _install_attention(torch) -> None:
@@ -671,13 +842,16 @@ def record(recorder: Recorder, call, reraise: bool = False) -> int:
         recorder.error = reason_line(exc)
         recorder.frame = user_frame(exc)
         last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        if last and os.sep.join(("npu_migrate", "verify", "")) in last[0].filename:
+        if isinstance(exc, StepCountError):
+            recorder.error = f"verify: {exc}"
+        elif last and os.sep.join(("npu_migrate", "verify", "")) in last[0].filename:
             recorder.error = f"verify's own recorder failed (a bug in verify, please report it): {recorder.error}"
         if reraise:
             raise
         traceback.print_exc()
         code = 1
     finally:
+        recorder.close_manual()  # a hand-updated last step: its parameters after the update
         recorder.write()
         recorder.write_params()
     if recorder.status == "stopped":

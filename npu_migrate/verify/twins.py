@@ -184,10 +184,36 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env.pop(hook.ENV_DEVICES, None)
     env.pop(hook.ENV_ROOT, None)
     env.pop(hook.ENV_PORT, None)
+    env.pop(hook.ENV_SNAPSHOT, None)
     if align is not None:
         env[hook.ENV_ALIGN] = str(align)
         env[hook.ENV_RESUMED_AFTER] = str(resumed_after)
     return env
+
+
+def with_snapshots(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for an uninterrupted run that also keeps a snapshot of its project copy after
+    the last step it saved after (hook.ENV_SNAPSHOT): the resume round-trip can restart
+    there instead of running a copy to that step first. One process only."""
+    return dict(env, **{hook.ENV_SNAPSHOT: str(Path(env[hook.ENV_OUT]) / "snapshot")})
+
+
+def snapshot_after(result: RunResult, copy: Path, k: int) -> tuple[Path | None, str]:
+    """The snapshot ``result``'s run took of ``copy`` after step ``k``, where it stands for
+    a run stopped after step k: the run stopped at its last step (not by its own end) and
+    wrote nothing into its copy while it unwound from that stop (the listing taken at the
+    stop equals the tree afterwards), so a stop after step k leaves what the snapshot holds.
+    Otherwise None, and why."""
+    snap = result.out / "snapshot" / f"after-step-{k}"
+    if not snap.is_dir():
+        return None, f"no snapshot after step {k}"
+    try:
+        at_stop = json.loads((result.out / hook.TREE_AT_STOP).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None, "the run did not stop at its last step"
+    if at_stop != hook.tree_listing(str(copy)):
+        return None, "the script wrote into its copy while it unwound from the stop"
+    return snap, f"a snapshot its uninterrupted run took after step {k}"
 
 
 def reference_env(env: dict[str, str], nproc: int, emulated: bool = True) -> dict[str, str]:

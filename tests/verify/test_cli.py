@@ -32,3 +32,36 @@ def test_unknown_rule_code_is_an_error_and_writes_nothing(tmp_path, monkeypatch,
     assert run(Request(script="train.py", ignore=["NPU999"], quiet=True)) == 2
     assert "NPU999" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_missing_script_says_so(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("verify", "nope.py")
+    assert result.exit_code == 2 and "'nope.py' does not exist" in result.output
+
+
+def test_accelerate_launch_says_what_to_run_instead(run_cli, tmp_path, monkeypatch):
+    # `accelerate launch` itself is not run: verify starts python or torchrun, and the
+    # launcher's options are not verify's (--multi_gpu is no verify option: no usage error)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("verify", "--steps", "3", "accelerate", "launch", "--multi_gpu", "--num_processes", "2",
+                     "--mixed_precision", "fp16", "train.py", "--lr", "1")
+    assert result.exit_code == 2
+    assert "not through `accelerate launch`" in result.output
+    assert "  ACCELERATE_MIXED_PRECISION=fp16 npu-migrate verify --steps 3 --nproc 2 train.py -- --lr 1\n" in (
+        result.output)
+    assert not (tmp_path / "reference").exists()
+
+
+def test_torchrun_and_python_in_front_of_the_script_say_what_to_run_instead(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("verify", "--", "torchrun", "--nproc-per-node=2", "train.py", "--epochs", "1")
+    assert result.exit_code == 2 and "  npu-migrate verify --nproc 2 train.py -- --epochs 1\n" in result.output
+    result = run_cli("verify", "python", "train.py")
+    assert result.exit_code == 2 and "  npu-migrate verify train.py\n" in result.output
+    # a launcher's name after the script is an argument of the script, not a launcher
+    from npu_migrate.verify.cli import launcher_advice
+
+    assert launcher_advice("train.py", ["torchrun"]) is None

@@ -250,3 +250,23 @@ def test_other_attention_kernels_are_a_kernel_choice_compared_within_the_wider_b
     assert tol.loss_rtol == compare.TOLERANCES["fp16"].loss_rtol
     fp32 = compare.precision(_run([_step(1)]), _run([_step(1)]), same_device=True, other_kernels=True)
     assert fp32.name == "fp32, other attention kernels" and fp32.loss_rtol == compare.TOLERANCES["fp32-npu"].loss_rtol
+
+
+def test_matplotlib_preloaded_in_the_background_still_gives_the_plot(tmp_path):
+    # verify starts the import while the round-trip runs (report.preload); the plot then
+    # finds it loaded, or imports it itself
+    import threading
+
+    from npu_migrate.verify import report
+
+    report.preload()
+    loading = [t for t in threading.enumerate() if t.name == "verify-preload-matplotlib"]
+    for thread in loading:
+        thread.join(timeout=60)
+    data = {"script": "train.py", "verdict": "pass", "device": "the emulated NPU", "nproc": 1, "steps_requested": 1,
+            "precision": {"mode": "fp32"}, "steps_counted_by": "backward",
+            "steps": [{"step": 1, "rank": 0, "diverged": [], "reference": {"unscaled_losses": [1.0]},
+                       "migrated": {"unscaled_losses": [1.0]}}]}
+    written = report.write(data, tmp_path / "verify.json")
+    assert [p.name for p in written] == ["verify.json", "verify.txt", "verify.png"]
+    assert (tmp_path / "verify.png").read_bytes()[:4] == b"\x89PNG"

@@ -68,3 +68,25 @@ def test_the_projects_accelerator_is_cuda_and_torchs_the_npu(tmp_path, emulator_
     proc = subprocess.run([sys.executable, "probe.py"], env=env, cwd=project, capture_output=True, text=True,
                           timeout=110, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+FSDP_PROBE = """
+import sys
+from npu_migrate.verify import hook
+hook.boot()
+# FSDP's import (torch.distributed.tensor, ~0.7 s of CPU) is left to the scripts that use it
+assert "torch.distributed.fsdp" not in sys.modules
+from torch.distributed.fsdp import FullyShardedDataParallel
+init = FullyShardedDataParallel.__init__
+# both layers wrap it when it is imported, in boot's order: the recorder's over the reference's
+assert init.__name__ == "__init__" and getattr(init.__wrapped__, "_npu_migrate_cuda_on_npu", False), init
+print("ok")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_fsdp_is_wrapped_when_the_script_imports_it_not_before(tmp_path, emulator_build):
+    env = twins.reference_env(twins.base_env(tmp_path / "out", 1, 0), 1, True)
+    proc = subprocess.run([sys.executable, "-c", FSDP_PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=110, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

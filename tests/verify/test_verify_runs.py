@@ -79,6 +79,35 @@ def test_scaler_state_not_restored_as_in_the_original_passes(tmp_path, emulator_
     assert "GradScaler scale" in resume["reference"]["detail"]  # the scale restarts from init_scale
 
 
+@pytest.mark.timeout(900)
+def test_the_restart_runs_in_a_snapshot_instead_of_a_stop_run(tmp_path, emulator_build):
+    # 4 steps: checkpoints after steps 2 and 4, so each twin's copy holds step 4's when its
+    # run ends; the restart after step 2 runs in the snapshot each run took after step 2,
+    # not in a fresh copy run to step 2 first, and still restarts exactly.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "4", "train.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2
+    assert resume["reference"]["status"] == "exact" and resume["migrated"]["status"] == "exact"
+    assert resume["restarted_from"] == {twin: "a snapshot its uninterrupted run took after step 2"
+                                        for twin in ("reference", "migrated")}
+
+
+@pytest.mark.timeout(900)
+def test_a_script_that_writes_while_it_unwinds_gets_a_stop_run(tmp_path, emulator_build):
+    # The same with a file written in a `finally:`: a run stopped after step 2 would have
+    # it, the snapshot taken at that point does not, so each twin is run to step 2 first.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "4", "train.py", "--", "--exit-note", "note.txt")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2
+    assert resume["restarted_from"] == {
+        twin: "a fresh copy run to step 2 first (the script wrote into its copy while it unwound from the stop)"
+        for twin in ("reference", "migrated")}
+
+
 @pytest.mark.timeout(600)
 def test_silent_cpu_work_fails(tmp_path, emulator_build):
     project = _copy("amp_resume", tmp_path)
@@ -150,3 +179,58 @@ def test_the_cpu_retarget_reference_is_kept_on_request(tmp_path, emulator_build)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["precision"]["mode"] == "fp16 autocast" and "cpu-retarget" in data["reference"]
     assert not data["path_differences"]  # the CPU's autocast and device are the npu's, renamed
+
+
+@pytest.mark.timeout(900)
+def test_hand_updated_parameters_are_steps_counted_by_backward(tmp_path, emulator_build):
+    # pytorch/examples word_language_model's loop without --use-optimizer: no torch.optim
+    # optimizer, p.data.add_(p.grad, alpha=-lr). Each backward() is a step; the parameters
+    # after the script's own update are compared.
+    project = _copy("manual_sgd", tmp_path)
+    proc, data = _verify(project, "--steps", "3", "--no-resume", "train.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert data["verdict"] == "pass" and data["steps_counted_by"] == "backward"
+    assert [row["step"] for row in data["steps"]] == [1, 2, 3]
+    for row in data["steps"]:
+        ref, got = row["reference"], row["migrated"]
+        assert ref["digest"] == got["digest"] and ref["grad_norm"] == got["grad_norm"] is not None
+        assert ref["grad_norm_clip"] is not None  # clip_grad_norm_ before the update
+    rank0 = json.loads((project.parent / "report" / "verify.json").read_text())["twins"]["migrated"]["steps"]
+    assert rank0 == {"0": 3}
+    assert "steps: counted by backward()" in proc.stdout
+
+
+@pytest.mark.timeout(900)
+def test_an_optimizer_after_hand_updated_steps_is_no_verdict(tmp_path, emulator_build):
+    project = _copy("manual_sgd", tmp_path)
+    proc, data = _verify(project, "--steps", "3", "--no-resume", "train.py", "--", "--late-optimizer")
+    assert proc.returncode == 2 and data["verdict"] == "error", proc.stdout + proc.stderr
+    assert "train.py:28 optimizer.step()" in data["reason"] and "counted this script's steps by backward()" in (
+        data["reason"])
+
+
+def _masked(text: str) -> list[str]:
+    """Lines with every number and scratch name masked: the figures are the CPU's (another
+    CPU may round the emulated kernels differently); the lines, symbols and legend are verify's."""
+    import re
+
+    text = re.sub(r"npu-migrate-verify-logs-[\w]+", "LOGS", text)
+    return [re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", line).rstrip() for line in text.splitlines()]
+
+
+@pytest.mark.timeout(900)
+def test_the_readmes_verify_example_prints_what_the_readme_shows(tmp_path, emulator_build):
+    # README, "To prove a migration before writing it": the command as a new user runs it
+    # in a fresh copy of examples/ (resume round-trip, unscaled figures, legend, paths).
+    readme = (REPO / "README.md").read_text("utf-8")
+    command = "npu-migrate verify train.py --steps 17 --report /tmp/v/report.json -- --epochs 2"
+    assert f"cd examples/cuda_project && {command}\n" in readme
+    at = readme.index("It prints (stdout;")
+    start = readme.index("```\n", at) + 4
+    shown = readme[start:readme.index("```", start)]
+    project = _copy("cuda_project", tmp_path)
+    proc, data = _verify(project, "--steps", "17", "train.py", "--", "--epochs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    printed = proc.stdout.replace(str(tmp_path / "report" / "verify"), "/tmp/v/report")
+    assert _masked(printed) == _masked(shown)
+    assert data["resume"]["status"] == "pass" and data["resume"]["stopped_after"] == 16

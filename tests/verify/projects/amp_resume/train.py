@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--checkpoint", default="ckpt/last.pt")
+parser.add_argument("--exit-note", default=None, help="a file written however the run ends (in a finally)")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -33,16 +34,21 @@ if os.path.exists(args.checkpoint):
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"])
     start = state["epoch"] + 1
-for epoch in range(start, args.epochs):
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        optimizer.zero_grad()
-        with autocast():
-            loss = nn.functional.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng": torch.get_rng_state()}, args.checkpoint)
-    print(f"epoch {epoch} loss {loss.item():.4f}")
+try:
+    for epoch in range(start, args.epochs):
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            with autocast():
+                loss = nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                    "rng": torch.get_rng_state()}, args.checkpoint)
+        print(f"epoch {epoch} loss {loss.item():.4f}")
+finally:
+    if args.exit_note:
+        with open(args.exit_note, "w") as fh:
+            fh.write("ended\n")
