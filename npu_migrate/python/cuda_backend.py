@@ -276,6 +276,13 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
                 ctx.module.code_for_node(ancestor.test)):
             # `if torch.version.hip:` ... : the branch runs on ROCm only (unsloth's HIP wavefront probe)
             return ancestor.body, AWARE, "code of a branch taken on ROCm/HIP only; left unchanged", False
+        if isinstance(ancestor, cst.If) and (child is ancestor.test or (
+                child is ancestor.body and "cuda" in ctx.module.code_for_node(ancestor.test).lower())) and (
+                _device_name_table(ctx, ancestor)):
+            # the CUDA arm as a whole, its test and its body
+            return (ancestor, AWARE, "a dispatch over device names that rejects the ones it does not list: "
+                    "renaming its CUDA arm would make `cuda` (still named by existing configs and checkpoints) "
+                    "an unknown device; left unchanged (add an `npu` arm instead)", False)
         if isinstance(ancestor, (cst.If, cst.While)) and child is ancestor.test:
             test = ctx.module.code_for_node(ancestor.test)
             if ROCM_VALUE.search(test):
@@ -423,6 +430,46 @@ def _commented_as_cuda_only(ctx: FileContext, branch: cst.If) -> bool:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return False
     return _DEVICE_WORK.search(ctx.module.code_for_node(branch.body)) is None
+
+
+#: device types other than CUDA's that a dispatch over device names may list
+_OTHER_DEVICE_TYPES = frozenset({"mps", "xpu", "cpu", "hpu", "tpu", "xla", "mlu", "musa", "meta"})
+
+
+def _device_name_table(ctx: FileContext, branch: cst.If) -> bool:
+    """``if name.startswith("cuda"): ... elif name == "mps": ... elif name == "xpu": ...
+    else: raise ValueError("Unknown device")`` (lerobot's ``is_torch_device_available``):
+    a table of the device names the code accepts, listing at least two others besides
+    CUDA and rejecting the rest. Porting it means adding an ``npu`` arm; renaming the
+    ``cuda`` arm drops CUDA from the names it accepts."""
+    top = branch
+    parent = ctx.parent(top)
+    while isinstance(parent, cst.If) and parent.orelse is top:
+        top, parent = parent, ctx.parent(parent)
+    others: set[str] = set()
+    node: cst.CSTNode | None = top
+    while isinstance(node, cst.If):
+        for string in _strings_in(node.test):
+            if string in _OTHER_DEVICE_TYPES:
+                others.add(string)
+        node = node.orelse
+    if not isinstance(node, cst.Else) or len(others) < 2:
+        return False
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Raise)
+
+
+def _strings_in(node: cst.CSTNode) -> list[str]:
+    found: list[str] = []
+
+    class _Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            value = string_value(string)
+            if value is not None:
+                found.append(value)
+
+    node.visit(_Strings())
+    return found
 
 
 def _names_cuda_implementation(body: cst.CSTNode) -> bool:

@@ -405,7 +405,9 @@ def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[
         if isinstance(ancestor, cst.Decorator):
             owner = ctx.parent(ancestor)
             where = ctx.position(owner)
-            return ancestor.decorator, (where.start.line, where.end.line)
+            # from the first decorator: `@pytest.mark.parametrize("device", ["cuda"])` under the skip
+            first = min([ctx.position(d).start.line for d in getattr(owner, "decorators", ())] + [where.start.line])
+            return ancestor.decorator, (first, where.end.line)
         if isinstance(ancestor, cst.If) and child is ancestor.test:
             if not is_test_path(ctx.path):
                 # a program's own `if torch.cuda.is_available():` chooses its device; holding it
