@@ -73,6 +73,20 @@ def _name_at(text: bytes, offset: int, whole: bool = False) -> tuple[bytes, int]
     return match.group(), offset
 
 
+#: a script that configures an NVIDIA-specific network stack: Google Cloud's GPUDirect-TCPX(O)
+#: ("FasTrak"), an NCCL net/tuner/shim plugin (OLMo's scripts/augusta/*.sh). Its NCCL and
+#: CUDA variables carry that platform's values (`NCCL_SOCKET_IFNAME=enp0s12`, the VM's
+#: control NIC), which renaming to HCCL's names would pin on another machine.
+_NETWORK_PROFILE = re.compile(
+    rb"\b(NCCL_FASTRAK_\w+|NCCL_GPUDIRECTTCPX\w*|NCCL_NET_PLUGIN|NCCL_TUNER_PLUGIN|NCCL_SHIMNET_\w+|"
+    rb"/tcpxo?/|libnccl-net[\w.-]*)")
+
+
+def _network_profile(data: bytes) -> str | None:
+    found = _NETWORK_PROFILE.search(data)
+    return found.group(1).decode("ascii", "replace") if found is not None else None
+
+
 class EnvVarRule(ShellRule):
     """Rename the variables of :meth:`concerns` that have an Ascend counterpart
     (``npu_migrate/tables/env_vars.py``); report the others once per line."""
@@ -101,6 +115,15 @@ class EnvVarRule(ShellRule):
         if not self.concerns(name):
             return
         new = ascend_name(name, self.env_vars)
+        if new is not None and (profile := _network_profile(self.file.data)) is not None:
+            key = (node.start_point.row, name)
+            if key not in self.reported:
+                self.reported.add(key)
+                self.report(node, f"`{name}` is set by this script's NVIDIA network profile (`{profile}`: "
+                                  "GPUDirect-TCPX(O)/FasTrak, an NCCL net or tuner plugin); its values are that "
+                                  "platform's (NIC names, GPU sets); left unchanged",
+                            f"on Ascend set `{new}` to the Ascend nodes' own values, in a profile of their own")
+            return
         if new is not None:
             self.replace(offset, offset + len(raw), new, f"`{name}` -> `{new}`")
             return

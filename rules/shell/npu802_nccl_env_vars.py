@@ -24,7 +24,10 @@ NPU203 gives them in Python, from the same table
 their line with the nearest HCCL/CANN setting (`NCCL_DEBUG`: CANN logging via
 `ASCEND_GLOBAL_LOG_LEVEL`; `NCCL_BUFFSIZE`: `HCCL_BUFFSIZE`, in MB).
 Renamed and reported wherever the shell treats the name as a variable, as in
-NPU801; prose is left alone.
+NPU801; prose is left alone. A script that configures an NVIDIA-specific network
+stack (GPUDirect-TCPX(O)/FasTrak, an NCCL net, tuner or shim plugin) is that
+platform's profile: its variables are reported, not renamed (here and in NPU801),
+since their values (NIC names, GPU sets) belong to that machine.
 """
     examples = (
         Example(
