@@ -67,6 +67,10 @@ _REQUIRES_CUDA_COMMENT = re.compile(
 #: memory with another process (torchrl's "requires a CPU or CUDA policy_device so weight
 #: updates can be shared with the inference process")
 _SHARING_REASON = re.compile(r"\bshar(?:e|ed|ing)\b.{0,60}\bprocess|\bIPC\b|share_memory", re.IGNORECASE)
+#: a function or class named for a CUDA-only mechanism (lerobot's ``ActionCudaGraphManager``,
+#: ``_capture_cuda_graph``): half-migrating it would send NPU tensors into a CUDA graph capture
+#: that NPU102 leaves on ``torch.cuda.CUDAGraph``
+CUDA_MECHANISM_NAME = re.compile(r"cuda_?graphs?|cudagraphs?|cuda_?ipc|nvshmem|nvml", re.IGNORECASE)
 #: ROCm-only values: a statement reading them is ROCm code
 ROCM_VALUE = re.compile(r"\bHIP_VISIBLE_DEVICES\b|\bROCR_VISIBLE_DEVICES\b|\bgcnArchName\b")
 #: ROCm/HIP detection: an ``and`` operand telling an AMD GPU apart from an NVIDIA one
@@ -257,6 +261,12 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
                     "for CUDA, beside its own NPU detection); left unchanged", True)
         if isinstance(ancestor, cst.FunctionDef) and ancestor.name.value == "cuda" and _in_class(ctx, ancestor):
             return (ancestor, AWARE, "the class's own `cuda()` override (it implements Module.cuda for this class); "
+                    "left unchanged", True)
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)) and (
+                mechanism := CUDA_MECHANISM_NAME.search(ancestor.name.value)) is not None:
+            return (ancestor, KERNEL_GATE, f"`{ancestor.name.value}` is named for a CUDA-only mechanism "
+                    f"(`{mechanism.group()}`: torch.cuda.CUDAGraph has no NPU counterpart the tool writes, NPU102); "
+                    "its device tests and torch.cuda calls stay CUDA's, so on NPU that path is not taken; "
                     "left unchanged", True)
         if isinstance(ancestor, cst.ClassDef) and CUDA_CLASS.search(ancestor.name.value):
             return (ancestor, AWARE, f"`{ancestor.name.value}` is CUDA's (or ROCm's) own implementation in this "
