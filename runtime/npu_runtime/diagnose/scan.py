@@ -16,10 +16,13 @@ root cause first (the signature's rank, then where it was seen first).
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import io
 import itertools
+import operator
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -82,7 +85,7 @@ def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
     Python, so 50 MB of empty or short lines took minutes; the batch costs one substring
     scan per literal plus work for the lines that hold one (each holds at least the
     literal's own characters, so that work is bounded by the log's size too)."""
-    checks = [(literal[0] if literal else None, bool(literal and literal[1]), regex, signature)
+    checks = [(literal[0] if literal else None, bool(literal and literal[1]), regex, signature, line_confined(regex))
               for signature in signatures for regex, literal in zip(signature.matchers, signature.literals)]
     found: dict[str, Diagnosis] = {}
     order: dict[str, int] = {}
@@ -109,19 +112,19 @@ def diagnose_lines(named_lines: Iterable[tuple[str, Iterable[str]]],
     return sorted(found.values(), key=lambda d: (d.signature.rank, order[d.signature.id]))
 
 
-def _match_batch(name: str, first: int, batch: list[str], checks: list[tuple[str | None, bool, Any, Signature]],
+def _match_batch(name: str, first: int, batch: list[str], checks: list[tuple[str | None, bool, Any, Signature, Any]],
                  found: dict[str, Diagnosis], order: dict[str, int], state: list[int]) -> None:
     """Match one batch of lines (numbered from ``first``) and record what matched, exactly as
     a line-by-line pass in table order would: per line, each signature at most once."""
     text = "\n".join(batch)
     starts = list(itertools.accumulate((len(line) + 1 for line in batch[:-1]), initial=0))
+    line_of = functools.partial(bisect.bisect_right, starts)  # 1 + the index of the line holding a position
+    one_line_each = text.count("\n") == len(batch) - 1  # no line holds a line end of its own
     lowered: str | None = None
     lowered_lines: list[str] | None = None
-    hits: list[tuple[int, int]] = []  # (line index, check index) of regex matches
-    for index, (literal, ignore_case, regex, _signature) in enumerate(checks):
-        if literal is None:
-            candidates: Iterable[int] = range(len(batch))
-        else:
+    matched: dict[str, list[tuple[set[int], int]]] = {}  # signature id: (line indexes + 1, check index)
+    for index, (literal, ignore_case, regex, signature, confined) in enumerate(checks):
+        if literal is not None:
             haystack = text
             if ignore_case:
                 if lowered is None:
@@ -131,31 +134,83 @@ def _match_batch(name: str, first: int, batch: list[str], checks: list[tuple[str
                 haystack = lowered
             if literal not in haystack:
                 continue
-            if ignore_case and lowered_lines is not None:
+        if literal is not None and confined is not None and one_line_each:
+            # One pass over the whole batch in C: a match never crosses a line end, and
+            # matches where the regex matches that line on its own (``line_confined``).
+            lines = set(map(line_of, map(_START, confined.finditer(text))))
+        else:
+            if literal is None:
+                candidates: Iterable[int] = range(len(batch))
+            elif ignore_case and lowered_lines is not None:
                 candidates = [i for i, line in enumerate(lowered_lines) if literal in line]
             else:
                 candidates = _lines_holding(haystack, literal, starts)
-        for i in candidates:
-            if regex.search(batch[i]):
-                hits.append((i, index))
-    if not hits:
+            lines = {i + 1 for i in candidates if regex.search(batch[i])}
+        if lines:
+            matched.setdefault(signature.id, []).append((lines, index))
+    if not matched:
         return
-    hits.sort()
-    last: tuple[int, str] | None = None
-    for i, index in hits:
-        signature = checks[index][3]
-        if last == (i, signature.id):
-            continue  # this signature already matched this line
-        last = (i, signature.id)
-        known = found.get(signature.id)
+    new: list[tuple[int, int, str]] = []
+    for signature_id, sets in matched.items():
+        union = set().union(*(lines for lines, _ in sets))
+        line = min(union)
+        known = found.get(signature_id)
         if known is None:
-            found[signature.id] = Diagnosis(signature, name, first + i, _evidence(batch[i]))
-            order[signature.id] = state[0]
-            state[0] += 1
+            check = min(index for lines, index in sets if line in lines)
+            signature = checks[check][3]
+            found[signature_id] = Diagnosis(signature, name, first + line - 1, _evidence(batch[line - 1]),
+                                            count=len(union))
+            new.append((line, check, signature_id))
         else:
-            known.count += 1
+            known.count += len(union)
             if name != known.file and name not in known.also_in and len(known.also_in) < 20:
                 known.also_in.append(name)
+    for _line, _check, signature_id in sorted(new):
+        order[signature_id] = state[0]
+        state[0] += 1
+
+
+_START = operator.methodcaller("start")
+
+
+def line_confined(matcher: Any) -> re.Pattern[str] | None:
+    """``matcher``'s regex rewritten so that it can run over many lines joined with ``\\n``
+    and match exactly where it matches one of those lines on its own: ``\\s`` no longer
+    takes a line end, ``^`` holds at each line's start (``re.MULTILINE``). None where
+    that cannot be shown from the pattern's text (a ``Sequence``, a negated or ``\\s``
+    class, ``$``, ``\\S``/``\\W``/``\\D``, a dot under DOTALL, ``\\A``/``\\Z``, a ``\\n``):
+    those are searched line by line."""
+    if not isinstance(matcher, re.Pattern) or matcher.flags & (re.DOTALL | re.VERBOSE | re.MULTILINE):
+        return None
+    pattern, out, i, in_class = matcher.pattern, [], 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            escape = pattern[i:i + 2]
+            if escape[1:] in ("S", "W", "D", "A", "Z", "n", "x", "u", "U", "N", "0") or escape[1:].isdigit():
+                return None
+            if escape == "\\s":
+                if in_class:
+                    return None
+                out.append("[^\\S\\n]")
+            else:
+                out.append(escape)
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            if pattern[i + 1:i + 2] in ("^", "]"):
+                return None
+            in_class = True
+        elif char == "$" or pattern.startswith("(?s", i) or pattern.startswith("(?x", i) or pattern.startswith("(?m", i):
+            return None
+        out.append(char)
+        i += 1
+    try:
+        return re.compile("".join(out), matcher.flags | re.MULTILINE)
+    except re.error:
+        return None
 
 
 def _lines_holding(text: str, literal: str, starts: list[int]) -> list[int]:
