@@ -10,7 +10,6 @@ import random
 import time
 
 import pytest
-
 from npu_runtime.diagnose import SIGNATURES, scan
 
 from .excerpts import EXCERPTS, HEALTHY
