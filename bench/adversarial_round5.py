@@ -22,7 +22,6 @@ import random
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
@@ -118,8 +117,7 @@ def _literals() -> list[str]:
 def _fill(path: Path, unit: str, size: int = 50 * MB) -> None:
     data = unit.encode()
     with open(path, "wb") as f:
-        for _ in range(size // len(data)):
-            f.write(data)
+        f.writelines(data for _ in range(size // len(data)))
 
 
 @case("diagnose: 50 MB of empty lines")
@@ -239,7 +237,7 @@ def report_names() -> tuple[bool, str]:
         lines = [x for x in r.out.splitlines() if not x.startswith((" ", "+", "-", "@@"))]
         if r.code is None or not no_traceback(r):
             bad.append(f"{fmt}: exit {r.code}")
-        if any(x.startswith("::error file=x") or x.startswith("::notice::") for x in lines):
+        if any(x.startswith(("::error file=x", "::notice::")) for x in lines):
             bad.append(f"{fmt}: a workflow command injected")
         if any(c in x for x in lines for c in ("\x1b", "\x07", "\u202e")):
             bad.append(f"{fmt}: raw controls")
