@@ -289,18 +289,25 @@ def gitignore_wildcards() -> tuple[bool, str]:
     return not bad, "; ".join(bad) or "3 patterns: one error line each, exit 2, in seconds"
 
 
-@case("parsers: 50 MB markdown, 30 MB YAML/TOML/shell shapes, 50 MB notebooks")
+@case("parsers: 50 MB markdown, 30 MB YAML/TOML/shell/Dockerfile/requirements, the largest accepted, 50 MB notebooks")
 def parsers_large() -> tuple[bool, str]:
     d = scratch("p-large")
     (d / "good.py").write_text(CUDA_PY)
+    sizes = {"README.md": 50 * MB, "notes.md": 50 * MB}
     shapes = {
         "README.md": ("```bash\n" + "[![" * 20 + "`" * 30 + "\n") ,
         "notes.md": "- > * ```sh\n",
         "c.yaml": "- {a: [cuda, &x b, *x, ? c]}\n",
         "c.toml": "a = ['cuda', {b = \"\"\"x\"\"\"}]\n",
         "run.sh": "CUDA_VISIBLE_DEVICES=0 torchrun $(echo \"${A:-$(b)}\") <<EOF\nx\nEOF\n",
+        "Dockerfile": "RUN CUDA_VISIBLE_DEVICES=0 torchrun --nproc_per_node 8 train.py\n",
+        "requirements.txt": "torch==2.1.0+cu118 --extra-index-url https://download.pytorch.org/whl/cu118\n",
+        "small/run.sh": "CUDA_VISIBLE_DEVICES=0 torchrun train.py\n",
+        "small/Dockerfile": "RUN CUDA_VISIBLE_DEVICES=0 torchrun train.py\n",
+        "small/requirements.txt": "torch==2.1.0+cu118\n",
     }
-    sizes = {"README.md": 50 * MB, "notes.md": 50 * MB}
+    (d / "small").mkdir()
+    sizes.update({"small/run.sh": 2 * MB - 100, "small/Dockerfile": 2 * MB - 100, "small/requirements.txt": 38000})
     worst = []
     for name, unit in shapes.items():
         _fill(d / name, unit, sizes.get(name, 30 * MB))
