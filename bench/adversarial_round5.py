@@ -628,7 +628,10 @@ def emulator_determinism(runs: int = int(os.environ.get("H5_RUNS", "5"))) -> tup
         if r.code != 0:
             bad.append(f"run {i}: exit {r.code} after {r.seconds:.0f}s")
             continue
-        results.append([line for line in r.out.splitlines() if line.startswith("{")])
+        lines = [line for line in r.out.splitlines() if line.startswith("{")]
+        if len(lines) != 2 or any(len(json.loads(x).get("tokens", [])) == 0 for x in lines):
+            bad.append(f"run {i}: {len(lines)} rank records")
+        results.append(lines)
     differ = sum(1 for x in results[1:] if x != results[0])
     return not bad and differ == 0, (f"{len(results)}/{runs} runs exited 0, {differ} differ from the first; "
                                      + "; ".join(bad))
@@ -674,6 +677,45 @@ def runtime_trash() -> tuple[bool, str]:
 @case("runtime: a forked worker hung holding the GIL (after steps)")
 def runtime_gil() -> tuple[bool, str]:
     return _runtime_case("processes: forked worker hung holding the GIL", 2)
+
+
+GIL_AFTER_STEPS = """\
+import multiprocessing as mp, os, re, sys, time
+import torch
+import npu_runtime
+def hog():
+    open(os.path.join(sys.argv[1], "child"), "w").write(str(os.getpid()))
+    re.match(r"(a+)+$", "a" * 64 + "b")  # holds the GIL for hours
+if __name__ == "__main__":
+    os.environ.update(NPU_RUNTIME_WATCHDOG_TIMEOUT="4", NPU_RUNTIME_WATCHDOG_DIR=sys.argv[1])
+    npu_runtime.install()
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        loss = model(torch.randn(4, 4)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+    ctx = mp.get_context(sys.argv[2])
+    p = ctx.Process(target=hog); p.start(); p.join()
+    print("JOINED", flush=True)
+"""
+
+
+@case("runtime: a worker hung holding the GIL, started after 3 training steps (fork and forkserver)")
+def runtime_gil_after_steps() -> tuple[bool, str]:
+    bad, notes = [], []
+    for method in ("fork", "forkserver"):
+        d = scratch(f"r-gil/{method}")
+        (d / "t.py").write_text(GIL_AFTER_STEPS)
+        r = run([PY, str(d / "t.py"), str(d), method], d, 90)
+        time.sleep(2)
+        child = (d / "child").read_text() if (d / "child").exists() else ""
+        alive = child.isdigit() and Path(f"/proc/{child}").exists()
+        if alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(child), signal.SIGKILL)
+        notes.append(f"{method}: exit {r.code} in {r.seconds:.0f}s, child left {alive}")
+        if r.code != 75 or alive or r.seconds > 60:
+            bad.append(notes[-1])
+    return not bad, "; ".join(notes)
 
 
 def main(argv: list[str] | None = None) -> int:
