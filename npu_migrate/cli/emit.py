@@ -10,6 +10,7 @@ import io
 from rich.console import Console
 
 from npu_migrate.cli.prepare import EXIT_ERROR, EXIT_FAILED, EXIT_OK, Prepared
+from npu_migrate.reporting.printable import printable
 
 
 def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
@@ -46,7 +47,7 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
     if opts.quiet:  # as ruff's -q: the diagnostics, nothing else
         for result in report.results:
             if result.error is not None:
-                err.print(f"error: {result.error}")
+                err.print(f"error: {printable(result.error)}")
         if opts.output_file is None and fmt in reporting.HUMAN:
             if report.statistics:  # the counts are the diagnostics asked for
                 text.statistics(report, err)
@@ -59,7 +60,7 @@ def emit(report, prep: Prepared, out: Console, err: Console) -> bool:
     else:  # the report went elsewhere: errors and the summary only
         for result in report.results:
             if result.error is not None:
-                err.print(f"error: {result.error}")
+                err.print(f"error: {printable(result.error)}")
         text.summary(report, err)
     return written
 
@@ -73,7 +74,7 @@ def library_warnings(report, err: Console) -> None:
             seen.setdefault(warning, []).append(result.path)
     for warning, paths in seen.items():
         where = paths[0] if len(paths) == 1 else f"{len(paths)} files, first {paths[0]}"
-        err.print(f"warning: {warning} ({where})", soft_wrap=True, highlight=False)
+        err.print(f"warning: {printable(warning)} ({printable(where)})", soft_wrap=True, highlight=False)
 
 
 def exit_code(report, prep: Prepared) -> int:

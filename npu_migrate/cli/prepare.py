@@ -134,13 +134,16 @@ def prepare(options: Options) -> Prepared:
         resolved = resolve(options, cfg)
     except (ConfigError, OptionError) as exc:
         raise UsageError(str(exc)) from None
-    from npu_migrate.pipeline.discovery import invalid_pattern
+    from npu_migrate.pipeline.discovery import costly_pattern, invalid_pattern
 
     bad = invalid_pattern(resolved.exclude)
-    if bad is not None:  # one line, not pathspec's traceback at discovery
-        where = (f"{cfg.path}: [tool.npu-migrate] exclude" if cfg.path is not None and bad in
+    costly = costly_pattern(list(resolved.exclude)) if bad is None else None
+    if bad is not None or costly is not None:  # one line, not pathspec's traceback (or a hang) at discovery
+        pattern = bad if bad is not None else list(resolved.exclude)[costly[0]]
+        where = (f"{cfg.path}: [tool.npu-migrate] exclude" if cfg.path is not None and pattern in
                  [*cfg.exclude, *cfg.extend_exclude] else "--exclude")
-        raise UsageError(f"{where}: {bad!r} is not a valid gitignore-style pattern")
+        why = f"{bad!r} is not a valid gitignore-style pattern" if bad is not None else costly[1]
+        raise UsageError(f"{where}: {why}")
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)
     from npu_migrate.pipeline.facts import ProjectFacts
 

@@ -21,6 +21,12 @@ from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import Suppressions
 
+#: More requirements than this in one file are not migrated (one error line): the rules
+#: compare each torch entry with the others, so a 100 KB requirements.txt of torch pins
+#: (1,300 lines) took 45 s and 2 MB never finished (round 5). Hand-written lists hold
+#: tens to hundreds; a pip-compile lock a few hundred.
+MAX_ENTRIES = 2_000
+
 #: File-name globs -> reader module, and the config reader for the same file (if any).
 READERS = (
     ("pyproject.toml", "pyproject", "toml_reader"),
@@ -56,6 +62,10 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
                   if settings.selection.active(rid, path) and (cls.triggered(data) or cls.wanted(settings))]
         if needed:
             document = importlib.import_module(f"npu_migrate.deps.{deps_reader}").read(data)
+            count = sum(len(lst.entries) for lst in document.lists)
+            if count > MAX_ENTRIES:
+                raise ReadError(1, f"{count:,} requirements, more than the {MAX_ENTRIES:,} npu-migrate reads from one "
+                                   "dependency file; skipped (a generated lock or data file? exclude it)")
             file = DepsFile(data, recorder, path, settings)
             for cls in needed:
                 cls(file).check(document)

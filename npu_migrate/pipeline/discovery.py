@@ -94,6 +94,38 @@ def invalid_pattern(patterns: list[str]) -> str | None:
     return None
 
 
+#: A pattern is matched by pathspec's backtracking regular expression: each wildcard run
+#: multiplies the worst case by the path's length. Measured on one 4,000-character path:
+#: ``a/**/a/**/b`` (2 runs across directories) 0.1 s, ``a/**/a/**/a/**/b`` (3) 44 s;
+#: ``*a*a*b`` (3 runs within a name) 0.06 s, ``*a*a*a*b`` (4) 3.3 s; a 50 MB line of NUL bytes
+#: (one pattern) did not finish in 60 s. Real ignore files stay far below these bounds.
+MAX_CROSS_RUNS = 2  # ``**`` (``.*`` / ``.+`` in the regex), the implicit leading one included
+MAX_NAME_RUNS = 3  # ``*`` within a name (``[^/]*``)
+MAX_PATTERN_CHARS = 1024
+#: An ignore file larger than this is not read (one error line, as past MAX_IGNORE_PATTERNS).
+MAX_IGNORE_BYTES = 1 << 20
+
+
+def costly_pattern(patterns: list[str]) -> tuple[int, str] | None:
+    """(index, why) of the first of ``patterns`` too costly to match (see MAX_CROSS_RUNS), or None."""
+    for index, pattern in enumerate(patterns):
+        if len(pattern) > MAX_PATTERN_CHARS:
+            return index, f"a pattern of {len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})"
+        if "*" not in pattern:
+            continue
+        try:
+            compiled = pathspec.GitIgnoreSpec.from_lines([pattern]).patterns
+        except Exception:  # noqa: BLE001 - an invalid pattern is invalid_pattern's to report
+            continue
+        regex = compiled[0].regex.pattern if compiled and getattr(compiled[0], "regex", None) is not None else ""
+        cross = regex.count(".+") + regex.count(".*")
+        name = regex.count("[^/]*")
+        if cross > MAX_CROSS_RUNS or name > MAX_NAME_RUNS:
+            return index, (f"{pattern!r} has more wildcards than npu-migrate matches in bounded time "
+                           f"(at most {MAX_CROSS_RUNS} '**' and {MAX_NAME_RUNS} '*' in a name)")
+    return None
+
+
 def gitignore_spec(lines: list[str]) -> pathspec.PathSpec:
     """A ``.gitignore``'s patterns; a line git ignores as invalid (a lone ``!``) is left out,
     as git does, instead of failing the run."""
@@ -120,13 +152,23 @@ class _IgnoreStack:
         gitignore = directory / ".gitignore"
         if gitignore.is_file():
             try:
-                lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+                with open(gitignore, "rb") as f:
+                    data = f.read(MAX_IGNORE_BYTES + 1)
             except OSError:
                 return
+            if len(data) > MAX_IGNORE_BYTES:
+                self.errors.append(f"{gitignore}:1: larger than the {MAX_IGNORE_BYTES >> 20} MB npu-migrate reads "
+                                   "from one ignore file; its rules were not applied")
+                return
+            lines = data.decode("utf-8", errors="replace").splitlines()
             patterns = sum(1 for line in lines if line.strip() and not line.startswith("#"))
             if patterns > MAX_IGNORE_PATTERNS:
                 self.errors.append(f"{gitignore}:1: {patterns} patterns, more than the {MAX_IGNORE_PATTERNS:,} "
                                    "npu-migrate reads from one ignore file; its rules were not applied")
+                return
+            costly = costly_pattern([line.rstrip() for line in lines])
+            if costly is not None:
+                self.errors.append(f"{gitignore}:{costly[0] + 1}: {costly[1]}; its rules were not applied")
                 return
             self.specs.append((directory, gitignore_spec(lines)))
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+from npu_migrate.reporting.printable import printable
 from npu_migrate.reporting.report import Annotation, Report
 
 _COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
 
 
 def _data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # the line ends GitHub decodes back; every other control escaped (an ESC in a name reaches the log raw)
+    return printable(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _property(value: str) -> str:

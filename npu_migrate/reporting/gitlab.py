@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections import Counter
 
+from npu_migrate.reporting.printable import json_safe
 from npu_migrate.reporting.report import Annotation, Report
 
 _SEVERITY = {"error": "major", "warning": "minor", "note": "info"}
@@ -43,4 +44,4 @@ def render(report: Report) -> str:
         seen[key] += 1
         digest = hashlib.sha256(repr((*key, seen[key])).encode("utf-8", "surrogateescape")).hexdigest()
         issues.append(_issue(a, digest))
-    return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(issues, indent=2, ensure_ascii=False)) + "\n"

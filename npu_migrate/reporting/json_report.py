@@ -10,6 +10,7 @@ import json
 from npu_migrate import __version__
 from npu_migrate.pipeline.model import FileResult, Finding, Fix
 from npu_migrate.pipeline.registry import impact_of
+from npu_migrate.reporting.printable import json_safe
 from npu_migrate.reporting.report import Report, findings_by_impact, reason_for
 
 SCHEMA_VERSION = 1
@@ -47,4 +48,4 @@ def as_dict(report: Report) -> dict:
 
 
 def render(report: Report) -> str:
-    return json.dumps(as_dict(report), indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(as_dict(report), indent=2, ensure_ascii=False)) + "\n"

@@ -14,6 +14,7 @@ import difflib
 from collections import Counter, defaultdict
 from pathlib import Path, PurePath
 
+from npu_migrate.reporting.printable import printable
 from npu_migrate.reporting.report import Report
 
 _TITLES = {
@@ -25,7 +26,12 @@ _SHOWN_PLACES = 5
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return printable(" ".join(text.split())).replace("|", "\\|")
+
+
+def _name(path: str) -> str:
+    """A file or directory name in a table cell: controls escaped, ``|`` too."""
+    return printable(path).replace("|", "\\|")
 
 
 def _line_counts(report: Report) -> tuple[int, int, int]:
@@ -91,7 +97,7 @@ def render(report: Report) -> str:
         out += [f"### {title} ({counts[cls]})", "", "| Rule | Count | Where | What to do |", "|---|---|---|---|"]
         for rid, places in sorted(by_impact[cls].items(), key=lambda kv: (-len(kv[1]), kv[0])):
             name = rules[rid].name if rid in rules else ""
-            where = ", ".join(f"`{p}:{line}`" for p, line in places[:_SHOWN_PLACES])
+            where = ", ".join(f"`{_name(p)}:{line}`" for p, line in places[:_SHOWN_PLACES])
             if len(places) > _SHOWN_PLACES:
                 where += f" and {len(places) - _SHOWN_PLACES} more"
             out.append(f"| {rid} {name} | {len(places)} | {where} | {_cell(suggestion.get(rid, ''))} |")
@@ -104,7 +110,7 @@ def render(report: Report) -> str:
         out += ["### By directory", "", "| Directory | Fixes | Blocking | Review | Informational |",
                 "|---|---|---|---|---|"]
         for directory, c in sorted(directories.items()):
-            out.append(f"| `{directory}` | {c['fixes']} | {c['blocking']} | {c['review']} | {c['informational']} |")
+            out.append(f"| `{_name(directory)}` | {c['fixes']} | {c['blocking']} | {c['review']} | {c['informational']} |")
         out.append("")
     out += ["### What to install on the training image", ""]
     out += _install_lines(report)

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from npu_migrate import __version__
 from npu_migrate.pipeline.registry import impact_of
+from npu_migrate.reporting.printable import json_safe
 from npu_migrate.reporting.report import Annotation, Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -161,4 +162,4 @@ def as_dict(report: Report) -> dict:
 
 
 def render(report: Report) -> str:
-    return json.dumps(as_dict(report), indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(as_dict(report), indent=2, ensure_ascii=False)) + "\n"

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npu_migrate.pipeline.model import FileResult
+from npu_migrate.reporting.printable import printable
 from npu_migrate.reporting.report import Report, findings_by_impact, reason_for
 
 _VERB = {"write": "changed", "check": "would change", "dry-run": "would change", "stdin": "changed"}
@@ -22,7 +23,7 @@ _VERB = {"write": "changed", "check": "would change", "dry-run": "would change",
 def place(path: str, item) -> str:
     """``path:line:col`` (1-based column), ``path:cell N:line:col`` in a notebook."""
     cell = f"cell {item.cell}:" if item.cell is not None else ""
-    return f"{path}:{cell}{item.line}:{item.col + 1}"
+    return f"{printable(path)}:{cell}{item.line}:{item.col + 1}"
 
 
 def fix_state(result: FileResult) -> str:
@@ -33,9 +34,9 @@ def write(report: Report, console: Console) -> None:
     if report.statistics:  # counts only, as ruff's --statistics: errors, the files written, the table
         for result in report.results:
             if result.error is not None:
-                console.print(f"error: {result.error}", soft_wrap=True, highlight=False)
+                console.print(f"error: {printable(result.error)}", soft_wrap=True, highlight=False)
             elif result.written and report.mode == "write":
-                console.print(f"wrote: {result.path}", soft_wrap=True, highlight=False)
+                console.print(f"wrote: {printable(result.path)}", soft_wrap=True, highlight=False)
         statistics(report, console)
     else:
         _file_lines(report, console)
@@ -48,14 +49,14 @@ def write(report: Report, console: Console) -> None:
 def _file_lines(report: Report, console: Console) -> None:
     for result in report.results:
         if result.error is not None:
-            console.print(f"error: {result.error}", soft_wrap=True, highlight=False)
+            console.print(f"error: {printable(result.error)}", soft_wrap=True, highlight=False)
         elif result.written and report.mode == "write":  # every file --write wrote is named, verbose or not
-            console.print(f"wrote: {result.path}", soft_wrap=True, highlight=False)
+            console.print(f"wrote: {printable(result.path)}", soft_wrap=True, highlight=False)
         elif report.mode == "check" and result.changed:
-            console.print(f"would migrate: {result.path}", soft_wrap=True, highlight=False)
+            console.print(f"would migrate: {printable(result.path)}", soft_wrap=True, highlight=False)
         elif report.verbose:
             state = "would migrate" if result.changed else "unchanged"
-            console.print(f"{state}: {result.path}", soft_wrap=True, highlight=False)
+            console.print(f"{state}: {printable(result.path)}", soft_wrap=True, highlight=False)
 
 
 def diagnostics(result: FileResult, show_fixes: bool, with_path: bool = True) -> list[Text]:
@@ -72,12 +73,12 @@ def diagnostics(result: FileResult, show_fixes: bool, with_path: bool = True) ->
         line.append(item.rule, style="yellow" if state is None else "green")
         if state is not None:
             line.append(f" [{state}]", style="green")
-        line.append(f" {item.message}")
+        line.append(f" {printable(item.message)}")
         lines.append(line)
         if state is None and item.suggestion:
-            lines.append(Text(f"    suggestion: {item.suggestion}", style="dim"))
+            lines.append(Text(f"    suggestion: {printable(item.suggestion)}", style="dim"))
         elif state is not None:
-            lines.append(Text(f"    why: {reason_for(item, result.rule_notes)}", style="dim"))
+            lines.append(Text(f"    why: {printable(reason_for(item, result.rule_notes))}", style="dim"))
     return lines
 
 
@@ -111,7 +112,7 @@ def runtime_line(report: Report) -> str | None:
     requirement = runtime_bundle.requirement()
     if declaring:
         verb = "added to" if report.mode in ("write", "stdin") else "to add to"
-        return f"npu-runtime: the migrated code imports npu_runtime; {requirement} {verb} {', '.join(declaring)}"
+        return f"npu-runtime: the migrated code imports npu_runtime; {requirement} {verb} {printable(', '.join(declaring))}"
     return (f"npu-runtime: the migrated code imports npu_runtime and no dependency file declares it: "
             f"install {requirement} where the job runs")
 

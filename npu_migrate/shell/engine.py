@@ -105,7 +105,9 @@ def scan(
     for node in variables:
         for handler in table.get("variable_name", ()):
             handler(node)
-    want_comments = any(mark.encode() in data for mark in MARKS)
+    # Only the parsed text can hold a suppression comment the walk sees (a Dockerfile's RUN
+    # parts: testing the whole file once per instruction was quadratic).
+    want_comments = any(mark.encode() in sample for mark in MARKS)
     treewalk.walk(tree, table, (lambda node: _suppression(node, data, suppressions)) if want_comments else None)
     for rule in rules:
         rule.leave_file()

@@ -71,7 +71,9 @@ class Request:
 
 def _say(req: Request, message: str) -> None:
     if not req.quiet:
-        print(f"verify: {message}", file=sys.stderr, flush=True)
+        from npu_migrate.reporting.printable import printable
+
+        print(f"verify: {printable(message)}", file=sys.stderr, flush=True)  # names from the project: escaped
 
 
 def _versions() -> dict:
@@ -104,7 +106,9 @@ def run(req: Request) -> int:
     try:
         return _run(req)
     except VerifyError as exc:
-        print(f"npu-migrate verify: error: {exc}", file=sys.stderr)
+        from npu_migrate.reporting.printable import printable
+
+        print(f"npu-migrate verify: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("npu-migrate verify: interrupted", file=sys.stderr)

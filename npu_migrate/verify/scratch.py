@@ -12,6 +12,12 @@ name in it leads out of the scratch directory.
 * a dangling link that leaves the project, and special files (FIFOs, sockets,
   devices), are left out with a note: reading a FIFO would block, and writing
   through the link would create a file outside;
+* a link into a kernel pseudo file system (``/proc``, ``/sys``, ``/dev``, debugfs,
+  cgroups...: ``PSEUDO_FS``, found by device number in ``/proc/self/mountinfo``) is left
+  out with a note: its "files" are not data (``/proc/kmsg`` blocks a reader forever and
+  consumes the kernel's log, ``/proc/self/mem`` fails, ``/proc/kcore`` claims 128 TiB);
+* the bytes read through links that leave the project are counted as they are read,
+  not by the size a file reports (a pseudo file reports 0);
 * version control, environments and caches (``SKIP_DIRS``) are not copied.
 
 Only names are confined: a script that writes to an absolute path of its own
@@ -33,6 +39,40 @@ SKIP_DIRS = frozenset({
 
 #: Bytes copied from the targets of links that leave the project, per copy.
 EXTERNAL_LIMIT = 1 << 30
+
+#: File systems whose files are the kernel's interfaces, not data: never copied.
+PSEUDO_FS = frozenset({
+    "proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs", "configfs", "cgroup", "cgroup2",
+    "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc", "mqueue", "autofs", "rpc_pipefs", "nsfs", "selinuxfs",
+    "hugetlbfs",
+})
+
+
+def _pseudo_devices() -> frozenset[int]:
+    """Device numbers of the mounted ``PSEUDO_FS`` file systems (``/proc/self/mountinfo``:
+    the third field is major:minor, the type follows the `` - `` separator)."""
+    devices = set()
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields, _, after = line.partition(" - ")
+                fields, after = fields.split(), after.split()
+                if len(fields) < 3 or not after:
+                    continue
+                fstype = after[0]
+                major, _, minor = fields[2].partition(":")
+                if fstype in PSEUDO_FS and major.isdigit() and minor.isdigit():
+                    devices.add(os.makedev(int(major), int(minor)))
+    except OSError:
+        pass
+    for path in ("/proc", "/sys", "/dev"):  # also without a readable mountinfo
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if path != "/dev" or st.st_dev != os.stat("/").st_dev:  # /dev on the root file system is a plain directory
+            devices.add(st.st_dev)
+    return frozenset(devices)
 
 
 class ScratchError(Exception):
@@ -64,6 +104,7 @@ class _Copier:
         self.notes = notes
         self.external = 0
         self.outside: list[str] = []  # external directories being copied (cycle guard)
+        self.pseudo = _pseudo_devices()
 
     def note(self, message: str) -> None:
         if self.notes is not None:
@@ -109,11 +150,7 @@ class _Copier:
         if external:
             self.external += size
             if self.external > EXTERNAL_LIMIT:
-                raise ScratchError(
-                    f"{shown}: the symbolic links that leave the project lead to more than "
-                    f"{EXTERNAL_LIMIT >> 20} MiB, which verify would copy into the scratch directory (so that "
-                    "the twins cannot write through them); point --project at a directory that contains "
-                    "their targets, or make the script take the path as an argument")
+                raise ScratchError(self._too_much(shown))
         try:
             # O_NONBLOCK: a file replaced by a FIFO meanwhile must not block the copy.
             fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
@@ -125,8 +162,33 @@ class _Copier:
                 self.note(f"{shown}: not a regular file; left out of the scratch copies")
                 return
             with open(dst, "xb") as fout:
-                shutil.copyfileobj(fin, fout, 1 << 20)
+                if external:
+                    self._copy_counted(fin, fout, shown, size)
+                else:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
         shutil.copystat(src, dst)
+
+    def _copy_counted(self, fin, fout, shown: str, size: int) -> None:
+        """Copy an outside file, counting the bytes read against ``EXTERNAL_LIMIT`` (its
+        reported ``size`` was counted already; what it yields beyond that is counted too)."""
+        read = 0
+        while True:
+            chunk = fin.read(1 << 20)
+            if not chunk:
+                return
+            read += len(chunk)
+            if read > size:
+                self.external += read - max(size, read - len(chunk))
+                if self.external > EXTERNAL_LIMIT:
+                    raise ScratchError(self._too_much(shown))
+            fout.write(chunk)
+
+    @staticmethod
+    def _too_much(shown: str) -> str:
+        return (f"{shown}: the symbolic links that leave the project lead to more than "
+                f"{EXTERNAL_LIMIT >> 20} MiB, which verify would copy into the scratch directory (so that "
+                "the twins cannot write through them); point --project at a directory that contains "
+                "their targets, or make the script take the path as an argument")
 
     def copy_link(self, src: str, dst: str, shown: str) -> None:
         target = os.path.realpath(src)
@@ -139,6 +201,10 @@ class _Copier:
             st = os.stat(target)
         except OSError:
             self.note(f"{shown}: a symbolic link to {os.readlink(src)}, outside the project, that leads nowhere; "
+                      "left out of the scratch copies")
+            return
+        if st.st_dev in self.pseudo:
+            self.note(f"{shown}: a symbolic link to {target}, a kernel pseudo file system (not data); "
                       "left out of the scratch copies")
             return
         if stat.S_ISDIR(st.st_mode):
@@ -170,6 +236,9 @@ class _Copier:
             try:
                 st = os.lstat(path)
             except OSError:
+                continue
+            if st.st_dev in self.pseudo:  # a pseudo file system mounted below an outside directory (/ -> /proc)
+                self.note(f"{name}: a kernel pseudo file system (not data); left out of the scratch copies")
                 continue
             if stat.S_ISLNK(st.st_mode):
                 self.copy_link(path, out, name)

@@ -308,6 +308,13 @@ class Watchdog:
         self.started_at = _monotonic()
         self._owner_ident = threading.get_ident()
         self._pid = os.getpid()
+        from . import heartbeat
+
+        # The heartbeat file is made here, by the thread that starts the watchdog, not by the
+        # checker thread: a worker whose code takes the GIL at once (a regex, a C loop) kept
+        # the new thread from ever running, so no file told the parent it existed and the
+        # parent's join() counted as waiting for a live worker, for ever (round 5).
+        self._beacon = heartbeat.Beacon(self.timeout_s + self.grace_s, self.interval_s)
         self._thread = threading.Thread(target=self._run, name="npu_runtime-watchdog", daemon=True)
         self._thread.start()
         register = getattr(threading, "_register_atexit", None)  # runs before atexit handlers
@@ -359,7 +366,7 @@ class Watchdog:
         # during a first step (compiling runs Python, so this thread runs too). So its budget
         # is the step timeout, never the long first-step one: a worker forked after the parent
         # warmed up would otherwise be caught only after NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT.
-        beacon = heartbeat.Beacon(self.timeout_s + self.grace_s, self.interval_s)
+        beacon = getattr(self, "_beacon", None) or heartbeat.Beacon(self.timeout_s + self.grace_s, self.interval_s)
         try:
             self._check_loop(armed_until, beacon)
         finally:

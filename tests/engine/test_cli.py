@@ -142,6 +142,46 @@ def test_an_ignore_file_past_the_pattern_bound_is_one_error_line(tmp_path, run_c
     assert "+++ b/train.py" in result.output and result.exit_code == 2
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("content", [
+    "*a" * 25 + "*b\n",  # one line: exponential backtracking in pathspec's regex (no answer in 60 s)
+    "node_modules/\na/**/a/**/a/**/b\n",  # 3 '**': 44 s on one 4,000-character path
+    "\0" * (2 << 20),  # 2 MB of NUL bytes: one pattern of 2 M characters
+], ids=["many-wildcards", "three-starstar", "nul-2mb"])
+def test_an_ignore_file_too_costly_to_match_is_one_error_line(tmp_path, run_cli, content):
+    """Adversarial round 5: a .gitignore line is matched by a backtracking regex, so a
+    pattern with many wildcards (or a huge one) made discovery hang on a long file name."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", content.encode())
+    write(tmp_path, "a" * 60 + ".py", CUDA)
+    deep = tmp_path.joinpath(*["a"] * 60)
+    deep.mkdir(parents=True)
+    write(deep, "t.py", CUDA)
+    started = time.perf_counter()
+    result = run_cli(".")
+    assert time.perf_counter() - started < 60
+    lines = [line for line in result.output.splitlines() if ".gitignore:" in line]
+    assert len(lines) == 1 and "not applied" in lines[0], result.output
+    assert f"+++ b/{'a' * 60}.py" in result.output and result.exit_code == 2
+
+
+@pytest.mark.timeout(60)
+def test_ordinary_ignore_patterns_are_within_the_wildcard_bound():
+    from npu_migrate.pipeline.discovery import costly_pattern
+
+    usual = ["*.py[cod]", "__pycache__/", "**/node_modules/**", "**/build/**/*.o", "docs/**/*.md", ".*.swp",
+             "*~", "/dist", "!keep/*.log", "a/**/b/**/c", "*.egg-info/", "**/*.tmp", "logs/*/*.txt"]
+    assert costly_pattern(usual) is None
+
+
+@pytest.mark.timeout(60)
+def test_a_costly_exclude_in_the_configuration_is_one_usage_line(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", b'[tool.npu-migrate]\nexclude = ["*a*a*a*a*a*a*a*b"]\n')
+    write(tmp_path, "train.py", CUDA)
+    result = run_cli(".")
+    assert result.exit_code == 2 and "more wildcards" in result.output, result.output
+
+
 def test_suppression_comments(tmp_path, run_cli):
     write(tmp_path, "a.py", b"import torch\n"
                             b"n = torch.cuda.device_count()  # npu-migrate: ignore\n"

@@ -4,6 +4,8 @@ tree (``setsid -f``: a new session, re-parented when its parent exits)."""
 
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 import time
 
@@ -90,7 +92,7 @@ GIL_FORK_JOB = textwrap.dedent(r"""
     import npu_runtime
 
     def hog(out):
-        for _ in range(6):                       # the worker's watchdog runs and touches its heartbeat
+        for _ in range(0 if os.environ.get("HOG_AT_ONCE") else 6):  # the worker's watchdog runs
             time.sleep(0.2)
         with open(os.path.join(out, "worker.pid"), "w") as fh:
             fh.write(str(os.getpid()))
@@ -115,7 +117,8 @@ GIL_FORK_JOB = textwrap.dedent(r"""
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("when", ["before the first step", "after a training step"])
+@pytest.mark.parametrize("when", ["before the first step", "after a training step",
+                                  "after a training step, the GIL taken at once"])
 def test_forked_worker_hung_holding_the_gil_is_caught_by_its_parent(tmp_path, when):
     """Its own watchdog cannot run and faulthandler's timer does not work after fork():
     the parent's watchdog sees its heartbeat stop and kills it within the worker's
@@ -123,6 +126,9 @@ def test_forked_worker_hung_holding_the_gil_is_caught_by_its_parent(tmp_path, wh
     parent's first step, with the default long first-step timeout, too (issue 38: not
     caught at all in 4 runs of 40 to 150 s)."""
     extra = {"STEP_FIRST": "1", "NPU_RUNTIME_WATCHDOG_FIRST_STEP_TIMEOUT": "600"} if when.startswith("after") else {}
+    if when.endswith("at once"):  # round 5: the worker's checker thread never ran, so it made no
+        extra["HOG_AT_ONCE"] = "1"  # heartbeat file and the parent's join() waited for ever
+
     env = child_env(NPU_RUNTIME_WATCHDOG_TIMEOUT="2", NPU_RUNTIME_WATCHDOG_DIR=str(tmp_path), **extra)
     pid_file = tmp_path / "worker.pid"
     try:
@@ -137,3 +143,45 @@ def test_forked_worker_hung_holding_the_gil_is_caught_by_its_parent(tmp_path, wh
     joined = float(proc.stdout.split("joined after ")[1].split(" s")[0])
     # budget: timeout 2 + grace 5 + 2 x interval 0.25 = 7.5 s, then at most one parent interval
     assert joined < 7.5 + 0.25 + 15, joined  # + slack for a loaded machine and worker start-up
+
+
+GIL_AT_ONCE_JOB = textwrap.dedent(r"""
+    import multiprocessing as mp, os, re, sys
+    import torch
+    import npu_runtime
+
+    def hog():
+        re.match(r"(a+)+$", "a" * 64 + "b")      # takes the GIL before the worker's checker thread runs
+
+    if __name__ == "__main__":
+        npu_runtime.install()
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = model(torch.randn(4, 4)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+        p = mp.get_context(sys.argv[1]).Process(target=hog)
+        p.start()
+        p.join()
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_worker_that_takes_the_gil_at_once_is_caught(tmp_path, method):
+    """Round 5 (2 of 2 runs per start method hung past 90 s before): the worker's heartbeat
+    file was made by its checker thread, which never ran; the parent's join() then counted
+    as waiting for a live worker. The file is now made when the watchdog starts."""
+    script = tmp_path / "job.py"
+    script.write_text(GIL_AT_ONCE_JOB)
+    env = child_env(NPU_RUNTIME_WATCHDOG_TIMEOUT="4", NPU_RUNTIME_WATCHDOG_DIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, str(script), method], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        pytest.fail("the job did not exit within 90 s")
+    assert proc.returncode == WATCHDOG_EXIT_CODE, out[-2000:]
+    assert b"hung in C code holding the GIL" in out

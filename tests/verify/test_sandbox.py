@@ -92,6 +92,53 @@ def test_too_much_behind_outside_links_is_refused_with_one_line(tmp_path, monkey
     assert "\n" not in str(info.value) and "--project" in str(info.value)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("target", ["/proc/kmsg", "/proc/self", "/proc/self/mem", "/sys/kernel", "/dev/shm", "/proc"])
+def test_links_into_kernel_pseudo_file_systems_are_left_out(tmp_path, target):
+    """Round 5: ``k -> /proc/kmsg`` hung verify's copy (a read that blocks for ever, and
+    consumes the kernel's log); ``p -> /proc/self`` ended it with EINVAL."""
+    if not os.path.exists(target):
+        pytest.skip(f"no {target} here")
+    proj = _project(tmp_path)
+    (proj / "k").symlink_to(target)
+    notes: list[str] = []
+    start = time.monotonic()
+    copy = scratch.copy_project(proj, tmp_path / "copy", notes=notes)
+    assert time.monotonic() - start < 30
+    pseudo = os.stat(target).st_dev in scratch._pseudo_devices()
+    if pseudo:
+        assert not os.path.lexists(copy / "k")
+        assert any(n.startswith("k: ") and "pseudo file system" in n for n in notes), notes
+    assert scratch.escapes(copy) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_link_below_an_outside_directory_into_proc_is_left_out(tmp_path):
+    proj = _project(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.bin").write_bytes(b"x")
+    (outside / "p").symlink_to("/proc/self")
+    (proj / "data").symlink_to(outside)
+    notes: list[str] = []
+    copy = scratch.copy_project(proj, tmp_path / "copy", notes=notes)
+    assert (copy / "data" / "data.bin").read_bytes() == b"x"
+    assert not os.path.lexists(copy / "data" / "p")
+    assert any("pseudo file system" in n for n in notes), notes
+
+
+@pytest.mark.timeout(60)
+def test_an_outside_file_is_counted_by_the_bytes_read_not_its_size(tmp_path, monkeypatch):
+    """A file that reports fewer bytes than it yields (a pseudo file reports 0) is
+    counted as it is read."""
+    monkeypatch.setattr(scratch, "EXTERNAL_LIMIT", 1000)
+    monkeypatch.setattr(scratch, "_pseudo_devices", lambda: frozenset())
+    proj = _project(tmp_path)
+    (proj / "cpu").symlink_to("/proc/self/maps")  # reports size 0, yields more than 1000 bytes
+    with pytest.raises(scratch.ScratchError, match="more than"):
+        scratch.copy_project(proj, tmp_path / "copy")
+
+
 def test_a_fifo_in_the_project_is_no_traceback_for_verify(tmp_path, monkeypatch, capsys):
     """The command gets as far as the migration with a FIFO and a socket in the tree."""
     from npu_migrate.verify import command
