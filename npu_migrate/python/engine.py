@@ -25,6 +25,7 @@ from npu_migrate.python import cuda_backend, cuda_only, elision, imports, lossle
 from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
+from npu_migrate.python.cst_util import last_name
 from npu_migrate.python.names import (
     BindingCollector,
     ImportTableResolver,
@@ -392,47 +393,76 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
 #: findings that leave a CUDA value or call in place (an unproven device string, a
 #: torch.cuda API with no NPU counterpart)
 _LEFT_CUDA = frozenset({"NPU108", "NPU102"})
+#: of those, the ones that crash on the NPU where the original ran (no NPU counterpart)
+_LEFT_CRASH = frozenset({"NPU102"})
 
 
-def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[int, int]] | None:
-    """``(test, (first, last))`` when ``node`` is part of a test that decides whether other
-    code runs: a decorator (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``:
-    the decorated test), in a test module the test of an ``if`` (its body; for ``if not
-    ...: pytest.skip()`` or ``return``, the rest of the block), a module's ``pytestmark``
-    (the module)."""
+def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[int, int], frozenset] | None:
+    """``(test, (first, last), rules)`` when ``node`` is part of a test that decides whether
+    other code runs, with the findings (``rules``) inside ``first..last`` that hold it:
+
+    * a decorator (``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``): the
+      decorated test, from its first decorator (a ``parametrize("device", ["cuda"])``);
+    * a module's ``pytestmark``: the module;
+    * in a test module, an ``if`` that skips (``pytest.skip``, ``self.skipTest``, ``return``)
+      inside a test function: the whole test with its decorators (llm-foundry's ``if device
+      == 'cuda' and not torch.cuda.is_available(): pytest.skip()`` under a parametrized
+      ``'cuda'``); another ``if``: its body (for ``if not ...:``, the rest of the block);
+    * elsewhere, an ``if``: its body, held only by a torch.cuda call that has no NPU
+      counterpart (NPU102: llm-foundry's ``torch.cuda.nccl.version()``). A program's own
+      ``if torch.cuda.is_available():`` chooses its device; one unproven value (NPU108)
+      must not leave the whole block on CUDA.
+    """
     child = node
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.Decorator):
             owner = ctx.parent(ancestor)
-            where = ctx.position(owner)
-            # from the first decorator: `@pytest.mark.parametrize("device", ["cuda"])` under the skip
-            first = min([ctx.position(d).start.line for d in getattr(owner, "decorators", ())] + [where.start.line])
-            return ancestor.decorator, (first, where.end.line)
+            return ancestor.decorator, _with_decorators(ctx, owner), _LEFT_CUDA
         if isinstance(ancestor, cst.If) and child is ancestor.test:
-            if not is_test_path(ctx.path):
-                # a program's own `if torch.cuda.is_available():` chooses its device; holding it
-                # for one unproven value would leave the whole block on CUDA
-                return None
             body = ctx.position(ancestor.body)
             test = ancestor.test
+            testing = is_test_path(ctx.path)
+            kinds = _LEFT_CUDA if testing else _LEFT_CRASH
+            if testing and _skips(ancestor):
+                function = next((a for a in ctx.ancestors(ancestor) if isinstance(a, cst.FunctionDef)), None)
+                if function is not None:
+                    return ancestor.test, _with_decorators(ctx, function), kinds
             negated = (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
                 isinstance(test, cst.Comparison) and all(isinstance(t.operator, (cst.NotEqual, cst.NotIn))
                                                          for t in test.comparisons))
             if negated and ancestor.orelse is None:
                 holder = ctx.parent(ancestor)
                 end = ctx.position(holder).end.line if holder is not None else body.end.line
-                return ancestor.test, (body.end.line + 1, end)
-            return ancestor.test, (body.start.line, body.end.line)
+                return ancestor.test, (body.end.line + 1, end), kinds
+            return ancestor.test, (body.start.line, body.end.line), kinds
         if isinstance(ancestor, cst.SimpleStatementLine):
             small = ancestor.body[0] if ancestor.body else None
             if (isinstance(small, cst.Assign) and isinstance(ctx.parent(ancestor), cst.Module)
                     and any(isinstance(t.target, cst.Name) and t.target.value == "pytestmark" for t in small.targets)):
-                return small, (1, len(ctx.text.splitlines()))
+                return small, (1, len(ctx.text.splitlines())), _LEFT_CUDA
             return None
         if isinstance(ancestor, cst.BaseCompoundStatement):
             return None
         child = ancestor
     return None
+
+
+def _with_decorators(ctx: FileContext, owner: cst.CSTNode) -> tuple[int, int]:
+    where = ctx.position(owner)
+    first = min([ctx.position(d).start.line for d in getattr(owner, "decorators", ())] + [where.start.line])
+    return first, where.end.line
+
+
+def _skips(branch: cst.If) -> bool:
+    """The ``if``'s body ends by skipping the test: ``pytest.skip(...)``, ``self.skipTest(...)``,
+    ``return``."""
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else None
+    if isinstance(small, cst.Return):
+        return True
+    return (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+            and last_name(small.value.func) in ("skip", "skipTest"))
 
 
 def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord],
@@ -442,7 +472,7 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
     ``DeviceProcessorStep(device="cuda")`` (reported, NPU108) would stop skipping on
     Ascend and fail there. Such a test stays a CUDA test (reported, NPU011): on NPU the
     guarded code is skipped as before, until its CUDA values are settled."""
-    left = sorted(line(f.node) for f in findings if f.rule in _LEFT_CUDA)
+    left = sorted((line(f.node), f.rule) for f in findings if f.rule in _LEFT_CUDA)
     if not left:
         return edits, []
     held: dict[int, tuple[cst.CSTNode, int, Edit]] = {}
@@ -454,8 +484,9 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
         gate = _gate_span(ctx, edit.anchor)
         if gate is None:
             continue
-        test, (first, last) = gate
-        inside = next((n for n in left if first <= n <= last and n != line(edit.anchor)), None)
+        test, (first, last), kinds = gate
+        inside = next((n for n, rule in left if rule in kinds and first <= n <= last and n != line(edit.anchor)),
+                      None)
         if inside is None:
             continue
         dropped.add(id(edit))
