@@ -418,6 +418,11 @@ def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[
         if isinstance(ancestor, cst.Decorator):
             owner = ctx.parent(ancestor)
             return ancestor.decorator, _with_decorators(ctx, owner), _LEFT_CUDA
+        if isinstance(ancestor, cst.IfExp) and child is ancestor.test:
+            # `device = "cuda" if torch.cuda.is_available() else "cpu"` whose "cuda" stays (reported:
+            # it goes to mamba_ssm's model): a rewritten test alone would pick "cuda" on Ascend
+            value = ctx.position(ancestor.body)
+            return ancestor.test, (value.start.line, value.end.line), _LEFT_CUDA
         if isinstance(ancestor, cst.If) and child is ancestor.test:
             body = ctx.position(ancestor.body)
             test = ancestor.test
@@ -472,7 +477,7 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
     ``DeviceProcessorStep(device="cuda")`` (reported, NPU108) would stop skipping on
     Ascend and fail there. Such a test stays a CUDA test (reported, NPU011): on NPU the
     guarded code is skipped as before, until its CUDA values are settled."""
-    left = sorted((line(f.node), f.rule) for f in findings if f.rule in _LEFT_CUDA)
+    left = sorted(((line(f.node), f.rule, f.node) for f in findings if f.rule in _LEFT_CUDA), key=lambda t: t[:2])
     if not left:
         return edits, []
     held: dict[int, tuple[cst.CSTNode, int, Edit]] = {}
@@ -485,8 +490,14 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
         if gate is None:
             continue
         test, (first, last), kinds = gate
-        inside = next((n for n, rule in left if rule in kinds and first <= n <= last and n != line(edit.anchor)),
-                      None)
+        choice = ctx.parent(test)
+        if isinstance(choice, cst.IfExp):
+            # one expression, often one line: the left value must be inside the value it picks
+            inside = next((n for n, rule, node in left if rule in kinds and (
+                node is choice.body or any(a is choice.body for a in ctx.ancestors(node)))), None)
+        else:
+            inside = next((n for n, rule, _node in left
+                           if rule in kinds and first <= n <= last and n != line(edit.anchor)), None)
         if inside is None:
             continue
         dropped.add(id(edit))

@@ -215,3 +215,26 @@ def test_cluster_shell_mixes_keep_unrelated_lines_converge_and_report_the_same(f
     second = migrate_shell("run.sh", output, ALL)
     assert second.new_source is None, "a second run changed the script again"
     assert _messages(second) == _messages(first)
+
+
+def test_mindspeed_adaptor_is_not_added_where_megatron_is_the_projects_own_fork(tmp_path, run_cli):
+    """gpt-neox ships its own `megatron/` package (no Megatron-LM `megatron/core`): MindSpeed's
+    adaptor patches Megatron-LM only, so its entry scripts get a finding, not the import. A
+    project with Megatron-LM's layout keeps getting the import."""
+    script = "import torch\nfrom megatron.training import pretrain\n\nif __name__ == '__main__':\n    pretrain()\n"
+    for name, core in (("neox", False), ("lm", True)):
+        project = tmp_path / name
+        (project / "megatron").mkdir(parents=True)
+        (project / "megatron" / "__init__.py").write_text("")
+        if core:
+            (project / "megatron" / "core").mkdir()
+            (project / "megatron" / "core" / "__init__.py").write_text("")
+        (project / "pyproject.toml").write_text(f'[project]\nname = "{name}"\n')
+        (project / "tools").mkdir()
+        (project / "tools" / "train.py").write_text(script)
+        result = run_cli(str(project / "tools" / "train.py"), "--no-cache", "--select", "NPU966")
+        if core:
+            assert "+import mindspeed.megatron_adaptor" in result.output
+        else:
+            assert "+import mindspeed.megatron_adaptor" not in result.output
+            assert "this project's own package (megatron/" in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from npu_migrate.python.cst_util import is_main_guard
@@ -35,6 +37,9 @@ imports `recipe_runner`, which imports `megatron.bridge`), the line goes before 
 import: otherwise megatron would already be imported when the adaptor runs.
 A file that already imports mindspeed is left alone; library modules of the
 project (no main guard) are not changed: the entry script's import patches them.
+A project whose `megatron` package is its own (a `megatron/` folder without
+Megatron-LM's `megatron/core`: gpt-neox's fork) gets a finding instead: the
+adaptor patches Megatron-LM's modules only.
 
 MindSpeed is installed from source (`git clone https://gitcode.com/Ascend/MindSpeed.git`,
 the branch matching the Megatron-LM release, e.g. Megatron `core_v0.12.1`, then
@@ -88,6 +93,15 @@ requirement is written for it; NPU967 reports the launch options to review.
     def leave_file(self) -> None:
         if self._mindspeed or not self._main or self._megatron is None:
             return
+        own = _own_megatron(self.ctx.path)
+        if own is not None:
+            # gpt-neox's `megatron/` is its own fork (no `megatron/core`): MindSpeed's adaptor
+            # patches Megatron-LM's modules, which this project does not have
+            self.report(self._megatron, f"`megatron` here is this project's own package ({own}, without Megatron-LM's "
+                        "`megatron/core`): MindSpeed's adaptor patches Megatron-LM only; nothing added",
+                        "port this project's CUDA-only pieces (fused kernels, apex, flash-attn) by hand or with "
+                        "the other findings; MindSpeed does not apply")
+            return
         adaptor = cst.parse_statement(f"import {ADAPTOR}\n")
         body = self.ctx.module.body
         if self._local is not None and (self._torch is None or _index(body, self._local) < _index(body, self._torch)):
@@ -99,6 +113,25 @@ requirement is written for it; NPU967 reports the launch options to review.
         else:
             self.insert_before(self._megatron, [adaptor], f"add `import {ADAPTOR}` before the first megatron import: "
                                f"{_WHY}", first=True)
+
+
+def _own_megatron(path: str) -> str | None:
+    """The project's own ``megatron`` package (a folder with ``__init__.py`` beside the
+    script or in a folder above it, up to the project root) when it is not Megatron-LM
+    (which has ``megatron/core``); None otherwise."""
+    from npu_migrate.pipeline.config import project_root
+
+    root = project_root(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        package = os.path.join(folder, "megatron")
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            if os.path.isdir(os.path.join(package, "core")):
+                return None
+            return os.path.relpath(package, root).replace(os.sep, "/") + "/"
+        if folder == root or os.path.dirname(folder) == folder:
+            return None
+        folder = os.path.dirname(folder)
 
 
 def _index(body, statement) -> int:
