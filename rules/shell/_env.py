@@ -11,6 +11,7 @@ comments, quoted heredocs) is not a variable and stays.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, ClassVar
 
@@ -82,7 +83,10 @@ _NETWORK_PROFILE = re.compile(
     rb"/tcpxo?/|libnccl-net[\w.-]*)")
 
 
+@functools.lru_cache(maxsize=16)
 def _network_profile(data: bytes) -> str | None:
+    # (cached: a Dockerfile hands every RUN line's rules the whole file; a bytes object
+    # keeps its hash, so a repeated lookup costs no rescan)
     found = _NETWORK_PROFILE.search(data)
     return found.group(1).decode("ascii", "replace") if found is not None else None
 
