@@ -394,9 +394,7 @@ def _requires_cuda(ctx: FileContext, branch: cst.If) -> bool:
     # `x is not None and x.type not in ("cpu", "cuda")`: the operand that tests the device
     while isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         test = test.right if "cuda" in ctx.module.code_for_node(test.right).lower() else test.left
-    negative = (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
-        isinstance(test, cst.Comparison) and all(isinstance(t.operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
-                                                 for t in test.comparisons))
+    negative = negative_test(test, (cst.NotEqual, cst.NotIn, cst.IsNot))
     body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
     if not negative or branch.orelse is not None or len(body) != 1:
         return False
@@ -412,6 +410,12 @@ def _requires_cuda(ctx: FileContext, branch: cst.If) -> bool:
     # or the reason is sharing device memory with another process (CUDA IPC)
     return (KERNEL_REASON.search(message) is not None or _SHARING_REASON.search(message) is not None
             or KERNEL_REASON.search(ctx.path.replace("\\", "/")) is not None)
+
+
+def negative_test(test: cst.BaseExpression, operators: tuple[type, ...] = (cst.NotEqual, cst.NotIn)) -> bool:
+    """``not x``, or a comparison made only of the negative ``operators`` (``x.type != "cuda"``)."""
+    return (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
+        isinstance(test, cst.Comparison) and all(isinstance(t.operator, operators) for t in test.comparisons))
 
 
 def _comments_above(statement: cst.CSTNode) -> str:

@@ -432,10 +432,7 @@ def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[
                 function = next((a for a in ctx.ancestors(ancestor) if isinstance(a, cst.FunctionDef)), None)
                 if function is not None:
                     return ancestor.test, _with_decorators(ctx, function), kinds
-            negated = (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)) or (
-                isinstance(test, cst.Comparison) and all(isinstance(t.operator, (cst.NotEqual, cst.NotIn))
-                                                         for t in test.comparisons))
-            if negated and ancestor.orelse is None:
+            if cuda_backend.negative_test(test) and ancestor.orelse is None:
                 holder = ctx.parent(ancestor)
                 end = ctx.position(holder).end.line if holder is not None else body.end.line
                 return ancestor.test, (body.end.line + 1, end), kinds
@@ -480,7 +477,7 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
     left = sorted(((line(f.node), f.rule, f.node) for f in findings if f.rule in _LEFT_CUDA), key=lambda t: t[:2])
     if not left:
         return edits, []
-    held: dict[int, tuple[cst.CSTNode, int, Edit]] = {}
+    held: dict[int, tuple[cst.CSTNode, Edit]] = {}
     spans: list[tuple[int, int]] = []
     dropped: set[int] = set()
     for edit in edits:
@@ -502,7 +499,7 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
             continue
         dropped.add(id(edit))
         spans.append((first, last))
-        held.setdefault(id(test), (test, inside, edit))
+        held.setdefault(id(test), (test, edit))
     # the guarded code stays CUDA's as a whole (no `npu` assertion beside a `"cuda"` device)
     dropped |= {id(e) for e in edits if e.rule in _TEST_REWRITES and any(a <= line(e.anchor) <= b for a, b in spans)}
     found = [FindingRecord(
@@ -511,7 +508,7 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
         f"`{' '.join(ctx.module.code_for_node(test).split())[:100]}` guards code that keeps a CUDA value "
         "the tool could not migrate (reported there); left as a CUDA test, so on NPU that code is skipped as before",
         "migrate the reported CUDA values under this test, then rewrite the test for the NPU",
-    ) for test, _inside, edit in held.values()]
+    ) for test, edit in held.values()]
     return [e for e in edits if id(e) not in dropped], found
 
 
