@@ -143,9 +143,7 @@ def kernel_module(ctx: FileContext) -> str | None:
       sends NPU tensors into it (labelled corpus: 20 wrong and 47 needless edits in such
       files against 3 correct ones, which only served the others).
     """
-    from npu_migrate.pipeline.facts import module_file
-
-    from npu_migrate.pipeline.facts import TRAINS
+    from npu_migrate.pipeline.facts import TRAINS, module_file
 
     if "__main__" in ctx.text:
         return None
