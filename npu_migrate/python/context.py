@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import (
+    Assignment,
     CodeRange,
     GlobalScope,
     MetadataWrapper,
@@ -236,6 +237,36 @@ class FileContext:
             return found
         scope = self.scope(node)
         return None if scope is None else scope[name]
+
+    def plain_values(self, name: cst.Name) -> list[cst.BaseExpression]:
+        """The values a local variable or parameter can hold, when every binding of it
+        is a plain assignment (``x = v``, ``x: T = v``) or a parameter default; empty
+        when any binding is something else (a loop, tuple unpacking, a walrus, a
+        an import): then the value cannot be told. A parameter without a default adds
+        no value."""
+        assignments = self.assignments(name, name.value)
+        if assignments is None:
+            return []
+        values = []
+        for assignment in assignments:
+            if not isinstance(assignment, Assignment):
+                return []
+            target = assignment.node
+            if isinstance(target, cst.Param):
+                if target.default is not None:
+                    values.append(target.default)
+                continue
+            parent = self.parent(target)
+            if isinstance(parent, cst.AssignTarget):
+                statement = self.parent(parent)
+                if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                    values.append(statement.value)
+                    continue
+            if isinstance(parent, cst.AnnAssign) and parent.target is target and parent.value is not None:
+                values.append(parent.value)
+                continue
+            return []
+        return values
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is in the original file."""

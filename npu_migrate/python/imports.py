@@ -285,11 +285,18 @@ def _torch_name(statements) -> str | None:
 
 #: ``"npu"`` where torch parses it as a device type without making a tensor on it: a
 #: ``torch.device("npu")`` (a default argument, a ``pytest.param``), the autocast state
-#: queries, ``fork_rng(device_type="npu")``. (A tensor cannot be made on the NPU without
+#: queries, ``fork_rng(devices=[torch.npu.current_device()], device_type="npu")``. (A tensor cannot be made on the NPU without
 #: torch_npu anyway, so ``.to("npu")`` gets no stand-in.)
+#: what may stand between a call's parenthesis and its "npu" argument: text, strings, and
+#: calls nested two deep (``range(torch.npu.device_count())``)
+#: (each level's alternatives start differently, so a text matches one way only: linear)
+_PLAIN_TEXT = r"""[^()"']|"[^"]*"|'[^']*'"""
+_ARGUMENT_TEXT = _PLAIN_TEXT
+for _ in range(2):
+    _ARGUMENT_TEXT = rf"""{_PLAIN_TEXT}|\((?:{_ARGUMENT_TEXT})*\)"""
 _NPU_DEVICE_TYPE_USE = re.compile(
     r"""(?:\bdevice|\b(?:is|set)_autocast_enabled|\b[gs]et_autocast_dtype|\bfork_rng|\bget_device_module)"""
-    r"""\((?:[^()"']|"[^"]*"|'[^']*')*?[fFrR]{0,2}["']npu(?::[^"'\n]*)?["']""")
+    rf"""\((?:{_ARGUMENT_TEXT})*?[fFrR]{{0,2}}["']npu(?::[^"'\n]*)?["']""")
 
 #: ``torch.autocast("npu", ...)``, ``torch.amp.autocast(device_type="npu")``, as a call or a
 #: decorator: torch asks the ``"npu"`` backend's module what it supports

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.metadata import Assignment
 
 from npu_migrate.python.cst_util import (
     call_arg,
@@ -309,7 +308,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             if default is not None:
                 self._resolve(default.value, depth + 1, f"the default of an environment lookup that is {why}")
         elif isinstance(node, cst.Name) and self.qualified_name(node) is None:
-            for value in self._assigned_values(node):
+            for value in self.ctx.plain_values(node):
                 self._resolve(value, depth + 1, f"assigned to `{node.value}`, which is {why}")
         elif isinstance(node, cst.Attribute) and self.qualified_name(node) is None:
             # `args.dist_backend = 'nccl'` ... `init_process_group(backend=args.dist_backend)`
@@ -320,33 +319,6 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
                 # `cfg.comm_backend` of a dataclass whose field `comm_backend: str = "nccl"` is here
                 for value in self.class_fields.get(node.attr.value, ()):
                     self._resolve(value, depth + 1, f"the class field `{node.attr.value}`, read as `{text}`, which is {why}")
-
-    def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
-        """Values a local variable or parameter can hold, when every binding of it
-        is a plain assignment or a parameter default."""
-        assignments = self.ctx.assignments(name, name.value)
-        if assignments is None:
-            return []
-        values = []
-        for assignment in assignments:
-            if not isinstance(assignment, Assignment):
-                return []
-            target = assignment.node
-            if isinstance(target, cst.Param):
-                if target.default is not None:
-                    values.append(target.default)
-                continue
-            parent = self.ctx.parent(target)
-            if isinstance(parent, cst.AssignTarget):
-                statement = self.ctx.parent(parent)
-                if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
-                    values.append(statement.value)
-                    continue
-            if isinstance(parent, cst.AnnAssign) and parent.target is target and parent.value is not None:
-                values.append(parent.value)
-                continue
-            return []  # bound some other way (loop, tuple unpacking, walrus...): cannot tell
-        return values
 
     def _fix(self, node: cst.SimpleString, why: str) -> None:
         value = string_value(node)

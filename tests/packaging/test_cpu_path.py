@@ -166,6 +166,17 @@ for _ in range(3):
     optimizer.zero_grad()
 print([p.tolist() for p in model.parameters()])
 ''',
+    # lingua's weight init: NPU110 adds device_type="npu", which the guard makes a device type
+    # torch knows where torch_npu is missing (the devices list, two calls deep, is empty there)
+    "fork_rng_over_device_indices": '''\
+import torch
+
+torch.manual_seed(0)
+with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+    torch.manual_seed(1)
+    inside = torch.rand(2).tolist()
+print(inside, torch.rand(2).tolist())
+''',
 }
 
 
