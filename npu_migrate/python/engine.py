@@ -397,6 +397,16 @@ _LEFT_CUDA = frozenset({"NPU108", "NPU102"})
 _LEFT_CRASH = frozenset({"NPU102"})
 
 
+def _left_kind(ctx: FileContext, finding: FindingRecord) -> str:
+    """The finding's rule, where a reported ``torch.version.cuda`` (NPU602) counts as an
+    unproven CUDA value (NPU108): it is None on Ascend, so code that asserts or branches on
+    it (open-instruct's ``assert torch.version.cuda is not None`` in a GPU test) keeps
+    needing CUDA. Outside tests such a value does not hold a program's own device test."""
+    if finding.rule == "NPU602" and ctx.qualified_name(finding.node) == "torch.version.cuda":
+        return "NPU108"
+    return finding.rule
+
+
 def _gate_span(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.CSTNode, tuple[int, int], frozenset] | None:
     """``(test, (first, last), rules)`` when ``node`` is part of a test that decides whether
     other code runs, with the findings (``rules``) inside ``first..last`` that hold it:
@@ -474,7 +484,8 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
     ``DeviceProcessorStep(device="cuda")`` (reported, NPU108) would stop skipping on
     Ascend and fail there. Such a test stays a CUDA test (reported, NPU011): on NPU the
     guarded code is skipped as before, until its CUDA values are settled."""
-    left = sorted(((line(f.node), f.rule, f.node) for f in findings if f.rule in _LEFT_CUDA), key=lambda t: t[:2])
+    left = sorted(((line(f.node), _left_kind(ctx, f), f.node) for f in findings if _left_kind(ctx, f) in _LEFT_CUDA),
+                  key=lambda t: t[:2])
     if not left:
         return edits, []
     held: dict[int, tuple[cst.CSTNode, Edit]] = {}
