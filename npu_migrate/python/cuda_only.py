@@ -801,6 +801,10 @@ class _GateFinder:
                 if use is not None:
                     exit_ = "raise" if isinstance(statement.body[-1], ast.Raise) else "return"
                     return use, f"the early `{exit_}` is taken instead", _span(rest), True
+                if not guarded and isinstance(statement.body[-1], ast.Raise):
+                    found = self.precondition_gate(statement)
+                    if found is not None:
+                        return found
             use = self.use(guarded)
             if use is None:
                 return None
@@ -819,6 +823,24 @@ class _GateFinder:
         if len(orelse) == 1 and isinstance(first, ast.If) and self._is_elif(first):
             return use, "the `elif` branch runs instead", _span(statement.body), True
         return use, "the `else` branch runs instead", _span(statement.body), True
+
+    def precondition_gate(self, statement: ast.If) -> tuple | None:
+        """An input check that raises for non-CUDA values (``if not t.is_cuda: raise
+        TypeError(...)``) in a function called, as a statement of its own, right before
+        CUDA-only code: llm-foundry's ``check_valid_inputs(query, key, value)`` at the top
+        of ``flash_attn_fn``. The check is that code's precondition; one such call site is
+        enough (a rewritten check would let NPU tensors through to the kernel there)."""
+        function = enclosing_function(self.index.tree, statement.lineno)
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        name = function.name
+        for call, holder in _call_statements(self.index.tree, name):
+            rest = holder[holder.index(call) + 1:]
+            use = self.use(rest)
+            if use is not None:
+                return (use, f"`{name}(...)` raises there, as it does without CUDA, before the CUDA-only code "
+                             f"after the call", _span(rest), True)
+        return None
 
     def named_if_gate(self, statement: ast.If, holder: list[ast.stmt] | None, negated: bool) -> tuple | None:
         """A CUDA test that names a CUDA-only package (``if has_apex and torch.cuda.is_available():``),
@@ -953,6 +975,23 @@ def _negated_in(test: ast.AST, matches) -> bool:
         return None
 
     return bool(walk(test, False))
+
+
+def _call_statements(tree: ast.Module, name: str) -> Iterator[tuple[ast.stmt, list[ast.stmt]]]:
+    """Statements that only call the function or method ``name`` (``name(...)``,
+    ``self.name(...)``), with the statement list that holds each."""
+    for node in all_nodes(tree):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list):
+                continue
+            for statement in statements:
+                if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+                    continue
+                func = statement.value.func
+                if (isinstance(func, ast.Name) and func.id == name) or (
+                        isinstance(func, ast.Attribute) and func.attr == name):
+                    yield statement, statements
 
 
 def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
