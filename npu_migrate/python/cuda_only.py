@@ -303,6 +303,9 @@ class FileIndex:
         #: method name -> kind, for methods of the file's classes that use CUDA-only code
         #: without testing the device (``self.cuda_kernels_forward(...)`` in Mamba layers)
         self.methods: dict[str, str] = {}
+        #: attribute name -> kind, for ``self.X = <CUDA-only code>`` in a method of the file's
+        #: classes (gpt-neox's ``self.norm_fn = FusedRMSNormAffineFunction``, used in ``forward``)
+        self.attributes: dict[str, str] = {}
         self._imports(tree)
         #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
         #: attributes set only behind kept gates (``add_gated_state``): dotted name -> kind
@@ -444,6 +447,21 @@ class FileIndex:
                 if (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _tests_device(method, methods=True)
                         and (use := self.first_use([method], propagate_only=True)) is not None):
                     self.methods.setdefault(method.name, f"it calls {use.name}, {use.kind}")
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._attribute_aliases(method)
+
+    def _attribute_aliases(self, method: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """``self.X = name`` where ``name`` is CUDA-only code itself (an alias, as
+        :meth:`_module_assignment` takes them; not an object built with it)."""
+        for node in ast.walk(method):
+            if not isinstance(node, ast.Assign) or ast_dotted_name(node.value) is None:
+                continue
+            for target in node.targets:
+                if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                        and target.value.id == "self" and target.attr not in self.attributes):
+                    use = self.first_use([node.value], propagate_only=True)
+                    if use is not None:
+                        self.attributes[target.attr] = f"it holds {use.name}, {use.kind}"
 
     def _module_assignment(self, node: ast.stmt) -> bool:
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
@@ -480,7 +498,8 @@ class FileIndex:
     def kind_of(self, dotted: str) -> str | None:
         root = dotted.split(".", 1)[0]
         if root == "self" and "." in dotted:
-            return self.methods.get(dotted.split(".")[1])
+            name = dotted.split(".")[1]
+            return self.methods.get(name) or self.attributes.get(name)
         if root in self.local:
             return self.local[root]
         if root in self.bindings:
