@@ -112,6 +112,10 @@ NVIDIA_FEATURE_NAME = re.compile(
     r"deep[_-]?gemm|deep[_-]?ep|nvshmem|exllama(?:v2)?|marlin)(?![a-z0-9])",
     re.IGNORECASE,
 )
+#: a path naming AMD's GPU stack: such a module is ROCm's implementation, whose ``"cuda"``
+#: device strings and ``torch.cuda`` calls are HIP's under torch's CUDA names (unsloth's
+#: ``diffusion_qwenimage21_rocm.py``, verl's ``platform_rocm.py``)
+ROCM_NAME = re.compile(r"(?<![a-z0-9])(rocm|hip)(?![a-z0-9])", re.IGNORECASE)
 #: an import of Triton, or of a module whose dotted name is about kernels
 _KERNEL_IMPORT = re.compile(r"^[ \t\f]*(?:import|from)[ \t\f]+([\w.]+)", re.MULTILINE)
 
@@ -137,7 +141,7 @@ def kernel_module(ctx: FileContext) -> str | None:
       liger's ``liger_kernel/ops/``) or that defines a kernel itself (``@triton.jit``
       at any depth: unsloth's ``diffusion_flux2_rope.py``, torchtitan's ``overrides/``);
     * a package or test module that does not train, named for an NVIDIA-only feature
-      (:data:`NVIDIA_FEATURE_NAME`: unsloth's
+      (:data:`NVIDIA_FEATURE_NAME`; or whose file name says ROCm, :data:`ROCM_NAME`: unsloth's
       ``diffusion_nvfp4_install.py``, ultralytics' ``backends/tensorrt.py``, megatron's
       ``fp8_utils.py``). Its device tests decide whether that feature runs; renaming them
       sends NPU tensors into it (labelled corpus: 20 wrong and 47 needless edits in such
@@ -149,7 +153,10 @@ def kernel_module(ctx: FileContext) -> str | None:
         return None
     inside = _inside_project(ctx.path)
     feature = NVIDIA_FEATURE_NAME.search(inside)
-    if feature is not None and _library_module(ctx.path) and re.search(TRAINS.pattern.decode(), ctx.text) is None:
+    rocm = ROCM_NAME.search(os.path.basename(inside))
+    if (feature or rocm) is not None and _library_module(ctx.path) and re.search(TRAINS.pattern.decode(), ctx.text) is None:
+        if feature is None:
+            return f"AMD ROCm's implementation (its name says `{rocm.group(1)}`), where torch's CUDA names mean HIP"
         return f"a module of NVIDIA-only code (its path names `{feature.group(1)}`)"
     if not ctx.facts.is_cuda_only_file(module_file(ctx.path)):
         return None

@@ -200,6 +200,25 @@ def test_a_package_module_named_for_an_nvidia_only_feature_is_left_alone(tmp_pat
         assert "+++ b/pkg/fp8_train.py" in result.output and "+++ b/train_fp8.py" in result.output
 
 
+def test_a_package_module_named_for_rocm_is_left_alone(tmp_path, run_cli):
+    """unsloth's diffusion_qwenimage21_rocm.py, verl's platform_rocm.py: AMD's implementation,
+    where torch.cuda and "cuda" mean HIP. A module whose folder only mentions it, and a
+    word that merely contains the letters, are migrated."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg" / "rocm").mkdir(parents=True)
+    for folder in ("pkg", "pkg/rocm"):
+        (tmp_path / folder / "__init__.py").write_text("")
+    gate = 'import torch\n\n\ndef chunked(x):\n    if x.device.type != "cuda":\n        return None\n    return x\n'
+    (tmp_path / "pkg" / "attention_rocm.py").write_text(gate)
+    (tmp_path / "pkg" / "shipping.py").write_text(gate)
+    (tmp_path / "pkg" / "rocm" / "plain.py").write_text(gate)
+    for paths in ((".",), ("pkg/attention_rocm.py", "pkg/shipping.py", "pkg/rocm/plain.py")):
+        result = run_cli(*paths, "--no-cache")
+        assert "+++ b/pkg/attention_rocm.py" not in result.output
+        assert "pkg/attention_rocm.py:5:" in result.output and "AMD ROCm's implementation" in result.output
+        assert "+++ b/pkg/shipping.py" in result.output and "+++ b/pkg/rocm/plain.py" in result.output
+
+
 def test_a_module_in_a_folder_named_for_the_npu_is_left_alone(tmp_path, run_cli):
     """ms-swift's swift/model/npu_patch/: its torch.cuda fallback for a missing torch.npu stays,
     and no torch_npu import is added; a file whose own name says npu is migrated as usual."""
