@@ -56,7 +56,7 @@ a Hydra or Lightning config) is left to it, so the line has one finding.
     def leave_file(self) -> None:
         # NPU970 reports the Lightning trainer's own `accelerator` (under `trainer`, or at the top of
         # a Hydra/Lightning config) with the route; the others stay here, one finding per line
-        lightning = "NPU970" in self.file.active and lightning_config(self.file.document)
+        lightning = "NPU970" in self.file.active and lightning_config(self.file.document, self.file.path)
         for scalar in self._accelerators:
             if "NPU970" in self.file.active and reports(scalar, lightning):
                 continue

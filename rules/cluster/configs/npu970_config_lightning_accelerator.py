@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from npu_migrate.configs.rule import ConfigRule, Example
@@ -11,10 +12,12 @@ from npu_migrate.rules.cluster.python.npu960_lightning_accelerator import CUDA_O
 _GPU_COUNT = re.compile(r"-1|[1-9]\d*|\d+(?:\s*,\s*\d+)+,?")  # Lightning 1.x `gpus`: a count, -1, "0,1"
 
 
-def lightning_config(document) -> bool:
-    """A Hydra config (a top-level ``defaults:`` list) or one naming a Lightning Trainer/Fabric in
-    ``_target_``: its top-level keys are the trainer's arguments."""
-    return any((s.is_key and s.keys == ("defaults",)) or (not s.is_key and s.key == "_target_" and
+def lightning_config(document, path: str = "") -> bool:
+    """A Hydra config (a top-level ``defaults:`` list), one naming a Lightning Trainer/Fabric in
+    ``_target_``, or a file of a Hydra ``trainer`` config group (``configs/trainer/lm.yaml``):
+    its top-level keys are the trainer's arguments."""
+    parent = os.path.basename(os.path.dirname(path.replace("\\", "/")))
+    return parent == "trainer" or any((s.is_key and s.keys == ("defaults",)) or (not s.is_key and s.key == "_target_" and
                                                          s.value in ENTRY_POINTS) for s in document.scalars)
 
 
@@ -54,7 +57,9 @@ list that pulls that in) or a LightningCLI / NeMo file (`trainer:` then
 `accelerator: gpu`). The value means the same as in the call: {", ".join(f'`{k}` {v}' for k, v in
 CUDA_OR_AUTO.items())}. Reported: an `accelerator` value among those under a
 `trainer` key, or at the top level of a file that names a Lightning `Trainer`/`Fabric`
-in `_target_` or is a Hydra config (a top-level `defaults:` list). Other
+in `_target_` or is a Hydra config (a top-level `defaults:` list). A file in a directory named `trainer` (a Hydra
+config group: safari's `configs/trainer/lm.yaml`, `gpus: 8` and nothing else that says
+Hydra) counts as such a config too. Other
 `accelerator` keys (other tools' files) are left alone. Lightning 1.x's `gpus: N`
 (a count, `-1` or `"0,1"`; lightning 1.x turned it into the `gpu` accelerator, 2.0 removed
 it) is reported in the same places. Where NPU834 runs too, it leaves these values
@@ -85,7 +90,7 @@ to this rule (one finding per line). Route: {ROUTE}.
             self._top.append(scalar)
 
     def leave_file(self) -> None:
-        if self._lightning:
+        if self._lightning or lightning_config(self.file.document, self.file.path):
             for scalar in self._top:
                 self._report(scalar)
 
