@@ -32,19 +32,25 @@ def gpu_keys(expr: cst.BaseExpression, name: str = "GPU") -> list[cst.SimpleStri
 
 
 def names_npu_resource(module: cst.Module) -> bool:
-    """The module writes Ray's Ascend resource name itself: ``"NPU"`` as a dict key, a returned
-    value or a compared one (AReaL's ``ray_resource_type()`` returns ``"NPU"`` on Ascend and its
-    bundles are ``{device: n}``): it picks the resource per platform."""
+    """The module names Ray's Ascend resource itself: ``return "NPU"``, ``x == "NPU"``,
+    ``key = "NPU"`` (AReaL's ``ray_resource_type()`` returns ``"NPU"`` on Ascend and its bundles
+    are ``{device: n}``): it picks the resource per platform. Dict keys and subscripts do not
+    count: they are what this rule itself writes, and a second run must report the same."""
+
+    def npu(node: cst.BaseExpression | None) -> bool:
+        return isinstance(node, cst.SimpleString) and string_value(node) == _ray.RESOURCE
 
     class _Find(cst.CSTVisitor):
         found = False
 
-        def visit_SimpleString(self, node: cst.SimpleString) -> None:
-            if string_value(node) == _ray.RESOURCE:
-                self.found = True
+        def visit_Return(self, node: cst.Return) -> None:
+            self.found = self.found or npu(node.value)
 
-        def visit_FormattedString(self, node: cst.FormattedString) -> bool:
-            return False  # prose
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            self.found = self.found or npu(node.left) or any(npu(c.comparator) for c in node.comparisons)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            self.found = self.found or npu(node.value)
 
     finder = _Find()
     module.visit(finder)
@@ -97,8 +103,8 @@ test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does. Code tha
 Ray's `"NPU"` itself picks the resource per platform (AReaL: `if is_npu_available:
 bundles = [{"NPU": n, ...}] else: bundles = [{"GPU": n, ...}]`, or a helper returning
 `"NPU"` on Ascend): a bundle list with an `"NPU"` assignment, and "built elsewhere"
-in a module that writes the string `"NPU"` (not inside an f-string), are not
-reported.
+in a module that returns, compares or assigns the string `"NPU"` (not as a dict key or
+subscript, which this rule writes itself), are not reported.
 """
     examples = (
         Example(
