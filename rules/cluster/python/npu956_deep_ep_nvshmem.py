@@ -17,7 +17,10 @@ ROUTE = (
 #: Megatron's MoE settings that run DeepEP/HybridEP (megatron/core/transformer/transformer_config.py
 #: at d98e8a64: ``moe_flex_dispatcher_backend: Literal['deepep', 'hybridep', 'ncclep'] = "deepep"``,
 #: used by ``moe_token_dispatcher_type == "flex"``; ``moe_enable_deepep`` is the deprecated switch)
-_SETTINGS = {"moe_token_dispatcher_type": {"flex"}, "moe_flex_dispatcher_backend": {"deepep", "hybridep"}}
+#: The backend alone (``moe_flex_dispatcher_backend="deepep"``) is not a setting that turns it on:
+#: Megatron reads it only under the flex dispatcher (Megatron-Bridge's recipes set it on its own
+#: and switch to flex per GPU).
+_SETTINGS = {"moe_token_dispatcher_type": {"flex"}}
 _DISPATCH = (
     "MindSpeed (at 028de58c) has no flex dispatcher; its MoE options check `alltoall`, `alltoall_seq` and "
     "`allgather` (mindspeed/arguments.py, mindspeed/features_manager/moe): set `moe_token_dispatcher_type` to "
@@ -31,7 +34,7 @@ def deepep_setting(key: str, value: cst.BaseExpression) -> str | None:
     if key == "moe_enable_deepep":
         return "True" if isinstance(value, cst.Name) and value.value == "True" else None
     text = string_value(value)
-    return cst.Module(body=[]).code_for_node(value) if text is not None and text in _SETTINGS.get(key, ()) else None
+    return f'"{text}"' if text is not None and text in _SETTINGS.get(key, ()) else None
 
 
 class DeepEpNvshmem(ExternalCudaOnly):
@@ -58,10 +61,11 @@ Megatron-LM reaches DeepEP through its config, not an import in the project: the
 MoE token dispatcher (`moe_token_dispatcher_type="flex"`) runs the backend named by
 `moe_flex_dispatcher_backend` (`"deepep"` by default, `"hybridep"`), and
 `moe_enable_deepep=True` is the older switch (megatron/core/transformer/transformer_config.py
-at d98e8a64). Those values are reported where the file writes them: as keyword
-arguments, assignments (`cfg.model.moe_flex_dispatcher_backend = "deepep"`, Megatron-Bridge's
-recipes), annotated defaults and dict entries. Route: {_DISPATCH}. Comparisons and
-other values (`"alltoall"`, `False`) are left alone.
+at d98e8a64). Those two values are reported where the file writes them: as keyword
+arguments, assignments (`cfg.model.moe_token_dispatcher_type = "flex"`, Megatron-Bridge's
+recipes), annotated defaults and dict entries. Route: {_DISPATCH}. The backend name on
+its own, comparisons and other values (`"alltoall"`, `False`) are left alone: Megatron
+reads the backend only under the flex dispatcher.
 """
     examples = (
         Example("from deep_ep import Buffer, EventOverlap  # reported\n"),

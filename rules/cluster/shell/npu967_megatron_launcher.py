@@ -60,8 +60,6 @@ def megatron_setting(name: str, value: str | None) -> str | None:
     value = (value or "").strip("\"'")
     if key == "moe_token_dispatcher_type" and value == "flex":
         return "deepep"
-    if key == "moe_flex_dispatcher_backend" and value in ("deepep", "hybridep"):
-        return "deepep"
     if key == "moe_enable_deepep" and (value in _TRUE or name.startswith("--")):  # a store_true option
         return "deepep"
     if not name.startswith("-") and ((key == "fp8" and value in _FP8_FORMATS) or
@@ -111,8 +109,8 @@ Megatron's own settings that need CUDA are reported wherever a script writes the
 Megatron-LM options or as Hydra overrides of Megatron's config (Megatron-Bridge's
 `run_recipe.py ... model.fp8=e4m3 model.fp8_recipe=mxfp8`), one finding per command or
 option string: the flex MoE token dispatcher (`moe_token_dispatcher_type=flex`,
-`moe_flex_dispatcher_backend=deepep|hybridep`, `moe_enable_deepep=true`,
-`--moe-enable-deepep`; {_DEEPEP}) and FP8 (`fp8=e4m3|hybrid`, `fp8_recipe=...`; {_FP8}).
+`moe_enable_deepep=true`, `--moe-enable-deepep`; {_DEEPEP}; the backend name alone,
+`moe_flex_dispatcher_backend=deepep`, is read by Megatron only under it) and FP8 (`fp8=e4m3|hybrid`, `fp8_recipe=...`; {_FP8}).
 
 Not rewritten: the options are MindSpeed's, and plain Megatron-LM rejects them
 ("unrecognized arguments"), so they belong in the launcher only once the entry
