@@ -61,6 +61,10 @@ class ConfigFile:
         self.lines = LineIndex(data)
         #: The scalar visited before the current one (argument lists: ``["--device", "cuda"]``).
         self.previous: Scalar | None = None
+        #: Ids of the rules that run on this file (a rule may leave a value to another one).
+        self.active: frozenset[str] = frozenset()
+        #: The file's path as given ("" when unknown): a Hydra config group is a directory.
+        self.path = ""
 
     def statement(self, scalar: Scalar) -> int:
         """Where ``--annotate`` puts its comment: above the scalar's line."""
@@ -118,6 +122,8 @@ def scan(path: str, data: bytes, settings: Settings, recorder: Recorder, suppres
                                f"parses in a {reader_module.removesuffix('_reader').upper()} file; skipped")
         document = reader(reader_module).read(data)
     file = ConfigFile(data, document, recorder, settings.facts, named_target(settings.target))
+    file.active = frozenset(cls.id for cls in needed)
+    file.path = path
     rules = [cls(file) for cls in needed]
     for scalar in document.scalars:
         for rule in rules:

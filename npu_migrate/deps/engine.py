@@ -30,6 +30,8 @@ MAX_ENTRIES = 2_000
 #: File-name globs -> reader module, and the config reader for the same file (if any).
 READERS = (
     ("pyproject.toml", "pyproject", "toml_reader"),
+    # a project's variant manifests (AReaL's `pyproject.vllm.toml`, copied over pyproject.toml to build that variant)
+    ("pyproject.*.toml", "pyproject", "toml_reader"),
     ("setup.cfg", "setup_cfg", None),
     ("environment*.yml", "conda", "yaml_reader"),
     ("environment*.yaml", "conda", "yaml_reader"),

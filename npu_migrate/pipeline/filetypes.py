@@ -104,7 +104,8 @@ CONFIG = FileType(
 DEPS = FileType(
     "deps", "npu_migrate.deps.engine:migrate",
     names=("requirements*.txt", "*-requirements.txt", "*_requirements.txt", "requirements*.in",
-           "constraints*.txt", "pyproject.toml", "setup.cfg", "environment*.yml", "environment*.yaml"),
+           "constraints*.txt", "pyproject.toml", "pyproject.*.toml", "setup.cfg", "environment*.yml",
+           "environment*.yaml"),
     parents=("requirements/*.txt", "requirements/*.in"),
     rule_front_ends=("deps", "config"), example_name="requirements.txt", fence="text",
 )

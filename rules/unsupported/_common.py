@@ -107,6 +107,10 @@ class CudaOnlyPackage(Rule):
     def is_target(self, qualified: str) -> bool:
         return within(qualified, self.packages) and not within(qualified, self.exempt)
 
+    def suggestion_for_import(self, hits: list[str]) -> str:
+        """What to do about an import of ``hits`` (qualified names); by default the package's."""
+        return self.import_suggestion
+
     # -- imports ---------------------------------------------------------------------
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -129,7 +133,7 @@ class CudaOnlyPackage(Rule):
             )
         else:
             message = f"{shown}: {self.problem}"
-        self.report(node, message, self.import_suggestion)
+        self.report(node, message, self.suggestion_for_import(hits))
 
     # -- uses ------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npu_migrate.python.rule import Example
 
-from ._common import CudaOnlyPackage
+from ._common import CudaOnlyPackage, best_match
 
 _CAUSAL = (
     "; for causal=True add atten_mask=torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), "
@@ -70,6 +70,15 @@ USES = {
     ),
     "flash_attn.modules.mha": "torch.nn.MultiheadAttention, or your own attention module calling torch_npu.npu_fusion_attention",
 }
+#: the route an import of flash-attn's non-attention modules gets (their uses keep USES)
+_NOT_ATTENTION = ("flash_attn.layers", "flash_attn.ops", "flash_attn.losses", "flash_attn.bert_padding")
+IMPORT_ROUTES = {
+    **{name: route for name, route in USES.items() if name.startswith(_NOT_ATTENTION)},
+    "flash_attn.ops.fused_dense": (
+        "torch.nn.Linear (plus the activation for FusedMLP): the fused GEMM + bias (+ GELU) comes from flash-attn's "
+        "`fused_dense_lib` CUDA extension"
+    ),
+}
 
 
 class FlashAttn(CudaOnlyPackage):
@@ -86,6 +95,14 @@ class FlashAttn(CudaOnlyPackage):
     )
     uses = USES
     triggers = ("flash_attn*",)
+
+    def suggestion_for_import(self, hits: list[str]) -> str:
+        """An import of flash-attn's layer-norm, rotary, dense or loss modules gets their route
+        (safari's `from flash_attn.ops.layer_norm import dropout_add_layer_norm` was told to call
+        npu_fusion_attention); attention imports keep the package's."""
+        routes = {best_match(h, IMPORT_ROUTES) for h in hits}
+        (route,) = routes if len(routes) == 1 else (None,)
+        return route if route is not None else self.import_suggestion
     rationale = """
 flash-attn ships CUDA kernels only, so `import flash_attn` fails on Ascend (the
 package imports its compiled extension at import time, even for the pure-torch
@@ -108,7 +125,12 @@ the first item is the output. The mapping, reported at every call site:
 The rewrite is not automatic because the layout, the scale default and the mask
 convention all differ, and a wrong guess produces silently wrong attention.
 Imports are reported once per statement; imports inside try/if/functions get a
-softer message because the code usually already has a fallback.
+softer message because the code usually already has a fallback. An import of
+flash-attn's rotary, layer-norm, dense or loss modules (`flash_attn.layers`,
+`flash_attn.ops`, `flash_attn.losses`: wrappers of its `rotary_emb`,
+`dropout_layer_norm`, `fused_dense_lib` and `xentropy_cuda_lib` extensions) gets the
+route of what it holds (`npu_rotary_mul`, `npu_rms_norm`, `torch.nn.Linear`,
+`torch.nn.CrossEntropyLoss`) instead of the attention route.
 """
     examples = (
         Example("from flash_attn import flash_attn_func  # reported\n"),

@@ -238,3 +238,22 @@ def test_mindspeed_adaptor_is_not_added_where_megatron_is_the_projects_own_fork(
         else:
             assert "+import mindspeed.megatron_adaptor" not in result.output
             assert "this project's own package (megatron/" in result.output
+
+
+def test_lightning_gpus_in_a_hydra_trainer_group_file():
+    """safari (held-out round 5): `configs/trainer/lm.yaml` holds `gpus: 8` and nothing that
+    says Hydra or Lightning but its directory, a Hydra config group named `trainer`. NPU970
+    reports it there and only there; NPU834, also selected, leaves the line to it."""
+    from npu_migrate.configs.engine import migrate as migrate_config
+
+    data = b"accumulate_grad_batches: 1\ngpus: 8\naccelerator: gpu\nmax_epochs: 50\n"
+    settings = Settings(selection=Selection.create(["NPU970", "NPU834"]))
+    group = migrate_config("configs/trainer/lm.yaml", data, settings)
+    assert result_lines(group) == [(2, "NPU970"), (3, "NPU970")]
+    other = migrate_config("configs/model/lm.yaml", data, settings)
+    assert result_lines(other) == [(3, "NPU834")]
+
+
+def result_lines(result) -> list[tuple[int, str]]:
+    assert result.error is None and result.new_source is None
+    return sorted((f.line, f.rule) for f in result.findings)

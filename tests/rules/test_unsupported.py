@@ -163,3 +163,21 @@ def test_shadowed_torch_inside_a_function_is_not_reported():
 def test_bare_cuda_extension_strings_are_extension_tests_not_files():
     assert findings("CUDA_EXTS = ['.cu', '.cuh']\nok = path.endswith('.cu')\n") == []
     assert [f.line for f in findings("srcs = glob.glob('*.cu')\n")] == [1]
+
+
+def test_flash_attn_non_attention_imports_get_their_own_route():
+    """safari (held-out round 5): `from flash_attn.ops.layer_norm import dropout_add_layer_norm`
+    was told to call npu_fusion_attention; the import of a layer-norm, dense or loss module
+    names the op that replaces it, and attention imports keep the attention route."""
+    got = findings(
+        "from flash_attn.ops.layer_norm import dropout_add_layer_norm\n"
+        "from flash_attn.ops.fused_dense import FusedDense, ColumnParallelLinear\n"
+        "from flash_attn.losses.cross_entropy import CrossEntropyLoss\n"
+        "from flash_attn import flash_attn_func\n",
+        select=("NPU901",),
+    )
+    by_line = {f.line: f.suggestion for f in got}
+    assert "layer_norm" in by_line[1] and "npu_fusion_attention" not in by_line[1]
+    assert "torch.nn.Linear" in by_line[2] and "fused_dense_lib" in by_line[2]
+    assert "CrossEntropyLoss" in by_line[3]
+    assert "npu_fusion_attention" in by_line[4]

@@ -33,6 +33,17 @@ def _tests_gpu(test: cst.BaseExpression) -> str | None:
     return None
 
 
+def asserts_gpu_resource(test: cst.BaseExpression) -> bool:
+    """``platform.ray_device_key == "GPU"``: vLLM's platform attribute naming Ray's resource
+    compared equal to ``"GPU"`` (an ``assert`` that stops the job on Ascend, where vllm-ascend's
+    platform says ``"NPU"``); ``... == "GPU" or "NPU"`` (always true) is not this."""
+    if _tests_gpu(test) != "==":
+        return False
+    assert isinstance(test, cst.Comparison)
+    other = test.comparisons[0].comparator if string_value(test.left) is not None else test.left
+    return isinstance(other, cst.Attribute) and other.attr.value == "ray_device_key"
+
+
 def in_gpu_branch(ctx, node: cst.CSTNode) -> bool:
     """``node`` sits in the GPU branch of code that picks Ray's resource name itself:
     the body of ``if X == "GPU":`` (or the ``else`` of ``!= "GPU"``) when the chain has

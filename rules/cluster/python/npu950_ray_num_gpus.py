@@ -7,7 +7,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_literal, string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
-from npu_migrate.rules.cluster.python._common import in_gpu_branch
+from npu_migrate.rules.cluster.python._common import asserts_gpu_resource, in_gpu_branch
 from npu_migrate.rules.llm.python._common import without_keyword
 
 #: calls whose ``num_gpus=`` is Ray's own (qualified names)
@@ -67,7 +67,11 @@ name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
 platform names `"NPU"`): the other branch already asks for the NPU. A `"num_gpus"`
 entry of a dict literal that is spread into a Ray call (`opts = {"num_cpus": 1,
 "num_gpus": 0.01}`, then `.options(**opts)`; every dict literal assigned to `opts` in
-its scope) is reported with its replacement.
+its scope) is reported with its replacement. An `assert platform.ray_device_key == "GPU"`
+(ROLL's vLLM executors, before the request) is reported: vllm-ascend's platform names
+`"NPU"`, so the assertion stops the job on Ascend before and after the rewrite; accept
+`"NPU"` too (`in ("GPU", "NPU")`). It is left as written: whether the code after it
+holds on the NPU is the project's call.
 """
     examples = (
         Example(
@@ -87,6 +91,14 @@ its scope) is reported with its replacement.
         self._options: list[tuple[cst.Call, cst.Arg]] = []
         self._spread: list[tuple[cst.Call, cst.Name]] = []
         self._reported: set[int] = set()
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        if asserts_gpu_resource(node.test) and imports_ray(self):
+            code = cst.Module(body=[]).code_for_node(node.test)
+            self.report(node, f"`assert {code}` fails on Ascend, where the platform's Ray resource name is "
+                        f"{self.ctx.quote}NPU{self.ctx.quote} (vllm-ascend)",
+                        f"accept {self.ctx.quote}NPU{self.ctx.quote} too, e.g. `in ({self.ctx.quote}GPU{self.ctx.quote}, "
+                        f"{self.ctx.quote}NPU{self.ctx.quote})`, where the Ray requests after it ask for the NPU; {_WHY}")
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -16,19 +16,45 @@ RESOURCE_TOTALS = frozenset({"ray.cluster_resources", "ray.available_resources"}
 _WHY = 'Ray schedules Ascend devices under the resource name "NPU" (ray 2.60.0: ray/_private/accelerators/npu.py)'
 
 
-def gpu_keys(expr: cst.BaseExpression) -> list[cst.SimpleString]:
-    """The ``"GPU"`` keys of the dict literals that make up a bundle list:
+def gpu_keys(expr: cst.BaseExpression, name: str = "GPU") -> list[cst.SimpleString]:
+    """The ``"GPU"`` keys (or ``name``'s) of the dict literals that make up a bundle list:
     ``[{...}, ...]``, ``[{...}] * n``, ``[{...} for _ in range(n)]``."""
     if isinstance(expr, (cst.List, cst.Tuple)):
-        return [k for e in expr.elements for k in gpu_keys(e.value)]
+        return [k for e in expr.elements for k in gpu_keys(e.value, name)]
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return gpu_keys(expr.left) + gpu_keys(expr.right)
+        return gpu_keys(expr.left, name) + gpu_keys(expr.right, name)
     if isinstance(expr, cst.ListComp):
-        return gpu_keys(expr.elt)
+        return gpu_keys(expr.elt, name)
     if isinstance(expr, cst.Dict):
         return [e.key for e in expr.elements
-                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and string_value(e.key) == "GPU"]
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and string_value(e.key) == name]
     return []
+
+
+def names_npu_resource(module: cst.Module) -> bool:
+    """The module names Ray's Ascend resource itself: ``return "NPU"``, ``x == "NPU"``,
+    ``key = "NPU"`` (AReaL's ``ray_resource_type()`` returns ``"NPU"`` on Ascend and its bundles
+    are ``{device: n}``): it picks the resource per platform. Dict keys and subscripts do not
+    count: they are what this rule itself writes, and a second run must report the same."""
+
+    def npu(node: cst.BaseExpression | None) -> bool:
+        return isinstance(node, cst.SimpleString) and string_value(node) == _ray.RESOURCE
+
+    class _Find(cst.CSTVisitor):
+        found = False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            self.found = self.found or npu(node.value)
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            self.found = self.found or npu(node.left) or any(npu(c.comparator) for c in node.comparisons)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            self.found = self.found or npu(node.value)
+
+    finder = _Find()
+    module.visit(finder)
+    return finder.found
 
 
 def written(expr: cst.BaseExpression) -> bool:
@@ -73,7 +99,12 @@ them. The "built elsewhere" finding is left out where the module tests a value a
 `"GPU"` (`platform.ray_device_key == "GPU"`):
 such code builds its bundles from the platform's resource name (ROLL's
 `{current_platform.ray_device_key: n, "CPU": m}`). Keys in the GPU branch of such a
-test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
+test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does. Code that writes
+Ray's `"NPU"` itself picks the resource per platform (AReaL: `if is_npu_available:
+bundles = [{"NPU": n, ...}] else: bundles = [{"GPU": n, ...}]`, or a helper returning
+`"NPU"` on Ascend): a bundle list with an `"NPU"` assignment, and "built elsewhere"
+in a module that returns, compares or assigns the string `"NPU"` (not as a dict key or
+subscript, which this rule writes itself), are not reported.
 """
     examples = (
         Example(
@@ -178,7 +209,10 @@ test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
         source = self._single_literal(found, value)
         if source is None:
             bound = [getattr(a, "node", None) for a in found]
-            literal = next((v for v in map(self._assigned_value, bound) if v is not None and gpu_keys(v)), None)
+            values = [v for v in map(self._assigned_value, bound) if v is not None]
+            literal = next((v for v in values if gpu_keys(v)), None)
+            if any(gpu_keys(v, _ray.RESOURCE) for v in values):
+                return  # `if is_npu_available: b = [{"NPU": n}] else: b = [{"GPU": n}]` (AReaL): picked per platform
             if literal is not None:
                 self.report(value, f"the bundles in `{value.value}` ask Ray for `\"GPU\"`, and `{value.value}` is also "
                             "assigned or read elsewhere", f'write `"NPU"` for `"GPU"` in its bundles; {_WHY}')
@@ -224,7 +258,7 @@ test (`if key == "GPU": ... else: ...`) are left alone, as NPU950 does.
 
     def _picks_resource_name(self) -> bool:
         if self._chooses is None:
-            self._chooses = compares_resource_name(self.ctx.module)
+            self._chooses = compares_resource_name(self.ctx.module) or names_npu_resource(self.ctx.module)
         return self._chooses
 
     def _rewrite(self, keys: list[cst.SimpleString], where: str) -> None:

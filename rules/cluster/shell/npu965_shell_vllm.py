@@ -61,7 +61,9 @@ any dotted override whose last key is `backend`, `engine`, `engine_type`,
 script assigns `vllm`: `...backend=$INFERENCE_BACKEND` after `INFERENCE_BACKEND="vllm"` or
 `: "${{INFERENCE_BACKEND:=vllm}}"`) runs on the CUDA build otherwise. Besides launch
 lines (`uv run -m` included), a command whose interpreter is held in a variable and
-that runs a module (`"${{DRIVER[@]}}" -m trainer ...`) is read for these options. The
+that runs a module (`"${{DRIVER[@]}}" -m trainer ...`) or a script held in a variable the
+file assigns a `.py` path (`"${{DRIVER[@]}}" "${{ENTRY}}" ...` after
+`ENTRY="${{DIR}}/entry.py"`, SkyRL's FSDP launcher) is read for these options. The
 options are read on launch lines (also behind wrappers, and after the `--` of `ray
 job submit ... -- python -m trainer`), in argument arrays (`ENGINE_ARGS=(--vllm.num_engines 2 ...)`)
 and in option strings kept in variables (`VLLM_ARGS="--vllm_num_engines 4"`). One
@@ -96,6 +98,11 @@ finding per command, array or string, at the launcher or at its first vLLM optio
         # `"${DRIVER[@]}" -m trainer ...` with `DRIVER=(uv run --extra gpu)`: an interpreter in a variable
         driven = launch is None and words[0].text.lstrip("\"").startswith("$") and len(words) > 2 \
             and words[1].text == "-m"
+        script = _VARIABLE.fullmatch(words[1].text.strip("\"")) if launch is None and len(words) > 2 else None
+        if script is not None and words[0].text.lstrip("\"").startswith("$"):
+            # `"${DRIVER[@]}" "${FSDP_BIRD_ENTRY}" ...`: decided once the file's `.py` assignments are known
+            self._scripted.append((node, words[2:], script.group(1)))
+            return
         if launch is None and entrypoint is None and not driven and first not in ("trl", "openrlhf"):
             return
         options = launch[1] if launch is not None else entrypoint if entrypoint is not None else words[1:]
@@ -111,6 +118,8 @@ finding per command, array or string, at the launcher or at its first vLLM optio
         self._values: dict[str, set[str]] = {}  # INFERENCE_BACKEND="vllm"
         self._pending: list[tuple[Node, Node, str, str]] = []  # overrides whose value is a variable
         self._reported: set[int] = set()  # commands (start bytes) with a finding
+        self._scripts: set[str] = set()  # variables assigned a `*.py` path (FSDP_BIRD_ENTRY="${DIR}/entry.py")
+        self._scripted: list[tuple[Node, list[syntax.Arg], str]] = []  # `"$DRIVER" "$SCRIPT" options...`
 
     def visit_expansion(self, node: Node) -> None:
         """``: "${INFERENCE_BACKEND:=vllm}"`` (SkyRL): the default is assigned to the variable."""
@@ -130,11 +139,16 @@ finding per command, array or string, at the launcher or at its first vLLM optio
             static = syntax.static_value(value)
             if static is not None:
                 self._values.setdefault(name.text.decode("utf-8", "replace"), set()).add(static)
+            if value.text.decode("utf-8", "replace").strip("\"'").endswith(".py"):
+                self._scripts.add(name.text.decode("utf-8", "replace"))
         words = option_string_words(value) if value is not None else None  # VLLM_ARGS="--vllm_num_engines 4"
         if words:
             self._options(node, words)
 
     def leave_file(self) -> None:
+        for command, options, variable in self._scripted:
+            if variable in self._scripts:  # a Python script run by an interpreter held in a variable
+                self._options(command, options)
         for command, at, key, variable in self._pending:
             if command.start_byte not in self._reported and "vllm" in self._values.get(variable, ()):
                 self._report(command, at, f"`{key}=${variable}` (`{variable}=vllm` in this script) makes the trainer "

@@ -38,6 +38,44 @@ def _start(word: syntax.Arg) -> int:
     return next((p.start for p in word.pieces if p.start is not None), word.node.start_byte)
 
 
+#: Megatron's FP8 formats and recipes (megatron/core/transformer/transformer_config.py at d98e8a64:
+#: ``fp8: Optional[str]`` "e4m3" or "hybrid"; ``fp8_recipe``: delayed, tensorwise, mxfp8, blockwise, custom)
+_FP8_FORMATS = {"e4m3", "hybrid"}
+_FP8_RECIPES = {"delayed", "tensorwise", "mxfp8", "blockwise", "custom"}
+_TRUE = {"true", "True", "1", "yes"}
+#: Megatron's MoE token dispatcher settings that run DeepEP/HybridEP (transformer_config.py at
+#: d98e8a64: ``moe_flex_dispatcher_backend: Literal['deepep', 'hybridep', 'ncclep'] = "deepep"``,
+#: used by ``moe_token_dispatcher_type == "flex"``; ``moe_enable_deepep`` is its deprecated switch)
+_DEEPEP = ("the flex token dispatcher runs DeepEP/HybridEP (NVSHMEM, CUDA-only); MindSpeed (at 028de58c) has no "
+           "flex dispatcher, its MoE options check `alltoall`, `alltoall_seq` and `allgather` (mindspeed/arguments.py, "
+           "mindspeed/features_manager/moe): set `moe_token_dispatcher_type` to `alltoall` "
+           "(`--moe-token-dispatcher-type alltoall`)")
+
+
+def megatron_setting(name: str, value: str | None) -> str | None:
+    """``"deepep"`` or ``"fp8"`` when ``name value`` (a Megatron-LM option or the last key of a
+    Hydra override of Megatron's config, ``model.moe_flex_dispatcher_backend=hybridep``) turns on
+    DeepEP/HybridEP or FP8 training, else None."""
+    key = name.lstrip("-+").replace("-", "_").rpartition(".")[2]
+    value = (value or "").strip("\"'")
+    if key == "moe_token_dispatcher_type" and value == "flex":
+        return "deepep"
+    if key == "moe_enable_deepep" and (value in _TRUE or name.startswith("--")):  # a store_true option
+        return "deepep"
+    if not name.startswith("-") and ((key == "fp8" and value in _FP8_FORMATS) or
+                                     (key == "fp8_recipe" and value in _FP8_RECIPES)):
+        return "fp8"
+    return None
+
+
+def _printed(node: Node) -> bool:
+    """The word is an argument of ``echo``/``printf`` (a message, not a setting)."""
+    while node is not None and node.type != "command":
+        node = node.parent
+    words = syntax.command_args(node) if node is not None else []
+    return bool(words) and syntax.program(words[0]) in ("echo", "printf")
+
+
 _TE = ("Transformer Engine is CUDA-only; MindSpeed's quick start (docs/zh/user-guide/quickstart.md) launches "
        "pretrain_gpt.py with `--transformer-impl local`")
 _FP8 = "Atlas A2/A3 have no FP8 matmul: drop the --fp8-* options and train in bf16 (--bf16)"
@@ -49,8 +87,9 @@ class ShellMegatronLauncher(ShellRule):
     impact = "review"
     fixable = False
     summary = ("Report Megatron-LM launcher options to change for MindSpeed: its fused RMSNorm/SwiGLU/RoPE options, "
-               "`--transformer-impl transformer_engine`, FP8")
-    triggers = (b"pretrain_",)
+               "`--transformer-impl transformer_engine`, FP8; Megatron's flex (DeepEP) dispatcher and FP8 also as "
+               "Hydra overrides")
+    triggers = (b"pretrain_", b"dispatcher", b"deepep", b"fp8")
     rationale = f"""
 On Ascend, Megatron-LM runs through MindSpeed (`import mindspeed.megatron_adaptor`
 in the entry script, NPU966), which reads extra options of its own. Checked in
@@ -65,6 +104,13 @@ path, or as a command kept in a string and run with `eval`: `run_cmd="torchrun
 $DISTRIBUTED_ARGS pretrain_qwen.py ${{megatron_options}}"`) and sets the layer without MindSpeed's option gets a
 finding naming the option to add; `--transformer-impl transformer_engine` ({_TE})
 and FP8 options ({_FP8}) are reported too.
+
+Megatron's own settings that need CUDA are reported wherever a script writes them, as
+Megatron-LM options or as Hydra overrides of Megatron's config (Megatron-Bridge's
+`run_recipe.py ... model.fp8=e4m3 model.fp8_recipe=mxfp8`), one finding per command or
+option string: the flex MoE token dispatcher (`moe_token_dispatcher_type=flex`,
+`moe_enable_deepep=true`, `--moe-enable-deepep`; {_DEEPEP}; the backend name alone,
+`moe_flex_dispatcher_backend=deepep`, is read by Megatron only under it) and FP8 (`fp8=e4m3|hybrid`, `fp8_recipe=...`; {_FP8}).
 
 Not rewritten: the options are MindSpeed's, and plain Megatron-LM rejects them
 ("unrecognized arguments"), so they belong in the launcher only once the entry
@@ -103,6 +149,7 @@ branch that matches the Megatron-LM release).
     visit_raw_string = visit_string
 
     def leave_file(self) -> None:
+        self._settings()
         if not self.megatron:
             return
         texts = [w.text for w in self.words]
@@ -130,3 +177,28 @@ branch that matches the Megatron-LM release).
         fp8 = next((values[name] for name in values if name.startswith("--fp8")), None)
         if fp8 is not None:
             self.report(fp8[0].node, f"`{fp8[0].text.split('=')[0]}` trains in FP8", _FP8, offset=_start(fp8[0]))
+
+    def _settings(self) -> None:
+        """DeepEP and FP8 turned on through Megatron's config: one finding per kind and statement."""
+        seen: set[tuple[str, int]] = set()
+        for index, word in enumerate(self.words):
+            name, equals, value = word.text.partition("=")
+            if not equals:
+                if not name.startswith("--"):
+                    continue
+                following = self.words[index + 1].text if index + 1 < len(self.words) else ""
+                value = "" if following.startswith("-") else following
+            kind = megatron_setting(name, value)
+            if kind is None or _printed(word.node):
+                continue
+            statement = syntax.top_statement(word.node).start_byte
+            if (kind, statement) in seen:
+                continue
+            seen.add((kind, statement))
+            flag = name.replace("_", "-").endswith("enable-deepep")  # store_true: the next word is not its value
+            shown = word.text if equals or flag else f"{name} {value}".strip()
+            if kind == "deepep":
+                self.report(word.node, f"`{shown}` sends MoE tokens through DeepEP/HybridEP", _DEEPEP, offset=_start(word))
+            else:
+                self.report(word.node, f"`{shown}` trains in FP8 (Megatron/Transformer Engine)", _FP8,
+                            offset=_start(word))
