@@ -26,6 +26,7 @@ import re
 from collections.abc import Collection
 
 import libcst as cst
+import libcst.matchers as m
 
 from npu_migrate.pipeline.file_roles import is_test_path
 from npu_migrate.python.context import FileContext
@@ -130,6 +131,14 @@ def _written_for_ascend(path: str) -> bool:
     inside = os.path.relpath(os.path.abspath(path), project_root(path))
     folders = "/".join(inside.replace(os.sep, "/").split("/")[:-1])  # not the file's own name
     return bool(folders) and NPU_FILE.search("/" + folders + "/") is not None
+
+
+def _makes_a_choice(statement: cst.SimpleStatementLine) -> bool:
+    """The statement picks between paths (a conditional expression, a comparison):
+    ``decode_device = out_device if out_device.type == "cuda" else None``. A plain call
+    under a comment naming a mechanism (``# destroy CUDA IPC handles`` above
+    ``torch.cuda.ipc_collect()``) chooses nothing."""
+    return bool(m.findall(statement, m.IfExp() | m.Comparison()))
 
 
 def kernel_module(ctx: FileContext) -> str | None:
@@ -320,7 +329,8 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
         if isinstance(ancestor, cst.SimpleStatementLine) and statement_seen is None:
             statement_seen = ancestor
             text = ctx.module.code_for_node(ancestor)
-            if (feature := _CUDA_FEATURE.search(_comments_above(ancestor))) is not None:
+            if (_makes_a_choice(ancestor)
+                    and (feature := _CUDA_FEATURE.search(_comments_above(ancestor))) is not None):
                 # `# Only attempt on-device (NVDEC) decoding for CUDA outputs` above
                 # `decode_device = out_device if out_device.type == "cuda" else None`
                 return (ancestor, KERNEL_GATE, f"a choice its comment ties to a CUDA-only mechanism "
