@@ -34,7 +34,10 @@ cube unit). torch_npu exposes it as `torch.npu.matmul.allow_hf32` and
 convolution on. So `torch.backends.cuda.matmul.allow_tf32` becomes
 `torch.npu.matmul.allow_hf32` and `torch.backends.cudnn.allow_tf32` becomes
 `torch.npu.conv.allow_hf32`, for writes (`= True`) and reads (`if ...:`) alike,
-through every import alias (`from torch.backends import cudnn`).
+through every import alias (`from torch.backends import cudnn`). The CPU path
+keeps working: a write goes under `if hasattr(torch.npu, "matmul"):`, and a read
+becomes `torch.npu.matmul.allow_hf32 if hasattr(torch.npu, "matmul") else
+<the original flag>`, so a machine without torch_npu reads what it read before.
 
 Leaving them as they are is a silent no-op on NPU, and so is the tempting
 setting `allow_tf32` on the `torch.npu.matmul` object: it accepts any attribute
@@ -73,7 +76,12 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
         message = f"`{qualified}` -> `{target}`"
         statement = self._setting(node)
         if statement is None:
-            self.replace(node, new, message)
+            # a read: torch_npu's switch where it is there, the original flag elsewhere (a CPU
+            # machine, where `torch.npu` is `torch.cuda` and has no HF32 switch): axolotl's
+            # `prev = torch.backends.cuda.matmul.allow_tf32` save-and-restore
+            quote = self.ctx.quote
+            bare = isinstance(self.ctx.parent(node), (cst.Assign, cst.AnnAssign, cst.Arg, cst.Return))
+            self.replace(node, lambda old: _read_with_torch_npu(old, new, quote, bare), message)
         else:
             quote = self.ctx.quote
             self.replace(statement, lambda updated: _only_with_torch_npu(updated, new, quote), message, anchor=node)
@@ -91,6 +99,18 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
 
 #: the comment on the ``if`` that keeps an HF32 setting off machines without torch_npu
 CPU_PATH_COMMENT = "# torch_npu's switch: absent on a CPU machine"
+
+
+def _read_with_torch_npu(old: cst.BaseExpression, new: cst.Attribute, quote: str, bare: bool) -> cst.IfExp:
+    """``torch.npu.matmul.allow_hf32 if hasattr(torch.npu, "matmul") else <the TF32 flag>``:
+    the HF32 switch on Ascend, and on a machine without torch_npu the value the original
+    read there."""
+    namespace = new.value  # torch.npu.matmul
+    test = cst.Call(func=cst.Name("hasattr"),
+                    args=[cst.Arg(namespace.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                          cst.Arg(string_literal(namespace.attr.value, quote))])
+    parens = {} if bare else {"lpar": [cst.LeftParen()], "rpar": [cst.RightParen()]}
+    return cst.IfExp(test=test, body=new, orelse=old.with_changes(lpar=[], rpar=[]), **parens)
 
 
 def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpression, quote: str) -> cst.If:

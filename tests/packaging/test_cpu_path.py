@@ -166,6 +166,19 @@ for _ in range(3):
     optimizer.zero_grad()
 print([p.tolist() for p in model.parameters()])
 ''',
+    # axolotl's PoLoRA: save, switch off and restore the TF32 flag; without torch_npu the
+    # migrated read falls back to the original flag, so the save and the restore still agree
+    "tf32_save_and_restore": '''\
+import torch
+
+prev = torch.backends.cuda.matmul.allow_tf32
+torch.backends.cuda.matmul.allow_tf32 = False
+try:
+    print((torch.ones(2, 2) @ torch.ones(2, 2)).tolist())
+finally:
+    torch.backends.cuda.matmul.allow_tf32 = prev
+print(prev, torch.backends.cuda.matmul.allow_tf32)
+''',
     # lingua's weight init: NPU110 adds device_type="npu", which the guard makes a device type
     # torch knows where torch_npu is missing (the devices list, two calls deep, is empty there)
     "fork_rng_over_device_indices": '''\

@@ -19,9 +19,11 @@ def test_hf32_targets_exist_in_the_wheel():
 @pytest.mark.parametrize(
     "source,line",
     [
-        ("import torch\nflag = torch.backends.cuda.matmul.allow_tf32\n", "flag = torch.npu.matmul.allow_hf32"),
+        ("import torch\nflag = torch.backends.cuda.matmul.allow_tf32\n",
+         'flag = torch.npu.matmul.allow_hf32 if hasattr(torch.npu, "matmul") else torch.backends.cuda.matmul.allow_tf32'),
         ("import torch as th\nth.backends.cudnn.allow_tf32 = False\n", "th.npu.conv.allow_hf32 = False"),
-        ("import torch.backends.cudnn as cd\nif cd.allow_tf32:\n    pass\n", "if torch.npu.conv.allow_hf32:"),
+        ("import torch.backends.cudnn as cd\nif cd.allow_tf32:\n    pass\n",
+         'if (torch.npu.conv.allow_hf32 if hasattr(torch.npu, "conv") else cd.allow_tf32):'),
     ],
 )
 def test_tf32_reads_and_writes(source, line):
