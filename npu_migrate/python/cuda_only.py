@@ -154,6 +154,8 @@ _TORCH_OP_NAMESPACES = frozenset(
      "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "torchvision", "torchaudio", "fbgemm", "mkldnn"}
 )
 _CUDA_PART = re.compile(r"(?:^|_)cuda(?:$|_)", re.IGNORECASE)
+#: a method name that says it is an implementation (with ``cuda`` in it: the CUDA one)
+_CUDA_PATH_METHOD = re.compile(r"forward|kernel|impl", re.IGNORECASE)
 _PREDICATE = re.compile(r"_?(?:is|has|use|get|set|check|can|with|enable|disable|maybe|should)_", re.IGNORECASE)
 _QUERY = re.compile(r"_(?:available|version|enabled|count|visible|devices?|home|path|capability|arch)$", re.IGNORECASE)
 _TORCH_CUDA_BINDING = re.compile(r"torch\._C\._(?:cuda|nccl|cudnn|cublas|cufft)\w*")
@@ -499,7 +501,12 @@ class FileIndex:
         root = dotted.split(".", 1)[0]
         if root == "self" and "." in dotted:
             name = dotted.split(".")[1]
-            return self.methods.get(name) or self.attributes.get(name)
+            found = self.methods.get(name) or self.attributes.get(name)
+            if found is None and _CUDA_PATH_METHOD.search(name) and _CUDA_PART.search(name):
+                # `self.cuda_kernels_forward(...)` of a class defined elsewhere (axolotl patches
+                # transformers' FalconH1Mixer): the class's CUDA path by its own name
+                found = KIND_CUDA_METHOD
+            return found
         if root in self.local:
             return self.local[root]
         if root in self.bindings:
