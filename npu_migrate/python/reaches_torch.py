@@ -129,6 +129,8 @@ _KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
 _REGISTRATIONS = frozenset({"custom_op", "_custom_op", "register_kernel", "triton_op", "register_autograd_kernel"})
 #: Keywords and dict keys that request GPUs from a scheduler (Ray's ``num_gpus``).
 _GPU_RESOURCE = re.compile(r"num_gpus(?:_per_\w+)?|gpus_per_\w+|GPU")
+#: Environment variables that choose another system's rendering GPU (EGL, MuJoCo, OpenGL).
+_RENDER_ENV = re.compile(r"(?:MUJOCO_)?EGL_\w+|PYOPENGL_\w+|__GLX_\w+|__EGL_\w+")
 #: Keywords that are another library's own "use CUDA" switch, not a torch device.
 FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_enabled|_available)?", re.IGNORECASE)
 
@@ -788,6 +790,35 @@ class DeviceAnalysis:
         return (f"used to decide `{key}`, a scheduler's GPU resource request (Ray's `GPU`), not a torch device; on Ascend "
                 'the request is the `NPU` resource (`resources={"NPU": n}`, NPU950)')
 
+    def _render_device(self, node: cst.CSTNode) -> str | None:
+        """``node`` is in an ``if`` (its test or body) whose body only picks a rendering
+        GPU for another system through the environment: torchrl's ``if
+        torch.cuda.device_count() > 1: n = torch.cuda.device_count() - 1;
+        os.environ["EGL_DEVICE_ID"] = ...``. EGL/MuJoCo render on the host's graphics GPUs,
+        which an Ascend node's NPU count does not describe."""
+        branch = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.If)), None)
+        if branch is None:
+            return None
+        keys: list[str] = []
+        for statement in branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ():
+            if isinstance(statement, cst.If):
+                continue  # a nested `if VERBOSE:` log line
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return None
+            for small in statement.body:
+                target = (small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1
+                          else small.target if isinstance(small, cst.AugAssign) else None)
+                if isinstance(target, cst.Name):
+                    continue
+                key = _environ_key(target) if target is not None else None
+                if key is None or not _RENDER_ENV.match(key):
+                    return None
+                keys.append(key)
+        if not keys:
+            return None
+        return (f"used to pick `{keys[0]}`, another system's rendering GPU (EGL/MuJoCo), not a torch device; "
+                "on an Ascend node set it to the host's graphics device, if it has one")
+
     def _flag_of_other_library(self, test: cst.CSTNode) -> str | None:
         """The device test ``test`` is (part of) the value of another library's own CUDA
         switch (``GradCAM(..., use_cuda=device == "cuda")``, ``export(cuda=device.type ==
@@ -927,7 +958,7 @@ class DeviceAnalysis:
         a torch device library nor this project); ``TORCH`` otherwise (``torch.cuda.*``
         is torch's own API, and this project's code that reads the value is migrated
         with it)."""
-        resource = self._gpu_resource(node)
+        resource = self._gpu_resource(node) or self._render_device(node)
         if resource is not None:
             return Flow.OTHER, resource
         platform = self._under_platform_test(node)
@@ -1021,3 +1052,13 @@ def analysis(ctx: FileContext) -> DeviceAnalysis:
         held = (ctx, DeviceAnalysis(ctx))
         _ANALYSES[id(ctx)] = held
     return held[1]
+
+
+def _environ_key(target: cst.BaseExpression) -> str | None:
+    """``K`` of an ``os.environ["K"]`` assignment target."""
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)):
+        return None
+    if last_name(target.value) != "environ":
+        return None
+    return string_value(target.slice[0].slice.value)
