@@ -63,7 +63,9 @@ has to become one of Ascend's CANN images (published on Huawei's SWR registry
 as `ascendhub/cann:<CANN>-<chip>-<os>-py<python>`), with torch and torch-npu
 pip-installed on top in paired versions (torch-npu X.Y requires torch X.Y).
 This is reported, not rewritten: the CANN release must match the NPU driver
-of the machines, which the Dockerfile cannot tell. Also reported: an `ARG`
+of the machines, which the Dockerfile cannot tell. A tag built from build
+arguments (`FROM nvidia/cuda:${CUDA_VERSION}-base-ubuntu${OS}`) is judged by its
+written parts; a name that is itself an argument by the `ARG` default. Also reported: an `ARG`
 default that names such an image (`ARG BASE=nvcr.io/nvidia/pytorch:24.01-py3`
 then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
 (NPU801-NPU806).
@@ -75,9 +77,16 @@ then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
 
     def visit_from_instruction(self, node: Node) -> None:
         spec = next((c for c in node.named_children if c.type == "image_spec"), None)
-        if spec is None or b"$" in spec.text:
+        if spec is None:
             return
         reference = spec.text.decode("utf-8", "replace")
+        if "$" in reference:
+            # `nvidia/cuda:${CUDA_VERSION}-base-ubuntu${OS}`: the name is written out, the tag
+            # is built; judge what is literal (a name, or the text of the tag around `${...}`)
+            name, _, tag = reference.partition(":")
+            literal = re.sub(r"\$\{[^}]*\}|\$\w+", "", tag)
+            if "$" in name or not cuda_image(f"{name}:{literal}" if tag else name):
+                return
         if cuda_image(reference):
             self.report(spec, f"`{reference}` is a CUDA image; it does not run on Ascend NPUs", suggestion(reference))
 
