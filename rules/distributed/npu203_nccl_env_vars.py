@@ -39,6 +39,9 @@ Everything else is reported with what to do instead. Deliberately not renamed:
 value syntax), `NCCL_IB_TC/SL` (closest are HCCL_RDMA_TC/SL, matched by meaning
 only), `NCCL_DEBUG` (no HCCL_DEBUG). Variables inside shell command strings or
 f-strings are not touched (`.sh` launchers are outside this tool's scope).
+A class field named for an NCCL variable (`NCCL_DEBUG: str = "INFO"` in a
+settings class whose fields are exported to the environment by name) is
+reported, not renamed: the name is also the key configs and command lines use.
 """
     examples = (
         Example(
@@ -61,6 +64,25 @@ f-strings are not touched (`.sh` launchers are outside this tool's scope).
         """``dict(os.environ, NCCL_P2P_DISABLE="1")``: the variable is a keyword name."""
         if node.keyword is not None and _ENV_NAME.match(node.keyword.value):
             self._handle(node.keyword, node.keyword.value, lambda n, new: n.with_changes(value=new))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        """``NCCL_DEBUG: str = "INFO"`` in a class body: a settings class whose fields are
+        exported as environment variables by name (lingua's ``EnvironmentArgs``). Renaming
+        a field would break whatever reads it by that name (configs, command lines), so it
+        is reported with the HCCL name to use."""
+        target = node.target
+        if not (isinstance(target, cst.Name) and _ENV_NAME.match(target.value)):
+            return
+        if not isinstance(self.ctx.parent(self.ctx.parent(node)), cst.IndentedBlock) or not isinstance(
+                self.ctx.parent(self.ctx.parent(self.ctx.parent(node))), cst.ClassDef):
+            return
+        new = ascend_name(target.value, self.env_vars)
+        if new is not None:
+            self.report(target, f"`{target.value}` is a field named for an NCCL variable; exported to the environment "
+                                "by that name, HCCL ignores it", f"name the field (or the variable it sets) `{new}`")
+        else:
+            self.report(target, f"`{target.value}` is a field named for an NCCL variable, which HCCL does not read",
+                        advice(target.value))
 
     def _handle(self, node: cst.CSTNode, value: str, rename) -> None:
         new = ascend_name(value, self.env_vars)
