@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit
+
 from npu_migrate.deps.rule import DepsRule, Example
 from npu_migrate.tables.packages import CONDA_CUDA_ONLY, cuda_only, normalise
 
@@ -24,7 +27,10 @@ report the imports): apex, flash-attn, xformers, bitsandbytes, triton,
 pynvml/nvidia-ml-py, gpustat, pycuda, tensorrt, torch-tensorrt,
 transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, every `nvidia-*`
 (CUDA runtime wheels, `nvidia-dali-*`) and `cupy-cuda*`; in conda
-environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. The line
+environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. A bare VCS or archive URL
+(`git+https://github.com/Dao-AILab/causal-conv1d.git`, pip's form without a
+name) is named by its `#egg=` fragment or its repository (`state-spaces/mamba`
+is mamba-ssm). The line
 is not removed: whether the code still needs the package is a decision for the
 code's owner (the Python rules say where it is imported).
 """
@@ -36,10 +42,31 @@ code's owner (the Python rules say where it is imported).
     def check(self, document) -> None:
         for lst in document.lists:
             for entry in lst.entries:
-                name = entry.name
+                name = entry.name if entry.name is not None else (None if lst.conda else url_name(entry.text))
                 if name is None:
                     continue
                 advice = CONDA_CUDA_ONLY.get(normalise(name)) if lst.conda else None
                 advice = advice or cuda_only(name)
                 if advice is not None:
                     self.report_entry(entry, f"`{name}` only works with NVIDIA GPUs", advice)
+
+
+#: repositories whose distribution has another name than the repository
+_REPOSITORY_DISTRIBUTION = {"state-spaces/mamba": "mamba-ssm", "nvidia/apex": "apex"}
+
+
+def url_name(text: str) -> str | None:
+    """The distribution a bare URL requirement installs (``git+https://github.com/
+    Dao-AILab/causal-conv1d.git@v1.4`` -> ``causal-conv1d``), or None."""
+    text = text.strip()
+    if not re.match(r"(?:git|hg|svn|bzr)\+|https?://", text):
+        return None
+    url = urlsplit(re.sub(r"^(?:git|hg|svn|bzr)\+", "", text))
+    egg = re.search(r"(?:^|&)egg=([A-Za-z0-9][\w.-]*)", url.fragment)
+    if egg is not None:
+        return egg.group(1)
+    parts = [p for p in url.path.split("@", 1)[0].split("/") if p]
+    if len(parts) < 2 or not url.netloc.endswith(("github.com", "gitlab.com")):
+        return None
+    repository = f"{parts[0]}/{re.sub(r'[.]git$', '', parts[1])}"
+    return _REPOSITORY_DISTRIBUTION.get(repository.lower(), repository.split("/")[1])
