@@ -1,6 +1,6 @@
 """Markdown files: the shell commands in fenced code blocks (```bash, ```sh,
-```shell, ```console...), run through the shell rules and **reported**, never
-rewritten.
+```shell, ```console..., and untagged fences whose every line is a command), run
+through the shell rules and **reported**, never rewritten.
 
 READMEs carry the commands users copy (stanford_alpaca's and FastChat's
 ``torchrun ... --tf32 True``, HF examples' ``--optim adamw_bnb_8bit``). A
@@ -54,6 +54,16 @@ MAX_LINES = 20_000
 MAX_CHARS = 4 << 20
 
 
+#: the first word of a command line in a fence that names no language (LLaVA's README:
+#: ```` ``` ```` then ``pip install flash-attn --no-build-isolation``)
+_COMMAND = re.compile(
+    r"(?:pip3?|python3?|conda|mamba|uv|torchrun|deepspeed|accelerate|bash|sh|export|cd|git|apt(?:-get)?|"
+    r"sudo|docker|srun|sbatch|huggingface-cli|wget|curl|[A-Z_][A-Z0-9_]*=\S*)(?:\s|$)")
+#: an untagged fence opener whose first line is a command (the cheap test before parsing)
+_UNTAGGED_COMMAND_FENCE = re.compile(r"^[ \t>*+\-\d.)]*(?:`{3,}|~{3,})[ \t]*\r?\n[ \t>]*" + _COMMAND.pattern,
+                                     re.MULTILINE)
+
+
 def _parser() -> MarkdownIt:
     """CommonMark's block structure only. Inline parsing (emphasis, links, brackets) and
     link reference definitions are switched off: fences are found without them, and
@@ -64,7 +74,7 @@ def _parser() -> MarkdownIt:
 
 def _fences(text: str) -> list:
     """The fence tokens of ``text`` (none without a shell fence opener); raises LimitError."""
-    if not SHELL_FENCE_OPENER.search(text):
+    if not SHELL_FENCE_OPENER.search(text) and not _UNTAGGED_COMMAND_FENCE.search(text):
         return []
     lines = text.count("\n") + 1
     if lines > MAX_LINES or len(text) > MAX_CHARS:
@@ -75,6 +85,19 @@ def _fences(text: str) -> list:
     return [token for token in _parser().parse(text) if token.type == "fence" and token.map is not None]
 
 
+def _is_shell(token) -> bool:
+    """A fence tagged as shell, or one with no language whose every line (past blanks
+    and comments) starts with a command: an untagged block of Python, YAML or output
+    is not."""
+    language = (token.info.split() or [""])[0].lower()
+    if language:
+        return language in SHELL_FENCES
+    lines = [line.strip() for line in token.content.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    return bool(lines) and all(_COMMAND.match(line) or line.endswith("\\") or line.startswith("--")
+                               for line in lines)
+
+
 def shell_blocks(text: str, tokens: list | None = None) -> list[tuple[int, int, str]]:
     """``(line, indent, code)`` per shell-fenced block: ``line`` is the 1-based
     line of the block's first code line, ``indent`` the columns CommonMark took
@@ -83,7 +106,7 @@ def shell_blocks(text: str, tokens: list | None = None) -> list[tuple[int, int, 
     source_lines = text.splitlines()
     for token in _fences(text) if tokens is None else tokens:
         language = (token.info.split() or [""])[0].lower()
-        if language not in SHELL_FENCES:
+        if not _is_shell(token):
             continue
         code = token.content
         if language in SESSION_FENCES:
@@ -121,7 +144,7 @@ def _placeholders(tokens: list) -> list[list[str]]:
     """The placeholders of each block :func:`shell_blocks` returns, in order."""
     out = []
     for token in tokens:
-        if (token.info.split() or [""])[0].lower() in SHELL_FENCES:
+        if _is_shell(token):
             out.append(PLACEHOLDER.findall(token.content))
     return out
 

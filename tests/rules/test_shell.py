@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -257,3 +258,16 @@ def test_no_tolerant_reading_inside_a_continued_or_unclosed_command():
         result = run(source)
         assert result.new_source is None
         assert [(f.line, f.rule) for f in result.findings] == [(1, "NPU800")]
+
+
+@pytest.mark.timeout(60)
+def test_untagged_readme_fences_of_commands_are_read_as_shell():
+    """LLaVA's README installs flash-attn in a fence with no language: a block whose every
+    line is a command is read; an untagged block of Python or of output is not."""
+    from npu_migrate.markdown.engine import migrate as migrate_markdown
+
+    readme = ("# Install\n\n```\npip install -e \".[train]\"\npip install flash-attn --no-build-isolation\n```\n\n"
+              "```\nimport torch\nx = torch.ones(1).cuda()\n```\n\n```\nCUDA_VISIBLE_DEVICES=0 python train.py\n"
+              "Epoch 1: loss 0.3 on CUDA_VISIBLE_DEVICES=0\n```\n")
+    result = migrate_markdown("README.md", readme.encode(), Settings())
+    assert [(f.line, f.rule) for f in result.findings] == [(5, "NPU808")]
