@@ -198,10 +198,11 @@ def preload() -> None:
     if _preloaded or multiprocessing.get_start_method() != "fork":
         return
     _preloaded = True
-    try:
-        _warm(tuple(file_type.name for file_type in filetypes.FILE_TYPES))
-    except Exception:  # noqa: BLE001,S110 - the workers import it again and report it per file
-        pass
+    for file_type in filetypes.FILE_TYPES:  # one at a time: a front end that fails skips only itself
+        try:
+            _warm((file_type.name,))
+        except Exception:  # noqa: BLE001,S112 - the workers import it again and report it per file
+            continue
 
 
 def _exit_with(parent) -> None:

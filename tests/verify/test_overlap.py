@@ -97,3 +97,24 @@ def test_verify_loads_the_rules_once_and_its_copies_migrate_as_the_cli_does(tmp_
         assert files == sorted(p.relative_to(copies[2]) for p in Path(copies[2]).rglob("*") if p.is_file())
         for rel in files:
             assert (Path(copy) / rel).read_bytes() == (Path(copies[2]) / rel).read_bytes(), rel
+
+
+@pytest.mark.timeout(30)
+def test_a_front_end_that_fails_to_preload_skips_only_itself(monkeypatch):
+    """``runner.preload`` warms each file type on its own: one whose import fails (a
+    missing optional library) is left to the workers, the others are still loaded."""
+    from npu_migrate.pipeline import filetypes, runner
+
+    warmed, failing = [], filetypes.FILE_TYPES[0].name
+
+    def warm(names):
+        if failing in names:
+            raise ImportError("no such library")
+        warmed.extend(names)
+
+    monkeypatch.setattr(runner, "_preloaded", False)
+    monkeypatch.setattr(runner, "_warm", warm)
+    monkeypatch.setattr(runner.multiprocessing, "get_start_method", lambda: "fork")
+    runner.preload()
+    runner.preload()  # once per process
+    assert warmed == [file_type.name for file_type in filetypes.FILE_TYPES[1:]]
