@@ -692,9 +692,31 @@ def _install_paths(torch) -> None:
     wrapper(DistributedDataParallel)
     # FSDP when the script (or a library) imports it: importing it here costs every run
     # about 0.7 s of CPU (torch.distributed.tensor), for the few scripts that use it.
-    from npu_migrate.verify.lazy import FSDP_MODULE, after_import
+    from npu_migrate.verify.lazy import FSDP2_MODULE, FSDP_MODULE, after_import
 
     after_import(FSDP_MODULE, lambda module: wrapper(module.FullyShardedDataParallel))
+    after_import(FSDP2_MODULE, _record_fully_shard)
+
+
+def _record_fully_shard(module) -> None:
+    """FSDP2: each ``fully_shard(...)`` call is recorded as ``fully_shard`` in the wrappers
+    (a function, not a class: it turns the module into an ``FSDP<cls>``). Patched in its
+    defining module right after it runs, so every later ``from ... import fully_shard``
+    (torch.distributed.fsdp's own re-export too) and its own ``fully_shard.state(...)``
+    calls get the wrapper; ``functools.wraps`` keeps ``.state``."""
+    import functools
+
+    original = module.fully_shard
+
+    @functools.wraps(original)
+    def fully_shard(*args, **kwargs):
+        result = original(*args, **kwargs)
+        recorder = active()
+        if recorder is not None:
+            recorder.paths["wrappers"].append("fully_shard")
+        return result
+
+    module.fully_shard = fully_shard
 
 
 

@@ -8,6 +8,9 @@ import sys
 
 #: Where FullyShardedDataParallel is defined (torch.distributed.fsdp re-exports it).
 FSDP_MODULE = "torch.distributed.fsdp.fully_sharded_data_parallel"
+#: Where FSDP2's ``fully_shard`` is defined (torch.distributed.fsdp re-exports it; the
+#: HF Trainer's FSDP, through accelerate, is FSDP2 since transformers 5).
+FSDP2_MODULE = "torch.distributed.fsdp._fully_shard._fully_shard"
 
 
 #: Patches waiting for their module's import: {module name: [patch, ...]}, in the order given.

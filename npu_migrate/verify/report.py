@@ -78,7 +78,15 @@ def _paths_lines(report: dict) -> list[str]:
             return ", ".join(f"{e[0]} {e[1]}" for e in value)
         if isinstance(value, dict):
             return ", ".join(f"{k}={v}" for k, v in value.items())
-        return ", ".join(value) if isinstance(value, list) else str(value)
+        if isinstance(value, list):  # repeats in a row once, counted: FSDP2's fully_shard per layer
+            runs: list[list] = []
+            for item in value:
+                if runs and runs[-1][0] == item:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([item, 1])
+            return ", ".join(f"{item} ×{count}" if count > 1 else str(item) for item, count in runs)
+        return str(value)
 
     for key, label in (("devices", "device types"), ("autocast", "autocast"), ("dataloaders", "DataLoaders"),
                        ("process_group", "process group"), ("wrappers", "DDP/FSDP"),

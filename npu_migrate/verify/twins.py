@@ -28,8 +28,8 @@ import secrets
 import signal
 import socket
 import subprocess
-import threading
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +52,9 @@ def migrate_copy(copy: Path, options: Options) -> str:
     from contextlib import redirect_stderr, redirect_stdout
 
     from npu_migrate.cli import command
+    from npu_migrate.pipeline import runner
 
+    runner.preload()  # once per verify: each pass's workers are forked with the rules loaded
     out, err = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
     os.chdir(copy)

@@ -270,3 +270,17 @@ def test_matplotlib_preloaded_in_the_background_still_gives_the_plot(tmp_path):
     written = report.write(data, tmp_path / "verify.json")
     assert [p.name for p in written] == ["verify.json", "verify.txt", "verify.png"]
     assert (tmp_path / "verify.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.timeout(30)
+def test_the_paths_line_counts_repeated_wrappers():
+    """FSDP2 records one ``fully_shard`` per call (per layer, then the root): the report's
+    DDP/FSDP line counts them instead of listing each."""
+    paths = {"0": {"wrappers": ["fully_shard"] * 4, "devices": ["npu"], "process_group": None}}
+    other = {"0": {"wrappers": ["fully_shard"] * 3, "devices": ["npu"], "process_group": None}}
+    lines = report._paths_lines({"paths": {"reference": paths, "migrated": other}})
+    line = next(line for line in lines if "DDP/FSDP" in line)
+    assert line.split(":", 1)[1].split() == ["fully_shard", "×4", "/", "fully_shard", "×3", "<-", "differ"], line
+    same = report._paths_lines({"paths": {"reference": {"0": {"wrappers": ["DistributedDataParallel"]}},
+                                          "migrated": {"0": {"wrappers": ["DistributedDataParallel"]}}}})
+    assert next(line for line in same if "DDP/FSDP" in line).split(":", 1)[1].split() == ["DistributedDataParallel"]

@@ -90,3 +90,33 @@ def test_fsdp_is_wrapped_when_the_script_imports_it_not_before(tmp_path, emulato
     proc = subprocess.run([sys.executable, "-c", FSDP_PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=110, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+FSDP2_PROBE = """
+import os
+import sys
+from npu_migrate.verify import hook
+recorder = hook.boot()
+assert "torch.distributed.fsdp" not in sys.modules
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard  # FSDP2 (the HF Trainer's FSDP since transformers 5)
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + os.environ["PROBE_PORT"], rank=0, world_size=1)
+mesh = torch.distributed.device_mesh.init_device_mesh("cpu", (1,))
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+fully_shard(model[0], mesh=mesh)
+fully_shard(model, mesh=mesh)
+assert type(fully_shard.state(model)).__name__ == "FSDPState"  # its .state survives the wrapper
+assert recorder.paths["wrappers"] == ["fully_shard", "fully_shard"], recorder.paths["wrappers"]
+dist.destroy_process_group()
+print("ok")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_fsdp2_fully_shard_calls_are_recorded_as_wrappers(tmp_path, emulator_build):
+    env = twins.npu_env(twins.base_env(tmp_path / "out", 1, 0), 1, True)
+    env["PROBE_PORT"] = str(twins._free_port())
+    proc = subprocess.run([sys.executable, "-c", FSDP2_PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=110, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
