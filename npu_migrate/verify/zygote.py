@@ -57,12 +57,24 @@ def shadowed(dirs: list[str]) -> list[str]:
     return out
 
 
-def why_fresh(request: dict, base: dict[str, str]) -> str | None:
+def native_threads() -> int:
+    """Threads of this process, Python's and native ones (/proc/self/task)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
+def why_fresh(request: dict, base: dict[str, str], threads: int = -1) -> str | None:
     if _own(request["env"]) != _own(base):
         changed = sorted(set(_own(request["env"]).items()) ^ set(_own(base).items()))
         return f"the environment differs from the server's: {sorted({k for k, _ in changed})[:5]}"
     if threading.active_count() != 1:
         return f"{threading.active_count()} Python threads in the server"
+    # At most the native pools the imports started (OpenBLAS's server, which its own fork
+    # handler stops before the first fork: one thread from then on).
+    if native_threads() > threads:
+        return f"{native_threads()} threads in the server, {threads} after its imports"
     script_dir = os.path.dirname(os.path.abspath(os.path.join(request["cwd"], request["argv"][0])))
     hidden = shadowed([request["cwd"], script_dir])
     if hidden:
@@ -98,6 +110,7 @@ def serve(path: str):
     # What the imports set (torch._dynamo: TORCHINDUCTOR_CACHE_DIR, a fixed per-user path
     # that a fresh run sets at its first optimizer step): given to every run as well.
     imported = {k: v for k, v in os.environ.items() if base.get(k) != v}
+    threads = native_threads()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".tmp")
     server.listen(4)
@@ -109,7 +122,7 @@ def serve(path: str):
         except (EOFError, ValueError):
             conn.close()
             continue
-        reason = why_fresh(request, base)
+        reason = why_fresh(request, base, threads)
         if reason is not None:
             _send(conn, {"fresh": reason})
             conn.close()

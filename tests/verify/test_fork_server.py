@@ -129,3 +129,31 @@ def test_a_project_shadowing_a_module_the_server_imported_runs_fresh(tmp_path, e
     assert len(report["fork_server"]) == 4 and all(
         "fresh (" in line and "typing_extensions.py has the name of a module" in line
         for line in report["fork_server"]), report["fork_server"]
+
+
+HANG = """
+import torch
+model = torch.nn.Linear(2, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model(torch.ones(1, 2)).sum().backward()
+while True:
+    pass
+"""
+
+
+@pytest.mark.timeout(600)
+def test_a_forked_run_past_the_timeout_is_ended(tmp_path, emulator_build):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text(HANG)
+    report = project.parent / "report" / "verify.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
+    env["NPU_MIGRATE_FORK_SERVER"] = "1"
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--steps", "2", "--timeout", "20",
+                    "--report", str(report), "train.py"], cwd=project, env=env, capture_output=True, text=True,
+                   timeout=500, check=False)
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "error" and "timed out" in data["reason"], data.get("reason")
+    assert data["fork_server"] and all(line.endswith(": forked") for line in data["fork_server"])
+    assert time.monotonic() - start < 200
