@@ -391,6 +391,7 @@ def _run_forked(server: Server, name: str, copy: Path, script: str, args: list[s
     except (OSError, EOFError, ValueError):
         if pid is None:  # not started: a fresh process instead
             return None
+        server.forked.append(f"{name}: forked; the server died during the run")
         return RunResult(name=name, out=out, returncode=-9, log="the fork server died during the run").load()
     finally:
         conn.close()

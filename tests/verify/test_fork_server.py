@@ -157,3 +157,80 @@ def test_a_forked_run_past_the_timeout_is_ended(tmp_path, emulator_build):
     assert data["verdict"] == "error" and "timed out" in data["reason"], data.get("reason")
     assert data["fork_server"] and all(line.endswith(": forked") for line in data["fork_server"])
     assert time.monotonic() - start < 200
+
+
+KILLS_PARENT = """
+import os, signal, subprocess, sys
+import torch
+probe = os.environ["PROBE_DIR"]
+daemon = subprocess.Popen(["sleep", "300"], env={}, start_new_session=True)  # no marker, own session
+open(os.path.join(probe, f"daemon-{daemon.pid}"), "w").close()
+os.kill(os.getppid(), signal.SIGKILL)  # the server (a fresh run's: its supervisor)
+model = torch.nn.Linear(2, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.timeout(600)
+def test_a_script_that_kills_its_server_is_ended_and_leaves_nothing(tmp_path, emulator_build):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text(KILLS_PARENT)
+    verdicts, reports = {}, {}
+    for server in (True, False):
+        probe = tmp_path / f"probe-{server}"
+        probe.mkdir()
+        reports[server] = _verify(project, probe, server)
+        verdicts[server] = reports[server]["verdict"]
+        time.sleep(0.3)
+        daemons = [int(p.name.split("-")[1]) for p in probe.iterdir() if p.name.startswith("daemon-")]
+        assert daemons and not [pid for pid in daemons if _alive(pid)], daemons
+    assert verdicts[True] == verdicts[False] == "error", verdicts  # the reference could not run
+    assert any(line.endswith("the server died during the run") for line in reports[True]["fork_server"]), \
+        reports[True]["fork_server"]
+
+
+WAITS = """
+import os, subprocess, time
+import torch
+probe = os.environ["PROBE_DIR"]
+daemon = subprocess.Popen(["sleep", "300"], start_new_session=True)
+open(os.path.join(probe, f"pids-{os.getppid()}-{daemon.pid}"), "w").close()
+while True:
+    time.sleep(0.1)
+"""
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_during_a_forked_run_ends_the_run_and_the_servers(tmp_path, emulator_build):
+    import signal
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text(WAITS)
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
+    env.update(PROBE_DIR=str(probe), NPU_MIGRATE_FORK_SERVER="1")
+    proc = subprocess.Popen([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--steps", "2",
+                             "train.py"], cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        end = time.monotonic() + 300
+        while len(list(probe.iterdir())) < 2 and time.monotonic() < end:
+            time.sleep(0.2)
+        pids = [[int(x) for x in p.name.split("-")[1:]] for p in probe.iterdir()]
+        assert len(pids) == 2, pids
+        for parent, _ in pids:  # both runs forked by their twin's server
+            assert b"npu_migrate.verify.zygote" in Path(f"/proc/{parent}/cmdline").read_bytes()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.3)
+    left = [pid for pair in pids for pid in pair if _alive(pid)]
+    assert not left, left  # the servers (the runs' parents) and the daemons
