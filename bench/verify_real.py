@@ -362,7 +362,10 @@ CASES = {
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
+    if os.environ.get("BENCH_FORK_SERVER") == "1":  # PROTOTYPE branch: verify's fork server
+        env["NPU_MIGRATE_FORK_SERVER"] = "1"
+    return env
 
 
 def _children_cpu() -> float:

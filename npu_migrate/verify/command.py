@@ -21,6 +21,7 @@ checkpoints and caches all live in the scratch copies.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import signal
@@ -217,13 +218,11 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     except twins.MigrationError as exc:
         raise VerifyError(str(exc)) from None
     fixed = [] if retarget else twins.changed_files(root, ref_copy)
-    migration_log = ""
 
-    def migrate_npu_copy() -> None:
+    def migrate_npu_copy() -> str:
         """The migrated twin's migration: while the reference twin starts, with --jobs 2."""
-        nonlocal migration_log
         try:
-            migration_log = twins.migrate_copy(npu_copy, options["npu"])
+            return twins.migrate_copy(npu_copy, options["npu"])
         except twins.MigrationError as exc:
             raise VerifyError(str(exc)) from None
 
@@ -250,25 +249,52 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         _say(req, f"{script} starts its own processes (torch.multiprocessing.spawn): run as one process "
                   f"with {req.nproc} device(s)")
 
-    def run_twin(name, copy, env, steps, args, announce=True):
-        if announce:
-            _say(req, f"running the {name} ({steps} step(s))")
-        env = dict(env, **{hook.ENV_ROOT: str(copy)})
-        return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
-                         req.torchrun, spawns)
-
     records = work / "records"
     # One process: each uninterrupted run snapshots its copy after the steps it saved after,
     # so that the round-trip needs no stop run (hook.ENV_SNAPSHOT, twins.snapshot_after).
     snapshots = req.resume and req.nproc == 1 and not req.torchrun and not spawns
     keep = twins.with_snapshots if snapshots else (lambda env: env)
+    # PROTOTYPE, NOT FOR MERGE: a fork server per twin (npu_migrate/verify/zygote.py), asked for.
+    servers: dict[str, twins.Server] = {}
+    forked: list[str] = []  # how each run started, for the report
+    if (os.environ.get("NPU_MIGRATE_FORK_SERVER") == "1" and req.nproc == 1 and not req.torchrun and not spawns
+            and emulated and not retarget):
+        servers["ref"] = twins.Server(_ref_env(req, twins.base_env(records / "reference", req.steps, req.seed),
+                                               emulated), work / "server-ref")
+        servers["npu"] = twins.Server(twins.npu_env(twins.base_env(records / "npu", req.steps, req.seed),
+                                                    req.nproc, emulated), work / "server-npu")
+        for server in servers.values():
+            server.forked = forked
+
+    def run_twin(name, copy, env, steps, args, announce=True):
+        if announce:
+            _say(req, f"running the {name} ({steps} step(s))")
+        env = dict(env, **{hook.ENV_ROOT: str(copy)})
+        return twins.run(name, copy / cwd_in_root, str(copy / script), args, req.nproc, env, req.timeout,
+                         req.torchrun, spawns, server=servers.get("ref" if name.startswith("reference") else "npu"))
+
+    try:
+        return _verify_runs(req, root, script, work, records, keep, run_twin, migrate_npu_copy, fresh_copy, ref_copy,
+                            npu_copy, fixed, retarget, emulated, device, spawns, servers)
+    finally:
+        for server in servers.values():
+            server.close()
+
+
+def _verify_runs(req, root, script, work, records, keep, run_twin, migrate_npu_copy, fresh_copy, ref_copy, npu_copy,
+                 fixed, retarget, emulated, device, spawns, servers) -> int:
+    migration_log = ""
+
+    def migrate_npu_copy_here() -> None:
+        nonlocal migration_log
+        migration_log = migrate_npu_copy()
     # announced here: the migration of the other copy captures the output while this run starts
     _say(req, f"running the reference twin ({req.steps} step(s))")
     ref, npu = _both(req, lambda: run_twin("reference twin", ref_copy, keep(_ref_env(req, twins.base_env(
         records / "reference", req.steps, req.seed), emulated)), req.steps, req.args, announce=False),
         lambda: run_twin("migrated twin", npu_copy, keep(twins.npu_env(twins.base_env(
             records / "npu", req.steps, req.seed), req.nproc, emulated)), req.steps, req.args),
-        before_second=migrate_npu_copy)
+        before_second=migrate_npu_copy_here)
 
     _original_frame(npu, root, npu_copy)
     _original_frame(ref, root, ref_copy)
@@ -287,6 +313,8 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
         "twins": {"reference": _twin_info(ref), "migrated": _twin_info(npu)},
         "migration": migration_log.strip().splitlines()[-20:],
     }
+    if servers:
+        base["fork_server"] = next(iter(servers.values())).forked  # filled in by the round-trip's runs too
     base["steps_counted_by"] = "backward" if any(step.get("manual") for r in (ref, npu) for data in r.ranks.values()
                                                  for step in data.get("steps", [])) else "optimizer"
     kernels = compare.attention_differences(ref, npu)

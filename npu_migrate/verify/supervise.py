@@ -124,12 +124,13 @@ def kill_tree(deadline_s: float = KILL_DEADLINE_S) -> None:
         _reap()
 
 
-def marked(token: str) -> list[int]:
-    """Live processes (this user's) whose environment holds the marker ``token``."""
+def marked(token: str, spare: frozenset[int] = frozenset()) -> list[int]:
+    """Live processes (this user's) whose environment holds the marker ``token``, but
+    those in ``spare``."""
     needle = f"{MARKER}={token}".encode() + b"\0"
     me, out = os.getpid(), []
     for pid in _pids():
-        if pid == me:
+        if pid == me or pid in spare:
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as fh:
@@ -141,11 +142,12 @@ def marked(token: str) -> list[int]:
     return out
 
 
-def sweep(token: str, rounds: int = 20) -> list[int]:
-    """Kill every live process carrying the marker ``token``; returns the pids killed."""
+def sweep(token: str, rounds: int = 20, spare: frozenset[int] = frozenset()) -> list[int]:
+    """Kill every live process carrying the marker ``token`` (but ``spare``); returns the
+    pids killed."""
     killed: list[int] = []
     for _ in range(rounds):
-        live = marked(token)
+        live = marked(token, spare)
         if not live:
             break
         _stop_and_kill(live)

@@ -311,13 +311,110 @@ def _end(proc: subprocess.Popen, token: str) -> int:
     return code
 
 
+class Server:
+    """PROTOTYPE, NOT FOR MERGE: the fork server of one twin's one-process runs
+    (npu_migrate/verify/zygote.py), under a supervisor of its own."""
+
+    def __init__(self, env: dict[str, str], folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = str(folder / "server.sock")
+        self.token = secrets.token_hex(16)
+        env = {k: v for k, v in env.items() if not k.startswith("NPU_MIGRATE_VERIFY_")}
+        env[supervise.MARKER] = self.token
+        command = [sys.executable, "-m", "npu_migrate.verify.supervise", "--parent", str(os.getpid()), "--",
+                   sys.executable, "-m", "npu_migrate.verify.zygote", self.path]
+        supervise._prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
+        with open(folder / "server.log", "w", encoding="utf-8") as log, _STARTING:
+            self.proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+            _RUNNING.add(self.proc.pid)
+        self.forked: list[str] = []
+
+    def ready(self, timeout: float = 120.0) -> bool:
+        import time
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                return False
+            if os.path.exists(self.path):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def spare(self) -> frozenset[int]:
+        return frozenset([self.proc.pid, *supervise.descendants(self.proc.pid)])
+
+    def close(self) -> None:
+        try:
+            _end(self.proc, self.token)
+        finally:
+            _RUNNING.discard(self.proc.pid)
+
+
+def _receive(conn: socket.socket) -> dict:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return json.loads(data)
+
+
+def _run_forked(server: Server, name: str, copy: Path, script: str, args: list[str], env: dict[str, str],
+                timeout: float, out: Path, log_path: Path, token: str) -> RunResult | None:
+    """The run forked by ``server``; None where it must be a fresh process."""
+    if not server.ready():
+        return None
+    spare, pid = server.spare(), None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(60)
+        conn.connect(server.path)
+        log_path.write_text("", "utf-8")
+        conn.sendall((json.dumps({"argv": [script, *args], "cwd": str(copy), "env": env,
+                                  "log": str(log_path)}) + "\n").encode())
+        first = _receive(conn)
+        if "fresh" in first:
+            server.forked.append(f"{name}: fresh ({first['fresh']})")
+            return None
+        pid, timed_out = first["pid"], False
+        conn.settimeout(timeout)
+        try:
+            code = _receive(conn)["status"]
+        except TimeoutError:
+            timed_out = True
+            supervise._stop_and_kill([pid, *supervise.descendants(pid)])
+            conn.settimeout(60)
+            code = _receive(conn)["status"]
+    except (OSError, EOFError, ValueError):
+        if pid is None:  # not started: a fresh process instead
+            return None
+        server.forked.append(f"{name}: forked; the server died during the run")
+        return RunResult(name=name, out=out, returncode=-9, log="the fork server died during the run").load()
+    finally:
+        conn.close()
+        supervise.sweep(token)
+        supervise.sweep(server.token, spare=spare)
+        _end_orphans()
+    server.forked.append(f"{name}: forked")
+    text = log_path.read_text("utf-8", errors="replace")
+    return RunResult(name=name, out=out, returncode=code, log=text, timed_out=timed_out).load()
+
+
 def run(name: str, copy: Path, script: str, args: list[str], nproc: int, env: dict[str, str],
-        timeout: float, torchrun: bool = False, spawns: bool = False) -> RunResult:
+        timeout: float, torchrun: bool = False, spawns: bool = False, server: Server | None = None) -> RunResult:
     out = Path(env[hook.ENV_OUT])
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "output.log"
     token = secrets.token_hex(16)
     env = dict(env, **{supervise.MARKER: token})
+    if server is not None and nproc == 1 and not torchrun and not spawns:
+        forked = _run_forked(server, name, copy, script, args, dict(env, **{hook.ENV_PORT: str(_free_port())}),
+                             timeout, out, log_path, token)
+        if forked is not None:
+            return forked
     line = command_line(script, args, nproc, torchrun, spawns)
     command = [sys.executable, "-m", "npu_migrate.verify.supervise", "--parent", str(os.getpid()), "--", *line]
     with open(log_path, "w", encoding="utf-8") as log:
