@@ -254,7 +254,7 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     # so that the round-trip needs no stop run (hook.ENV_SNAPSHOT, twins.snapshot_after).
     snapshots = req.resume and req.nproc == 1 and not req.torchrun and not spawns
     keep = twins.with_snapshots if snapshots else (lambda env: env)
-    # PROTOTYPE, NOT FOR MERGE: a fork server per twin (npu_migrate/verify/zygote.py), asked for.
+    # Opt-in, experimental: a fork server per twin (npu_migrate/verify/zygote.py), asked for.
     servers: dict[str, twins.Server] = {}
     forked: list[str] = []  # how each run started, for the report
     if (os.environ.get("NPU_MIGRATE_FORK_SERVER") == "1" and req.nproc == 1 and not req.torchrun and not spawns

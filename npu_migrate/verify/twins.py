@@ -312,7 +312,7 @@ def _end(proc: subprocess.Popen, token: str) -> int:
 
 
 class Server:
-    """PROTOTYPE, NOT FOR MERGE: the fork server of one twin's one-process runs
+    """Opt-in (NPU_MIGRATE_FORK_SERVER=1), experimental: the fork server of one twin's one-process runs
     (npu_migrate/verify/zygote.py), under a supervisor of its own."""
 
     def __init__(self, env: dict[str, str], folder: Path) -> None:

@@ -1,4 +1,4 @@
-"""PROTOTYPE, NOT FOR MERGE (session 4; docs/verify.md "Time"): a fork server for one
+"""Opt-in (NPU_MIGRATE_FORK_SERVER=1), experimental (docs/verify.md "Time"): a fork server for one
 twin's one-process runs.
 
 ``python -m npu_migrate.verify.zygote SOCKET`` (under the supervisor,

@@ -1,4 +1,4 @@
-"""PROTOTYPE, NOT FOR MERGE (branch verify5-forkserver): verify's fork server
+"""verify's opt-in fork server (NPU_MIGRATE_FORK_SERVER=1)
 (npu_migrate/verify/zygote.py, ``NPU_MIGRATE_FORK_SERVER=1``): runs forked from one
 process per twin compute what fresh processes compute, what a run leaves is killed,
 the script's atexit handlers run, and a project shadowing a module the server imported
