@@ -39,3 +39,31 @@ def test_npu850_time_per_megabyte_of_torch_pins():
     seconds = time.perf_counter() - started
     assert result.error is None and len(result.findings) >= deps_engine.MAX_ENTRIES - 10
     assert seconds / (len(data) / (1 << 20)) < 60, f"{seconds:.1f} s for {len(data):,} bytes"
+
+
+TIE = (b"dependencies:\n  - pytorch=2.5.1\n  - pip\n  - pip:\n"
+       b"    - torch==2.1.0 ; platform_machine == 'aarch64'\n")
+
+
+@pytest.mark.timeout(120)
+def test_two_insertions_of_one_rule_at_one_place_give_one_answer_whatever_the_hash_seed(tmp_path):
+    """NPU850 adds torch-npu after the pip list's last entry for the conda pytorch and for
+    the pip torch; one is kept. Which one followed a set's order, so the same file got
+    `torch-npu==2.5.*` in some runs and `torch-npu == 2.1.*; ...` in others."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = ("import sys\nfrom npu_migrate.deps import engine\nfrom npu_migrate.pipeline.settings import Settings\n"
+              f"sys.stdout.write(engine.migrate('environment-npu.yml', {TIE!r}, Settings()).new_source.decode())\n")
+    outputs = set()
+    for seed in range(6):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed),
+               "PYTHONPATH": os.pathsep.join([str(root), str(root / "runtime"), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
+                              timeout=60, check=True)
+        outputs.add(done.stdout)
+    assert len(outputs) == 1, outputs
+    assert outputs.pop().endswith("    - torch-npu==2.5.*\n")  # the first torch of the file (conda's)
