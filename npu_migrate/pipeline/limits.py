@@ -14,12 +14,18 @@ of the format (strings and comments skipped where that is cheap and certain), so
 it costs well under a second per megabyte whatever the shape; the count may err
 high on odd files (brackets in a plain YAML scalar), never by the hundreds of
 levels the limit leaves: real configuration files nest a few dozen levels at most.
+
+A tree-sitter parse (shell, Dockerfile, JSON) is also bounded in time,
+:func:`parse_bounded`: tree-sitter-bash's error recovery costs time quadratic in the
+number of lines that are not shell (a template's ``ROOT=<ROOT_PATH>`` before each
+command), which no count of bytes or brackets sees beforehand.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 
 try:
     import resource
@@ -162,3 +168,31 @@ def check_python_memory(data: bytes) -> None:
     limit = memory_limit()
     if limit is not None and needed > limit:
         raise LimitError(1, out_of_memory(data, needed))
+
+
+#: CPU seconds one tree-sitter parse may take: files that parse take well under 1 s per MB
+#: (2 MB of torchrun lines: 0.5 s), while 330 KB of ``P=<ROOT>`` lines, each before a
+#: command, took 35 s a parse (round 6; quadratic: 2 MB would take hours).
+MAX_PARSE_SECONDS = 10.0
+_PARSE_CHUNK = 1 << 16
+
+
+def parse_bounded(parser, data: bytes, what: str):
+    """``parser.parse(data)``, given up after :data:`MAX_PARSE_SECONDS` of CPU with a
+    :class:`LimitError`. (Read through a callback, the only form whose parse tree-sitter
+    checks for progress; the tree is the same.)"""
+    start = time.process_time()
+
+    def read(offset: int, _point) -> bytes:
+        return data[offset : offset + _PARSE_CHUNK]
+
+    def past_budget(_offset: int, _has_error: bool) -> bool:
+        return time.process_time() - start > MAX_PARSE_SECONDS
+
+    try:
+        return parser.parse(read, progress_callback=past_budget)
+    except ValueError:  # tree-sitter: "Parsing failed", the callback gave up
+        parser.reset()
+        raise LimitError(1, f"the {what} parser did not finish within {MAX_PARSE_SECONDS:.0f} s of CPU "
+                            f"(many lines that are not {what}, such as a template's placeholders?); "
+                            "skipped") from None

@@ -67,3 +67,46 @@ def test_two_insertions_of_one_rule_at_one_place_give_one_answer_whatever_the_ha
         outputs.add(done.stdout)
     assert len(outputs) == 1, outputs
     assert outputs.pop().endswith("    - torch-npu==2.5.*\n")  # the first torch of the file (conda's)
+
+
+TEMPLATE = b"P=<ROOT>\nexport CUDA_VISIBLE_DEVICES=0,1\n"
+
+
+@pytest.mark.timeout(90)
+def test_a_shell_parse_is_bounded_in_time(monkeypatch):
+    """tree-sitter-bash's error recovery is quadratic in the lines that are not shell: 330 KB
+    of `P=<ROOT>` lines, each before a command, took 35 s a parse, and the shell front end
+    parses such a file three times (the template reading); 2 MB would take hours."""
+    from npu_migrate.pipeline import limits
+    from npu_migrate.shell import engine as shell
+
+    monkeypatch.setattr(limits, "MAX_PARSE_SECONDS", 1.0, raising=False)
+    started = time.perf_counter()
+    with pytest.raises(limits.LimitError, match="did not finish within 1 s"):
+        shell.migrate("run.sh", b"#!/bin/bash\n" + TEMPLATE * 8000, Settings())
+    assert time.perf_counter() - started < 30
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["shell", "dockerfile", "json"])
+def test_a_bounded_parse_gives_the_trees_of_a_plain_parse(kind):
+    """Read through a callback (the form tree-sitter checks for progress), every parser
+    builds the same tree, for a file that parses and one that does not."""
+    from npu_migrate.configs import json_reader
+    from npu_migrate.dockerfile import parser as docker
+    from npu_migrate.pipeline import limits
+    from npu_migrate.shell import parser as bash
+
+    make = {"shell": bash._parser, "dockerfile": docker._parser, "json": json_reader.parser}[kind]
+    samples = {
+        "shell": [b"export CUDA_VISIBLE_DEVICES=0 ; torchrun --nproc_per_node 8 train.py \"$@\"\n" * 3000,
+                  TEMPLATE * 300],
+        "dockerfile": [b"FROM x\n" + b"RUN CUDA_VISIBLE_DEVICES=0 torchrun train.py \\\n  --lr 1\n" * 3000,
+                       b"FROM\nRUN <X>\n" * 300],
+        "json": [b'{"a": [' + b'{"device": "cuda", "n": 1.5e3},' * 5000 + b'{}]}', b'{"a": <X>, "b": }\n' * 300],
+    }[kind]
+    for data in samples:
+        plain = make().parse(data)
+        bounded = limits.parse_bounded(make(), data, kind)
+        assert str(bounded.root_node) == str(plain.root_node)
+        assert bounded.root_node.end_byte == plain.root_node.end_byte == len(data)
