@@ -23,6 +23,8 @@ command), which no count of bytes or brackets sees beforehand.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import time
@@ -170,29 +172,47 @@ def check_python_memory(data: bytes) -> None:
         raise LimitError(1, out_of_memory(data, needed))
 
 
-#: CPU seconds one tree-sitter parse may take: files that parse take well under 1 s per MB
-#: (2 MB of torchrun lines: 0.5 s), while 330 KB of ``P=<ROOT>`` lines, each before a
+#: CPU seconds tree-sitter may parse for one file (the shell front end parses a template
+#: three times, a notebook each ``%%bash`` cell): files that parse take well under 1 s per
+#: MB (2 MB of torchrun lines: 0.5 s), while 330 KB of ``P=<ROOT>`` lines, each before a
 #: command, took 35 s a parse (round 6; quadratic: 2 MB would take hours).
 MAX_PARSE_SECONDS = 10.0
-_PARSE_CHUNK = 1 << 16
+_PARSE_CHUNK = 1 << 12
+#: the parse seconds the current file has spent (``parse_budget``), a list to add to
+_SPENT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("npu_migrate_parse_spent", default=None)
+
+
+@contextlib.contextmanager
+def parse_budget():
+    """One file's parses share :data:`MAX_PARSE_SECONDS` (the runner opens one per file)."""
+    token = _SPENT.set([0.0])
+    try:
+        yield
+    finally:
+        _SPENT.reset(token)
 
 
 def parse_bounded(parser, data: bytes, what: str):
-    """``parser.parse(data)``, given up after :data:`MAX_PARSE_SECONDS` of CPU with a
-    :class:`LimitError`. (Read through a callback, the only form whose parse tree-sitter
-    checks for progress; the tree is the same.)"""
+    """``parser.parse(data)``, given up with a :class:`LimitError` once the file's parses
+    (:func:`parse_budget`; this parse alone outside one) have taken
+    :data:`MAX_PARSE_SECONDS` of CPU. (Read through a callback, the only form whose
+    parse tree-sitter checks for progress; the tree is the same.)"""
+    spent = _SPENT.get() or [0.0]
     start = time.process_time()
+    left = MAX_PARSE_SECONDS - spent[0]
 
     def read(offset: int, _point) -> bytes:
         return data[offset : offset + _PARSE_CHUNK]
 
     def past_budget(_offset: int, _has_error: bool) -> bool:
-        return time.process_time() - start > MAX_PARSE_SECONDS
+        return time.process_time() - start > left
 
     try:
         return parser.parse(read, progress_callback=past_budget)
     except ValueError:  # tree-sitter: "Parsing failed", the callback gave up
         parser.reset()
-        raise LimitError(1, f"the {what} parser did not finish within {MAX_PARSE_SECONDS:.0f} s of CPU "
+        raise LimitError(1, f"the {what} parser did not finish within {MAX_PARSE_SECONDS:g} s of CPU "
                             f"(many lines that are not {what}, such as a template's placeholders?); "
                             "skipped") from None
+    finally:
+        spent[0] += time.process_time() - start
