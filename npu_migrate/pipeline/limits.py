@@ -177,6 +177,9 @@ def check_python_memory(data: bytes) -> None:
 #: MB (2 MB of torchrun lines: 0.5 s), while 330 KB of ``P=<ROOT>`` lines, each before a
 #: command, took 35 s a parse (round 6; quadratic: 2 MB would take hours).
 MAX_PARSE_SECONDS = 10.0
+#: and more for a larger file: tree-sitter-json takes about 0.1 s per MB of a notebook of
+#: printed lines (33 MB: 2.9 s), and a notebook may hold 128 MB
+PARSE_SECONDS_PER_MB = 0.3
 _PARSE_CHUNK = 1 << 12
 #: the parse seconds the current file has spent (``parse_budget``), a list to add to
 _SPENT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("npu_migrate_parse_spent", default=None)
@@ -195,11 +198,13 @@ def parse_budget():
 def parse_bounded(parser, data: bytes, what: str):
     """``parser.parse(data)``, given up with a :class:`LimitError` once the file's parses
     (:func:`parse_budget`; this parse alone outside one) have taken
-    :data:`MAX_PARSE_SECONDS` of CPU. (Read through a callback, the only form whose
-    parse tree-sitter checks for progress; the tree is the same.)"""
+    :data:`MAX_PARSE_SECONDS` of CPU, plus :data:`PARSE_SECONDS_PER_MB` of ``data``.
+    (Read through a callback, the only form whose parse tree-sitter checks for
+    progress; the tree is the same.)"""
     spent = _SPENT.get() or [0.0]
     start = time.process_time()
-    left = MAX_PARSE_SECONDS - spent[0]
+    allowed = MAX_PARSE_SECONDS + PARSE_SECONDS_PER_MB * len(data) / (1 << 20)
+    left = allowed - spent[0]
 
     def read(offset: int, _point) -> bytes:
         return data[offset : offset + _PARSE_CHUNK]
@@ -211,7 +216,7 @@ def parse_bounded(parser, data: bytes, what: str):
         return parser.parse(read, progress_callback=past_budget)
     except ValueError:  # tree-sitter: "Parsing failed", the callback gave up
         parser.reset()
-        raise LimitError(1, f"the {what} parser did not finish within {MAX_PARSE_SECONDS:g} s of CPU "
+        raise LimitError(1, f"the {what} parser did not finish within {allowed:.0f} s of CPU "
                             f"(many lines that are not {what}, such as a template's placeholders?); "
                             "skipped") from None
     finally:
