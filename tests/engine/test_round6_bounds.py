@@ -126,3 +126,20 @@ def test_the_parses_of_one_file_share_one_budget():
             limits.parse_bounded(bash._parser(), TEMPLATE * 300, "shell")
     with limits.parse_budget():
         assert limits.parse_bounded(bash._parser(), TEMPLATE * 300, "shell").root_node.has_error
+
+
+@pytest.mark.timeout(120)
+def test_a_run_of_adjacent_ifs_is_judged_once(monkeypatch):
+    """NPU010's NPU-aware chains: adjacent `if` statements count as one chain, and each
+    device test inside was judged against every other one (12,000 adjacent `if
+    torch.cuda.is_available():` blocks, 650 KB, gave no answer in 120 s)."""
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.python import npu_aware
+
+    calls = []
+    real = npu_aware.npu_mentions
+    monkeypatch.setattr(npu_aware, "npu_mentions", lambda ctx, test: calls.append(1) or real(ctx, test))
+    unit = "# requires CUDA\nif torch.cuda.is_available():\n    y = 2\n"
+    result = migrate_safely("gates.py", ("import torch\n" + unit * 300).encode(), Settings())
+    assert result.error is None and len(result.findings) == 300
+    assert len(calls) <= 2 * 300, len(calls)  # the old code: one per pair, 90,000
