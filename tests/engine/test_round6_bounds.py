@@ -143,3 +143,20 @@ def test_a_run_of_adjacent_ifs_is_judged_once(monkeypatch):
     result = migrate_safely("gates.py", ("import torch\n" + unit * 300).encode(), Settings())
     assert result.error is None and len(result.findings) == 300
     assert len(calls) <= 2 * 300, len(calls)  # the old code: one per pair, 90,000
+
+
+@pytest.mark.timeout(120)
+def test_a_statements_own_verdict_is_found_once(monkeypatch):
+    """cuda_backend.region looked at the comments above a statement (and generated its
+    code) once per device call in it: 5,000 `.cuda()` calls in one statement under 20,000
+    comment lines gave no answer in 120 s."""
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.python import cuda_backend
+
+    calls = []
+    real = cuda_backend._comments_above
+    monkeypatch.setattr(cuda_backend, "_comments_above", lambda node: calls.append(1) or real(node))
+    source = "import torch\n" + "# requires CUDA only\n" * 50 + "xs = [" + "t.cuda(), " * 300 + "]\n"
+    result = migrate_safely("many.py", source.encode(), Settings())
+    assert result.error is None and len(result.fixes) == 301
+    assert len(calls) <= 10, len(calls)  # the old code: one per call, 300
