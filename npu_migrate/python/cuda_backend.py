@@ -224,7 +224,17 @@ def _skipped_as_kernel_tests(ctx: FileContext) -> bool:
 
 def file_region(ctx: FileContext) -> tuple[str, str] | None:
     """``(rule, message)`` when the whole file is left alone: another backend's module, a
-    module of the project's kernels, one written for Ascend, a test module of kernels."""
+    module of the project's kernels, one written for Ascend, a test module of kernels.
+    Found once per file (asked for each edit, it searched the whole text each time)."""
+    if ctx._statement_regions.get(ctx.module, _UNSET) is _UNSET:
+        ctx._statement_regions[ctx.module] = _file_region(ctx)
+    return ctx._statement_regions[ctx.module]
+
+
+_UNSET = object()
+
+
+def _file_region(ctx: FileContext) -> tuple[str, str] | None:
     if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
         return AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged"
     kernels = kernel_module(ctx)

@@ -160,3 +160,4 @@ def test_a_statements_own_verdict_is_found_once(monkeypatch):
     result = migrate_safely("many.py", source.encode(), Settings())
     assert result.error is None and len(result.fixes) == 301
     assert len(calls) <= 10, len(calls)  # the old code: one per call, 300
+
