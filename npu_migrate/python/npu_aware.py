@@ -380,6 +380,7 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
         return {}
     out: dict[tuple[int, int], tuple[str, str]] = {}
     ordered = sorted(kept)  # a binary search per assignment, not a scan of every kept line (quadratic)
+    tested: dict[int, tuple[ast.AST, dict[str, str]]] = {}  # id(scope) -> (scope, flag -> NPU test)
     for node in all_nodes(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
             continue
@@ -395,22 +396,34 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
             if flag is None:
                 continue
             scope = tree if "." in flag else enclosing_function(tree, node.lineno)
-            found = _tested_in_aware_group(scope, flag)
+            if id(scope) not in tested:  # each scope's chains read once, not once per flag in it
+                tested[id(scope)] = (scope, _aware_group_tests(scope))
+            found = tested[id(scope)][1].get(flag)
             if found is not None:
                 out[span] = (flag, found)
                 break
     return out
 
 
-def _tested_in_aware_group(scope: ast.AST, flag: str) -> str | None:
-    # Any NPU test counts here, also one written the way a rewrite writes it
-    # (``elif self.is_npu:``): the flag itself still holds a pending edit, so this is
-    # not the tool's own output (a second run has nothing left to rewrite in it).
+def _aware_group_tests(scope: ast.AST) -> dict[str, str]:
+    """Each flag tested in a group (``_groups``) that also tests the NPU -> that test, as
+    code, from the first such group; in one pass over the scope (asked per flag, 2,000
+    flags read the module 2,000 times). Any NPU test counts here, also one written the
+    way a rewrite writes it (``elif self.is_npu:``): the flag itself still holds a
+    pending edit, so this is not the tool's own output (a second run has nothing left to
+    rewrite in it)."""
+    found: dict[str, str] = {}
     for group in _groups(scope):
         tests = [test for test, _ in group if test is not None]
-        uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
-        if uses and any(_ast_names_npu(test) for test in tests):
-            test = next(t for t in tests if _ast_names_npu(t))
-            text = " ".join(ast.unparse(test).split())
-            return text if len(text) <= 60 else text[:57] + "..."
-    return None
+        npu = next((t for t in tests if _ast_names_npu(t)), None)
+        if npu is None:
+            continue
+        used = {_ast_dotted(n) for test in tests for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+        used.discard(None)
+        if not used - found.keys():
+            continue
+        text = " ".join(ast.unparse(npu).split())
+        for flag in used:
+            found.setdefault(flag, text if len(text) <= 60 else text[:57] + "...")
+    return found
+

@@ -161,3 +161,19 @@ def test_a_statements_own_verdict_is_found_once(monkeypatch):
     assert result.error is None and len(result.fixes) == 301
     assert len(calls) <= 10, len(calls)  # the old code: one per call, 300
 
+
+
+@pytest.mark.timeout(120)
+def test_flags_are_matched_to_aware_chains_in_one_pass_per_scope(monkeypatch):
+    """`cuda_fN = torch.cuda.is_available()` flags: each flag read every chain of its scope
+    again (2,000 flags: 64 s, of which half here)."""
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.python import npu_aware
+
+    calls = []
+    real = npu_aware._groups
+    monkeypatch.setattr(npu_aware, "_groups", lambda scope: calls.append(1) or real(scope))
+    source = "import torch\n" + "".join(f"cuda_f{i} = torch.cuda.is_available()\n" for i in range(300))
+    result = migrate_safely("flags.py", source.encode(), Settings())
+    assert result.error is None and len(result.fixes) == 301
+    assert len(calls) <= 5, len(calls)  # the old code: one per flag, 300
