@@ -39,6 +39,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
     """Discover and migrate; files that could not be found come back as errors.
     Discovery's warnings (a named file no front end handles, nothing to migrate)
     are printed here, unless quiet."""
+    from npu_migrate.pipeline import discovery
     from npu_migrate.pipeline.discovery import discover
     from npu_migrate.pipeline.runner import default_jobs
 
@@ -65,7 +66,7 @@ def migrate_files(prep: Prepared, err: Console, vendored: str | None = None) -> 
 
     def project_files(root: str) -> list[str]:
         # the project's files, for its facts: what `npu-migrate ROOT` would migrate
-        return discover([root], prep.resolved.exclude, prep.root, prep.resolved.force_exclude).files
+        return discovery.project_files(root, prep.resolved.exclude, prep.root, prep.resolved.force_exclude)
     cache_factory = None
     if opts.cache:
         from npu_migrate.pipeline.cache import Cache, default_directory

@@ -41,7 +41,7 @@ def _facts(name: str, data: bytes, prep: Prepared) -> ProjectFacts:
     import os
 
     from npu_migrate.pipeline.config import project_root
-    from npu_migrate.pipeline.discovery import discover
+    from npu_migrate.pipeline.discovery import project_files
 
     if name == DEFAULT_NAME or not os.path.isdir(os.path.dirname(os.path.abspath(name))):
         return ProjectFacts.scan([(name, data)] if name != DEFAULT_NAME else [data])
@@ -51,7 +51,7 @@ def _facts(name: str, data: bytes, prep: Prepared) -> ProjectFacts:
 
     def sources():
         yield name, data
-        for path in discover([root], prep.resolved.exclude, prep.root, prep.resolved.force_exclude).files:
+        for path in project_files(root, prep.resolved.exclude, prep.root, prep.resolved.force_exclude):
             if os.path.abspath(path) != own and project_root(path, memo) == root:
                 try:
                     with open(path, "rb") as handle:

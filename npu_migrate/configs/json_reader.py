@@ -51,10 +51,10 @@ def parser():
 def parse(data: bytes):
     """The tree-sitter tree of ``data``; ReadError names the first syntax error's line."""
     limits.check(data, "json")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
-    tree = parser().parse(data)
+    tree = limits.parse_bounded(parser(), data, "JSON")
     if tree.root_node.has_error:
         finite = _finite(data)
-        first = parser().parse(finite) if finite is not data else tree
+        first = limits.parse_bounded(parser(), finite, "JSON") if finite is not data else tree
         if not first.root_node.has_error:
             return first
         commas = _trailing_commas(first.root_node)
@@ -62,7 +62,7 @@ def parse(data: bytes):
             blanked = bytearray(finite)
             for offset in commas:
                 blanked[offset] = 0x20
-            again = parser().parse(bytes(blanked))
+            again = limits.parse_bounded(parser(), bytes(blanked), "JSON")
             if not again.root_node.has_error:
                 return again
         raise ReadError(_first_error(tree.root_node), "not valid JSON")

@@ -27,4 +27,6 @@ def parse(data: bytes) -> tree_sitter.Tree:
     comment line follows) ``\\`` + blank + LF, so it reads ``\\`` CRLF as `` \\`` LF
     and other CRLFs as `` \n``: the same length, so every offset is the file's. Shell
     parts are parsed from the original bytes (tree-sitter-bash handles CRLF)."""
-    return _parser().parse(data.replace(b"\\\r\n", b" \\\n").replace(b"\r\n", b" \n"))
+    from npu_migrate.pipeline.limits import parse_bounded
+
+    return parse_bounded(_parser(), data.replace(b"\\\r\n", b" \\\n").replace(b"\r\n", b" \n"), "Dockerfile")

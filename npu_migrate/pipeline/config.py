@@ -82,7 +82,7 @@ def project_root(path: str | os.PathLike, cache: dict[str, str] | None = None) -
             found = _cache[current]
             break
         seen.append(current)
-        if any(os.path.exists(os.path.join(current, name)) for name in PROJECT_MARKERS):
+        if marked(current):
             found = current
             break
         parent = os.path.dirname(current)
@@ -95,6 +95,14 @@ def project_root(path: str | os.PathLike, cache: dict[str, str] | None = None) -
     for entry in seen:
         _cache[entry] = found
     return found
+
+
+def marked(directory: str | os.PathLike) -> bool:
+    """``directory`` holds one of :data:`PROJECT_MARKERS`. A :func:`project_root` that is
+    not marked is the fallback for a file with no marker above it (a file directly in
+    ``/tmp``): that project is the directory's own files, none of its subfolders' (each
+    of them is a project of its own)."""
+    return any(os.path.exists(os.path.join(directory, name)) for name in PROJECT_MARKERS)
 
 
 def _common_parent(paths: list[str]) -> Path:

@@ -255,9 +255,10 @@ def force_excluded(path: str, exclude: list[str], root: Path) -> bool:
 
 
 def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bool = False,
-             outputs: Iterable[str] = ()) -> Discovered:
+             outputs: Iterable[str] = (), recursive: bool = True) -> Discovered:
     """``outputs``: the files this run writes (``--report``, ``--output-file``); a
-    directory walk skips them (a JSON report in the tree is a config file otherwise)."""
+    directory walk skips them (a JSON report in the tree is a config file otherwise).
+    ``recursive=False``: a directory's own files only, its subfolders not searched."""
     found = Discovered()
     is_excluded = _matcher(exclude, root)
     seen: set[tuple[int, int]] = set()
@@ -358,7 +359,7 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
                     not_followed(sub, "directory")
                     continue
                 keep.append(name)
-            dirnames[:] = keep
+            dirnames[:] = keep if recursive else []
             for name in sorted(filenames):
                 if is_temp_name(name):
                     found.leftovers.append(os.path.join(dirpath, name))
@@ -379,3 +380,16 @@ def discover(paths: list[str], exclude: list[str], root: Path, force_exclude: bo
                 add(Path(os.path.relpath(file)) if not Path(raw).is_absolute() else file, info)
         found.errors.extend(ignores.errors)
     return found
+
+
+def project_files(root: str, exclude: list[str], config_root: Path, force_exclude: bool = False) -> list[str]:
+    """The files of the project at ``root`` (:func:`npu_migrate.pipeline.config.project_root`),
+    read for its facts: what ``npu-migrate ROOT`` would migrate. A root without a project
+    marker (a file directly in ``/tmp`` or ``~/Downloads``, no repository or project file
+    above it) is a project of its own files only: each of its subfolders is another
+    project (:func:`~npu_migrate.pipeline.config.marked`), so they are not walked. Walking
+    them gave the same facts but read the whole folder tree first (an editor's or a
+    pre-commit's `npu-migrate /tmp/x.py` ran for over an hour)."""
+    from npu_migrate.pipeline.config import marked
+
+    return discover([root], exclude, config_root, force_exclude, recursive=marked(root)).files

@@ -105,9 +105,12 @@ STACKED_INSERTIONS = frozenset({"NPU850", "NPU854"})
 
 def apply(data: bytes, edits: list[TextEdit]) -> tuple[bytes, list[TextEdit]]:
     """Apply non-overlapping edits; an edit that overlaps one already taken (two
-    rules on the same bytes) is dropped. Returns the new bytes and the edits applied."""
+    rules on the same bytes) is dropped. Returns the new bytes and the edits applied.
+    Of two edits of one rule at the same place, the one it made first is kept: the order
+    of a ``set`` made that choice vary with the hash seed, from run to run (NPU850 adding
+    torch-npu for a conda ``pytorch`` and a pip ``torch`` of another series)."""
     taken: list[TextEdit] = []
-    for edit in sorted(set(edits), key=lambda e: (e.start, e.end, e.rule)):
+    for edit in sorted(dict.fromkeys(edits), key=lambda e: (e.start, e.end, e.rule)):
         if taken and edit.start < taken[-1].end:
             continue
         if taken and edit.start == edit.end == taken[-1].start == taken[-1].end and not (

@@ -14,12 +14,20 @@ of the format (strings and comments skipped where that is cheap and certain), so
 it costs well under a second per megabyte whatever the shape; the count may err
 high on odd files (brackets in a plain YAML scalar), never by the hundreds of
 levels the limit leaves: real configuration files nest a few dozen levels at most.
+
+A tree-sitter parse (shell, Dockerfile, JSON) is also bounded in time,
+:func:`parse_bounded`: tree-sitter-bash's error recovery costs time quadratic in the
+number of lines that are not shell (a template's ``ROOT=<ROOT_PATH>`` before each
+command), which no count of bytes or brackets sees beforehand.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
+import time
 
 try:
     import resource
@@ -162,3 +170,54 @@ def check_python_memory(data: bytes) -> None:
     limit = memory_limit()
     if limit is not None and needed > limit:
         raise LimitError(1, out_of_memory(data, needed))
+
+
+#: CPU seconds tree-sitter may parse for one file (the shell front end parses a template
+#: three times, a notebook each ``%%bash`` cell): files that parse take well under 1 s per
+#: MB (2 MB of torchrun lines: 0.5 s), while 330 KB of ``P=<ROOT>`` lines, each before a
+#: command, took 35 s a parse (round 6; quadratic: 2 MB would take hours).
+MAX_PARSE_SECONDS = 10.0
+#: and more for a larger file: tree-sitter-json takes about 0.1 s per MB of a notebook of
+#: printed lines (33 MB: 2.9 s), and a notebook may hold 128 MB
+PARSE_SECONDS_PER_MB = 0.3
+_PARSE_CHUNK = 1 << 12
+#: the parse seconds the current file has spent (``parse_budget``), a list to add to
+_SPENT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("npu_migrate_parse_spent", default=None)
+
+
+@contextlib.contextmanager
+def parse_budget():
+    """One file's parses share :data:`MAX_PARSE_SECONDS` (the runner opens one per file)."""
+    token = _SPENT.set([0.0])
+    try:
+        yield
+    finally:
+        _SPENT.reset(token)
+
+
+def parse_bounded(parser, data: bytes, what: str):
+    """``parser.parse(data)``, given up with a :class:`LimitError` once the file's parses
+    (:func:`parse_budget`; this parse alone outside one) have taken
+    :data:`MAX_PARSE_SECONDS` of CPU, plus :data:`PARSE_SECONDS_PER_MB` of ``data``.
+    (Read through a callback, the only form whose parse tree-sitter checks for
+    progress; the tree is the same.)"""
+    spent = _SPENT.get() or [0.0]
+    start = time.process_time()
+    allowed = MAX_PARSE_SECONDS + PARSE_SECONDS_PER_MB * len(data) / (1 << 20)
+    left = allowed - spent[0]
+
+    def read(offset: int, _point) -> bytes:
+        return data[offset : offset + _PARSE_CHUNK]
+
+    def past_budget(_offset: int, _has_error: bool) -> bool:
+        return time.process_time() - start > left
+
+    try:
+        return parser.parse(read, progress_callback=past_budget)
+    except ValueError:  # tree-sitter: "Parsing failed", the callback gave up
+        parser.reset()
+        raise LimitError(1, f"the {what} parser did not finish within {allowed:.0f} s of CPU "
+                            f"(many lines that are not {what}, such as a template's placeholders?); "
+                            "skipped") from None
+    finally:
+        spent[0] += time.process_time() - start

@@ -102,6 +102,7 @@ def _migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
         LimitError,
         check_python_memory,
         out_of_memory,
+        parse_budget,
     )
 
     file_type = filetypes.detect(path, data[: filetypes.HEAD_BYTES]) or filetypes.PYTHON
@@ -110,7 +111,8 @@ def _migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
             check_python_memory(data)  # refused before parsing if it cannot fit (npu_migrate/pipeline/limits.py)
         elif (why := file_roles.data_file_reason(path, data)) is not None:
             return FileResult(path=path, skipped=f"data file ({why})")  # results, metrics, datasets: no rule runs
-        result = _noted(file_type.migrate()(path, data, settings), file_type)
+        with parse_budget():  # tree-sitter's parses of the file, together (npu_migrate/pipeline/limits.py)
+            result = _noted(file_type.migrate()(path, data, settings), file_type)
         # CI workflows run on the CI's (NVIDIA) runners: every rewrite there is reported instead
         return file_roles.report_only(result) if file_roles.is_ci_file(path) else result
     except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/pipeline/limits.py)

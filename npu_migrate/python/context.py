@@ -89,6 +89,10 @@ class FileContext:
     _python_tree_failed: bool = False
     _quote: str | None = None
     _cuda_only_index: object = None
+    #: cuda_backend.region's verdict per simple statement (file_region's under the module),
+    #: and the generated code of a block
+    _statement_regions: dict[cst.CSTNode, object] = field(default_factory=dict)
+    _block_code: dict[cst.CSTNode, str] = field(default_factory=dict)
 
     @property
     def module(self) -> cst.Module:

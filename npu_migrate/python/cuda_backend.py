@@ -240,7 +240,17 @@ def _skipped_as_kernel_tests(ctx: FileContext) -> bool:
 
 def file_region(ctx: FileContext) -> tuple[str, str] | None:
     """``(rule, message)`` when the whole file is left alone: another backend's module, a
-    module of the project's kernels, one written for Ascend, a test module of kernels."""
+    module of the project's kernels, one written for Ascend, a test module of kernels.
+    Found once per file (asked for each edit, it searched the whole text each time)."""
+    if ctx._statement_regions.get(ctx.module, _UNSET) is _UNSET:
+        ctx._statement_regions[ctx.module] = _file_region(ctx)
+    return ctx._statement_regions[ctx.module]
+
+
+_UNSET = object()
+
+
+def _file_region(ctx: FileContext) -> tuple[str, str] | None:
     if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
         return AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged"
     kernels = kernel_module(ctx)
@@ -328,19 +338,12 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
                         False)
         if isinstance(ancestor, cst.SimpleStatementLine) and statement_seen is None:
             statement_seen = ancestor
-            text = ctx.module.code_for_node(ancestor)
-            if (_makes_a_choice(ancestor)
-                    and (feature := _CUDA_FEATURE.search(_comments_above(ancestor))) is not None):
-                # `# Only attempt on-device (NVDEC) decoding for CUDA outputs` above
-                # `decode_device = out_device if out_device.type == "cuda" else None`
-                return (ancestor, KERNEL_GATE, f"a choice its comment ties to a CUDA-only mechanism "
-                        f"(`{feature.group()}`); left as a CUDA test, so on NPU that mechanism is not used", False)
-            if ROCM_VALUE.search(text):
-                return ancestor, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
-            sibling = _npu_sibling(ctx, ancestor)
-            if sibling is not None:
-                return (ancestor, AWARE, f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged",
-                        False)
+            # the statement's own verdict, found once per statement: a statement of 5,000
+            # `.cuda()` calls under 20,000 comment lines was generated and searched per call
+            if ancestor not in ctx._statement_regions:
+                ctx._statement_regions[ancestor] = _statement_region(ctx, ancestor)
+            if (verdict := ctx._statement_regions[ancestor]) is not None:
+                return verdict
         if isinstance(ancestor, cst.Call) and last_name(ancestor.func) in _SKIPS and _kernel_skip(ctx, ancestor):
             return (ancestor, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
                     "CUDA test, so on NPU these tests are skipped", False)
@@ -352,6 +355,23 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
                 return (skip, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
                         "CUDA test, so on NPU these tests are skipped", False)
         child = ancestor
+    return None
+
+
+def _statement_region(ctx: FileContext, statement: cst.SimpleStatementLine
+                      ) -> tuple[cst.CSTNode, str, str, bool] | None:
+    """What :func:`region` says of the code in ``statement`` for the statement itself."""
+    if _makes_a_choice(statement) and (feature := _CUDA_FEATURE.search(_comments_above(statement))) is not None:
+        # `# Only attempt on-device (NVDEC) decoding for CUDA outputs` above
+        # `decode_device = out_device if out_device.type == "cuda" else None`
+        return (statement, KERNEL_GATE, f"a choice its comment ties to a CUDA-only mechanism "
+                f"(`{feature.group()}`); left as a CUDA test, so on NPU that mechanism is not used", False)
+    if ROCM_VALUE.search(ctx.module.code_for_node(statement)):
+        return statement, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+    sibling = _npu_sibling(ctx, statement)
+    if sibling is not None:
+        return (statement, AWARE, f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged",
+                False)
     return None
 
 
@@ -561,7 +581,9 @@ def _npu_sibling(ctx: FileContext, statement: cst.SimpleStatementLine) -> str | 
     if block is None:
         return None
     assigned = re.compile(rf"^\s*{re.escape(sibling)}\s*(?::[^=\n]*)?=(?!=)", re.IGNORECASE | re.MULTILINE)
-    return sibling if assigned.search(ctx.module.code_for_node(block)) else None
+    if block not in ctx._block_code:  # once per block: 20,000 `cuda_x = ...` lines each generated the module
+        ctx._block_code[block] = ctx.module.code_for_node(block)
+    return sibling if assigned.search(ctx._block_code[block]) else None
 
 
 def partial_chains(ctx: FileContext, edits, line) -> set[int]:

@@ -314,9 +314,10 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
 
     edited = npu_aware.edited_nodes(ctx, [e.anchor for e in edits] + [e.node for e in edits])
     aware_lines: dict[int, tuple[cst.CSTNode, cst.CSTNode, cst.CSTNode | None]] = {}
+    chains: dict = {}  # what each run of adjacent if statements says, found once
 
     def outside_aware_chain(node: cst.CSTNode) -> bool:
-        found = npu_aware.aware_chain(ctx, node, edited)
+        found = npu_aware.aware_chain(ctx, node, edited, chains)
         if found is None:
             return True
         aware_lines.setdefault(line(node), (node, *found))

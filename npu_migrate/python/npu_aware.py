@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 import libcst as cst
 import libcst.helpers
@@ -121,32 +121,52 @@ def _branches(ctx: FileContext, top: cst.If) -> Iterator[tuple[cst.CSTNode | Non
         yield None, branch.body
 
 
-def _adjacent(ctx: FileContext, top: cst.If) -> list[cst.If]:
+def _adjacent(ctx: FileContext, top: cst.If, memo: dict | None = None) -> list[cst.If]:
     """``top`` and the ``if`` statements right next to it in the same block: ``if t ==
-    'cuda': ...`` followed by ``if t == 'npu': ...`` handles the NPU as an elif would."""
+    'cuda': ...`` followed by ``if t == 'npu': ...`` handles the NPU as an elif would.
+    With ``memo`` (one per file), each block's runs of ``if`` statements are found once."""
     block = ctx.parent(top)
     body = getattr(block, "body", None)
-    if not isinstance(body, (list, tuple)) or top not in body:
+    if not isinstance(body, (list, tuple)):
         return [top]
-    index = body.index(top)
-    first = last = index
-    while first > 0 and isinstance(body[first - 1], cst.If):
-        first -= 1
-    while last + 1 < len(body) and isinstance(body[last + 1], cst.If):
-        last += 1
-    return list(body[first:last + 1])
+    if memo is None:
+        runs = _runs_of_ifs(body)
+    else:
+        key = ("runs", id(block))
+        if key not in memo:
+            memo[key] = (block, _runs_of_ifs(body))  # the block kept alive: its id stays its own
+        runs = memo[key][1]
+    run = runs.get(id(top))
+    return [top] if run is None else run
+
+
+def _runs_of_ifs(body: Sequence[cst.CSTNode]) -> dict[int, list[cst.If]]:
+    """id of each ``if`` statement of ``body`` -> the run of adjacent ``if`` statements holding it."""
+    runs: dict[int, list[cst.If]] = {}
+    current: list[cst.If] = []
+    for statement in [*body, None]:
+        if isinstance(statement, cst.If):
+            current.append(statement)
+            continue
+        for member in current:
+            runs[id(member)] = current
+        current = []
+    return runs
 
 
 def _contains(node: cst.CSTNode | None, marked: Collection[cst.CSTNode]) -> bool:
     return node is not None and node in marked
 
 
-def aware_chain(ctx: FileContext, node: cst.CSTNode,
-                edited: Collection[cst.CSTNode]) -> tuple[cst.CSTNode, cst.CSTNode | None] | None:
+def aware_chain(ctx: FileContext, node: cst.CSTNode, edited: Collection[cst.CSTNode],
+                memo: dict | None = None) -> tuple[cst.CSTNode, cst.CSTNode | None] | None:
     """The outermost if/elif chain (or conditional expression) around ``node`` that
     already handles the NPU, if any, with the test of it that names the NPU (for the
     reviewer; None where only a value does: ``torch.cuda if c else torch.npu``).
-    ``edited`` holds every node that is, or contains, the target of a pending edit."""
+    ``edited`` holds every node that is, or contains, the target of a pending edit.
+    ``memo`` (one per file and ``edited``): what each run of adjacent ``if`` statements
+    says is found once, not again for each node inside it (12,000 adjacent ``if
+    torch.cuda.is_available():`` blocks took minutes, each looking at all the others)."""
     found: tuple[cst.CSTNode, cst.CSTNode | None] | None = None
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.IfExp):
@@ -182,26 +202,44 @@ def aware_chain(ctx: FileContext, node: cst.CSTNode,
             top = ancestor
             while isinstance(ctx.parent(top), cst.If) and ctx.parent(top).orelse is top:
                 top = ctx.parent(top)
-            branches = [branch for chain in _adjacent(ctx, top) for branch in _branches(ctx, chain)]
-            for index, (test, _) in enumerate(branches):
-                if test is None:
-                    continue
-                named, human = npu_mentions(ctx, test)
-                if not named:
-                    continue
-                others = [part for i, branch in enumerate(branches) if i != index for part in branch]
-                if human or any(_contains(part, edited) for part in others):
-                    found = top, test
-                    break
+            group = _adjacent(ctx, top, memo)
+            key = ("chain", id(group[0]))
+            verdict = memo.get(key) if memo is not None else None
+            if verdict is None:
+                verdict = _chain_verdict(ctx, group, edited)
+                if memo is not None:
+                    memo[key] = verdict
+            aware_test, importing = verdict
+            if aware_test is not None:
+                found = top, aware_test
             else:
                 # `if torch.cuda.is_available(): ... else: import torch_npu; device = "npu"`:
                 # another branch imports torch_npu itself (the tool only imports at the top)
                 holder = {id(a) for a in ctx.ancestors(node)}
-                for test, body in branches:
-                    if id(body) not in holder and _imports_torch_npu(body):
+                for test, body in importing:
+                    if id(body) not in holder:
                         found = top, test
                         break
     return found
+
+
+def _chain_verdict(ctx: FileContext, group: list[cst.If], edited: Collection[cst.CSTNode]
+                   ) -> tuple[cst.CSTNode | None, list[tuple[cst.CSTNode | None, cst.CSTNode]]]:
+    """For the branches of a run of adjacent if/elif chains: the first test that names
+    the NPU where that makes the chain NPU-aware (a human's test, or another branch holds
+    an edit), else None with the branches whose body imports torch_npu itself, in order."""
+    branches = [branch for chain in group for branch in _branches(ctx, chain)]
+    edited_parts = [sum(1 for part in branch if _contains(part, edited)) for branch in branches]
+    total = sum(edited_parts)
+    for index, (test, _) in enumerate(branches):
+        if test is None:
+            continue
+        named, human = npu_mentions(ctx, test)
+        if not named:
+            continue
+        if human or total - edited_parts[index] > 0:  # a part of another branch holds an edit
+            return test, []
+    return None, [(test, body) for test, body in branches if _imports_torch_npu(body)]
 
 
 def _imports_torch_npu(body: cst.CSTNode) -> bool:
@@ -342,6 +380,7 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
         return {}
     out: dict[tuple[int, int], tuple[str, str]] = {}
     ordered = sorted(kept)  # a binary search per assignment, not a scan of every kept line (quadratic)
+    tested: dict[int, tuple[ast.AST, dict[str, str]]] = {}  # id(scope) -> (scope, flag -> NPU test)
     for node in all_nodes(tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
             continue
@@ -357,22 +396,34 @@ def flags_feeding_aware_chains(tree: ast.Module, kept: Collection[int]) -> dict[
             if flag is None:
                 continue
             scope = tree if "." in flag else enclosing_function(tree, node.lineno)
-            found = _tested_in_aware_group(scope, flag)
+            if id(scope) not in tested:  # each scope's chains read once, not once per flag in it
+                tested[id(scope)] = (scope, _aware_group_tests(scope))
+            found = tested[id(scope)][1].get(flag)
             if found is not None:
                 out[span] = (flag, found)
                 break
     return out
 
 
-def _tested_in_aware_group(scope: ast.AST, flag: str) -> str | None:
-    # Any NPU test counts here, also one written the way a rewrite writes it
-    # (``elif self.is_npu:``): the flag itself still holds a pending edit, so this is
-    # not the tool's own output (a second run has nothing left to rewrite in it).
+def _aware_group_tests(scope: ast.AST) -> dict[str, str]:
+    """Each flag tested in a group (``_groups``) that also tests the NPU -> that test, as
+    code, from the first such group; in one pass over the scope (asked per flag, 2,000
+    flags read the module 2,000 times). Any NPU test counts here, also one written the
+    way a rewrite writes it (``elif self.is_npu:``): the flag itself still holds a
+    pending edit, so this is not the tool's own output (a second run has nothing left to
+    rewrite in it)."""
+    found: dict[str, str] = {}
     for group in _groups(scope):
         tests = [test for test, _ in group if test is not None]
-        uses = [n for test in tests for n in ast.walk(test) if _ast_dotted(n) == flag and isinstance(n, (ast.Name, ast.Attribute))]
-        if uses and any(_ast_names_npu(test) for test in tests):
-            test = next(t for t in tests if _ast_names_npu(t))
-            text = " ".join(ast.unparse(test).split())
-            return text if len(text) <= 60 else text[:57] + "..."
-    return None
+        npu = next((t for t in tests if _ast_names_npu(t)), None)
+        if npu is None:
+            continue
+        used = {_ast_dotted(n) for test in tests for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+        used.discard(None)
+        if not used - found.keys():
+            continue
+        text = " ".join(ast.unparse(npu).split())
+        for flag in used:
+            found.setdefault(flag, text if len(text) <= 60 else text[:57] + "...")
+    return found
+

@@ -41,16 +41,18 @@ def point(data: bytes, offset: int) -> tuple[int, int]:
 
 def parse(data: bytes, ranges: list[tuple[int, int]] | None = None) -> tree_sitter.Tree:
     """Parse ``data`` (only the byte ranges given, if any)."""
+    from npu_migrate.pipeline.limits import parse_bounded
+
     parser = _parser()
     if not ranges:
-        return parser.parse(data)
+        return parse_bounded(parser, data, "shell")
     import tree_sitter
 
     parser.included_ranges = [
         tree_sitter.Range(point(data, start), point(data, end), start, end) for start, end in ranges
     ]
     try:
-        return parser.parse(data)
+        return parse_bounded(parser, data, "shell")
     finally:
         parser.reset()
         parser.included_ranges = [tree_sitter.Range((0, 0), (0xFFFFFFFF, 0xFFFFFFFF), 0, 0xFFFFFFFF)]

@@ -120,7 +120,7 @@ def _match_batch(name: str, first: int, batch: list[str], checks: list[tuple[str
     """Match one batch of lines (numbered from ``first``) and record what matched, exactly as
     a line-by-line pass in table order would: per line, each signature at most once."""
     text = "\n".join(batch)
-    starts = list(itertools.accumulate((len(line) + 1 for line in batch[:-1]), initial=0))
+    starts: list[int] = []  # where each line starts in ``text``: made on the first literal found
     line_of = functools.partial(bisect.bisect_right, starts)  # 1 + the index of the line holding a position
     one_line_each = text.count("\n") == len(batch) - 1  # no line holds a line end of its own
     lowered: str | None = None
@@ -137,6 +137,8 @@ def _match_batch(name: str, first: int, batch: list[str], checks: list[tuple[str
                 haystack = lowered
             if literal not in haystack:
                 continue
+        if not starts:  # in C: most batches (50 MB of empty lines) hold no literal at all
+            starts.extend(itertools.accumulate(map(_PLUS_ONE, map(len, batch[:-1])), initial=0))
         if confined is not None and one_line_each and literal is not None \
                 and haystack.count(literal) > len(text) >> DENSE_SHIFT:
             # The literal is on most lines: one pass of the regex over the whole batch (in C)
@@ -221,6 +223,7 @@ def line_confined(matcher: Any) -> re.Pattern[str] | None:
 
 
 _START = operator.methodcaller("start")
+_PLUS_ONE = functools.partial(operator.add, 1)
 
 
 def _lines_holding(text: str, literal: str, starts: list[int]) -> list[int]:
@@ -339,7 +342,9 @@ class _LogLines:
                 carry, dropping = parts.pop(), False
                 if len(carry) > MAX_LINE:
                     carry, dropping = carry[:MAX_LINE], True
-                if max(map(len, parts)) > MAX_LINE:
+                # parts[0] is cut already; the others share the chunk's characters that are not
+                # line ends, so none can be too long unless those are (not so for blank lines)
+                if len(chunk) - len(parts) > MAX_LINE and max(map(len, parts)) > MAX_LINE:
                     parts = [part[:MAX_LINE] for part in parts]
                 yield parts
             if carry:
