@@ -67,6 +67,8 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
             return
         if qualified not in TARGETS:
             return
+        if _own_fallback(self.ctx, node):
+            return  # the CPU fallback of a read this rule wrote: a second run leaves it
         root = torch_root(self.ctx, node)
         target = f"torch.{TARGETS[qualified]}"
         if root is None:
@@ -99,6 +101,17 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
 
 #: the comment on the ``if`` that keeps an HF32 setting off machines without torch_npu
 CPU_PATH_COMMENT = "# torch_npu's switch: absent on a CPU machine"
+
+
+def _own_fallback(ctx, node: cst.CSTNode) -> bool:
+    """``node`` is the ``else`` of ``X.allow_hf32 if hasattr(torch.npu, "X") else node``,
+    the form a read takes after this rule."""
+    parent = ctx.parent(node)
+    if not (isinstance(parent, cst.IfExp) and parent.orelse is node and isinstance(parent.test, cst.Call)):
+        return False
+    test = parent.test
+    return (isinstance(test.func, cst.Name) and test.func.value == "hasattr" and len(test.args) == 2
+            and isinstance(test.args[0].value, cst.Attribute) and test.args[0].value.attr.value == "npu")
 
 
 def _read_with_torch_npu(old: cst.BaseExpression, new: cst.Attribute, quote: str, bare: bool) -> cst.IfExp:
