@@ -718,22 +718,27 @@ def runtime_gil_after_steps() -> tuple[bool, str]:
     return not bad, "; ".join(notes)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, cases: dict | None = None, base: Path | None = None,
+         description: str | None = None) -> int:
+    """Run the attacks (this round's, or another round's ``cases`` under ``base``) and
+    print the table; exit 1 when one broke."""
+    cases = CASES if cases is None else cases
+    base = BASE if base is None else base
+    p = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     p.add_argument("-k", default="", help="only the cases whose name holds this text")
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
-    chosen = [n for n in CASES if args.k.lower() in n.lower()]
+    chosen = [n for n in cases if args.k.lower() in n.lower()]
     if args.list:
         print("\n".join(chosen))
         return 0
-    BASE.mkdir(parents=True, exist_ok=True)
+    base.mkdir(parents=True, exist_ok=True)
     print("| attack | result | evidence |\n|---|---|---|", flush=True)
     broke = 0
     for name in chosen:
         start = time.monotonic()
         try:
-            held, evidence = CASES[name]()
+            held, evidence = cases[name]()
         except Exception as exc:  # noqa: BLE001 - the runner's own failure is a broken trial too
             held, evidence = False, f"runner: {type(exc).__name__}: {exc}"
         broke += not held

@@ -12,11 +12,9 @@ its time limit, a traceback, a differing run or a process left behind is *broke*
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -222,27 +220,7 @@ def json_errors() -> tuple[bool, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("-k", default="", help="only the cases whose name holds this text")
-    p.add_argument("--list", action="store_true")
-    args = p.parse_args(argv)
-    chosen = [n for n in CASES if args.k.lower() in n.lower()]
-    if args.list:
-        print("\n".join(chosen))
-        return 0
-    BASE.mkdir(parents=True, exist_ok=True)
-    print("| attack | result | evidence |\n|---|---|---|", flush=True)
-    broke = 0
-    for name in chosen:
-        start = time.monotonic()
-        try:
-            held, evidence = CASES[name]()
-        except Exception as exc:  # noqa: BLE001 - the runner's own failure is a broken trial too
-            held, evidence = False, f"runner: {type(exc).__name__}: {exc}"
-        broke += not held
-        print(f"| {name} | {'held' if held else '**broke**'} | {evidence} ({time.monotonic() - start:.0f} s) |",
-              flush=True)
-    return 1 if broke else 0
+    return r5.main(argv, CASES, BASE, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from pathlib import Path
 from npu_migrate.cli.options import Options
 
 from . import hook, supervise
+from .zygote import receive, send
 
 #: Emulator variables a run must not inherit from the caller's environment.
 _EMULATOR_VARS = ("NPU_MIGRATE_EMULATOR", "NPU_MIGRATE_EMULATOR_STRICT", "NPU_MIGRATE_EMULATOR_DEVICES",
@@ -352,16 +353,6 @@ class Server:
             _RUNNING.discard(self.proc.pid)
 
 
-def _receive(conn: socket.socket) -> dict:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise EOFError
-        data += chunk
-    return json.loads(data)
-
-
 def _run_forked(server: Server, name: str, copy: Path, script: str, args: list[str], env: dict[str, str],
                 timeout: float, out: Path, log_path: Path, token: str) -> RunResult | None:
     """The run forked by ``server``; None where it must be a fresh process."""
@@ -373,21 +364,20 @@ def _run_forked(server: Server, name: str, copy: Path, script: str, args: list[s
         conn.settimeout(60)
         conn.connect(server.path)
         log_path.write_text("", "utf-8")
-        conn.sendall((json.dumps({"argv": [script, *args], "cwd": str(copy), "env": env,
-                                  "log": str(log_path)}) + "\n").encode())
-        first = _receive(conn)
+        send(conn, {"argv": [script, *args], "cwd": str(copy), "env": env, "log": str(log_path)})
+        first = receive(conn)
         if "fresh" in first:
             server.forked.append(f"{name}: fresh ({first['fresh']})")
             return None
         pid, timed_out = first["pid"], False
         conn.settimeout(timeout)
         try:
-            code = _receive(conn)["status"]
+            code = receive(conn)["status"]
         except TimeoutError:
             timed_out = True
             supervise._stop_and_kill([pid, *supervise.descendants(pid)])
             conn.settimeout(60)
-            code = _receive(conn)["status"]
+            code = receive(conn)["status"]
     except (OSError, EOFError, ValueError):
         if pid is None:  # not started: a fresh process instead
             return None

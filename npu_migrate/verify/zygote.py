@@ -82,11 +82,11 @@ def why_fresh(request: dict, base: dict[str, str], threads: int = -1) -> str | N
     return None
 
 
-def _send(conn: socket.socket, data: dict) -> None:
+def send(conn: socket.socket, data: dict) -> None:
     conn.sendall((json.dumps(data) + "\n").encode())
 
 
-def _receive(conn: socket.socket) -> dict:
+def receive(conn: socket.socket) -> dict:
     data = b""
     while not data.endswith(b"\n"):
         chunk = conn.recv(65536)
@@ -118,13 +118,13 @@ def serve(path: str):
     while True:
         conn, _ = server.accept()
         try:
-            request = _receive(conn)
+            request = receive(conn)
         except (EOFError, ValueError):
             conn.close()
             continue
         reason = why_fresh(request, base, threads)
         if reason is not None:
-            _send(conn, {"fresh": reason})
+            send(conn, {"fresh": reason})
             conn.close()
             continue
         sys.stdout.flush()
@@ -135,13 +135,13 @@ def serve(path: str):
             request["env"] = dict(request["env"], **imported)
             return request, conn
         try:
-            _send(conn, {"pid": pid})
+            send(conn, {"pid": pid})
         except OSError:
             pass
         _, status = os.waitpid(pid, 0)
         supervise.kill_tree()  # what the run left, re-parented here
         try:
-            _send(conn, {"status": os.waitstatus_to_exitcode(status)})
+            send(conn, {"status": os.waitstatus_to_exitcode(status)})
         except OSError:
             pass
         conn.close()
