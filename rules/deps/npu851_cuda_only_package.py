@@ -26,7 +26,9 @@ transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, every `nvidia-*`
 (CUDA runtime wheels, `nvidia-dali-*`) and `cupy-cuda*`; in conda
 environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. The line
 is not removed: whether the code still needs the package is a decision for the
-code's owner (the Python rules say where it is imported).
+code's owner (the Python rules say where it is imported). `vllm` is not CUDA-only:
+it runs on Ascend with the vllm-ascend plugin, which NPU964 pairs with it in pip
+lists; NPU851 leaves those lines to NPU964 and notes the plugin for a conda one.
 """
     examples = (
         Example("torch==2.1.0\nflash-attn==2.5.6  # reported\nnvidia-cudnn-cu12  # reported\n"),
@@ -38,6 +40,12 @@ code's owner (the Python rules say where it is imported).
             for entry in lst.entries:
                 name = entry.name
                 if name is None:
+                    continue
+                if normalise(name) == "vllm":
+                    # vLLM runs on Ascend with its vllm-ascend plugin: NPU964 pairs the plugin
+                    # with pip lists; "only works with NVIDIA GPUs" would contradict it
+                    if entry.conda:
+                        self.report_entry(entry, "`vllm` needs the vllm-ascend plugin on Ascend", cuda_only(name))
                     continue
                 advice = CONDA_CUDA_ONLY.get(normalise(name)) if lst.conda else None
                 advice = advice or cuda_only(name)
