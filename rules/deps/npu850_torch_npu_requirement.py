@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
 from npu_migrate.deps import pairing
 from npu_migrate.deps.rule import DepsRule, Example
 
@@ -31,7 +33,7 @@ def _not_linux(entry) -> bool:
             try:
                 if marker.evaluate(env):
                     return False
-            except Exception:  # an undefined or odd marker name: not judged
+            except (UndefinedEnvironmentName, UndefinedComparison, TypeError, ValueError):  # not judged
                 return False
     return True
 

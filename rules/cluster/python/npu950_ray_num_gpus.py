@@ -51,9 +51,9 @@ def _self_assignments(owner: cst.ClassDef, attr: str) -> list[cst.BaseExpression
                     if len(node.targets) != 1:
                         unsure = True
                     values.append(node.value)
-                elif isinstance(target.target, (cst.Tuple, cst.List)):
-                    if any(is_it(e.value) for e in target.target.elements):
-                        unsure = True
+                elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
+                        is_it(e.value) for e in target.target.elements):
+                    unsure = True
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             nonlocal unsure
@@ -171,9 +171,9 @@ holds on the NPU is the project's call.
         left: list[cst.Call] = []  # `.options(num_gpus=...)` the rule can only report
         for node, argument in self._options:
             proven = self._remote_object(node.func.value)
-            if proven is not None:  # None: a class or function of this file that Ray does not wrap
-                if not self._request(node, argument, proven=proven):
-                    left.append(node)
+            # None: a class or function of this file that Ray does not wrap
+            if proven is not None and not self._request(node, argument, proven=proven):
+                left.append(node)
         for node, argument in self._remotes:
             self._request(node, argument, proven=True, held=left)
         for node, name in self._spread:
