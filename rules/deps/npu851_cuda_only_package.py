@@ -14,7 +14,7 @@ class CudaOnlyPackage(DepsRule):
     fixable = False
     triggers = (b"apex", b"flash", b"xformers", b"bitsandbytes", b"triton", b"nvidia", b"cupy", b"nvml",
                 b"tensorrt", b"transformer", b"gpustat", b"pycuda", b"onnxruntime", b"mamba", b"causal",
-                b"deepspeed", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
+                b"deepspeed", b"grouped", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
     rationale = """
 These distributions only work with NVIDIA GPUs: installing them on an Ascend
 machine fails to build, or succeeds and fails at import or at the first kernel.
@@ -22,7 +22,7 @@ Each is reported on its line with the Ascend replacement
 (`npu_migrate/tables/packages.py`, shared with the Python rules NPU9xx that
 report the imports): apex, flash-attn, xformers, bitsandbytes, triton,
 pynvml/nvidia-ml-py, gpustat, pycuda, tensorrt, torch-tensorrt,
-transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, every `nvidia-*`
+transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, grouped_gemm, every `nvidia-*`
 (CUDA runtime wheels, `nvidia-dali-*`) and `cupy-cuda*`; in conda
 environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. The line
 is not removed: whether the code still needs the package is a decision for the
