@@ -110,7 +110,8 @@ is reported with the exact replacement; so are `.options` calls on objects the f
 prove are Ray's, and a `resources=` that is not a dict literal. Where such an `.options`
 request stays, the file's `ray.remote(num_gpus=...)` requests are reported too, not
 rewritten: Ray merges decorator and `.options` requests, so an actor would ask for the
-NPU and for GPUs at once; the file is never half NPU, half GPU. `num_gpus=0` asks for nothing and is
+NPU and for GPUs at once; the file is never half NPU, half GPU. A `"num_gpus"` entry of
+a dict spread into `.options(**opts)` (reported) holds them the same way. `num_gpus=0` asks for nothing and is
 left alone, and so is a request in the GPU branch of code that picks Ray's resource
 name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
 ...(resources={platform.ray_device_key: 0.01})`, ROLL's vLLM executors; vllm-ascend's
@@ -174,30 +175,38 @@ holds on the NPU is the project's call.
             # None: a class or function of this file that Ray does not wrap
             if proven is not None and not self._request(node, argument, proven=proven):
                 left.append(node)
-        for node, argument in self._remotes:
-            self._request(node, argument, proven=True, held=left)
         for node, name in self._spread:
             if isinstance(node.func, cst.Attribute) and self._remote_object(node.func.value) is None:
                 continue
-            self._spread_request(name)
+            if self._spread_request(name) and self.qualified_name(node.func) != "ray.init":
+                left.append(node)  # `.options(**opts)` whose `opts` asks for GPUs: a finding
+        for node, argument in self._remotes:
+            self._request(node, argument, proven=True, held=left)
 
-    def _spread_request(self, name: cst.Name) -> None:
+    def _spread_request(self, name: cst.Name) -> bool:
         """A ``"num_gpus"`` entry of the dict literals assigned to a name in its scope that
         is spread into a Ray call (ROLL's ``sglang_ray_option = {..., 'num_gpus': 0.01}``,
         then ``.options(**sglang_ray_option)``; SkyRL assigns ``actor_options`` twice):
-        reported with its replacement, once per literal."""
+        reported with its replacement, once per literal. True if there is one."""
+        found = False
         for assignment in self.ctx.assignments(name, name.value) or ():
             bound = getattr(assignment, "node", None)  # builtins have no node
             target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
             statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
             if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Dict):
-                self._spread_dict(name, statement.value)
+                found = self._spread_dict(name, statement.value) or found
+        return found
 
-    def _spread_dict(self, name: cst.Name, value: cst.Dict) -> None:
+    def _spread_dict(self, name: cst.Name, value: cst.Dict) -> bool:
+        """Report the dict's ``"num_gpus"`` request; True if it has one (reported now or before)."""
+        found = False
         for element in value.elements:
             if not isinstance(element, cst.DictElement) or string_value(element.key) != "num_gpus":
                 continue
-            if number(element.value) == 0 or in_gpu_branch(self.ctx, element) or id(element) in self._reported:
+            if number(element.value) == 0 or in_gpu_branch(self.ctx, element):
+                continue
+            found = True
+            if id(element) in self._reported:
                 continue
             self._reported.add(id(element))
             code = cst.Module(body=[]).code_for_node(element.value)
@@ -205,6 +214,7 @@ holds on the NPU is the project's call.
             self.report(element, f"`{quote}num_gpus{quote}: {code}` in `{name.value}`, spread into a Ray call, asks Ray "
                         "for GPUs", f"on Ascend write `{quote}resources{quote}: {{{quote}NPU{quote}: {code}}}` instead "
                         f"(merged into an existing {quote}resources{quote} entry); {_WHY}")
+        return found
 
     def _remote_object(self, receiver: cst.BaseExpression) -> bool | None:
         """``receiver`` is a Ray remote function or actor class, as the file shows (True),
