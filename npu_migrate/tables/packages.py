@@ -38,6 +38,8 @@ CUDA_ONLY: dict[str, str] = {
     "autoawq": "drop it: AutoAWQ's kernels are CUDA-only; load the bf16 checkpoint",
     "cpm-kernels": "drop it: ChatGLM's int4/int8 kernels are CUDA fatbins; run the model in fp16/bf16 without quantize()",
     "vllm": "keep it at a version vllm-ascend supports and add vllm-ascend (the Ascend platform plugin of vLLM)",
+    "grouped-gemm": ("drop it: tgale96's grouped GEMM is CUTLASS (CUDA-only) kernels; on Ascend "
+                     "torch_npu.npu_grouped_matmul runs a grouped matmul (the MoE experts' GEMMs)"),
     # the cluster stack (rules/cluster: NPU956 reports the imports)
     "deep-ep": ("drop it: DeepEP's kernels and NVSHMEM are CUDA-only; dispatch/combine MoE tokens with "
                 "torch.distributed.all_to_all_single over HCCL or torch_npu.npu_moe_distribute_dispatch/_combine"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
 from npu_migrate.deps import pairing
 from npu_migrate.deps.rule import DepsRule, Example
 
@@ -12,6 +14,28 @@ from npu_migrate.deps.rule import DepsRule, Example
 def _marker(entry) -> str | None:
     requirement = entry.requirement
     return str(requirement.marker) if requirement is not None and requirement.marker is not None else None
+
+
+def _not_linux(entry) -> bool:
+    """``entry``'s marker leaves it out of every Linux machine (``sys_platform == "darwin"``,
+    ``platform_system == "Windows"``): torch-npu is built for Linux only (aarch64 and
+    x86_64), so no torch-npu pairs with that line. A marker that tests ``extra`` is not
+    judged (which extras an install names is unknown)."""
+    requirement = entry.requirement
+    marker = requirement.marker if requirement is not None else None
+    if marker is None or "extra" in str(marker):
+        return False
+    for machine in ("x86_64", "aarch64"):
+        for minor in range(8, 15):
+            env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+                   "platform_machine": machine, "python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0",
+                   "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+            try:
+                if marker.evaluate(env):
+                    return False
+            except (UndefinedEnvironmentName, UndefinedComparison, TypeError, ValueError):  # not judged
+                return False
+    return True
 
 
 class TorchNpuRequirement(DepsRule):
@@ -51,6 +75,11 @@ requirements file, the same indentation and quotes in `pyproject.toml`'s
 arrays (edited with tomlkit) and `setup.cfg`, the `pip:` sub-list of a conda
 `environment.yml` (torch-npu is not on conda). torch's environment markers go
 along (`; sys_platform == "linux"`), and the operator spacing follows torch's.
+
+A torch line whose markers leave out every Linux machine (`sys_platform == "darwin"`,
+`platform_system == "Windows"`, as `uv export` writes one torch per platform) gets no
+torch-npu (its wheels are Linux aarch64/x86_64 only) and a note saying so; the Linux
+line next to it gets its pair. Markers that test `extra` are not judged.
 
 Where torch is not pinned (`torch`, `torch>=2.0`) the finding states the
 pairing rule instead of guessing a version. A pin that no torch-npu release pairs
@@ -107,6 +136,11 @@ is left to the reviewer.
         # file, so that the run after the fix reports the same.
         settled = bool(torch_npu) or any(series is not None and pairing.paired(e.specifier) for _, e, series in torches)
         for lst, entry, series in torches:
+            if _not_linux(entry):
+                self.report_entry(entry, f"`{entry.shown}` is for a platform torch-npu has no build for (torch-npu "
+                                  "ships Linux aarch64/x86_64 wheels only), so no torch-npu is paired with it",
+                                  "nothing to add on this line; torch-npu pairs with the project's Linux torch pin")
+                continue
             if series is None:
                 if not settled:
                     self.report_entry(entry, f"{self._why(entry)}, so the torch-npu to add cannot be chosen",

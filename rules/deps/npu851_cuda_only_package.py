@@ -17,7 +17,7 @@ class CudaOnlyPackage(DepsRule):
     fixable = False
     triggers = (b"apex", b"flash", b"xformers", b"bitsandbytes", b"triton", b"nvidia", b"cupy", b"nvml",
                 b"tensorrt", b"transformer", b"gpustat", b"pycuda", b"onnxruntime", b"mamba", b"causal",
-                b"deepspeed", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
+                b"deepspeed", b"grouped", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
     rationale = """
 These distributions only work with NVIDIA GPUs: installing them on an Ascend
 machine fails to build, or succeeds and fails at import or at the first kernel.
@@ -25,14 +25,16 @@ Each is reported on its line with the Ascend replacement
 (`npu_migrate/tables/packages.py`, shared with the Python rules NPU9xx that
 report the imports): apex, flash-attn, xformers, bitsandbytes, triton,
 pynvml/nvidia-ml-py, gpustat, pycuda, tensorrt, torch-tensorrt,
-transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, every `nvidia-*`
+transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, grouped_gemm, every `nvidia-*`
 (CUDA runtime wheels, `nvidia-dali-*`) and `cupy-cuda*`; in conda
 environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. A bare VCS or archive URL
 (`git+https://github.com/Dao-AILab/causal-conv1d.git`, pip's form without a
 name) is named by its `#egg=` fragment or its repository (`state-spaces/mamba`
 is mamba-ssm). The line
 is not removed: whether the code still needs the package is a decision for the
-code's owner (the Python rules say where it is imported).
+code's owner (the Python rules say where it is imported). `vllm` is not CUDA-only:
+it runs on Ascend with the vllm-ascend plugin, which NPU964 pairs with it in pip
+lists; NPU851 leaves those lines to NPU964 and notes the plugin for a conda one.
 """
     examples = (
         Example("torch==2.1.0\nflash-attn==2.5.6  # reported\nnvidia-cudnn-cu12  # reported\n"),
@@ -44,6 +46,12 @@ code's owner (the Python rules say where it is imported).
             for entry in lst.entries:
                 name = entry.name if entry.name is not None else (None if lst.conda else url_name(entry.text))
                 if name is None:
+                    continue
+                if normalise(name) == "vllm":
+                    # vLLM runs on Ascend with its vllm-ascend plugin: NPU964 pairs the plugin
+                    # with pip lists; "only works with NVIDIA GPUs" would contradict it
+                    if entry.conda:
+                        self.report_entry(entry, "`vllm` needs the vllm-ascend plugin on Ascend", cuda_only(name))
                     continue
                 advice = CONDA_CUDA_ONLY.get(normalise(name)) if lst.conda else None
                 advice = advice or cuda_only(name)

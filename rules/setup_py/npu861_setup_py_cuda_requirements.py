@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npu_migrate.deps import pairing
 from npu_migrate.python.rule import Example
-from npu_migrate.tables.packages import CUDA_INDEX_URL, cuda_only
+from npu_migrate.tables.packages import CUDA_INDEX_URL, cuda_only, normalise
 
 from ._requirements import SetupRequirementsRule
 
@@ -36,7 +36,10 @@ what to use on Ascend.
                     continue
                 advice = cuda_only(requirement.name)
                 if advice is not None:
-                    self.report(element, f"`{requirement.name}` only works with NVIDIA GPUs", advice)
+                    # vLLM runs on Ascend with the vllm-ascend plugin (NPU964): not "NVIDIA only"
+                    what = ("needs the vllm-ascend plugin on Ascend" if normalise(requirement.name) == "vllm"
+                            else "only works with NVIDIA GPUs")
+                    self.report(element, f"`{requirement.name}` {what}", advice)
                 label = pairing.local_cuda_label(str(requirement.specifier))
                 if label is not None:
                     self.report(element, f"`{label}` names a CUDA build of {requirement.name}",

@@ -101,7 +101,8 @@ torch is the one to install (`--index-url https://download.pytorch.org/whl/cpu`)
                 torch, torch_spec = word, spec
             advice = cuda_only(key)
             if advice is not None:
-                self._found(node, word, f"`{name}` is a CUDA-only package", advice)
+                what = "needs the vllm-ascend plugin on Ascend" if key == "vllm" else "is a CUDA-only package"
+                self._found(node, word, f"`{name}` {what}", advice)
             elif CUDA_LOCAL_VERSION.search(text):
                 self._found(node, word, f"`{text}` is a CUDA build", "install the CPU build of torch with torch-npu "
                             f"next to it ({_PAIRING})")

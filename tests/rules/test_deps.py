@@ -201,3 +201,23 @@ def test_pyproject_arrays_of_any_layout_converge(items, separator, quote):
     out = first.new_source if first.new_source is not None else text
     _only_insertions(text, out)
     assert run("pyproject.toml", out).new_source is None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("name", "text", "rule"), [
+    ("setup.py", "from setuptools import setup\nsetup(name='x', install_requires=['vllm==0.9.1', 'flash-attn'])\n",
+     "NPU861"),
+    ("install.sh", "pip install vllm==0.9.1 flash-attn\n", "NPU808"),
+])
+def test_vllm_is_not_called_nvidia_only(name, text, rule):
+    """vLLM runs on Ascend with vllm-ascend (NPU964): the shared CUDA-only table's advice
+    stays, but the message must not say it works only with NVIDIA GPUs (open-instruct)."""
+    from tests.rules.golden import migrate_file
+
+    settings = Settings(selection=Selection.create([rule]))
+    result = migrate_file(name, text.encode(), settings)
+    assert result.error is None, result.error
+    messages = [f.message for f in result.findings if f.rule == rule]
+    vllm = [m for m in messages if "`vllm`" in m]
+    assert vllm and all("vllm-ascend" in m and "NVIDIA" not in m and "CUDA-only" not in m for m in vllm), messages
+    assert any("flash-attn" in m and ("NVIDIA" in m or "CUDA-only" in m) for m in messages), messages

@@ -32,6 +32,50 @@ def is_ray_remote(rule: Rule, expr: cst.BaseExpression) -> bool:
     return rule.qualified_name(expr) == "ray.remote"
 
 
+def _self_assignments(owner: cst.ClassDef, attr: str) -> list[cst.BaseExpression] | None:
+    """The values ``owner``'s methods assign to ``self.<attr>`` (plain ``=`` with one
+    target); None when one writes it any other way (``+=``, tuple targets, ``setattr``
+    is not seen: a class that uses it is rare and is then still a finding elsewhere)."""
+    values: list[cst.BaseExpression] = []
+    unsure = False
+
+    def is_it(target: cst.BaseExpression) -> bool:
+        return (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == "self" and target.attr.value == attr)
+
+    class Collect(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal unsure
+            for target in node.targets:
+                if is_it(target.target):
+                    if len(node.targets) != 1:
+                        unsure = True
+                    values.append(node.value)
+                elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
+                        is_it(e.value) for e in target.target.elements):
+                    unsure = True
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            nonlocal unsure
+            if is_it(node.target):
+                if node.value is None:
+                    return
+                values.append(node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal unsure
+            if is_it(node.target):
+                unsure = True
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal unsure
+            if is_it(node.target):
+                unsure = True
+
+    owner.body.visit(Collect())
+    return None if unsure else values
+
+
 def imports_ray(rule: Rule) -> bool:
     return any(v == "ray" or v.startswith("ray.") for v in rule.ctx.imports.bindings.values())
 
@@ -57,10 +101,17 @@ Rewritten where the call is provably Ray's: `ray.remote(...)` and `ray.init(...)
 through the file's imports, and `X.options(num_gpus=N)` where `X` is bound once in
 the file by `@ray.remote` (a decorated class or function) or `X = ray.remote(...)`,
 or is `ray.remote(...)(f)` itself. An existing `resources={...}` literal gets the
-`"NPU"` entry. Only number literals are moved: a computed value (`num_gpus=n`) may be
-`None` (Ray's "not set"), which `resources` does not accept, so it is reported with the
-exact replacement; so are `.options` calls on objects the file cannot prove are Ray's,
-and a `resources=` that is not a dict literal. `num_gpus=0` asks for nothing and is
+`"NPU"` entry. Only values that are provably numbers are moved: literals, conditionals
+of them, a name bound once in its scope to one (or a parameter annotated `int`/`float`
+whose default is not `None`), and `self.x` that its class assigns exactly once, to one
+(open-instruct's `self.num_gpus_per_actor = 0.48 if single_gpu_mode else 1`). Any other
+computed value may be `None` (Ray's "not set"), which `resources` does not accept, so it
+is reported with the exact replacement; so are `.options` calls on objects the file cannot
+prove are Ray's, and a `resources=` that is not a dict literal. Where such an `.options`
+request stays, the file's `ray.remote(num_gpus=...)` requests are reported too, not
+rewritten: Ray merges decorator and `.options` requests, so an actor would ask for the
+NPU and for GPUs at once; the file is never half NPU, half GPU. A `"num_gpus"` entry of
+a dict spread into `.options(**opts)` (reported) holds them the same way. `num_gpus=0` asks for nothing and is
 left alone, and so is a request in the GPU branch of code that picks Ray's resource
 name itself (`if platform.ray_device_key == "GPU": ...(num_gpus=0.01) else:
 ...(resources={platform.ray_device_key: 0.01})`, ROLL's vLLM executors; vllm-ascend's
@@ -91,6 +142,7 @@ holds on the NPU is the project's call.
         self._options: list[tuple[cst.Call, cst.Arg]] = []
         self._spread: list[tuple[cst.Call, cst.Name]] = []
         self._reported: set[int] = set()
+        self._remotes: list[tuple[cst.Call, cst.Arg]] = []
 
     def visit_Assert(self, node: cst.Assert) -> None:
         if asserts_gpu_resource(node.test) and imports_ray(self):
@@ -109,38 +161,52 @@ holds on the NPU is the project's call.
         argument = call_arg(node, "num_gpus")
         if argument is None:
             return
-        if self.qualified_name(func) in RAY_CALLS:
+        if self.qualified_name(func) == "ray.remote":
+            self._remotes.append((node, argument))  # held if an `.options` of the file stays a GPU request
+        elif self.qualified_name(func) in RAY_CALLS:
             self._request(node, argument, proven=True)
         elif isinstance(func, cst.Attribute) and func.attr.value == "options" and imports_ray(self):
             self._options.append((node, argument))  # decided once the whole file has been seen
 
     def leave_file(self) -> None:
+        left: list[cst.Call] = []  # `.options(num_gpus=...)` the rule can only report
         for node, argument in self._options:
             proven = self._remote_object(node.func.value)
-            if proven is not None:  # None: a class or function of this file that Ray does not wrap
-                self._request(node, argument, proven=proven)
+            # None: a class or function of this file that Ray does not wrap
+            if proven is not None and not self._request(node, argument, proven=proven):
+                left.append(node)
         for node, name in self._spread:
             if isinstance(node.func, cst.Attribute) and self._remote_object(node.func.value) is None:
                 continue
-            self._spread_request(name)
+            if self._spread_request(name) and self.qualified_name(node.func) != "ray.init":
+                left.append(node)  # `.options(**opts)` whose `opts` asks for GPUs: a finding
+        for node, argument in self._remotes:
+            self._request(node, argument, proven=True, held=left)
 
-    def _spread_request(self, name: cst.Name) -> None:
+    def _spread_request(self, name: cst.Name) -> bool:
         """A ``"num_gpus"`` entry of the dict literals assigned to a name in its scope that
         is spread into a Ray call (ROLL's ``sglang_ray_option = {..., 'num_gpus': 0.01}``,
         then ``.options(**sglang_ray_option)``; SkyRL assigns ``actor_options`` twice):
-        reported with its replacement, once per literal."""
+        reported with its replacement, once per literal. True if there is one."""
+        found = False
         for assignment in self.ctx.assignments(name, name.value) or ():
             bound = getattr(assignment, "node", None)  # builtins have no node
             target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
             statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
             if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Dict):
-                self._spread_dict(name, statement.value)
+                found = self._spread_dict(name, statement.value) or found
+        return found
 
-    def _spread_dict(self, name: cst.Name, value: cst.Dict) -> None:
+    def _spread_dict(self, name: cst.Name, value: cst.Dict) -> bool:
+        """Report the dict's ``"num_gpus"`` request; True if it has one (reported now or before)."""
+        found = False
         for element in value.elements:
             if not isinstance(element, cst.DictElement) or string_value(element.key) != "num_gpus":
                 continue
-            if number(element.value) == 0 or in_gpu_branch(self.ctx, element) or id(element) in self._reported:
+            if number(element.value) == 0 or in_gpu_branch(self.ctx, element):
+                continue
+            found = True
+            if id(element) in self._reported:
                 continue
             self._reported.add(id(element))
             code = cst.Module(body=[]).code_for_node(element.value)
@@ -148,6 +214,7 @@ holds on the NPU is the project's call.
             self.report(element, f"`{quote}num_gpus{quote}: {code}` in `{name.value}`, spread into a Ray call, asks Ray "
                         "for GPUs", f"on Ascend write `{quote}resources{quote}: {{{quote}NPU{quote}: {code}}}` instead "
                         f"(merged into an existing {quote}resources{quote} entry); {_WHY}")
+        return found
 
     def _remote_object(self, receiver: cst.BaseExpression) -> bool | None:
         """``receiver`` is a Ray remote function or actor class, as the file shows (True),
@@ -176,11 +243,57 @@ holds on the NPU is the project's call.
                 return isinstance(value, cst.Call) and is_ray_remote(self, value.func)
         return False
 
-    def _request(self, call: cst.Call, argument: cst.Arg, *, proven: bool) -> None:
+    def _proven_number(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """``expr`` is provably a number (never Ray's ``None``): a number literal, a
+        conditional whose branches both are (``0.48 if single_gpu_mode else 1``), a name
+        bound once in its scope to one (``num_gpus = 0.5 if hybrid else tp``), a parameter
+        annotated ``int`` or ``float`` whose default is not ``None``, or ``self.attr`` that
+        its class assigns exactly once, to one (open-instruct's ``self.num_gpus_per_actor``)."""
+        if depth > 4:
+            return False
+        if number(expr) is not None:
+            return True
+        if isinstance(expr, cst.IfExp):
+            return self._proven_number(expr.body, depth + 1) and self._proven_number(expr.orelse, depth + 1)
+        if isinstance(expr, cst.Name):
+            found = self.ctx.assignments(expr, expr.value)
+            if not found or len(found) != 1:
+                return False
+            (assignment,) = found
+            bound = getattr(assignment, "node", None)
+            if isinstance(bound, cst.Param):
+                annotation = bound.annotation.annotation if bound.annotation is not None else None
+                default_none = isinstance(bound.default, cst.Name) and bound.default.value == "None"
+                return (isinstance(annotation, cst.Name) and annotation.value in ("int", "float")
+                        and not default_none and bound.star == "")
+            target = self.ctx.parent(bound) if isinstance(bound, cst.Name) else None
+            statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                return self._proven_number(statement.value, depth + 1)
+            if isinstance(statement, cst.AnnAssign) and statement.value is not None:
+                return self._proven_number(statement.value, depth + 1)
+            return False
+        if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+                and expr.value.value == "self"):
+            owner = next((a for a in self.ctx.ancestors(expr) if isinstance(a, cst.ClassDef)), None)
+            if owner is None:
+                return False
+            values = _self_assignments(owner, expr.attr.value)
+            return values is not None and len(values) == 1 and self._proven_number(values[0], depth + 1)
+        return False
+
+    def _request(self, call: cst.Call, argument: cst.Arg, *, proven: bool, held: list[cst.Call] = ()) -> bool:
+        """Rewrite or report one request; True unless it stays a GPU request (reported).
+        ``held``: `.options(num_gpus=...)` calls of the file that stay GPU requests; a
+        ``ray.remote(num_gpus=...)`` is then reported too, not rewritten, so that the file
+        never asks for the NPU in a decorator and for GPUs in the `.options` that places
+        the same actors (Ray merges the two: the actor would need both)."""
         value = argument.value
         amount = number(value)
+        if amount is None and self._proven_number(value):
+            amount = -1.0  # a computed value that is provably a number (not 0 as far as the file shows)
         if amount == 0 or in_gpu_branch(self.ctx, call):
-            return
+            return True
         quote = self.ctx.quote
         code = cst.Module(body=[]).code_for_node(value)
         resources = call_arg(call, "resources")
@@ -196,7 +309,14 @@ holds on the NPU is the project's call.
             )
             self.report(argument, f"`num_gpus={code}` asks Ray for GPUs ({why})",
                         f"on Ascend ask for {shown} instead; {_WHY}")
-            return
+            return False
+        if held:
+            lines = ", ".join(str(self.ctx.position(c).start.line) for c in held)
+            self.report(argument, f"`num_gpus={code}` asks Ray for GPUs; not rewritten because `.options(num_gpus=...)` "
+                        f"on line(s) {lines} of this file, which the tool cannot rewrite, may place these actors with GPUs "
+                        "(Ray merges the two requests)",
+                        f"on Ascend ask for {shown} here and in those `.options` together; {_WHY}")
+            return False
         key = string_literal(_ray.RESOURCE, quote)
 
         def rewrite(updated: cst.Call) -> cst.Call:
@@ -220,6 +340,7 @@ holds on the NPU is the project's call.
 
         self.replace(call, rewrite, f"`num_gpus={code}` -> {shown}", needs_torch_npu=False, anchor=argument,
                      reason=f"`num_gpus` of a Ray call; {_WHY}")
+        return True
 
     def _mergeable(self, value: cst.BaseExpression) -> bool:
         return isinstance(value, cst.Dict) and all(

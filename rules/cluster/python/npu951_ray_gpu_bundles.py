@@ -86,7 +86,7 @@ for them as `{"NPU": 1}`. Likewise `ray.cluster_resources()["GPU"]` /
 Rewritten: `"GPU"` keys of the dict literals written in the bundle argument of
 `ray.util.placement_group(...)` (a list, `[{...}] * n`, a list comprehension), or in
 the one assignment of a local variable passed there that nothing else reads but
-`len()`; `"GPU"` read from `ray.cluster_resources()` / `ray.available_resources()`
+`len()` or an f-string's `{name}` (a log line); `"GPU"` read from `ray.cluster_resources()` / `ray.available_resources()`
 (subscript or `.get`), directly or through a name assigned once from that call
 (`resources = ray.cluster_resources()`, then `resources.get("GPU", 0)`). A bundle
 list kept elsewhere is reported with its replacement; so is a placement group whose
@@ -236,7 +236,7 @@ subscript, which this rule writes itself), are not reported.
 
     def _single_literal(self, found, use: cst.Name) -> cst.BaseExpression | None:
         """The value of the one assignment of ``use``'s name, if every other read of it is
-        ``len(name)`` or another placement group's bundles."""
+        ``len(name)``, another placement group's bundles, or an f-string's ``{name}``."""
         if len(found) != 1:
             return None
         (assignment,) = found
@@ -248,6 +248,8 @@ subscript, which this rule writes itself), are not reported.
             if node is use:
                 continue
             parent = self.ctx.parent(node)
+            if isinstance(parent, cst.FormattedStringExpression) and parent.expression is node:
+                continue  # shown in a message (open-instruct's `logger.info(f"Requesting bundles: {bundles}")`)
             owner = self.ctx.parent(parent) if isinstance(parent, cst.Arg) else None
             if not (isinstance(owner, cst.Call) and (
                 (isinstance(owner.func, cst.Name) and owner.func.value == "len")
