@@ -308,6 +308,7 @@ class FileIndex:
         #: attribute name -> kind, for ``self.X = <CUDA-only code>`` in a method of the file's
         #: classes (gpt-neox's ``self.norm_fn = FusedRMSNormAffineFunction``, used in ``forward``)
         self.attributes: dict[str, str] = {}
+        self._call_statements: dict[str, list[tuple[ast.stmt, list[ast.stmt]]]] | None = None
         self._imports(tree)
         #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
         #: attributes set only behind kept gates (``add_gated_state``): dotted name -> kind
@@ -486,6 +487,12 @@ class FileIndex:
         for name in names:
             self.local[name] = kind
         return True
+
+    def call_statements(self) -> dict[str, list[tuple[ast.stmt, list[ast.stmt]]]]:
+        """:func:`_call_statements` of the file, built once (asked per input check)."""
+        if self._call_statements is None:
+            self._call_statements = _call_statements(self.tree)
+        return self._call_statements
 
     def resolve(self, dotted: str) -> str:
         """A dotted name with its first part resolved through the imports."""
@@ -860,7 +867,7 @@ class _GateFinder:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         name = function.name
-        for call, holder in _call_statements(self.index.tree, name):
+        for call, holder in self.index.call_statements().get(name, ()):
             rest = holder[holder.index(call) + 1:]
             use = self.use(rest)
             if use is not None:
@@ -1003,9 +1010,10 @@ def _negated_in(test: ast.AST, matches) -> bool:
     return bool(walk(test, False))
 
 
-def _call_statements(tree: ast.Module, name: str) -> Iterator[tuple[ast.stmt, list[ast.stmt]]]:
-    """Statements that only call the function or method ``name`` (``name(...)``,
-    ``self.name(...)``), with the statement list that holds each."""
+def _call_statements(tree: ast.Module) -> dict[str, list[tuple[ast.stmt, list[ast.stmt]]]]:
+    """Statements that only call a function or method (``name(...)``, ``self.name(...)``),
+    with the statement list that holds each, by the name called."""
+    found: dict[str, list[tuple[ast.stmt, list[ast.stmt]]]] = {}
     for node in all_nodes(tree):
         for field in ("body", "orelse", "finalbody"):
             statements = getattr(node, field, None)
@@ -1015,9 +1023,10 @@ def _call_statements(tree: ast.Module, name: str) -> Iterator[tuple[ast.stmt, li
                 if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
                     continue
                 func = statement.value.func
-                if (isinstance(func, ast.Name) and func.id == name) or (
-                        isinstance(func, ast.Attribute) and func.attr == name):
-                    yield statement, statements
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name is not None:
+                    found.setdefault(name, []).append((statement, statements))
+    return found
 
 
 def enclosing_function(tree: ast.Module, line: int) -> ast.AST:

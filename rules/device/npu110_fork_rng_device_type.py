@@ -6,6 +6,7 @@ import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Example, Rule
+from npu_migrate.rules.parallel._common import with_keyword
 
 FORK_RNG = "torch.random.fork_rng"
 
@@ -83,7 +84,7 @@ the region runs as the CUDA original did there.
             renamed = self._device_calls(devices.value)
             if renamed:
                 quote = self.ctx.quote
-                self.replace(call, lambda c, q=quote: _with_device_type(c, q),
+                self.replace(call, lambda c, q=quote: with_keyword(c, "device_type", f"{q}npu{q}"),
                              "`fork_rng(devices=...)` over NPU devices -> `device_type=\"npu\"`",
                              anchor=devices.value,
                              requires=tuple(n for n in renamed if self.qualified_name(n).startswith("torch.cuda.")),
@@ -128,12 +129,3 @@ the region runs as the CUDA original did there.
         value.visit(_Find())
         return found
 
-
-def _with_device_type(call: cst.Call, quote: str) -> cst.Call:
-    last = call.args[-1]
-    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    args = [*call.args[:-1], last.with_changes(comma=comma) if last.comma is cst.MaybeSentinel.DEFAULT else last]
-    new = cst.Arg(keyword=cst.Name("device_type"), value=cst.SimpleString(f"{quote}npu{quote}"),
-                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                        whitespace_after=cst.SimpleWhitespace("")))
-    return call.with_changes(args=[*args, new])
