@@ -103,6 +103,13 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
 CPU_PATH_COMMENT = "# torch_npu's switch: absent on a CPU machine"
 
 
+def _has_switch(namespace: cst.Attribute, quote: str) -> cst.Call:
+    """``hasattr(torch.npu, "matmul")`` for the namespace ``torch.npu.matmul``."""
+    return cst.Call(func=cst.Name("hasattr"),
+                    args=[cst.Arg(namespace.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                          cst.Arg(string_literal(namespace.attr.value, quote))])
+
+
 def _own_fallback(ctx, node: cst.CSTNode) -> bool:
     """``node`` is the ``else`` of ``X.allow_hf32 if hasattr(torch.npu, "X") else node``,
     the form a read takes after this rule."""
@@ -119,9 +126,7 @@ def _read_with_torch_npu(old: cst.BaseExpression, new: cst.Attribute, quote: str
     the HF32 switch on Ascend, and on a machine without torch_npu the value the original
     read there."""
     namespace = new.value  # torch.npu.matmul
-    test = cst.Call(func=cst.Name("hasattr"),
-                    args=[cst.Arg(namespace.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                          cst.Arg(string_literal(namespace.attr.value, quote))])
+    test = _has_switch(namespace, quote)
     parens = {} if bare else {"lpar": [cst.LeftParen()], "rpar": [cst.RightParen()]}
     return cst.IfExp(test=test, body=new, orelse=old.with_changes(lpar=[], rpar=[]), **parens)
 
@@ -133,9 +138,7 @@ def _only_with_torch_npu(line: cst.SimpleStatementLine, target: cst.BaseExpressi
     either, so the CPU path runs as before (docs/decisions.md, "The CPU path")."""
     assign = line.body[0].with_changes(targets=[line.body[0].targets[0].with_changes(target=target)])
     namespace = target.value  # torch.npu.matmul
-    test = cst.Call(func=cst.Name("hasattr"),
-                    args=[cst.Arg(namespace.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                          cst.Arg(string_literal(namespace.attr.value, quote))])
+    test = _has_switch(namespace, quote)
     inner = line.with_changes(body=[assign], leading_lines=())
     return cst.If(
         test=test,
