@@ -94,11 +94,17 @@ def verify_scratch_dirs() -> set[str]:
 CASES: dict[str, Callable[[], tuple[bool, str]]] = {}
 
 
-def case(name: str):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
+def registrar(cases: dict[str, Callable[[], tuple[bool, str]]]):
+    """A decorator ``@case("name")`` that records an attack in ``cases`` (each round's own)."""
+    def case(name: str):
+        def register(fn):
+            cases[name] = fn
+            return fn
+        return register
+    return case
+
+
+case = registrar(CASES)
 
 
 # -------------------------------------------------------------------- diagnose (items 3, 8)

@@ -30,13 +30,7 @@ PY = r5.PY
 RUNS = int(os.environ.get("H6_RUNS", "20"))
 
 CASES: dict[str, Callable[[], tuple[bool, str]]] = {}
-
-
-def case(name: str):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
+case = r5.registrar(CASES)
 
 
 def scratch(name: str) -> Path:
