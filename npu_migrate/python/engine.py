@@ -33,6 +33,7 @@ from npu_migrate.python.names import (
     ambiguous_roots,
     build_import_table,
 )
+from npu_migrate.python.never_run import never_run_spans
 from npu_migrate.python.positions import Starts
 from npu_migrate.python.prefilter import Prefilter
 from npu_migrate.python.records import Edit, FindingRecord
@@ -270,18 +271,21 @@ def _torch_npu_fallback_lines(ctx: FileContext) -> list[tuple[int, int]]:
 
 
 def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit], list[FindingRecord]]:
-    """Drop what is suppressed, the CUDA tests that gate CUDA-only code (NPU011), and
-    what sits in code that already handles NPU (NPU010)."""
+    """Drop what is suppressed, what sits in tests that never run (``never_run``), the
+    CUDA tests that gate CUDA-only code (NPU011), and what sits in code that already
+    handles NPU (NPU010)."""
     table = suppressions(text)
 
     def line(node: cst.CSTNode) -> int:
         return ctx.position(node).start.line
 
-    fallback = _torch_npu_fallback_lines(ctx)
+    # code that already falls back to torch_npu, and tests that an unconditional skip
+    # switches off: nothing there is edited or reported
+    left_alone = _torch_npu_fallback_lines(ctx) + never_run_spans(ctx)
 
     def kept(node: cst.CSTNode, rule: str) -> bool:
         number = line(node)
-        return not is_suppressed(table, number, rule) and not any(a <= number <= b for a, b in fallback)
+        return not is_suppressed(table, number, rule) and not any(a <= number <= b for a, b in left_alone)
 
     edits = [e for e in ctx.edits if kept(e.anchor, e.rule) and not in_annotation(ctx, e.node)]
     # (a rule may report under the id of another, which must be selected too)
