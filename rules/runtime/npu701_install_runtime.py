@@ -22,8 +22,19 @@ GUARDED_INSTALL = "if npu_runtime is not None:\n    npu_runtime.install()\n"
 #: Test code by its content: pytest imported at module level, a unittest.TestCase.
 _TEST_CODE = re.compile(r"^(?:import pytest\b|from pytest\b)|\bunittest\.TestCase\b|^from unittest import .*\bTestCase\b",
                         re.MULTILINE)
-#: The file trains: a backward pass, or the set-up of distributed training.
-_TRAINS = re.compile(r"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
+#: The set-up of distributed or multi-process training.
+_DISTRIBUTED = re.compile(r"\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
+#: A backward pass, and a step (an optimizer's, a GradScaler's, DeepSpeed's engine's).
+_BACKWARD = re.compile(r"\.backward\s*\(")
+_STEP = re.compile(r"\.step\s*\(")
+
+
+def trains(text: str) -> bool:
+    """The file trains: it sets up distributed or multi-process training, or it both
+    runs a backward pass and steps. A backward pass that no step follows is a
+    benchmark or a gradient check (prime-rl's ``bench_fused_moe.py``, lingua's
+    ``index_matmul.py``), not a job the runtime's launcher handling and watchdog serve."""
+    return bool(_DISTRIBUTED.search(text)) or bool(_BACKWARD.search(text) and _STEP.search(text))
 
 
 def is_test_module(path: str, text: str) -> bool:
@@ -96,11 +107,12 @@ Where: only in training entry points that this run migrates for the NPU:
 * the file is changed by another rule in a way that needs torch_npu (a file
   whose only change is `map_location="cpu"` or a renamed `CUDA_VISIBLE_DEVICES`
   runs fine without the runtime, and is never touched just to add it);
-* the file trains: it calls `.backward()`, or sets up distributed or
+* the file trains: it calls `.backward()` and steps (`optimizer.step()`,
+  `scaler.step(...)`, DeepSpeed's `engine.step()`), or sets up distributed or
   multi-process training (`init_process_group(...)`, `mp.spawn(...)`,
-  `mp.Process(...)`, as in Hogwild); evaluation and export scripts,
-  and launchers whose training lives elsewhere without distributed set-up, do
-  not get it;
+  `mp.Process(...)`, as in Hogwild); evaluation and export scripts, benchmarks
+  and gradient checks (a backward pass that no step follows), and launchers whose
+  training lives elsewhere without distributed set-up, do not get it;
 * it is an entry point: an `if __name__ == "__main__":` guard gets the call as
   its first statement, so importing the module (tests, notebooks) stays free of
   side effects; a script with a top-level training loop (a module-level
@@ -161,7 +173,8 @@ if the training image should not install npu-migrate.
 """
     examples = (
         Example(
-            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n",
+            "import torch\n\ndef main():\n    torch.cuda.synchronize()\n    loss.backward()\n    optimizer.step()\n\n"
+            "if __name__ == '__main__':\n    main()\n",
             "import torch\n\n"
             + guard_text(fallback=(NPU_IS_CUDA,))
             + "\ntry:\n    import npu_runtime\n"
@@ -169,7 +182,7 @@ if the training image should not install npu-migrate.
             "    npu_runtime = None\n"
             '    print("npu-runtime is not installed: no launcher translation, HCCL defaults"\n'
             '          " or hang watchdog (pip install npu-runtime==0.1.0)")\n'
-            "\ndef main():\n    torch.npu.synchronize()\n    loss.backward()\n\n"
+            "\ndef main():\n    torch.npu.synchronize()\n    loss.backward()\n    optimizer.step()\n\n"
             "if __name__ == '__main__':\n    if npu_runtime is not None:\n        npu_runtime.install()\n    main()\n",
             also=("NPU101",),
         ),
@@ -196,7 +209,7 @@ if the training image should not install npu-migrate.
         in_package = os.path.dirname(os.path.abspath(self.ctx.path)) in facts.package_dirs
         trains_through_import = (guard is not None and os.path.abspath(self.ctx.path) in facts.imports_training
                                  and not in_package)
-        if not named and (not (_TRAINS.search(text) or trains_through_import)
+        if not named and (not (trains(text) or trains_through_import)
                           or is_test_module(self.ctx.path, text)):
             return
         message = "call npu_runtime.install() at the start of the entry point"

@@ -17,7 +17,9 @@ import torch
 
 def main():
     model = torch.nn.Linear(4, 4).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model(torch.zeros(1, 4).cuda()).sum().backward()
+    optimizer.step()
 
 
 if __name__ == "__main__":
@@ -45,6 +47,7 @@ import torch
 def main():
     model = build(torch.load("checkpoint.pt"))
     model(batch).sum().backward()
+    optimizer.step()
 
 
 if __name__ == "__main__":
@@ -98,6 +101,36 @@ def test_a_script_that_does_not_train_does_not_get_it():
     assert not injected("evaluate.py", EVALUATE)
 
 
+BENCHMARK = """\
+import time
+
+import torch
+
+
+def time_backward(model, x):
+    out = model(x).sum()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out.backward()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    print(time_backward(torch.nn.Linear(4, 4).cuda(), torch.ones(2, 4).cuda()))
+"""
+
+
+@pytest.mark.parametrize("step", ["", "optimizer.step()", "scaler.step(optimizer)", "engine.step()"])
+def test_a_backward_pass_trains_only_with_a_step(step):
+    """A backward pass that no step follows times kernels or checks gradients (lingua's
+    index_matmul.py, prime-rl's bench_fused_moe.py): migrated, without the runtime."""
+    source = BENCHMARK.replace("    out.backward()\n", f"    out.backward()\n    {step}\n" if step else "    out.backward()\n")
+    result = migrate_source("bench_backward.py", source.encode(), SETTINGS)
+    assert result.new_source is not None and b"torch.npu.synchronize()" in result.new_source
+    assert injected("bench_backward.py", source) == bool(step)
+
+
 def test_a_file_whose_migration_needs_no_npu_does_not_get_it():
     result = migrate_source("train.py", LOAD_ONLY.encode(), SETTINGS)
     assert result.new_source is not None and b'map_location="cpu"' in result.new_source
@@ -106,7 +139,8 @@ def test_a_file_whose_migration_needs_no_npu_does_not_get_it():
 
 def test_a_top_level_loop_that_calls_the_files_training_function_gets_it():
     source = (
-        "import torch\n\nmodel = Net().cuda()\n\n\ndef train(epoch):\n    loss = model(batch).sum()\n    loss.backward()\n\n\n"
+        "import torch\n\nmodel = Net().cuda()\n\n\ndef train(epoch):\n    loss = model(batch).sum()\n    loss.backward()\n"
+        "    optimizer.step()\n\n\n"
         "for epoch in range(10):\n    train(epoch)\n"
     )
     assert injected("main.py", source)
