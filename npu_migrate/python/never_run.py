@@ -11,13 +11,18 @@ multi-GPU", had its backend, placement group and class gate rewritten). The engi
 drops every edit and finding inside such code (``engine._filter``), so the file is
 left as it is, ``import torch_npu`` included when nothing else is migrated.
 
-A class counts when it is itself skipped, or when it has test methods and every one
-of them is skipped: then its decorators (a ``skipUnless(torch.cuda...)`` gate over
-tests that never run) go too, but not its other methods, which a subclass's tests
-may still call. ``skipIf``/``skipUnless``/``skipif`` are conditions, never counted here.
+What is left alone is what runs only when a test runs: the bodies of skipped tests
+(all methods of a skipped class). Code that runs when pytest imports the module stays
+migrated: module-level statements, class bodies, helpers (another module may import
+them), and decorators, except those whose only CUDA calls are ``is_available()`` /
+``device_count()``, which are safe to leave on any machine (a class whose every test
+is skipped keeps its ``skipUnless(torch.cuda.is_available())`` gate as written).
+``skipIf``/``skipUnless``/``skipif`` are conditions, never counted here.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
@@ -28,11 +33,13 @@ _SKIP_DECORATORS = frozenset({"unittest.skip", "unittest.case.skip", "pytest.mar
 _SKIP_CALLS = frozenset({"pytest.skip", "_pytest.outcomes.skip", "unittest.SkipTest", "unittest.case.SkipTest"})
 
 Span = tuple[int, int]
+#: CUDA calls that answer without CUDA (False, 0), and any other CUDA word
+_SAFE_CUDA = re.compile(r"\btorch\.cuda\.(?:is_available|device_count)\(\)")
+_UNSAFE_CUDA = re.compile(r"\bcuda\.|\.cuda\(")
 
 
 def never_run_spans(ctx: FileContext) -> list[Span]:
-    """Line spans (first, last; decorators included) of the file's code that no test
-    run executes."""
+    """Line spans (first, last) of the file's code that no test run executes."""
     spans: list[Span] = []
     body = ctx.module.body
     marked = any(_marks_module(ctx, s) for s in body)  # pytestmark: every test skipped
@@ -43,24 +50,46 @@ def never_run_spans(ctx: FileContext) -> list[Span]:
             break
         if isinstance(statement, cst.FunctionDef) and (_never_runs(ctx, statement) or (
                 marked and statement.name.value.startswith("test"))):
-            spans.append(_span(ctx, statement))
+            spans.extend(_function_spans(ctx, statement))
         elif isinstance(statement, cst.ClassDef):
-            if marked and statement.name.value.startswith("Test"):
-                spans.append(_span(ctx, statement))
-            else:
-                spans.extend(_class_spans(ctx, statement))
+            spans.extend(_class_spans(ctx, statement, marked and statement.name.value.startswith("Test")))
     return spans
 
 
-def _class_spans(ctx: FileContext, cls: cst.ClassDef) -> list[Span]:
-    if any(_is_skip_decorator(ctx, d) for d in cls.decorators):
-        return [_span(ctx, cls)]
+def _class_spans(ctx: FileContext, cls: cst.ClassDef, marked: bool) -> list[Span]:
+    """The bodies of the class's skipped tests (all of its methods when the class itself
+    is skipped), and its decorators when none of its tests runs. Statements in the
+    class body run when the module is imported, and stay migrated."""
     methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
+    if marked or any(_is_skip_decorator(ctx, d) for d in cls.decorators):
+        return [span for m in methods for span in _function_spans(ctx, m)] + _safe_decorators(ctx, cls)
     tests = [m for m in methods if m.name.value.startswith("test")]
     skipped = [m for m in tests if _never_runs(ctx, m)]
-    spans = [_span(ctx, m) for m in skipped]
-    if tests and len(skipped) == len(tests) and cls.decorators:
-        spans.append((ctx.position(cls.decorators[0]).start.line, ctx.position(cls.decorators[-1]).end.line))
+    spans = [span for m in skipped for span in _function_spans(ctx, m)]
+    if tests and len(skipped) == len(tests):
+        spans += _safe_decorators(ctx, cls)
+    return spans
+
+
+def _function_spans(ctx: FileContext, function: cst.FunctionDef) -> list[Span]:
+    """The function's body, and those of its decorators that are safe to leave."""
+    spans = _safe_decorators(ctx, function)
+    if isinstance(function.body, cst.IndentedBlock) and function.body.body:
+        spans.append((ctx.position(function.body.body[0]).start.line, ctx.position(function).end.line))
+    return spans
+
+
+def _safe_decorators(ctx: FileContext, owner: cst.FunctionDef | cst.ClassDef) -> list[Span]:
+    """Decorators run when the module is imported, skipped test or not: one is left as
+    it is only where that is safe on every machine, i.e. its only CUDA calls are
+    ``torch.cuda.is_available()`` / ``device_count()`` (False / 0 without CUDA), not a
+    capability probe that raises there."""
+    spans = []
+    for decorator in owner.decorators:
+        code = ctx.module.code_for_node(decorator)
+        if not _UNSAFE_CUDA.search(_SAFE_CUDA.sub("", code)):
+            where = ctx.position(decorator)
+            spans.append((where.start.line, where.end.line))
     return spans
 
 
@@ -126,9 +155,3 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr)
             and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
-
-
-def _span(ctx: FileContext, owner: cst.FunctionDef | cst.ClassDef) -> Span:
-    where = ctx.position(owner)
-    first = min([ctx.position(d).start.line for d in owner.decorators] + [where.start.line])
-    return first, where.end.line
