@@ -299,8 +299,11 @@ _NPU_DEVICE_TYPE_USE = re.compile(
     rf"""\((?:{_ARGUMENT_TEXT})*?[fFrR]{{0,2}}["']npu(?::[^"'\n]*)?["']""")
 
 #: ``torch.autocast("npu", ...)``, ``torch.amp.autocast(device_type="npu")``, as a call or a
-#: decorator: torch asks the ``"npu"`` backend's module what it supports
-_NPU_AUTOCAST_USE = re.compile(r"""\bautocast\((?:[^()"']|"[^"]*"|'[^']*')*?["']npu(?::[^"'\n]*)?["']""")
+#: decorator: torch asks the ``"npu"`` backend's module what it supports; and
+#: ``torch.amp.custom_fwd/custom_bwd(device_type="npu")``, whose wrappers ask
+#: ``torch.get_autocast_dtype("npu")`` and enter ``autocast("npu", enabled=...)`` on every
+#: call (dinov2's pure-PyTorch deformable attention, round 9: it ran on CPU before)
+_NPU_AUTOCAST_USE = re.compile(r"""\b(?:autocast|custom_fwd|custom_bwd)\((?:[^()"']|"[^"]*"|'[^']*')*?["']npu(?::[^"'\n]*)?["']""")
 
 
 #: ``from torch.npu import X`` / ``import torch.npu`` anywhere (not ``torch.npu.amp``:

@@ -179,6 +179,29 @@ finally:
     torch.backends.cuda.matmul.allow_tf32 = prev
 print(prev, torch.backends.cuda.matmul.allow_tf32)
 ''',
+    # dinov2's deformable attention: pure PyTorch under custom_fwd/custom_bwd, whose wrappers
+    # ask torch.get_autocast_dtype(device_type) on every call; "npu" must parse without torch_npu
+    "custom_fwd_and_bwd": '''\
+import torch
+from torch.cuda.amp import custom_bwd, custom_fwd
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    @custom_fwd(cast_inputs=torch.float32)
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    @custom_bwd
+    def backward(ctx, grad):
+        return grad * 2
+
+
+x = torch.ones(2, requires_grad=True)
+Double.apply(x).sum().backward()
+print(x.grad.tolist())
+''',
     # lingua's weight init: NPU110 adds device_type="npu", which the guard makes a device type
     # torch knows where torch_npu is missing (the devices list, two calls deep, is empty there)
     "fork_rng_over_device_indices": '''\
