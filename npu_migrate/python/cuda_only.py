@@ -523,6 +523,12 @@ class FileIndex:
                 parts = resolved.split(".")
                 if any(self.ctx.facts.is_cuda_only_module(".".join(parts[:n])) for n in range(1, len(parts))):
                     kind = KIND_PROJECT
+            if kind is None and CUDA_ONLY_WORDS.search(resolved.rsplit(".", 1)[-1].replace("_", " ")):
+                # a function of another module named for a CUDA-only package (open_lm's
+                # `xformers_attn`, imported from its attention module): what it runs is not
+                # in this file, its name says what it is; a gate in front of it holds (not
+                # propagated: it does not make the functions calling it CUDA-only)
+                kind = KIND_NAMED_PACKAGE
             return kind
         return None
 
