@@ -48,6 +48,8 @@ CUDA_ONLY: dict[str, str] = {
 #: Name patterns (normalised) -> advice: families of CUDA-only wheels.
 CUDA_ONLY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"cupy-cuda\w*"), "drop it: CuPy runs on CUDA; use numpy or torch tensors on the NPU"),
+    (re.compile(r"(?:cuml|cudf|cugraph|cuvs|cuspatial|cucim|dask-cudf|rmm|pylibraft|raft-dask)(?:-cu\d+)?"),
+     "drop it: RAPIDS runs on NVIDIA GPUs only; use the CPU library of the same API (scikit-learn, pandas, networkx)"),
     (re.compile(r"nvidia-dali-\S+"), "drop it: DALI decodes on NVIDIA GPUs; use a torch DataLoader pipeline"),
     (re.compile(r"nvshmem4py-\S+"), "drop it: NVSHMEM (GPU-initiated communication) is CUDA-only; use HCCL collectives"),
     (re.compile(r"nvidia-\S+"), "drop it: an NVIDIA CUDA runtime wheel (torch's CPU build and torch-npu do not need it)"),

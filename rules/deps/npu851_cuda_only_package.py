@@ -17,7 +17,8 @@ class CudaOnlyPackage(DepsRule):
     fixable = False
     triggers = (b"apex", b"flash", b"xformers", b"bitsandbytes", b"triton", b"nvidia", b"cupy", b"nvml",
                 b"tensorrt", b"transformer", b"gpustat", b"pycuda", b"onnxruntime", b"mamba", b"causal",
-                b"deepspeed", b"grouped", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia")
+                b"deepspeed", b"grouped", b"deep_ep", b"deep-ep", b"nvshmem", b"cuda", b"cudnn", b"nccl", b"NVIDIA", b"Nvidia",
+                b"cuml", b"cudf", b"cugraph", b"cuvs", b"cuspatial", b"cucim", b"rmm", b"raft")
     rationale = """
 These distributions only work with NVIDIA GPUs: installing them on an Ascend
 machine fails to build, or succeeds and fails at import or at the first kernel.
@@ -26,7 +27,8 @@ Each is reported on its line with the Ascend replacement
 report the imports): apex, flash-attn, xformers, bitsandbytes, triton,
 pynvml/nvidia-ml-py, gpustat, pycuda, tensorrt, torch-tensorrt,
 transformer-engine, onnxruntime-gpu, mamba-ssm, causal-conv1d, grouped_gemm, every `nvidia-*`
-(CUDA runtime wheels, `nvidia-dali-*`) and `cupy-cuda*`; in conda
+(CUDA runtime wheels, `nvidia-dali-*`), `cupy-cuda*` and RAPIDS (`cuml`, `cudf`,
+`cugraph`, `cuvs`, `rmm`... and their `-cu11`/`-cu12` builds); in conda
 environments also cudatoolkit, pytorch-cuda, cuda-*, cudnn and nccl. A bare VCS or archive URL
 (`git+https://github.com/Dao-AILab/causal-conv1d.git`, pip's form without a
 name) is named by its `#egg=` fragment or its repository (`state-spaces/mamba`
