@@ -35,6 +35,11 @@ READERS = (
     ("setup.cfg", "setup_cfg", None),
     ("environment*.yml", "conda", "yaml_reader"),
     ("environment*.yaml", "conda", "yaml_reader"),
+    # dinov2's `conda.yaml` and `conda-extras.yaml`: the same format under the tool's name
+    ("conda.yml", "conda", "yaml_reader"),
+    ("conda.yaml", "conda", "yaml_reader"),
+    ("conda[-_]*.yml", "conda", "yaml_reader"),
+    ("conda[-_]*.yaml", "conda", "yaml_reader"),
     ("*", "requirements_txt", None),
 )
 

@@ -71,7 +71,7 @@ _TRAINS_WORDS = (b".backward", b"init_process_group", b".spawn", b".Process")
 _CUDA_ONLY_WORDS = (b"triton", b"helion", b"tilelang", b"cupy", b"pycuda", b"cutlass", b"cuda.tile")
 #: a dependency file named for the NPU (``requirements-npu.txt``, ``environment_ascend.yml``)
 _ASCEND_NAME = re.compile(r"(?:^|[^a-z0-9])(?:npu|ascend)(?:[^a-z0-9])", re.IGNORECASE)
-_DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml)")
+_DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml|conda(?:[-_].*)?\.ya?ml)")
 
 
 @dataclass(frozen=True)

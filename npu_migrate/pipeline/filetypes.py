@@ -105,7 +105,7 @@ DEPS = FileType(
     "deps", "npu_migrate.deps.engine:migrate",
     names=("requirements*.txt", "*-requirements.txt", "*_requirements.txt", "requirements*.in",
            "constraints*.txt", "pyproject.toml", "pyproject.*.toml", "setup.cfg", "environment*.yml",
-           "environment*.yaml"),
+           "environment*.yaml", "conda.yml", "conda.yaml", "conda[-_]*.yml", "conda[-_]*.yaml"),
     parents=("requirements/*.txt", "requirements/*.in"),
     rule_front_ends=("deps", "config"), example_name="requirements.txt", fence="text",
 )
