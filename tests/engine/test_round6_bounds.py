@@ -248,3 +248,34 @@ def test_a_long_s_is_an_s_to_the_sibling_search_as_before():
     source = "import torch\nnpu_\u017f = 1\ncuda_s = torch.cuda.is_available()\n"
     result = migrate_safely("a.py", source.encode(), Settings())
     assert result.new_source is None and "`npu_s`" in result.findings[0].message
+
+
+def _big_notebook(source: list[str], megabytes: int) -> str:
+    """A notebook whose one code cell printed ``megabytes`` MB of lines."""
+    import json
+
+    lines = [f"step {i:08d} loss 0.5\n" for i in range(megabytes * (1 << 20) // 20 + 1)]
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "source": source,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": lines}]}]})
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_over_the_json_bound_is_one_line_and_the_rest_is_migrated(tmp_path, run_cli):
+    """A 33 MB notebook (printed outputs) with a cell to migrate: the notebook bound is
+    128 MB, but its cells are written back through the JSON reader (32 MB): one error
+    line that says so and what to do, exit 2, the other files written; the same notebook
+    with nothing to migrate is no error."""
+    big = _big_notebook(["import torch\n", "x = torch.zeros(3).cuda()\n"], 33)
+    (tmp_path / "big.ipynb").write_text(big)
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    result = run_cli("--write", "--no-cache", "-j", "1", ".")
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: big.ipynb:1: ")
+    assert "notebook with 1 cell(s) to migrate" in errors[0] and "--clear-output" in errors[0]
+    assert "Traceback" not in result.output
+    assert (tmp_path / "big.ipynb").read_text() == big
+    assert ".npu()" in (tmp_path / "train.py").read_text()
+    (tmp_path / "big.ipynb").write_text(_big_notebook(["x = 1\n"], 33))
+    assert run_cli("--check", "--no-cache", "-j", "1", "big.ipynb").exit_code == 0
