@@ -17,6 +17,7 @@ from npu_migrate.configs.document import Document, ReadError, Scalar
 from npu_migrate.pipeline import limits
 from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
 from npu_migrate.pipeline.facts import ProjectFacts
+from npu_migrate.pipeline.file_roles import template_place
 from npu_migrate.pipeline.model import TEMPLATE, FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
@@ -90,7 +91,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     unless it is a template (:mod:`npu_migrate.configs.templates`): a template is
     skipped, whether its place says so or its markers explain why it does not parse."""
     result = FileResult(path=path)
-    if (place := templates.template_place(path)) is not None:
+    if (place := template_place(path)) is not None:
         result.skipped = f"{TEMPLATE}{place})"
         return result
     recorder = Recorder()

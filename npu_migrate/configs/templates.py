@@ -1,7 +1,8 @@
 """Config files that are templates, not configuration: what a template engine reads
 before it writes the YAML, JSON or TOML a program loads (docs/decisions.md, "Templates").
 
-* **By their place** (:func:`template_place`): every file under the ``templates/``
+* **By their place** (:func:`npu_migrate.pipeline.file_roles.template_place`, a
+  file's role by its path, also part of its cache key): every file under the ``templates/``
   folder of a Helm chart (a folder beside ``Chart.yaml``, at any depth below it), and
   every file of a project template whose path has a ``{{ ... }}`` part (cookiecutter's
   ``{{cookiecutter.project_slug}}/``, copier's ``{{ project_name }}/``). Such a file is
@@ -21,11 +22,6 @@ npu-migrate on what they render to.
 
 from __future__ import annotations
 
-import os
-
-#: The file a Helm chart is named by (Helm reads no other spelling).
-_CHART = "Chart.yaml"
-
 
 def has_markers(data: bytes) -> bool:
     """``data`` holds ``{{`` followed somewhere by ``}}``, or ``{%`` followed by ``%}``
@@ -35,16 +31,3 @@ def has_markers(data: bytes) -> bool:
         if at >= 0 and data.find(closing, at + 2) >= 0:
             return True
     return False
-
-
-def template_place(path: str) -> str | None:
-    """Why the file at ``path`` is a template by its place (a Helm chart's
-    ``templates/``, a path part with ``{{ }}``), or None."""
-    parts = os.path.abspath(path).replace(os.sep, "/").split("/")
-    if any("{{" in part and "}}" in part for part in parts):
-        return "a project template: its path has {{ }}"
-    for depth in range(len(parts) - 2, 0, -1):  # the file's own folder first
-        # one stat per folder named templates (not cached: a chart may appear between runs)
-        if parts[depth] == "templates" and os.path.isfile(os.path.join("/".join(parts[:depth]) or "/", _CHART)):
-            return f"a Helm chart template: under templates/ beside {_CHART}"
-    return None

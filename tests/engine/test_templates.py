@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.configs.engine import migrate
-from npu_migrate.configs.templates import has_markers, template_place
+from npu_migrate.configs.templates import has_markers
+from npu_migrate.pipeline.file_roles import template_place
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
 
@@ -220,6 +221,20 @@ def test_check_on_a_tree_with_a_chart_passes_and_writes_nothing(tmp_path, run_cl
     assert report["summary"]["files_skipped_data"] == 0 and report["summary"]["files_failed"] == 0
     skipped = {Path(f["path"]).name: f["skipped"] for f in report["files"] if f["skipped"]}
     assert set(skipped) == {"deployment.yaml", "service.yaml", "configmap.yaml"}
+
+
+def test_a_chart_made_after_a_cached_run_makes_its_templates_templates(tmp_path, run_cli):
+    """The cache key of a file includes whether its place makes it a template: a
+    ``Chart.yaml`` added beside ``templates/`` is not answered from the earlier entry."""
+    path = write(tmp_path, "deploy/templates/configmap.yaml", PARSES)
+    cache = ["--cache-dir", str(tmp_path.parent / "cache")]
+    first = run_cli("--check", *cache, "deploy")
+    assert first.exit_code == 1 and "would migrate" in first.output  # configuration, until a chart is there
+    write(tmp_path, "deploy/Chart.yaml", CHART)
+    second = run_cli("--write", *cache, "deploy")
+    assert second.exit_code == 0, second.output
+    assert "1 template file(s) skipped" in second.output
+    assert path.read_text() == PARSES
 
 
 def test_real_bad_yaml_beside_a_chart_still_fails_the_run(tmp_path, run_cli):
