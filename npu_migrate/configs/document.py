@@ -70,9 +70,13 @@ def decode(data: bytes) -> str:
 
 
 class ReadError(Exception):
-    """The file is not valid in its format: ``line`` (1-based) and a message."""
+    """The file is not valid in its format: ``line`` (1-based) and a message.
+    ``syntax``: its parser refused the text (not a size, nesting or encoding bound),
+    the one case where a template's markers make it a template instead
+    (:mod:`npu_migrate.configs.templates`)."""
 
-    def __init__(self, line: int, message: str) -> None:
+    def __init__(self, line: int, message: str, *, syntax: bool = False) -> None:
         super().__init__(message)
         self.line = line
         self.message = message
+        self.syntax = syntax

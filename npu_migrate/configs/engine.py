@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from npu_migrate.configs import comments
+from npu_migrate.configs import comments, templates
 from npu_migrate.configs.document import Document, ReadError, Scalar
 from npu_migrate.pipeline import limits
 from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
 from npu_migrate.pipeline.facts import ProjectFacts
-from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.file_roles import template_place
+from npu_migrate.pipeline.model import TEMPLATE, FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import Suppressions
@@ -86,14 +87,23 @@ PARSE_LIMITS = {"yaml_reader": 1 << 20, "toml_reader": 256 << 10}
 
 
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
-    """Never raises for bad input: a file its parser refuses gets ``path:line: ...``."""
+    """Never raises for bad input: a file its parser refuses gets ``path:line: ...``,
+    unless it is a template (:mod:`npu_migrate.configs.templates`): a template is
+    skipped, whether its place says so or its markers explain why it does not parse."""
     result = FileResult(path=path)
+    if (place := template_place(path)) is not None:
+        result.skipped = f"{TEMPLATE}{place})"
+        return result
     recorder = Recorder()
     suppressions = Suppressions()
     name = reader_name(path)
     try:
         scan(path, data, settings, recorder, suppressions, name)
     except ReadError as exc:
+        if exc.syntax and templates.has_markers(data):
+            fmt = name.removesuffix("_reader").upper()
+            result.skipped = TEMPLATE + "{{ }} or {% %} markers; not valid " + fmt + " as written)"
+            return result
         last = max(1, data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
         result.error = f"{path}:{min(exc.line, last)}: {exc.message}"  # end of file: its last line
         return result

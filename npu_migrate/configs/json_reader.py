@@ -65,7 +65,7 @@ def parse(data: bytes):
             again = limits.parse_bounded(parser(), bytes(blanked), "JSON")
             if not again.root_node.has_error:
                 return again
-        raise ReadError(_first_error(tree.root_node), "not valid JSON")
+        raise ReadError(_first_error(tree.root_node), "not valid JSON", syntax=True)
     return tree
 
 

@@ -29,7 +29,7 @@ def parse(text: str):
     try:
         return tomlkit.parse(text)
     except ParseError as exc:
-        raise ReadError(exc.line or 1, f"not valid TOML: {str(exc).split(' at line ')[0]}") from None
+        raise ReadError(exc.line or 1, f"not valid TOML: {str(exc).split(' at line ')[0]}", syntax=True) from None
     except RecursionError:
         raise ReadError(1, "too deeply nested for the TOML parser") from None
 

@@ -45,9 +45,9 @@ def compose(text: str) -> list[yaml.Node]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
-        raise ReadError(line, f"not valid YAML: {exc.problem or exc.context or 'invalid'}") from None
+        raise ReadError(line, f"not valid YAML: {exc.problem or exc.context or 'invalid'}", syntax=True) from None
     except yaml.YAMLError as exc:
-        raise ReadError(1, f"not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ReadError(1, f"not valid YAML: {str(exc).splitlines()[0]}", syntax=True) from None
     except RecursionError:
         raise ReadError(1, "too deeply nested for the YAML parser") from None
 

@@ -69,6 +69,15 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
     result.findings = sorted(set(result.findings) | set(nb_file.findings))
     changed = {i: text for i, text in new.items() if text != code[i]}
     if changed:
+        if len(data) > limits.MAX_BYTES["json"]:
+            # the cells' positions are read with the JSON reader, whose tree costs about 17
+            # times the file (48 MB of printed lines: 0.8 GB): past its bound, one line that
+            # says what to do instead of its bare "larger than 32 MB" after all this work
+            return FileResult(path=path, error=(
+                f"{path}:1: {len(data) / (1 << 20):.1f} MB notebook with {len(changed)} cell(s) to migrate; "
+                f"npu-migrate writes cells back only into notebooks of up to {limits.MAX_BYTES['json'] >> 20} MB "
+                "(outputs are most of it: clear them, e.g. `jupyter nbconvert --clear-output --inplace`, "
+                "and run again); skipped"))
         positions = layout.sources(data)
         ensure_ascii = layout.ascii_style(data)  # once: it reads the whole file
         edits = [TextEdit(positions[i].start, positions[i].end,

@@ -6,6 +6,10 @@ same way whatever paths the run was given.
   rewrite a rule would make there (a matrix value ``device: "cuda"``, an env rename
   ``CUDA_VISIBLE_DEVICES`` -> ``ASCEND_RT_VISIBLE_DEVICES``) becomes a finding and the
   file stays byte-identical (:func:`report_only`).
+* **Templates by their place** (:func:`template_place`): config files under a Helm
+  chart's ``templates/`` or a ``{{cookiecutter...}}`` folder are skipped by the config
+  front end (``npu_migrate/configs/templates.py``, which also knows templates by
+  their text). docs/decisions.md, "Templates".
 * **Data files** (:func:`data_file_reason`): results, metrics, benchmark outputs and
   datasets are neither configuration nor code; they are skipped (no rule runs, no
   error) and the summary counts them in one line. docs/decisions.md, "Data files".
@@ -140,4 +144,23 @@ def data_file_reason(path: str, data: bytes) -> str | None:
         return None
     if _DATA_STEM.search(stem):
         return "its name says results or metrics"
+    return None
+
+
+# -- templates -----------------------------------------------------------------------
+
+#: The file a Helm chart is named by (Helm reads no other spelling).
+_CHART = "Chart.yaml"
+
+
+def template_place(path: str) -> str | None:
+    """Why the file at ``path`` is a template by its place (a Helm chart's
+    ``templates/``, a path part with ``{{ }}``), or None."""
+    parts = os.path.abspath(path).replace(os.sep, "/").split("/")
+    if any("{{" in part and "}}" in part for part in parts):
+        return "a project template: its path has {{ }}"
+    for depth in range(len(parts) - 2, 0, -1):  # the file's own folder first
+        # one stat per folder named templates (not cached: a chart may appear between runs)
+        if parts[depth] == "templates" and os.path.isfile(os.path.join("/".join(parts[:depth]) or "/", _CHART)):
+            return f"a Helm chart template: under templates/ beside {_CHART}"
     return None

@@ -58,6 +58,10 @@ class Finding(_Located):
     cell: int | None = None
 
 
+#: How :attr:`FileResult.skipped` begins for a template: ``template (why)``.
+TEMPLATE = "template ("
+
+
 @dataclass
 class FileResult:
     """What happened to one file. ``new_source`` is None when nothing changed.
@@ -80,7 +84,8 @@ class FileResult:
     #: :func:`npu_migrate.reporting.report.reason_for`, :func:`npu_migrate.pipeline.registry.impact_of`.
     rule_notes: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
     #: Why no rule ran on the file: a data file (results, metrics, a dataset;
-    #: :func:`npu_migrate.pipeline.file_roles.data_file_reason`). Counted in the summary.
+    #: :func:`npu_migrate.pipeline.file_roles.data_file_reason`) or a template
+    #: (:data:`TEMPLATE` ``why)``: :mod:`npu_migrate.configs.templates`). Counted in the summary.
     skipped: str | None = None
     #: Warnings a library (nbformat, ...) raised while this file was migrated, caught by
     #: the runner and printed once per run as npu-migrate's own line
@@ -90,6 +95,12 @@ class FileResult:
     @property
     def changed(self) -> bool:
         return self.new_source is not None
+
+    @property
+    def is_template(self) -> bool:
+        """Skipped as a template (``npu_migrate/configs/templates.py``); every other
+        skipped file is a data file (``npu_migrate/pipeline/file_roles.py``)."""
+        return self.skipped is not None and self.skipped.startswith(TEMPLATE)
 
     def to_cache(self) -> dict:
         return {

@@ -476,7 +476,9 @@ def _pass(paths: list[str], settings: Settings, jobs: int, cache, digests: dict[
     todo: list[Item] = []
     for path in paths:
         digest = digests[path]
-        key = store.key(path, digest) if store is not None else None
+        key = None
+        if store is not None:  # a template by its place depends on a file beside it (a Helm chart's Chart.yaml)
+            key = store.key(path, digest if file_roles.template_place(path) is None else f"{digest}:template")
         hit = store.get(path, key) if store is not None else None
         if hit is not None:
             hit.source_digest = digest

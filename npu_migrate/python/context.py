@@ -93,6 +93,8 @@ class FileContext:
     #: and the generated code of a block
     _statement_regions: dict[cst.CSTNode, object] = field(default_factory=dict)
     _block_code: dict[cst.CSTNode, str] = field(default_factory=dict)
+    #: the names each of those blocks assigns, lower case (None: a name is not ASCII)
+    _block_assigned: dict[cst.CSTNode, set[str] | None] = field(default_factory=dict)
 
     @property
     def module(self) -> cst.Module:

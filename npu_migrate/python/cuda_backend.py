@@ -580,10 +580,23 @@ def _npu_sibling(ctx: FileContext, statement: cst.SimpleStatementLine) -> str | 
     block = ctx.parent(statement)
     if block is None:
         return None
-    assigned = re.compile(rf"^\s*{re.escape(sibling)}\s*(?::[^=\n]*)?=(?!=)", re.IGNORECASE | re.MULTILINE)
     if block not in ctx._block_code:  # once per block: 20,000 `cuda_x = ...` lines each generated the module
-        ctx._block_code[block] = ctx.module.code_for_node(block)
+        code = ctx._block_code[block] = ctx.module.code_for_node(block)
+        names = _ASSIGNED.findall(code)
+        # and each searched it (25,000 flags: minutes); lower case is the regex's
+        # IGNORECASE only for ASCII names (it also matches `ſ` for `s`, K for `k`)
+        ctx._block_assigned[block] = {n.lower() for n in names} if all(n.isascii() for n in names) else None
+    names = ctx._block_assigned[block]
+    if names is not None and sibling.isascii():
+        return sibling if sibling.lower() in names else None
+    assigned = re.compile(rf"^\s*{re.escape(sibling)}\s*(?::[^=\n]*)?=(?!=)", re.IGNORECASE | re.MULTILINE)
     return sibling if assigned.search(ctx._block_code[block]) else None
+
+
+#: ``name =`` or ``name: T =`` at the start of a line (not ``==``): the names a block
+#: assigns, as :func:`_npu_sibling` looks for its sibling (the name is the line's
+#: whole first word: a longer one is followed by a word character, not by ``=``)
+_ASSIGNED = re.compile(r"^\s*(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
 
 
 def partial_chains(ctx: FileContext, edits, line) -> set[int]:

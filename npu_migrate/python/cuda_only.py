@@ -309,6 +309,8 @@ class FileIndex:
         #: classes (gpt-neox's ``self.norm_fn = FusedRMSNormAffineFunction``, used in ``forward``)
         self.attributes: dict[str, str] = {}
         self._call_statements: dict[str, list[tuple[ast.stmt, list[ast.stmt]]]] | None = None
+        #: id(scope) -> :meth:`tests_by_key` of that scope (scopes are nodes of ``tree``)
+        self._tests: dict[int, dict[tuple[str, str], list[tuple[ast.AST, list | None]]]] = {}
         self._imports(tree)
         #: ``func`` nodes (by id) of calls that probe the CUDA compute capability, and the calls
         #: attributes set only behind kept gates (``add_gated_state``): dotted name -> kind
@@ -487,6 +489,21 @@ class FileIndex:
         for name in names:
             self.local[name] = kind
         return True
+
+    def tests_by_key(self, scope: ast.AST) -> dict[tuple[str, str], list[tuple[ast.AST, list | None]]]:
+        """The ``if`` statements (with the statement list that holds each) and conditional
+        expressions of ``scope``, by what their test names (:func:`_test_keys`), each list
+        in :func:`_tests_in`'s order; built once per scope. A flag's gate used to walk its
+        whole scope again (2,000 ``cuda_fN = torch.cuda.is_available()`` lines: 2,000
+        walks of the module)."""
+        found = self._tests.get(id(scope))
+        if found is None:
+            found = {}
+            for node, holder in _tests_in(scope):
+                for key in _test_keys(node.test):
+                    found.setdefault(key, []).append((node, holder))
+            self._tests[id(scope)] = found
+        return found
 
     def call_statements(self) -> dict[str, list[tuple[ast.stmt, list[ast.stmt]]]]:
         """:func:`_call_statements` of the file, built once (asked per input check)."""
@@ -936,22 +953,11 @@ class _GateFinder:
             return None
         return use, f"the other value of the conditional expression, `{ast.unparse(other)}`, is used", _span([node]), True
 
-    def tests_using(self, scope: ast.AST, matches) -> Iterator[tuple[ast.AST, list | None]]:
-        """If statements (with their holders) and conditional expressions in ``scope``
-        whose test mentions something ``matches`` accepts."""
-        stack: list[tuple[ast.AST, list | None]] = [(scope, None)]
-        while stack:
-            node, holder = stack.pop()
-            if isinstance(node, (ast.If, ast.IfExp)) and any(matches(n) for n in ast.walk(node.test)):
-                yield node, holder
-            for field, value in ast.iter_fields(node):
-                if isinstance(value, list):
-                    stack.extend((child, value) for child in value if isinstance(child, ast.AST))
-                elif isinstance(value, ast.AST):
-                    stack.append((value, None))
-
-    def via_tests(self, scope: ast.AST, matches) -> tuple | None:
-        for node, holder in self.tests_using(scope, matches):
+    def via_tests(self, scope: ast.AST, key: tuple[str, str], matches) -> tuple | None:
+        """The first gate of the tests in ``scope`` that mention ``key`` (:func:`_test_keys`:
+        what ``matches`` accepts, looked up in the scope's index instead of walking the
+        scope again for each flag)."""
+        for node, holder in self.index.tests_by_key(scope).get(key, ()):
             negated = _negated_in(node.test, matches)
             found = self.if_gate(node, holder, negated) if isinstance(node, ast.If) else self.ifexp_gate(node, negated)
             if found is not None:
@@ -998,6 +1004,41 @@ def named_package(nodes: Iterable[ast.AST]) -> str | None:
             if match is not None:
                 return match.group(1)
     return None
+
+
+def _tests_in(scope: ast.AST) -> Iterator[tuple[ast.AST, list | None]]:
+    """Every ``if`` statement (with the statement list that holds it, None when it is not
+    in one) and conditional expression in ``scope``, nested scopes included."""
+    stack: list[tuple[ast.AST, list | None]] = [(scope, None)]
+    while stack:
+        node, holder = stack.pop()
+        if isinstance(node, (ast.If, ast.IfExp)):
+            yield node, holder
+        for _field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                stack.extend((child, value) for child in value if isinstance(child, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append((value, None))
+
+
+def _test_keys(test: ast.AST) -> set[tuple[str, str]]:
+    """What a test mentions, as the gate finders ask for it: ``("name", id)`` for a
+    name, ``("attr", "a.b.c")`` for an attribute chain on a name, ``("call", f)`` for a
+    call of ``f(...)`` or ``x.f(...)``."""
+    keys: set[tuple[str, str]] = set()
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name):
+            keys.add(("name", node.id))
+        elif isinstance(node, ast.Attribute):
+            dotted = ast_dotted_name(node)
+            if dotted is not None:
+                keys.add(("attr", dotted))
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                keys.add(("call", node.func.id))
+            elif isinstance(node.func, ast.Attribute):
+                keys.add(("call", node.func.attr))
+    return keys
 
 
 def _negated_in(test: ast.AST, matches) -> bool:
@@ -1286,9 +1327,10 @@ def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode, test:
         text = ctx.module.code_for_node(target)
         if isinstance(target, cst.Name):
             scope = enclosing_function(finder.index.tree, line)
-            found = finder.via_tests(scope, lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
+            found = finder.via_tests(scope, ("name", text), lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
         elif isinstance(target, cst.Attribute):
-            found = finder.via_tests(finder.index.tree, lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)
+            found = finder.via_tests(finder.index.tree, ("attr", text),
+                                     lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)
         else:
             continue
         if found is not None:
@@ -1314,7 +1356,7 @@ def _predicate_gate(ctx: FileContext, finder: _GateFinder, function: cst.CSTNode
     def names_it(node: ast.AST) -> bool:
         return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
 
-    found = finder.via_tests(tree, lambda n: isinstance(n, ast.Call) and names_it(n.func))
+    found = finder.via_tests(tree, ("call", name), lambda n: isinstance(n, ast.Call) and names_it(n.func))
     if found is not None:
         return found
     for call in all_nodes(tree):

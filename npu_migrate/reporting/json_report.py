@@ -29,6 +29,7 @@ def _file(result: FileResult) -> dict:
         "changed": result.changed,
         "written": result.written,
         "error": result.error,
+        "skipped": result.skipped,
         "fixes": [{"rule": f.rule, "message": f.message, "reason": reason_for(f, result.rule_notes), "applied": result.written, **_span(f)}
                   for f in result.fixes],
         "findings": [{"rule": f.rule, "message": f.message, "suggestion": f.suggestion,

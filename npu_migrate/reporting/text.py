@@ -133,6 +133,9 @@ def summary(report: Report, console: Console) -> None:
     if s.get("files_skipped_data"):
         console.print(f"  {s['files_skipped_data']} data file(s) skipped (results, metrics, datasets: "
                       "docs/decisions.md, \"Data files\")", highlight=False, soft_wrap=True)
+    if s.get("files_skipped_template"):
+        console.print(f"  {s['files_skipped_template']} template file(s) skipped (Helm charts, Jinja and Go templates: "
+                      "docs/decisions.md, \"Templates\")", highlight=False, soft_wrap=True)
     runtime = runtime_line(report)
     if runtime:
         console.print(f"  {runtime}", highlight=False, soft_wrap=True)

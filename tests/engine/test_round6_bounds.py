@@ -177,3 +177,105 @@ def test_flags_are_matched_to_aware_chains_in_one_pass_per_scope(monkeypatch):
     result = migrate_safely("flags.py", source.encode(), Settings())
     assert result.error is None and len(result.fixes) == 301
     assert len(calls) <= 5, len(calls)  # the old code: one per flag, 300
+
+
+@pytest.mark.timeout(120)
+def test_a_scopes_tests_are_indexed_once_for_all_its_flags(monkeypatch):
+    """`cuda_fN = torch.cuda.is_available()` flags: cuda_only's flag gate walked the whole
+    scope for each flag, looking for tests that name it (2,000 flags: 39 s, of which 34
+    in that walk; now one walk per scope and a look-up per flag: 6 s)."""
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.python import cuda_only
+
+    calls = []
+    real = cuda_only._tests_in
+    monkeypatch.setattr(cuda_only, "_tests_in", lambda scope: calls.append(1) or real(scope))
+    source = "import torch\n" + "".join(f"cuda_f{i} = torch.cuda.is_available()\n" for i in range(300))
+    result = migrate_safely("flags.py", source.encode(), Settings())
+    assert result.error is None and len(result.fixes) == 301
+    assert len(calls) <= 5, len(calls)  # the old code: one walk per flag, 300
+
+
+@pytest.mark.timeout(120)
+def test_a_blocks_assigned_names_are_read_once_for_all_its_cuda_flags(monkeypatch):
+    """cuda_backend's NPU sibling (`cuda_ok` beside `npu_ok`): each `cuda_fN = ...` line
+    searched its whole block's code with a regex of its own (6,000 flags: 16 of 64 s
+    in that search; 25,000 gave no answer in 300 s)."""
+    from npu_migrate.pipeline.runner import migrate_safely
+    from npu_migrate.python import cuda_backend
+
+    calls = []
+
+    class Counting:
+        def findall(self, text):
+            calls.append(1)
+            return real.findall(text)
+
+    real = cuda_backend._ASSIGNED
+    monkeypatch.setattr(cuda_backend, "_ASSIGNED", Counting())
+    source = "import torch\n" + "".join(f"cuda_f{i} = torch.cuda.is_available()\n" for i in range(300))
+    result = migrate_safely("flags.py", source.encode(), Settings())
+    assert result.error is None and len(result.fixes) == 301
+    assert len(calls) == 1, len(calls)
+
+
+@pytest.mark.parametrize("lines,sibling", [
+    ('npu_ok = hasattr(torch, "npu")', "npu_ok"),
+    ("NPU_OK: bool = False", "npu_ok"),  # any case, annotated
+    ("f(\n    npu_ok\n    = 1)", "npu_ok"),  # a keyword at the start of a line counts, as it did
+    ("npu_ok == 1", None),  # a comparison assigns nothing
+    ("npu_ok_x = 1", None),  # a longer name
+    ("größe = 1\nnpu_ok = 1", "npu_ok"),  # a non-ASCII name in the block: the regex decides
+])
+def test_the_npu_sibling_is_found_as_before(lines, sibling):
+    from npu_migrate.pipeline.runner import migrate_safely
+
+    source = f"import torch\n{lines}\ncuda_ok = torch.cuda.is_available()\n"
+    result = migrate_safely("a.py", source.encode(), Settings())
+    if sibling is None:
+        assert result.new_source is not None and not result.findings
+    else:
+        assert result.new_source is None
+        assert [f.message for f in result.findings] == [
+            f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged"]
+
+
+def test_a_long_s_is_an_s_to_the_sibling_search_as_before():
+    """Python's IGNORECASE matches `ſ` (U+017F) with `s`; a block with a non-ASCII name is
+    searched with the regex, so `npu_ſ` is still `cuda_s`'s sibling."""
+    from npu_migrate.pipeline.runner import migrate_safely
+
+    source = "import torch\nnpu_\u017f = 1\ncuda_s = torch.cuda.is_available()\n"
+    result = migrate_safely("a.py", source.encode(), Settings())
+    assert result.new_source is None and "`npu_s`" in result.findings[0].message
+
+
+def _big_notebook(source: list[str], megabytes: int) -> str:
+    """A notebook whose one code cell printed ``megabytes`` MB of lines."""
+    import json
+
+    lines = [f"step {i:08d} loss 0.5\n" for i in range(megabytes * (1 << 20) // 20 + 1)]
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "source": source,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": lines}]}]})
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_over_the_json_bound_is_one_line_and_the_rest_is_migrated(tmp_path, run_cli):
+    """A 33 MB notebook (printed outputs) with a cell to migrate: the notebook bound is
+    128 MB, but its cells are written back through the JSON reader (32 MB): one error
+    line that says so and what to do, exit 2, the other files written; the same notebook
+    with nothing to migrate is no error."""
+    big = _big_notebook(["import torch\n", "x = torch.zeros(3).cuda()\n"], 33)
+    (tmp_path / "big.ipynb").write_text(big)
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    result = run_cli("--write", "--no-cache", "-j", "1", ".")
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: big.ipynb:1: ")
+    assert "notebook with 1 cell(s) to migrate" in errors[0] and "--clear-output" in errors[0]
+    assert "Traceback" not in result.output
+    assert (tmp_path / "big.ipynb").read_text() == big
+    assert ".npu()" in (tmp_path / "train.py").read_text()
+    (tmp_path / "big.ipynb").write_text(_big_notebook(["x = 1\n"], 33))
+    assert run_cli("--check", "--no-cache", "-j", "1", "big.ipynb").exit_code == 0
