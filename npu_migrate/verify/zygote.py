@@ -1,5 +1,5 @@
-"""Opt-in (NPU_MIGRATE_FORK_SERVER=1), experimental (docs/verify.md "Time"): a fork server for one
-twin's one-process runs.
+"""The fork server for one twin's one-process runs (docs/verify.md "Time"; on by default,
+off with ``--no-fork-server`` or ``NPU_MIGRATE_FORK_SERVER=0``).
 
 ``python -m npu_migrate.verify.zygote SOCKET`` (under the supervisor,
 npu_migrate/verify/supervise.py) imports torch, the emulated NPU (torch's backend
