@@ -75,10 +75,11 @@ class Request:
 
 def fork_server_wanted(req: Request) -> bool:
     """Whether one-process runs are forked from a server per twin: ``--fork-server`` /
-    ``--no-fork-server`` where given, else on unless ``NPU_MIGRATE_FORK_SERVER=0``."""
+    ``--no-fork-server`` where given, else on unless ``NPU_MIGRATE_FORK_SERVER`` is 0
+    (or false, no, off: the runtime's switches read the same)."""
     if req.fork_server is not None:
         return req.fork_server
-    return os.environ.get("NPU_MIGRATE_FORK_SERVER", "1").strip() != "0"
+    return os.environ.get("NPU_MIGRATE_FORK_SERVER", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
 def _say(req: Request, message: str) -> None:

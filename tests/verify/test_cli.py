@@ -76,6 +76,8 @@ def test_the_fork_server_is_on_unless_switched_off(monkeypatch, run_cli):
     monkeypatch.setenv("NPU_MIGRATE_FORK_SERVER", "0")
     assert not fork_server_wanted(Request(script="train.py"))
     assert fork_server_wanted(Request(script="train.py", fork_server=True))
+    monkeypatch.setenv("NPU_MIGRATE_FORK_SERVER", " Off")
+    assert not fork_server_wanted(Request(script="train.py"))
     monkeypatch.setenv("NPU_MIGRATE_FORK_SERVER", "1")
     assert fork_server_wanted(Request(script="train.py"))
     assert "--no-fork-server" in run_cli("verify", "--help").output
