@@ -363,8 +363,8 @@ CASES = {
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
-    if os.environ.get("BENCH_FORK_SERVER") == "1":  # PROTOTYPE branch: verify's fork server
-        env["NPU_MIGRATE_FORK_SERVER"] = "1"
+    if os.environ.get("BENCH_FORK_SERVER") == "0":  # verify without its fork server (on by default)
+        env["NPU_MIGRATE_FORK_SERVER"] = "0"
     return env
 
 

@@ -136,12 +136,15 @@ def launcher_advice(script: str, args: list[str], options: list[str] = ()) -> st
                    "the older CPU retarget (docs/verify.md).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for torch, random and numpy in both twins.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds per run.")
+@click.option("--fork-server/--no-fork-server", default=None,
+              help="Fork each twin's one-process runs from a process that imported torch once (default: on, "
+                   "unless NPU_MIGRATE_FORK_SERVER=0); a run it cannot fork soundly starts fresh anyway.")
 @click.option("--keep", is_flag=True, help="Keep the scratch copies and the run logs (their path is printed).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict's summary on failure.")
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def verify_command(nproc, torchrun, spawns, jobs, steps, report, select, extend_select, ignore, extend_ignore, config, project, resume,
-                   resume_args, reference, seed, timeout, keep, quiet, script, args) -> None:
+                   resume_args, reference, seed, timeout, fork_server, keep, quiet, script, args) -> None:
     """Prove a migration step by step, before writing it: run SCRIPT (with ARGS, after --)
     migrated and as it is (the reference), both on the emulated NPU, and compare losses,
     gradient norms, parameters and code paths per optimizer step. Exit 0 pass, 1 fail, 2 error. See docs/verify.md.
@@ -165,4 +168,5 @@ def verify_command(nproc, torchrun, spawns, jobs, steps, report, select, extend_
         script=script, args=list(args), nproc=nproc, steps=steps, report=report, select=_codes(select),
         extend_select=split_codes(extend_select), ignore=_codes(ignore), extend_ignore=split_codes(extend_ignore),
         config=config, project=project, resume=resume, resume_args=list(resume_args), seed=seed, timeout=timeout,
-        keep=keep, quiet=quiet, torchrun=torchrun, spawns=spawns, jobs=jobs, reference=reference)))
+        keep=keep, quiet=quiet, torchrun=torchrun, spawns=spawns, jobs=jobs, reference=reference,
+        fork_server=fork_server)))

@@ -68,6 +68,18 @@ class Request:
     #: the reference twin: "original" (the unmigrated source on the emulated NPU, CUDA
     #: served by it) or "cpu-retarget" (the source migrated to the CPU target, on the CPU)
     reference: str = "original"
+    #: fork one-process runs from a server per twin (npu_migrate/verify/zygote.py); None:
+    #: on unless NPU_MIGRATE_FORK_SERVER=0 (--fork-server/--no-fork-server decide otherwise)
+    fork_server: bool | None = None
+
+
+def fork_server_wanted(req: Request) -> bool:
+    """Whether one-process runs are forked from a server per twin: ``--fork-server`` /
+    ``--no-fork-server`` where given, else on unless ``NPU_MIGRATE_FORK_SERVER`` is 0
+    (or false, no, off: the runtime's switches read the same)."""
+    if req.fork_server is not None:
+        return req.fork_server
+    return os.environ.get("NPU_MIGRATE_FORK_SERVER", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
 def _say(req: Request, message: str) -> None:
@@ -254,10 +266,12 @@ def _verify(req: Request, root: Path, script: str, cwd_in_root: Path, work: Path
     # so that the round-trip needs no stop run (hook.ENV_SNAPSHOT, twins.snapshot_after).
     snapshots = req.resume and req.nproc == 1 and not req.torchrun and not spawns
     keep = twins.with_snapshots if snapshots else (lambda env: env)
-    # Opt-in, experimental: a fork server per twin (npu_migrate/verify/zygote.py), asked for.
+    # A fork server per twin for one-process runs (npu_migrate/verify/zygote.py; off with
+    # --no-fork-server or NPU_MIGRATE_FORK_SERVER=0). Each run still falls back to a fresh
+    # process where the server's checks (environment, threads, shadowed modules) say so.
     servers: dict[str, twins.Server] = {}
     forked: list[str] = []  # how each run started, for the report
-    if (os.environ.get("NPU_MIGRATE_FORK_SERVER") == "1" and req.nproc == 1 and not req.torchrun and not spawns
+    if (fork_server_wanted(req) and req.nproc == 1 and not req.torchrun and not spawns
             and emulated and not retarget):
         servers["ref"] = twins.Server(_ref_env(req, twins.base_env(records / "reference", req.steps, req.seed),
                                                emulated), work / "server-ref")

@@ -313,8 +313,8 @@ def _end(proc: subprocess.Popen, token: str) -> int:
 
 
 class Server:
-    """Opt-in (NPU_MIGRATE_FORK_SERVER=1), experimental: the fork server of one twin's one-process runs
-    (npu_migrate/verify/zygote.py), under a supervisor of its own."""
+    """The fork server of one twin's one-process runs (npu_migrate/verify/zygote.py; on by default,
+    off with --no-fork-server or NPU_MIGRATE_FORK_SERVER=0), under a supervisor of its own."""
 
     def __init__(self, env: dict[str, str], folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)

@@ -65,3 +65,19 @@ def test_torchrun_and_python_in_front_of_the_script_say_what_to_run_instead(run_
     from npu_migrate.verify.cli import launcher_advice
 
     assert launcher_advice("train.py", ["torchrun"]) is None
+
+
+def test_the_fork_server_is_on_unless_switched_off(monkeypatch, run_cli):
+    from npu_migrate.verify.command import fork_server_wanted
+
+    monkeypatch.delenv("NPU_MIGRATE_FORK_SERVER", raising=False)
+    assert fork_server_wanted(Request(script="train.py"))
+    assert not fork_server_wanted(Request(script="train.py", fork_server=False))
+    monkeypatch.setenv("NPU_MIGRATE_FORK_SERVER", "0")
+    assert not fork_server_wanted(Request(script="train.py"))
+    assert fork_server_wanted(Request(script="train.py", fork_server=True))
+    monkeypatch.setenv("NPU_MIGRATE_FORK_SERVER", " Off")
+    assert not fork_server_wanted(Request(script="train.py"))
+    monkeypatch.setenv("NPU_MIGRATE_FORK_SERVER", "1")
+    assert fork_server_wanted(Request(script="train.py"))
+    assert "--no-fork-server" in run_cli("verify", "--help").output

@@ -1,6 +1,7 @@
-"""verify's opt-in fork server (NPU_MIGRATE_FORK_SERVER=1)
-(npu_migrate/verify/zygote.py, ``NPU_MIGRATE_FORK_SERVER=1``): runs forked from one
-process per twin compute what fresh processes compute, what a run leaves is killed,
+"""verify's fork server (npu_migrate/verify/zygote.py; on by default, off with
+``NPU_MIGRATE_FORK_SERVER=0`` or ``--no-fork-server``): runs forked from one process per
+twin compute what fresh processes compute (also where the server's earlier
+``import torch._dynamo`` makes torch take another branch), what a run leaves is killed,
 the script's atexit handlers run, and a project shadowing a module the server imported
 runs as fresh processes."""
 
@@ -45,15 +46,18 @@ for step in range(start, 6):
 """
 
 
-def _verify(project: Path, probe: Path, server: bool) -> dict:
-    report = project.parent / f"report-{server}" / "verify.json"
+def _verify(project: Path, probe: Path, server: bool, options: tuple[str, ...] = (), args: tuple[str, ...] = (),
+            steps: int = 3) -> dict:
+    """verify's report; ``server``: as by default (no variable), else NPU_MIGRATE_FORK_SERVER=0
+    (or what ``options`` say)."""
+    report = project.parent / f"report-{server}-{'-'.join(options + args)}" / "verify.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
     env["PROBE_DIR"] = str(probe)
-    if server:
-        env["NPU_MIGRATE_FORK_SERVER"] = "1"
-    proc = subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--steps", "3",
-                           "--report", str(report), "train.py"], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=550, check=False)
+    if not server and not options:
+        env["NPU_MIGRATE_FORK_SERVER"] = "0"
+    proc = subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--steps", str(steps),
+                           *options, "--report", str(report), "train.py", *(["--", *args] if args else [])],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=550, check=False)
     assert report.is_file(), proc.stdout + proc.stderr
     return json.loads(report.read_text())
 
@@ -90,6 +94,7 @@ def test_forked_runs_compute_what_fresh_runs_do_and_leave_nothing(tmp_path, emul
             == [(r["reference"]["digest"], r["migrated"]["digest"], r["reference"]["losses"]) for r in fresh[key]]
     assert [(r["reference"]["digest"], r["migrated"]["digest"]) for r in forked["resume"]["steps"]] == \
         [(r["reference"]["digest"], r["migrated"]["digest"]) for r in fresh["resume"]["steps"]]
+    assert forked["paths"] == fresh["paths"]
     for server in (True, False):
         names = [p.name for p in probes[server].iterdir()]
         assert sum(n.startswith("atexit-") for n in names) == 4, names  # every run's atexit handler ran
@@ -97,6 +102,73 @@ def test_forked_runs_compute_what_fresh_runs_do_and_leave_nothing(tmp_path, emul
         assert len(daemons) == 4, names
         time.sleep(0.2)
         assert not [pid for pid in daemons if _alive(pid)], "a daemon outlived verify"
+
+
+#: A script that calls init_process_group (gloo, one process) before its first optimizer
+#: step, where a fresh run has not imported torch._dynamo yet and the server has: torch's
+#: ``init_process_group`` then clears dynamo's trace-rule caches in a forked run only
+#: (torch/distributed/distributed_c10d.py, ``if "torch._dynamo" in sys.modules``). With
+#: ``--compile`` the model runs through torch.compile (dynamo and AOT autograd; inductor
+#: has no kernels for the emulated NPU), whose tracing reads those caches.
+PROCESS_GROUP = """
+import os, sys
+import torch
+import torch.distributed as dist
+
+probe = os.environ["PROBE_DIR"]
+open(os.path.join(probe, f"dynamo-{'torch._dynamo' in sys.modules}-{os.getpid()}"), "w").close()
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ.setdefault("MASTER_PORT", "29533")
+dist.init_process_group("gloo", rank=0, world_size=1)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2)).to(device)
+forward = torch.compile(model, backend="aot_eager") if "--compile" in sys.argv else model
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+start = 0
+if os.path.exists("ckpt.pt"):
+    state = torch.load("ckpt.pt")
+    model.load_state_dict(state["model"]); opt.load_state_dict(state["opt"]); start = state["step"]
+for step in range(start, 6):
+    x = torch.randn(4, 8, device=device)
+    loss = forward(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    for p in model.parameters():  # gloo reduces CPU tensors
+        grad = p.grad.cpu()
+        dist.all_reduce(grad)
+        p.grad.copy_(grad)
+    opt.step()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1}, "ckpt.pt")
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("args", [(), ("--compile",)], ids=["process-group", "process-group-compile"])
+def test_torch_dynamo_imported_by_the_server_changes_nothing_the_script_computes(tmp_path, emulator_build, args):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text(PROCESS_GROUP)
+    probes, reports = {}, {}
+    for server in (True, False):
+        probes[server] = tmp_path / f"probe-{server}"
+        probes[server].mkdir()
+        reports[server] = _verify(project, probes[server], server, () if server else ("--no-fork-server",), args)
+    forked, fresh = reports[True], reports[False]
+    assert forked["verdict"] == fresh["verdict"] == "pass", (forked.get("reason"), fresh.get("reason"))
+    assert len(forked["fork_server"]) == 4 and all(line.endswith(": forked") for line in forked["fork_server"]), \
+        forked["fork_server"]
+    assert "fork_server" not in fresh
+    # torch took the other branch in init_process_group: dynamo imported in every forked run only
+    seen = {server: sorted(p.name.split("-")[1] for p in probes[server].iterdir()) for server in (True, False)}
+    assert seen == {True: ["True"] * 4, False: ["False"] * 4}, seen
+    # and yet every step of both twins, the restarts and the code paths are the same
+    assert forked["steps"] == fresh["steps"]
+    assert forked["resume"]["steps"] == fresh["resume"]["steps"]
+    assert forked["resume"]["status"] == fresh["resume"]["status"] == "pass", forked["resume"]
+    assert forked["paths"] == fresh["paths"]
+    assert forked["paths"]["reference"]["0"]["process_group"] == {"backend": "gloo", "world_size": 1}
 
 
 #: A project's own typing_extensions.py (which torch imports): it notes that it was
@@ -147,8 +219,7 @@ def test_a_forked_run_past_the_timeout_is_ended(tmp_path, emulator_build):
     project.mkdir()
     (project / "train.py").write_text(HANG)
     report = project.parent / "report" / "verify.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
-    env["NPU_MIGRATE_FORK_SERVER"] = "1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}  # the server: the default
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--steps", "2", "--timeout", "20",
                     "--report", str(report), "train.py"], cwd=project, env=env, capture_output=True, text=True,
@@ -214,7 +285,7 @@ def test_ctrl_c_during_a_forked_run_ends_the_run_and_the_servers(tmp_path, emula
     probe = tmp_path / "probe"
     probe.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_MIGRATE_")}
-    env.update(PROBE_DIR=str(probe), NPU_MIGRATE_FORK_SERVER="1")
+    env.update(PROBE_DIR=str(probe))  # the server: the default
     proc = subprocess.Popen([sys.executable, "-m", "npu_migrate", "verify", "--jobs", "2", "--steps", "2",
                              "train.py"], cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
