@@ -29,13 +29,13 @@ CUDA_TAG_WORDS = (b"-cu11", b"-cu12", b"-cu13")
 #: docs.sglang.io, "Ascend NPUs" quick start (``quay.io/ascend/sglang:main-cann8.5.0-a3``,
 #: ``-910b`` for Atlas A2; stable tags ``v0.5.14-cann9.0.0-a3``).
 ENGINE_IMAGES = {
-    "vllm/vllm-openai": ("vLLM", "quay.io/ascend/vllm-ascend:v<the vLLM version> (vllm-ascend's image: vLLM with "
-                                 "the vllm-ascend plugin on CANN; vllm-ascend X.Y.Z pairs with vLLM X.Y.Z); the "
-                                 "command line and the Python API stay the same"),
-    "lmsysorg/sglang": ("SGLang", "quay.io/ascend/sglang:<SGLang version>-cann<CANN version>-<910b for Atlas A2 | "
-                                  "a3 for Atlas A3> (SGLang's Ascend NPU images, docs.sglang.io \"Ascend NPUs\"; "
-                                  "main-cann<CANN>-<chip> for daily builds); check the server's flags "
-                                  "(attention backend, quantization) against SGLang's Ascend documentation"),
+    "vllm/vllm-openai": ("vLLM", ("quay.io/ascend/vllm-ascend:v<the vLLM version> (vllm-ascend's image: vLLM with "
+                                  "the vllm-ascend plugin on CANN; vllm-ascend X.Y.Z pairs with vLLM X.Y.Z); the "
+                                  "command line and the Python API stay the same")),
+    "lmsysorg/sglang": ("SGLang", ("quay.io/ascend/sglang:<SGLang version>-cann<CANN version>-<910b for Atlas A2 | "
+                                   "a3 for Atlas A3> (SGLang's Ascend NPU images, docs.sglang.io \"Ascend NPUs\"; "
+                                   "main-cann<CANN>-<chip> for daily builds); check the server's flags "
+                                   "(attention backend, quantization) against SGLang's Ascend documentation")),
 }
 #: prefilter words for ENGINE_IMAGES (the rules' ``triggers``)
 ENGINE_WORDS = (b"vllm/vllm-openai", b"lmsysorg/sglang")

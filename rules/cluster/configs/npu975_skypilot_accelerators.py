@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import re
 
 from npu_migrate.configs.rule import ConfigRule, Example
@@ -63,9 +62,9 @@ value to write.
             return
         at = keys.index("accelerators", 1)
         # the value (`A100:8`, a list item), or a key of the mapping form (`{H100: 8}`)
-        if (scalar.is_key and len(keys) == at + 2) or (not scalar.is_key and len(keys) == at + 1):
-            if _NVIDIA.fullmatch(scalar.value.strip()):
-                self._found.append(scalar)
+        placed = len(keys) == at + (2 if scalar.is_key else 1)
+        if placed and _NVIDIA.fullmatch(scalar.value.strip()):
+            self._found.append(scalar)
 
     def leave_file(self) -> None:
         if self._found and _skypilot(self.file.document, self.file.path):

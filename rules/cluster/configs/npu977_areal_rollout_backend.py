@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 from npu_migrate.configs.rule import ConfigRule, Example
