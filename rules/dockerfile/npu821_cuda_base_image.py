@@ -23,6 +23,49 @@ CUDA_TAG = re.compile(r"(?:^|[-_.])cu1\d{1,2}(?:$|[-_.])", re.IGNORECASE)
 CUDA_TAG_WORDS = (b"-cu11", b"-cu12", b"-cu13")
 
 
+#: Inference-engine images built for CUDA that have an Ascend counterpart: the image name (on
+#: Docker Hub) -> the engine and the Ascend image to use. vLLM: vllm-ascend's quick start
+#: (``quay.io/ascend/vllm-ascend:v<version>``, vllm-ascend X.Y.Z pairs with vLLM X.Y.Z); SGLang:
+#: docs.sglang.io, "Ascend NPUs" quick start (``quay.io/ascend/sglang:main-cann8.5.0-a3``,
+#: ``-910b`` for Atlas A2; stable tags ``v0.5.14-cann9.0.0-a3``).
+ENGINE_IMAGES = {
+    "vllm/vllm-openai": ("vLLM", ("quay.io/ascend/vllm-ascend:v<the vLLM version> (vllm-ascend's image: vLLM with "
+                                  "the vllm-ascend plugin on CANN; vllm-ascend X.Y.Z pairs with vLLM X.Y.Z); the "
+                                  "command line and the Python API stay the same")),
+    "lmsysorg/sglang": ("SGLang", ("quay.io/ascend/sglang:<SGLang version>-cann<CANN version>-<910b for Atlas A2 | "
+                                   "a3 for Atlas A3> (SGLang's Ascend NPU images, docs.sglang.io \"Ascend NPUs\"; "
+                                   "main-cann<CANN>-<chip> for daily builds); check the server's flags "
+                                   "(attention backend, quantization) against SGLang's Ascend documentation")),
+}
+#: prefilter words for ENGINE_IMAGES (the rules' ``triggers``)
+ENGINE_WORDS = (b"vllm/vllm-openai", b"lmsysorg/sglang")
+#: tags of those images that are not CUDA builds (ROCm, Ascend CANN, CPU, XPU, ...)
+_OTHER_PLATFORM_TAG = re.compile(r"rocm|cann|npu|910b|(?:^|[-_.])a[23](?:$|[-_.])|xeon|cpu|xpu|hpu|gaudi|musa|tpu|"
+                                 r"neuron|mi\d{3}", re.IGNORECASE)
+
+
+def _name_and_tag(reference: str) -> tuple[str, str]:
+    """``docker.io/vllm/vllm-openai:v0.9.1@sha256:...`` -> ``("vllm/vllm-openai", "v0.9.1")``."""
+    base = reference.partition("@")[0]
+    name, _, tag = base.rpartition(":") if ":" in base.rsplit("/", 1)[-1] else (base, "", "")
+    name = name.lower()
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        name = name.removeprefix(prefix)
+    return name, tag
+
+
+def engine_image(reference: str) -> tuple[str, str] | None:
+    """``(engine, the finding's suggestion)`` when ``reference`` is a CUDA build of an inference
+    engine's image (``vllm/vllm-openai:v0.9.1``, ``lmsysorg/sglang:v0.5.10.post1-runtime``); None
+    for other images and for their ROCm/CANN/CPU tags (``lmsysorg/sglang:v0.5.4-rocm700-mi30x``)."""
+    name, tag = _name_and_tag(reference)
+    found = ENGINE_IMAGES.get(name)
+    if found is None or _OTHER_PLATFORM_TAG.search(tag):
+        return None
+    engine, ascend = found
+    return engine, f"use {ascend}"
+
+
 def cuda_image(reference: str) -> bool:
     """``nvidia/cuda:12.1.0-devel-ubuntu22.04``, ``nvcr.io/nvidia/pytorch:24.01-py3``,
     ``pytorch/pytorch:2.1.0-cuda11.8-cudnn8-runtime`` (and its ``latest``, a CUDA build),
@@ -54,7 +97,7 @@ class CudaBaseImage(DockerfileRule):
     name = "docker-cuda-base-image"
     summary = "Report CUDA base images (`FROM nvidia/cuda...`, `pytorch/pytorch:*cuda*`, NGC) with the Ascend CANN image to use"
     fixable = False
-    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS)
+    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS, *ENGINE_WORDS)
     rationale = """
 An image built `FROM nvidia/cuda`, an NGC image (`nvcr.io/nvidia/pytorch`) or
 `pytorch/pytorch` (whose builds, `latest` included, carry CUDA) holds the CUDA
@@ -69,6 +112,11 @@ written parts; a name that is itself an argument by the `ARG` default. Also repo
 default that names such an image (`ARG BASE=nvcr.io/nvidia/pytorch:24.01-py3`
 then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
 (NPU801-NPU806).
+
+Inference engines' own images are CUDA builds too: `vllm/vllm-openai` and
+`lmsysorg/sglang` (its ROCm, CANN and CPU tags excepted) are reported with their
+Ascend counterparts, vllm-ascend's `quay.io/ascend/vllm-ascend:v<version>` and
+SGLang's `quay.io/ascend/sglang:<version>-cann<CANN>-<910b|a3>`.
 """
     examples = (
         Example("FROM nvidia/cuda:12.1.0-cudnn8-devel-ubuntu22.04\nRUN pip install torch\n"),
@@ -87,7 +135,10 @@ then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
             literal = re.sub(r"\$\{[^}]*\}|\$\w+", "", tag)
             if "$" in name or not cuda_image(f"{name}:{literal}" if tag else name):
                 return
-        if cuda_image(reference):
+        engine = engine_image(reference)
+        if engine is not None:
+            self.report(spec, f"`{reference}` is {engine[0]}'s CUDA image; it does not run on Ascend NPUs", engine[1])
+        elif cuda_image(reference):
             self.report(spec, f"`{reference}` is a CUDA image; it does not run on Ascend NPUs", suggestion(reference))
 
     def visit_arg_instruction(self, node: Node) -> None:
@@ -95,6 +146,10 @@ then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
         if len(parts) >= 2 and any(c.type == "=" for c in node.children):
             value = parts[-1]
             text = value.text.decode("utf-8", "replace").strip("\"'")
-            if "/" in text and ":" in text and cuda_image(text):
+            engine = engine_image(text) if "/" in text else None
+            if engine is not None:
+                self.report(value, f"the default base image `{text}` is {engine[0]}'s CUDA image; it does not run on "
+                            "Ascend NPUs", engine[1])
+            elif "/" in text and ":" in text and cuda_image(text):
                 self.report(value, f"the default base image `{text}` is a CUDA image; it does not run on Ascend NPUs",
                             suggestion(text))

@@ -9,13 +9,19 @@ from npu_migrate.rules.cluster.configs._containers import ROUTE
 _GPU_RUN_ARGS = ("--gpus", "--runtime=nvidia")
 
 
+_K8S_ROUTE = ("with Ascend Device Plugin (MindCluster) a container asks for NPUs as `huawei.com/Ascend910: N` under "
+              "`resources.limits` and `requests` (the resource name the cluster's device plugin advertises; "
+              "Ascend Docker Runtime mounts the devices); not rewritten: the name depends on the cluster")
+
+
 class ContainerGpuReservation(ConfigRule):
     id = "NPU962"
     impact = "blocking"
     name = "container-gpu-reservation"
     fixable = False
     summary = ("Report GPU reservations in container files: compose `deploy.resources.reservations.devices` "
-               "(`driver: nvidia`, `capabilities: [gpu]`), `runtime: nvidia`, devcontainer `--gpus`, `hostRequirements.gpu`")
+               "(`driver: nvidia`, `capabilities: [gpu]`), `runtime: nvidia`, devcontainer `--gpus`, `hostRequirements.gpu`, "
+               "Kubernetes `resources.limits`/`requests` `nvidia.com/gpu`")
     triggers = (b"nvidia", b"gpu")
     rationale = f"""
 A docker-compose service asks for GPUs with
@@ -26,7 +32,10 @@ go through the NVIDIA container toolkit: on an Ascend host there is none, so the
 container does not start, or starts without devices. Each such entry is reported
 (the compose structure is recognised by its keys: `services.*.deploy...devices`,
 `services.*.runtime`; a devcontainer by its root keys `runArgs` and
-`hostRequirements`). Route: {ROUTE}. Not rewritten: which NPUs a service gets,
+`hostRequirements`). Route: {ROUTE}. A Kubernetes container's `resources.limits` /
+`requests` entry `nvidia.com/gpu` (a pod template, a RayCluster's worker group) goes
+through NVIDIA's device plugin and is reported too: {_K8S_ROUTE}. Helm templates
+(`{{{{ ... }}}}`) are not YAML until rendered and are not read. Not rewritten: which NPUs a service gets,
 and whether the host has Ascend Docker Runtime, are the deployment's choice.
 """
     examples = (
@@ -42,6 +51,10 @@ and whether the host has Ascend Docker Runtime, are the deployment's choice.
         if scalar.is_key:
             if keys == ("hostRequirements", "gpu"):
                 self.report(scalar, "`hostRequirements.gpu` asks the dev container host for a GPU", ROUTE)
+            elif len(keys) >= 3 and keys[-1] == "nvidia.com/gpu" and keys[-2] in ("limits", "requests") \
+                    and keys[-3] == "resources":
+                self.report(scalar, f"a Kubernetes container asks for `nvidia.com/gpu` in `resources.{keys[-2]}`",
+                            _K8S_ROUTE)
             return
         value = scalar.value
         compose = len(keys) >= 3 and keys[0] == "services"

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from npu_migrate.configs.rule import ConfigRule, Example
-from npu_migrate.rules.dockerfile.npu821_cuda_base_image import CUDA_TAG_WORDS, cuda_image, suggestion
+from npu_migrate.rules.dockerfile.npu821_cuda_base_image import (
+    CUDA_TAG_WORDS,
+    ENGINE_WORDS,
+    cuda_image,
+    engine_image,
+    suggestion,
+)
+
+
+#: the keys of a Kubernetes pod spec that list containers (``spec.template.spec.containers``)
+_POD_CONTAINERS = frozenset({"containers", "initContainers"})
 
 
 class ContainerCudaImage(ConfigRule):
@@ -11,8 +21,9 @@ class ContainerCudaImage(ConfigRule):
     impact = "blocking"
     name = "container-cuda-image"
     fixable = False
-    summary = "Report CUDA images (`nvcr.io/...`, `nvidia/cuda`, `pytorch/pytorch`) in compose services and devcontainer.json"
-    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS)
+    summary = ("Report CUDA images (`nvcr.io/...`, `nvidia/cuda`, `pytorch/pytorch`, vLLM's and SGLang's) in compose "
+               "services, devcontainer.json and Kubernetes pod templates")
+    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS, *ENGINE_WORDS)
     rationale = """
 NPU821 reports a Dockerfile's CUDA base image; a docker-compose service
 (`services.<name>.image`) and a devcontainer.json (`"image"`) name images too, and
@@ -20,7 +31,11 @@ an NGC image (`nvcr.io/nvidia/pytorch:24.01-py3`), `nvidia/cuda` or
 `pytorch/pytorch` holds the CUDA runtime and a CUDA build of torch. Reported with
 the same route as NPU821 (Ascend's CANN image, torch and torch-npu paired on top);
 a devcontainer's `features` that install CUDA
-(`ghcr.io/devcontainers/features/nvidia-cuda`) are reported too.
+(`ghcr.io/devcontainers/features/nvidia-cuda`) are reported too. A Kubernetes pod
+template's `containers[].image` / `initContainers[].image` (a Deployment, a Job, a
+Pod, a RayCluster's groups) is read the same way. The CUDA images of inference
+engines (`vllm/vllm-openai`, `lmsysorg/sglang`) are reported with their Ascend
+images, as in NPU821.
 """
     examples = (
         Example("services:\n  train:\n    image: nvcr.io/nvidia/pytorch:24.01-py3  # reported\n"),
@@ -34,6 +49,10 @@ a devcontainer's `features` that install CUDA
                 self.report(scalar, f"devcontainer feature `{keys[1]}` installs CUDA",
                             "drop it and start from Ascend's CANN image (see NPU821)")
             return
-        image = (len(keys) == 3 and keys[0] == "services" and keys[2] == "image") or keys == ("image",)
-        if image and cuda_image(scalar.value):
+        image = ((len(keys) == 3 and keys[0] == "services" and keys[2] == "image") or keys == ("image",)
+                 or (len(keys) >= 2 and keys[-1] == "image" and keys[-2] in _POD_CONTAINERS))
+        engine = engine_image(scalar.value) if image else None
+        if engine is not None:
+            self.report(scalar, f"image `{scalar.value}` is {engine[0]}'s CUDA image", engine[1])
+        elif image and cuda_image(scalar.value):
             self.report(scalar, f"image `{scalar.value}` is a CUDA image", suggestion(scalar.value).replace("FROM ", "use ", 1))

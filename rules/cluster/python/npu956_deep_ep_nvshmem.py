@@ -26,6 +26,8 @@ _DISPATCH = (
     "`allgather` (mindspeed/arguments.py, mindspeed/features_manager/moe): set `moe_token_dispatcher_type` to "
     "`alltoall` for Ascend and keep DeepEP for CUDA"
 )
+#: the suggestion, shared with the config-file form (NPU978)
+DISPATCH = _DISPATCH
 
 
 def deepep_setting(key: str, value: cst.BaseExpression) -> str | None:

@@ -6,7 +6,13 @@ import re
 from typing import TYPE_CHECKING
 
 from npu_migrate.pipeline.rulebase import Example
-from npu_migrate.rules.dockerfile.npu821_cuda_base_image import CUDA_TAG_WORDS, cuda_image, suggestion
+from npu_migrate.rules.dockerfile.npu821_cuda_base_image import (
+    CUDA_TAG_WORDS,
+    ENGINE_WORDS,
+    cuda_image,
+    engine_image,
+    suggestion,
+)
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 
@@ -64,6 +70,10 @@ def _reference(text: str) -> str:
     return text.replace("#", "/", 1)
 
 
+def _runs_cuda(reference: str) -> bool:
+    return engine_image(reference) is not None or cuda_image(reference)
+
+
 class ShellContainerCudaImage(ShellRule):
     id = "NPU974"
     name = "shell-container-cuda-image"
@@ -71,7 +81,7 @@ class ShellContainerCudaImage(ShellRule):
     fixable = False
     summary = ("Report CUDA images that launch scripts run (`docker run nvcr.io/...`, `srun --container-image`, "
                "`singularity ... docker://`), also through a variable (`IMAGE=nvcr.io/...`)")
-    triggers = (b"cuda", b"nvcr.io", b"nvidia/", b"pytorch/pytorch", *CUDA_TAG_WORDS)
+    triggers = (b"cuda", b"nvcr.io", b"nvidia/", b"pytorch/pytorch", *CUDA_TAG_WORDS, *ENGINE_WORDS)
     rationale = """
 NPU821 reports a Dockerfile's CUDA base image and NPU963 the images of compose
 files and devcontainers; launch scripts start containers too: `docker run ... IMAGE`
@@ -83,6 +93,8 @@ table). The image is read where the command names it, or, for `$IMAGE` /
 `"${IMAGE}"`, from the literal values assigned to that variable in the script,
 where each is reported. Route: the CANN image with torch and torch-npu paired on top,
 as NPU821 says; NPU809 reports the `--gpus` / `--runtime=nvidia` of the same command.
+The CUDA images of inference engines (`vllm/vllm-openai`, `lmsysorg/sglang`) are
+reported with their Ascend images, as in NPU821.
 """
     examples = (
         Example('IMAGE="nvcr.io/nvidia/pytorch:24.01-py3"  # reported\ndocker run --rm -v $PWD:/w "$IMAGE" bash\n'),
@@ -107,16 +119,20 @@ as NPU821 says; NPU809 reports the `--gpus` / `--runtime=nvidia` of the same com
             variable = _VARIABLE.fullmatch(text)
             if variable is not None:
                 self.used.add(variable.group(1))
-            elif word.static and cuda_image(_reference(text)):
+            elif word.static and _runs_cuda(_reference(text)):
                 self._report(node, _reference(text), word.pieces[0].start if word.pieces else None)
 
     def leave_file(self) -> None:
         for name in sorted(self.used):
             for value in self.assigned.get(name, ()):
                 word = syntax.arg(value)
-                if word.static and cuda_image(_reference(word.text)):
+                if word.static and _runs_cuda(_reference(word.text)):
                     self._report(value, _reference(word.text), None, f" (run through `${name}`)")
 
     def _report(self, node: Node, image: str, offset: int | None, where: str = "") -> None:
+        engine = engine_image(image)
+        if engine is not None:
+            self.report(node, f"image `{image}` is {engine[0]}'s CUDA image{where}", engine[1], offset=offset)
+            return
         self.report(node, f"image `{image}` is a CUDA image{where}", suggestion(image).replace("FROM ", "use ", 1),
                     offset=offset)
