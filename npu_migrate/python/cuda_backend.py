@@ -110,7 +110,7 @@ _DEFINES_KERNEL = re.compile(
 NVIDIA_FEATURE_NAME = re.compile(
     r"(?<![a-z0-9])(tensorrt|trt[_-]?llm|transformer[_-]?engine|nvfp4|mxfp4|fp4|float4|fp8|float8|triton|cupy|"
     r"pycuda|nvml|pynvml|dali|helion|tile[_-]?lang|cutlass|cutile|mamba[_-]?ssm|causal[_-]?conv1d|flashinfer|"
-    r"deep[_-]?gemm|deep[_-]?ep|nvshmem|exllama(?:v2)?|marlin)(?![a-z0-9])",
+    r"deep[_-]?gemm|deep[_-]?ep|nvshmem|nixl|exllama(?:v2)?|marlin)(?![a-z0-9])",
     re.IGNORECASE,
 )
 #: a path naming AMD's GPU stack: such a module is ROCm's implementation, whose ``"cuda"``

@@ -203,6 +203,24 @@ def test_a_package_module_named_for_an_nvidia_only_feature_is_left_alone(tmp_pat
         assert "+++ b/pkg/fp8_train.py" in result.output and "+++ b/train_fp8.py" in result.output
 
 
+def test_a_transport_built_on_nixl_is_left_alone(tmp_path, run_cli):
+    """prime-rl's transports/weights/nixl/ (a cudaMalloc pool registered with NIXL as CUDA
+    memory) and inference/vllm/worker/nixl.py: NVIDIA's transfer library moves CUDA memory;
+    renaming their device calls served nothing (round 9: 18 needless hunks)."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg" / "nixl").mkdir(parents=True)
+    for folder in ("pkg", "pkg/nixl"):
+        (tmp_path / folder / "__init__.py").write_text("")
+    body = 'import torch\n\n\ndef stage(n):\n    torch.cuda.synchronize()\n    return torch.empty(n, device="cuda")\n'
+    (tmp_path / "pkg" / "nixl" / "pool.py").write_text(body)
+    (tmp_path / "pkg" / "nixl_worker.py").write_text(body)
+    (tmp_path / "pkg" / "nixlike.py").write_text(body)
+    result = run_cli(".", "--no-cache")
+    assert "+++ b/pkg/nixl/pool.py" not in result.output and "+++ b/pkg/nixl_worker.py" not in result.output
+    assert "its path names `nixl`" in result.output
+    assert "+++ b/pkg/nixlike.py" in result.output
+
+
 def test_a_package_module_named_for_rocm_is_left_alone(tmp_path, run_cli):
     """unsloth's diffusion_qwenimage21_rocm.py, verl's platform_rocm.py: AMD's implementation,
     where torch.cuda and "cuda" mean HIP. A module whose folder only mentions it, and a
