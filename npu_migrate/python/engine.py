@@ -11,6 +11,7 @@ import functools
 import re
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper
 
 from npu_migrate.pipeline import limits
@@ -308,6 +309,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
     gate_findings += scope_findings
+    edits, argument_findings = _device_arguments_of_kernels(ctx, edits, line)
+    gate_findings += argument_findings
     edits, class_findings = _classes_alike(ctx, value_tests, edits, line)
     gate_findings += class_findings
     edits, chain_findings = _partial_chains(ctx, edits, line)
@@ -683,6 +686,51 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
 
 
 _RUNTIME_RULE = "NPU701"
+#: kinds whose code is not a kernel: a device value handed to them still matters on NPU
+_NOT_KERNELS = frozenset({cuda_only.KIND_DATA_PARALLEL, cuda_only.KIND_EXTENSION_BUILD, cuda_only.KIND_NAMED_PACKAGE,
+                          cuda_only.KIND_CAPABILITY})
+
+
+def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A device value handed straight to CUDA-only code as an argument (open_lm's
+    ``megablocks.layers.arguments.Arguments(device=torch.cuda.current_device())``): that
+    code runs on no NPU whatever device it is given, so the edit serves nothing; it is
+    dropped and the call reported once (NPU011)."""
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
+    index = cuda_only.file_index(ctx) if candidates else None
+    if index is None:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[int, tuple[Edit, str, str]] = {}
+    for edit in candidates:
+        argument = next((a for a in ctx.ancestors(edit.anchor) if isinstance(a, cst.Arg)), None)
+        call = ctx.parent(argument) if argument is not None else None
+        if not isinstance(call, cst.Call) or any(isinstance(a, cst.Call) and a is not argument.value
+                                                 for a in _between(ctx, edit.anchor, argument)):
+            continue  # only a value that is the argument itself (`torch.cuda.current_device()`, `"cuda"`)
+        callee = get_full_name_for_node(call.func)
+        kind = index.kind_of(callee) if callee else None
+        if kind is None or kind in _NOT_KERNELS:
+            continue
+        dropped.add(id(edit))
+        reported.setdefault(id(call), (edit, index.resolve(callee), kind))
+    findings = [FindingRecord(
+        KERNEL_GATE_RULE, edit.anchor,
+        f"a device value handed to `{callee}` ({kind}); left as CUDA's: that code does not run on NPU "
+        "whatever device it is given",
+        "nothing to migrate here: port or replace that code for Ascend, then its device argument") for
+        edit, callee, kind in reported.values()]
+    return [e for e in edits if id(e) not in dropped], findings
+
+
+def _between(ctx: FileContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> list[cst.CSTNode]:
+    """The ancestors of ``node`` below ``ancestor``."""
+    found = []
+    for parent in ctx.ancestors(node):
+        if parent is ancestor:
+            return found
+        found.append(parent)
+    return found
 
 
 def _cuda_only_scope(index, scope: ast.AST) -> tuple[cuda_only.CudaOnly, str] | None:

@@ -311,10 +311,11 @@ holds on the NPU is the project's call.
                         f"on Ascend ask for {shown} instead; {_WHY}")
             return False
         if held:
-            lines = ", ".join(str(self.ctx.position(c).start.line) for c in held)
-            self.report(argument, f"`num_gpus={code}` asks Ray for GPUs; not rewritten because `.options(num_gpus=...)` "
-                        f"on line(s) {lines} of this file, which the tool cannot rewrite, may place these actors with GPUs "
-                        "(Ray merges the two requests)",
+            # (a count, not line numbers: a finding's message stays the same when other edits
+            # of the file move lines, so a second run reports what the first did)
+            self.report(argument, f"`num_gpus={code}` asks Ray for GPUs; not rewritten because {len(held)} "
+                        "`.options(num_gpus=...)` call(s) of this file (each reported), which the tool cannot "
+                        "rewrite, may place these actors with GPUs (Ray merges the two requests)",
                         f"on Ascend ask for {shown} here and in those `.options` together; {_WHY}")
             return False
         key = string_literal(_ray.RESOURCE, quote)
