@@ -123,8 +123,8 @@ _IFNAME_VALUES = (
     re.compile(r"""(?:%(?:set_)?env|^[ \t]*ENV)[ \t]+NCCL_SOCKET_IFNAME[ \t]+""" + _VALUE, re.MULTILINE),
 )
 IFNAME_ADVICE = (
-    "the value names this cluster's network interfaces; on Ascend set HCCL_SOCKET_IFNAME to the Ascend hosts' "
-    "NIC (or an exclusion list such as `^lo,docker0`), or leave it unset for HCCL's default"
+    "on Ascend, HCCL_SOCKET_IFNAME must name the Ascend hosts' own NIC (or be an exclusion list such as "
+    "`^lo,docker0`); set it by hand, or leave it unset and HCCL picks its default NIC"
 )
 
 
