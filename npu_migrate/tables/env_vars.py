@@ -12,6 +12,8 @@ NCCL ones) and the other front ends (shell scripts) read the same tables through
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Collection
 
 #: Variables whose Ascend counterpart has the same meaning and value format.
@@ -102,3 +104,75 @@ def ascend_name(name: str, torch_npu_env_vars: Collection[str]) -> str | None:
 def advice(name: str) -> str:
     """What to do about a variable that has no Ascend counterpart."""
     return ADVICE.get(name, GENERIC_CUDA if is_cuda_variable(name) else GENERIC_NCCL)
+
+
+#: Variables whose value names network interfaces of the machines a script was written for.
+#: ``NCCL_SOCKET_IFNAME=eth0`` (or ``ib``, ``bond0``, ``=enp0s12``) names the NVIDIA cluster's
+#: NICs: carried over as ``HCCL_SOCKET_IFNAME=eth0`` it is a guess about the Ascend hosts, and
+#: HCCL fails at init where that interface does not exist (left alone, HCCL picks its default
+#: NIC). Such a variable is renamed only when its value is portable (:func:`portable_ifname`).
+INTERFACE_VARIABLES = frozenset({"NCCL_SOCKET_IFNAME"})
+
+_VALUE = r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s,;&|)}\]#]*)"""
+_IFNAME_VALUES = (
+    # NAME=value, NAME: value, "NAME": "value", ["NAME"] = "value", ("NAME", "value"), NAME="value"
+    re.compile(r"""NCCL_SOCKET_IFNAME["']?\]?[ \t]*[:=,][ \t]*(?!["']?value["']?[ \t]*[:=])""" + _VALUE),
+    # {"name": "NCCL_SOCKET_IFNAME", "value": "ib"}; k8s `- name: NCCL_SOCKET_IFNAME` + `value: eth0`
+    re.compile(r"""NCCL_SOCKET_IFNAME["']?[ \t]*(?:#[^\n]*)?(?:,|\n)[ \t]*["']?value["']?[ \t]*[:=][ \t]*""" + _VALUE),
+    # %env NAME value, Dockerfile `ENV NAME value`
+    re.compile(r"""(?:%(?:set_)?env|^[ \t]*ENV)[ \t]+NCCL_SOCKET_IFNAME[ \t]+""" + _VALUE, re.MULTILINE),
+)
+IFNAME_ADVICE = (
+    "on Ascend, HCCL_SOCKET_IFNAME must name the Ascend hosts' own NIC (or be an exclusion list such as "
+    "`^lo,docker0`); set it by hand, or leave it unset and HCCL picks its default NIC"
+)
+
+
+def portable_ifname(value: str, *, python: bool = False) -> bool:
+    """Whether an interface value (:data:`INTERFACE_VARIABLES`) means the same on any machine.
+
+    Portable: an exclusion list (``^lo,docker0``: any interface but these), a value taken
+    from the environment or a variable (``$IFNAME``, ``${X:-eth0}``, ``$(cmd)``, a template
+    ``{{ .Values.ifname }}``; in Python any expression that is not a string literal), or
+    an empty value. Not portable: a literal naming interfaces (``eth0``, ``ib``,
+    ``bond0,eth1``, ``=enp0s12``). With ``python``, ``value`` is source text: an
+    unquoted value is a name or expression, not a literal."""
+    text = value.strip()
+    quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'"
+    if python and not quoted:
+        return True
+    if quoted:
+        text = text[1:-1].strip()
+    return text == "" or text.startswith("^") or any(mark in text for mark in ("$", "`", "{"))
+
+
+@functools.lru_cache(maxsize=16)
+def ifname_literals(text: str, *, python: bool = False) -> tuple[str, ...]:
+    """The values that a file's text gives an interface variable and that are not portable
+    (:func:`portable_ifname`): where this returns any, the front ends leave the variable's
+    name alone everywhere in the file (its reads and writes must keep agreeing) and report
+    it with :data:`IFNAME_ADVICE`. A textual scan, so a value written in a comment counts
+    too: that errs toward leaving the line as it is."""
+    # (cached: a rule asks once per mention, with the same text object, whose hash
+    # Python keeps; a Dockerfile's RUN lines all see the whole file)
+    if "NCCL_SOCKET_IFNAME" not in text:
+        return ()
+    found = []
+    for pattern in _IFNAME_VALUES:
+        for match in pattern.finditer(text):
+            value = match.group("value")
+            if not portable_ifname(value, python=python):
+                found.append(value)
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=16)
+def file_text(data: bytes) -> str:
+    """A file's bytes as the text :func:`pinned_interface` reads (cached: one decode per file)."""
+    return data.decode("utf-8", "replace")
+
+
+def pinned_interface(name: str, text: str, *, python: bool = False) -> bool:
+    """``name`` is an interface variable that ``text`` (the whole file) sets to a literal
+    naming this cluster's NICs: leave ``name`` unrenamed in that file and report it."""
+    return name in INTERFACE_VARIABLES and bool(ifname_literals(text, python=python))

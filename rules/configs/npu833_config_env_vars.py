@@ -6,7 +6,7 @@ import re
 
 from npu_migrate.configs.rule import ConfigRule, Example
 from npu_migrate.pipeline.npu_api import load_api
-from npu_migrate.tables.env_vars import ADVICE, advice, ascend_name
+from npu_migrate.tables.env_vars import ADVICE, IFNAME_ADVICE, advice, ascend_name, file_text, pinned_interface
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 #: Inside a value: an assignment ``NAME=...`` at the start or after a shell separator
@@ -39,12 +39,20 @@ are reported with the nearest HCCL/CANN setting. The table is shared with the
 Python and shell rules (`npu_migrate/tables/env_vars.py`). Keys are renamed in
 YAML and JSON; in TOML a variable used as a key is reported.
 
+`NCCL_SOCKET_IFNAME` is renamed only where its value is portable: an exclusion
+list (`^lo,docker0`) or a value taken from elsewhere (`$IFNAME`, `${X:-...}`, a
+template `{{ ... }}`, a k8s `valueFrom`). A literal naming interfaces (`eth0`,
+`ib`, `bond0,eth1`) names the NVIDIA cluster's NICs, which the Ascend hosts may
+not have (HCCL then fails at init): the variable is left as it is in that file
+and reported.
+
 Prose that mentions a variable without assigning or expanding it is left alone.
 """
     examples = (
         Example('env:\n  CUDA_VISIBLE_DEVICES: "0,1"\n  NCCL_DEBUG: INFO  # reported\n',
                 'env:\n  ASCEND_RT_VISIBLE_DEVICES: "0,1"\n  NCCL_DEBUG: INFO  # reported\n'),
-        Example("env:\n- name: NCCL_SOCKET_IFNAME\n  value: eth0\n", "env:\n- name: HCCL_SOCKET_IFNAME\n  value: eth0\n"),
+        Example("env:\n- name: NCCL_SOCKET_IFNAME\n  value: ^lo,docker0\n", "env:\n- name: HCCL_SOCKET_IFNAME\n  value: ^lo,docker0\n"),
+        Example("env:\n- name: NCCL_SOCKET_IFNAME  # reported: eth0 is this cluster's NIC\n  value: eth0\n"),
         Example("note: set CUDA_VISIBLE_DEVICES before running\n"),
     )
 
@@ -65,7 +73,10 @@ Prose that mentions a variable without assigning or expanding it is left alone.
         renames = []
         for name, offset in names:
             new = ascend_name(name, self.env_vars)
-            if new is not None and scalar.editable:
+            if new is not None and pinned_interface(name, file_text(self.file.data)):
+                self.report(scalar, f"`{name}` is set to a literal naming this cluster's network interfaces; "
+                            "left unchanged", IFNAME_ADVICE)
+            elif new is not None and scalar.editable:
                 renames.append((name, offset, new))
             elif new is not None:
                 self.report(scalar, f"`{name}` has the Ascend counterpart `{new}`, but this text cannot be rewritten "

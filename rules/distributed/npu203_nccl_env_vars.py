@@ -9,7 +9,7 @@ import libcst as cst
 from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.python.cst_util import string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
-from npu_migrate.tables.env_vars import advice, ascend_name
+from npu_migrate.tables.env_vars import IFNAME_ADVICE, advice, ascend_name, pinned_interface
 
 _ENV_NAME = re.compile(r"^(TORCH_)?NCCL_[A-Z0-9_]+$")
 
@@ -32,7 +32,14 @@ the same thing and takes the same values:
 - `NCCL_ASYNC_ERROR_HANDLING`, `NCCL_BLOCKING_WAIT`, `NCCL_DESYNC_DEBUG` ->
   `HCCL_*` (torch_npu reads both spellings, like torch does for NCCL);
 - `NCCL_SOCKET_IFNAME` -> `HCCL_SOCKET_IFNAME` (read by HCCL, per the CANN
-  environment-variable reference).
+  environment-variable reference), but only where its value is portable: an
+  exclusion list (`"^lo,docker0"`) or anything that is not a string literal
+  (`os.environ["NCCL_SOCKET_IFNAME"] = ifname`, `os.environ.get(...)`). A string
+  literal naming interfaces (`"eth0"`, `"ib"`, `"bond0,eth1"`; in an
+  `os.environ` write, `setdefault`, an `env={...}` dict, a launcher's
+  `{"name": ..., "value": "ib"}` list) names the NVIDIA cluster's NICs: HCCL
+  would fail at init on an Ascend host without that interface, so every mention
+  of the variable in that file is left as it is and reported.
 
 Everything else is reported with what to do instead. Deliberately not renamed:
 `NCCL_BUFFSIZE` (HCCL_BUFFSIZE is in MB, NCCL's in bytes), `NCCL_ALGO` (different
@@ -49,6 +56,9 @@ reported, not renamed: the name is also the key configs and command lines use.
             'import os\nos.environ["TORCH_HCCL_ASYNC_ERROR_HANDLING"] = "1"\n',
         ),
         Example('import os\nos.environ.setdefault("NCCL_DEBUG", "INFO")  # reported\n'),
+        Example('import os\nos.environ["NCCL_SOCKET_IFNAME"] = "eth0"  # reported: the NVIDIA hosts\' NIC\n'),
+        Example('import os\nos.environ["NCCL_SOCKET_IFNAME"] = "^lo,docker0"\n',
+                'import os\nos.environ["HCCL_SOCKET_IFNAME"] = "^lo,docker0"\n'),
     )
 
     def __init__(self, ctx) -> None:
@@ -86,6 +96,10 @@ reported, not renamed: the name is also the key configs and command lines use.
 
     def _handle(self, node: cst.CSTNode, value: str, rename) -> None:
         new = ascend_name(value, self.env_vars)
+        if new is not None and pinned_interface(value, self.ctx.text, python=True):
+            self.report(node, f"`{value}` is set to a string literal naming this cluster's network interfaces; "
+                              "left unchanged", IFNAME_ADVICE)
+            return
         if new is not None:
             self.replace(node, lambda n: rename(n, new), f"`{value}` -> `{new}`", needs_torch_npu=False)
             return

@@ -6,7 +6,7 @@ import re
 
 from npu_migrate.notebooks.rule import Example, NotebookRule
 from npu_migrate.pipeline.npu_api import load_api
-from npu_migrate.tables.env_vars import ADVICE, advice, ascend_name
+from npu_migrate.tables.env_vars import ADVICE, IFNAME_ADVICE, advice, ascend_name, pinned_interface
 
 _ENV = re.compile(r"^(\s*%(?:env|set_env)\s+)([A-Za-z_][A-Za-z0-9_]*)(?=[\s=]|$)")
 
@@ -23,7 +23,10 @@ counterpart of the same meaning are renamed (`CUDA_VISIBLE_DEVICES` ->
 `ASCEND_RT_VISIBLE_DEVICES`, `NCCL_SOCKET_IFNAME` -> `HCCL_SOCKET_IFNAME`...,
 the table shared with the Python and shell rules,
 `npu_migrate/tables/env_vars.py`); NCCL variables without one are reported
-with the nearest HCCL/CANN setting. Like `CUDA_VISIBLE_DEVICES`, the Ascend
+with the nearest HCCL/CANN setting. `NCCL_SOCKET_IFNAME` is renamed only when
+its value is portable (an exclusion list `^lo,docker0`, or `$IFNAME`): a literal
+such as `eth0` names this cluster's NICs, which HCCL would look for on the
+Ascend hosts and fail at init without, so that line is reported. Like `CUDA_VISIBLE_DEVICES`, the Ascend
 variable must be set before torch_npu initialises the device: keep the
 `%env` line above the first cell that imports torch.
 """
@@ -43,7 +46,10 @@ variable must be set before torch_npu initialises the device: keep the
             return
         name = match.group(2)
         new = ascend_name(name, self.env_vars)
-        if new is not None:
+        if new is not None and pinned_interface(name, line.text):
+            self.report(line, match.start(2), f"`{name}` is set to a literal naming this cluster's network "
+                        "interfaces; left unchanged", IFNAME_ADVICE)
+        elif new is not None:
             self.replace(line, line.text[: match.start(2)] + new + line.text[match.end(2) :], f"`{name}` -> `{new}`")
         elif name in ADVICE or name.startswith(("NCCL_", "TORCH_NCCL_")):
             self.report(line, match.start(2), f"`{name}` has no Ascend counterpart of the same meaning", advice(name))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
-from npu_migrate.tables.env_vars import advice, ascend_name
+from npu_migrate.tables.env_vars import IFNAME_ADVICE, advice, ascend_name, file_text, pinned_interface
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -127,6 +127,13 @@ class EnvVarRule(ShellRule):
                                   "GPUDirect-TCPX(O)/FasTrak, an NCCL net or tuner plugin); its values are that "
                                   "platform's (NIC names, GPU sets); left unchanged",
                             f"on Ascend set `{new}` to the Ascend nodes' own values, in a profile of their own")
+            return
+        if new is not None and pinned_interface(name, file_text(self.file.data)):
+            key = (node.start_point.row, name)
+            if key not in self.reported:
+                self.reported.add(key)
+                self.report(node, f"`{name}` is set to a literal naming this cluster's network interfaces; "
+                                  "left unchanged", IFNAME_ADVICE)
             return
         if new is not None:
             self.replace(offset, offset + len(raw), new, f"`{name}` -> `{new}`")

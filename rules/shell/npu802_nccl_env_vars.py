@@ -28,12 +28,19 @@ NPU801; prose is left alone. A script that configures an NVIDIA-specific network
 stack (GPUDirect-TCPX(O)/FasTrak, an NCCL net, tuner or shim plugin) is that
 platform's profile: its variables are reported, not renamed (here and in NPU801),
 since their values (NIC names, GPU sets) belong to that machine.
+Likewise `NCCL_SOCKET_IFNAME` is renamed only when every value the script gives
+it is portable: an exclusion list (`^lo,docker0`) or one taken from elsewhere
+(`$IFNAME`, `${IFNAME:-eth0}`, `$(cmd)`). A literal naming interfaces (`eth0`,
+`ib`, `bond0,eth1`, `=enp0s12`) names the NVIDIA cluster's NICs; HCCL fails at
+init on a host without that interface, so the variable is left as it is in the
+whole script (its reads and writes keep agreeing) and reported.
 """
     examples = (
         Example(
-            'export NCCL_SOCKET_IFNAME=eth0\nexport TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n',
-            'export HCCL_SOCKET_IFNAME=eth0\nexport TORCH_HCCL_ASYNC_ERROR_HANDLING=1\n',
+            'export NCCL_SOCKET_IFNAME=^lo,docker0\nexport TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n',
+            'export HCCL_SOCKET_IFNAME=^lo,docker0\nexport TORCH_HCCL_ASYNC_ERROR_HANDLING=1\n',
         ),
+        Example('export NCCL_SOCKET_IFNAME=eth0  # reported: the NVIDIA hosts\' NIC\n'),
         Example('export NCCL_DEBUG=INFO  # reported: CANN logs with ASCEND_GLOBAL_LOG_LEVEL\n'),
     )
 

@@ -281,7 +281,7 @@ def test_a_shell_tree_never_loads_libcst(tmp_path):
 
 
 def test_shell_scripts_are_found_by_suffix_and_shebang(tmp_path, run_cli):
-    launch = b"export NCCL_SOCKET_IFNAME=eth0\n"
+    launch = b"export NCCL_SOCKET_IFNAME=^lo,docker0\n"
     (tmp_path / "run.sh").write_bytes(launch)
     (tmp_path / "train").write_bytes(b"#!/usr/bin/env bash\n" + launch)
     (tmp_path / "job.slurm").write_bytes(b"#!/bin/bash\n#SBATCH -N 2\n" + launch)
@@ -296,7 +296,7 @@ def test_shell_scripts_are_found_by_suffix_and_shebang(tmp_path, run_cli):
 
 
 def test_dockerfiles_are_found_by_name(tmp_path, run_cli):
-    content = b"FROM python:3.11\nENV NCCL_SOCKET_IFNAME=eth0\n"
+    content = b"FROM python:3.11\nENV NCCL_SOCKET_IFNAME=^lo,docker0\n"
     for name in ("Dockerfile", "Dockerfile.ci", "deploy.Dockerfile", "Containerfile", "Dockerfile.dockerignore"):
         (tmp_path / name).write_bytes(content)
     result = run_cli(".", "--write")

@@ -183,13 +183,23 @@ def test_a_second_run_changes_nothing_and_reports_the_same(cells, style):
     assert [(f.rule, f.message) for f in second.findings] == [(f.rule, f.message) for f in first.findings]
 
 
+def test_a_literal_interface_stays_in_shell_escapes_bash_cells_and_env_magics():
+    """`eth0` / `ib` name the NVIDIA hosts' NICs: HCCL_SOCKET_IFNAME=eth0 would be a guess."""
+    data = notebook(("code", "!export NCCL_SOCKET_IFNAME=eth0\n%env NCCL_SOCKET_IFNAME=ib\nimport torch"),
+                    ("code", "%%bash\nexport NCCL_SOCKET_IFNAME=bond0,eth1\necho $NCCL_SOCKET_IFNAME"))
+    result = run(data)
+    assert result.new_source is None
+    assert {(f.rule, f.cell, f.line) for f in result.findings if "network interfaces" in f.message} == {
+        ("NPU802", 1, 1), ("NPU870", 1, 2), ("NPU802", 2, 2), ("NPU802", 2, 3)}
+
+
 def test_shell_escapes_and_bash_cells_go_through_the_shell_rules():
     data = notebook(("code", "!nvidia-smi\nimport torch\nfor i in range(2):\n    !CUDA_VISIBLE_DEVICES=0 python train.py --backend nccl"),
-                    ("code", "%%bash\nexport NCCL_SOCKET_IFNAME=eth0\nnvidia-smi"))
+                    ("code", "%%bash\nexport NCCL_SOCKET_IFNAME=^lo,docker0\nnvidia-smi"))
     result = run(data)
     new = sources(result.new_source)
     assert new == ["!npu-smi info\nimport torch\nfor i in range(2):\n    !ASCEND_RT_VISIBLE_DEVICES=0 python train.py --backend hccl",
-                   "%%bash\nexport HCCL_SOCKET_IFNAME=eth0\nnpu-smi info"]
+                   "%%bash\nexport HCCL_SOCKET_IFNAME=^lo,docker0\nnpu-smi info"]
     where = sorted((f.rule, f.cell, f.line, f.col) for f in result.fixes)
     assert ("NPU805", 1, 1, 1) in where and ("NPU801", 1, 4, 5) in where and ("NPU802", 2, 2, 7) in where
     assert run(result.new_source).new_source is None

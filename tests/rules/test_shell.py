@@ -134,7 +134,7 @@ def test_a_binary_file_named_sh_is_not_a_crash():
 
 
 def test_a_bom_is_kept():
-    assert run(b"\xef\xbb\xbfexport NCCL_SOCKET_IFNAME=ib0\n").new_source == b"\xef\xbb\xbfexport HCCL_SOCKET_IFNAME=ib0\n"
+    assert run(b"\xef\xbb\xbfexport NCCL_SOCKET_IFNAME=^docker0\n").new_source == b"\xef\xbb\xbfexport HCCL_SOCKET_IFNAME=^docker0\n"
 
 
 def test_selection_and_per_file_ignores_apply():
@@ -238,7 +238,7 @@ def test_placeholder_line_is_left_out_and_the_rest_reported_not_rewritten():
               "ROOT=<ROOT_PATH>\n"
               "export CUDA_VISIBLE_DEVICES=0,1\n"
               "echo x &>> log\n"
-              "export NCCL_SOCKET_IFNAME=eth0\n")
+              "export NCCL_SOCKET_IFNAME=^lo,docker0\n")
     result = run(source)
     assert result.new_source == source.replace("NCCL_SOCKET", "HCCL_SOCKET").encode()
     by_line = {(f.line, f.rule): f for f in result.findings}
@@ -271,3 +271,40 @@ def test_untagged_readme_fences_of_commands_are_read_as_shell():
               "Epoch 1: loss 0.3 on CUDA_VISIBLE_DEVICES=0\n```\n")
     result = migrate_markdown("README.md", readme.encode(), Settings())
     assert [(f.line, f.rule) for f in result.findings] == [(5, "NPU808")]
+
+
+# -- NCCL_SOCKET_IFNAME: renamed only with a portable value -----------------------------
+
+@pytest.mark.parametrize(("value", "portable"), [
+    ("^lo,docker0", True), ('"^docker"', True), ("$IFNAME", True), ('"${IFNAME:-eth0}"', True),
+    ("$(ip -o route | awk '{print $5}')", True), ("", True), ("{{ .Values.ifname }}", True),
+    ("eth0", False), ("ib", False), ('"bond0,eth1"', False), ("=enp0s12", False), ("'ibp'", False),
+])
+def test_interface_value_portability(value, portable):
+    from npu_migrate.tables.env_vars import portable_ifname
+    assert portable_ifname(value) is portable
+
+
+def test_interface_values_in_python_source_are_literals_only_when_quoted():
+    from npu_migrate.tables.env_vars import ifname_literals
+    assert ifname_literals('os.environ["NCCL_SOCKET_IFNAME"] = ifname', python=True) == ()
+    assert ifname_literals('os.environ["NCCL_SOCKET_IFNAME"] = "eth0"', python=True) == ('"eth0"',)
+    # open-instruct's Beaker launcher (mason.py): a dict per variable
+    assert ifname_literals('{"name": "NCCL_SOCKET_IFNAME", "value": "ib"}', python=True) == ('"ib"',)
+    assert ifname_literals("- name: NCCL_SOCKET_IFNAME\n  value: bond0\n") == ("bond0",)
+    assert ifname_literals("- name: NCCL_SOCKET_IFNAME\n  valueFrom: {}\n") == ()
+
+
+@pytest.mark.parametrize("value", ["eth0", "ib", "bond0,eth1", '"=enp0s12"'])
+def test_a_literal_interface_leaves_every_mention_in_the_script(value):
+    source = f"export NCCL_SOCKET_IFNAME={value}\necho $NCCL_SOCKET_IFNAME\nexport NCCL_DEBUG=INFO\n"
+    result = run(source)
+    assert result.new_source is None
+    lines = sorted(f.line for f in result.findings if "network interfaces" in f.message)
+    assert lines == [1, 2]
+    assert all("^lo,docker0" in f.suggestion for f in result.findings if "network interfaces" in f.message)
+
+
+def test_an_interface_from_the_environment_is_renamed():
+    source = 'export NCCL_SOCKET_IFNAME="${IFNAME}"\necho $NCCL_SOCKET_IFNAME\n'
+    assert run(source).new_source == source.replace("NCCL_", "HCCL_").encode()
