@@ -12,6 +12,20 @@ from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.env_vars import IFNAME_ADVICE, advice, ascend_name, pinned_interface
 
 _ENV_NAME = re.compile(r"^(TORCH_)?NCCL_[A-Z0-9_]+$")
+#: The families of variables NCCL documents (its "Environment Variables" page) and torch's
+#: TORCH_NCCL_* switches: a string that is one of these names an NCCL setting wherever it is.
+#: Another NCCL_* string (prime-rl's ``NCCL_READY_MARKER = "NCCL_READY"``, a marker file's
+#: name) is one only where the code reads or writes the environment with it.
+_DOCUMENTED = re.compile(
+    r"^(?:TORCH_NCCL_\w+|NCCL_(?:SOCKET_\w+|NSOCKS_PERTHREAD|CROSS_NIC|IB_\w+|OOB_\w+|UID_\w+|NET\w*|P2P_\w+|"
+    r"SHM_\w+|BUFFSIZE|NTHREADS|(?:MAX|MIN)_\w+|CHECK\w*|LAUNCH_MODE|IGNORE_CPU_AFFINITY|CONF_FILE|DEBUG\w*|"
+    r"COLLNET_\w+|TOPO_\w+|SET_\w+|GRAPH_\w+|ALGO|PROTO|NVB_\w+|PXN_\w+|RUNTIME_CONNECT|CUMEM_\w+|NVLS\w*|"
+    r"MNNVL_\w+|RAS_\w+|CTA_POLICY|TUNER_\w+|PROFILER_\w+|LOCAL_REGISTER|LEGACY_CUDA_REGISTER|WIN_\w+|"
+    r"NCHANNELS\w*|ASYNC_ERROR_HANDLING|BLOCKING_WAIT|DESYNC_DEBUG|TIMEOUT|LL\w*_THRESHOLD|TREE_THRESHOLD|"
+    r"COMM_\w+|GDR_\w+|DMABUF_\w+|FASTRAK_\w+|GPUDIRECTTCPX\w*|SHIMNET_\w+|DMA_\w+|MAX_CTAS|MIN_CTAS|"
+    r"NVTX_\w+|HOSTID|ENABLE_\w+|PLUGIN_\w+))$")
+#: calls whose string argument is an environment variable's name
+_ENV_CALLS = frozenset({"getenv", "putenv", "unsetenv", "get", "setdefault", "pop"})
 
 class NcclEnvVars(Rule):
     id = "NPU203"
@@ -46,6 +60,11 @@ Everything else is reported with what to do instead. Deliberately not renamed:
 value syntax), `NCCL_IB_TC/SL` (closest are HCCL_RDMA_TC/SL, matched by meaning
 only), `NCCL_DEBUG` (no HCCL_DEBUG). Variables inside shell command strings or
 f-strings are not touched (`.sh` launchers are outside this tool's scope).
+A string is taken for an NCCL variable where NCCL documents that family
+(`NCCL_IB_*`, `NCCL_P2P_*`, `NCCL_DEBUG`..., and torch's `TORCH_NCCL_*`) or where
+the code reads or writes the environment with it (`os.environ[...]`, `getenv`, a
+dict key); another `NCCL_*` string, such as a marker file's name
+(`NCCL_READY_MARKER = "NCCL_READY"`), is not reported.
 A class field named for an NCCL variable (`NCCL_DEBUG: str = "INFO"` in a
 settings class whose fields are exported to the environment by name) is
 reported, not renamed: the name is also the key configs and command lines use.
@@ -67,8 +86,24 @@ reported, not renamed: the name is also the key configs and command lines use.
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
-        if value is not None and _ENV_NAME.match(value):
+        if value is not None and _ENV_NAME.match(value) and (_DOCUMENTED.match(value) or self._names_env(node)):
             self._handle(node, value, lambda n, new: with_string_value(n, new))
+
+    def _names_env(self, node: cst.SimpleString) -> bool:
+        """The string is used as an environment variable's name: ``os.environ["X"]``,
+        ``os.getenv("X")``, ``environ.get/setdefault/pop("X")``, a key of a dict literal
+        (an ``env={...}`` for a subprocess, a launcher's env list)."""
+        parent = self.ctx.parent(node)
+        if isinstance(parent, cst.SubscriptElement) or isinstance(parent, cst.Index):
+            return True
+        if isinstance(parent, cst.DictElement) and parent.key is node:
+            return True
+        if isinstance(parent, cst.Arg):
+            call = self.ctx.parent(parent)
+            func = call.func if isinstance(call, cst.Call) else None
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            return name in _ENV_CALLS
+        return False
 
     def visit_Arg(self, node: cst.Arg) -> None:
         """``dict(os.environ, NCCL_P2P_DISABLE="1")``: the variable is a keyword name."""
