@@ -709,8 +709,10 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
                                                  for a in _between(ctx, edit.anchor, argument)):
             continue  # only a value that is the argument itself (`torch.cuda.current_device()`, `"cuda"`)
         callee = get_full_name_for_node(call.func)
-        kind = index.kind_of(callee) if callee else None
-        if kind is None or kind in _NOT_KERNELS:
+        if not callee or callee.split(".", 1)[0] not in index.bindings:
+            continue  # only code imported from CUDA-only packages, not the file's own mixed code
+        kind = index.kind_of(callee)
+        if kind is None or kind in _NOT_KERNELS or kind.startswith("it calls"):
             continue
         dropped.add(id(edit))
         reported.setdefault(id(call), (edit, index.resolve(callee), kind))
