@@ -587,7 +587,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warning: npu-migrate exited {code} on {project.label}: {stderr.strip()[-300:]}",
                       file=sys.stderr)
             done.append(project)
-        sample = in_sample(project.name, hunks)
+        # a JSON dump holds only the hunks its run counted (the sample and the labelled
+        # ones): drawing the sample again from that subset would pick other hunks
+        sample = set(range(len(hunks))) if previous is not None else in_sample(project.name, hunks)
         for index, hunk in enumerate(hunks):
             hunk.repo = project.name
             entry = lookup(labels, hunk)

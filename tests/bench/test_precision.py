@@ -169,3 +169,22 @@ def test_an_insertion_away_from_its_fix_goes_to_the_fix_that_quotes_it():
     hunk = Hunk("m.py", 29, [], ["try:", "    import torch_npu  # noqa: F401", "except ImportError:", "    pass"])
     attribute_rules([hunk], report)
     assert hunk.rules == ["NPU100"]
+
+
+def test_a_recount_from_json_keeps_every_hunk_of_a_sampled_repository(tmp_path, capsys):
+    """A dump holds only the hunks its run counted (the sample, and labelled hunks outside
+    it): a recount must count each of them, not draw the sample again from that subset
+    (round 9: megatron-core's 69 unlabelled hunks recounted as 25)."""
+    seed, size = precision.SAMPLES["torchrl"]
+    entries = [{"repo": "torchrl", "version": "0", "file": f"f{i}.py", "line": 1, "key": f"{i:016x}",
+                "removed": [f"x{i} = 'cuda'"], "added": [f"x{i} = 'npu'"], "rules": ["NPU104"], "label": None}
+               for i in range(size + 40)]
+    dump = tmp_path / "run.json"
+    dump.write_text(json.dumps(entries))
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("")
+    template = tmp_path / "stubs.jsonl"
+    precision.main(["--from-json", str(dump), "--labels", str(labels), "--projects", "torchrl",
+                    "--template", str(template)])
+    capsys.readouterr()
+    assert len(template.read_text().splitlines()) == size + 40
