@@ -504,9 +504,10 @@ COMPILE_WARMUP = textwrap.dedent(r"""
     import time, torch, npu_runtime
     npu_runtime.install()                    # step timeout 2 s, first-step timeout from the environment
     import torch._dynamo                     # imports are signs of life: done before the clock matters
-    blocks = [m for _ in range(32) for m in (torch.nn.Linear(64, 64), torch.nn.GELU())]
+    blocks = [m for _ in range(128) for m in (torch.nn.Linear(64, 64), torch.nn.GELU())]
     # a real compile (dynamo + AOTAutograd, no C++ toolchain needed), deep enough to take
-    # well over the 2 s step timeout on a fast idle machine (1 block: 1.6 s; 12: 3.2 s)
+    # well over the 2 s step timeout on a fast idle machine: 32 blocks took 2.2 s here and
+    # 2.0 s on the CI machine, 128 blocks take 4 to 6 s here
     model = torch.compile(torch.nn.Sequential(*blocks, torch.nn.Linear(64, 1)), backend="aot_eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     start = time.monotonic()
