@@ -104,6 +104,16 @@ def _rebuild(root: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNode) -
     return root.with_changes(value=_rebuild(root.value, target, replacement))
 
 
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """A statement that is only a string literal (a docstring where it comes first)."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def is_main_guard(node: cst.CSTNode) -> bool:
     """``if __name__ == "__main__":`` (either operand order, any quotes)."""
     if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):

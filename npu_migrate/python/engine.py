@@ -703,10 +703,15 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
     dropped: set[int] = set()
     reported: dict[int, tuple[Edit, str, str]] = {}
     for edit in candidates:
-        argument = next((a for a in ctx.ancestors(edit.anchor) if isinstance(a, cst.Arg)), None)
+        below: list[cst.CSTNode] = []  # the anchor's ancestors up to the argument that holds it
+        argument = None
+        for ancestor in ctx.ancestors(edit.anchor):
+            if isinstance(ancestor, cst.Arg):
+                argument = ancestor
+                break
+            below.append(ancestor)
         call = ctx.parent(argument) if argument is not None else None
-        if not isinstance(call, cst.Call) or any(isinstance(a, cst.Call) and a is not argument.value
-                                                 for a in _between(ctx, edit.anchor, argument)):
+        if not isinstance(call, cst.Call) or any(isinstance(a, cst.Call) and a is not argument.value for a in below):
             continue  # only a value that is the argument itself (`torch.cuda.current_device()`, `"cuda"`)
         callee = get_full_name_for_node(call.func)
         if not callee or callee.split(".", 1)[0] not in index.bindings:
@@ -723,16 +728,6 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
         "nothing to migrate here: port or replace that code for Ascend, then its device argument") for
         edit, callee, kind in reported.values()]
     return [e for e in edits if id(e) not in dropped], findings
-
-
-def _between(ctx: FileContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> list[cst.CSTNode]:
-    """The ancestors of ``node`` below ``ancestor``."""
-    found = []
-    for parent in ctx.ancestors(node):
-        if parent is ancestor:
-            return found
-        found.append(parent)
-    return found
 
 
 def _cuda_only_scope(index, scope: ast.AST) -> tuple[cuda_only.CudaOnly, str] | None:

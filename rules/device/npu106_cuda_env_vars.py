@@ -7,15 +7,14 @@ import re
 
 import libcst as cst
 
-from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.python.cst_util import string_value
+from npu_migrate.python.env_keys import string_use, text_use
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.tables.env_vars import CUDA_SAME_MEANING, CUDA_VARIABLES, advice
 
 #: One of the variables inside a longer string (a shell command, ``"X=1 python ..."``).
 _ANY = re.compile(r"\b(" + "|".join(CUDA_VARIABLES) + r")\b")
 
-#: functions and methods whose first argument is an environment variable name
-_ENV_FUNCTIONS = {"getenv", "putenv", "unsetenv", "setenv", "delenv", "get", "pop", "setdefault", "__contains__"}
 #: Variables that choose the GPU a renderer draws on (MuJoCo/robosuite through EGL,
 #: OpenGL, Vulkan): code that sets them scopes ``CUDA_VISIBLE_DEVICES`` for that renderer
 _RENDER_DEVICE = re.compile(r"\b(MUJOCO_EGL_DEVICE_ID|EGL_DEVICE_ID|MUJOCO_GL|PYOPENGL_PLATFORM|"
@@ -23,7 +22,6 @@ _RENDER_DEVICE = re.compile(r"\b(MUJOCO_EGL_DEVICE_ID|EGL_DEVICE_ID|MUJOCO_GL|PY
 #: NVIDIA-only GPU handling around a read of ``CUDA_VISIBLE_DEVICES``: MIG instances,
 #: nvidia-smi / NVML probes, NVIDIA-named settings (unsloth's ``UNSLOTH_NVIDIA_PROBE``)
 _NVIDIA_ONLY = re.compile(r"[A-Z0-9_]*NVIDIA[A-Z0-9_]*|\bMIG\b|MIG-|nvidia-smi|pynvml|\bnvml")
-_PROSE_CALLS = {"print", "info", "debug", "warning", "warn", "error", "exception", "critical", "log", "write"}
 
 
 class CudaEnvVars(Rule):
@@ -96,7 +94,7 @@ docstrings are left alone. The edit does not need `import torch_npu`.
         if found is None:
             return
         name = found.group(1)
-        verdict = self._classify(node) if value == name else self._classify_text(node)
+        verdict = string_use(self.ctx, node) if value == name else text_use(self.ctx, node)
         if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (render := self._render_variable(node)):
             self.report(
                 node,
@@ -124,7 +122,7 @@ docstrings are left alone. The edit does not need `import torch_npu`.
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         text = "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
         found = _ANY.search(text)
-        if found is not None and self._classify_text(node) == "report":
+        if found is not None and text_use(self.ctx, node) == "report":
             self._report(node, found.group(1))
 
     def visit_Arg(self, node: cst.Arg) -> None:
@@ -160,59 +158,6 @@ docstrings are left alone. The edit does not need `import torch_npu`.
                 f"`{name}` in a command or a place that could not be identified as an environment key; left unchanged",
                 f"on Ascend the variable is `{new}` (same format): use that name",
             )
-
-    def _classify(self, node: cst.CSTNode) -> str:
-        """'rewrite', 'report' or 'prose' for the exact string."""
-        ctx = self.ctx
-        parent = ctx.parent(node)
-        if isinstance(parent, cst.ConcatenatedString):
-            return "report"
-        if isinstance(parent, cst.Index):  # x["CUDA_VISIBLE_DEVICES"]
-            return "rewrite"
-        if isinstance(parent, cst.DictElement) and parent.key is node:
-            return "rewrite"
-        if isinstance(parent, (cst.ComparisonTarget, cst.Comparison)):
-            comparison = parent if isinstance(parent, cst.Comparison) else ctx.parent(parent)
-            if isinstance(comparison, cst.Comparison) and comparison.left is node and all(
-                isinstance(t.operator, (cst.In, cst.NotIn)) for t in comparison.comparisons
-            ):
-                return "rewrite"
-            return "report"
-        if isinstance(parent, cst.Arg):
-            verdict = self._call_verdict(parent)
-            if verdict is not None:
-                return verdict
-            call = ctx.parent(parent)
-            position = [a for a in call.args if a.keyword is None].index(parent) if parent.keyword is None else None
-            callee = last_name(call.func)
-            if position == 0 and callee in _ENV_FUNCTIONS:
-                return "rewrite"
-            return "report"
-        if isinstance(parent, cst.Expr):
-            return "prose"
-        return "report"
-
-    def _classify_text(self, node: cst.CSTNode) -> str:
-        """A longer string mentioning the variable: a shell command (report) or a message."""
-        parent = self.ctx.parent(node)
-        if isinstance(parent, cst.Expr):
-            return "prose"
-        if isinstance(parent, cst.Arg):
-            verdict = self._call_verdict(parent)
-            if verdict is not None:
-                return verdict
-        return "report"
-
-    def _call_verdict(self, arg: cst.Arg) -> str | None:
-        call = self.ctx.parent(arg)
-        if not isinstance(call, cst.Call):
-            return "report"
-        callee = last_name(call.func) or ""
-        if callee in _PROSE_CALLS or callee.endswith(("Error", "Exception", "Warning")):
-            return "prose"
-        if arg.keyword is not None and arg.keyword.value in ("help", "msg", "message", "description"):
-            return "prose"
-        return None
 
 
 def _swap(node: cst.SimpleString, old: str, new: str) -> cst.SimpleString:

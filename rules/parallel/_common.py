@@ -30,7 +30,7 @@ from npu_migrate.rules.sampler._common import DATALOADERS, DISTRIBUTED, function
 from npu_migrate.rules.sampler._shard import LoaderSharding
 
 from npu_migrate.pipeline.file_roles import is_test_path
-from npu_migrate.python.cst_util import call_arg, is_main_guard, string_value
+from npu_migrate.python.cst_util import call_arg, is_docstring, is_main_guard, string_value
 from npu_migrate.python.rule import Rule
 
 DATA_PARALLEL = frozenset(
@@ -272,7 +272,7 @@ class ParallelConversion(Rule):
         home = function_of(ctx, anchor)
         if isinstance(home, cst.FunctionDef) and isinstance(home.body, cst.IndentedBlock):
             statements = home.body.body
-            first = statements[1] if len(statements) > 1 and _is_docstring(statements[0]) else statements[0]
+            first = statements[1] if len(statements) > 1 and is_docstring(statements[0]) else statements[0]
             self.insert_before(first, [init], message, anchor=anchor)
         return self._built_before(anchor, guard)
 
@@ -480,10 +480,3 @@ def _is_import(statement: cst.CSTNode) -> bool:
     )
 
 
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
