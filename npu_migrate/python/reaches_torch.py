@@ -446,18 +446,23 @@ class DeviceAnalysis:
         test.visit(_Find())
         return found[0] if found else None
 
-    def _platform_test(self, test: cst.CSTNode) -> bool:
+    def _platform_test(self, test: cst.CSTNode, following: frozenset[str] = frozenset()) -> bool:
         """``test`` is a positive test of another system's platform: a comparison with
         its value (``device_platform == 'cuda'``), or a name assigned from one
-        (``IS_NVIDIA = (device_platform == 'cuda')``)."""
+        (``IS_NVIDIA = (device_platform == 'cuda')``). ``following``: the names whose
+        values are being read, so that ``flag = flag and ...`` proves nothing instead of
+        recursing for ever."""
         if isinstance(test, cst.Comparison):
             return (all(isinstance(t.operator, (cst.Equal, cst.In)) for t in test.comparisons)
                     and self._compares_other_system(test) is not None)
         if isinstance(test, cst.Name):
+            if test.value in following:
+                return False
             values = self._assigned_values(test)
-            return bool(values) and all(self._platform_test(v) for v in values)
+            inner = following | {test.value}
+            return bool(values) and all(self._platform_test(v, inner) for v in values)
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-            return self._platform_test(test.left) or self._platform_test(test.right)
+            return self._platform_test(test.left, following) or self._platform_test(test.right, following)
         return False
 
     def _under_platform_test(self, node: cst.CSTNode) -> cst.CSTNode | None:

@@ -4,6 +4,8 @@ FlashAttention decision from project facts (npu_migrate/pipeline/attention.py)."
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from npu_migrate.pipeline.attention import (
     Attention,
@@ -106,3 +108,21 @@ def test_a_device_name_assigned_from_itself_is_followed_once():
               "    if device == 'cuda':\n        device = '0'\n    return torch.device(device)\n")
     result = migrate_source("t.py", source.encode(), SELECT)
     assert result.error is None
+
+
+_CYCLE_VALUES = ["{a}", "{b}", "{a} and torch.cuda.is_available()", "{b} or 'cuda'",
+                 "{a} if {b} else 'cuda'", "{a} == 'cuda' and {b}", "({a}, {b})[0]"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(_CYCLE_VALUES)), min_size=1, max_size=5),
+       st.sampled_from(["torch.cuda.synchronize()", "x = torch.zeros(1, device={a})", "x = x.to({b})"]))
+def test_names_assigned_from_themselves_or_each_other_end_the_analysis(assignments, use):
+    """``flag = flag and torch.cuda.is_available()`` (vjepa2's ``gpu_timer``) and
+    ``a = b; b = a`` are read to an end: the file is migrated, never an error (it was
+    "too deeply nested")."""
+    lines = [f"    {target} = {value.format(a='a', b='b')}" for target, value in assignments]
+    source = ("import torch\n\n\ndef f(a='cuda', b=None, x=None):\n" + "\n".join(lines)
+              + f"\n    if a and b:\n        {use.format(a='a', b='b')}\n    return a\n")
+    result = migrate_source("t.py", source.encode(), SELECT)
+    assert result.error is None, (source, result.error)
