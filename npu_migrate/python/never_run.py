@@ -13,15 +13,19 @@ left as it is, ``import torch_npu`` included when nothing else is migrated.
 
 What is left alone is what runs only when a test runs: the bodies of skipped tests
 (all methods of a skipped class). Code that runs when pytest imports the module stays
-migrated: module-level statements, class bodies, helpers (another module may import
-them), and decorators, except those whose only CUDA calls are ``is_available()`` /
+migrated: module-level statements, class bodies, helpers that live code uses (any
+helper of a module not named as a test module, which another module may import), and decorators, except those whose only CUDA calls are ``is_available()`` /
 ``device_count()``, which are safe to leave on any machine (a class whose every test
 is skipped keeps its ``skipUnless(torch.cuda.is_available())`` gate as written).
-``skipIf``/``skipUnless``/``skipif`` are conditions, never counted here.
+In a test module (``test_*.py``, ``*_test.py``), a module-level helper that only skipped
+code uses never runs either, and is left alone too. ``skipIf``/``skipUnless``/``skipif``
+are conditions, never counted here.
 """
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 
 import libcst as cst
@@ -37,6 +41,8 @@ Span = tuple[int, int]
 #: CUDA calls that answer without CUDA (False, 0), and any other CUDA word
 _SAFE_CUDA = re.compile(r"\btorch\.cuda\.(?:is_available|device_count)\(\)")
 _UNSAFE_CUDA = re.compile(r"\bcuda\.|\.cuda\(")
+#: pytest's default ``python_files``: test modules, which no other module imports
+_TEST_MODULE = re.compile(r"test_.*\.py|.*_test\.py")
 
 
 def never_run_spans(ctx: FileContext) -> list[Span]:
@@ -56,7 +62,44 @@ def never_run_spans(ctx: FileContext) -> list[Span]:
             spans.extend(_function_spans(ctx, statement))
         elif isinstance(statement, cst.ClassDef):
             spans.extend(_class_spans(ctx, statement, marked and statement.name.value.startswith("Test")))
+    if spans and _TEST_MODULE.fullmatch(os.path.basename(ctx.path)):
+        spans.extend(_helpers_of_skipped_tests(ctx, spans))
     return spans
+
+
+def _helpers_of_skipped_tests(ctx: FileContext, spans: list[Span]) -> list[Span]:
+    """Module-level helpers of a test module that only skipped code uses: every name in
+    the file that refers to them (a call, a fixture parameter, a reference) lies in code
+    that never runs, and there is at least one (prime-rl's ``get_model_pairs``, called only
+    by the tests of a module marked skip). Repeated until nothing changes, so a helper
+    of such a helper follows. pytest imports test modules to collect them and no other
+    module imports one, so nothing else calls them."""
+    definitions: dict[str, cst.FunctionDef] = {}
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.FunctionDef) and not statement.name.value.startswith("test"):
+            definitions[statement.name.value] = statement
+    tree = ctx.python_ast()  # the whole file: elision drops statements that use a helper
+    if not definitions or tree is None:
+        return []
+    uses: dict[str, list[int]] = {}
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.arg if isinstance(node, ast.arg) else None
+        if name in definitions:
+            uses.setdefault(name, []).append(node.lineno)
+    found: list[Span] = []
+    covered = list(spans)
+    changed = True
+    while changed:
+        changed = False
+        for name, function in list(definitions.items()):
+            lines = uses.get(name)
+            if lines and all(any(first <= n <= last for first, last in covered) for n in lines):
+                more = _function_spans(ctx, function)
+                found.extend(more)
+                covered.extend(more)
+                del definitions[name]
+                changed = True
+    return found
 
 
 def _class_spans(ctx: FileContext, cls: cst.ClassDef, marked: bool) -> list[Span]:
