@@ -1130,6 +1130,47 @@ def kernel_import(index: FileIndex, block: ast.AST) -> CudaOnly | None:
     return None
 
 
+#: Kinds a test that calls them on every run cannot pass without CUDA: the kernel kinds and
+#: a function named for a CUDA-only package (open_lm's ``xformers_attn``)
+_TESTED_KINDS = _KERNEL_KINDS | {KIND_NAMED_PACKAGE}
+#: Statements whose body runs whenever the statement itself runs
+_ALWAYS_RUN_BODY = (ast.With, ast.AsyncWith)
+#: Statements and expressions whose parts may not run (or run later): not walked
+_MAY_NOT_RUN = (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While, ast.Match, ast.FunctionDef,
+                ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.IfExp, ast.BoolOp, ast.ListComp,
+                ast.SetComp, ast.DictComp, ast.GeneratorExp)
+if hasattr(ast, "TryStar"):
+    _MAY_NOT_RUN += (ast.TryStar,)
+
+
+def unconditional_kernel_call(index: FileIndex, function: ast.AST) -> CudaOnly | None:
+    """The first CUDA-only kernel a test function calls on every run (in its own statements
+    or a ``with`` block, not under an ``if``, ``try``, loop or short-circuit): open_lm's
+    ``test_attention_masking_xformers`` moves its tensors with ``.cuda()`` and hands them to
+    ``xformers_attn``. Such a test fails without CUDA whatever its device code says, so
+    rewriting that code serves nothing."""
+    pending: list[ast.AST] = list(getattr(function, "body", []))
+    while pending:
+        statement = pending.pop(0)
+        if isinstance(statement, _MAY_NOT_RUN):
+            continue
+        if isinstance(statement, _ALWAYS_RUN_BODY):
+            pending[0:0] = statement.body
+            parts: list[ast.AST] = list(statement.items)
+        else:
+            parts = [statement]
+        while parts:
+            node = parts.pop(0)
+            if isinstance(node, _MAY_NOT_RUN):
+                continue
+            if isinstance(node, ast.Call):
+                use = index._use(node.func)
+                if use is not None and use.kind in _TESTED_KINDS:
+                    return use
+            parts[0:0] = list(ast.iter_child_nodes(node))
+    return None
+
+
 def nccl_communicator(index: FileIndex, function: ast.AST) -> CudaOnly | None:
     """The first use in ``function``'s own code of another library's NCCL communicator
     (:data:`KIND_NCCL_COMMUNICATOR`): an import or a call of one, or a name or attribute

@@ -399,8 +399,10 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
 
 
 #: findings that leave a CUDA value or call in place (an unproven device string, a
-#: torch.cuda API with no NPU counterpart)
-_LEFT_CUDA = frozenset({"NPU108", "NPU102"})
+#: torch.cuda API with no NPU counterpart, a ``torch.cuda.amp`` name NPU301 cannot rewrite:
+#: open_lm's ``torch.cuda.amp.autocast if torch.cuda.is_available() else
+#: torch.cpu.amp.autocast``, whose rewritten test alone picks CUDA's autocast on Ascend)
+_LEFT_CUDA = frozenset({"NPU108", "NPU102", "NPU301"})
 #: of those, the ones that crash on the NPU where the original ran (no NPU counterpart)
 _LEFT_CRASH = frozenset({"NPU102"})
 
@@ -652,11 +654,15 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
     * a ``__main__`` block that imports a package of CUDA kernels or Triton code to test
       or time it (lingua's ``causal_conv1d_compilable.py`` checks its op against
       ``causal_conv1d``): on NPU its tensors would go into those kernels, and it is no
-      training entry point, so it gets no npu_runtime either."""
+      training entry point, so it gets no npu_runtime either;
+    * a test function (in a test module) that calls such code on every run (open_lm's
+      ``test_attention_masking_xformers``): it fails without CUDA whatever its device code
+      says (``cuda_only.unconditional_kernel_call``)."""
     candidates = [e for e in edits if e.rule in _DEVICE_RULES or e.rule == _RUNTIME_RULE]
     index = cuda_only.file_index(ctx) if candidates else None
     if index is None:
         return edits, []
+    testing = is_test_path(ctx.path)
     dropped: set[int] = set()
     reported: dict[int, tuple[Edit, cuda_only.CudaOnly, str]] = {}
     verdicts: dict[int, tuple[cuda_only.CudaOnly, str] | None] = {}
@@ -668,7 +674,7 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
         verdict = scope = None
         for scope in (s for s in scopes if s is not None):
             if id(scope) not in verdicts:
-                verdicts[id(scope)] = _cuda_only_scope(index, scope)
+                verdicts[id(scope)] = _cuda_only_scope(index, scope, testing)
             verdict = verdicts[id(scope)]
             if verdict is not None:
                 break
@@ -730,10 +736,15 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
     return [e for e in edits if id(e) not in dropped], findings
 
 
-def _cuda_only_scope(index, scope: ast.AST) -> tuple[cuda_only.CudaOnly, str] | None:
+def _cuda_only_scope(index, scope: ast.AST, testing: bool) -> tuple[cuda_only.CudaOnly, str] | None:
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         use = cuda_only.nccl_communicator(index, scope)
-        return (use, f"`{scope.name}`") if use is not None else None
+        if use is not None:
+            return use, f"`{scope.name}`"
+        if testing and scope.name.startswith("test"):
+            use = cuda_only.unconditional_kernel_call(index, scope)
+            return (use, f"the test `{scope.name}`") if use is not None else None
+        return None
     use = cuda_only.kernel_import(index, scope)
     return (use, "the `__main__` block") if use is not None else None
 
