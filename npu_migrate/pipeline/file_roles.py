@@ -94,6 +94,12 @@ DATA_DIRS = frozenset({"results", "result", "metrics", "outputs", "output", "log
 _DATA_STEM = re.compile(
     r"(?:^|[_\-.])(?:results?|metrics?|scores?|predictions?|preds|outputs?|evals?|evaluation|benchmarks?|bench"
     r"|leaderboard|history|stats|statistics|logs?|samples|dataset|data|records|responses|generations|trace)(?:$|[_\-.])")
+#: For YAML, only the words that name an output: a YAML file named for a task
+#: (``default_eval.yaml``, Beaker's and AReaL's eval specs, ``bench.yaml``) is its
+#: configuration, and results are seldom written as YAML.
+_YAML_DATA_STEM = re.compile(
+    r"(?:^|[_\-.])(?:results?|metrics?|scores?|predictions?|preds|outputs?|leaderboard|history|stats|statistics"
+    r"|logs?|samples|records|responses|generations|trace)(?:$|[_\-.])")
 #: ... unless the stem also says it is configuration (``eval_config.json``, ``bench_args.yaml``).
 _CONFIG_STEM = re.compile(r"(?:^|[_\-.])(?:config|configs|cfg|conf|args|arguments|settings|params|hparams|hyperparams"
                           r"|deepspeed|ds|zero\d?|accelerate|fsdp|launch|recipe|train|training|sweep|env)(?:$|[_\-.\d])")
@@ -118,7 +124,8 @@ def data_file_reason(path: str, data: bytes) -> str | None:
       ``benchmarks/``, ``outputs/``, ``data/``...) or whose stem names an output
       (``*_results.json``, ``metrics.json``, ``eval_scores.json``), unless the stem
       also names configuration (``eval_config.json``, ``bench_args.json``);
-    * YAML only by its stem (``results.yaml``, ``metrics.yml``; a directory name is not
+    * YAML only by its stem naming an output (``results.yaml``, ``metrics.yml``; not a
+      task: ``default_eval.yaml`` is an eval's configuration; a directory name is not
       enough: ``benchmarks/llama.yaml`` is usually a recipe) or over 1 MiB.
     """
     lower = path.lower()
@@ -142,7 +149,7 @@ def data_file_reason(path: str, data: bytes) -> str | None:
             return f"under {folder}/"
     elif configured:
         return None
-    if _DATA_STEM.search(stem):
+    if (_DATA_STEM if suffix in _JSON else _YAML_DATA_STEM).search(stem):
         return "its name says results or metrics"
     return None
 

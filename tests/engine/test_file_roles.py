@@ -88,6 +88,8 @@ def test_invalid_json_is_still_an_error(tmp_path, run_cli):
     ("benchmarks/out/a.json", '{"device": "cuda"}'),
     ("run_results.json", '{"device": "cuda"}'),
     ("eval_metrics.yaml", "device: cuda\n"),
+    ("eval_results.yml", "device: cuda\n"),
+    ("eval.json", '{"device": "cuda"}'),  # JSON named for an eval: its output
     ("anything.json", '[{"device": "cuda"}, {"device": "cuda"}]'),
     ("train.jsonl", '{"device": "cuda"}\n'),
 ])
@@ -98,6 +100,9 @@ def test_data_files(rel, data):
 @pytest.mark.parametrize("rel,data", [
     ("configs/train.yaml", "device: cuda\n"),
     ("benchmarks/llama.yaml", "device: cuda\n"),  # a recipe in a benchmarks folder
+    ("beaker/default_eval.yaml", "gpuCount: 1\n"),  # an eval's spec: a task, not an output
+    ("configs/eval.yaml", "device: cuda\n"),
+    ("bench.yml", "device: cuda\n"),
     ("results/ds_config.json", '{"device": "cuda"}'),  # says it is configuration
     ("eval_config.json", '{"device": "cuda"}'),
     ("config.json", '{"_attn_implementation": "flash_attention_2"}'),
