@@ -1165,10 +1165,20 @@ def unconditional_kernel_call(index: FileIndex, function: ast.AST) -> CudaOnly |
                 continue
             if isinstance(node, ast.Call):
                 use = index._use(node.func)
-                if use is not None and use.kind in _TESTED_KINDS:
+                if use is not None and use.kind in _TESTED_KINDS and not _named_like_cuda_only(index, use):
                     return use
             parts[0:0] = list(ast.iter_child_nodes(node))
     return None
+
+
+def _named_like_cuda_only(index: FileIndex, use: CudaOnly) -> bool:
+    """A function called ``*_cuda`` is only named like a compiled extension: sd-scripts'
+    ``swap_weight_devices_cuda`` is the project's own torch code, which the tool migrates,
+    so a test that calls it is no proof of a CUDA-only kernel."""
+    if use.kind != KIND_COMPILED:
+        return False
+    parts = index.resolve(use.name).lstrip(".").split(".")
+    return not any(_compiled_part(p, last=False) for p in parts[:-1])
 
 
 def nccl_communicator(index: FileIndex, function: ast.AST) -> CudaOnly | None:
