@@ -206,6 +206,8 @@ def test_a_signal_at_a_random_moment_of_write_jobs_2_leaves_no_temp_file(tmp_pat
         finally:
             kill_group(process)
         assert "Traceback" not in err, err
-        assert code in (0, 130 if signum == signal.SIGINT else 128 + signum), (signum, code, err)
+        # 128 + N: the run caught the signal and exited; -N: it arrived during interpreter
+        # teardown, after the run had finished, and the default action ended the process
+        assert code in (0, 128 + signum, -signum), (signum, code, err)
         assert temp_files(src) == [], (trial, signum, code)
         assert all(p.read_bytes() in (CUDA, MIGRATED) for p in src.iterdir())
