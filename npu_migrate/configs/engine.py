@@ -91,23 +91,49 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     unless it is a template (:mod:`npu_migrate.configs.templates`): a template is
     skipped, whether its place says so or its markers explain why it does not parse."""
     result = FileResult(path=path)
+    name = reader_name(path)
     if (place := template_place(path)) is not None:
         result.skipped = f"{TEMPLATE}{place})"
-        return result
+        return _template_findings(result, data, settings, name)
     recorder = Recorder()
     suppressions = Suppressions()
-    name = reader_name(path)
     try:
         scan(path, data, settings, recorder, suppressions, name)
     except ReadError as exc:
         if exc.syntax and templates.has_markers(data):
             fmt = name.removesuffix("_reader").upper()
             result.skipped = TEMPLATE + "{{ }} or {% %} markers; not valid " + fmt + " as written)"
-            return result
+            return _template_findings(result, data, settings, name)
         last = max(1, data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
         result.error = f"{path}:{min(exc.line, last)}: {exc.message}"  # end of file: its last line
         return result
     return finish(result, data, recorder, settings, suppressions, comment=COMMENTS[name])
+
+
+#: Said of what a rule would have rewritten in a template.
+_IN_TEMPLATE = "; in a template, not rewritten"
+_TEMPLATE_ADVICE = ("edit the template by hand (what it renders there is the chart's or the template's values), "
+                    "or render it (`helm template`, `cookiecutter --no-input`) and run npu-migrate on the output")
+
+
+def _template_findings(result: FileResult, data: bytes, settings: Settings, name: str) -> FileResult:
+    """A template is never rewritten, but what its rules find in the text around its
+    actions is reported (prime-rl's Helm chart asks for ``nvidia.com/gpu``): the file is
+    read with its actions blanked out (:func:`templates.neutralize`), and each rewrite a
+    rule would make becomes a finding at the same place. A template that does not read
+    even then gives nothing, as before."""
+    neutral = templates.neutralize(data)
+    recorder = Recorder()
+    suppressions = Suppressions()
+    try:
+        scan(result.path, neutral, settings, recorder, suppressions, name)
+    except (ReadError, RecursionError, MemoryError):
+        return result
+    for edit in recorder.edits:
+        recorder.report(edit.start if edit.anchor is None else edit.anchor, edit.rule, edit.message + _IN_TEMPLATE,
+                        _TEMPLATE_ADVICE)
+    recorder.edits.clear()
+    return finish(result, data, recorder, settings, suppressions, comment=None)  # no edit: nothing written
 
 
 def active_rules(path: str, settings: Settings) -> list[type]:

@@ -49,6 +49,8 @@ silences a value that is not a device.
             return
         if scalar.is_key:
             return  # a key named cuda holds anything (a CUDA version in a CI matrix); its value is judged
+        if "ports" in scalar.keys:
+            return  # a network port's name (a Kubernetes Service's `name: nccl`, `targetPort: nccl`)
         found = setting(scalar, self.file.previous)
         name = found.name or "a list item"
         device_key = found.name is not None and is_device_key(found.name)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_migrate.configs.engine import migrate
-from npu_migrate.configs.templates import has_markers
+from npu_migrate.configs.templates import has_markers, neutralize
 from npu_migrate.pipeline.file_roles import template_place
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
@@ -125,9 +125,24 @@ def test_markers_are_found_in_linear_time():
 def test_a_template_that_does_not_parse_is_skipped_not_an_error(name, text):
     result = migrate(name, text.encode(), ALL)
     assert result.error is None
-    assert result.new_source is None and result.fixes == [] and result.findings == []
+    assert result.new_source is None and result.fixes == []  # findings only: see below
     assert result.is_template
     assert result.skipped.endswith("as written)")
+
+
+def test_what_a_template_would_have_rewritten_is_reported_at_its_place():
+    """A template is read with its actions blanked out: a rewrite becomes a finding at the
+    same line and column, and the text around the actions is reported as in any file."""
+    result = migrate("deployment.yaml", DEPLOYMENT.encode(), ALL)
+    assert result.new_source is None and result.fixes == []
+    lines = DEPLOYMENT.splitlines()
+    found = {(f.rule, lines[f.line - 1][f.col:]) for f in result.findings}  # col: 0-based
+    assert ("NPU830", '"cuda", "--backend", "nccl"]') in found  # args: ["--device", "cuda", ...]
+    assert ("NPU831", '"nccl"]') in found
+    assert ("NPU962", "nvidia.com/gpu: {{ .Values.trainer.gpus }}") in found
+    assert all(f.message.endswith("in a template, not rewritten") for f in result.findings
+               if f.rule in ("NPU830", "NPU831"))
+    assert not any(f.rule == "NPU832" for f in result.findings)  # `name: nccl` of a port
 
 
 @pytest.mark.parametrize("name,text,line", [
@@ -166,7 +181,7 @@ def test_every_file_under_a_charts_templates_folder_is_a_template(tmp_path):
         assert result.error is None
         if "/templates/" in rel:
             assert result.is_template and "Helm chart" in result.skipped, rel
-            assert result.new_source is None and result.findings == []
+            assert result.new_source is None and result.fixes == []
         else:
             assert not result.is_template, rel
     assert yaml.safe_load(PARSES)  # the one that parses is skipped too
@@ -243,7 +258,7 @@ def test_real_bad_yaml_beside_a_chart_still_fails_the_run(tmp_path, run_cli):
     result = run_cli("--check", "--no-cache", ".")
     assert result.exit_code == 2
     assert "error: conf/bad.yaml:2: not valid YAML" in result.output
-    assert "templates/" not in result.output
+    assert "error: deploy" not in result.output and result.output.count("error:") == 1
 
 
 # -- properties ------------------------------------------------------------------------------
@@ -267,10 +282,12 @@ def test_templated_yaml_is_never_an_error_and_a_second_run_agrees(data, inserts,
     first = migrate("conf.yaml", text, ALL)
     assert first.error is None, first.error  # a template, or a file that parses with its markers
     if first.is_template:
-        assert first.new_source is None and first.fixes == [] and first.findings == []
+        assert first.new_source is None and first.fixes == []
     second = migrate("conf.yaml", first.new_source or text, ALL)
     assert second.error is None and second.new_source is None
     assert second.skipped == first.skipped
+    if first.is_template:
+        assert second.findings == first.findings  # a second run reports the same findings
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -283,3 +300,32 @@ def test_the_same_breakage_without_markers_is_still_an_error(data, at):
     assert result.skipped is None
     if b"cuda" in text or b"nccl" in text:  # a file without a rule's trigger word is never parsed
         assert result.error is not None and "not valid YAML" in result.error
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["{{", "}}", "{%", "%}", "{#", "#}", "\n", "  ", "a: ", "x", "-", '"']), max_size=60))
+def test_neutralize_keeps_every_byte_position(parts):
+    """Findings are placed on the original text by offset: the blanked-out text has the
+    same length and its newlines at the same places, and keeps text outside actions."""
+    data = "".join(parts).encode()
+    neutral = neutralize(data)
+    assert len(neutral) == len(data)
+    assert [i for i, b in enumerate(neutral) if b == 10] == [i for i, b in enumerate(data) if b == 10]
+    assert b"{{" not in neutral or not has_markers(neutral)
+
+
+def test_neutralize_turns_lone_actions_into_comments_and_inline_ones_into_words():
+    data = b"a:\n  {{- if .Values.x }}\n  b: {{ .Values.b }}\n  {{- end }}\n"
+    assert neutralize(data) == b"a:\n  #                  \n  b: xxxxxxxxxxxxxxx\n  #         \n"
+
+
+@pytest.mark.timeout(60)
+def test_neutralize_is_linear_on_openings_without_closings():
+    data = b"{{" * 1_000_000 + b"a: 1\n" + b"{%" * 500_000 + b"%}"
+    assert len(neutralize(data)) == len(data)
+
+
+@pytest.mark.timeout(60)
+def test_neutralize_is_linear_on_a_long_line_of_actions():
+    data = b"k: " + b"{{ .Values.x }}" * 200_000 + b"\n"
+    assert neutralize(data) == b"k: " + b"x" * (len(data) - 4) + b"\n"

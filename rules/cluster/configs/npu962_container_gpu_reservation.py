@@ -34,8 +34,9 @@ container does not start, or starts without devices. Each such entry is reported
 `services.*.runtime`; a devcontainer by its root keys `runArgs` and
 `hostRequirements`). Route: {ROUTE}. A Kubernetes container's `resources.limits` /
 `requests` entry `nvidia.com/gpu` (a pod template, a RayCluster's worker group) goes
-through NVIDIA's device plugin and is reported too: {_K8S_ROUTE}. Helm templates
-(`{{{{ ... }}}}`) are not YAML until rendered and are not read. Not rewritten: which NPUs a service gets,
+through NVIDIA's device plugin and is reported too: {_K8S_ROUTE}. In a Helm
+template (`{{{{ ... }}}}`) it is reported too: templates are read with their actions
+blanked out (docs/decisions.md, "Templates"). Not rewritten: which NPUs a service gets,
 and whether the host has Ascend Docker Runtime, are the deployment's choice.
 """
     examples = (
