@@ -17,7 +17,7 @@ from npu_migrate.configs.document import Document, ReadError, Scalar
 from npu_migrate.pipeline import limits
 from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
 from npu_migrate.pipeline.facts import ProjectFacts
-from npu_migrate.pipeline.file_roles import template_place
+from npu_migrate.pipeline.file_roles import TEMPLATE_SUGGESTION, report_only, template_place
 from npu_migrate.pipeline.model import TEMPLATE, FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
@@ -110,18 +110,12 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     return finish(result, data, recorder, settings, suppressions, comment=COMMENTS[name])
 
 
-#: Said of what a rule would have rewritten in a template.
-_IN_TEMPLATE = "; in a template, not rewritten"
-_TEMPLATE_ADVICE = ("edit the template by hand (what it renders there is the chart's or the template's values), "
-                    "or render it (`helm template`, `cookiecutter --no-input`) and run npu-migrate on the output")
-
-
 def _template_findings(result: FileResult, data: bytes, settings: Settings, name: str) -> FileResult:
     """A template is never rewritten, but what its rules find in the text around its
     actions is reported (prime-rl's Helm chart asks for ``nvidia.com/gpu``): the file is
-    read with its actions blanked out (:func:`templates.neutralize`), and each rewrite a
-    rule would make becomes a finding at the same place. A template that does not read
-    even then gives nothing, as before."""
+    read with its actions blanked out (:func:`templates.neutralize`: same bytes, same
+    lines), and each rewrite a rule would make becomes a finding at the same place, as
+    in a CI file. A template that does not read even then gives nothing, as before."""
     neutral = templates.neutralize(data)
     recorder = Recorder()
     suppressions = Suppressions()
@@ -129,11 +123,10 @@ def _template_findings(result: FileResult, data: bytes, settings: Settings, name
         scan(result.path, neutral, settings, recorder, suppressions, name)
     except (ReadError, RecursionError, MemoryError):
         return result
-    for edit in recorder.edits:
-        recorder.report(edit.start if edit.anchor is None else edit.anchor, edit.rule, edit.message + _IN_TEMPLATE,
-                        _TEMPLATE_ADVICE)
-    recorder.edits.clear()
-    return finish(result, data, recorder, settings, suppressions, comment=None)  # no edit: nothing written
+    finish(result, neutral, recorder, settings, suppressions, comment=None)
+    result = report_only(result, "template", TEMPLATE_SUGGESTION)
+    result.new_source = None  # the blanked-out text is never written, whatever happened above
+    return result
 
 
 def active_rules(path: str, settings: Settings) -> list[type]:

@@ -57,7 +57,8 @@ def neutralize(data: bytes) -> bytes:
         if alone:  # a comment on each line the action spans
             at = start
             while at < end:
-                out[at] = 0x23  # "#"
+                if data[at] != 0x0A:  # an empty line inside the action stays empty
+                    out[at] = 0x23  # "#"
                 nxt = data.find(b"\n", at, end)
                 if nxt < 0:
                     break

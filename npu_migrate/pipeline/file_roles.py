@@ -72,12 +72,16 @@ CI_SUGGESTION = ("CI runners stay NVIDIA machines until the team moves this job 
                  "make this change then (or add an Ascend job beside it)")
 
 
-def report_only(result: FileResult) -> FileResult:
+TEMPLATE_SUGGESTION = ("edit the template by hand (what it renders here comes from its values), or render it "
+                       "(`helm template`, `cookiecutter --no-input`) and run npu-migrate on the output")
+
+
+def report_only(result: FileResult, what: str = "CI file", suggestion: str = CI_SUGGESTION) -> FileResult:
     """``result`` with every fix turned into a finding of the same rule and the file
-    left as it is (a CI file)."""
+    left as it is (a CI file; a template, ``npu_migrate/configs/engine.py``)."""
     if not result.fixes:
         return result
-    findings = [Finding(f.line, f.col, f.rule, f"CI file, left unchanged: {f.message}", CI_SUGGESTION,
+    findings = [Finding(f.line, f.col, f.rule, f"{what}, left unchanged: {f.message}", suggestion,
                         f.end_line, f.end_col, f.cell) for f in result.fixes]
     merged = sorted({*result.findings, *findings})
     return replace(result, fixes=[], findings=merged, new_source=None)
