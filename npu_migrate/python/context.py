@@ -89,6 +89,8 @@ class FileContext:
     _python_tree_failed: bool = False
     _quote: str | None = None
     _cuda_only_index: object = None
+    #: names bound to skip marks of CUDA kernel tests (``cuda_backend._kernel_skip_names``)
+    _kernel_skip_names: frozenset[str] | None = None
     #: cuda_backend.region's verdict per simple statement (file_region's under the module),
     #: and the generated code of a block
     _statement_regions: dict[cst.CSTNode, object] = field(default_factory=dict)

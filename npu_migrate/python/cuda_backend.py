@@ -349,8 +349,7 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
                     "CUDA test, so on NPU these tests are skipped", False)
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             # the body of a test skipped that way stays as it is too: it runs on CUDA only
-            skip = next((d.decorator for d in ancestor.decorators if isinstance(d.decorator, cst.Call)
-                         and last_name(d.decorator.func) in _SKIPS and _kernel_skip(ctx, d.decorator)), None)
+            skip = next((found for d in ancestor.decorators if (found := _kernel_skip_mark(ctx, d.decorator))), None)
             if skip is not None:
                 return (skip, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
                         "CUDA test, so on NPU these tests are skipped", False)
@@ -373,6 +372,45 @@ def _statement_region(ctx: FileContext, statement: cst.SimpleStatementLine
         return (statement, AWARE, f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged",
                 False)
     return None
+
+
+def _kernel_skip_mark(ctx: FileContext, decorator: cst.BaseExpression) -> cst.CSTNode | None:
+    """The kernel skip mark a decorator is: the call itself, or a name the module binds
+    once to such a mark (axolotl's ``requires_gpu = pytest.mark.skipif(not
+    torch.cuda.is_available(), reason="flash_d512 Triton kernel needs CUDA")`` then
+    ``@requires_gpu``; the binding is read from the whole file, so elision changes nothing)."""
+    if isinstance(decorator, cst.Call):
+        return decorator if last_name(decorator.func) in _SKIPS and _kernel_skip(ctx, decorator) else None
+    if isinstance(decorator, cst.Name) and decorator.value in _kernel_skip_names(ctx):
+        return decorator
+    return None
+
+
+def _kernel_skip_names(ctx: FileContext) -> frozenset[str]:
+    """Names the module binds exactly once, at module level, to a skip mark whose reason
+    names a CUDA kernel (found once per file)."""
+    if ctx._kernel_skip_names is not None:
+        return ctx._kernel_skip_names
+    tree = ctx.python_ast()
+    bound: dict[str, list[ast.AST]] = {}
+    for statement in tree.body if tree is not None else ():
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(statement.value)
+    found = frozenset(name for name, values in bound.items() if len(values) == 1 and _is_kernel_skip_call(values[0]))
+    ctx._kernel_skip_names = found
+    return found
+
+
+def _is_kernel_skip_call(value: ast.AST) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    reason = " ".join(n.value for n in [*value.args, *(k.value for k in value.keywords)]
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    return name in _SKIPS and KERNEL_REASON.search(reason) is not None
 
 
 def _kernel_skip(ctx: FileContext, call: cst.Call) -> bool:
