@@ -59,8 +59,9 @@ _TRANSFORMERS_REQUIREMENT = re.compile(
 #: choosing "sdpa", which such model code may not have.
 _FLASH_REGISTRY = re.compile(rb"""\{[^{}]*?['"]flash_attention_2['"]\s*:[^{}]*\}|\[\s*['"]flash_attention_2['"]\s*\]\s*=""")
 #: The file trains: a backward pass, or the set-up of distributed training (NPU701's
-#: test for an entry point, :mod:`npu_migrate.pipeline.entry_points`).
-TRAINS = re.compile(rb"\.backward\s*\(|\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
+#: test for an entry point, :mod:`npu_migrate.pipeline.entry_points`). A method named
+#: ``init_process_group`` is no call of it (verl's checkpoint engines define one).
+TRAINS = re.compile(rb"\.backward\s*\(|(?<!def )\binit_process_group\s*\(|\b(?:mp|multiprocessing)\.(?:spawn|Process)\s*\(")
 #: ``import a.b, c as d`` / ``from a.b import c, d``, at any indentation (imports inside
 #: functions and ``try`` blocks count); relative imports are left out (package modules
 #: are library code already).

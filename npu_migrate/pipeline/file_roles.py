@@ -87,6 +87,30 @@ def report_only(result: FileResult, what: str = "CI file", suggestion: str = CI_
     return replace(result, fixes=[], findings=merged, new_source=None)
 
 
+# -- CUDA modules beside the project's own Ascend ones ---------------------------------
+
+#: A CUDA or NCCL word in a module's file name, and what the project's Ascend sibling says
+#: instead (``nccl_checkpoint_engine.py`` beside ``hccl_checkpoint_engine.py``).
+_CUDA_NAME_WORD = re.compile(r"(?<![a-z0-9])(cuda|nccl|gpu)(?![a-z0-9])", re.IGNORECASE)
+_ASCEND_WORDS = {"cuda": ("npu", "ascend"), "nccl": ("hccl",), "gpu": ("npu", "ascend")}
+
+
+def ascend_sibling(path: str) -> str | None:
+    """The file beside the Python module ``path`` that is its Ascend counterpart by name
+    (``hccl_checkpoint_engine.py`` for ``nccl_checkpoint_engine.py``, ``npu_ops.py`` for
+    ``cuda_ops.py``), or None. Such a project has written its Ascend path itself: the CUDA
+    module is that backend's implementation, not code to migrate."""
+    folder, name = os.path.split(path)
+    if not name.endswith(".py"):
+        return None
+    for match in _CUDA_NAME_WORD.finditer(name):
+        for word in _ASCEND_WORDS[match.group(1).lower()]:
+            sibling = name[:match.start()] + word + name[match.end():]
+            if os.path.isfile(os.path.join(folder, sibling)):
+                return sibling
+    return None
+
+
 # -- data files ----------------------------------------------------------------------
 
 #: Directory names that hold outputs and datasets rather than configuration.

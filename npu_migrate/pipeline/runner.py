@@ -477,8 +477,11 @@ def _pass(paths: list[str], settings: Settings, jobs: int, cache, digests: dict[
     for path in paths:
         digest = digests[path]
         key = None
-        if store is not None:  # a template by its place depends on a file beside it (a Helm chart's Chart.yaml)
-            key = store.key(path, digest if file_roles.template_place(path) is None else f"{digest}:template")
+        if store is not None:  # a template by its place, or a CUDA module by its Ascend sibling, depends on
+            # a file beside it (a Helm chart's Chart.yaml, hccl_x.py beside nccl_x.py)
+            marks = ":template" if file_roles.template_place(path) is not None else ""
+            marks += ":ascend-sibling" if file_roles.ascend_sibling(path) is not None else ""
+            key = store.key(path, digest + marks)
         hit = store.get(path, key) if store is not None else None
         if hit is not None:
             hit.source_digest = digest

@@ -28,7 +28,7 @@ from collections.abc import Collection
 import libcst as cst
 import libcst.matchers as m
 
-from npu_migrate.pipeline.file_roles import is_test_path
+from npu_migrate.pipeline.file_roles import ascend_sibling, is_test_path
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import last_name, string_value
 
@@ -253,6 +253,9 @@ _UNSET = object()
 def _file_region(ctx: FileContext) -> tuple[str, str] | None:
     if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
         return AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged"
+    if (sibling := ascend_sibling(ctx.path)) is not None:
+        return AWARE, (f"this module is CUDA's implementation beside the project's own Ascend one (`{sibling}`); "
+                       "left unchanged")
     kernels = kernel_module(ctx)
     if kernels is not None:
         return KERNEL_GATE, f"{kernels}: its device code exists for that code; left unchanged"

@@ -124,3 +124,50 @@ def test_data_files_are_skipped_with_one_summary_line(tmp_path, run_cli):
     run_cli(".", "--report", str(tmp_path.parent / "report.json"))
     report = json.loads((tmp_path.parent / "report.json").read_text())
     assert report["summary"]["files_skipped_data"] == 5
+
+
+# -- a CUDA module beside the project's own Ascend one ---------------------------------
+
+ENGINE = 'import torch\n\n\ndef send(x):\n    torch.cuda.synchronize()\n    return x.to("cuda")\n'
+
+
+@pytest.mark.parametrize("name,sibling", [
+    ("nccl_checkpoint_engine.py", "hccl_checkpoint_engine.py"),  # verl's checkpoint engines
+    ("cuda_ops.py", "npu_ops.py"),
+    ("ops_gpu.py", "ops_ascend.py"),
+])
+def test_a_cuda_module_beside_its_ascend_sibling_is_left_alone(tmp_path, run_cli, name, sibling):
+    write(tmp_path, f"pkg/{name}", ENGINE)
+    write(tmp_path, f"pkg/{sibling}", "import torch_npu\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert (tmp_path / "pkg" / name).read_text() == ENGINE
+    assert f"NPU010 this module is CUDA's implementation beside the project's own Ascend one (`{sibling}`)" in (
+        result.output)
+
+
+@pytest.mark.parametrize("name,other", [
+    ("nccl_checkpoint_engine.py", "gloo_checkpoint_engine.py"),  # no Ascend sibling
+    ("cuda_ops.py", "sub/npu_ops.py"),  # not beside it
+    ("nccl_utils.py", "hccl_utils.txt"),  # not a module
+])
+def test_a_cuda_module_without_an_ascend_sibling_is_migrated(tmp_path, run_cli, name, other):
+    write(tmp_path, f"pkg/{name}", ENGINE)
+    write(tmp_path, f"pkg/{other}", "x = 1\n")
+    run_cli("--write", "--no-cache", ".")
+    assert 'x.to("npu")' in (tmp_path / "pkg" / name).read_text()
+
+
+def test_the_cache_sees_an_ascend_sibling_appear(tmp_path, run_cli):
+    cache = ("--cache-dir", str(tmp_path.parent / "cache"))
+    write(tmp_path, "pkg/nccl_engine.py", ENGINE)
+    assert "1 would change" in run_cli(*cache, ".").output
+    assert "1 would change" in run_cli(*cache, ".").output  # from the cache
+    write(tmp_path, "pkg/hccl_engine.py", "import torch_npu\n")
+    assert "0 would change" in run_cli(*cache, ".").output
+
+
+def test_a_method_named_init_process_group_does_not_make_a_file_train():
+    from npu_migrate.pipeline.facts import TRAINS
+
+    assert TRAINS.search(b"class Engine:\n    def init_process_group(self, rank):\n        pass\n") is None
+    assert TRAINS.search(b"dist.init_process_group(backend='nccl')\n") is not None
