@@ -45,6 +45,16 @@ BACKEND_FILE = re.compile(
     r"|(?:cuda|rocm|hip)_(?:platform|accelerator)s?"
     r"|(?:platforms?|accelerators?)/(?:cuda|rocm|hip|gpu))\.py$"
 )
+#: a folder of another accelerator's support code: Intel's (``ipex``, ``xpu``: sd-scripts'
+#: ``library/ipex/``, which maps torch.cuda's API onto torch.xpu), Apple's (``mps``),
+#: ``zluda``, ``directml``. Its CUDA names are that backend's shims. ROCm is read from a
+#: module's own name only (``ROCM_NAME`` in :func:`kernel_module`), as decided before.
+OTHER_BACKEND_DIR = re.compile(r"(?:^|/)(?:ipex|xpu|mps|zluda|directml)/", re.IGNORECASE)
+#: a value from another accelerator's namespace (``torch.xpu.current_device``, ``torch.Tensor.xpu``)
+_OTHER_BACKEND_VALUE = re.compile(r"\btorch\.(?:xpu|mps)\b|\.xpu\b|\bipex\.")
+#: an assignment target in torch.cuda's API (``torch.cuda.synchronize = ...``,
+#: ``torch.Tensor.cuda = ...``): code that patches that API
+_CUDA_API_TARGET = re.compile(r"^\s*torch\.(?:cuda\.\w+|Tensor\.cuda|nn\.Module\.cuda)\s*=[^=]", re.MULTILINE)
 #: a module written for Ascend: a folder named for the NPU (ms-swift's
 #: ``swift/model/npu_patch/``, liger's ``ops/backends/_ascend/``). Not a file's own name:
 #: ``npu_aware_probe.py`` may still hold CUDA code to migrate.
@@ -253,6 +263,8 @@ _UNSET = object()
 def _file_region(ctx: FileContext) -> tuple[str, str] | None:
     if BACKEND_FILE.search(ctx.path.replace("\\", "/")):
         return AWARE, "this module is one backend's implementation (CUDA/ROCm); left unchanged"
+    if OTHER_BACKEND_DIR.search(_inside_project(ctx.path)):
+        return AWARE, "this module is another accelerator's support code (its folder names that backend); left unchanged"
     if (sibling := ascend_sibling(ctx.path)) is not None:
         return AWARE, (f"this module is CUDA's implementation beside the project's own Ascend one (`{sibling}`); "
                        "left unchanged")
@@ -368,8 +380,14 @@ def _statement_region(ctx: FileContext, statement: cst.SimpleStatementLine
         # `decode_device = out_device if out_device.type == "cuda" else None`
         return (statement, KERNEL_GATE, f"a choice its comment ties to a CUDA-only mechanism "
                 f"(`{feature.group()}`); left as a CUDA test, so on NPU that mechanism is not used", False)
-    if ROCM_VALUE.search(ctx.module.code_for_node(statement)):
+    code = ctx.module.code_for_node(statement)
+    if ROCM_VALUE.search(code):
         return statement, AWARE, "a ROCm/HIP detection (it tells AMD GPUs apart); left unchanged", False
+    if _CUDA_API_TARGET.search(code) and _OTHER_BACKEND_VALUE.search(code):
+        # `torch.cuda.current_device = torch.xpu.current_device`: a shim that maps CUDA's API
+        # onto another backend; renamed, it would patch torch.npu with XPU functions
+        return (statement, AWARE, "maps torch.cuda's API onto another accelerator (XPU/MPS); left unchanged",
+                False)
     sibling = _npu_sibling(ctx, statement)
     if sibling is not None:
         return (statement, AWARE, f"a CUDA flag beside this code's own NPU flag `{sibling}`; left unchanged",

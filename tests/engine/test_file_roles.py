@@ -171,3 +171,21 @@ def test_a_method_named_init_process_group_does_not_make_a_file_train():
 
     assert TRAINS.search(b"class Engine:\n    def init_process_group(self, rank):\n        pass\n") is None
     assert TRAINS.search(b"dist.init_process_group(backend='nccl')\n") is not None
+
+
+@pytest.mark.parametrize("folder", ["library/ipex", "backends/xpu", "ops/mps", "compat/zluda"])
+def test_another_accelerators_folder_is_left_alone(tmp_path, run_cli, folder):
+    """sd-scripts' library/ipex/ maps torch.cuda onto torch.xpu; its CUDA names are
+    Intel's shims, not code to migrate (NPU010). Folders are read from the project root."""
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'p'\n")
+    write(tmp_path, f"{folder}/hijacks.py", ENGINE)
+    result = run_cli("--write", "--no-cache", ".")
+    assert (tmp_path / folder / "hijacks.py").read_text() == ENGINE
+    assert "NPU010 this module is another accelerator's support code" in result.output
+
+
+def test_a_folder_only_containing_a_backend_word_is_migrated(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'p'\n")
+    write(tmp_path, "xpu_free/ops.py", ENGINE)
+    run_cli("--write", "--no-cache", ".")
+    assert 'x.to("npu")' in (tmp_path / "xpu_free/ops.py").read_text()
