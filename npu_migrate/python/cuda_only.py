@@ -1143,12 +1143,24 @@ if hasattr(ast, "TryStar"):
     _MAY_NOT_RUN += (ast.TryStar,)
 
 
-def unconditional_kernel_call(index: FileIndex, function: ast.AST) -> CudaOnly | None:
+#: NVIDIA's management library: a function that calls it on every run manages NVIDIA GPUs
+NVML_MODULES = ("pynvml", "nvidia_smi", "pynvml_utils")
+
+
+def is_nvml(index: FileIndex, use: CudaOnly) -> bool:
+    return any(_within(index.resolve(use.name), module) for module in NVML_MODULES)
+
+
+def unconditional_kernel_call(index: FileIndex, function: ast.AST, *, nvml_only: bool = False) -> CudaOnly | None:
     """The first CUDA-only kernel a test function calls on every run (in its own statements
     or a ``with`` block, not under an ``if``, ``try``, loop or short-circuit): open_lm's
     ``test_attention_masking_xformers`` moves its tensors with ``.cuda()`` and hands them to
     ``xformers_attn``. Such a test fails without CUDA whatever its device code says, so
-    rewriting that code serves nothing."""
+    rewriting that code serves nothing. ``nvml_only``: the first call into NVML instead,
+    in any function (prime-rl's ``bind_process_to_gpu_numa_node`` hands
+    ``torch.cuda.current_device()`` to ``pynvml``): that function manages NVIDIA GPUs.
+    Only NVML: a training function that calls flash-attn is ported by replacing that call,
+    and its device code is migrated for the port."""
     pending: list[ast.AST] = list(getattr(function, "body", []))
     while pending:
         statement = pending.pop(0)
@@ -1165,7 +1177,8 @@ def unconditional_kernel_call(index: FileIndex, function: ast.AST) -> CudaOnly |
                 continue
             if isinstance(node, ast.Call):
                 use = index._use(node.func)
-                if use is not None and use.kind in _TESTED_KINDS and not _named_like_cuda_only(index, use):
+                if use is not None and (is_nvml(index, use) if nvml_only else (
+                        use.kind in _TESTED_KINDS and not _named_like_cuda_only(index, use))):
                     return use
             parts[0:0] = list(ast.iter_child_nodes(node))
     return None

@@ -743,13 +743,18 @@ def _cuda_only_scope(index, scope: ast.AST, testing: bool) -> tuple[cuda_only.Cu
             return use, f"`{scope.name}`"
         if testing and scope.name.startswith("test"):
             use = cuda_only.unconditional_kernel_call(index, scope)
-            return (use, f"the test `{scope.name}`") if use is not None else None
-        return None
+            if use is not None:
+                return use, f"the test `{scope.name}`"
+        use = cuda_only.unconditional_kernel_call(index, scope, nvml_only=True)
+        return (use, f"`{scope.name}`") if use is not None else None
     use = cuda_only.kernel_import(index, scope)
     return (use, "the `__main__` block") if use is not None else None
 
 
 def _scope_finding(use: cuda_only.CudaOnly, where: str) -> tuple[str, str]:
+    if any(use.name == m or use.name.startswith(m + ".") for m in cuda_only.NVML_MODULES) or use.kind.startswith("NVML"):
+        return (f"{where} manages NVIDIA GPUs through NVML (`{use.name}`) on every run; its device code is left as "
+                "CUDA's", "on Ascend, ask npu-smi or DCMI for what NVML answered here, or skip this function on NPU")
     if use.kind == cuda_only.KIND_NCCL_COMMUNICATOR:
         return (f"{where} hands tensors to `{use.name}` ({use.kind}); its device code is left as CUDA's",
                 "port this path by hand to the library's HCCL communicator on Ascend (vLLM: vllm-ascend's "
