@@ -122,6 +122,10 @@ OTHER_SYSTEMS = frozenset({
 OTHER_WORDS = re.compile(r"\b(?:triton|helion|jax|cupy|numba|get_current_target|backend|platform)\b")
 #: Device types a kernel library lists beside CUDA (Triton runs on CUDA, HIP and XPU).
 _TRITON_PEERS = frozenset({"xpu", "hip"})
+#: Names of GPU platforms that are no torch device type: a collection that lists one beside
+#: "cuda" names platforms (diffusers' test expectations scored for `device_type in
+#: ["cuda", "rocm"]`), not the device torch is given.
+_PLATFORM_NAMES = frozenset({"rocm", "nvidia", "amd", "intel", "metal", "vulkan", "directml", "opencl"})
 #: Words of code about kernels (a device-type list there is a kernel's supported set).
 _KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
 #: Calls that register an operator's implementation for one device type
@@ -318,6 +322,10 @@ class DeviceAnalysis:
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container) or self._adds_privateuse1(container):
                     return finish(Verdict.AWARE)
+                platforms = {v.lower() for v in _strings_in(container)} & _PLATFORM_NAMES
+                if platforms:
+                    return finish(self._left(Flow.OTHER, f"listed beside {sorted(platforms)[0]!r}, which is no torch "
+                                             "device: the list names GPU platforms"))
                 listed = set(_strings_in(container)) & _TRITON_PEERS
                 if listed and self._about_kernels(container):
                     # ("cuda", "xpu"): the backends Triton kernels run on, not every accelerator
@@ -332,6 +340,10 @@ class DeviceAnalysis:
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container):
                     return finish(Verdict.AWARE)
+                platforms = {v.lower() for v in _strings_in(container)} & _PLATFORM_NAMES
+                if node is parent.key and platforms:
+                    return finish(self._left(Flow.OTHER, f"a key beside {sorted(platforms)[0]!r}, which is no torch "
+                                             "device: the dict is keyed by GPU platform"))
                 node = container
                 continue
             if isinstance(parent, (cst.Arg,)):
