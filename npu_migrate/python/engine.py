@@ -821,10 +821,13 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     # stay CUDA's (kornia's inductor cache key: `(torch.cuda.get_device_name(device),
     # torch.cuda.get_device_capability(device)) if device.type == "cuda" else None` had its
     # first call rewritten beside the kept probe)
+    # (and so do its other settings: sam2's `torch.backends.cuda.matmul.allow_tf32 = True`
+    # under a kept compute-capability probe became torch_npu's HF32 switch, on code the NPU
+    # never reaches)
     spans = [(a, b) for gate in all_kept for a, b in gate.guarded]
     for edit in edits:
-        if edit.rule in _TEST_REWRITES and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
-                                                                          for a, b in spans):
+        if edit.rule not in _IMPORT_EDITS and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
+                                                                             for a, b in spans):
             dropped.add(id(edit))
     return [e for e in edits if id(e) not in dropped], probe_findings + findings
 
