@@ -121,8 +121,8 @@ def _template_findings(result: FileResult, data: bytes, settings: Settings, name
     suppressions = Suppressions()
     try:
         scan(result.path, neutral, settings, recorder, suppressions, name)
-    except (ReadError, RecursionError, MemoryError):
-        return result
+    except (ReadError, limits.LimitError, RecursionError, MemoryError):
+        return result  # a template too deep or too large to read: skipped, as before
     finish(result, neutral, recorder, settings, suppressions, comment=None)
     result = report_only(result, "template", TEMPLATE_SUGGESTION)
     result.new_source = None  # the blanked-out text is never written, whatever happened above

@@ -329,3 +329,15 @@ def test_neutralize_is_linear_on_openings_without_closings():
 def test_neutralize_is_linear_on_a_long_line_of_actions():
     data = b"k: " + b"{{ .Values.x }}" * 200_000 + b"\n"
     assert neutralize(data) == b"k: " + b"x" * (len(data) - 4) + b"\n"
+
+
+def test_a_template_too_deep_to_read_is_skipped_not_an_error(tmp_path):
+    """Reading a template for findings is best effort: past the nesting or size limits
+    it is skipped as before, never an error."""
+    files = chart(tmp_path)
+    path = tmp_path / "deploy/trainer/templates/deep.yaml"
+    data = ("gpu: cuda\n" + "[" * 5000 + "]" * 5000 + "\n{{ .Values.x }}\n").encode()
+    path.write_bytes(data)
+    result = migrate(str(path), data, ALL)
+    assert result.error is None and result.is_template and result.new_source is None
+    assert files  # the chart beside it
