@@ -705,19 +705,9 @@ class DeviceAnalysis:
     def _parameter_of(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
         """The parameter of a module-level function of this file that ``arg`` of ``call``
         binds (``f("cuda")`` to ``def f(device)``), or None."""
-        if arg.star:
+        if not isinstance(call.func, cst.Name) or arg.star:
             return None
-        skip = 0
-        if isinstance(call.func, cst.Name):
-            function = self._module_function(call.func.value)
-        elif (isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
-              and call.func.value.value == "self"):
-            # `self._setup_device(accelerator)`: a method of the class the call is in
-            # (sam2's trainer compares that parameter with "cuda"; the method's name says
-            # "device", what it does with the value says more)
-            function, skip = self._own_method(call, call.func.attr.value), 1
-        else:
-            return None
+        function = self._module_function(call.func.value)
         if function is None:
             return None
         params = function.params
@@ -727,20 +717,9 @@ class DeviceAnalysis:
         positional = [a for a in call.args if a.keyword is None]
         if any(a.star for a in positional):
             return None
-        index = positional.index(arg) + skip
+        index = positional.index(arg)
         ordered = [*params.posonly_params, *params.params]
         return ordered[index] if index < len(ordered) else None
-
-    def _own_method(self, call: cst.Call, name: str) -> cst.FunctionDef | None:
-        """The plain method ``name`` of the class whose method makes ``call`` (no decorator:
-        a staticmethod or classmethod binds its arguments otherwise)."""
-        cls = next((a for a in self.ctx.ancestors(call) if isinstance(a, cst.ClassDef)), None)
-        if cls is None or not isinstance(cls.body, cst.IndentedBlock):
-            return None
-        found = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
-        if len(found) != 1 or found[0].decorators:
-            return None
-        return found[0]
 
     def _argparse(self, call: cst.Call, keyword: str | None, proven: bool) -> Verdict:
         if keyword not in ("default", "choices", "const"):
