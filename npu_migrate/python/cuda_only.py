@@ -1144,11 +1144,11 @@ if hasattr(ast, "TryStar"):
 
 
 #: NVIDIA's management library: a function that calls it on every run manages NVIDIA GPUs
-NVML_MODULES = ("pynvml", "nvidia_smi", "pynvml_utils")
+_NVML_MODULES = ("pynvml", "nvidia_smi", "pynvml_utils")
 
 
-def is_nvml(index: FileIndex, use: CudaOnly) -> bool:
-    return any(_within(index.resolve(use.name), module) for module in NVML_MODULES)
+def _is_nvml(index: FileIndex, use: CudaOnly) -> bool:
+    return any(_within(index.resolve(use.name), module) for module in _NVML_MODULES)
 
 
 def unconditional_kernel_call(index: FileIndex, function: ast.AST, *, nvml_only: bool = False) -> CudaOnly | None:
@@ -1177,7 +1177,7 @@ def unconditional_kernel_call(index: FileIndex, function: ast.AST, *, nvml_only:
                 continue
             if isinstance(node, ast.Call):
                 use = index._use(node.func)
-                if use is not None and (is_nvml(index, use) if nvml_only else (
+                if use is not None and (_is_nvml(index, use) if nvml_only else (
                         use.kind in _TESTED_KINDS and not _named_like_cuda_only(index, use))):
                     return use
             parts[0:0] = list(ast.iter_child_nodes(node))

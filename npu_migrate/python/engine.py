@@ -664,8 +664,8 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
         return edits, []
     testing = is_test_path(ctx.path)
     dropped: set[int] = set()
-    reported: dict[int, tuple[Edit, cuda_only.CudaOnly, str]] = {}
-    verdicts: dict[int, tuple[cuda_only.CudaOnly, str] | None] = {}
+    reported: dict[int, tuple[Edit, str, str]] = {}
+    verdicts: dict[int, tuple[str, str] | None] = {}  # per scope: the finding's message and advice
     for edit in sorted(candidates, key=lambda e: line(e.anchor)):
         number = line(edit.anchor)
         # the function around the edit and those around it (a generator defined inside the
@@ -683,11 +683,8 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
         dropped.add(id(edit))
         if edit.rule in _DEVICE_RULES:
             reported.setdefault(id(scope), (edit, *verdict))
-    findings = [
-        FindingRecord(KERNEL_GATE_RULE, edit.anchor, message, advice)
-        for edit, use, where in reported.values()
-        for message, advice in [_scope_finding(use, where)]
-    ]
+    findings = [FindingRecord(KERNEL_GATE_RULE, edit.anchor, message, advice)
+                for edit, message, advice in reported.values()]
     return [e for e in edits if id(e) not in dropped], findings
 
 
@@ -736,25 +733,27 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
     return [e for e in edits if id(e) not in dropped], findings
 
 
-def _cuda_only_scope(index, scope: ast.AST, testing: bool) -> tuple[cuda_only.CudaOnly, str] | None:
+def _cuda_only_scope(index, scope: ast.AST, testing: bool) -> tuple[str, str] | None:
+    """The finding (message, advice) for a scope whose device code stays CUDA's, or None."""
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         use = cuda_only.nccl_communicator(index, scope)
         if use is not None:
-            return use, f"`{scope.name}`"
+            return _scope_finding(use, f"`{scope.name}`")
         if testing and scope.name.startswith("test"):
             use = cuda_only.unconditional_kernel_call(index, scope)
             if use is not None:
-                return use, f"the test `{scope.name}`"
+                return _scope_finding(use, f"the test `{scope.name}`")
         use = cuda_only.unconditional_kernel_call(index, scope, nvml_only=True)
-        return (use, f"`{scope.name}`") if use is not None else None
+        if use is None:
+            return None
+        return (f"`{scope.name}` manages NVIDIA GPUs through NVML (`{use.name}`) on every run; its device code is "
+                "left as CUDA's", "on Ascend, ask npu-smi or DCMI for what NVML answered here, or skip this "
+                "function on NPU")
     use = cuda_only.kernel_import(index, scope)
-    return (use, "the `__main__` block") if use is not None else None
+    return _scope_finding(use, "the `__main__` block") if use is not None else None
 
 
 def _scope_finding(use: cuda_only.CudaOnly, where: str) -> tuple[str, str]:
-    if any(use.name == m or use.name.startswith(m + ".") for m in cuda_only.NVML_MODULES) or use.kind.startswith("NVML"):
-        return (f"{where} manages NVIDIA GPUs through NVML (`{use.name}`) on every run; its device code is left as "
-                "CUDA's", "on Ascend, ask npu-smi or DCMI for what NVML answered here, or skip this function on NPU")
     if use.kind == cuda_only.KIND_NCCL_COMMUNICATOR:
         return (f"{where} hands tensors to `{use.name}` ({use.kind}); its device code is left as CUDA's",
                 "port this path by hand to the library's HCCL communicator on Ascend (vLLM: vllm-ascend's "

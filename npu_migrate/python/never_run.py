@@ -14,7 +14,8 @@ left as it is, ``import torch_npu`` included when nothing else is migrated.
 What is left alone is what runs only when a test runs: the bodies of skipped tests
 (all methods of a skipped class). Code that runs when pytest imports the module stays
 migrated: module-level statements, class bodies, helpers that live code uses (any
-helper of a module not named as a test module, which another module may import), and decorators, except those whose only CUDA calls are ``is_available()`` /
+helper of a module not named as a test module, which another module may import), and
+decorators, except those whose only CUDA calls are ``is_available()`` /
 ``device_count()``, which are safe to leave on any machine (a class whose every test
 is skipped keeps its ``skipUnless(torch.cuda.is_available())`` gate as written).
 In a test module (``test_*.py``, ``*_test.py``), a module-level helper that only skipped
