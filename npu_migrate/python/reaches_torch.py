@@ -694,9 +694,51 @@ class DeviceAnalysis:
             # a function of this file: its parameter's uses say what the value is, not its name
             # (litgpt's `_test_model_1device("cuda")` hands it to `Fabric(accelerator=...)`)
             return self._flow(parameter, proven, depth)
+        selector = self._selector_method(call, arg)
+        if selector is not None:
+            return self._left(Flow.UNKNOWN, selector)
         if is_device_word(callee):
             return self._rewrite(f"passed to `{callee}()`, whose name says it takes a device")  # get_device('cuda'), move_to_device(batch, 'cuda')
         return self._fallback(proven)
+
+    def _selector_method(self, call: cst.Call, arg: cst.Arg) -> str | None:
+        """``arg`` is handed to a method of this file's class (``self._setup_device(accelerator)``)
+        that compares the parameter it binds with a device word (``if accelerator == "cuda":``):
+        the value is a selector, and the branch it selects is what gets migrated; renaming the
+        value alone makes every such test fail (sam2's ``Trainer(accelerator="cuda")``). Read
+        from the whole file's ``ast``, so the answer does not depend on elision."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value in ("self", "cls") and not arg.star):
+            return None
+        tree = self.ctx.python_ast()
+        if tree is None:
+            return None
+        name = func.attr.value
+        methods = [m for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for m in c.body
+                   if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name]
+        for method in methods:
+            ordered = [*method.args.posonlyargs, *method.args.args][1:]  # past self/cls
+            if arg.keyword is not None:
+                bound = next((a.arg for a in (*ordered, *method.args.kwonlyargs) if a.arg == arg.keyword.value), None)
+            else:
+                positional = [a for a in call.args if a.keyword is None]
+                if any(a.star for a in positional):
+                    return None
+                index = positional.index(arg)
+                bound = ordered[index].arg if index < len(ordered) else None
+            if bound is None:
+                continue
+            for node in ast.walk(method):
+                if not isinstance(node, ast.Compare):
+                    continue
+                operands = [node.left, *node.comparators]
+                if any(isinstance(o, ast.Name) and o.id == bound for o in operands) and any(
+                        isinstance(o, ast.Constant) and isinstance(o.value, str) and DEVICE_VALUE.fullmatch(o.value)
+                        for o in operands):
+                    return (f"passed to `self.{name}()`, which compares its `{bound}` with a device name: a selector "
+                            "whose chosen branch is migrated, not a device for torch")
+        return None
 
     def parameter_of(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
         """Public for rules that follow a value into a function of the file (NPU960)."""
