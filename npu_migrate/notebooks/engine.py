@@ -44,7 +44,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
     limits.check(data, "notebook")  # size and nesting first (LimitError): npu_migrate/pipeline/limits.py
     try:
         notebook = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
-        nbformat.validate(notebook)
+        _validate(notebook)
     except UnicodeDecodeError:
         result.error = f"{path}:1: not UTF-8 text"
         return result
@@ -85,6 +85,27 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
                  for i, text in changed.items() if i in positions]
         result.new_source, _ = apply(data, edits)
     return result
+
+
+#: Keys a notebook may lack and still be read as Jupyter reads it: the engine never
+#: looks at them, and its edits touch only ``source`` strings in place.
+_OPTIONAL_KEYS = frozenset({"execution_count", "outputs", "id", "attachments"})
+
+
+def _validate(notebook) -> None:
+    """nbformat's schema check, except that a cell without ``execution_count``,
+    ``outputs`` or ``id`` is accepted: Jupyter and ``nbformat.read``
+    open such notebooks (Colab and hand-edited ones often lack them, ai-toolkit's
+    SliderTraining.ipynb among them), and nothing npu-migrate reads or writes needs
+    them. Any other schema error is still bad input."""
+    from nbformat.validator import iter_validate
+
+    for error in iter_validate(notebook):
+        absent = ({key for key in error.validator_value if key not in error.instance}
+                  if error.validator == "required" else set())
+        in_a_cell = len(error.absolute_path) == 2 and error.absolute_path[0] == "cells"
+        if not (absent and absent <= _OPTIONAL_KEYS and in_a_cell):
+            raise error
 
 
 def _python(path: str, code: dict[int, str], new: dict[int, str], result: FileResult, settings: Settings) -> bool:

@@ -125,6 +125,33 @@ def test_bad_notebooks_are_one_line(data):
     assert result.new_source is None and result.error.startswith("nb.ipynb:1: ") and "\n" not in result.error
 
 
+@pytest.mark.parametrize("key", ["execution_count", "outputs"])
+def test_a_code_cell_missing_a_field_jupyter_does_without_is_still_migrated(key):
+    # Jupyter opens such notebooks (ai-toolkit's SliderTraining.ipynb has a code cell
+    # without execution_count); only the cell's source is read and written, byte for byte
+    # elsewhere
+    nb = json.loads(notebook(("code", "import torch\nx = torch.ones(2, device='cuda')")))
+    del nb["cells"][0][key]
+    data = json.dumps(nb, indent=1).encode()
+    result = run(data)
+    assert result.error is None and result.new_source is not None
+    assert json.loads(result.new_source)["cells"][0].keys() == nb["cells"][0].keys()
+    changed = [line for line in difflib.ndiff(data.decode().splitlines(), result.new_source.decode().splitlines())
+               if line[:1] in "+-"]
+    removed = [line for line in changed if line.startswith("-")]
+    assert len(removed) == 1 and "device='cuda'" in removed[0]
+    assert any("device='npu'" in line for line in changed if line.startswith("+"))
+
+
+@pytest.mark.parametrize("cell", [{"cell_type": "code", "metadata": {}}, {"source": "x", "metadata": {}},
+                                  {"cell_type": "code", "source": 3, "metadata": {}, "outputs": [], "execution_count": None}])
+def test_a_cell_without_its_source_or_type_is_still_bad_input(cell):
+    nb = json.loads(notebook(("code", "import torch")))
+    nb["cells"].append(cell)
+    result = run(json.dumps(nb).encode())
+    assert result.new_source is None and result.error.startswith("nb.ipynb:1: not a valid notebook")
+
+
 def test_other_kernels_are_left_alone():
     nb = json.loads(notebook(("code", "x <- cuda()")))
     nb["metadata"]["kernelspec"] = {"name": "ir", "language": "R", "display_name": "R"}
