@@ -13,7 +13,8 @@ branch only in one of two ways:
 
 * it names the NPU in a way no rewrite writes: an identifier such as
   ``is_torch_npu_available``, ``torch_npu``, ``use_npu``, ``IS_NPU``, a string
-  such as ``hasattr(torch, "npu")`` or ``find_spec("torch_npu")``;
+  such as ``hasattr(torch, "npu")`` or ``find_spec("torch_npu")``, or torch's
+  PrivateUse1 slot that torch_npu fills (``torch._C._get_privateuse1_backend_name()``);
 * it names the NPU the way a rewrite would (``torch.npu.X``, ``x.is_npu``,
   ``x.npu()``, a comparison with ``"npu"``), and another branch of the same
   chain still holds CUDA code that the tool would rewrite (a pending edit).
@@ -44,6 +45,8 @@ from npu_migrate.python.cuda_only import all_nodes, enclosing_function
 #: ``npu`` (or ``hccl``, its collective library) at the start of a word or after
 #: ``_``/a non-letter: not ``input``.
 NPU_WORD = re.compile(r"(?<![a-z])(?:npu|hccl)", re.IGNORECASE)
+#: Names of torch's out-of-tree backend slot, which torch_npu fills (``_get_privateuse1_backend_name``).
+_PRIVATEUSE1 = re.compile(r"privateuse1", re.IGNORECASE)
 #: Attributes the rewrites produce (``torch.npu``, ``x.npu()``, ``x.is_npu``,
 #: ``dist.is_hccl_available``).
 _REWRITE_ATTRIBUTES = frozenset({"npu", "is_npu", "is_hccl_available"})
@@ -87,6 +90,12 @@ def npu_mentions(ctx: FileContext, test: cst.CSTNode) -> tuple[bool, bool]:
             nonlocal found, human
             if node.value in _TOOL_MODULES:
                 return  # `if npu_runtime.is_main_process():` is the tool's, and no device test
+            if _PRIVATEUSE1.search(node.value) and node.value != "rename_privateuse1_backend":
+                # `elif device == torch._C._get_privateuse1_backend_name():` (torch's own
+                # pin-memory loop, copied into Open-Sora): the out-of-tree backend, which
+                # torch_npu registers as "npu", already has its branch
+                found = human = True
+                return
             if mentions_npu(node.value):
                 found = True
                 parent = ctx.parent(node)

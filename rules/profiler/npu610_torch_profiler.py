@@ -10,6 +10,7 @@ from npu_migrate.python.cst_util import (
     string_value,
     with_string_value,
 )
+from npu_migrate.python.imports import GUARD_COMMENT, GUARD_EXCEPTION
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
@@ -88,6 +89,13 @@ torch_npu's profiler and are left alone. Imports follow the file:
 `from torch.profiler import profile, ProfilerActivity` becomes
 `from {TARGET} import ...` (split when it also imports `record_function`),
 `torch.profiler.profile` becomes `{TARGET}.profile` (with `import torch_npu`).
+A moved import is written as `try: from {TARGET} import ...` / `except
+ModuleNotFoundError: from torch.profiler import ...` (likewise `import
+torch.profiler as tp` and `from torch import profiler`), so the file still
+imports without torch_npu and its CPU path runs; profiling switched on there
+stops at `ProfilerActivity.NPU`, as the dotted form stops at `torch_npu`. An
+import that shares its line with another statement (`import os; from
+torch.profiler import profile`) keeps the file on torch.profiler, reported.
 
 **All or nothing per file.** torch's and torch_npu's `ProfilerActivity` are
 different enums and their `profile` objects have different methods, so a file
@@ -121,7 +129,10 @@ methods both profilers share.
             "        train_step(batch)\n"
             "        prof.step()\n",
             "import torch\n"
-            "from torch_npu.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler\n"
+            "try:\n"
+            "    from torch_npu.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler\n"
+            f"except {GUARD_EXCEPTION}:  {GUARD_COMMENT}\n"
+            "    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler\n"
             "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],\n"
             "             schedule=schedule(wait=1, warmup=1, active=3),\n"
             '             on_trace_ready=tensorboard_trace_handler("./log")) as prof:\n'
@@ -255,6 +266,17 @@ methods both profilers share.
                         self.ctx.module,
                         f"`{name}` is imported from torch.profiler and from elsewhere",
                         f"import torch_npu.profiler names under their own names ({TARGET}.profile ...)",
+                    )
+                )
+        for statement in [*self.from_imports, *(s for s, _ in self.module_aliases.values())]:
+            line = self.ctx.parent(statement)
+            if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+                self.blockers.append(
+                    (
+                        statement,
+                        "this torch.profiler import shares its line with another statement",
+                        "put it on a line of its own, then run again: the moved import is written guarded "
+                        "(try: torch_npu.profiler / except ModuleNotFoundError: torch.profiler)",
                     )
                 )
         if self.blockers:
@@ -445,21 +467,27 @@ methods both profilers share.
             if not all(used.get(local, [])) or len(statement.names) != 1:
                 continue
             if isinstance(statement, cst.Import):
-                self.replace(
-                    alias,
-                    lambda a: a.with_changes(name=cst.parse_expression(TARGET)),
+                self._guarded_swap(
+                    statement,
+                    lambda s: s.with_changes(names=[s.names[0].with_changes(name=cst.parse_expression(TARGET))]),
                     f"`import torch.profiler` -> `import {TARGET}`",
-                    needs_torch_npu=False,
                 )
             else:
-                self.replace(
+                self._guarded_swap(
                     statement,
                     lambda s: s.with_changes(module=cst.Name("torch_npu")),
                     "`from torch import profiler` -> `from torch_npu import profiler`",
-                    needs_torch_npu=False,
                 )
             done.add(local)
         return done
+
+    def _guarded_swap(self, statement: cst.Import | cst.ImportFrom, change, message: str) -> None:
+        """Replace the line of the import ``statement`` by ``try: <changed import>`` /
+        ``except ModuleNotFoundError: <the import as it was>``: without torch_npu the
+        file still imports and its CPU path runs (profiling switched on then stops at
+        ``ProfilerActivity.NPU``, see docs/decisions.md)."""
+        line = self.ctx.parent(statement)
+        self.replace(line, lambda node: _try_import(change(node.body[0]), node), message, needs_torch_npu=False)
 
     def _retarget_from_import(self, statement: cst.ImportFrom) -> None:
         moving = [
@@ -471,12 +499,7 @@ methods both profilers share.
             return
         message = f"`from torch.profiler import ...` -> `from {TARGET} import ...`"
         if len(moving) == len(statement.names):
-            self.replace(
-                statement,
-                lambda s: s.with_changes(module=cst.parse_expression(TARGET)),
-                message,
-                needs_torch_npu=False,
-            )
+            self._guarded_swap(statement, lambda s: s.with_changes(module=cst.parse_expression(TARGET)), message)
             return
         # split: the moved names get a statement of their own, laid out like this one
         staying = [i for i, alias in enumerate(statement.names) if alias not in moving]
@@ -487,17 +510,32 @@ methods both profilers share.
             names[-1] = names[-1].with_changes(comma=last_comma)
             return node.with_changes(names=names)
 
-        moved = statement.with_changes(
-            module=cst.parse_expression(TARGET),
-            names=[*moving[:-1], moving[-1].with_changes(comma=last_comma)],
-        )
+        before = statement.with_changes(names=[*moving[:-1], moving[-1].with_changes(comma=last_comma)])
+        moved = before.with_changes(module=cst.parse_expression(TARGET))
         self.replace(statement, keep, message, needs_torch_npu=False)
         self.insert_after(
             statement,
-            [cst.SimpleStatementLine(body=[moved])],
+            [_try_import(moved, cst.SimpleStatementLine(body=[before]))],
             message,
             anchor=statement,
         )
+
+
+def _try_import(new: cst.BaseSmallStatement, old_line: cst.SimpleStatementLine) -> cst.Try:
+    """``try: new`` / ``except ModuleNotFoundError: <old_line>`` at the place of ``old_line``."""
+    return cst.Try(
+        body=cst.IndentedBlock(body=[old_line.with_changes(body=[new], leading_lines=())]),
+        handlers=[
+            cst.ExceptHandler(
+                type=cst.Name(GUARD_EXCEPTION),
+                body=cst.IndentedBlock(
+                    body=[old_line.with_changes(leading_lines=())],
+                    header=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(GUARD_COMMENT)),
+                ),
+            )
+        ],
+        leading_lines=old_line.leading_lines,
+    )
 
 
 def _line(ctx, node: cst.CSTNode) -> int:
