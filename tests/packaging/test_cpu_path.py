@@ -202,6 +202,25 @@ x = torch.ones(2, requires_grad=True)
 Double.apply(x).sum().backward()
 print(x.grad.tolist())
 ''',
+    # Open-Sora's vae/train.py: profiler imports moved to torch_npu.profiler must not stop
+    # the file from importing where torch_npu is missing (profiling is off by default)
+    "profiler_imports_with_profiling_off": '''\
+import torch
+import torch.profiler as tp
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def train(profiling=False):
+    if profiling:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, active=1),
+                     on_trace_ready=tp.tensorboard_trace_handler("log")) as prof:
+            prof.step()
+    with record_function("step"):
+        return torch.ones(2).sum().item()
+
+
+print(train())
+''',
     # lingua's weight init: NPU110 adds device_type="npu", which the guard makes a device type
     # torch knows where torch_npu is missing (the devices list, two calls deep, is empty there)
     "fork_rng_over_device_indices": '''\
