@@ -6,14 +6,19 @@ libcst regenerates a module byte for byte, with two exceptions found so far:
   ``x = 1\\n\\fy = 2``): Python ignores everything up to the last form feed of
   an indentation, and libcst writes the block's indentation in its place, so
   the form feed (and whatever stood before it) is dropped;
-* the last line ending of a file whose lines end in a lone CR.
+* the last line ending of a file whose lines end in a lone CR;
+* blank lines at the end of a file once two of them (or one before a trailing
+  comment) hold spaces or tabs: ``x = 1\n    \n    \n`` comes back as ``x = 1\n    \n``
+  (ai-toolkit's ``calculate_timestep_weighing_flex.py`` ends in eleven such lines).
 
-:func:`protect` takes those form-feed prefixes out of the bytes libcst parses
+:func:`protect` cuts the file's trailing run of blank and comment-only lines off
+(they mean nothing to Python, and nothing is inserted after the last statement),
+takes those form-feed prefixes out of the bytes libcst parses
 (the indentation Python counts, and every line number, stay the same);
 :meth:`Protected.restore` puts them back in front of the same statements of the
 generated module, found by aligning it with what was parsed (difflib: unchanged
 lines, and among rewritten ones the most alike; the prefix of a removed statement
-goes in front of the line that follows it), and puts back the final CR. Lines inside brackets, strings and comments keep their form
+goes in front of the line that follows it), puts back the final CR, then the cut tail. Lines inside brackets, strings and comments keep their form
 feeds in libcst, and are left alone.
 """
 
@@ -30,6 +35,8 @@ _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _FEED_INDENT = re.compile(rb"(?:^|(?<=[\r\n]))[ \t\f]*\f(?=[ \t\f]*[^ \t\f\r\n#\\])")
 _LONE_CR = re.compile(rb"\r(?!\n)")
 _FEED_PREFIX = re.compile(rb"[ \t\f]*\f")
+#: A line of the tail: blank (maybe with spaces, tabs, form feeds) or a comment only.
+_TAIL_LINE = re.compile(rb"[ \t\f]*(?:#[^\r\n]*)?(?:\r\n|\r|\n)?")
 _LOGICAL_END = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
 _NOT_CODE = {tokenize.NL, tokenize.COMMENT}
 
@@ -41,13 +48,17 @@ class Protected:
     data: bytes
     #: 0-based line number -> the form-feed prefix taken off that line.
     prefixes: dict[int, bytes] = field(default_factory=dict)
+    #: The trailing blank and comment-only lines cut off the end of the file.
+    tail: bytes = b""
 
     def restore(self, generated: bytes) -> bytes:
         """libcst's output for :attr:`data` (possibly transformed) with the lost bytes back."""
         if self.prefixes:
             generated = self._restore_prefixes(generated)
         lost = _trailing_lone_crs(self.data) - _trailing_lone_crs(generated)
-        return generated + b"\r" * lost if lost > 0 else generated
+        if lost > 0:
+            generated += b"\r" * lost
+        return generated + self.tail
 
     def _restore_prefixes(self, generated: bytes) -> bytes:
         parsed = _LINE.findall(self.data)
@@ -107,12 +118,34 @@ def _statement_lines(data: bytes) -> set[int] | None:
     return starts
 
 
+def _split_tail(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` as (code, tail): the tail is the run of blank and comment-only lines
+    that ends the file, cut only where one of them holds spaces or tabs (the bytes
+    libcst may lose) and the code before it ends with a line ending."""
+    if not data.endswith((b" ", b"\t", b"\n", b"\r")):
+        return data, b""
+    lines = _LINE.findall(data)
+    cut = len(lines)
+    while cut > 0 and _TAIL_LINE.fullmatch(lines[cut - 1]):
+        cut -= 1
+    if cut == 0 or cut == len(lines):
+        return data, b""
+    tail = b"".join(lines[cut:])
+    code = data[: len(data) - len(tail)]
+    if not code.endswith((b"\n", b"\r")) or code.rstrip(b"\r\n").endswith(b"\\"):
+        return data, b""
+    if not any(line.strip(b"\r\n").strip(b"\f") and not line.lstrip().startswith(b"#") for line in lines[cut:]):
+        return data, b""  # no blank line with spaces or tabs in it: libcst keeps these
+    return code, tail
+
+
 def protect(data: bytes) -> Protected:
+    data, tail = _split_tail(data)
     if b"\f" not in data or _FEED_INDENT.search(data) is None:
-        return Protected(data)
+        return Protected(data, tail=tail)
     starts = _statement_lines(data)
     if not starts:
-        return Protected(data)
+        return Protected(data, tail=tail)
     lines = _LINE.findall(data)
     prefixes: dict[int, bytes] = {}
     for number in sorted(starts):
@@ -122,4 +155,4 @@ def protect(data: bytes) -> Protected:
         if match is not None and _FEED_INDENT.match(lines[number]):
             prefixes[number] = match.group()
             lines[number] = lines[number][match.end():]
-    return Protected(b"".join(lines), prefixes)
+    return Protected(b"".join(lines), prefixes, tail)

@@ -112,6 +112,12 @@ LOSSY_FOR_LIBCST = [
     # goes in front of the line that follows it.
     (b'import torch\n\x0cfrom torch import cuda\n\x0cs = cuda.amp.GradScaler()\n',
      b'import torch\n\ntry:\n\x0c    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\n\x0cs = torch.amp.GradScaler("npu")\n'),
+    # Blank lines holding spaces at the end of the file (ai-toolkit's scripts end in
+    # eleven, the last without a line ending): libcst gave back one.
+    (b'import torch\nx = torch.zeros(1).cuda()\n        \n    \n    ',
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\nx = torch.zeros(1).npu()\n        \n    \n    '),
+    (b'import torch\ndef f():\n    return torch.zeros(1).cuda()\n  \n\t\n# end\n  \n',
+     b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\n\ndef f():\n    return torch.zeros(1).npu()\n  \n\t\n# end\n  \n'),
     # Form feeds inside brackets and strings were never lost, and stay as they are.
     (b'import torch\nx = (1,\n\x0c2)\ns = """\n\x0ca"""\ny = torch.zeros(1).cuda()\n',
      b'import torch\n\ntry:\n    import torch_npu  # noqa: F401\nexcept ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before\n    pass\n\nx = (1,\n\x0c2)\ns = """\n\x0ca"""\ny = torch.zeros(1).npu()\n'),
@@ -156,3 +162,17 @@ def test_form_feeds_before_statements_survive_every_fixture(case):
     else:
         assert result.new_source.count(b"\f") == fed.count(b"\f")
         assert result.new_source.replace(b"\f", b"") == case.after.read_bytes().replace(b"\f", b"")
+
+
+@pytest.mark.parametrize("case", [c for c in cases() if c.before.suffix == ".py"], ids=lambda c: c.id)
+def test_blank_lines_with_spaces_at_the_end_survive_every_fixture(case):
+    """Trailing blank lines that hold spaces (which libcst alone shortens) change nothing
+    about the migration, and are all still there after it."""
+    tail = b"        \n    \n\t\n    "
+    before = case.before.read_bytes()
+    result = migrate_source(real_name(case.before), before + tail, case.settings())
+    assert result.error is None, result.error
+    if case.after is None:
+        assert result.new_source is None
+    else:
+        assert result.new_source == case.after.read_bytes() + tail
