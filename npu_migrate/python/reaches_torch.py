@@ -218,6 +218,7 @@ class DeviceAnalysis:
         self.ctx = ctx
         self._cache: dict[cst.CSTNode, Verdict] = {}
         self._privateuse1: dict[cst.CSTNode, bool] = {}
+        self._pending: set[cst.CSTNode] = set()
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
 
@@ -226,8 +227,14 @@ class DeviceAnalysis:
     def classify(self, literal: cst.CSTNode) -> Verdict:
         verdict = self._cache.get(literal)
         if verdict is None:
+            if literal in self._pending:
+                return Flow.TORCH  # asked again while deciding it: see _compared_and_left
             self._why = None
-            verdict = self._walk(literal, 0)
+            self._pending.add(literal)
+            try:
+                verdict = self._walk(literal, 0)
+            finally:
+                self._pending.discard(literal)
             self._cache[literal] = verdict
             if verdict in (Flow.TORCH, Flow.OTHER, Flow.FALLBACK, Flow.UNKNOWN) and self._why:
                 self.reasons[literal] = self._why
@@ -770,8 +777,42 @@ class DeviceAnalysis:
         dest = next((string_value(a.value) for a in call.args if a.keyword and a.keyword.value == "dest"), None)
         words = [n.lstrip("-").replace("-", "_") for n in [*names, dest] if n]
         if any(is_device_word(w) for w in words):
-            return self._rewrite(f"the {keyword} of the argparse option `{next(w for w in words if is_device_word(w))}`")
+            option = next(w for w in words if is_device_word(w))
+            value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+            for text in sorted(set(_strings_in(value)) if value is not None else ()):
+                if not DEVICE_VALUE.fullmatch(text):
+                    continue
+                left = self._compared_and_left(text)
+                if left is not None:
+                    left = next((a for a in self.ctx.ancestors(left) if isinstance(a, cst.Comparison)), left)
+                    return self._left(Flow.UNKNOWN, (
+                        f"the {keyword} of the argparse option `{option}`, a name the code also compares with "
+                        f"`{self._short(left)}`, which is not a torch device test: "
+                        "the option selects a branch, and that branch is what gets migrated"))
+            return self._rewrite(f"the {keyword} of the argparse option `{option}`")
         return self._fallback(proven)
+
+    def _compared_and_left(self, text: str) -> cst.CSTNode | None:
+        """A string literal ``text`` of this file that a comparison tests a value against
+        and that stays as it is (``if name == "cuda":`` with ``name`` a parameter): where an
+        option's value is matched that way, renaming the option's default or choices
+        alone breaks the match (ai-toolkit's ``--device`` with ``choices=["auto", "cuda",
+        "mps"]``, matched by ``pick_device``). A literal being classified counts as
+        rewritten, so two literals that refer to each other do not loop."""
+        found = None
+        pending = self._pending
+
+        class _Find(cst.CSTVisitor):
+            def visit_SimpleString(self, node: cst.SimpleString) -> None:
+                nonlocal found
+                if found is None and string_value(node) == text and node not in pending and _compared(ctx, node):
+                    if not analysis_self._literal_rewritten(node):
+                        found = node
+
+        ctx = self.ctx
+        analysis_self = self
+        self.ctx.module.visit(_Find())
+        return found
 
     def _lookup(self, call: cst.Call, proven: bool) -> Verdict:
         """``cfg.get('device', 'cuda')``, ``os.getenv('DEVICE', 'cuda')``, ``getattr(args, 'device', 'cuda')``."""
@@ -1111,6 +1152,16 @@ def analysis(ctx: FileContext) -> DeviceAnalysis:
         held = (ctx, DeviceAnalysis(ctx))
         _ANALYSES[id(ctx)] = held
     return held[1]
+
+
+def _compared(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is an operand of a comparison, or an element of a tuple/list/set that is
+    one (``name == "cuda"``, ``name in ("cuda", "gpu")``)."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Element):
+        container = ctx.parent(parent)
+        parent = ctx.parent(container) if container is not None else None
+    return isinstance(parent, (cst.Comparison, cst.ComparisonTarget))
 
 
 def _environ_key(target: cst.BaseExpression) -> str | None:
