@@ -19,7 +19,14 @@ import re
 from npu_migrate.configs import toml_reader
 from npu_migrate.configs.document import decode
 from npu_migrate.configs.offsets import CharToByte
-from npu_migrate.deps.model import DependencyList, DepsDocument, Entry, IndexUrl, line_after
+from npu_migrate.deps.model import (
+    DependencyList,
+    DepsDocument,
+    Entry,
+    IndexUrl,
+    line_after,
+)
+from npu_migrate.pipeline.requirements import poetry_requirement, poetry_tables
 from npu_migrate.tables.packages import CUDA_INDEX_URL
 
 
@@ -72,62 +79,16 @@ def read(data: bytes) -> DepsDocument:
                 begin, finish = span(array, index)
                 listed.entries.append(Entry(str(array[index]), begin, finish, statement(begin)))
         result.lists.append(listed)
-    for where, table in _poetry_tables(document):
+    for where, table in poetry_tables(document):
         listed = DependencyList(where, add=_poetry_adder(data), written=_poetry_line)
         for name, value in table.items():
-            requirement, leaf = _poetry_requirement(table, name, value)
+            requirement, leaf = poetry_requirement(table, name, value)
             if requirement is not None and (id(leaf[0]), leaf[1]) in spans:
                 begin, finish = span(*leaf)
                 written = f"{name} = {data[begin:finish].decode()}"
                 listed.entries.append(Entry(requirement, begin, finish, statement(begin), written=written))
         result.lists.append(listed)
     return result
-
-
-def _poetry_tables(document):
-    """``(where, table)`` of every Poetry dependency table."""
-    poetry = document.get("tool", {}).get("poetry", {})
-    for key in ("dependencies", "dev-dependencies"):
-        if isinstance(poetry.get(key), dict):
-            yield f"[tool.poetry.{key}]", poetry[key]
-    for group, value in poetry.get("group", {}).items():
-        if isinstance(value, dict) and isinstance(value.get("dependencies"), dict):
-            yield f"[tool.poetry.group.{group}.dependencies]", value["dependencies"]
-
-
-def _poetry_requirement(table, name: str, value) -> tuple[str | None, tuple]:
-    """``torch = "^2.1"`` or ``torch = {version = "2.1.0", markers = "..."}`` as a PEP 508
-    requirement (``torch>=2.1,<3.0``), and the leaf holding the version; None for the
-    ``python`` entry, path/git/url sources and constraints poetry-core cannot read."""
-    if name.lower() == "python":
-        return None, ()
-    if isinstance(value, str):
-        constraint, markers, leaf = str(value), None, (table, name)
-    elif isinstance(value, dict) and isinstance(value.get("version"), str):
-        constraint, markers, leaf = str(value["version"]), value.get("markers"), (value, "version")
-    else:
-        return None, ()
-    specifier = _pep440(constraint)
-    if specifier is None:
-        return None, ()
-    requirement = f"{name}{specifier}" + (f"; {markers}" if isinstance(markers, str) and markers else "")
-    return requirement, leaf
-
-
-def _pep440(constraint: str) -> str | None:
-    """A Poetry version constraint as a PEP 440 specifier (``^2.1`` -> ``>=2.1,<3.0``)."""
-    from poetry.core.constraints.version import Version, VersionRange, parse_constraint
-
-    try:
-        parsed = parse_constraint(constraint)
-    except (ValueError, RuntimeError):
-        return None
-    if isinstance(parsed, Version):
-        return f"=={parsed.text}"
-    if isinstance(parsed, VersionRange):
-        text = str(parsed)
-        return "" if text == "*" else text
-    return None  # `2.1 || 2.2`: a union of ranges is not one torch pin
 
 
 _POETRY_LINE = re.compile(rb"[ \t]*(?P<key>[A-Za-z0-9_.\-]+|\"[^\"\n]*\"|'[^'\n]*')[ \t]*=[ \t]*")
@@ -195,3 +156,4 @@ def _adder(array, original: str, array_start: int):
         return at, at, inserted.encode()
 
     return add
+

@@ -50,8 +50,9 @@ _TIMM_REQUIREMENT = re.compile(rb"""^[ \t\-"']*timm[ \t]*((?:[<>=!~]=?[ \t]*[\w.
 #: ``transformers>=4.53.3`` / ``"transformers==5.15",`` / ``transformers[torch] ~= 4.51`` in a
 #: dependency file: the specifier (NPU920/936/940 keep flash_attention_2 where every one
 #: admits only transformers >= 4.51; :mod:`npu_migrate.pipeline.attention`).
+#: At the start of a line or inside an inline list (``install_requires=["torch", "transformers>=4.53"]``).
 _TRANSFORMERS_REQUIREMENT = re.compile(
-    rb"""^[ \t\-"']*transformers(?:\[[\w, \t-]*\])?[ \t]*((?:[<>=!~]=?=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""",
+    rb"""(?:^|(?<=[\[,(]))[ \t\-"']*transformers(?:\[[\w, \t-]*\])?[ \t]*((?:[<>=!~]=?=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""",
     re.MULTILINE)
 #: The project's own attention-class registry for flash-attention (InternVL's
 #: ``INTERNLM2_ATTENTION_CLASSES = {'eager': ..., 'flash_attention_2': ...}`` or a packed-training
@@ -73,6 +74,22 @@ _CUDA_ONLY_WORDS = (b"triton", b"helion", b"tilelang", b"cupy", b"pycuda", b"cut
 #: a dependency file named for the NPU (``requirements-npu.txt``, ``environment_ascend.yml``)
 _ASCEND_NAME = re.compile(r"(?:^|[^a-z0-9])(?:npu|ascend)(?:[^a-z0-9])", re.IGNORECASE)
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml|conda(?:[-_].*)?\.ya?ml)")
+
+
+def _transformers_specifiers(path: str, data: bytes) -> list[str]:
+    """The version specifiers of every transformers requirement of one dependency file.
+    A ``pyproject.toml`` is read as TOML, and each string of its dependency tables as a
+    requirement (``[project] dependencies``, every ``optional-dependencies`` extra, as
+    lerobot's ``transformers-dep = ["transformers>=5.4.0,<5.6.0"]``, ``[dependency-groups]``,
+    Poetry's tables); other files, and a pyproject TOML cannot read, line by line."""
+    if os.path.basename(path) == "pyproject.toml":
+        from npu_migrate.pipeline.requirements import requirement_strings
+
+        found = requirement_strings(data)
+        if found is not None:
+            return [spec for name, spec in found if name == "transformers"]
+    return [m.group(1).decode("ascii", "replace").replace(" ", "").replace("\t", "").strip(",")
+            for m in _TRANSFORMERS_REQUIREMENT.finditer(data)]
 
 
 @dataclass(frozen=True)
@@ -158,9 +175,8 @@ class ProjectFacts:
                 timm = found.group(1).decode("ascii", "replace").replace(" ", "").strip(",\t") if found else ""
             if (path is not None and b"transformers" in data
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
-                for found in _TRANSFORMERS_REQUIREMENT.finditer(data):
-                    spec = found.group(1).decode("ascii", "replace").replace(" ", "").replace("\t", "").strip(",")
-                    transformers[os.path.abspath(path) + f"#{found.start()}"] = spec
+                for number, spec in enumerate(_transformers_specifiers(path, data)):
+                    transformers[os.path.abspath(path) + f"#{number}"] = spec
             if path is not None and path.endswith(".py") and b"npu_runtime" in data and IMPORTS_RUNTIME.search(data):
                 importers.add(path)
             if path is not None and os.path.basename(path) == "__init__.py":

@@ -82,6 +82,23 @@ def test_transformers_specifier_comes_from_any_dependency_file():
     assert "transformers=" in facts.key()
 
 
+@pytest.mark.parametrize("name,data,expected", [
+    # lerobot: the pin is an extra of its own, in an inline array
+    ("pyproject.toml", b'[project]\nname = "x"\ndependencies = ["torch"]\n[project.optional-dependencies]\n'
+                       b'transformers-dep = ["transformers>=5.4.0,<5.6.0"]\n', ["<5.6.0,>=5.4.0"]),
+    ("pyproject.toml", b'[project]\ndependencies = ["torch>=2", "transformers[torch]==4.53.3"]\n', ["==4.53.3"]),
+    ("pyproject.toml", b'[dependency-groups]\ndev = ["transformers~=4.51.0"]\n', ["~=4.51.0"]),
+    ("pyproject.toml", b'[tool.poetry.dependencies]\ntransformers = "^4.53"\n', ["<5.0,>=4.53"]),
+    ("setup.py", b'setup(install_requires=["torch", "transformers>=4.53.3", "peft"])\n', [">=4.53.3"]),
+    # a pyproject TOML cannot read still gives what its lines say
+    ("pyproject.toml", b'[project\ndependencies = [\n  "transformers>=4.53.3",\n]\n', [">=4.53.3"]),
+    ("pyproject.toml", b'[project]\nname = "transformers-dep"\n', []),
+])
+def test_transformers_requirements_in_inline_lists_and_tables(name, data, expected):
+    facts = ProjectFacts.scan([(name, data)])
+    assert [s for s in facts.transformers_specifier.split(";") if s] == expected
+
+
 @pytest.mark.parametrize("data,code,expected", [
     (b"packing: true\n", False, True), (b"padding_free: true\n", False, True), (b'"packing": true', False, True),
     (b"--packing \\\n", False, True), (b"--padding_free True", False, True), (b"packing: false\n", False, False),
