@@ -219,6 +219,7 @@ class DeviceAnalysis:
         self._cache: dict[cst.CSTNode, Verdict] = {}
         self._privateuse1: dict[cst.CSTNode, bool] = {}
         self._pending: set[cst.CSTNode] = set()
+        self._selectors: frozenset[str] | None = None
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
 
@@ -837,6 +838,11 @@ class DeviceAnalysis:
         if flag is not None:
             return self._left(Flow.OTHER, flag)
         for other in others:
+            if not literal_is_device(other) and _operand_text(self.ctx.module, other) in self._npu_selectors():
+                return self._left(Verdict.AWARE, (
+                    f"compared like `{self._short(other)} == \"npu\"` in an if/elif chain of this file that also "
+                    "tests it for \"cuda\": the code already dispatches on the NPU by this name"))
+        for other in others:
             # `os.getenv('DEVICE', 'cuda') == 'cuda'`: where the default is rewritten, the value
             # compared with it must be too, or the test never holds on the NPU (picotron's model.py)
             if isinstance(other, cst.Call) and any(
@@ -858,6 +864,18 @@ class DeviceAnalysis:
                 if literal_is_device(other) and self._literal_rewritten(other):
                     return self._rewrite(f"compared with {self._short(other)}, which is rewritten")
         return self._fallback(proven)
+
+    def _npu_selectors(self) -> frozenset[str]:
+        """The values (``device``, ``args.device``, ``self.device_type``) that one test or
+        one if/elif chain of this file compares both with ``"cuda"`` and with ``"npu"``
+        (FastChat's ``if device == "cuda": ... elif device == "npu": ...``): code that
+        already dispatches on the NPU by name, whose other ``"cuda"`` comparisons are
+        left as they are. Read from the whole file's ``ast`` (elision changes nothing);
+        the tool leaves such chains alone (NPU010), so a second run finds the same."""
+        if self._selectors is None:
+            tree = self.ctx.python_ast()
+            self._selectors = frozenset() if tree is None else _npu_selectors_of(tree)
+        return self._selectors
 
     def _literal_rewritten(self, literal: cst.CSTNode) -> bool:
         why = self._why
@@ -1065,6 +1083,10 @@ class DeviceAnalysis:
         if platform is not None:  # code for another platform, already told apart: AWARE (left silently)
             return Flow.AWARE, (f"only reached where `{self._short(platform)}` holds, a test of another system's "
                                 "platform (this code path is for that platform's GPUs, not the NPU)")
+        sibling = self._npu_sibling(node)
+        if sibling is not None:
+            return Flow.AWARE, (f"followed by `if {self._short(sibling.test)}:`, which calls the NPU's own "
+                                "counterpart: the code already handles the NPU here")
         value = node
         parent = self.ctx.parent(value)
         if isinstance(parent, cst.Call) and parent.func is value:
@@ -1086,6 +1108,31 @@ class DeviceAnalysis:
             return Flow.TORCH, None
         return Flow.OTHER, (f"passed as `{keyword}=` to `{qualified}`: that library's own CUDA switch, "
                             "not a torch device")
+
+    def _npu_sibling(self, node: cst.CSTNode) -> cst.If | None:
+        """``torch.cuda.empty_cache()`` as a statement of its own, followed within the
+        next few statements by an ``if`` that tests for the NPU and calls the same
+        ``torch.npu`` function (FastChat: ``torch.cuda.empty_cache()`` / ``if device ==
+        "xpu": ...`` / ``if device == "npu": torch.npu.empty_cache()``): the NPU is
+        handled already, and the CUDA call is a no-op there."""
+        if not isinstance(node, cst.Attribute):
+            return None
+        call = self.ctx.parent(node)
+        expr = self.ctx.parent(call) if isinstance(call, cst.Call) and call.func is node else None
+        line = self.ctx.parent(expr) if isinstance(expr, cst.Expr) else None
+        block = self.ctx.parent(line) if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or line not in body:
+            return None
+        wanted = f"torch.npu.{node.attr.value}("
+        index = body.index(line)
+        for following in body[index + 1: index + 4]:
+            if not isinstance(following, cst.If):
+                return None
+            test = self.ctx.module.code_for_node(following.test)
+            if _NPU_TEST.search(test) and wanted in self.ctx.module.code_for_node(following.body):
+                return following
+        return None
 
     def device_test(self, node: cst.Attribute) -> tuple[Flow, str | None]:
         """Where an ``x.is_cuda`` read flows: ``OTHER`` when ``x`` is another system's
@@ -1152,6 +1199,60 @@ def analysis(ctx: FileContext) -> DeviceAnalysis:
         held = (ctx, DeviceAnalysis(ctx))
         _ANALYSES[id(ctx)] = held
     return held[1]
+
+
+#: A test that names the NPU: ``device == "npu"``, ``is_torch_npu_available()``, ``torch_npu``.
+_NPU_TEST = re.compile(r"""["']npu["':]|\bnpu_|_npu\b|\bis_npu\b""")
+
+
+def _operand_text(module: cst.Module, node: cst.CSTNode) -> str | None:
+    """``device`` / ``args.device`` / ``self.device.type``: a name or attribute chain, as
+    written; None for anything else."""
+    probe = node
+    while isinstance(probe, cst.Attribute):
+        probe = probe.value
+    return "".join(module.code_for_node(node).split()) if isinstance(probe, cst.Name) else None
+
+
+def _compared_values(test: ast.AST) -> dict[str, set[str]]:
+    """``{operand text: the device strings it is compared with}`` in one test."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(test):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        strings = {o.value for o in operands if isinstance(o, ast.Constant) and isinstance(o.value, str)}
+        for o in operands:
+            if isinstance(o, (ast.Tuple, ast.List, ast.Set)):
+                strings |= {e.value for e in o.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        kinds = {v.split(":")[0] for v in strings} & {"cuda", "npu"}
+        if not kinds:
+            continue
+        for o in operands:
+            probe = o
+            while isinstance(probe, ast.Attribute):
+                probe = probe.value
+            if isinstance(probe, ast.Name):
+                found.setdefault(ast.unparse(o).replace(" ", ""), set()).update(kinds)
+    return found
+
+
+def _npu_selectors_of(tree: ast.Module) -> frozenset[str]:
+    """See :meth:`DeviceAnalysis._npu_selectors`."""
+    selectors: set[str] = set()
+    seen: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or id(node) in seen:
+            continue
+        merged: dict[str, set[str]] = {}
+        branch: ast.AST = node
+        while isinstance(branch, ast.If):
+            seen.add(id(branch))
+            for text, kinds in _compared_values(branch.test).items():
+                merged.setdefault(text, set()).update(kinds)
+            branch = branch.orelse[0] if len(branch.orelse) == 1 else None
+        selectors |= {text for text, kinds in merged.items() if kinds == {"cuda", "npu"}}
+    return frozenset(selectors)
 
 
 def _compared(ctx: FileContext, node: cst.CSTNode) -> bool:
