@@ -220,6 +220,7 @@ class DeviceAnalysis:
         self._privateuse1: dict[cst.CSTNode, bool] = {}
         self._pending: set[cst.CSTNode] = set()
         self._selectors: frozenset[str] | None = None
+        self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
 
@@ -1122,10 +1123,15 @@ class DeviceAnalysis:
         line = self.ctx.parent(expr) if isinstance(expr, cst.Expr) else None
         block = self.ctx.parent(line) if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         body = getattr(block, "body", None)
-        if not isinstance(body, (list, tuple)) or line not in body:
+        if not isinstance(body, (list, tuple)):
+            return None
+        positions = self._positions.get(id(block))
+        if positions is None:  # once per block: a file of 25,000 such calls stays linear
+            positions = self._positions[id(block)] = (block, {id(statement): i for i, statement in enumerate(body)})
+        index = positions[1].get(id(line))
+        if index is None:
             return None
         wanted = f"torch.npu.{node.attr.value}("
-        index = body.index(line)
         for following in body[index + 1: index + 4]:
             if not isinstance(following, cst.If):
                 return None
