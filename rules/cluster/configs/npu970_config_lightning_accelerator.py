@@ -60,7 +60,9 @@ CUDA_OR_AUTO.items())}. Reported: an `accelerator` value among those under a
 in `_target_` or is a Hydra config (a top-level `defaults:` list). A file in a directory named `trainer` (a Hydra
 config group: safari's `configs/trainer/lm.yaml`, `gpus: 8` and nothing else that says
 Hydra) counts as such a config too. Other
-`accelerator` keys (other tools' files) are left alone. Lightning 1.x's `gpus: N`
+`accelerator` keys (other tools' files) are left alone, and so is a `trainer` mapping
+whose `_target_` names another class (sam2's `_target_: training.trainer.Trainer`: the
+project's own trainer). Lightning 1.x's `gpus: N`
 (a count, `-1` or `"0,1"`; lightning 1.x turned it into the `gpu` accelerator, 2.0 removed
 it) is reported in the same places. Where NPU834 runs too, it leaves these values
 to this rule (one finding per line). Route: {ROUTE}.
@@ -73,6 +75,8 @@ to this rule (one finding per line). Route: {ROUTE}.
     def __init__(self, file) -> None:
         super().__init__(file)
         self._top: list = []  # top-level accelerator values, decided at the end
+        self._nested: list = []  # values under a `trainer` key, decided at the end
+        self._targets: dict[tuple, str] = {}  # mapping path -> its `_target_`
         self._lightning = False
 
     def visit_scalar(self, scalar) -> None:
@@ -80,16 +84,24 @@ to this rule (one finding per line). Route: {ROUTE}.
             if scalar.keys == ("defaults",):
                 self._lightning = True  # a Hydra config: its top-level keys are the instantiated object's
             return
-        if scalar.key == "_target_" and scalar.value in ENTRY_POINTS:
-            self._lightning = True
+        if scalar.key == "_target_":
+            self._targets[tuple(scalar.keys[:-1])] = scalar.value
+            if scalar.value in ENTRY_POINTS:
+                self._lightning = True
         if selects_device(scalar) is None:
             return
         if "trainer" in scalar.keys[:-1]:
-            self._report(scalar)
+            self._nested.append(scalar)
         elif len(scalar.keys) == 1:
             self._top.append(scalar)
 
     def leave_file(self) -> None:
+        for scalar in self._nested:
+            # `trainer: {_target_: training.trainer.Trainer, accelerator: cuda}` (sam2) is the
+            # project's own trainer, whose `accelerator` means what its code makes of it
+            target = self._targets.get(tuple(scalar.keys[:-1]))
+            if target is None or target in ENTRY_POINTS:
+                self._report(scalar)
         if self._lightning or lightning_config(self.file.document, self.file.path):
             for scalar in self._top:
                 self._report(scalar)
