@@ -16,8 +16,9 @@ from libcst.metadata import MetadataWrapper
 
 from npu_migrate.pipeline import limits
 from npu_migrate.pipeline.entry_points import is_named_entry
-from npu_migrate.pipeline.file_roles import is_test_path
-from npu_migrate.pipeline.model import FileResult, Finding, Fix
+from npu_migrate.configs import templates
+from npu_migrate.pipeline.file_roles import TEMPLATE_SUGGESTION, is_test_path, report_only, template_place
+from npu_migrate.pipeline.model import TEMPLATE, FileResult, Finding, Fix
 from npu_migrate.pipeline.registry import rule_ids, rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
@@ -76,12 +77,36 @@ def _prefilter(rule_ids: tuple[str, ...]) -> Prefilter:
 
 
 def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> FileResult:
-    """Never raises for bad input: problems become ``FileResult.error``."""
+    """Never raises for bad input: problems become ``FileResult.error``.
+
+    A template (a file under a cookiecutter/copier ``{{ }}`` path part or a Helm chart's
+    ``templates/``, or one that is no Python as written and holds ``{{ }}``/``{% %}``
+    markers) is never rewritten, as config templates are not (docs/decisions.md): what
+    the rules would rewrite is reported, read from the file as it is where it parses,
+    else with its template actions blanked out; a template that does not read even
+    then is skipped with a note, not an error."""
+    result, syntax = _migrate_python(path, data, settings)
+    place = template_place(path)
+    if place is None and not (syntax and templates.has_markers(data)):
+        return result
+    why = f"{TEMPLATE}{place})" if place else TEMPLATE + "{{ }} or {% %} markers; not valid Python as written)"
+    if result.error is not None:
+        result, _ = _migrate_python(path, templates.neutralize(data), settings)
+        if result.error is not None:
+            return FileResult(path=path, skipped=why)
+    result = report_only(result, "template", TEMPLATE_SUGGESTION)
+    result.new_source = None
+    result.skipped = why
+    return result
+
+
+def _migrate_python(path: str, data: bytes, settings: Settings) -> tuple[FileResult, bool]:
+    """The file's result, and whether it failed on its syntax."""
     result = FileResult(path=path)
     if len(data) > limits.MAX_PYTHON_BYTES:
         result.error = (f"{path}:1: {len(data) / (1 << 20):.1f} MB of Python, larger than the "
                         f"{limits.MAX_PYTHON_BYTES >> 20} MB npu-migrate parses in one piece; skipped")
-        return result
+        return result, False
     try:
         try:
             _migrate(result, data, settings, elide=settings.prefilter)
@@ -90,13 +115,15 @@ def migrate_source(path: str, data: bytes, settings: Settings = Settings()) -> F
             _migrate(result, data, settings, elide=False)
     except SourceError as exc:
         result.error = str(exc)
+        return result, True
     except cst.ParserSyntaxError as exc:
         result.error = _syntax_error(path, data, exc)
+        return result, True
     except RecursionError:
         result.error = f"{path}:1: too deeply nested for npu-migrate's parser (libcst); left unchanged"
     except MemoryError:
         result = FileResult(path=path, error=f"{path}:1: {limits.out_of_memory(data)}")
-    return result
+    return result, False
 
 
 #: CPython's own limits: no Python version accepts a file past them, however new.

@@ -215,6 +215,51 @@ def test_a_cookiecutter_project_is_a_template(tmp_path):
     assert result.is_template and "{{ }}" in result.skipped and result.new_source is None
 
 
+# -- Python templates ----------------------------------------------------------------------
+
+JINJA_PYTHON = ("import torch\n{% if cookiecutter.amp %}\nscaler = torch.cuda.amp.GradScaler()\n{% endif %}\n"
+                "x = torch.ones(2).cuda()\nname = \"{{ cookiecutter.name }}\"\n")
+
+
+@pytest.mark.parametrize("name", ["{{cookiecutter.slug}}/train.py", "train.py"])
+def test_a_python_template_is_reported_on_never_rewritten_nor_an_error(tmp_path, name):
+    from npu_migrate.python.engine import migrate_source
+
+    path = write(tmp_path, name, JINJA_PYTHON)
+    result = migrate_source(str(path), path.read_bytes(), ALL)
+    assert result.error is None and result.new_source is None and result.fixes == []
+    assert result.is_template
+    # what the rules would rewrite is reported at its place, the blanked actions changing no line
+    assert {(f.line, f.rule) for f in result.findings} >= {(3, "NPU301"), (5, "NPU103")}
+    assert all(f.message.startswith("template, left unchanged") for f in result.findings if f.rule != "NPU108")
+
+
+def test_python_under_a_cookiecutter_path_is_a_template_even_where_it_parses(tmp_path):
+    from npu_migrate.python.engine import migrate_source
+
+    path = write(tmp_path, "{{cookiecutter.slug}}/ok.py", "import torch\nx = torch.ones(2).cuda()\n")
+    result = migrate_source(str(path), path.read_bytes(), ALL)
+    assert result.is_template and result.new_source is None and "{{ }}" in result.skipped
+    assert {(f.line, f.rule) for f in result.findings} == {(1, "NPU100"), (2, "NPU103")}
+
+
+def test_python_without_markers_that_does_not_parse_is_still_an_error(tmp_path):
+    from npu_migrate.python.engine import migrate_source
+
+    path = write(tmp_path, "train.py", "import torch\nx = torch.ones(2).cuda(\n")
+    result = migrate_source(str(path), path.read_bytes(), ALL)
+    assert result.error is not None and not result.is_template
+
+
+def test_a_python_template_that_does_not_read_even_blanked_is_skipped(tmp_path):
+    from npu_migrate.python.engine import migrate_source
+
+    # the blanked `{% if %}` leaves the body indented under nothing
+    path = write(tmp_path, "train.py", "import torch\nx = 1\n{% if amp %}\n    y = torch.ones(2).cuda()\n{% endif %}\n")
+    result = migrate_source(str(path), path.read_bytes(), ALL)
+    assert result.error is None and result.is_template and result.findings == [] and result.new_source is None
+
+
 # -- the command line ---------------------------------------------------------------------
 
 def test_check_on_a_tree_with_a_chart_passes_and_writes_nothing(tmp_path, run_cli):
