@@ -783,6 +783,9 @@ def _line(ctx: FileContext, node: cst.CSTNode) -> int:
     return ctx.position(node).start.line
 
 
+_ASSERTION_STOPS = "the assertion stops there with its own message, as it does without CUDA"
+
+
 def _span(statements: Iterable[ast.AST]) -> tuple[tuple[int, int], ...]:
     return tuple((s.lineno, getattr(s, "end_lineno", s.lineno) or s.lineno) for s in statements)
 
@@ -935,7 +938,14 @@ class _GateFinder:
             if word is None:
                 return None
             use = CudaOnly(word, KIND_NAMED_PACKAGE, statement.lineno)
-        return use, "the assertion stops there with its own message, as it does without CUDA", _span(rest or [statement]), True
+        # the block the assertion stops never completes on the NPU, so the code before it is
+        # dead there as well: a module-level one stops the import, so the whole file is (modded-
+        # nanogpt's train_gpt.py: an edit above `assert torch.cuda.is_available()` moved an
+        # import-time tensor to the NPU, which only broke the CUDA run)
+        tree = self.ctx.python_ast()
+        if tree is not None and holder is tree.body:
+            return use, _ASSERTION_STOPS, ((1, max(1, self.ctx.text.count("\n") + 1)),), True
+        return use, _ASSERTION_STOPS, _span((holder if holder is not None and statement in holder else None) or [statement]), True
 
     def _is_elif(self, node: ast.If) -> bool:
         source = self.ctx.text.splitlines()[node.lineno - 1] if node.lineno else ""
