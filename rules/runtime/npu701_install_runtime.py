@@ -37,6 +37,25 @@ def trains(text: str) -> bool:
     return bool(_DISTRIBUTED.search(text)) or bool(_BACKWARD.search(text) and _STEP.search(text))
 
 
+#: A script named for inference, generation or serving (``gen_img.py``,
+#: ``anima_minimal_inference.py``, ``sample.py``, ``serve.py``, ``demo.py``).
+_NOT_TRAINING_NAME = re.compile(
+    r"(?:^|[_\-.])(?:gen|generate|generation|infer|inference|sample|sampling|demo|serve|server|app|predict|"
+    r"eval|evaluate|export|chat|interactive)(?:[_\-.]|$)", re.IGNORECASE)
+#: A prompt read from the terminal: an interactive session, idle as long as the user is.
+_PROMPT = re.compile(r"(?<![\w.])input\s*\(")
+
+
+def _serves_or_generates(path: str, text: str) -> bool:
+    """A script that only imports training code is an entry point of it unless it is
+    named for inference or serving, or prompts at the terminal: sd-scripts' ``gen_img.py``
+    imports ``library/train_util.py`` for its helpers and waits at ``input()`` in
+    ``--interactive`` mode, where the runtime's hang watchdog, fed only by training
+    steps, would end an idle session after half an hour."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return bool(_NOT_TRAINING_NAME.search(stem) or _PROMPT.search(text))
+
+
 def is_test_module(path: str, text: str) -> bool:
     return is_test_path(path) or bool(_TEST_CODE.search(text))
 
@@ -113,6 +132,11 @@ Where: only in training entry points that this run migrates for the NPU:
   `mp.Process(...)`, as in Hogwild); evaluation and export scripts, benchmarks
   and gradient checks (a backward pass that no step follows), and launchers whose
   training lives elsewhere without distributed set-up, do not get it;
+  a script that trains only through a module it imports (ConvNeXt's `main.py`
+  calling `engine.train_one_epoch`) gets it unless it is named for inference,
+  generation or serving (`gen_img.py`, `*_inference.py`, `sample.py`, `serve.py`,
+  `demo.py`, `eval.py`...) or prompts with `input()`: the watchdog, fed by training
+  steps, would end an idle interactive session;
 * it is an entry point: an `if __name__ == "__main__":` guard gets the call as
   its first statement, so importing the module (tests, notebooks) stays free of
   side effects; a script with a top-level training loop (a module-level
@@ -208,7 +232,7 @@ if the training image should not install npu-migrate.
         # imports modules that train and is no training entry point).
         in_package = os.path.dirname(os.path.abspath(self.ctx.path)) in facts.package_dirs
         trains_through_import = (guard is not None and os.path.abspath(self.ctx.path) in facts.imports_training
-                                 and not in_package)
+                                 and not in_package and not _serves_or_generates(self.ctx.path, text))
         if not named and (not (trains(text) or trains_through_import)
                           or is_test_module(self.ctx.path, text)):
             return

@@ -184,3 +184,42 @@ def test_a_named_entry_point_with_no_cuda_of_its_own_gets_it(tmp_path, guarded):
     again = migrate_source(str(path), result.new_source, named)
     assert again.new_source is None  # idempotent
     assert migrate_source(str(path), body.encode(), SETTINGS).new_source is None
+
+
+SCRIPT_USING_TRAINING_CODE = """\
+import torch
+
+from engine import helpers
+
+
+def main():
+    model = helpers.build().cuda()
+    print(model(torch.zeros(1, 4).cuda()))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("name,extra,installed", [
+    ("main.py", "", True),  # ConvNeXt's shape: trains through engine.py
+    ("gen_img.py", "", False),  # sd-scripts: generation, importing train_util for helpers
+    ("anima_minimal_inference.py", "", False),
+    ("sample.py", "", False),
+    ("main.py", "\nprompt = input()\n", False),  # an interactive session: the watchdog would end it idle
+])
+def test_a_script_that_trains_through_an_import_unless_it_generates_serves_or_prompts(tmp_path, name, extra, installed):
+    from dataclasses import replace
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    engine = tmp_path / "engine.py"
+    engine.write_text("def train(model, opt):\n    model().backward()\n    opt.step()\n")
+    script = tmp_path / name
+    script.write_text(SCRIPT_USING_TRAINING_CODE + extra)
+    facts = ProjectFacts.scan([(str(engine), engine.read_bytes()), (str(script), script.read_bytes())])
+    assert str(script) in facts.imports_training
+    result = migrate_source(str(script), script.read_bytes(), replace(SETTINGS, facts=facts))
+    assert result.new_source is not None
+    assert ("npu_runtime.install()" in result.new_source.decode()) is installed
