@@ -521,20 +521,39 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
     ``DeviceProcessorStep(device="cuda")`` (reported, NPU108) would stop skipping on
     Ascend and fail there. Such a test stays a CUDA test (reported, NPU011): on NPU the
     guarded code is skipped as before, until its CUDA values are settled."""
-    left = sorted(((line(f.node), _left_kind(ctx, f), f.node) for f in findings if _left_kind(ctx, f) in _LEFT_CUDA),
+    testing = is_test_path(ctx.path)
+    left = sorted(((line(f.node), _left_kind(ctx, f), f.node) for f in findings
+                   if _left_kind(ctx, f) in _LEFT_CUDA or (testing and _asserts_cuda(ctx, f))),
                   key=lambda t: t[:2])
     if not left:
         return edits, []
+    marks = _skip_marks(ctx) if testing else {}
     held: dict[int, tuple[cst.CSTNode, Edit]] = {}
     spans: list[tuple[int, int]] = []
     dropped: set[int] = set()
     for edit in edits:
         if edit.rule not in _TEST_REWRITES:
             continue
+        mark = next((m for m in marks.values() if m[0] is edit.anchor or any(a is m[0] for a in ctx.ancestors(edit.anchor))),
+                    None)
+        if mark is not None:
+            # `cuda_required = pytest.mark.skipif(not torch.cuda.is_available(), ...)` at the top of a
+            # test module, then `@cuda_required` on tests (sd-scripts' test_lumina_models.py): held
+            # by what any test it decorates keeps of CUDA
+            statement, users = mark
+            inside = [(first, last) for first, last in users
+                      if any(first <= n <= last and rule in (_LEFT_CUDA | {KERNEL_GATE_RULE}) for n, rule, _ in left)]
+            if inside:
+                dropped.add(id(edit))
+                spans.extend(inside)
+                held.setdefault(id(statement), (statement, edit))
+            continue
         gate = _gate_span(ctx, edit.anchor)
         if gate is None:
             continue
         test, (first, last), kinds = gate
+        if testing:
+            kinds = kinds | {KERNEL_GATE_RULE}
         choice = ctx.parent(test)
         if isinstance(choice, cst.IfExp):
             # one expression, often one line: the left value must be inside the value it picks
@@ -558,6 +577,48 @@ def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[Fi
         "migrate the reported CUDA values under this test, then rewrite the test for the NPU",
     ) for test, edit in held.values()]
     return [e for e in edits if id(e) not in dropped], found
+
+
+def _asserts_cuda(ctx: FileContext, finding: FindingRecord) -> bool:
+    """A CUDA test kept in an ``assert`` of a test (NPU011: ``assert all(t.device.type ==
+    "cuda" for t in moved)``): on the NPU that assertion fails, so the test must stay
+    skipped there."""
+    return finding.rule == KERNEL_GATE_RULE and any(isinstance(a, cst.Assert) for a in ctx.ancestors(finding.node))
+
+
+def _skip_marks(ctx: FileContext) -> dict[str, tuple[cst.CSTNode, list[tuple[int, int]]]]:
+    """Module-level skip marks of a test module (``cuda_required = pytest.mark.skipif(...)``,
+    ``requires_gpu = unittest.skipIf(...)``): name -> (the statement, the line spans of the
+    tests and classes it decorates, decorators included)."""
+    marks: dict[str, cst.CSTNode] = {}
+    for statement in ctx.module.body:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+                and isinstance(small.value, cst.Call) and _SKIP_CALL.search(ctx.module.code_for_node(small.value.func))):
+            marks[small.targets[0].target.value] = statement
+    if not marks:
+        return {}
+    found: dict[str, tuple[cst.CSTNode, list[tuple[int, int]]]] = {}
+
+    class _Users(cst.CSTVisitor):
+        def _decorated(self, node: cst.FunctionDef | cst.ClassDef) -> None:
+            for decorator in node.decorators:
+                name = decorator.decorator
+                if isinstance(name, cst.Name) and name.value in marks:
+                    found.setdefault(name.value, (marks[name.value], []))[1].append(_with_decorators(ctx, node))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self._decorated(node)
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> None:
+            self._decorated(node)
+
+    ctx.module.visit(_Users())
+    return found
+
+
+#: The callee of a skip mark: ``pytest.mark.skipif``, ``unittest.skipIf``, ``skip_if``.
+_SKIP_CALL = re.compile(r"skip_?if", re.IGNORECASE)
 
 
 def _in_owner(ctx: FileContext, node: cst.CSTNode, owners: set[int]) -> bool:
