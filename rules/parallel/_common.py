@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
+
+from npu_migrate.pipeline.entry_points import is_library
 from npu_migrate.rules.checkpoint._common import insert_item
 from npu_migrate.rules.device._device_strings import (
     Flow,
@@ -118,6 +120,13 @@ def plan(ctx, call: cst.Call) -> Plan:
     if _in_tests(ctx.path):
         return Plan(False, reason="a test file: its DataParallel is what it tests (wrapping, unwrapping, "
                     "`.module`); the runtime's wrapper would change what the test checks")
+    if is_library(ctx.path, ctx.facts):
+        # tianshou's utils/net/common.py: a top-level `import npu_runtime` there made `import
+        # tianshou` fail wherever npu-runtime is not installed, CPU machines included
+        return Plan(False, reason="library code (a module of a package, or one the project imports): the "
+                    "rewrite needs a top-level `import npu_runtime`, which every import of the library would "
+                    "then need; call npu_runtime.data_parallel(...) here once the library declares npu-runtime, "
+                    "or leave DataParallel to the scripts that build the model")
     if _is_submodule(ctx, call, parent):
         return Plan(
             True,

@@ -226,3 +226,24 @@ def test_data_parallel_in_test_files_stays(path):
     assert result.new_source is None
     assert [(f.line, f.rule) for f in result.findings] == [(5, "NPU913")]
     assert run(source).new_source is not None  # the same code in train.py is rewritten
+
+
+def test_data_parallel_in_library_code_is_reported_not_rewritten(tmp_path):
+    """tianshou's ``utils/net/common.py``: the rewrite's top-level ``import npu_runtime`` in a
+    module of a package made ``import tianshou`` fail wherever npu-runtime is missing; the
+    same code in a script of the project is still rewritten."""
+    source = ("import torch\nfrom torch import nn\n\nclass DataParallelNet(nn.Module):\n    def __init__(self, net):\n"
+              "        super().__init__()\n        self.net = nn.DataParallel(net)\n")
+    package = tmp_path / "lib" / "net"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    module = package / "common.py"
+    module.write_text(source)
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    facts = ProjectFacts.scan([(str(p), p.read_bytes()) for p in (package / "__init__.py", module, script)])
+    settings = Settings(selection=Selection.create(["ALL"], [], None), facts=facts)
+    result = migrate_source(str(module), module.read_bytes(), settings)
+    assert result.new_source is None or b"npu_runtime" not in result.new_source
+    assert [(f.line, f.rule) for f in result.findings if f.rule == "NPU913"] == [(7, "NPU913")]
+    assert b"npu_runtime.data_parallel" in migrate_source(str(script), script.read_bytes(), settings).new_source
