@@ -91,6 +91,28 @@ def _network_profile(data: bytes) -> str | None:
     return found.group(1).decode("ascii", "replace") if found is not None else None
 
 
+#: A command that runs JAX or TensorFlow code (cleanrl's ``CUDA_VISIBLE_DEVICES=-1 ... --command
+#: "uv run python cleanrl/c51_jax.py"``, ``python train_tf.py``, ``python -m jax...``).
+_OTHER_FRAMEWORK = re.compile(rb"(?<![A-Za-z0-9])(jax|flax|tensorflow|keras)(?![A-Za-z0-9])|_(jax|tf)\.py\b",
+                              re.IGNORECASE)
+
+
+def _other_framework(node: Node) -> str | None:
+    """The framework named by the command ``node`` belongs to (a ``VAR=... cmd`` prefix or
+    ``env VAR=... cmd``), when it is JAX or TensorFlow; None otherwise (an ``export`` line
+    applies to the whole script: not decided here)."""
+    current = node
+    while current is not None and current.type not in ("command", "program", "export_command", "declaration_command"):
+        current = current.parent
+    if current is None or current.type != "command":
+        return None
+    found = _OTHER_FRAMEWORK.search(current.text)
+    if found is None:
+        return None
+    word = (found.group(1) or found.group(2)).decode("ascii").lower()
+    return {"tf": "TensorFlow", "tensorflow": "TensorFlow", "keras": "TensorFlow", "flax": "JAX"}.get(word, "JAX")
+
+
 class EnvVarRule(ShellRule):
     """Rename the variables of :meth:`concerns` that have an Ascend counterpart
     (``npu_migrate/tables/env_vars.py``); report the others once per line."""
@@ -134,6 +156,16 @@ class EnvVarRule(ShellRule):
                 self.reported.add(key)
                 self.report(node, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                                   "left unchanged", IFNAME_ADVICE)
+            return
+        other = _other_framework(node) if new is not None else None
+        if other is not None:
+            key = (node.start_point.row, name)
+            if key not in self.reported:
+                self.reported.add(key)
+                self.report(node, f"`{name}` is set for a command that runs {other}, not torch: that framework "
+                                  "reads it on NVIDIA GPUs and knows no Ascend variable; left unchanged",
+                            "nothing to do for the torch jobs; run that framework's job where its GPUs are, or "
+                            "port it (JAX and TensorFlow have no torch_npu)")
             return
         if new is not None:
             self.replace(offset, offset + len(raw), new, f"`{name}` -> `{new}`")

@@ -41,7 +41,10 @@ variable (and `FORCE_CUDA`) is reported on its line with what to do instead
 (`CUDA_DEVICE_MAX_CONNECTIONS`, `CUDA_HOME`, `NVIDIA_VISIBLE_DEVICES`...), and
 so is an assignment whose value points into `/usr/local/cuda`
 (`LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH`).
-The same words in prose (`echo` text, comments, quoted heredocs) are left alone.
+The same words in prose (`echo` text, comments, quoted heredocs) are left alone,
+and so is a variable set for a command that runs JAX or TensorFlow code
+(`CUDA_VISIBLE_DEVICES=-1 python c51_jax.py`, cleanrl's benchmarks): that framework
+reads it on NVIDIA GPUs and has no Ascend counterpart (reported).
 """
     examples = (
         Example(
