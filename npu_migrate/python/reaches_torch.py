@@ -114,7 +114,7 @@ TORCH_DEVICE_LIBRARIES = frozenset({
 OTHER_SYSTEMS = frozenset({
     "triton", "helion", "jax", "jaxlib", "tensorflow", "cupy", "cupyx", "numba", "pycuda", "ray", "vllm", "sglang",
     "mlx", "paddle", "mindspore", "onnxruntime", "tensorrt", "tilelang", "cutlass", "platform", "sys", "mergekit",
-    "xformers", "flash_attn", "apex", "transformer_engine",
+    "xformers", "flash_attn", "apex", "transformer_engine", "isaacgym", "isaacgymenvs", "warp",
 })
 #: Words of the definitions the analysis reads besides those that say "cuda" (a helper
 #: returning Triton's backend, a platform flag): rules that ask it keep such definitions
@@ -1095,6 +1095,19 @@ class DeviceAnalysis:
             parent = self.ctx.parent(value)
         while isinstance(parent, cst.UnaryOperation):
             value, parent = parent, self.ctx.parent(parent)
+        held = value
+        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)) or (
+                isinstance(parent, cst.IfExp) and parent.test is held):
+            held, parent = parent, self.ctx.parent(parent)
+        if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.value is held:
+            call = self.ctx.parent(parent)
+            qualified = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
+            if qualified and qualified.split(".")[0] in OTHER_SYSTEMS:
+                # isaacgymenvs.make(graphics_device_id=0 if torch.cuda.is_available() else -1,
+                # headless=...): the test decides that system's own settings (cleanrl)
+                return Flow.OTHER, (f"used to decide `{parent.keyword.value}=` of `{qualified}`, another system's own "
+                                    "setting (its GPUs are NVIDIA's), not a torch device")
+        parent = self.ctx.parent(value)
         if not (isinstance(parent, cst.Arg) and parent.keyword is not None and parent.value is value):
             return Flow.TORCH, None
         keyword = parent.keyword.value
