@@ -82,7 +82,10 @@ backend where it can be identified for sure:
   `Backend.HCCL` has once torch_npu registers the backend, without relying on an
   attribute that plain torch lacks);
 - comparisons with `dist.get_backend()`: `dist.get_backend() == "nccl"` becomes
-  `== "hccl"`, otherwise NCCL-only code paths are silently skipped on NPU.
+  `== "hccl"`, otherwise NCCL-only code paths are silently skipped on NPU;
+- comparisons with a name whose every nccl value in this file is rewritten
+  (`backend = "nccl" if torch.cuda.is_available() else "gloo"` then `if backend ==
+  "nccl":`), which must test the value the name now holds.
 
 Every other string that is exactly a backend spec naming nccl (`"nccl"`,
 `"NCCL"`, `"cuda:nccl"`), for example a comparison with a config value, is
@@ -142,6 +145,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
+        self.compared: list[list[cst.BaseExpression]] = []
         self.sources: list[tuple[cst.BaseExpression, str]] = []
         self.named: list[tuple[cst.BaseExpression, str]] = []
         self.literals: list[cst.SimpleString] = []
@@ -241,6 +245,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
     def visit_Comparison(self, node: cst.Comparison) -> None:
         operands = [node.left, *(c.comparator for c in node.comparisons)]
         if not any(isinstance(o, cst.Call) and self.qualified_name(o.func) in GET_BACKEND for o in operands):
+            self.compared.append(operands)
             return
         why = "compared with `dist.get_backend()`"
         for operand in operands:
@@ -270,9 +275,29 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         # where the backend is used first (the better evidence), then what is only named so
         for source, why in [*self.sources, *self.named]:
             self._resolve(source, 0, why)
+        for operands in self.compared:
+            # `backend = "nccl" if torch.cuda.is_available() else "gloo"` (rewritten), then
+            # `if backend == "nccl" and ...:` must test the same value (mistral-finetune's tests)
+            holder = next((o for o in operands if isinstance(o, (cst.Name, cst.Attribute)) and self._holds_fixed(o)), None)
+            if holder is None:
+                continue
+            text = self.ctx.module.code_for_node(holder)
+            for operand in operands:
+                if isinstance(operand, cst.SimpleString):
+                    self._fix(operand, f"compared with `{text}`, which holds the rewritten backend")
         for literal in self.literals:
             if literal not in self.fixed and not self._beside_hccl(literal):
                 self.report(literal, f"{literal.value} names the NCCL backend, which Ascend does not have", SUGGESTION)
+
+    def _holds_fixed(self, node: cst.Name | cst.Attribute) -> bool:
+        """Every value assigned to ``node`` in this file that names nccl was rewritten, and one was."""
+        if isinstance(node, cst.Name):
+            values = list(self.ctx.plain_values(node)) if self.qualified_name(node) is None else []
+        else:
+            values = list(self.attribute_values.get(self.ctx.module.code_for_node(node), ()))
+        literals = [v for value in values for v in _literals(value)]
+        named = [v for v in literals if mentions_nccl(string_value(v) or "")]
+        return bool(named) and all(v in self.fixed for v in named)
 
     def _beside_hccl(self, literal: cst.SimpleString) -> bool:
         """A table that already names the NPU's backend (``{"cuda": "nccl", "npu": "hccl"}``,
@@ -334,3 +359,14 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         self.replace(node, lambda n: with_string_value(n, new), f"backend {value!r} -> {new!r}", reason=why,
                      needs_torch_npu=self.ctx.imports.imports_module("torch")
                      and _STARTS_GROUPS.search(self.ctx.text) is not None)
+
+
+def _literals(node: cst.CSTNode) -> list[cst.SimpleString]:
+    """The string literals a value may be: ``"nccl" if c else "gloo"``, ``x or "nccl"``."""
+    if isinstance(node, cst.SimpleString):
+        return [node]
+    if isinstance(node, cst.IfExp):
+        return [*_literals(node.body), *_literals(node.orelse)]
+    if isinstance(node, cst.BooleanOperation):
+        return [*_literals(node.left), *_literals(node.right)]
+    return []
