@@ -33,8 +33,8 @@ SUGGESTIONS = {
     "torch.cuda.jiterator": "jiterator compiles CUDA C++; write the op with torch ops or a torch_npu fused op",
     "torch.cuda.comm": "use torch.distributed collectives (backend 'hccl')",
     "torch.cuda.tunable": "TunableOp is CUDA/ROCm only; remove it on Ascend",
-    "torch.cuda.OutOfMemoryError": "catch torch.OutOfMemoryError (device-generic since torch 2.5; NPU922 rewrites it)",
-    "torch.cuda.memory.OutOfMemoryError": "catch torch.OutOfMemoryError (device-generic since torch 2.5; NPU922 rewrites it)",
+    "torch.cuda.OutOfMemoryError": "keep it: it is torch.OutOfMemoryError since torch 2.5, which NPU out-of-memory raises too (NPU922)",
+    "torch.cuda.memory.OutOfMemoryError": "keep it: it is torch.OutOfMemoryError since torch 2.5, which NPU out-of-memory raises too (NPU922)",
 }
 
 
@@ -122,7 +122,7 @@ except `.major`/`.minor` of the device properties, which NPU devices lack.
         if qualified is None or self.api.npu_name_for_cuda(qualified) is not None:
             return
         if qualified.endswith(".OutOfMemoryError") and "NPU922" in self.ctx.active:
-            return  # NPU922 rewrites it to torch.OutOfMemoryError, or reports it
+            return  # NPU922 reports it: the handler catches NPU out-of-memory too
         self.report(node, f"`{qualified}` has no usable NPU counterpart", suggestion_for(qualified))
 
     def _torch_binding(self, node: cst.CSTNode) -> bool:

@@ -1,4 +1,4 @@
-"""NPU922: ``torch.cuda.OutOfMemoryError`` -> ``torch.OutOfMemoryError``."""
+"""NPU922: ``torch.cuda.OutOfMemoryError`` handlers catch NPU out-of-memory too; reported, left as they are."""
 
 from __future__ import annotations
 
@@ -12,28 +12,27 @@ NAMES = ("torch.cuda.OutOfMemoryError", "torch.cuda.memory.OutOfMemoryError")
 class CudaOomError(Rule):
     id = "NPU922"
     name = "cuda-oom-error"
-    summary = "Catch `torch.OutOfMemoryError` instead of `torch.cuda.OutOfMemoryError`"
+    impact = "informational"
+    summary = "Report `torch.cuda.OutOfMemoryError` handlers: they catch NPU out-of-memory too (torch >= 2.5)"
     triggers = ("OutOfMemoryError",)
-    fixable = True
+    fixable = False
     rationale = """
 Since torch 2.5 the out-of-memory exception is device-generic:
-`torch.OutOfMemoryError` (pytorch PR #121702, "Support Accelerator OOM Error";
-accelerate PR #3475 switched to it), and `torch.cuda.OutOfMemoryError` is the
-same class kept as an alias (`torch.cuda.OutOfMemoryError is
-torch.OutOfMemoryError` in torch 2.13). torch_npu's `torch.npu` namespace has no
-`OutOfMemoryError`, so renaming `torch.cuda` to `torch.npu` is wrong, and
-deleting the handler (NPU102's generic advice) would lose the OOM recovery
-(FastChat's model worker catches it to answer with an error instead of dying).
-`torch.cuda.OutOfMemoryError` reached through `torch` (any alias) becomes
-`torch.OutOfMemoryError`; other spellings (`from torch.cuda import
-OutOfMemoryError`) are reported. Requires torch >= 2.5, which every torch_npu
-release for torch 2.5 and later pairs with.
+`torch.OutOfMemoryError` (pytorch PR #121702, "Support Accelerator OOM Error"),
+and `torch.cuda.OutOfMemoryError` is the same class kept as an alias
+(`torch.cuda.OutOfMemoryError is torch.OutOfMemoryError` in torch 2.13), which
+torch_npu's allocator raises for NPU out-of-memory. So an `except
+torch.cuda.OutOfMemoryError:` handler (FastChat's model worker answers with an
+error instead of dying) already catches it on Ascend, and is left as it is:
+renaming it to `torch.OutOfMemoryError` changes nothing on torch >= 2.5 and is
+an AttributeError on older torch (FastChat pins none), where torch_npu raised a
+plain `RuntimeError` that neither name catches. `torch.npu` has no
+`OutOfMemoryError`: renaming `torch.cuda` to `torch.npu` would be wrong, and
+deleting the handler (NPU102's generic advice) would lose the recovery, so NPU102
+defers to this rule. Each handler is reported once, for information.
 """
     examples = (
-        Example(
-            "import torch\ntry:\n    step()\nexcept torch.cuda.OutOfMemoryError:\n    skip()\n",
-            "import torch\ntry:\n    step()\nexcept torch.OutOfMemoryError:\n    skip()\n",
-        ),
+        Example("import torch\ntry:\n    step()\nexcept torch.cuda.OutOfMemoryError:  # reported\n    skip()\n"),
         Example("import torch\ntry:\n    step()\nexcept torch.OutOfMemoryError:\n    skip()\n"),
     )
 
@@ -49,13 +48,7 @@ release for torch 2.5 and later pairs with.
         qualified = self.qualified_name(node)
         if qualified not in NAMES:
             return
-        root = node
-        while isinstance(root, cst.Attribute):
-            root = root.value
-        if isinstance(node, cst.Attribute) and isinstance(root, cst.Name) and self.ctx.imports.bindings.get(root.value) == "torch":
-            new = cst.Attribute(value=cst.Name(root.value), attr=cst.Name("OutOfMemoryError"))
-            self.replace(node, new, f"`{qualified}` -> `torch.OutOfMemoryError` (device-generic since torch 2.5)",
-                         needs_torch_npu=False)
-        else:
-            self.report(node, f"`{qualified}` is CUDA's spelling of the out-of-memory error",
-                        "catch torch.OutOfMemoryError (device-generic since torch 2.5; NPU out-of-memory raises it too)")
+        self.report(node, f"`{qualified}` is `torch.OutOfMemoryError` since torch 2.5, which NPU out-of-memory "
+                          "raises too: this handler catches it on Ascend; left as it is",
+                    "nothing to do on torch_npu >= 2.5 (older torch_npu raises a plain RuntimeError, which no "
+                    "OutOfMemoryError handler catches)")
