@@ -658,6 +658,13 @@ class DeviceAnalysis:
         qualified = self.ctx.qualified_name(call.func)
         if callee in _PROSE_CALLS or (callee or "").endswith(("Error", "Exception", "Warning")):
             return Verdict.PROSE
+        if callee in _EQUALITY_ASSERTS and keyword is None and not arg.star:
+            # `self.assertEqual(device.type, "cuda")` is `device.type == "cuda"` (the Shampoo
+            # tests of modded-nanogpt): judged as that comparison
+            others = [a.value for a in call.args[:2] if a is not arg and a.keyword is None]
+            for other in others:
+                if self.is_device_expr(other) and self._trusted(other):
+                    return self._rewrite(f"asserted equal to `{self._short(other)}` by `{callee}()`")
         if callee in _REGISTRATIONS or (callee == "impl" and (qualified or "").startswith("torch.library")):
             return self._left(Flow.OTHER, f"passed to `{qualified or callee}`: it registers a CUDA kernel as the "
                                           "CUDA implementation of an operator, not a device for torch to run on")
@@ -1272,6 +1279,10 @@ def _npu_selectors_of(tree: ast.Module) -> frozenset[str]:
             branch = branch.orelse[0] if len(branch.orelse) == 1 else None
         selectors |= {text for text, kinds in merged.items() if kinds == {"cuda", "npu"}}
     return frozenset(selectors)
+
+
+#: unittest's and numpy's equality assertions: an argument is compared with the other.
+_EQUALITY_ASSERTS = frozenset({"assertEqual", "assertNotEqual", "assertEquals", "assert_equal"})
 
 
 def _compared(ctx: FileContext, node: cst.CSTNode) -> bool:
