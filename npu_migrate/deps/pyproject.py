@@ -156,4 +156,3 @@ def _adder(array, original: str, array_start: int):
         return at, at, inserted.encode()
 
     return add
-

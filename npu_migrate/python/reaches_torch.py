@@ -54,6 +54,7 @@ import libcst as cst
 
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import last_name, string_value
+from npu_migrate.python.cuda_only import all_nodes
 from npu_migrate.tables.devices import DEVICE_WORD, NOT_A_DEVICE
 
 #: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
@@ -220,6 +221,7 @@ class DeviceAnalysis:
         self._privateuse1: dict[cst.CSTNode, bool] = {}
         self._pending: set[cst.CSTNode] = set()
         self._selectors: frozenset[str] | None = None
+        self._method_index: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
@@ -727,13 +729,8 @@ class DeviceAnalysis:
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
                 and func.value.value in ("self", "cls") and not arg.star):
             return None
-        tree = self.ctx.python_ast()
-        if tree is None:
-            return None
         name = func.attr.value
-        methods = [m for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for m in c.body
-                   if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name]
-        for method in methods:
+        for method in self._methods().get(name, ()):
             ordered = [*method.args.posonlyargs, *method.args.args][1:]  # past self/cls
             if arg.keyword is not None:
                 bound = next((a.arg for a in (*ordered, *method.args.kwonlyargs) if a.arg == arg.keyword.value), None)
@@ -755,6 +752,19 @@ class DeviceAnalysis:
                     return (f"passed to `self.{name}()`, which compares its `{bound}` with a device name: a selector "
                             "whose chosen branch is migrated, not a device for torch")
         return None
+
+    def _methods(self) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """The methods of the file's classes by name, from the whole file's ``ast`` (once per file)."""
+        if self._method_index is None:
+            tree = self.ctx.python_ast()
+            index: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+            for node in all_nodes(tree) if tree is not None else ():
+                if isinstance(node, ast.ClassDef):
+                    for member in node.body:
+                        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            index.setdefault(member.name, []).append(member)
+            self._method_index = index
+        return self._method_index
 
     def parameter_of(self, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
         """Public for rules that follow a value into a function of the file (NPU960)."""
@@ -809,17 +819,15 @@ class DeviceAnalysis:
         "mps"]``, matched by ``pick_device``). A literal being classified counts as
         rewritten, so two literals that refer to each other do not loop."""
         found = None
-        pending = self._pending
+        analysis = self
 
         class _Find(cst.CSTVisitor):
             def visit_SimpleString(self, node: cst.SimpleString) -> None:
                 nonlocal found
-                if found is None and string_value(node) == text and node not in pending and _compared(ctx, node):
-                    if not analysis_self._literal_rewritten(node):
-                        found = node
+                if (found is None and string_value(node) == text and node not in analysis._pending
+                        and _compared(analysis.ctx, node) and not analysis._literal_rewritten(node)):
+                    found = node
 
-        ctx = self.ctx
-        analysis_self = self
         self.ctx.module.visit(_Find())
         return found
 
@@ -1267,7 +1275,7 @@ def _npu_selectors_of(tree: ast.Module) -> frozenset[str]:
     """See :meth:`DeviceAnalysis._npu_selectors`."""
     selectors: set[str] = set()
     seen: set[int] = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if not isinstance(node, ast.If) or id(node) in seen:
             continue
         merged: dict[str, set[str]] = {}

@@ -142,35 +142,30 @@ class EnvVarRule(ShellRule):
             return
         new = ascend_name(name, self.env_vars)
         if new is not None and (profile := _network_profile(self.file.data)) is not None:
-            key = (node.start_point.row, name)
-            if key not in self.reported:
-                self.reported.add(key)
-                self.report(node, f"`{name}` is set by this script's NVIDIA network profile (`{profile}`: "
-                                  "GPUDirect-TCPX(O)/FasTrak, an NCCL net or tuner plugin); its values are that "
-                                  "platform's (NIC names, GPU sets); left unchanged",
-                            f"on Ascend set `{new}` to the Ascend nodes' own values, in a profile of their own")
+            self._report_once(node, name, f"`{name}` is set by this script's NVIDIA network profile (`{profile}`: "
+                                          "GPUDirect-TCPX(O)/FasTrak, an NCCL net or tuner plugin); its values are "
+                                          "that platform's (NIC names, GPU sets); left unchanged",
+                              f"on Ascend set `{new}` to the Ascend nodes' own values, in a profile of their own")
             return
         if new is not None and pinned_interface(name, file_text(self.file.data)):
-            key = (node.start_point.row, name)
-            if key not in self.reported:
-                self.reported.add(key)
-                self.report(node, f"`{name}` is set to a literal naming this cluster's network interfaces; "
-                                  "left unchanged", IFNAME_ADVICE)
+            self._report_once(node, name, f"`{name}` is set to a literal naming this cluster's network interfaces; "
+                                          "left unchanged", IFNAME_ADVICE)
             return
         other = _other_framework(node) if new is not None else None
         if other is not None:
-            key = (node.start_point.row, name)
-            if key not in self.reported:
-                self.reported.add(key)
-                self.report(node, f"`{name}` is set for a command that runs {other}, not torch: that framework "
-                                  "reads it on NVIDIA GPUs and knows no Ascend variable; left unchanged",
-                            "nothing to do for the torch jobs; run that framework's job where its GPUs are, or "
-                            "port it (JAX and TensorFlow have no torch_npu)")
+            self._report_once(node, name, f"`{name}` is set for a command that runs {other}, not torch: that "
+                                          "framework reads it on NVIDIA GPUs and knows no Ascend variable; left unchanged",
+                              "nothing to do for the torch jobs; run that framework's job where its GPUs are, or "
+                              "port it (JAX and TensorFlow have no torch_npu)")
             return
         if new is not None:
             self.replace(offset, offset + len(raw), new, f"`{name}` -> `{new}`")
             return
+        self._report_once(node, name, f"`{name}` has no effect on Ascend", advice(name))
+
+    def _report_once(self, node: Node, name: str, message: str, suggestion: str) -> None:
+        """One finding per variable and line (a name written twice on a line is one report)."""
         key = (node.start_point.row, name)
         if key not in self.reported:
             self.reported.add(key)
-            self.report(node, f"`{name}` has no effect on Ascend", advice(name))
+            self.report(node, message, suggestion)
