@@ -127,6 +127,39 @@ KERNEL_PACKAGES = frozenset({
 })
 KIND_NAMED_PACKAGE = "a CUDA-only package or feature named by the test, its message or the value it picks"
 
+#: Packages with no Ascend build whose import itself fails there: flash-attn and its
+#: compiled parts (its wheel is built against CUDA; installed without the build, the
+#: import of ``flash_attn_2_cuda`` fails), Transformer Engine (loads a CUDA library at
+#: import), Megatron's parts of NVIDIA apex (Ascend's apex builds amp and the fused
+#: optimizers, not ``apex.transformer``/``apex.contrib``), TensorRT, PyCUDA, DALI and
+#: the SSM/MoE/attention kernel packages of :data:`KERNEL_PACKAGES`. Not Triton
+#: (triton-ascend), DeepSpeed, bitsandbytes or xformers, which import on Ascend.
+NO_ASCEND_IMPORT = frozenset({
+    "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "flash_attn_cuda", "transformer_engine",
+    "apex.transformer", "apex.contrib", "tensorrt", "tensorrt_llm", "pycuda", "nvidia.dali",
+}) | KERNEL_PACKAGES - {"flashinfer", "tilelang"}
+
+
+def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:
+    """``(module, line)`` of the first import, among the module-level statements of
+    ``tree`` (not inside ``try``/``if``/a function), of a package in
+    :data:`NO_ASCEND_IMPORT` or of a compiled CUDA extension by its module name
+    (``xentropy_cuda_lib``, ``fused_layer_norm_cuda``): the module cannot be imported
+    on Ascend at all."""
+    for statement in tree.body if tree is not None else ():
+        if isinstance(statement, ast.Import):
+            names = [alias.name for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            names = [statement.module]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if (any(_within(name, package) for package in NO_ASCEND_IMPORT)
+                    or (len(parts) == 1 and _compiled_part(parts[0], last=False) and parts[0] != "_C")):
+                return name, statement.lineno
+    return None
+
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(

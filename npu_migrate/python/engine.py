@@ -382,6 +382,14 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, held_gates = _gates_over_left_cuda(ctx, edits, findings, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in held_gates if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
+    if edits and (blocker := cuda_backend.unimportable_module(ctx)) is not None:
+        # a module that cannot be imported on Ascend: its edits serve nothing until that
+        # import is ported; the findings that say how to port it stay
+        if KERNEL_GATE_RULE in active and not is_suppressed(table, line(edits[0].anchor), KERNEL_GATE_RULE):
+            findings.append(FindingRecord(KERNEL_GATE_RULE, edits[0].anchor, blocker,
+                                          "port that import first, then run npu-migrate again to migrate the rest"))
+        edits = []
+        ctx.uses_npu_unimported = None
     edits = _device_fstrings(ctx, edits)
     edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}

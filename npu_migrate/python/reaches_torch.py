@@ -679,7 +679,11 @@ class DeviceAnalysis:
                                           "an implementation for that device, not a device for torch to run on")
         if keyword is not None:
             root = qualified.split(".")[0] if qualified else None
-            if is_device_word(keyword) and root is not None and root not in TORCH_DEVICE_LIBRARIES:
+            if (is_device_word(keyword) and root is not None and root not in TORCH_DEVICE_LIBRARIES
+                    and not self._project_module(qualified)):
+                # (a module of this project takes the same device strings as the rest of its
+                # code, which is migrated with it: OLMo-core's `Attention(init_device="cuda")`
+                # beside `torch.randn(..., device="cuda")` in one test must move together)
                 flow = Flow.OTHER if root in OTHER_SYSTEMS else Flow.UNKNOWN
                 return self._left(flow, f"passed as `{keyword}=` to `{qualified}`, a library whose device argument "
                                         "is not known to be a torch device")

@@ -99,6 +99,20 @@ streams, grid sizing (`multi_processor_count`, `warp_size`) and devices exist fo
 kernels; a training script that defines a kernel is still migrated. FP4 formats (NVFP4,
 MXFP4) count as CUDA-only words like FP8 (no FP4 matmul on Atlas A2/A3).
 
+**Modules that cannot be imported on Ascend** are left alone and reported once: a module
+without a `__main__` block whose module-level code (not under `try`/`if`, not in a
+function) imports a package with no Ascend build: flash-attn and its compiled parts,
+Transformer Engine, `apex.transformer`/`apex.contrib` (Apex for Ascend builds amp and the
+fused optimizers only), TensorRT, PyCUDA, DALI, and the SSM/MoE/attention kernel packages
+(mamba-ssm, causal-conv1d, DeepEP, grouped_gemm...), or a compiled CUDA extension by name
+(`xentropy_cuda_lib`). Nothing in such a module runs on Ascend until that import is ported,
+so its device edits would serve nothing (held-out rounds: trlx's NeMo models, which import
+`apex.transformer`; TinyLlama's `lit_gpt` model, which imports flash-attn). The import's
+own finding (NPU901, NPU903...) says how to port it; once ported, a second run migrates the
+rest. A script (with a `__main__` block) is still migrated: its imports are the first thing
+its owner ports. Triton, DeepSpeed, bitsandbytes and xformers import on Ascend and do not
+count.
+
 **Test modules of kernels** are left alone as a whole and reported once: a test
 module (`test_*.py`, `*_test.py`, `conftest.py`, a file under `tests/`) whose folders
 below `tests/` or whose name is about kernels (`kernel`, `triton`, `fused`,
