@@ -46,6 +46,8 @@ class EditApplier(cst.CSTTransformer):
                 and updated_node is not original_node and original_node.trailing_whitespace.comment is not None:
             # a comment that lists the old values follows the rewrite (npu_migrate/python/comments.py)
             updated_node = follow_rewrites(original_node, updated_node)
+        if isinstance(original_node, cst.FormattedString) and updated_node is not original_node:
+            updated_node = _quotes_fit(updated_node)
         before = self.before.get(original_node)
         after = self.after.get(original_node)
         if after and _is_import_line(original_node) and not _is_import_line(after[0]) and not after[0].leading_lines:
@@ -55,6 +57,45 @@ class EditApplier(cst.CSTTransformer):
             kept = () if isinstance(updated_node, cst.RemovalSentinel) else (updated_node,)
             return cst.FlattenSentinel([*(before or ()), *kept, *(after or ())])
         return updated_node
+
+
+class _OtherQuote(cst.CSTTransformer):
+    """Strings inside one f-string's replacement fields written with ``quote`` get the
+    other quote: before Python 3.12 an f-string cannot hold its own quote character in
+    a field (VAR's ``print(f'...{torch.backends.cudnn.allow_tf32}')`` became a syntax error
+    on 3.11 once NPU601 wrote ``hasattr(torch.npu, 'conv')`` there). Nested f-strings are
+    fitted on their own leave."""
+
+    def __init__(self, quote: str) -> None:
+        super().__init__()
+        self.quote = quote
+        self.other = '"' if quote == "'" else "'"
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> bool:
+        return False
+
+    def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString) -> cst.SimpleString:
+        value = updated_node.value
+        prefix = len(value) - len(value.lstrip("rRbBuU"))
+        body = value[prefix:]
+        if body[:1] != self.quote or body[:3] == self.quote * 3:
+            return updated_node
+        inner = body[1:-1]
+        if self.other in inner or "\\" in inner:
+            return updated_node  # (cannot be requoted as it is; rare in generated code)
+        return updated_node.with_changes(value=value[:prefix] + self.other + inner + self.other)
+
+
+def _quotes_fit(node: cst.FormattedString) -> cst.FormattedString:
+    """``node`` with the strings its replacement fields hold requoted where they use the
+    f-string's own (single-character) quote."""
+    quote = node.start.lstrip("fFrRbB")
+    if quote not in ("'", '"'):
+        return node  # triple-quoted: a field may hold either quote
+    fixer = _OtherQuote(quote)
+    parts = [part.with_changes(expression=part.expression.visit(fixer))
+             if isinstance(part, cst.FormattedStringExpression) else part for part in node.parts]
+    return node.with_changes(parts=parts)
 
 
 def _is_import_line(node: cst.CSTNode) -> bool:
