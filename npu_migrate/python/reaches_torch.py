@@ -679,6 +679,12 @@ class DeviceAnalysis:
                                           "an implementation for that device, not a device for torch to run on")
         if keyword is not None:
             root = qualified.split(".")[0] if qualified else None
+            if (keyword == "device_map" and callee == "from_pretrained"
+                    and (root is None or root in TORCH_DEVICE_LIBRARIES or self._project_module(qualified))):
+                # Hugging Face's loading convention (transformers, diffusers, peft, and the
+                # project classes that copy it: oat's `backbone_cls.from_pretrained(name,
+                # device_map="cuda:0")`): a device string there is the torch device to load on
+                return self._rewrite("passed as `device_map=` to `from_pretrained`, which loads onto that torch device")
             if (is_device_word(keyword) and root is not None and root not in TORCH_DEVICE_LIBRARIES
                     and not self._project_module(qualified)):
                 # (a module of this project takes the same device strings as the rest of its
