@@ -54,6 +54,12 @@ _TIMM_REQUIREMENT = re.compile(rb"""^[ \t\-"']*timm[ \t]*((?:[<>=!~]=?[ \t]*[\w.
 _TRANSFORMERS_REQUIREMENT = re.compile(
     rb"""(?:^|(?<=[\[,(]))[ \t\-"']*transformers(?:\[[\w, \t-]*\])?[ \t]*((?:[<>=!~]=?=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""",
     re.MULTILINE)
+#: ``torch==2.2.2`` / ``"torch>=2.1,<2.3"`` / a conda environment's ``- pytorch=2.2.2`` (conda's
+#: ``=`` is a prefix match: ``==2.2.2.*``): NPU301 writes ``torch.npu.amp.GradScaler`` where every
+#: allowed torch predates ``torch.amp.GradScaler`` (2.3).
+_TORCH_REQUIREMENT = re.compile(
+    rb"""(?:^|(?<=[\[,(]))[ \t\-"']*(?:py)?torch(?![\w-])(?:\[[\w, \t-]*\])?[ \t]*((?:[<>=!~]=?=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""",
+    re.MULTILINE)
 #: The project's own attention-class registry for flash-attention (InternVL's
 #: ``INTERNLM2_ATTENTION_CLASSES = {'eager': ..., 'flash_attention_2': ...}`` or a packed-training
 #: patch ``LLAMA_ATTENTION_CLASSES['flash_attention_2'] = ...``): NPU920 then reports instead of
@@ -77,8 +83,21 @@ _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\
 
 
 def _transformers_specifiers(path: str, data: bytes) -> list[str]:
-    """The version specifiers of every transformers requirement of one dependency file.
-    A ``pyproject.toml`` is read as TOML, and each string of its dependency tables as a
+    """The version specifiers of every transformers requirement of one dependency file
+    (:func:`_specifiers`)."""
+    return _specifiers(path, data, "transformers", _TRANSFORMERS_REQUIREMENT)
+
+
+def _torch_specifiers(path: str, data: bytes) -> list[str]:
+    """The same for torch (``pytorch`` in a conda environment)."""
+    found = _specifiers(path, data, "torch", _TORCH_REQUIREMENT)
+    # conda's `pytorch=2.2.2` means 2.2.2 or any release under it
+    return [f"=={spec[1:]}.*" if re.fullmatch(r"=[\d.]+", spec) else spec for spec in found]
+
+
+def _specifiers(path: str, data: bytes, name: str, pattern: re.Pattern[bytes]) -> list[str]:
+    """The version specifiers of every ``name`` requirement of one dependency file. A
+    ``pyproject.toml`` is read as TOML, and each string of its dependency tables as a
     requirement (``[project] dependencies``, every ``optional-dependencies`` extra, as
     lerobot's ``transformers-dep = ["transformers>=5.4.0,<5.6.0"]``, ``[dependency-groups]``,
     Poetry's tables); other files, and a pyproject TOML cannot read, line by line."""
@@ -87,9 +106,9 @@ def _transformers_specifiers(path: str, data: bytes) -> list[str]:
 
         found = requirement_strings(data)
         if found is not None:
-            return [spec for name, spec in found if name == "transformers"]
+            return [spec for found_name, spec in found if found_name == name]
     return [m.group(1).decode("ascii", "replace").replace(" ", "").replace("\t", "").strip(",")
-            for m in _TRANSFORMERS_REQUIREMENT.finditer(data)]
+            for m in pattern.finditer(data)]
 
 
 @dataclass(frozen=True)
@@ -109,6 +128,9 @@ class ProjectFacts:
     #: The transformers version specifiers of the project's dependency files, ``;``-separated
     #: in path order (``>=4.53.3;==5.15``), "" when none names a version.
     transformers_specifier: str = ""
+    #: The same for torch: NPU301 keeps to APIs every allowed torch has (``torch.amp.GradScaler``
+    #: is 2.3's, ``torch.amp.custom_fwd`` 2.4's).
+    torch_specifier: str = ""
     #: Some Python file of the project registers its own flash-attention class and
     #: either has no "sdpa" entry beside it or replaces transformers' FA2 class.
     custom_flash_attention: bool = False
@@ -157,6 +179,7 @@ class ProjectFacts:
         files: list[str] = []
         timm = ""
         transformers: dict[str, str] = {}
+        torch_pins: dict[str, str] = {}
         custom_flash = False
         importers: set[str] = set()
         packages_seen: set[str] = set()
@@ -177,6 +200,10 @@ class ProjectFacts:
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
                 for number, spec in enumerate(_transformers_specifiers(path, data)):
                     transformers[os.path.abspath(path) + f"#{number}"] = spec
+            if (path is not None and b"torch" in data
+                    and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
+                for number, spec in enumerate(_torch_specifiers(path, data)):
+                    torch_pins[os.path.abspath(path) + f"#{number}"] = spec
             if path is not None and path.endswith(".py") and b"npu_runtime" in data and IMPORTS_RUNTIME.search(data):
                 importers.add(path)
             if path is not None and os.path.basename(path) == "__init__.py":
@@ -218,6 +245,7 @@ class ProjectFacts:
             cuda_only_modules=frozenset(name for name, only in by_name.items() if only),
             timm_specifier=timm,
             transformers_specifier=";".join(transformers[k] for k in sorted(transformers)),
+            torch_specifier=";".join(torch_pins[k] for k in sorted(torch_pins)),
             custom_flash_attention=custom_flash,
             runtime_importers=frozenset(importers),
             package_dirs=frozenset(packages_seen),
@@ -257,7 +285,7 @@ class ProjectFacts:
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},"
-                f"transformers={self.transformers_specifier or '-'},flash={int(self.custom_flash_attention)},"
+                f"transformers={self.transformers_specifier or '-'},torch={self.torch_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
 

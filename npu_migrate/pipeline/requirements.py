@@ -85,3 +85,30 @@ def requirement_strings(data: bytes) -> list[tuple[str, str]] | None:
             continue
         found.append((canonicalize_name(requirement.name), str(requirement.specifier)))
     return found
+
+
+#: torch releases from 2.3 on, the ones an API new in some 2.x may need
+_LATER_TORCH = tuple(f"2.{minor}.{patch}" for minor in range(3, 20) for patch in range(4)) + ("3.0.0",)
+
+
+def admits_only_below(specifiers: str, release: str) -> bool:
+    """``specifiers`` (``;``-separated, one per dependency file, as the project facts
+    keep them) each admit only releases older than ``release`` (``~=2.1.0``, ``==2.2.2.*``,
+    ``<2.3``): True. No specifier, one that cannot be read, or one that admits
+    ``release`` or a later one: False, so the caller keeps to today's API."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
+    found = [s.strip() for s in specifiers.split(";") if s.strip()]
+    if not found:
+        return False
+    floor = Version(release)
+    later = [v for v in _LATER_TORCH if Version(v) >= floor]
+    for text in found:
+        try:
+            allowed = SpecifierSet(text)
+        except InvalidSpecifier:
+            return False
+        if any(allowed.contains(v, prereleases=True) for v in later):
+            return False
+    return True

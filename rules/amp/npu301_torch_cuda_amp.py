@@ -14,6 +14,7 @@ from npu_migrate.python.imports import (
     guard_text,
     npu_device_type,
 )
+from npu_migrate.pipeline.requirements import admits_only_below
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
@@ -72,6 +73,15 @@ device-generic `torch.amp` API with the device `"npu"`:
   torch_npu deprecates its own `torch.npu.amp.custom_fwd/bwd` with a FutureWarning
   that names exactly this form. The bare decorator `@custom_fwd` becomes
   `@custom_fwd(device_type="npu")`; `cast_inputs=` is kept.
+
+**Projects on an older torch.** `torch.amp.GradScaler(device, ...)` is torch 2.3's and
+`torch.amp.custom_fwd(device_type=...)` torch 2.4's; torch-npu X.Y pairs with torch X.Y
+exactly. Where every torch the project's dependency files allow is older (`torch~=2.1.0`,
+a conda environment's `pytorch=2.2.2`, `<2.3`), a `torch.cuda.amp.GradScaler(...)` call
+becomes torch_npu's own `torch.npu.amp.GradScaler(...)`, same parameters (VAR, MAR), and
+the other forms (`from torch.cuda.amp import GradScaler`, custom_fwd/bwd) are reported with
+the torch_npu name to use. autocast has its device-generic form in every torch 2.x. With no
+pin, or one that admits 2.3 or later, today's `torch.amp` form is written.
 
 Every import form works. `torch.cuda.amp.X` chains lose their `cuda` segment
 (`torch.amp.X`); import statements are rewritten in place instead of adding new
@@ -139,6 +149,9 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         binding = self.ctx.imports.bindings.get(root.value) if root is not None else None
         if root is not None and root.value in self.ctx.imports.conflicting:
             binding = None  # imported twice with different targets: do not guess which one this is
+        if (floor := self._too_new(qualified)) is not None and binding is not None and not in_amp(binding):
+            self._older_torch(node, qualified, binding, floor)
+            return
         if binding == "torch" and isinstance(node, cst.Attribute):
             self._rewrite_use(node, qualified, drop_cuda)
         elif binding == "torch.cuda" and isinstance(node, cst.Attribute) and self._torch_is_free():
@@ -148,6 +161,30 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             self.alias_uses.setdefault(root.value, []).append((node, qualified))
         else:
             self.report(node, f"`{qualified}` runs on CUDA only", _suggestion(qualified))
+
+    def _too_new(self, qualified: str) -> str | None:
+        """The torch release that brought ``qualified``'s torch.amp target, where every torch
+        the project allows is older (its dependency files pin it below): None otherwise."""
+        floor = _FLOOR.get(TARGETS.get(qualified, (None,))[0])
+        if floor is None or not admits_only_below(self.ctx.facts.torch_specifier, floor):
+            return None
+        return floor
+
+    def _older_torch(self, node: cst.CSTNode, qualified: str, binding: str, floor: str) -> None:
+        """A project on an older torch: ``torch.cuda.amp.GradScaler(...)`` becomes torch_npu's
+        own ``torch.npu.amp.GradScaler(...)`` (same parameters; torch.amp.GradScaler is torch
+        2.3's); what cannot be written that way is reported."""
+        kind, target = TARGETS[qualified]
+        usage = self._usage(node, qualified)
+        pinned = self.ctx.facts.torch_specifier
+        if kind == "scaler" and binding == "torch" and usage is not None and usage[0] == "call":
+            self.replace(node, _cuda_to_npu, f"`{qualified}` -> `{qualified.replace('.cuda.', '.npu.')}` "
+                         f"(this project's torch, {pinned}, predates `{target}`)")
+            return
+        self.report(node, f"`{qualified}` runs on CUDA only, and `{target}` needs torch {floor} while this "
+                    f"project pins torch {pinned}; left unchanged",
+                    f"use `{qualified.replace('.cuda.', '.npu.')}` (torch_npu's own, same parameters), or raise the "
+                    f"torch pin to {floor} or later and run npu-migrate again")
 
     def _torch_is_free(self) -> bool:
         return self.ctx.imports.bindings.get("torch", "torch") == "torch"
@@ -292,22 +329,34 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
         """Every use through ``local`` can be rewritten (and the name itself has a target)."""
         if imported not in MODULES and imported not in TARGETS:
             return False
+        if self._too_new(imported) or any(self._too_new(q) for _, q in self.alias_uses.get(local, [])):
+            return False  # its torch.amp target is newer than the project's torch: reported
         return all(self._usage(node, q) is not None for node, q in self.alias_uses.get(local, []))
 
     def _rewrite_uses(self, local: str) -> None:
         for node, qualified in self.alias_uses.get(local, []):
             self._rewrite_use(node, qualified, None)
 
-    @staticmethod
-    def _why(local: str) -> str:
-        return f"left unchanged: not every use or import of `{local}` in this file can be rewritten"
 
     def _report_import(self, local: str, alias: cst.ImportAlias, imported: str) -> None:
-        self.report(alias, f"`{imported}` runs on CUDA only; {self._why(local)}", _suggestion(imported))
+        self.report(alias, f"`{imported}` runs on CUDA only; {self._why(local, imported)}",
+                    self._older_suggestion(imported) or _suggestion(imported))
 
     def _report_uses(self, local: str) -> None:
         for node, qualified in self.alias_uses.get(local, []):
-            self.report(node, f"`{qualified}` runs on CUDA only; {self._why(local)}", _suggestion(qualified))
+            self.report(node, f"`{qualified}` runs on CUDA only; {self._why(local, qualified)}",
+                        self._older_suggestion(qualified) or _suggestion(qualified))
+
+    def _why(self, local: str, qualified: str) -> str:
+        if (floor := self._too_new(qualified)) is not None:
+            return (f"left unchanged: its torch.amp form needs torch {floor}, and this project pins torch "
+                    f"{self.ctx.facts.torch_specifier}")
+        return f"left unchanged: not every use or import of `{local}` in this file can be rewritten"
+
+    def _older_suggestion(self, qualified: str) -> str | None:
+        if self._too_new(qualified) is None:
+            return None
+        return f"import it from torch.npu.amp instead (torch_npu's own `{qualified.replace('.cuda.', '.npu.')}`)"
 
     def _move_alias(self, alias: cst.ImportAlias, imported: str) -> None:
         new = MODULES[imported]
@@ -328,6 +377,19 @@ def _new_module(statement: cst.ImportFrom) -> str | None:
     import amp``, the torch.amp counterpart of a torch.cuda.amp module, else None."""
     module = cst.helpers.get_full_name_for_node(statement.module)
     return "torch" if module == "torch.cuda" else MODULES.get(module)
+
+
+#: kind -> the torch release whose torch.amp has it with a device argument
+_FLOOR = {"scaler": "2.3", "custom": "2.4"}
+
+
+def _cuda_to_npu(node: cst.Attribute) -> cst.Attribute:
+    """``torch.cuda.amp.X`` -> ``torch.npu.amp.X`` (the ``cuda`` part of the chain renamed)."""
+    if isinstance(node.value, cst.Attribute):
+        if node.value.attr.value == "cuda" and isinstance(node.value.value, cst.Name):
+            return node.with_changes(value=node.value.with_changes(attr=cst.Name("npu")))
+        return node.with_changes(value=_cuda_to_npu(node.value))
+    return node
 
 
 def _root(node: cst.CSTNode) -> cst.Name | None:
