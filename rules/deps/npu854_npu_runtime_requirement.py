@@ -21,6 +21,23 @@ PACKAGE_LISTS = frozenset({"[project] dependencies", "[tool.poetry.dependencies]
 MAIN_REQUIREMENTS = frozenset({"requirements.txt", "requirements.in"})
 
 
+#: npu-runtime's own requires-python (runtime/pyproject.toml)
+RUNTIME_PYTHON = ">=3.10"
+_RUNTIME_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
+
+
+def _admits_runtime_python(specifier: str) -> bool:
+    """A Python pin (``==3.8.5.*``, ``>=3.8``) that allows a Python npu-runtime installs on;
+    an unreadable one counts as allowing it (declared as before)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        allowed = SpecifierSet(specifier)
+    except InvalidSpecifier:
+        return True
+    return any(allowed.contains(f"{version}.0") or allowed.contains(f"{version}.5") for version in _RUNTIME_PYTHONS)
+
+
 def _is_runtime(entry) -> bool:
     return entry.name is not None and canonicalize_name(entry.name) == DISTRIBUTION
 
@@ -69,7 +86,11 @@ verl's `scripts/` package, torchtitan's `torchtitan/experiments/`) keeps its ins
 `[options] install_requires`, Poetry's, `setup.py`'s via NPU862) as they are:
 `pip install <library>` must not need npu-runtime; the scripts' requirements file
 gets it, or the finding says what to install.
-A file that already names npu-runtime is left alone, whatever the version.
+A file that already names npu-runtime is left alone, whatever the version. An environment
+that pins a Python npu-runtime does not support (`python=3.8.5` in a conda environment;
+npu-runtime needs 3.10 or later) gets a finding instead of the line, since a pip step that
+cannot resolve stops `conda env create` as a whole; the migrated entry points still start
+there (their `import npu_runtime` is guarded).
 Nothing is added to a repository whose code never imports npu_runtime, nor
 when `--vendor-runtime` puts a copy in the tree. Where no file of the run
 declares it, the finding on the file that imports it says what to install
@@ -115,6 +136,17 @@ declares it, the finding on the file that imports it says what to install
 
         if is_auxiliary(self.file.path, project_root(self.file.path)):
             return  # CI, tests, docs: not what the project needs to run
+        python = next((e for lst in document.lists for e in lst.entries if e.name == "python"
+                       and e.specifier and not _admits_runtime_python(e.specifier)), None)
+        if python is not None:
+            # MAR's `python=3.8.5` conda environment: a pip step that cannot resolve would stop
+            # `conda env create` as a whole
+            self.report_entry(python, f"the code imports npu_runtime, but {DISTRIBUTION} needs Python "
+                              f"{RUNTIME_PYTHON} and this environment pins `{python.shown}`; not declared here",
+                              f"raise the Python pin to {RUNTIME_PYTHON.lstrip('>=')} or later and add `{requirement}`, "
+                              "or vendor the runtime (--vendor-runtime DIR); the migrated entry points start without it "
+                              "(they print what is lost)")
+            return
         lists = [lst for lst in document.lists if lst.where in MAIN_LISTS and lst.entries]
         if self.file.settings.facts.runtime_only_in_scripts:
             # a library whose scripts import npu_runtime: its install requirements stay as they are
