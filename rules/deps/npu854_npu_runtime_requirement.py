@@ -38,6 +38,19 @@ def _admits_runtime_python(specifier: str) -> bool:
     return any(allowed.contains(f"{version}.0") or allowed.contains(f"{version}.5") for version in _RUNTIME_PYTHONS)
 
 
+def _read_into_install_requires(path: str) -> bool:
+    """The ``setup.py`` beside the requirements file ``path`` reads it (its name is a string
+    there) and passes ``install_requires``: the file is the package's install list."""
+    setup = os.path.join(os.path.dirname(os.path.abspath(path)), "setup.py")
+    try:
+        with open(setup, "rb") as handle:
+            text = handle.read(1 << 20)
+    except OSError:
+        return False
+    name = os.path.basename(path).encode()
+    return b"install_requires" in text and re.search(rb"""["'](?:\./)?""" + re.escape(name) + rb"""["']""", text) is not None
+
+
 def _is_runtime(entry) -> bool:
     return entry.name is not None and canonicalize_name(entry.name) == DISTRIBUTION
 
@@ -83,7 +96,8 @@ get it. A library whose scripts import npu_runtime but none of whose library
 modules does (a package module counts as a script when one of its packages is named
 `scripts`, `examples`, `experiments`, `tools`, `benchmarks`, `recipes` or `demos`:
 verl's `scripts/` package, torchtitan's `torchtitan/experiments/`) keeps its install requirements (`[project] dependencies`,
-`[options] install_requires`, Poetry's, `setup.py`'s via NPU862) as they are:
+`[options] install_requires`, Poetry's, `setup.py`'s via NPU862, and a requirements
+file that `setup.py` reads into `install_requires`, as GaLore's does) as they are:
 `pip install <library>` must not need npu-runtime; the scripts' requirements file
 gets it, or the finding says what to install.
 A file that already names npu-runtime is left alone, whatever the version. An environment
@@ -151,6 +165,8 @@ declares it, the finding on the file that imports it says what to install
         if self.file.settings.facts.runtime_only_in_scripts:
             # a library whose scripts import npu_runtime: its install requirements stay as they are
             lists = [lst for lst in lists if lst.where not in PACKAGE_LISTS]
+            if document.format == "requirements" and _read_into_install_requires(self.file.path):
+                return  # GaLore's setup.py: `install_requires=open("requirements.txt")...`
         if document.format == "requirements" and self._includes_a_declaring_file():
             return  # `-r requirements.txt`: the included file declares it
         if document.format == "requirements":
