@@ -86,7 +86,9 @@ def normalize(qualified: str | None) -> str | None:
     """``torch.profiler.profiler.profile`` -> ``torch.profiler.profile``; None outside torch.profiler."""
     if qualified is None:
         return None
-    if qualified.startswith("torch.profiler.profiler."):
+    if qualified == "torch.profiler.profiler" or qualified.startswith("torch.profiler.profiler."):
+        # (the module itself too: smollm's `from torch.profiler.profiler import ProfilerActivity,
+        # profile`, whose uses were rewritten while the import stayed torch's)
         qualified = SOURCE + qualified[len("torch.profiler.profiler") :]
     if qualified == SOURCE or qualified.startswith(SOURCE + "."):
         return qualified
