@@ -38,15 +38,17 @@ class Attention(Enum):
 
 #: A key or option that turns packing / padding-free batches on, with a true value
 #: (``packing: true``, ``"padding_free": true``, ``--packing True``, ``--padding_free``,
-#: ``packing=True``, ``neat_packing: true``).
+#: ``packing=True``, ``neat_packing: true``, nanotron's ``_use_doc_masking: true``: packed
+#: documents masked from each other by flash-attn's varlen kernels).
 _PACKING_ON = re.compile(
-    rb"""(?:^|[\s{,("'-])-{0,2}["']?(?:\w*_)?(?:packing|padding_free|pack_sequences?)["']?"""
+    rb"""(?:^|[\s{,("'-])-{0,2}["']?(?:\w*_)?(?:packing|padding_free|pack_sequences?|doc_masking|document_masking)["']?"""
     rb"""(?:(?:[ \t]*[:=][ \t]*|[ \t]+)["']?(?:true|yes|on|1)\b|(?=[ \t]*(?:\\?\r?\n|$|[ \t]--)))""",
     re.IGNORECASE | re.MULTILINE,
 )
 #: Code that builds packed, padding-free batches or picks the attention for them.
 _PACKING_CODE = re.compile(
-    rb"DataCollatorWithFlattening|\bpadding_free\b|\b\w*packing\w*\b|\bpack_sequences?\b|\bcu_seqlens\w*\b")
+    rb"DataCollatorWithFlattening|\bpadding_free\b|\b\w*packing\w*\b|\bpack_sequences?\b|\bcu_seqlens\w*\b"
+    rb"|\b\w*doc(?:ument)?_masking\b")
 
 
 def packing_configured(data: bytes, *, code: bool = False) -> bool:
