@@ -335,7 +335,9 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> 
     if re.search(r"\.is_npu\b", code):
         lines.append(IS_NPU_IS_CUDA)
     autocast = _NPU_AUTOCAST_USE.search(code) is not None
-    if autocast and not lines:
+    if autocast and not any("torch.npu = torch.cuda" in line for line in lines):
+        # NO_NPU_AMP below sets an attribute of torch.npu, which must exist first (OLMo-core's
+        # ops/moe.py used only `x.is_npu` and autocast("npu"): AttributeError on import on CPU)
         lines.insert(0, NPU_IS_CUDA)
     if autocast or _NPU_DEVICE_TYPE_USE.search(code):
         lines.append(npu_device_type(quote or preferred_quote(code)))
