@@ -82,6 +82,19 @@ _ASCEND_NAME = re.compile(r"(?:^|[^a-z0-9])(?:npu|ascend)(?:[^a-z0-9])", re.IGNO
 _DEPENDENCY_FILE = re.compile(r"(requirements.*\.txt|.*constraints.*\.txt|setup\.py|setup\.cfg|pyproject\.toml|environment.*\.ya?ml|conda(?:[-_].*)?\.ya?ml)")
 
 
+#: a module-level definition of a pytest mark or a tuple of marks, or a ``requires_*`` function
+_DEFINES_MARKS = re.compile(rb"^(?:\w+[ \t]*=[ \t]*[(\[]?[ \t\n]*pytest\.mark\.|def[ \t]+requires_\w*[ \t]*\()",
+                            re.MULTILINE)
+_TEST_MODULE_NAME = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")
+
+
+def may_define_skip_marks(path: str, data: bytes) -> bool:
+    """A module that may define the project's CUDA skip marks for other modules (not a
+    test module, which no other module imports: a ``conftest.py`` or a testing helper)."""
+    return (path.endswith(".py") and b"skipif" in data and b"torch.cuda" in data
+            and not _TEST_MODULE_NAME.search(path.replace("\\", "/")) and _DEFINES_MARKS.search(data) is not None)
+
+
 def _transformers_specifiers(path: str, data: bytes) -> list[str]:
     """The version specifiers of every transformers requirement of one dependency file
     (:func:`_specifiers`)."""
@@ -131,6 +144,10 @@ class ProjectFacts:
     #: The same for torch: NPU301 keeps to APIs every allowed torch has (``torch.amp.GradScaler``
     #: is 2.3's, ``torch.amp.custom_fwd`` 2.4's).
     torch_specifier: str = ""
+    #: ``(absolute path, digest)`` of the modules that may define the project's own test
+    #: skip marks (:func:`may_define_skip_marks`); the Python front end decides which of
+    #: their marks stay CUDA tests (:mod:`npu_migrate.python.skip_marks`).
+    skip_mark_modules: tuple[tuple[str, str], ...] = ()
     #: Some Python file of the project registers its own flash-attention class and
     #: either has no "sdpa" entry beside it or replaces transformers' FA2 class.
     custom_flash_attention: bool = False
@@ -180,6 +197,7 @@ class ProjectFacts:
         timm = ""
         transformers: dict[str, str] = {}
         torch_pins: dict[str, str] = {}
+        mark_modules: list[tuple[str, str]] = []
         custom_flash = False
         importers: set[str] = set()
         packages_seen: set[str] = set()
@@ -217,6 +235,8 @@ class ProjectFacts:
                 custom_flash = any(b"sdpa" not in m.group() or m.group().startswith(b"[")
                                    for m in _FLASH_REGISTRY.finditer(data))
             imports[os.path.abspath(path)] = _imported_names(data)
+            if may_define_skip_marks(path, data):
+                mark_modules.append((os.path.abspath(path), hashlib.sha1(data).hexdigest()[:16]))
             if any(word in data for word in _TRAINS_WORDS) and TRAINS.search(data):
                 training.add(os.path.abspath(path))
             file = module_file(path)
@@ -246,6 +266,7 @@ class ProjectFacts:
             timm_specifier=timm,
             transformers_specifier=";".join(transformers[k] for k in sorted(transformers)),
             torch_specifier=";".join(torch_pins[k] for k in sorted(torch_pins)),
+            skip_mark_modules=tuple(sorted(mark_modules)),
             custom_flash_attention=custom_flash,
             runtime_importers=frozenset(importers),
             package_dirs=frozenset(packages_seen),
@@ -281,7 +302,8 @@ class ProjectFacts:
                  + sorted(f"imported:{f}" for f in self.imported_files)
                  + sorted(f"imports-training:{f}" for f in self.imports_training)
                  + sorted(f"local:{f}" for f in _relative(self.local_modules))
-                 + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files)))
+                 + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files))
+                 + [f"skip:{os.path.basename(path)}:{digest}" for path, digest in self.skip_mark_modules])
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},"

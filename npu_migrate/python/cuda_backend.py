@@ -153,7 +153,8 @@ def _makes_a_choice(statement: cst.SimpleStatementLine) -> bool:
 
 def kernel_module(ctx: FileContext) -> str | None:
     """Why ``ctx`` is a library module of CUDA-only code as a whole, or None. With no
-    ``__main__`` block (a script that defines a kernel is still a script), one of:
+    ``__main__`` block (a script that defines a kernel is still a script; a package
+    module's ``__main__`` self-test that does not train does not count), one of:
 
     * Triton/Helion/CuPy code (the project facts' CUDA-only files) in a file whose path
       inside its project is about kernels (unsloth's ``unsloth/kernels/rms_layernorm.py``,
@@ -168,12 +169,16 @@ def kernel_module(ctx: FileContext) -> str | None:
     """
     from npu_migrate.pipeline.facts import TRAINS, module_file
 
-    if "__main__" in ctx.text:
+    trains = re.search(TRAINS.pattern.decode(), ctx.text) is not None
+    if "__main__" in ctx.text and (trains or not _library_module(ctx.path)):
+        # a script that defines a kernel is still a script; a package module's `__main__`
+        # block that only checks or times its kernels is not (mamba's
+        # `mamba_ssm/ops/triton/mamba3/mamba3_mimo_utils.py`, held-out round 14)
         return None
     inside = _inside_project(ctx.path)
     feature = NVIDIA_FEATURE_NAME.search(inside)
     rocm = ROCM_NAME.search(os.path.basename(inside))
-    if (feature or rocm) is not None and _library_module(ctx.path) and re.search(TRAINS.pattern.decode(), ctx.text) is None:
+    if (feature or rocm) is not None and _library_module(ctx.path) and not trains:
         if feature is None:
             return f"AMD ROCm's implementation (its name says `{rocm.group(1)}`), where torch's CUDA names mean HIP"
         return f"a module of NVIDIA-only code (its path names `{feature.group(1)}`)"
@@ -382,9 +387,15 @@ def region(ctx: FileContext, node: cst.CSTNode, rule: str | None = None) -> tupl
         if isinstance(ancestor, cst.Call) and last_name(ancestor.func) in _SKIPS and _kernel_skip(ctx, ancestor):
             return (ancestor, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
                     "CUDA test, so on NPU these tests are skipped", False)
+        if isinstance(ancestor, cst.FunctionDef) and ancestor in _helpers_of_cuda_tests(ctx):
+            return (ancestor, KERNEL_GATE, f"`{ancestor.name.value}` is a helper that only tests kept as CUDA tests "
+                    "use (their skip marks stay CUDA tests); its device code stays CUDA's", False)
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             # the body of a test skipped that way stays as it is too: it runs on CUDA only
             skip = next((found for d in ancestor.decorators if (found := _kernel_skip_mark(ctx, d.decorator))), None)
+            if skip is not None and isinstance(skip, cst.Name) and skip.value in _project_marks(ctx):
+                return (skip, KERNEL_GATE, f"a test the project's own `{skip.value}` skips on Ascend (its condition "
+                        "stays a CUDA test in the migrated test helpers); its device code stays CUDA's", False)
             if skip is not None:
                 return (skip, KERNEL_GATE, "a skip gate of tests of CUDA kernels (its reason says so); left as a "
                         "CUDA test, so on NPU these tests are skipped", False)
@@ -424,7 +435,52 @@ def _kernel_skip_mark(ctx: FileContext, decorator: cst.BaseExpression) -> cst.CS
         return decorator if last_name(decorator.func) in _SKIPS and _kernel_skip(ctx, decorator) else None
     if isinstance(decorator, cst.Name) and decorator.value in _kernel_skip_names(ctx):
         return decorator
+    if isinstance(decorator, cst.Name) and decorator.value in _project_marks(ctx) \
+            and _imported_from_project(ctx, decorator):
+        return decorator
     return None
+
+
+def _helpers_of_cuda_tests(ctx: FileContext) -> frozenset[cst.FunctionDef]:
+    """Module-level helpers of a test module that only tests with a CUDA skip mark use
+    (OLMo-core's ``run_save_and_load_torch_fsdp_model``, handed to ``run_distributed_test``
+    by tests marked ``@requires_multi_gpu`` only); found once per file."""
+    key = ("helpers of CUDA tests",)
+    if key in ctx._statement_regions:
+        return ctx._statement_regions[key]
+    found: frozenset[cst.FunctionDef] = frozenset()
+    if is_test_path(ctx.path) and (ctx.facts.skip_mark_modules or "skip" in ctx.text):
+        from npu_migrate.python.never_run import helper_functions, whole_span
+
+        spans = [whole_span(ctx, statement) for statement in ctx.module.body
+                 if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
+                 and any(_kernel_skip_mark(ctx, d.decorator) is not None for d in statement.decorators)]
+        if spans:
+            found = frozenset(helper_functions(ctx, spans))
+    ctx._statement_regions[key] = found
+    return found
+
+
+def _project_marks(ctx: FileContext) -> frozenset[str]:
+    from npu_migrate.python.skip_marks import project_cuda_skip_marks
+
+    return project_cuda_skip_marks(ctx.facts)
+
+
+def _imported_from_project(ctx: FileContext, name: cst.Name) -> bool:
+    """``name`` is bound by an import of a module of this project (OLMo-core's test
+    modules' ``from olmo_core.testing import requires_gpu``): the project facts' CUDA skip
+    marks (:mod:`npu_migrate.pipeline.skip_marks`) are the ones it can mean."""
+    qualified = ctx.qualified_name(name)
+    if not qualified or "." not in qualified or qualified == name.value:
+        return False
+    module = qualified.rsplit(".", 1)[0]
+    if module.startswith("."):
+        return True
+    try:
+        return ctx.facts.is_project_module(ctx.path, module)
+    except Exception:  # noqa: BLE001 - a context without a path (examples, stdin)
+        return False
 
 
 def _kernel_skip_names(ctx: FileContext) -> frozenset[str]:

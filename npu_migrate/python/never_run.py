@@ -69,12 +69,19 @@ def never_run_spans(ctx: FileContext) -> list[Span]:
 
 
 def _helpers_of_skipped_tests(ctx: FileContext, spans: list[Span]) -> list[Span]:
-    """Module-level helpers of a test module that only skipped code uses: every name in
-    the file that refers to them (a call, a fixture parameter, a reference) lies in code
-    that never runs, and there is at least one (prime-rl's ``get_model_pairs``, called only
-    by the tests of a module marked skip). Repeated until nothing changes, so a helper
-    of such a helper follows. pytest imports test modules to collect them and no other
-    module imports one, so nothing else calls them."""
+    """Module-level helpers of a test module that only skipped code uses (prime-rl's
+    ``get_model_pairs``, called only by the tests of a module marked skip): their spans."""
+    return [span for function in helper_functions(ctx, spans, _function_spans)
+            for span in _function_spans(ctx, function)]
+
+
+def helper_functions(ctx: FileContext, spans: list[Span], spans_of=None) -> list[cst.FunctionDef]:
+    """Module-level helpers (not ``test*``) of which every name in the file that refers to
+    them (a call, a fixture parameter, a reference) lies in ``spans``, and there is at least
+    one. Repeated until nothing changes, so a helper of such a helper follows (``spans_of``
+    gives the lines a found helper then covers; its whole definition by default). pytest
+    imports test modules to collect them and no other module imports one, so nothing else
+    calls them."""
     definitions: dict[str, cst.FunctionDef] = {}
     for statement in ctx.module.body:
         if isinstance(statement, cst.FunctionDef) and not statement.name.value.startswith("test"):
@@ -87,7 +94,7 @@ def _helpers_of_skipped_tests(ctx: FileContext, spans: list[Span]) -> list[Span]
         name = node.id if isinstance(node, ast.Name) else node.arg if isinstance(node, ast.arg) else None
         if name in definitions:
             uses.setdefault(name, []).append(node.lineno)
-    found: list[Span] = []
+    found: list[cst.FunctionDef] = []
     covered = list(spans)
     changed = True
     while changed:
@@ -95,12 +102,16 @@ def _helpers_of_skipped_tests(ctx: FileContext, spans: list[Span]) -> list[Span]
         for name, function in list(definitions.items()):
             lines = uses.get(name)
             if lines and all(any(first <= n <= last for first, last in covered) for n in lines):
-                more = _function_spans(ctx, function)
-                found.extend(more)
-                covered.extend(more)
+                found.append(function)
+                covered.extend(spans_of(ctx, function) if spans_of is not None else [whole_span(ctx, function)])
                 del definitions[name]
                 changed = True
     return found
+
+
+def whole_span(ctx: FileContext, node: cst.CSTNode) -> Span:
+    where = ctx.position(node)
+    return where.start.line, where.end.line
 
 
 def _class_spans(ctx: FileContext, cls: cst.ClassDef, marked: bool) -> list[Span]:

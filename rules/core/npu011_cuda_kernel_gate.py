@@ -94,10 +94,32 @@ communicator (vllm-ascend's `PyHcclCommunicator`).
 **Modules of the project's own kernels** are left alone as a whole and reported once:
 Triton, Helion, CuPy, CUTLASS or cuTile code (the project facts' CUDA-only files) in a
 file whose path inside its project is about kernels (`unsloth/kernels/rms_layernorm.py`,
-`liger_kernel/ops/...`, a `_cutile/` backend) and that has no `__main__` block. Their
+`liger_kernel/ops/...`, a `_cutile/` backend) and that has no `__main__` block, or only
+a self-test one in a package module that does not train (mamba's
+`mamba_ssm/ops/triton/mamba3/mamba3_mimo_utils.py` checks its kernels there). Their
 streams, grid sizing (`multi_processor_count`, `warp_size`) and devices exist for those
 kernels; a training script that defines a kernel is still migrated. FP4 formats (NVFP4,
 MXFP4) count as CUDA-only words like FP8 (no FP4 matmul on Atlas A2/A3).
+
+**Tests behind the project's own CUDA skip marks.** A project's testing helpers often
+define its GPU marks once (OLMo-core's `olmo_core/testing/utils.py`: `has_cuda =
+torch.cuda.is_available()`, `GPU_MARKS = (pytest.mark.gpu, pytest.mark.skipif(not
+has_cuda, ...))`, `def requires_gpu(func)` applying them). Whether the tests they mark run
+on Ascend is decided there: the project facts migrate such helper modules
+(`npu_migrate/pipeline/skip_marks.py`) and keep the names whose skip condition still tests
+CUDA afterwards (there, `has_cuda` also gates a compute-capability probe, so it stays), or
+names a package with no Ascend build (`has_flash_attn_2`). A test module's tests decorated
+with such a name imported from the project, and the module-level helpers only those tests
+use (`run_save_and_load_torch_fsdp_model`, handed to `run_distributed_test`), keep their
+devices and are reported once each: they are skipped on Ascend, and rewriting them served
+nothing (held-out round 13: 112 of OLMo-core's 115 test hunks). Where the helper's flag is
+rewritten to an NPU test, the marked tests run on the NPU and are migrated as usual.
+
+**A device chosen by a test of the NCCL backend** (`torch.device("cuda") if "nccl" in backend
+else torch.device("cpu")`) stays CUDA's where that test's `"nccl"` is not rewritten (NPU201
+reports it): rewritten alone, it would pair the NPU with NCCL. Where NPU201 rewrites the
+test (the compared value holds a rewritten backend, or `dist.get_backend()`), the device
+moves with it.
 
 **Modules that cannot be imported on Ascend** are left alone and reported once: a module
 without a `__main__` block whose module-level code (not under `try`/`if`, not in a

@@ -253,3 +253,57 @@ def test_a_module_in_a_folder_named_for_the_npu_is_left_alone(tmp_path, run_cli)
     assert "+++ b/pkg/npu_patch/devices.py" not in result.output
     assert "pkg/npu_patch/devices.py:7:" in result.output and "written for Ascend" in result.output
     assert "+++ b/pkg/npu_aware_probe.py" in result.output
+
+
+def test_a_kernel_module_with_a_self_test_main_block_is_still_a_kernel_module(tmp_path, run_cli):
+    """mamba's mamba_ssm/ops/triton/mamba3/mamba3_mimo_utils.py: Triton kernels and a
+    `__main__` block that checks them on `device='cuda'`. A package module whose `__main__`
+    trains is still migrated, as a script that defines a kernel is."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg" / "triton").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "triton" / "__init__.py").write_text("")
+    kernel = ("import torch\nimport triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n\n\n"
+              "if __name__ == '__main__':\n    x = torch.ones(4, device='cuda')\n")
+    (tmp_path / "pkg" / "triton" / "utils.py").write_text(kernel)
+    (tmp_path / "pkg" / "triton" / "train_k.py").write_text(kernel + "    x.sum().backward()\n")
+    result = run_cli(".", "--no-cache")
+    assert "+++ b/pkg/triton/utils.py" not in result.output
+    assert "pkg/triton/utils.py:11:" in result.output and "its path names `triton`" in result.output
+    assert "+++ b/pkg/triton/train_k.py" in result.output
+
+
+_TESTING_HELPERS = (
+    "import pytest\nimport torch\n\nhas_cuda = torch.cuda.is_available()\n"
+    "{probe}"
+    'GPU_MARKS = (pytest.mark.gpu, pytest.mark.skipif(not has_cuda, reason="Requires a GPU"))\n\n\n'
+    "def requires_gpu(func):\n    for mark in GPU_MARKS:\n        func = mark(func)\n    return func\n")
+_MARKED_TEST = (
+    "import torch\n\nfrom pkg.testing import requires_gpu\n\n\n"
+    "def _run_fsdp(model):\n    return model.cuda()\n\n\n"
+    "@requires_gpu\ndef test_fsdp():\n    _run_fsdp(torch.nn.Linear(2, 2))\n    x = torch.ones(2, device='cuda')\n\n\n"
+    "def test_cpu():\n    x = torch.ones(2, device='cuda' if torch.cuda.is_available() else 'cpu')\n")
+
+
+@pytest.mark.parametrize("probe, kept", [
+    ("compute_capability = torch.cuda.get_device_capability()[0] if has_cuda else None\n", True),
+    ("", False),
+])
+def test_tests_marked_by_the_projects_own_cuda_skip_mark(tmp_path, run_cli, probe, kept):
+    """OLMo-core's olmo_core/testing/utils.py: `requires_gpu` skips on `has_cuda`, which the
+    migration keeps a CUDA test there (it also gates a compute-capability probe). Every test
+    it marks is then skipped on Ascend: their bodies, and helpers only they use, keep their
+    devices; the same marks over a flag the migration rewrites leave the tests migrated.
+    The answer is the same whichever paths are given."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .testing import requires_gpu\n")
+    (tmp_path / "pkg" / "testing.py").write_text(_TESTING_HELPERS.format(probe=probe))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_model.py").write_text(_MARKED_TEST)
+    for paths in ((".",), ("tests/test_model.py",)):
+        result = run_cli(*paths, "--no-cache")
+        assert ("+    return model.npu()" not in result.output) is kept
+        assert ("+    x = torch.ones(2, device='npu')" not in result.output) is kept
+        assert "+    x = torch.ones(2, device='npu' if torch.npu.is_available() else 'cpu')" in result.output
+        assert ("the project's own `requires_gpu` skips on Ascend" in result.output) is kept
