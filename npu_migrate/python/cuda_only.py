@@ -84,7 +84,8 @@ KIND_EXTENSION_BUILD = "a CUDA C++ extension build"
 KIND_TORCH_BINDING = "a CUDA-only binding of torch"
 KIND_CUSTOM_OP = "a custom operator with no NPU kernel"
 KIND_CUDA_OPERATOR = "an operator registered for CUDA devices only"
-KIND_TORCH_CUDA_KERNEL = "torch's flash/cuDNN attention kernels, which torch_npu 2.13.0 does not register for the NPU"
+KIND_TORCH_CUDA_KERNEL = ("torch's CUDA-only kernels (flash/cuDNN attention, int4 weight packing), which torch_npu "
+                          "2.13.0 does not register for the NPU")
 
 #: torch functions that run only torch's CUDA attention kernels: varlen_attn calls
 #: ``aten._flash_attention_forward`` (or ``_cudnn_attention_forward``); torch_npu 2.13.0
@@ -92,11 +93,15 @@ KIND_TORCH_CUDA_KERNEL = "torch's flash/cuDNN attention kernels, which torch_npu
 TORCH_CUDA_KERNELS = frozenset({
     "torch.nn.attention.varlen_attn", "torch.nn.attention.varlen.varlen_attn",
     "torch.nn.attention.varlen_attn_out", "torch.nn.attention.varlen.varlen_attn_out",
+    # int4 weight-only matmul (gpt-fast's quantize.py): CUDA and CPU (`_for_cpu`) kernels only;
+    # torch_npu has its own torch_npu.npu_convert_weight_to_int4pack / npu_weight_quant_batchmatmul
+    "torch._convert_weight_to_int4pack", "torch._weight_int4pack_mm",
 })
 _ATEN_CUDA_ATTENTION = frozenset({
     "_flash_attention_forward", "_flash_attention_backward", "_cudnn_attention_forward",
     "_efficient_attention_forward", "_efficient_attention_backward", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_efficient_attention",
+    "_convert_weight_to_int4pack", "_weight_int4pack_mm",
 })
 KIND_NCCL_COMMUNICATOR = "another library's NCCL communicator, which runs on CUDA only"
 #: A module, class, object or attribute of another library's NCCL communicator: vLLM's
@@ -113,6 +118,7 @@ KIND_PROJECT = "Triton/CuPy code of this project"
 KIND_JIT_BUILD = "a JIT-built CUDA extension"
 KIND_CAPABILITY = ("a CUDA compute-capability probe (on NPU, get_device_capability() returns None and "
                    "the device properties have no major/minor)")
+KIND_CUDA_VERSION = "CUDA's toolkit version (`torch.version.cuda` is None on Ascend)"
 KIND_KERNEL_PACKAGE = "a package of CUDA kernels"
 KIND_CUDA_METHOD = "a method named for the class's CUDA path"
 #: Packages of CUDA kernels that no NPU9xx rule reports by name but whose calls are
@@ -174,7 +180,7 @@ _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
 _PROPERTIES_CALL = "torch.cuda.get_device_properties"
 
 #: Kinds whose use does not make the enclosing function or class CUDA-only.
-_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE})
+_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE, KIND_CUDA_VERSION})
 
 #: Kind -> rules whose surviving edit on the same line means the use is being
 #: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
@@ -233,6 +239,10 @@ def classify_name(qualified: str) -> str | None:
     if not parts:
         return None
     if parts[0] == "torch":
+        if qualified == "torch.version.cuda":
+            # OLMo-core's `if torch.cuda.is_available() and torch.cuda.is_initialized(): assert
+            # torch.version.cuda is not None`: the test guards a read of CUDA's version
+            return KIND_CUDA_VERSION
         if len(parts) >= 4 and parts[1] == "ops" and parts[2] not in _TORCH_OP_NAMESPACES:
             return KIND_CUSTOM_OP
         if qualified in TORCH_CUDA_KERNELS or (len(parts) == 4 and parts[1:3] == ["ops", "aten"]

@@ -382,6 +382,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, held_gates = _gates_over_left_cuda(ctx, edits, findings, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in held_gates if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
+    edits, nccl_findings = _devices_chosen_for_nccl(ctx, edits, line)
+    if KERNEL_GATE_RULE in active:
+        findings += [f for f in nccl_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
     if edits and (blocker := cuda_backend.unimportable_module(ctx)) is not None:
         # a module that cannot be imported on Ascend: its edits serve nothing until that
         # import is ported; the findings that say how to port it stay
@@ -520,6 +523,62 @@ def _skips(branch: cst.If) -> bool:
         return True
     return (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
             and last_name(small.value.func) in ("skip", "skipTest"))
+
+
+#: the rules whose edits put code on the NPU device (not imports, not backends)
+_DEVICE_EDITS = frozenset({"NPU101", "NPU103", "NPU104"})
+
+
+def _devices_chosen_for_nccl(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A device in a branch that a test of the NCCL backend chooses stays CUDA's where that
+    test stays NCCL's: OLMo-core's ``torch.device("cuda") if "nccl" in backend else
+    torch.device("cpu")``, whose ``"cuda:nccl,cpu:gloo"`` parameter is reported, not
+    rewritten (NPU201). Rewritten alone, the device would pair the NPU with NCCL; where
+    NPU201 rewrites the test's ``"nccl"`` (to ``"hccl"``), the device moves with it."""
+    if "nccl" not in ctx.text:
+        return edits, []
+    rewritten = {id(e.node) for e in edits} | {id(e.anchor) for e in edits}
+    kept, found, reported = [], [], set()
+    for edit in edits:
+        test = _nccl_test(ctx, edit.anchor, rewritten) if edit.rule in _DEVICE_EDITS else None
+        if test is None:
+            kept.append(edit)
+            continue
+        if id(test) not in reported:
+            reported.add(id(test))
+            shown = " ".join(ctx.module.code_for_node(test).split())
+            found.append(FindingRecord(KERNEL_GATE_RULE, edit.anchor,
+                                       f"a device chosen by a test of the NCCL backend (`{shown[:80]}`), which stays "
+                                       "NCCL's (NPU201); left CUDA's so that the two agree",
+                                       "move both together: test for 'hccl' (or the device type) and name 'npu' here"))
+    return kept, found
+
+
+def _nccl_test(ctx: FileContext, node: cst.CSTNode, rewritten: set[int]) -> cst.CSTNode | None:
+    """The test of the ``if``/conditional expression around ``node`` (within its function)
+    that holds a ``"nccl"`` string no edit rewrites, if any."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            return None
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            literals = [s for s in _strings_of(ancestor.test) if "nccl" in s.value.lower()]
+            if literals and not any(id(s) in rewritten or any(id(a) in rewritten for a in ctx.ancestors(s))
+                                    for s in literals):
+                return ancestor.test
+        child = ancestor
+    return None
+
+
+def _strings_of(node: cst.CSTNode) -> list[cst.SimpleString]:
+    found: list[cst.SimpleString] = []
+
+    class _Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            found.append(string)
+
+    node.visit(_Strings())
+    return found
 
 
 def _gates_over_left_cuda(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord],
@@ -787,7 +846,7 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
 _RUNTIME_RULE = "NPU701"
 #: kinds whose code is not a kernel: a device value handed to them still matters on NPU
 _NOT_KERNELS = frozenset({cuda_only.KIND_DATA_PARALLEL, cuda_only.KIND_EXTENSION_BUILD, cuda_only.KIND_NAMED_PACKAGE,
-                          cuda_only.KIND_CAPABILITY})
+                          cuda_only.KIND_CAPABILITY, cuda_only.KIND_CUDA_VERSION})
 
 
 def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:

@@ -722,6 +722,13 @@ class DeviceAnalysis:
             # a function of this file: its parameter's uses say what the value is, not its name
             # (litgpt's `_test_model_1device("cuda")` hands it to `Fabric(accelerator=...)`)
             return self._flow(parameter, proven, depth)
+        if (depth > 0 and isinstance(arg.value, cst.Name) and is_device_word(arg.value.value) and qualified
+                and qualified.split(".")[0] not in TORCH_DEVICE_LIBRARIES and self._project_module(qualified)):
+            # `device = "cuda"` ... `_load_model(path, device, precision)` of another module of this
+            # project (gpt-fast's eval.py): a value the project names a device, handed to the
+            # project's own code, which is migrated with it (left, it split one function between
+            # a CUDA model and an NPU synchronize)
+            return self._rewrite(f"held in `{arg.value.value}` and passed to `{qualified}` of this project")
         selector = self._selector_method(call, arg)
         if selector is not None:
             return self._left(Flow.UNKNOWN, selector)

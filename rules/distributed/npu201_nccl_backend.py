@@ -279,12 +279,16 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             # `backend = "nccl" if torch.cuda.is_available() else "gloo"` (rewritten), then
             # `if backend == "nccl" and ...:` must test the same value (mistral-finetune's tests)
             holder = next((o for o in operands if isinstance(o, (cst.Name, cst.Attribute)) and self._holds_fixed(o)), None)
-            if holder is None:
+            torch_holder = None if holder is not None else next(
+                (o for o in operands if isinstance(o, cst.Name) and self._holds_torch_backend(o)), None)
+            if holder is None and torch_holder is None:
                 continue
-            text = self.ctx.module.code_for_node(holder)
+            text = self.ctx.module.code_for_node(holder or torch_holder)
+            why = (f"compared with `{text}`, which holds the rewritten backend" if holder is not None else
+                   f"compared with `{text}`, which holds `dist.get_backend()`: torch's own answer, 'hccl' on Ascend")
             for operand in operands:
                 if isinstance(operand, cst.SimpleString):
-                    self._fix(operand, f"compared with `{text}`, which holds the rewritten backend")
+                    self._fix(operand, why)
         for literal in self.literals:
             if literal not in self.fixed and not self._beside_hccl(literal):
                 self.report(literal, f"{literal.value} names the NCCL backend, which Ascend does not have", SUGGESTION)
@@ -298,6 +302,24 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         literals = [v for value in values for v in _literals(value)]
         named = [v for v in literals if mentions_nccl(string_value(v) or "")]
         return bool(named) and all(v in self.fixed for v in named)
+
+    def _holds_torch_backend(self, node: cst.Name) -> bool:
+        """A value assigned to ``node`` in this file is (or falls back to) ``dist.get_backend()``
+        (OLMo-core's ``backend = backend or dist.get_backend()`` before ``"nccl" in backend``):
+        the name holds torch's process-group backend, which is "hccl" on Ascend."""
+        if self.qualified_name(node) is not None:
+            return False
+        for value in self.ctx.plain_values(node):
+            stack = [value]
+            while stack:
+                part = stack.pop()
+                if isinstance(part, cst.Call) and self.qualified_name(part.func) in GET_BACKEND:
+                    return True
+                if isinstance(part, cst.BooleanOperation):
+                    stack += [part.left, part.right]
+                elif isinstance(part, cst.IfExp):
+                    stack += [part.body, part.orelse]
+        return False
 
     def _beside_hccl(self, literal: cst.SimpleString) -> bool:
         """A table that already names the NPU's backend (``{"cuda": "nccl", "npu": "hccl"}``,

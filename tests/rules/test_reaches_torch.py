@@ -143,3 +143,26 @@ def test_names_assigned_from_themselves_or_each_other_end_the_analysis(assignmen
               + f"\n    if a and b:\n        {use.format(a='a', b='b')}\n    return a\n")
     result = migrate_source("t.py", source.encode(), SELECT)
     assert result.error is None, (source, result.error)
+
+
+_EVAL = ("import torch\n\nfrom generate import _load_model, _log\n\n\ndef main(path):\n    device = 'cuda'\n"
+         "    model = _load_model(path, device, torch.bfloat16)\n    torch.cuda.synchronize()\n    return model\n\n\n"
+         "def report():\n    target = 'cuda'\n    _log(target)\n")
+
+
+def test_a_device_name_passed_to_a_function_of_another_project_module_moves_with_it(tmp_path, run_cli):
+    """gpt-fast's eval.py: `device = 'cuda'` handed positionally to `_load_model` of the
+    project's generate.py is rewritten with the `torch.cuda.synchronize()` beside it (left,
+    the model loaded on CUDA and the NPU was synchronized). A name that is no device word
+    stays reported, and so does the same call to a module outside the project."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "gptfast"\n')
+    (tmp_path / "generate.py").write_text("import torch\n\n\ndef _load_model(path, device, precision):\n"
+                                          "    return torch.load(path).to(device=device, dtype=precision)\n\n\n"
+                                          "def _log(x):\n    print(x)\n")
+    (tmp_path / "eval.py").write_text(_EVAL)
+    result = run_cli("eval.py", "--no-cache")
+    assert "+    device = 'npu'" in result.output
+    assert "eval.py:14:" in result.output and "NPU108" in result.output  # target = 'cuda'
+    (tmp_path / "generate.py").unlink()
+    result = run_cli("eval.py", "--no-cache")
+    assert "+    device = 'npu'" not in result.output and "eval.py:7:" in result.output
