@@ -190,6 +190,10 @@ IS_NPU_IS_CUDA = "torch.Tensor.is_npu = torch.Tensor.is_cuda"
 #: none here, so ``torch.autocast("npu")`` is off on this machine, as ``torch.autocast("cuda")``
 #: was (torch warns "Disabling autocast" for both), and ``enabled=False`` regions work
 NO_NPU_AMP = "torch.npu.get_amp_supported_dtype = list  # none: autocast stays off"
+#: where the file's only use of torch_npu is ``torch_npu.profiler.X`` (NPU610): torch's profiler
+PROFILER_IS_TORCHS = "torch_npu = {torch}  # here its profiler is torch's own"
+#: torch's ProfilerActivity has no NPU member: here it means what CUDA meant in the original
+NPU_ACTIVITY_IS_CUDA = "{module}ProfilerActivity.NPU = {module}ProfilerActivity.CUDA"
 
 
 def npu_device_type(quote: str = '"') -> str:
@@ -343,7 +347,15 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> 
         lines.append(npu_device_type(quote or preferred_quote(code)))
     if autocast:
         lines.append(NO_NPU_AMP)
-    return [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
+    lines = [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
+    uses = re.findall(r"(?<![\w.])torch_npu\.(\w+)", code)
+    if uses and set(uses) == {"profiler"}:
+        # `torch_npu.profiler.schedule(...)` (NPU610's dotted form), the file's only use of
+        # torch_npu: on this machine it is torch.profiler, as the original was
+        lines.append(PROFILER_IS_TORCHS.format(torch=torch))
+        if re.search(r"\btorch_npu\.profiler\.ProfilerActivity\.NPU\b", code):
+            lines.append(NPU_ACTIVITY_IS_CUDA.format(module=f"{torch}.profiler."))
+    return lines
 
 
 def _binds_torch_somewhere(module: cst.Module) -> bool:

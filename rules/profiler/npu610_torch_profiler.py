@@ -10,7 +10,7 @@ from npu_migrate.python.cst_util import (
     string_value,
     with_string_value,
 )
-from npu_migrate.python.imports import GUARD_COMMENT, GUARD_EXCEPTION
+from npu_migrate.python.imports import GUARD_COMMENT, GUARD_EXCEPTION, NPU_ACTIVITY_IS_CUDA
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
@@ -92,8 +92,12 @@ torch_npu's profiler and are left alone. Imports follow the file:
 A moved import is written as `try: from {TARGET} import ...` / `except
 ModuleNotFoundError: from torch.profiler import ...` (likewise `import
 torch.profiler as tp` and `from torch import profiler`), so the file still
-imports without torch_npu and its CPU path runs; profiling switched on there
-stops at `ProfilerActivity.NPU`, as the dotted form stops at `torch_npu`. An
+imports without torch_npu and its CPU path runs, profiling included: the `except`
+body makes torch's `ProfilerActivity.NPU` another name of `ProfilerActivity.CUDA`
+(torch's enum has no NPU member), and where the file's only use of torch_npu is the
+dotted `torch_npu.profiler.X`, the import guard binds `torch_npu` to torch there, so
+`torch_npu.profiler` is torch.profiler, as the original was (held-out round 14: smollm's
+trainer stopped with a NameError when profiling on a CPU machine). An
 import that shares its line with another statement (`import os; from
 torch.profiler import profile`) keeps the file on torch.profiler, reported.
 
@@ -133,6 +137,7 @@ methods both profilers share.
             "    from torch_npu.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler\n"
             f"except {GUARD_EXCEPTION}:  {GUARD_COMMENT}\n"
             "    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler\n"
+            "    ProfilerActivity.NPU = ProfilerActivity.CUDA\n"
             "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],\n"
             "             schedule=schedule(wait=1, warmup=1, active=3),\n"
             '             on_trace_ready=tensorboard_trace_handler("./log")) as prof:\n'
@@ -484,10 +489,12 @@ methods both profilers share.
     def _guarded_swap(self, statement: cst.Import | cst.ImportFrom, change, message: str) -> None:
         """Replace the line of the import ``statement`` by ``try: <changed import>`` /
         ``except ModuleNotFoundError: <the import as it was>``: without torch_npu the
-        file still imports and its CPU path runs (profiling switched on then stops at
-        ``ProfilerActivity.NPU``, see docs/decisions.md)."""
+        file still imports and its CPU path runs, profiling included: torch's
+        ``ProfilerActivity`` gets ``NPU`` as another name of ``CUDA`` there, so the
+        activities mean what they meant in the original (docs/decisions.md)."""
         line = self.ctx.parent(statement)
-        self.replace(line, lambda node: _try_import(change(node.body[0]), node), message, needs_torch_npu=False)
+        extra = _activity_alias(statement)
+        self.replace(line, lambda node: _try_import(change(node.body[0]), node, extra), message, needs_torch_npu=False)
 
     def _retarget_from_import(self, statement: cst.ImportFrom) -> None:
         moving = [
@@ -515,21 +522,42 @@ methods both profilers share.
         self.replace(statement, keep, message, needs_torch_npu=False)
         self.insert_after(
             statement,
-            [_try_import(moved, cst.SimpleStatementLine(body=[before]))],
+            [_try_import(moved, cst.SimpleStatementLine(body=[before]), _activity_alias(before))],
             message,
             anchor=statement,
         )
 
 
-def _try_import(new: cst.BaseSmallStatement, old_line: cst.SimpleStatementLine) -> cst.Try:
-    """``try: new`` / ``except ModuleNotFoundError: <old_line>`` at the place of ``old_line``."""
+def _activity_alias(statement: cst.Import | cst.ImportFrom) -> list[cst.SimpleStatementLine]:
+    """What the ``except`` body adds after torch's import: ``ProfilerActivity.NPU`` as
+    another name of ``ProfilerActivity.CUDA`` (torch's enum has no NPU member), through
+    the name the statement binds; nothing where it binds no ProfilerActivity."""
+    if isinstance(statement, cst.ImportFrom) and not isinstance(statement.names, cst.ImportStar):
+        for alias in statement.names:
+            if cst.helpers.get_full_name_for_node(alias.name) == "ProfilerActivity":
+                local = alias.asname.name.value if alias.asname is not None else "ProfilerActivity"
+                return [cst.parse_statement(f"{local}.NPU = {local}.CUDA\n")]
+        if cst.helpers.get_full_name_for_node(statement.module) == "torch" and len(statement.names) == 1:
+            local = statement.names[0].asname.name.value if statement.names[0].asname else "profiler"
+            return [cst.parse_statement(NPU_ACTIVITY_IS_CUDA.format(module=f"{local}.") + "\n")]
+        return []
+    if isinstance(statement, cst.Import) and len(statement.names) == 1 and statement.names[0].asname is not None:
+        local = statement.names[0].asname.name.value
+        return [cst.parse_statement(NPU_ACTIVITY_IS_CUDA.format(module=f"{local}.") + "\n")]
+    return []
+
+
+def _try_import(new: cst.BaseSmallStatement, old_line: cst.SimpleStatementLine,
+                extra: list[cst.SimpleStatementLine] = ()) -> cst.Try:
+    """``try: new`` / ``except ModuleNotFoundError: <old_line>`` (and ``extra``) at the
+    place of ``old_line``."""
     return cst.Try(
         body=cst.IndentedBlock(body=[old_line.with_changes(body=[new], leading_lines=())]),
         handlers=[
             cst.ExceptHandler(
                 type=cst.Name(GUARD_EXCEPTION),
                 body=cst.IndentedBlock(
-                    body=[old_line.with_changes(leading_lines=())],
+                    body=[old_line.with_changes(leading_lines=()), *extra],
                     header=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(GUARD_COMMENT)),
                 ),
             )
