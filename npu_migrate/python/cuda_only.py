@@ -179,6 +179,11 @@ CUDA_ONLY_WORDS = re.compile(
 _CAPABILITY_CALLS = ("torch.cuda.get_device_capability",)
 _PROPERTIES_CALL = "torch.cuda.get_device_properties"
 
+#: Kinds that make a gate only of a test whose own guarded side uses them: not of an
+#: assertion or an early exit before the rest of a block (modded-nanogpt's scripts log
+#: `torch.version.cuda` long after `assert torch.cuda.is_available()`; kept, that
+#: assertion left the whole script as CUDA's).
+_GUARDED_ONLY = frozenset({KIND_CUDA_VERSION})
 #: Kinds whose use does not make the enclosing function or class CUDA-only.
 _NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE, KIND_CUDA_VERSION})
 
@@ -593,11 +598,11 @@ class FileIndex:
         return None
 
     def first_use(self, nodes: Iterable[ast.AST], *, propagate_only: bool = False,
-                  migrated: Collection[tuple[int, str]] = ()) -> CudaOnly | None:
-        """The first use of CUDA-only code in ``nodes`` (ast), if any."""
+                  migrated: Collection[tuple[int, str]] = (), skip: Collection[str] = ()) -> CudaOnly | None:
+        """The first use of CUDA-only code in ``nodes`` (ast), if any (not of the kinds in ``skip``)."""
         for node in _walk_uses(nodes):
             use = self._use(node)
-            if use is None:
+            if use is None or use.kind in skip:
                 continue
             if propagate_only and use.kind in _NOT_PROPAGATED:
                 continue
@@ -891,15 +896,15 @@ class _GateFinder:
         self.index = index
         self.migrated = migrated
 
-    def use(self, nodes: Iterable[ast.AST]) -> CudaOnly | None:
-        return self.index.first_use(nodes, migrated=self.migrated)
+    def use(self, nodes: Iterable[ast.AST], skip: Collection[str] = ()) -> CudaOnly | None:
+        return self.index.first_use(nodes, migrated=self.migrated, skip=skip)
 
     def if_gate(self, statement: ast.If, holder: list[ast.stmt] | None, negated: bool) -> tuple | None:
         if negated:
             guarded = statement.orelse
             if not guarded and holder is not None and statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)):
                 rest = holder[holder.index(statement) + 1:]
-                use = self.use(rest)
+                use = self.use(rest, skip=_GUARDED_ONLY)
                 if use is not None:
                     exit_ = "raise" if isinstance(statement.body[-1], ast.Raise) else "return"
                     return use, f"the early `{exit_}` is taken instead", _span(rest), True
@@ -975,7 +980,7 @@ class _GateFinder:
         """``assert has_apex and torch.cuda.is_available(), 'APEX and CUDA required'``: the code
         after the assertion is CUDA-only, or the assertion names a CUDA-only package."""
         rest = holder[holder.index(statement) + 1:] if holder is not None and statement in holder else []
-        use = self.use(rest)
+        use = self.use(rest, skip=_GUARDED_ONLY)
         if use is None:
             word = named_package([statement.test, *([statement.msg] if statement.msg is not None else [])])
             if word is None:
