@@ -95,6 +95,17 @@ def may_define_skip_marks(path: str, data: bytes) -> bool:
             and not _TEST_MODULE_NAME.search(path.replace("\\", "/")) and _DEFINES_MARKS.search(data) is not None)
 
 
+#: ``pip install ... transformers==4.51.3 ...`` (also ``uv pip``, ``python -m pip``, quoted)
+_PIP_INSTALL = re.compile(rb"^[^\n#]*\bpip3?[ \t]+install\b[^\n]*$", re.MULTILINE)
+
+
+def _pip_install_specifiers(data: bytes, name: bytes) -> list[str]:
+    """The version specifiers ``name`` gets in the ``pip install`` lines of a shell script."""
+    pattern = re.compile(rb"""(?:^|[\s"'])""" + re.escape(name) + rb"""(?:\[[\w,-]*\])?((?:[<>=!~]=?=?[\w.*+!-]+,?)+)""")
+    return [m.group(1).decode("ascii", "replace").strip(",")
+            for line in _PIP_INSTALL.finditer(data) for m in pattern.finditer(line.group())]
+
+
 def _transformers_specifiers(path: str, data: bytes) -> list[str]:
     """The version specifiers of every transformers requirement of one dependency file
     (:func:`_specifiers`)."""
@@ -217,6 +228,10 @@ class ProjectFacts:
             if (path is not None and b"transformers" in data
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
                 for number, spec in enumerate(_transformers_specifiers(path, data)):
+                    transformers[os.path.abspath(path) + f"#{number}"] = spec
+            elif path is not None and path.endswith(".sh") and b"transformers" in data and b"install" in data:
+                # HALOs' install.sh: `pip install transformers==4.51.3`
+                for number, spec in enumerate(_pip_install_specifiers(data, b"transformers")):
                     transformers[os.path.abspath(path) + f"#{number}"] = spec
             if (path is not None and b"torch" in data
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):

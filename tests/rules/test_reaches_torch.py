@@ -93,6 +93,9 @@ def test_transformers_specifier_comes_from_any_dependency_file():
     # a pyproject TOML cannot read still gives what its lines say
     ("pyproject.toml", b'[project\ndependencies = [\n  "transformers>=4.53.3",\n]\n', [">=4.53.3"]),
     ("pyproject.toml", b'[project]\nname = "transformers-dep"\n', []),
+    # HALOs' install.sh: the pin is in a `pip install` line of a shell script
+    ("install.sh", b"set -e\npip install transformers==4.51.3\n# pip install transformers==4.0\n", ["==4.51.3"]),
+    ("setup_env.sh", b'uv pip install -U "transformers[torch]>=4.53,<5" peft\necho transformers==1\n', [">=4.53,<5"]),
 ])
 def test_transformers_requirements_in_inline_lists_and_tables(name, data, expected):
     facts = ProjectFacts.scan([(name, data)])
