@@ -1030,10 +1030,14 @@ same AMP setting, or change the guard to `if ckpt.get("scaler"):`.
         return None, None
 
     def _restores_scaler(self, load: cst.Call) -> bool:
-        """The function of ``load`` already calls ``<...scaler...>.load_state_dict``."""
+        """The function of ``load`` already calls ``<...scaler...>.load_state_dict``, or
+        ``<x>.load_state_dict(ckpt[<a key naming the scaler>])`` (this rule's own line for a
+        scaler held under another name: ``other.load_state_dict(ckpt["scaler_state_dict"])``,
+        which a second run must recognise)."""
         function = _function_of(self.ctx, load)
         return any(
-            _SCALER.search(dotted(other.func.value) or "")
+            (_SCALER.search(dotted(other.func.value) or "")
+             or (other.args and _SCALER.search(self.ctx.module.code_for_node(other.args[0].value))))
             and _function_of(self.ctx, other) is function
             for other in self.loads
         )
