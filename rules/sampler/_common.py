@@ -195,7 +195,10 @@ def set_epoch_line(receiver: str, guard: str | None) -> str:
 
 
 def _imported_here(ctx, scope, local: str) -> bool:
-    """``local`` is bound only by import statements where ``scope`` reads it."""
+    """``local`` is bound only by import statements where ``scope`` reads it, and not
+    only by the torch_npu guard's ``except`` body (its ``import torch`` runs only where
+    torch_npu is missing: on Ascend the name is unbound, so a second run must not build
+    on it; a mix of fixtures found that)."""
     if local in ctx.imports.conflicting:
         return False
     if scope is None:
@@ -203,7 +206,16 @@ def _imported_here(ctx, scope, local: str) -> bool:
     assignments = scope[local]
     return bool(assignments) and all(
         isinstance(a.node, (cst.Import, cst.ImportFrom)) for a in assignments
-    )
+    ) and not all(_in_guard_fallback(ctx, a.node) for a in assignments)
+
+
+def _in_guard_fallback(ctx, node: cst.CSTNode) -> bool:
+    """``node`` sits in the ``except`` body of a ``try: import torch_npu``."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.ExceptHandler):
+            owner = ctx.parent(ancestor)
+            return isinstance(owner, cst.Try) and "import torch_npu" in ctx.module.code_for_node(owner.body)
+    return False
 
 
 def is_initialized_call(ctx, at: cst.CSTNode) -> tuple[str, bool] | None:
