@@ -694,7 +694,9 @@ class DeviceAnalysis:
                 return self._left(flow, f"passed as `{keyword}=` to `{qualified}`, a library whose device argument "
                                         "is not known to be a torch device")
             if is_device_word(keyword) or (keyword == "type" and qualified == "torch.device"):
-                return self._rewrite(f"passed as `{keyword}=`" + (f" to `{qualified or callee}`" if (qualified or callee) else ""))
+                # (a relative import names the callee alone: resolved or not, the reason reads the same)
+                shown = callee if qualified is None or qualified.startswith(".") else qualified
+                return self._rewrite(f"passed as `{keyword}=`" + (f" to `{shown}`" if shown else ""))
             if keyword == "default" and callee in _LOOKUPS:
                 return self._lookup(call, proven)
             return self._fallback(proven)
