@@ -470,7 +470,7 @@ def _project_marks(ctx: FileContext) -> frozenset[str]:
 def _imported_from_project(ctx: FileContext, name: cst.Name) -> bool:
     """``name`` is bound by an import of a module of this project (OLMo-core's test
     modules' ``from olmo_core.testing import requires_gpu``): the project facts' CUDA skip
-    marks (:mod:`npu_migrate.pipeline.skip_marks`) are the ones it can mean."""
+    marks (:mod:`npu_migrate.python.skip_marks`) are the ones it can mean."""
     qualified = ctx.qualified_name(name)
     if not qualified or "." not in qualified or qualified == name.value:
         return False

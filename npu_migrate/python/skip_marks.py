@@ -74,7 +74,6 @@ def kept_cuda_marks(path: str, data: bytes) -> set[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    flags: dict[str, ast.AST] = {}
     values: dict[str, ast.AST] = {}
     functions: dict[str, ast.FunctionDef] = {}
     for statement in tree.body:
@@ -93,12 +92,14 @@ def kept_cuda_marks(path: str, data: bytes) -> set[str]:
         return any(cuda_condition(flags[n.id], depth + 1) for n in ast.walk(condition)
                    if isinstance(n, ast.Name) and n.id in flags)
 
-    def skips_on_cuda(node: ast.AST) -> bool:
+    def skips_on_cuda(node: ast.AST, seen: frozenset[str] = frozenset()) -> bool:
         for call in ast.walk(node):
             if isinstance(call, ast.Call) and _is_skipif(call.func) and call.args and cuda_condition(call.args[0]):
                 return True
-            if isinstance(call, ast.Name) and call.id in values and call.id != getattr(node, "id", None) \
-                    and _marks(values[call.id]) and skips_on_cuda(values[call.id]):
+            # a tuple of marks named in another (`requires_gpu` applying GPU_MARKS); `seen`
+            # ends names that refer to each other
+            if isinstance(call, ast.Name) and call.id in values and call.id not in seen \
+                    and _marks(values[call.id]) and skips_on_cuda(values[call.id], seen | {call.id}):
                 return True
         return False
 
