@@ -1238,8 +1238,12 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
     # `dist_params = dict(backend="nccl")`) has only strings changed: whoever reads them
     # imports torch, and torch_npu with it. It gets no import. (A file that imports no
     # torch but calls a library with device "npu", as NPU923's timm NativeScaler, does.)
-    if needs_npu and IMPORT_RULE in active and not ctx.imports.imports_module("torch_npu") and _IMPORTS_ANYTHING.search(
-            ctx.text):
+    # A file whose own guard goes on without torch_npu and leaves `torch.npu` unbound
+    # (`except: torch_npu = None`) gets the tool's guard too, where the output uses NPU
+    # names that need a stand-in there: it binds them, and re-imports nothing new.
+    optional = ctx.imports.imports_module("torch_npu") and imports.torch_npu_optional(ctx.module)
+    if needs_npu and IMPORT_RULE in active and (optional or not ctx.imports.imports_module("torch_npu")) and \
+            _IMPORTS_ANYTHING.search(ctx.text) and not (optional and not imports.stand_ins_needed(new_module, ctx.quote)):
         original = _first_torch_import(ctx.module)
         where = ctx.position(ctx.module.body[original]) if original is not None else None
         line, end = (where.start.line, where.end) if where is not None else (1, None)

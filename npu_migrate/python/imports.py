@@ -312,7 +312,7 @@ _NPU_AUTOCAST_USE = re.compile(r"""\b(?:autocast|custom_fwd|custom_bwd)\((?:[^()
 
 #: ``from torch.npu import X`` / ``import torch.npu`` anywhere (not ``torch.npu.amp``:
 #: a stand-in module would import a second copy of ``torch.cuda.amp``)
-_NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|import[ \t]+torch\.npu\b(?!\.))", re.M)
+_NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|import[ \t]+torch\.npu\b(?!\.))", re.MULTILINE)
 
 
 def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> list[str]:
@@ -349,13 +349,61 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> 
         lines.append(NO_NPU_AMP)
     lines = [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
     uses = re.findall(r"(?<![\w.])torch_npu\.(\w+)", code)
-    if uses and set(uses) == {"profiler"}:
+    if uses and set(uses) == {"profiler"} and not re.search(r"^[ \t]*torch_npu[ \t]*=", code, re.M):
         # `torch_npu.profiler.schedule(...)` (NPU610's dotted form), the file's only use of
         # torch_npu: on this machine it is torch.profiler, as the original was
         lines.append(PROFILER_IS_TORCHS.format(torch=torch))
         if re.search(r"\btorch_npu\.profiler\.ProfilerActivity\.NPU\b", code):
             lines.append(NPU_ACTIVITY_IS_CUDA.format(module=f"{torch}.profiler."))
     return lines
+
+
+def _swallows(handler: cst.ExceptHandler) -> bool:
+    """The handler lets the module go on where torch_npu is missing: it does not end
+    in ``raise`` and does not bind ``torch.npu`` itself."""
+    statements = handler.body.body
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in last.body):
+        return False
+    targets = m.findall(handler.body, m.AssignTarget(target=m.Attribute(attr=m.Name("npu"))))
+    return not targets and not (
+        isinstance(handler.type, cst.Name) and handler.type.value == GUARD_EXCEPTION)
+
+
+def torch_npu_optional(module: cst.Module) -> bool:
+    """Whether ``module`` imports torch_npu only in a guard of its own that goes on
+    without it and leaves ``torch.npu`` unbound (``try: import torch_npu`` /
+    ``except: torch_npu = None``, or under an ``if``): there, a ``torch.npu.X`` the
+    migration writes on the shared path raises AttributeError where torch_npu is
+    missing (Open-Sora-Plan's samplers, round 15). A guard that ends in ``raise``,
+    binds ``torch.npu`` or catches only ``ModuleNotFoundError`` (the tool's own form)
+    is not optional here. False where the module does not import torch_npu at all."""
+    optional = False
+    for statement in module.body:
+        if _single_import(statement) is not None:
+            if any(_is_package(n, TORCH_NPU) for n in imported_modules(statement)):
+                return False
+            continue
+        if not isinstance(statement, (cst.Try, cst.If)):
+            continue
+        inside = [s for s in statement.body.body if any(_is_package(n, TORCH_NPU) for n in imported_modules(s))]
+        if not inside:
+            continue
+        if isinstance(statement, cst.If) or any(_swallows(h) for h in statement.handlers):
+            optional = True
+        else:
+            return False
+    return optional
+
+
+def stand_ins_needed(module: cst.Module, quote: str | None = None) -> bool:
+    """Whether the tool's guard in ``module`` (whose own guard of torch_npu is optional,
+    :func:`torch_npu_optional`) would bind anything: ``torch.npu`` and the other
+    stand-ins for NPU names the module uses. Not the profiler's: the module binds
+    ``torch_npu`` itself (``None``) and tests it."""
+    torch_name = _torch_name(module.body) or "torch"
+    return any(not line.startswith("torch_npu =") and "ProfilerActivity" not in line
+               for line in cpu_stand_ins(module.code, torch_name, quote))
 
 
 def _binds_torch_somewhere(module: cst.Module) -> bool:

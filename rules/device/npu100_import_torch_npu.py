@@ -96,6 +96,14 @@ torch import, with a blank line above it, so it never splits an import block
 (isort's and ruff's I001 see the same blocks as before); in a file that imports
 torch only inside functions, after its leading imports.
 
+A file that imports torch_npu in a guard of its own that goes on without it
+(`try: import torch_npu` / `except: torch_npu = None`, or under an `if`) and
+leaves `torch.npu` unbound gets the tool's guard as well, above its own, where the
+migrated code uses an NPU name that needs a stand-in on the CPU path (a
+`torch.npu.X` the migration wrote outside the project's NPU branch): it binds the
+stand-ins and changes nothing the project's guard decides (`torch_npu` is still
+`None` there). A project guard that ends in `raise` needs nothing.
+
 What the guard does not do: code that calls `torch.npu.X` on the CPU path
 (outside a branch that chose the NPU) needs torch_npu; the rules that write
 `torch.npu` decide where that is right.
