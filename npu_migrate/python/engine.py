@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper
 
-from npu_migrate.pipeline import limits
+from npu_migrate.pipeline import file_roles, limits
 from npu_migrate.pipeline.entry_points import is_named_entry
 from npu_migrate.configs import templates
 from npu_migrate.pipeline.file_roles import TEMPLATE_SUGGESTION, is_test_path, report_only, template_place
@@ -338,11 +338,14 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     gate_findings += scope_findings
     edits, argument_findings = _device_arguments_of_kernels(ctx, edits, line)
     gate_findings += argument_findings
+    edits, sink_findings = _devices_into_kernels(ctx, edits, line)
+    gate_findings += sink_findings
+    edits, twin_findings = _functions_with_ascend_twins(ctx, edits, line)
     edits, class_findings = _classes_alike(ctx, value_tests, edits, line)
     gate_findings += class_findings
     edits, chain_findings = _partial_chains(ctx, edits, line)
     if NPU_AWARE_RULE in active:
-        findings += [f for f in chain_findings if not is_suppressed(table, line(f.node), NPU_AWARE_RULE)]
+        findings += [f for f in chain_findings + twin_findings if not is_suppressed(table, line(f.node), NPU_AWARE_RULE)]
     if KERNEL_GATE_RULE in active:
         findings += [f for f in gate_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
 
@@ -885,6 +888,113 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
         "whatever device it is given",
         "nothing to migrate here: port or replace that code for Ascend, then its device argument") for
         edit, callee, kind in reported.values()]
+    return [e for e in edits if id(e) not in dropped], findings
+
+
+def _assigned_device_name(ctx: FileContext, anchor: cst.CSTNode) -> str | None:
+    """``device`` where the edit's anchor is the value of ``device = "cuda"`` (or a branch of
+    a conditional expression there); not a tensor built with it (``q = torch.randn(...,
+    device="cuda")``: a script that hands such tensors to flash-attn is still migrated, and
+    NPU901 reports the call to port)."""
+    for ancestor in ctx.ancestors(anchor):
+        call = ctx.parent(ancestor) if isinstance(ancestor, cst.Arg) else ancestor
+        if isinstance(call, cst.Call):
+            if (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1] != "device":
+                return None  # `device = torch.device("cuda")` is still the device
+        elif isinstance(ancestor, cst.Subscript):
+            return None
+        if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in ancestor.targets] if isinstance(ancestor, cst.Assign) else [ancestor.target]
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            return names[0] if len(names) == 1 == len(targets) else None
+        if isinstance(ancestor, (cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.Lambda)):
+            return None
+    return None
+
+
+def _kernel_sink(index, function: ast.AST, name: str) -> tuple[str, str] | None:
+    """The first call in ``function`` that takes ``name`` (in its arguments, however deep:
+    ``prepare(w.to(device=device))``) into CUDA-only code: a kernel itself, or a function
+    of this file that calls one on every run (gpt-fast's ``prepare_int4_weight_and_scales_and_zeros``,
+    which packs with ``aten._convert_weight_to_int4pack``). Returns (callee, kind)."""
+    definitions = {n.name: n for n in index.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = cuda_only.ast_dotted_name(node.func)
+        kind = index.kind_of(callee) if callee else None
+        if kind is None or kind in _NOT_KERNELS:
+            continue
+        if kind.startswith("it calls"):
+            definition = definitions.get(callee)
+            use = cuda_only.unconditional_kernel_call(index, definition) if definition is not None else None
+            if use is None:
+                continue  # a method, or mixed code of the file's own: its CUDA path may be one of several
+            kind = f"it calls {use.name}, {use.kind}"
+        arguments = [*node.args, *(k.value for k in node.keywords)]
+        if any(isinstance(n, ast.Name) and n.id == name for a in arguments for n in ast.walk(a)):
+            return callee, kind
+    return None
+
+
+def _devices_into_kernels(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A device a function picks (``device = "cuda"``) and hands, in its tensors, to CUDA-only
+    code in the same function: gpt-fast's int4 handler moves each weight to ``device`` and
+    packs it with ``aten._convert_weight_to_int4pack`` through a helper of the file; on NPU
+    those tensors would reach a kernel with no NPU build. The device stays CUDA's and the
+    call is reported once (NPU011)."""
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
+    index = cuda_only.file_index(ctx) if candidates else None
+    if index is None:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[tuple[int, str], tuple[Edit, str, str]] = {}
+    sinks: dict[tuple[int, str], tuple[str, str] | None] = {}
+    for edit in candidates:
+        name = _assigned_device_name(ctx, edit.anchor)
+        function = cuda_only.enclosing_function(index.tree, line(edit.anchor)) if name else None
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        key = (id(function), name)
+        if key not in sinks:
+            sinks[key] = _kernel_sink(index, function, name)
+        if sinks[key] is None:
+            continue
+        dropped.add(id(edit))
+        reported.setdefault(key, (edit, name, *sinks[key]))
+    findings = [FindingRecord(
+        KERNEL_GATE_RULE, edit.anchor,
+        f"`{name}` is handed, in its tensors, to `{callee}` ({kind}); left as CUDA's: on NPU those tensors "
+        "would reach a kernel that has no NPU build",
+        "port that call for Ascend first (torch_npu has its own kernels for some, such as "
+        "torch_npu.npu_convert_weight_to_int4pack), then move this device to the NPU") for
+        edit, name, callee, kind in reported.values()]
+    return [e for e in edits if id(e) not in dropped], findings
+
+
+def _functions_with_ascend_twins(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """A function of the file named for CUDA beside the project's own Ascend twin in the
+    same file (Open-Sora-Plan's ``init_gpu_env`` beside ``init_npu_env``, each picked by
+    whether torch_npu imports): the CUDA one is that path's, and rewriting it (``nccl`` to
+    ``hccl``) breaks it without helping Ascend. Its edits are dropped and reported once (NPU010)."""
+    tree = ctx.python_ast() if edits else None
+    if tree is None:
+        return edits, []
+    names = {n.name for n in cuda_only.all_nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    twinned = {name: twin for name in names for twin in file_roles.ascend_twins(name) if twin in names}
+    if not twinned:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[str, Edit] = {}
+    for edit in edits:
+        for function in cuda_only.enclosing_functions(tree, line(edit.anchor)):
+            if getattr(function, "name", None) in twinned:
+                dropped.add(id(edit))
+                reported.setdefault(function.name, edit)
+                break
+    findings = [FindingRecord(NPU_AWARE_RULE, edit.anchor,
+                              f"`{name}` is CUDA's beside the project's own Ascend `{twinned[name]}`; left unchanged",
+                              "nothing to migrate here") for name, edit in reported.items()]
     return [e for e in edits if id(e) not in dropped], findings
 
 

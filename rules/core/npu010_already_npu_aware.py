@@ -39,6 +39,19 @@ its CUDA calls are the fallback where `torch.npu` is missing (`if hasattr(torch,
 taken from the project root (the folder that holds `pyproject.toml`, `setup.py`, `.git`
 ...), so a checkout under `/home/npu/` does not count.
 
+The project's own CUDA twins of its Ascend code are left alone too (held-out round 15,
+Open-Sora-Plan, which keeps both):
+
+- a file beside its Ascend sibling by name (`nccl_checkpoint_engine.py` beside
+  `hccl_checkpoint_engine.py`, `train_gpu.sh` beside `train_npu.sh`,
+  `Dockerfile.cuda` beside `Dockerfile.npu`), or in a folder (up to three above it,
+  never above the project's root) beside its Ascend twin (`scripts/gpu/` beside
+  `scripts/npu/`): nothing in it is rewritten or reported but one line here, whatever
+  its type (Python, shell, Dockerfile, config, requirements);
+- a function beside its Ascend twin in the same file (`init_gpu_env` beside
+  `init_npu_env`, chosen by whether torch_npu imports): rewriting the CUDA one (`nccl`
+  to `hccl`) would break that path and add nothing to the Ascend one.
+
 Device-type lists in code that adds the PrivateUse1 backend itself
 (`kinds = ["cuda", "xpu"]; kinds.append(torch._C._get_privateuse1_backend_name())`)
 already include the NPU once torch_npu is imported: NPU104 leaves their `"cuda"`.

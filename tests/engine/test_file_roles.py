@@ -157,6 +157,38 @@ def test_a_cuda_module_without_an_ascend_sibling_is_migrated(tmp_path, run_cli, 
     assert 'x.to("npu")' in (tmp_path / "pkg" / name).read_text()
 
 
+LAUNCHER = "CUDA_VISIBLE_DEVICES=0,1 NCCL_IB_HCA=mlx5_0 torchrun --nproc_per_node 2 train.py\n"
+
+
+@pytest.mark.parametrize("name,sibling,twin", [
+    ("scripts/gpu/sample.sh", "scripts/npu/sample.sh", "npu/"),  # Open-Sora-Plan's launchers
+    ("scripts/gpu/t2v/sample.sh", "scripts/npu/t2v/other.sh", "npu/"),  # a folder above
+    ("launch/train_gpu.sh", "launch/train_npu.sh", "train_npu.sh"),
+    ("docker/Dockerfile.cuda", "docker/Dockerfile.npu", "Dockerfile.npu"),
+])
+def test_a_launcher_beside_its_ascend_twin_is_left_alone(tmp_path, run_cli, name, sibling, twin):
+    """Held-out round 15: the project's GPU launchers lost their CUDA device mask although it
+    keeps Ascend ones beside them. They are CUDA's; nothing in them is rewritten or reported
+    but one NPU010 line."""
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'p'\n")
+    write(tmp_path, name, LAUNCHER if name.endswith(".sh") else "FROM nvcr.io/nvidia/pytorch:24.01-py3\n")
+    write(tmp_path, sibling, "ASCEND_RT_VISIBLE_DEVICES=0,1 torchrun train.py\n")
+    result = run_cli("--write", "--no-cache", name)
+    assert (tmp_path / name).read_text().startswith(("CUDA_VISIBLE_DEVICES", "FROM nvcr.io"))
+    assert f"NPU010 this file is CUDA's beside the project's own Ascend one (`{twin}`); left unchanged" in result.output
+    assert "NPU802" not in result.output and "NPU821" not in result.output
+    assert result.exit_code == 0, result.output
+
+
+def test_a_gpu_folder_above_the_project_root_is_no_twin(tmp_path, run_cli):
+    """A checkout under ``/home/gpu/`` beside ``/home/npu/`` is not the CUDA twin of anything."""
+    write(tmp_path, "npu/readme.txt", "x\n")
+    write(tmp_path, "gpu/proj/pyproject.toml", "[project]\nname = 'p'\n")
+    write(tmp_path, "gpu/proj/run.sh", LAUNCHER)
+    run_cli("--write", "--no-cache", "gpu/proj")
+    assert (tmp_path / "gpu/proj/run.sh").read_text().startswith("ASCEND_RT_VISIBLE_DEVICES")
+
+
 def test_the_cache_sees_an_ascend_sibling_appear(tmp_path, run_cli):
     cache = ("--cache-dir", str(tmp_path.parent / "cache"))
     write(tmp_path, "pkg/nccl_engine.py", ENGINE)
