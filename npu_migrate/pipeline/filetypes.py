@@ -134,9 +134,22 @@ def _load(entry: str) -> Migrate:
     return getattr(importlib.import_module(module), function)
 
 
+#: Suffixes of Jinja templates: ``config.yaml.j2`` is a template of the config type its
+#: inner suffix names (:func:`npu_migrate.pipeline.file_roles.template_place` reads it
+#: as a template: reported on, never rewritten).
+TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2")
+#: The inner suffixes a template suffix keeps: configuration only (a Python or shell
+#: template is no Python or shell until it is rendered).
+_TEMPLATED = (".yaml", ".yml", ".json", ".toml")
+
+
 def _suffix(name: str) -> str:
     dot = name.rfind(".")
-    return name[dot:].lower() if dot > 0 else ""
+    suffix = name[dot:].lower() if dot > 0 else ""
+    if suffix in TEMPLATE_SUFFIXES:
+        inner = _suffix(name[:dot])
+        return inner if inner in _TEMPLATED else suffix
+    return suffix
 
 
 @functools.cache

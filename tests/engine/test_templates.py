@@ -386,3 +386,27 @@ def test_a_template_too_deep_to_read_is_skipped_not_an_error(tmp_path):
     result = migrate(str(path), data, ALL)
     assert result.error is None and result.is_template and result.new_source is None
     assert files  # the chart beside it
+
+
+# -- by name: Jinja templates of config files (``job.yaml.j2``) -------------------------
+
+@pytest.mark.parametrize("name", ["job.yaml.j2", "job.yml.jinja", "deploy/config.json.j2", "pyproject.toml.jinja2"])
+def test_a_jinja_config_template_is_a_template_by_its_name(tmp_path, name):
+    assert template_place(str(tmp_path / name)).startswith("a Jinja template")
+
+
+def test_jinja_templates_are_reported_on_and_left_unchanged(tmp_path, run_cli):
+    """Ansible/cookiecutter/Beaker job templates (``job.yaml.j2``) were not read at all:
+    their CUDA requests went unreported (issue 38). They are now config templates:
+    findings, no rewrite, no error; a ``.j2`` of no config type is still no file of ours."""
+    text = ("resources:\n  limits:\n    nvidia.com/gpu: {{ gpus }}\n"
+            "env:\n  - name: CUDA_VISIBLE_DEVICES\n    value: \"0,1\"\n")
+    job = write(tmp_path, "job.yaml.j2", text)
+    other = write(tmp_path, "notes.txt.j2", "device: cuda\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert result.exit_code == 0, result.output
+    assert "job.yaml.j2:3:5: NPU962" in result.output
+    assert "job.yaml.j2:5:11: NPU833 template, left unchanged" in result.output
+    assert "1 template file(s) skipped" in result.output
+    assert "notes.txt.j2" not in result.output
+    assert job.read_text() == text and other.read_text() == "device: cuda\n"
