@@ -21,6 +21,13 @@ SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script"})
 
 _ASSIGNED = re.compile(r"^\s*[\w.\[\], ]+\s*=\s*[%!]")
 _SPECIAL = re.compile(r"^\s*(?:[%!?]|\w[\w.]*\?{1,2}\s*$)")
+#: Line magics that IPython also runs without their ``%`` (automagic, on by default in
+#: Jupyter): ``cd ..``, ``pip install langchain`` (alpaca_farm's and llama-cookbook's
+#: notebooks). A line that starts with one is IPython's only where it is not Python on
+#: its own (``ls = []`` and ``pwd`` stay Python).
+_AUTOMAGIC = re.compile(
+    r"^\s*(?:cd|pip|conda|mamba|pwd|env|set_env|ls|cat|mkdir|rmdir|rm|cp|mv|ll|load_ext|reload_ext|matplotlib|"
+    r"autoreload|aimport|run|time|timeit|who|whos|reset|history|bookmark|pushd|popd|dhist|alias)(?:\s|$)")
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class Special:
         stripped = self.text.lstrip()
         if stripped.startswith("!"):
             return "shell"
-        if stripped.startswith("%"):
+        if stripped.startswith("%") or _AUTOMAGIC.match(self.text):
             return "magic"
         return "assigned" if _ASSIGNED.match(self.text) else "help"
 
@@ -55,7 +62,7 @@ def specials(lines: list[str]) -> list[Special]:
     index = 0
     while index < len(lines):
         line = lines[index]
-        if _SPECIAL.match(line) or _ASSIGNED.match(line):
+        if _SPECIAL.match(line) or _ASSIGNED.match(line) or (_AUTOMAGIC.match(line) and not _is_python(line)):
             last = index
             while lines[last].rstrip("\r\n").endswith("\\") and last + 1 < len(lines):
                 last += 1
@@ -64,3 +71,12 @@ def specials(lines: list[str]) -> list[Special]:
         else:
             index += 1
     return found
+
+
+def _is_python(line: str) -> bool:
+    """``line`` compiles as a statement of its own (an automagic name used as Python)."""
+    try:
+        compile(line.strip(), "<cell>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True

@@ -165,6 +165,21 @@ def test_magics_are_recognised_as_ipython_does():
     assert cell_magic(["%%bash\n", "ls\n"]) == "bash" and cell_magic(["x\n"]) is None
 
 
+def test_automagic_lines_are_ipython_where_they_are_not_python():
+    """Jupyter runs ``cd ..`` and ``pip install x`` without their ``%`` (automagic):
+    alpaca_farm's and llama-cookbook's notebooks failed as syntax errors (exit 2)."""
+    lines = ["cd ..\n", "pip install langchain\n", "ls = []\n", "pwd\n", "time.sleep(1)\n", "  cd data\n"]
+    assert [(s.first, s.kind) for s in specials(lines)] == [(0, "magic"), (1, "magic"), (5, "magic")]
+
+
+def test_a_notebook_with_automagic_lines_is_migrated(tmp_path):
+    data = notebook(("code", "cd ..\npip install -q timm"), ("code", "import torch\nx = torch.zeros(2).cuda()"))
+    result = run(data)
+    assert result.error is None
+    assert sources(result.new_source)[0] == "cd ..\npip install -q timm"
+    assert "x = torch.zeros(2).npu()" in sources(result.new_source)[1]
+
+
 def test_join_and_split_round_trip():
     code = {1: "import torch\n!ls", 3: "%%time\nfor i in x:\n    %time g()\n    h()\n", 4: "%%bash\nls"}
     joined = joiner.join(code)
