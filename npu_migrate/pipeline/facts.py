@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from npu_migrate.tables.packages import NO_ASCEND_IMPORT
+
 _SET_EPOCH = re.compile(rb"\.set_epoch\s*\(")
 #: A module that is Triton/Helion/CuPy/PyCUDA code: it imports one of them unconditionally
 #: (at column 0) or defines a Triton kernel.
@@ -196,6 +198,18 @@ class ProjectFacts:
     #: Dependency files (absolute) named for the NPU that list torch (``requirements-npu.txt``):
     #: the project's Ascend install, where torch-npu goes (NPU850), not its other files.
     ascend_torch_files: frozenset[str] = frozenset()
+    #: ``(file, imported file, package)``: Python files (absolute) of the run that cannot be
+    #: imported on Ascend because a module-level import of a project module leads, through
+    #: module-level imports only, to one of a package with no Ascend build
+    #: (:data:`npu_migrate.tables.packages.NO_ASCEND_IMPORT`): LongLoRA's scripts import
+    #: ``llama_attn_replace``, which imports flash-attn (held-out round 15).
+    unimportable_via: tuple[tuple[str, str, str], ...] = ()
+    #: ``(file, patcher)``: Python files (absolute) of the run that import, at any depth and
+    #: through any import of the run's own modules and packages, the file ``patcher`` that
+    #: imports ``torch_npu.contrib.transfer_to_npu``: on Ascend torch_npu maps their CUDA
+    #: calls, device strings and NCCL backend at run time (Open-Sora-Plan's ``npu_config``,
+    #: held-out round 15), so the rewrites it covers serve nothing there.
+    patched_via: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -213,6 +227,7 @@ class ProjectFacts:
         importers: set[str] = set()
         packages_seen: set[str] = set()
         imports: dict[str, set[str]] = {}  # absolute .py path -> the dotted names it imports
+        top_imports: dict[str, set[str]] = {}  # the same, of its imports at column 0 (module level)
         training: set[str] = set()
         ascend_torch: set[str] = set()
         for source in sources:
@@ -250,6 +265,7 @@ class ProjectFacts:
                 custom_flash = any(b"sdpa" not in m.group() or m.group().startswith(b"[")
                                    for m in _FLASH_REGISTRY.finditer(data))
             imports[os.path.abspath(path)] = _imported_names(data)
+            top_imports[os.path.abspath(path)] = _imported_names(data, top_level=True)
             if may_define_skip_marks(path, data):
                 mark_modules.append((os.path.abspath(path), hashlib.sha1(data).hexdigest()[:16]))
             if any(word in data for word in _TRAINS_WORDS) and TRAINS.search(data):
@@ -289,7 +305,21 @@ class ProjectFacts:
             imports_training=frozenset(importer for found, importer in edges if found in training),
             local_modules=local,
             ascend_torch_files=frozenset(ascend_torch),
+            unimportable_via=_unimportable(top_imports),
+            patched_via=_patched(imports),
         )
+
+    def blocked_import(self, path: str) -> tuple[str, str] | None:
+        """``(imported file, package)`` when the Python file ``path`` cannot be imported on
+        Ascend through its module-level imports of the run's modules (:attr:`unimportable_via`)."""
+        absolute = os.path.abspath(path)
+        return next(((step, package) for file, step, package in self.unimportable_via if file == absolute), None)
+
+    def patched_by(self, path: str) -> str | None:
+        """The file of the run that imports torch_npu's ``transfer_to_npu`` and that the
+        Python file ``path`` imports (or is), if any (:attr:`patched_via`)."""
+        absolute = os.path.abspath(path)
+        return next((patcher for file, patcher in self.patched_via if file == absolute), None)
 
     def is_cuda_only_file(self, file: str) -> bool:
         """``file`` (an absolute module path without ``.py``) is CUDA-only code."""
@@ -318,6 +348,8 @@ class ProjectFacts:
                  + sorted(f"imports-training:{f}" for f in self.imports_training)
                  + sorted(f"local:{f}" for f in _relative(self.local_modules))
                  + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files))
+                 + sorted(f"blocked:{f}" for f in _relative(frozenset(f for f, _, _ in self.unimportable_via)))
+                 + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
                  + [f"skip:{os.path.basename(path)}:{digest}" for path, digest in self.skip_mark_modules])
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
@@ -351,14 +383,15 @@ def _local_modules(files: list[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-def _imported_names(data: bytes) -> set[str]:
+def _imported_names(data: bytes, top_level: bool = False) -> set[str]:
     """The dotted names a file imports (``from a import b, c`` gives ``a``, ``a.b``, ``a.c``).
     Line by line, and only lines with ``import`` in them: :data:`_IMPORT` matches at a
     line's start and never across a line end, and ``re`` alone would try every position
-    of the file."""
+    of the file. ``top_level``: only the imports written at column 0, which run whenever
+    the module is imported (not in a ``try``, an ``if`` or a function)."""
     names: set[str] = set()
     for line in data.split(b"\n"):
-        match = _IMPORT.match(line) if b"import" in line else None
+        match = _IMPORT.match(line) if b"import" in line and not (top_level and line[:1] in (b" ", b"\t")) else None
         if match is None:
             continue
         plain, module, members = match.groups()
@@ -377,7 +410,66 @@ def _imported_names(data: bytes) -> set[str]:
     return names
 
 
-def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
+def _blocking_package(names: Iterable[str]) -> str | None:
+    for name in sorted(names):
+        if any(name == package or name.startswith(package + ".") for package in NO_ASCEND_IMPORT):
+            return name
+    return None
+
+
+def _unimportable(top_imports: dict[str, set[str]]) -> tuple[tuple[str, str, str], ...]:
+    """``(file, imported file, package)`` for the files whose module-level imports of the
+    run's own modules lead to a module-level import of a package with no Ascend build;
+    ``imported file`` is the first step of that chain. Files that import such a package
+    themselves are not listed (the Python front end sees that import in the file)."""
+    blocked: dict[str, tuple[str]] = {}  # file -> (the package it imports,)
+    for path, names in top_imports.items():
+        package = _blocking_package(names)
+        if package is not None:
+            blocked[path] = (package,)
+    if not blocked:
+        return ()
+    importers: dict[str, list[str]] = {}
+    for imported, importer in _import_edges(top_imports):
+        importers.setdefault(imported, []).append(importer)
+    via: dict[str, tuple[str, str]] = {}  # file -> (the imported file, the package at the chain's end)
+    pending = sorted(blocked)
+    while pending:
+        imported = pending.pop(0)
+        package = blocked[imported][0] if imported in blocked else via[imported][1]
+        for importer in sorted(importers.get(imported, ())):
+            if importer not in blocked and importer not in via:
+                via[importer] = (imported, package)
+                pending.append(importer)
+    return tuple(sorted((f, step, package) for f, (step, package) in via.items()))
+
+
+#: the import of torch_npu's run-time patcher, as :func:`_imported_names` gives it
+TRANSFER_TO_NPU = "torch_npu.contrib.transfer_to_npu"
+
+
+def _patched(imports: dict[str, set[str]]) -> tuple[tuple[str, str], ...]:
+    """``(file, patcher)`` for the files that import a file importing
+    :data:`TRANSFER_TO_NPU` (directly or through other files of the run), and the
+    patchers themselves."""
+    patchers = sorted(path for path, names in imports.items() if TRANSFER_TO_NPU in names)
+    if not patchers:
+        return ()
+    importers: dict[str, list[str]] = {}
+    for imported, importer in _import_edges(imports, packages=True):
+        importers.setdefault(imported, []).append(importer)
+    via = {path: path for path in patchers}
+    pending = list(patchers)
+    while pending:
+        imported = pending.pop(0)
+        for importer in sorted(importers.get(imported, ())):
+            if importer not in via:
+                via[importer] = via[imported]
+                pending.append(importer)
+    return tuple(sorted(via.items()))
+
+
+def _import_edges(imports: dict[str, set[str]], packages: bool = False) -> set[tuple[str, str]]:
     """(imported file, importing file) for the files of the run that another file of
     the run imports: a dotted name
     ``a.b`` imported by ``dir/x.py`` is ``a.py`` or ``a/b.py`` in ``dir`` (a script's
@@ -387,6 +479,8 @@ def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
     if not imports:
         return set()
     root = os.path.commonpath([os.path.dirname(p) for p in imports])
+    while os.path.join(root, "__init__.py") in imports and os.path.dirname(root) != root:
+        root = os.path.dirname(root)  # a run of a package's own folder: `from pkg.x import y` names it from above
     # What each directory from the root down holds of the run's files (``a`` for
     # ``a.py`` and for ``a/...``): a name whose first part is not there cannot be
     # a file of the run from that directory, so no path is joined for it.
@@ -415,7 +509,10 @@ def _import_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
                 if parts[0] not in children.get(base, ()):
                     continue
                 for k in range(1, len(parts) + 1):
-                    candidate = os.path.join(base, *parts[:k]) + ".py"
-                    if candidate != path and candidate in imports:
-                        found.add((candidate, path))
+                    candidates = [os.path.join(base, *parts[:k]) + ".py"]
+                    if packages:  # `import pkg.sub` runs pkg/__init__.py and pkg/sub/__init__.py
+                        candidates.append(os.path.join(base, *parts[:k], "__init__.py"))
+                    for candidate in candidates:
+                        if candidate != path and candidate in imports:
+                            found.add((candidate, path))
     return found

@@ -192,23 +192,32 @@ def kernel_module(ctx: FileContext) -> str | None:
 
 
 def unimportable_module(ctx: FileContext) -> str | None:
-    """Why ``ctx`` cannot be imported on Ascend, or None: a module without a ``__main__``
-    block whose module-level code imports a package with no Ascend build
-    (:func:`cuda_only.import_blocker`: TinyLlama's ``lit_gpt/model.py`` imports flash-attn,
-    trlx's NeMo models ``apex.transformer``). Nothing in it runs on Ascend until that
-    import is ported, so its device code is left as it is (held-out rounds 11 and 12: 40
-    needless hunks in such modules); a script is still migrated, since its imports are
-    the first thing its owner ports."""
+    """Why ``ctx`` cannot be imported on Ascend, or None: its module-level code imports a
+    package with no Ascend build (:func:`cuda_only.import_blocker`: TinyLlama's
+    ``lit_gpt/model.py`` imports flash-attn, trlx's NeMo models ``apex.transformer``), or
+    a module of the project whose module-level imports lead to one
+    (:meth:`ProjectFacts.blocked_import`: LongLoRA's scripts import ``llama_attn_replace``,
+    which imports flash-attn). Nothing in it runs on Ascend until that import is ported,
+    so its device code is left as it is and the import is reported: a script too, whose
+    owner ports that import first and runs npu-migrate again (held-out rounds 11, 12 and
+    15: 54 needless hunks in such files; docs/decisions.md, "Code that cannot import")."""
     from npu_migrate.python.cuda_only import import_blocker
 
-    if "__main__" in ctx.text or "import" not in ctx.text:
+    if "import" not in ctx.text:
         return None
     found = import_blocker(ctx.python_ast())
-    if found is None:
+    if found is not None:
+        module, line = found
+        return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "
+                "cannot be imported on Ascend; its device code is left unchanged")
+    chain = ctx.facts.blocked_import(ctx.path)
+    if chain is None:
         return None
-    module, line = found
-    return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "
-            "cannot be imported on Ascend; its device code is left unchanged")
+    step, package = chain
+    module = os.path.basename(step).removesuffix(".py")
+    return (f"this module imports the project's `{module}` at module level, whose module-level imports lead to "
+            f"`{package}`, which has no Ascend build, so it cannot be imported on Ascend; its device code is left "
+            "unchanged")
 
 
 @functools.lru_cache(maxsize=4096)

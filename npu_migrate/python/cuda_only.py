@@ -71,6 +71,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from npu_migrate.python.context import FileContext
+from npu_migrate.tables.packages import KERNEL_PACKAGES, NO_ASCEND_IMPORT  # noqa: F401 (re-exported)
 
 # -- what counts as CUDA-only code ----------------------------------------------------
 
@@ -121,29 +122,8 @@ KIND_CAPABILITY = ("a CUDA compute-capability probe (on NPU, get_device_capabili
 KIND_CUDA_VERSION = "CUDA's toolkit version (`torch.version.cuda` is None on Ascend)"
 KIND_KERNEL_PACKAGE = "a package of CUDA kernels"
 KIND_CUDA_METHOD = "a method named for the class's CUDA path"
-#: Packages of CUDA kernels that no NPU9xx rule reports by name but whose calls are
-#: CUDA-only all the same (a test in front of them is a kernel gate, NPU011).
-KERNEL_PACKAGES = frozenset({
-    "mamba_ssm", "causal_conv1d", "selective_scan_cuda", "fused_dense_lib", "dropout_layer_norm", "rotary_emb",
-    "xentropy_cuda_lib", "flashinfer", "deep_gemm", "deep_ep", "sageattention", "natten", "fast_hadamard_transform",
-    "grouped_gemm", "megablocks", "flashattn_hopper", "tilelang",
-    # GPTQ/AWQ quantized-matmul kernels (AutoGPTQ's exllama and marlin backends)
-    "exllama_kernels", "exllamav2_kernels", "autogptq_cuda_64", "autogptq_cuda_256", "autogptq_marlin_cuda",
-    "marlin_cuda", "awq_inference_engine",
-})
 KIND_NAMED_PACKAGE = "a CUDA-only package or feature named by the test, its message or the value it picks"
 
-#: Packages with no Ascend build whose import itself fails there: flash-attn and its
-#: compiled parts (its wheel is built against CUDA; installed without the build, the
-#: import of ``flash_attn_2_cuda`` fails), Transformer Engine (loads a CUDA library at
-#: import), Megatron's parts of NVIDIA apex (Ascend's apex builds amp and the fused
-#: optimizers, not ``apex.transformer``/``apex.contrib``), TensorRT, PyCUDA, DALI and
-#: the SSM/MoE/attention kernel packages of :data:`KERNEL_PACKAGES`. Not Triton
-#: (triton-ascend), DeepSpeed, bitsandbytes or xformers, which import on Ascend.
-NO_ASCEND_IMPORT = frozenset({
-    "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "flash_attn_cuda", "transformer_engine",
-    "apex.transformer", "apex.contrib", "tensorrt", "tensorrt_llm", "pycuda", "nvidia.dali",
-}) | KERNEL_PACKAGES - {"flashinfer", "tilelang"}
 
 
 def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 
 import libcst as cst
@@ -396,6 +397,10 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                                           "port that import first, then run npu-migrate again to migrate the rest"))
         edits = []
         ctx.uses_npu_unimported = None
+    if edits and (patcher := ctx.facts.patched_by(path)) is not None:
+        edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher)
+        if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
+            findings.append(patched)
     edits = _device_fstrings(ctx, edits)
     edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
@@ -996,6 +1001,31 @@ def _functions_with_ascend_twins(ctx: FileContext, edits: list[Edit], line) -> t
                               f"`{name}` is CUDA's beside the project's own Ascend `{twinned[name]}`; left unchanged",
                               "nothing to migrate here") for name, edit in reported.items()]
     return [e for e in edits if id(e) not in dropped], findings
+
+
+#: What torch_npu's ``transfer_to_npu`` maps at run time: ``torch.cuda.X`` (and its amp),
+#: ``.cuda()``, ``"cuda"`` and integer devices in torch's calls, and the NCCL backend of
+#: ``init_process_group`` (torch_npu/contrib/transfer_to_npu.py). Not ``map_location``,
+#: the TF32 switches, CUDA_VISIBLE_DEVICES or the runtime.
+_TRANSFER_TO_NPU_RULES = frozenset({"NPU101", "NPU103", "NPU104", "NPU105", "NPU201", "NPU301"})
+
+
+def _left_to_transfer_to_npu(ctx: FileContext, edits: list[Edit], patcher: str) -> tuple[list[Edit], FindingRecord | None]:
+    """A file that imports, at some depth, the project's module that imports
+    ``transfer_to_npu`` (Open-Sora-Plan's ``npu_config``) runs on Ascend with its CUDA
+    calls mapped by torch_npu: the rewrites that mapping covers are dropped and reported
+    once (NPU010); the others (TF32, ``map_location``, the runtime) stay."""
+    kept = [e for e in edits if e.rule not in _TRANSFER_TO_NPU_RULES]
+    if len(kept) == len(edits):
+        return edits, None
+    first = min((e for e in edits if e.rule in _TRANSFER_TO_NPU_RULES), key=lambda e: ctx.position(e.anchor).start.line)
+    where = "this file" if os.path.abspath(ctx.path) == patcher else f"`{os.path.basename(patcher)}`, which this file imports,"
+    return kept, FindingRecord(
+        NPU_AWARE_RULE, first.anchor,
+        f"{where} imports torch_npu's transfer_to_npu: on Ascend its CUDA calls, devices and NCCL backend are mapped "
+        "at run time; left unchanged",
+        "nothing to do while the project keeps transfer_to_npu; to migrate this code in the source instead, drop "
+        "that import and run npu-migrate again")
 
 
 def _cuda_only_scope(index, scope: ast.AST, testing: bool) -> tuple[str, str] | None:

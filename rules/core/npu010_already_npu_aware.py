@@ -52,6 +52,16 @@ Open-Sora-Plan, which keeps both):
   `init_npu_env`, chosen by whether torch_npu imports): rewriting the CUDA one (`nccl`
   to `hccl`) would break that path and add nothing to the Ascend one.
 
+A project that already runs on Ascend through torch_npu's run-time patcher (a module of
+its own imports `torch_npu.contrib.transfer_to_npu`, as Open-Sora-Plan's `npu_config`
+does) has, in every file that imports that module at any depth (through packages'
+`__init__` files too), its `torch.cuda.X` calls, `.cuda()`, `"cuda"` and integer devices
+and NCCL backend mapped at run time on Ascend: those rewrites (NPU101, NPU103, NPU104,
+NPU105, NPU201, NPU301) serve nothing there and are left alone, reported once per file
+here. The rest (the TF32 switches, `map_location`, CUDA_VISIBLE_DEVICES, the runtime)
+is still migrated: the patcher does not map it. To migrate the source instead, drop the
+patcher's import and run npu-migrate again.
+
 Device-type lists in code that adds the PrivateUse1 backend itself
 (`kinds = ["cuda", "xpu"]; kinds.append(torch._C._get_privateuse1_backend_name())`)
 already include the NPU once torch_npu is imported: NPU104 leaves their `"cuda"`.

