@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from npu_migrate.configs import json_reader
 from npu_migrate.pipeline.file_roles import data_file_reason, is_ci_file
+
+from ._files import write
 
 WORKFLOW = textwrap.dedent("""\
     jobs:
@@ -25,13 +26,6 @@ WORKFLOW = textwrap.dedent("""\
           - if: matrix.device == 'cuda'
             run: python train.py
     """)
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize("rel", [

@@ -23,6 +23,8 @@ from npu_migrate.pipeline.file_roles import template_place
 from npu_migrate.pipeline.selection import Selection
 from npu_migrate.pipeline.settings import Settings
 
+from ._files import write
+
 ALL = Settings(selection=Selection.create(["ALL"]))
 
 CHART = "apiVersion: v2\nname: trainer\nversion: 0.1.0\n"
@@ -71,13 +73,6 @@ SERVICE = textwrap.dedent("""\
     """)
 #: A template that happens to parse: rewriting it would still be rewriting a template.
 PARSES = 'kind: ConfigMap\ndata:\n  device: cuda\n  backend: "nccl"\n'
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def chart(root: Path) -> dict[str, bytes]:

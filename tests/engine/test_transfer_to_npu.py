@@ -5,22 +5,15 @@ others stay (held-out round 15: Open-Sora-Plan's ``npu_config`` made 70 hunks ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from npu_migrate.pipeline.facts import ProjectFacts
+
+from ._files import write
 
 CONFIG = ("import torch\n\ntry:\n    import torch_npu\n    from torch_npu.contrib import transfer_to_npu\n"
           "except ImportError:\n    torch_npu = None\n")
 TRAIN = ("import torch\n\ntry:\n    from proj.npu_config import npu_config\nexcept ImportError:\n    npu_config = None\n\n\n"
          "def main():\n    torch.cuda.set_device(0)\n    x = torch.zeros(2).cuda()\n"
          "    torch.backends.cuda.matmul.allow_tf32 = True\n    return torch.load('ckpt.pt')\n")
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def test_files_under_transfer_to_npu_keep_what_it_maps(tmp_path, run_cli):

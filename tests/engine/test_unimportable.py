@@ -6,21 +6,14 @@ round 15: LongLoRA's scripts import ``llama_attn_replace``, which imports flash-
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from npu_migrate.pipeline.facts import ProjectFacts
 
+from ._files import write
+
 SCRIPT = 'import torch\n{imports}\n\ndef main():\n    torch.cuda.set_device(0)\n\n\nif __name__ == "__main__":\n    main()\n'
 FLASH = "import torch\nfrom flash_attn import flash_attn_func\n\n\ndef attention(q):\n    return flash_attn_func(q, q, q)\n"
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize("imports", [
