@@ -77,6 +77,14 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
         new = cst.parse_expression(f"{root}.{TARGETS[qualified]}")
         message = f"`{qualified}` -> `{target}`"
         statement = self._setting(node)
+        if statement is None and _is_target(self.ctx, node):
+            # `torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32`
+            # (alpaca_farm, held-out round 16): the read form would be a conditional
+            # expression on the left of `=`, a syntax error; set each switch on a line of its own
+            self.report(node, f"`{qualified}` is set together with other targets; left unchanged",
+                        f"set `{target}` on a statement of its own (under `if hasattr(torch.npu, ...)` "
+                        "where the file must also run without torch_npu)")
+            return
         if statement is None:
             # a read: torch_npu's switch where it is there, the original flag elsewhere (a CPU
             # machine, where `torch.npu` is `torch.cuda` and has no HF32 switch): axolotl's
@@ -97,6 +105,17 @@ and ignores it. Setting `allow_hf32` to a non-bool raises `TypeError`.
         assign = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
         line = self.ctx.parent(assign) if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
         return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+
+
+def _is_target(ctx, node: cst.CSTNode) -> bool:
+    """``node`` is written to (a target of ``=``, ``+=``, ``:``-annotated assignment or a
+    ``for``, alone or in a tuple or list of targets), not read."""
+    child, parent = node, ctx.parent(node)
+    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        child, parent = parent, ctx.parent(parent)
+    if isinstance(parent, cst.AssignTarget):
+        return True
+    return isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For)) and parent.target is child
 
 
 #: the comment on the ``if`` that keeps an HF32 setting off machines without torch_npu
