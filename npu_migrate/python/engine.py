@@ -397,6 +397,10 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                                           "port that import first, then run npu-migrate again to migrate the rest"))
         edits = []
         ctx.uses_npu_unimported = None
+    if edits and any(f.rule == _LIGHTNING_RULE for f in ctx.findings):
+        edits, placed = _left_to_lightning(ctx, edits, line)
+        if placed is not None and not is_suppressed(table, line(placed.node), _LIGHTNING_RULE):
+            findings.append(placed)
     if edits and (patcher := ctx.facts.patched_by(path)) is not None:
         edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher)
         if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
@@ -917,11 +921,12 @@ def _assigned_device_name(ctx: FileContext, anchor: cst.CSTNode) -> str | None:
     return None
 
 
-def _kernel_sink(index, function: ast.AST, name: str) -> tuple[str, str] | None:
+def _kernel_sink(index, function: ast.AST, name: str) -> tuple[str, str, ast.AST | None] | None:
     """The first call in ``function`` that takes ``name`` (in its arguments, however deep:
     ``prepare(w.to(device=device))``) into CUDA-only code: a kernel itself, or a function
     of this file that calls one on every run (gpt-fast's ``prepare_int4_weight_and_scales_and_zeros``,
-    which packs with ``aten._convert_weight_to_int4pack``). Returns (callee, kind)."""
+    which packs with ``aten._convert_weight_to_int4pack``). Returns (callee, kind, the
+    callee's definition when it is a function of this file)."""
     definitions = {n.name: n for n in index.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for node in ast.walk(function):
         if not isinstance(node, ast.Call):
@@ -930,15 +935,15 @@ def _kernel_sink(index, function: ast.AST, name: str) -> tuple[str, str] | None:
         kind = index.kind_of(callee) if callee else None
         if kind is None or kind in _NOT_KERNELS:
             continue
+        definition = definitions.get(callee)
         if kind.startswith("it calls"):
-            definition = definitions.get(callee)
             use = cuda_only.unconditional_kernel_call(index, definition) if definition is not None else None
             if use is None:
                 continue  # a method, or mixed code of the file's own: its CUDA path may be one of several
             kind = f"it calls {use.name}, {use.kind}"
         arguments = [*node.args, *(k.value for k in node.keywords)]
         if any(isinstance(n, ast.Name) and n.id == name for a in arguments for n in ast.walk(a)):
-            return callee, kind
+            return callee, kind, definition
     return None
 
 
@@ -947,14 +952,17 @@ def _devices_into_kernels(ctx: FileContext, edits: list[Edit], line) -> tuple[li
     code in the same function: gpt-fast's int4 handler moves each weight to ``device`` and
     packs it with ``aten._convert_weight_to_int4pack`` through a helper of the file; on NPU
     those tensors would reach a kernel with no NPU build. The device stays CUDA's and the
-    call is reported once (NPU011)."""
+    call is reported once (NPU011); so does the other device code of that function and of
+    the file's function it hands the device to (lit-llama's GPTQ quantizer frees and
+    measures the CUDA memory it quantizes on: rewritten, those calls asked the NPU)."""
     candidates = [e for e in edits if e.rule in _DEVICE_RULES]
     index = cuda_only.file_index(ctx) if candidates else None
     if index is None:
         return edits, []
     dropped: set[int] = set()
     reported: dict[tuple[int, str], tuple[Edit, str, str]] = {}
-    sinks: dict[tuple[int, str], tuple[str, str] | None] = {}
+    sinks: dict[tuple[int, str], tuple[str, str, ast.AST | None] | None] = {}
+    spans: list[tuple[int, int]] = []  # the functions whose device code stays CUDA's with it
     for edit in candidates:
         name = _assigned_device_name(ctx, edit.anchor)
         function = cuda_only.enclosing_function(index.tree, line(edit.anchor)) if name else None
@@ -966,7 +974,13 @@ def _devices_into_kernels(ctx: FileContext, edits: list[Edit], line) -> tuple[li
         if sinks[key] is None:
             continue
         dropped.add(id(edit))
-        reported.setdefault(key, (edit, name, *sinks[key]))
+        reported.setdefault(key, (edit, name, *sinks[key][:2]))
+        spans.append((function.lineno, function.end_lineno or function.lineno))
+        if sinks[key][2] is not None:
+            spans.append((sinks[key][2].lineno, sinks[key][2].end_lineno or sinks[key][2].lineno))
+    for edit in candidates:
+        if any(a <= line(edit.anchor) <= b for a, b in spans):
+            dropped.add(id(edit))
     findings = [FindingRecord(
         KERNEL_GATE_RULE, edit.anchor,
         f"`{name}` is handed, in its tensors, to `{callee}` ({kind}); left as CUDA's: on NPU those tensors "
@@ -1001,6 +1015,29 @@ def _functions_with_ascend_twins(ctx: FileContext, edits: list[Edit], line) -> t
                               f"`{name}` is CUDA's beside the project's own Ascend `{twinned[name]}`; left unchanged",
                               "nothing to migrate here") for name, edit in reported.items()]
     return [e for e in edits if id(e) not in dropped], findings
+
+
+_LIGHTNING_RULE = "NPU960"
+
+
+def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], FindingRecord | None]:
+    """A file whose Lightning ``Fabric``/``Trainer`` has no NPU accelerator (NPU960 reports
+    it: ``"auto"``, ``"gpu"``, ``"cuda"``) runs where Lightning puts it, which on Ascend is
+    the CPU or nowhere: its device tests compare Lightning's device (``fabric.device.type ==
+    "cuda"``) and its CUDA queries pick Lightning's precision. Rewritten before the
+    accelerator is given, they named an NPU that Lightning never reports and moved a CPU
+    run to bf16 (lit-llama's generate and finetune scripts, held-out round 16). The device
+    edits wait for that port: dropped and reported once; a second run after it migrates them."""
+    kept = [e for e in edits if e.rule not in _DEVICE_RULES and e.rule not in ("NPU201", "NPU301")]
+    if len(kept) == len(edits):
+        return edits, None
+    first = min((e for e in edits if e not in kept), key=lambda e: line(e.anchor))
+    return kept, FindingRecord(
+        _LIGHTNING_RULE, first.anchor,
+        "this file's device code runs where its Lightning Fabric/Trainer puts it, and Lightning has no NPU "
+        "accelerator (reported above); its device code is left unchanged",
+        "give the Fabric/Trainer an NPU accelerator first (see NPU960's advice), then run npu-migrate again to "
+        "migrate this file's device code")
 
 
 #: What torch_npu's ``transfer_to_npu`` maps at run time: ``torch.cuda.X`` (and its amp),

@@ -79,6 +79,14 @@ the parameter by the shared "reaches torch" analysis, `parameter_of`, as it foll
 device into a function of the file); each of those values is reported where it is
 written. Other values (an object, a call) are left alone.
 
+While a file's Fabric/Trainer is reported here, its device code (the CUDA queries that
+pick Lightning's precision, tests of `fabric.device.type`, `torch.cuda.X` calls) runs
+where Lightning puts it, which on Ascend is the CPU: it is left unchanged and reported
+once (held-out round 16: lit-llama's scripts named an NPU Lightning never reports and
+moved a CPU run to bf16). Once the Fabric/Trainer gets an NPU accelerator, this rule is
+quiet and a second run migrates that code. `map_location="cpu"` and the other edits that
+hold on any device stay.
+
 The same value set in Python on a Hydra/OmegaConf trainer config
 (`cfg.trainer.accelerator = "gpu"`, `cfg["trainer"]["accelerator"] = "gpu"`, as
 lightning-hydra-template's tests do before `train(cfg)` builds the `Trainer` from it),
