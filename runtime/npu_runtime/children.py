@@ -213,6 +213,10 @@ def exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(Exception):  # atexit does not run past os._exit
+        from . import own_dirs
+
+        own_dirs.remove_before_exit()
     os._exit(code)
 
 

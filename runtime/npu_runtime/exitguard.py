@@ -279,6 +279,10 @@ def _expire(idle: float, timeout_s: float) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
+    with contextlib.suppress(Exception):  # atexit does not run past os._exit
+        from . import own_dirs
+
+        own_dirs.remove_before_exit()
     os._exit(0)
 
 

@@ -619,6 +619,10 @@ def _exit_rank(code: int) -> None:
         sys.stderr.flush()
     with contextlib.suppress(Exception):
         descendants.kill_descendants()
+    with contextlib.suppress(Exception):  # atexit does not run past os._exit
+        from . import own_dirs
+
+        own_dirs.remove_before_exit()
     os._exit(code)
 
 

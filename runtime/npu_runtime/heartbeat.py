@@ -17,13 +17,13 @@ directory (mode 0700) made by the parent, named in ``NPU_RUNTIME_HEARTBEAT_DIR``
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 import time
+
+from . import own_dirs
 
 ENV_DIR = "NPU_RUNTIME_HEARTBEAT_DIR"
 _own_dir: str | None = None
@@ -36,13 +36,7 @@ def create_for_children() -> None:
         return
     _own_dir = tempfile.mkdtemp(prefix="npu_runtime-heartbeat-")
     os.environ[ENV_DIR] = f"{os.getpid()}:{_own_dir}"
-    atexit.register(_remove_own_dir, os.getpid(), _own_dir)
-
-
-def _remove_own_dir(creator: int, path: str) -> None:
-    """At the creating parent's exit: leave no directory behind in the temporary directory."""
-    if os.getpid() == creator:  # a forked child inherits the hook; the directory is not its own
-        shutil.rmtree(path, ignore_errors=True)
+    own_dirs.own(_own_dir)  # removed at exit, also past os._exit (own_dirs.py)
 
 
 def _parent_dir() -> str | None:

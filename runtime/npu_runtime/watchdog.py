@@ -268,6 +268,10 @@ class Watchdog:
             # The checker is killing this process (its dying workers may have made the main
             # thread raise, e.g. DataLoader's SIGCHLD check): end as the watchdog would.
             self._killed.wait(10)
+            with contextlib.suppress(Exception):  # atexit does not run past os._exit
+                from . import own_dirs
+
+                own_dirs.remove_before_exit()
             os._exit(EXIT_CODE)
         self._exiting = True
         self.last_beat = _monotonic()
@@ -308,7 +312,7 @@ class Watchdog:
         self.started_at = _monotonic()
         self._owner_ident = threading.get_ident()
         self._pid = os.getpid()
-        from . import heartbeat
+        from . import own_dirs
 
         # The heartbeat file is made here, by the thread that starts the watchdog, not by the
         # checker thread: a worker whose code takes the GIL at once (a regex, a C loop) kept
@@ -358,7 +362,7 @@ class Watchdog:
 
     # ---------------------------------------------------------------- checker thread
     def _run(self) -> None:
-        from . import heartbeat
+        from . import own_dirs
 
         armed_until = 0.0
         # The heartbeat says "this checker thread can run", not "training progresses": a
@@ -373,7 +377,7 @@ class Watchdog:
             beacon.remove()
 
     def _check_loop(self, armed_until: float, beacon: Any) -> None:
-        from . import heartbeat
+        from . import own_dirs
 
         while not self._stop.wait(self.interval_s):
             beacon.touch()  # "this worker's watchdog runs" (heartbeat.py)
@@ -444,6 +448,10 @@ class Watchdog:
         self._killed.set()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
+        with contextlib.suppress(Exception):  # atexit does not run past os._exit
+            from . import own_dirs
+
+            own_dirs.remove_before_exit()
         os._exit(EXIT_CODE)
 
 

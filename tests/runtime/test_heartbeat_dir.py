@@ -41,3 +41,32 @@ def test_the_parent_removes_its_heartbeat_directory_and_a_child_does_not(tmp_pat
     assert second == "after child True"        # the forked child left the parent's directory alone
     assert not os.path.exists(path)            # and the parent removed it at exit
     assert os.listdir(tmp) == []
+
+
+HARD_EXIT = textwrap.dedent(r"""
+    import os, sys
+    import npu_runtime
+    from npu_runtime import heartbeat
+
+    npu_runtime.install(watchdog=False)
+    print(os.environ[heartbeat.ENV_DIR].partition(":")[2], flush=True)
+    from npu_runtime import health
+    health._exit_rank(3)        # the health monitor's exit class, as os._exit
+""")
+
+
+@pytest.mark.timeout(120)
+def test_an_exit_past_atexit_still_removes_the_directory(tmp_path):
+    """The health monitor's, the watchdog's and a hung teardown's exits are ``os._exit``,
+    which skips atexit: each fresh-clone CI run had left some 50 heartbeat directories in
+    the temporary directory. They remove the directory first."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_script(work, HARD_EXIT, "health", env=child_env(TMPDIR=str(tmp)))
+    assert proc.returncode == 3, proc.stderr
+    path = proc.stdout.split()[0]
+    assert os.path.dirname(path) == str(tmp)
+    assert not os.path.exists(path)
+    assert os.listdir(tmp) == []
