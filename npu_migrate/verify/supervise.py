@@ -74,6 +74,21 @@ def _pids() -> list[int]:
 
 def descendants(pid: int) -> list[int]:
     """Every descendant of ``pid`` from /proc (parents first); empty off Linux."""
+    return below([pid], children_of())
+
+
+def below(roots: list[int], children: dict[int, list[int]]) -> list[int]:
+    """The descendants of ``roots`` in ``children`` (:func:`children_of`), parents first."""
+    out, todo = [], list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def children_of() -> dict[int, list[int]]:
+    """Parent pid -> its children's pids, from one pass over /proc; empty off Linux."""
     children: dict[int, list[int]] = {}
     for child in _pids():
         try:
@@ -84,12 +99,7 @@ def descendants(pid: int) -> list[int]:
         fields = stat[stat.rfind(b")") + 2:].split()  # "pid (comm) state ppid ..."
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(child)
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            out.append(child)
-            todo.append(child)
-    return out
+    return children
 
 
 def _stop_and_kill(pids: list[int]) -> None:

@@ -285,10 +285,14 @@ def _end_orphans() -> list[int]:
     orphan. Returns the pids killed."""
     me = os.getpid()
     with _STARTING:
-        keep = set(_RUNNING)
-        for pid in _RUNNING:
-            keep.update(supervise.descendants(pid))
-        orphans = [pid for pid in supervise.descendants(me) if pid not in keep]
+        # Only the trees of verify's own children that are no supervisor: one snapshot of
+        # /proc, and a process a supervisor's run forks meanwhile (the other twin's, with
+        # --jobs 2) is below that supervisor, never such a root. Listing every descendant
+        # and then sparing the supervisors' trees, from two reads of /proc, SIGKILLed a
+        # run forked between them (a restarted twin's -9, seen under load in CI).
+        children = supervise.children_of()
+        roots = [pid for pid in children.get(me, ()) if pid not in _RUNNING]
+        orphans = roots + supervise.below(roots, children)
         supervise._stop_and_kill(orphans)
     for pid in orphans:
         with contextlib.suppress(ChildProcessError, OSError):
