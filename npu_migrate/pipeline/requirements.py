@@ -88,7 +88,7 @@ def requirement_strings(data: bytes) -> list[tuple[str, str]] | None:
 
 
 #: torch releases from 2.3 on, the ones an API new in some 2.x may need
-_LATER_TORCH = tuple(f"2.{minor}.{patch}" for minor in range(3, 20) for patch in range(4)) + ("3.0.0",)
+_LATER_TORCH = tuple(f"2.{minor}.{patch}" for minor in range(0, 20) for patch in range(4)) + ("3.0.0",)
 
 
 def admits_only_below(specifiers: str, release: str) -> bool:

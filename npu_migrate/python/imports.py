@@ -196,8 +196,14 @@ PROFILER_IS_TORCHS = "torch_npu = {torch}  # here its profiler is torch's own"
 NPU_ACTIVITY_IS_CUDA = "{module}ProfilerActivity.NPU = {module}ProfilerActivity.CUDA"
 
 
-def npu_device_type(quote: str = '"') -> str:
-    return f"torch.utils.rename_privateuse1_backend({quote}npu{quote})"
+def npu_device_type(quote: str = '"', old_torch: bool = False) -> str:
+    """The stand-in that has torch parse ``"npu"``; ``old_torch``: the project pins a torch
+    before 2.0, which lacks the rename (latent-diffusion's ``pytorch=1.7.0``, held-out round
+    17: its modules failed at import on that torch), so it is called only where it exists."""
+    call = f"torch.utils.rename_privateuse1_backend({quote}npu{quote})"
+    if old_torch:
+        return f"if hasattr(torch.utils, {quote}rename_privateuse1_backend{quote}):  # torch 2.0 or later\n    {call}"
+    return call
 
 
 def guard_text(*moved: str, fallback: tuple[str, ...] = ("pass",), used: bool = False) -> str:
@@ -315,7 +321,7 @@ _NPU_AUTOCAST_USE = re.compile(r"""\b(?:autocast|custom_fwd|custom_bwd)\((?:[^()
 _NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|import[ \t]+torch\.npu\b(?!\.))", re.MULTILINE)
 
 
-def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> list[str]:
+def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old_torch: bool = False) -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
     NPU names the migrated ``code`` uses mean what their CUDA originals meant on that
     machine (docs/decisions.md, "The CPU path"): ``torch.npu`` is ``torch.cuda``
@@ -344,7 +350,7 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None) -> 
         # ops/moe.py used only `x.is_npu` and autocast("npu"): AttributeError on import on CPU)
         lines.insert(0, NPU_IS_CUDA)
     if autocast or _NPU_DEVICE_TYPE_USE.search(code):
-        lines.append(npu_device_type(quote or preferred_quote(code)))
+        lines.append(npu_device_type(quote or preferred_quote(code), old_torch))
     if autocast:
         lines.append(NO_NPU_AMP)
     lines = [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
@@ -421,13 +427,13 @@ def _binds_torch_somewhere(module: cst.Module) -> bool:
 def _where_torch_is_installed(stand_ins: list[str]) -> cst.Try:
     """``try: import torch`` with ``stand_ins`` in its ``else``: for a file that binds torch
     only in functions or in a guarded import of its own."""
-    body = "".join(f"        {line}\n" for line in stand_ins)
+    body = "".join(f"        {part}\n" for line in stand_ins for part in line.split("\n"))
     return cst.ensure_type(cst.parse_statement(
         f"try:\n    import torch\nexcept {GUARD_EXCEPTION}:  # nor torch: nothing stands in\n    pass\nelse:\n{body}".replace(
             "\n        ", "\n    ")), cst.Try)
 
 
-def insert_torch_npu(module: cst.Module, quote: str | None = None) -> cst.Module:
+def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bool = False) -> cst.Module:
     """``module`` with the guarded ``import torch_npu`` (:data:`TORCH_NPU_GUARDED`)
     right after the run of top-level imports that holds the file's first torch import
     (a blank line above it, so it never splits an import block: isort's I001), or after
@@ -462,14 +468,14 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None) -> cst.Module
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
     stand_ins: list[str] = []
     if torch_name is not None:
-        stand_ins = cpu_stand_ins(rest.code, torch_name, quote)
+        stand_ins = cpu_stand_ins(rest.code, torch_name, quote, old_torch)
     elif first < end and any(_is_package(name, "torch") for s in body[first:end] if s is not None
                              for name in imported_modules(s)):
         # `from torch.amp import autocast` at the top: torch is imported with the file but not
         # bound, so the stand-ins bind it in the except body
-        stand_ins = cpu_stand_ins(rest.code, "torch", quote)
+        stand_ins = cpu_stand_ins(rest.code, "torch", quote, old_torch)
         stand_ins = ["import torch", *stand_ins] if stand_ins else []
-    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote)):
+    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote, old_torch)):
         # torch only in functions or in a try of its own (an env report that runs without
         # torch): bound here only where it is installed
         fallback.append(_where_torch_is_installed(stand_ins))
