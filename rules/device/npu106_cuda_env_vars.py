@@ -22,6 +22,10 @@ _RENDER_DEVICE = re.compile(r"\b(MUJOCO_EGL_DEVICE_ID|EGL_DEVICE_ID|MUJOCO_GL|PY
 #: NVIDIA-only GPU handling around a read of ``CUDA_VISIBLE_DEVICES``: MIG instances,
 #: nvidia-smi / NVML probes, NVIDIA-named settings (unsloth's ``UNSLOTH_NVIDIA_PROBE``)
 _NVIDIA_ONLY = re.compile(r"[A-Z0-9_]*NVIDIA[A-Z0-9_]*|\bMIG\b|MIG-|nvidia-smi|pynvml|\bnvml")
+#: a subprocess started with an environment (``env=``) that runs a Python module by name:
+#: ``[python, "-m", "frechet_audio_distance.compute_fad"]`` (the module's dotted name)
+_SUBPROCESS_WITH_ENV = re.compile(r"\bsubprocess\.\w+\((?:[^()]|\([^()]*\))*?\benv\s*=")
+_MODULE_RUN = re.compile(r"""["']-m["']\s*,\s*(?:f?["'])([A-Za-z_][\w.]*)["']""")
 
 
 class CudaEnvVars(Rule):
@@ -54,7 +58,11 @@ render-device variable (`MUJOCO_EGL_DEVICE_ID`, `MUJOCO_GL`, `PYOPENGL_PLATFORM`
 (robosuite asserts that `MUJOCO_EGL_DEVICE_ID` is listed in it), not the training
 device: it is reported, not renamed. So is one read beside NVIDIA-only GPU handling (MIG
 instances, nvidia-smi or NVML probes, NVIDIA-named settings such as unsloth's
-`UNSLOTH_NVIDIA_PROBE`).
+`UNSLOTH_NVIDIA_PROBE`). And so is one set in a function that starts a subprocess with
+an environment to run a Python module that is not the project's (`python -m
+frechet_audio_distance.compute_fad`, audiocraft's TensorFlow FAD, held-out round 17):
+that program is not this project's torch code, and TensorFlow does not read Ascend's
+variable.
 
 The key is rewritten where it is used as one: `os.environ[...]` (read,
 assignment, `del`), `os.environ.get/pop/setdefault`, `os.getenv`, `os.putenv`,
@@ -113,6 +121,15 @@ docstrings are left alone. The edit does not need `import torch_npu`.
                 "run there",
             )
             return
+        if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (program := self._other_program(node)):
+            self.report(
+                node,
+                f"`{name}` here goes to a subprocess that runs `{program}`, another program than this "
+                "project's torch code (audiocraft's FAD runs TensorFlow); left unchanged",
+                "if that program runs torch on the NPU, set `ASCEND_RT_VISIBLE_DEVICES` for it; other frameworks "
+                "(TensorFlow) keep their own device variables",
+            )
+            return
         if verdict == "rewrite" and name in CUDA_SAME_MEANING:
             new = CUDA_SAME_MEANING[name]
             self.replace(node, lambda n: _swap(n, name, new), f"`{name}` -> `{new}`", needs_torch_npu=False)
@@ -139,6 +156,24 @@ docstrings are left alone. The edit does not need `import torch_npu`.
         """A render-device variable named in the function around ``node`` (the module outside
         functions)."""
         return self._around(node, _RENDER_DEVICE)
+
+    def _other_program(self, node: cst.CSTNode) -> str | None:
+        """``python -m <module>`` of a module that is not this project's, run by a subprocess
+        that the function around ``node`` starts with an environment (held-out round 17:
+        audiocraft set ``CUDA_VISIBLE_DEVICES`` for TensorFlow's FAD)."""
+        scope = node
+        while scope is not None and not isinstance(scope, cst.FunctionDef):
+            scope = self.ctx.parent(scope)
+        if scope is None:
+            return None
+        text = self.ctx.module.code_for_node(scope)
+        if _SUBPROCESS_WITH_ENV.search(text) is None:
+            return None
+        for found in _MODULE_RUN.finditer(text):
+            module = found.group(1)
+            if not self.ctx.facts.is_project_module(self.ctx.path, module):
+                return f"python -m {module}"
+        return None
 
     def _around(self, node: cst.CSTNode, pattern: re.Pattern[str]) -> str | None:
         """What ``pattern`` finds in the function around ``node`` (the module outside functions)."""
