@@ -389,6 +389,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, nccl_findings = _devices_chosen_for_nccl(ctx, edits, line)
     if KERNEL_GATE_RULE in active:
         findings += [f for f in nccl_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
+    edits = _calls_keeping_cuda(ctx, edits, findings, line)
     if edits and (blocker := cuda_backend.unimportable_module(ctx)) is not None:
         # a module that cannot be imported on Ascend: its edits serve nothing until that
         # import is ported; the findings that say how to port it stay
@@ -732,6 +733,55 @@ def _backend_regions(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
                   "nothing to migrate here: this code exists for CUDA (or ROCm); check that the NPU has its own path")
         found.append(FindingRecord(rule, where, message, advice))
     return kept, {"found": found, "whole": whole}
+
+
+def _assignments(function: cst.FunctionDef) -> list[cst.Assign]:
+    """The ``=`` assignments in ``function`` (not libcst.matchers: its import costs the
+    engine's start-up, which pre-commit pays on every run)."""
+    found: list[cst.Assign] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(node)
+
+    function.visit(_Collect())
+    return found
+
+
+def _calls_keeping_cuda(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord], line) -> list[Edit]:
+    """A call that keeps a ``"cuda"`` argument the tool could not prove a torch device
+    (NPU108: ``apply_model(model, wav.cuda(), device="cuda")``, demucs's function) keeps
+    its other device code too: the statement's edits, and those of the statements of the
+    same function that assign the names it passes (``model = get_model().to("cuda")``).
+    Rewritten, they handed NPU tensors and an NPU model to a call told to use CUDA
+    (audiocraft's jasco demo, held-out round 17). NPU108 already reports the call."""
+    held: list[tuple[int, int]] = []
+    for finding in findings:
+        if finding.rule != "NPU108":
+            continue
+        call = statement = function = None
+        for ancestor in ctx.ancestors(finding.node):
+            if isinstance(ancestor, cst.Call) and call is None:
+                call = ancestor
+            if isinstance(ancestor, cst.SimpleStatementLine) and statement is None:
+                statement = ancestor
+            if isinstance(ancestor, cst.FunctionDef):
+                function = ancestor
+                break
+        if call is None or statement is None:
+            continue
+        where = ctx.position(statement)
+        held.append((where.start.line, where.end.line))
+        names = {a.value.value for a in call.args if isinstance(a.value, cst.Name)}
+        if function is None or not names:
+            continue
+        for assign in _assignments(function):
+            if any(isinstance(t.target, cst.Name) and t.target.value in names for t in assign.targets):
+                where = ctx.position(assign)
+                held.append((where.start.line, where.end.line))
+    if not held:
+        return edits
+    return [e for e in edits if e.rule not in _DEVICE_RULES or not any(a <= line(e.anchor) <= b for a, b in held)]
 
 
 def _partial_chains(ctx: FileContext, kept: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
@@ -1430,7 +1480,10 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
         import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
         # guarded in every file: it still imports where torch_npu is absent (npu_migrate/python/imports.py)
-        new_module = imports.insert_torch_npu(new_module, ctx.quote)
+        from npu_migrate.pipeline.requirements import admits_only_below
+
+        old_torch = admits_only_below(ctx.facts.torch_specifier, "2.0")  # no rename_privateuse1_backend there
+        new_module = imports.insert_torch_npu(new_module, ctx.quote, old_torch)
     if runtime_guarded and not imports.imports_plainly(new_module, RUNTIME_MODULE):
         from npu_migrate.pipeline import runtime_bundle
 
