@@ -953,8 +953,8 @@ def _device_arguments_of_kernels(ctx: FileContext, edits: list[Edit], line) -> t
 def _assigned_device_name(ctx: FileContext, anchor: cst.CSTNode) -> str | None:
     """``device`` where the edit's anchor is the value of ``device = "cuda"`` (or a branch of
     a conditional expression there); not a tensor built with it (``q = torch.randn(...,
-    device="cuda")``: a script that hands such tensors to flash-attn is still migrated, and
-    NPU901 reports the call to port)."""
+    device="cuda")`` handed to flash-attn: the tensor is data, and the kernel's own finding,
+    NPU901, says what to port)."""
     for ancestor in ctx.ancestors(anchor):
         call = ctx.parent(ancestor) if isinstance(ancestor, cst.Arg) else ancestor
         if isinstance(call, cst.Call):
