@@ -312,7 +312,7 @@ class Watchdog:
         self.started_at = _monotonic()
         self._owner_ident = threading.get_ident()
         self._pid = os.getpid()
-        from . import own_dirs
+        from . import heartbeat
 
         # The heartbeat file is made here, by the thread that starts the watchdog, not by the
         # checker thread: a worker whose code takes the GIL at once (a regex, a C loop) kept
@@ -362,7 +362,7 @@ class Watchdog:
 
     # ---------------------------------------------------------------- checker thread
     def _run(self) -> None:
-        from . import own_dirs
+        from . import heartbeat
 
         armed_until = 0.0
         # The heartbeat says "this checker thread can run", not "training progresses": a
@@ -377,7 +377,7 @@ class Watchdog:
             beacon.remove()
 
     def _check_loop(self, armed_until: float, beacon: Any) -> None:
-        from . import own_dirs
+        from . import heartbeat
 
         while not self._stop.wait(self.interval_s):
             beacon.touch()  # "this worker's watchdog runs" (heartbeat.py)
