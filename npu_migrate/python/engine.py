@@ -403,7 +403,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         if placed is not None and not is_suppressed(table, line(placed.node), _LIGHTNING_RULE):
             findings.append(placed)
     if edits and (patcher := ctx.facts.patched_by(path)) is not None:
-        edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher)
+        edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher, line)
         if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
             findings.append(patched)
     edits = _device_fstrings(ctx, edits)
@@ -1067,7 +1067,17 @@ def _functions_with_ascend_twins(ctx: FileContext, edits: list[Edit], line) -> t
     return [e for e in edits if id(e) not in dropped], findings
 
 
+def _waiting(edits: list[Edit], rules, line) -> tuple[list[Edit], Edit | None]:
+    """``edits`` without those of ``rules``, and the first of those (by line) where the
+    finding that says why they wait goes; None when none of them is there."""
+    kept = [e for e in edits if e.rule not in rules]
+    left = [e for e in edits if e.rule in rules]
+    return kept, (min(left, key=lambda e: line(e.anchor)) if left else None)
+
+
 _LIGHTNING_RULE = "NPU960"
+#: what waits for a Lightning accelerator: the device rules, the backend and AMP
+_LIGHTNING_WAITS = frozenset({*_DEVICE_RULES, "NPU201", "NPU301"})
 
 
 def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], FindingRecord | None]:
@@ -1078,10 +1088,9 @@ def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[
     accelerator is given, they named an NPU that Lightning never reports and moved a CPU
     run to bf16 (lit-llama's generate and finetune scripts, held-out round 16). The device
     edits wait for that port: dropped and reported once; a second run after it migrates them."""
-    kept = [e for e in edits if e.rule not in _DEVICE_RULES and e.rule not in ("NPU201", "NPU301")]
-    if len(kept) == len(edits):
+    kept, first = _waiting(edits, _LIGHTNING_WAITS, line)
+    if first is None:
         return edits, None
-    first = min((e for e in edits if e not in kept), key=lambda e: line(e.anchor))
     return kept, FindingRecord(
         _LIGHTNING_RULE, first.anchor,
         "this file's device code runs where its Lightning Fabric/Trainer puts it, and Lightning has no NPU "
@@ -1097,15 +1106,15 @@ def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[
 _TRANSFER_TO_NPU_RULES = frozenset({"NPU101", "NPU103", "NPU104", "NPU105", "NPU201", "NPU301"})
 
 
-def _left_to_transfer_to_npu(ctx: FileContext, edits: list[Edit], patcher: str) -> tuple[list[Edit], FindingRecord | None]:
+def _left_to_transfer_to_npu(ctx: FileContext, edits: list[Edit], patcher: str,
+                             line) -> tuple[list[Edit], FindingRecord | None]:
     """A file that imports, at some depth, the project's module that imports
     ``transfer_to_npu`` (Open-Sora-Plan's ``npu_config``) runs on Ascend with its CUDA
     calls mapped by torch_npu: the rewrites that mapping covers are dropped and reported
     once (NPU010); the others (TF32, ``map_location``, the runtime) stay."""
-    kept = [e for e in edits if e.rule not in _TRANSFER_TO_NPU_RULES]
-    if len(kept) == len(edits):
+    kept, first = _waiting(edits, _TRANSFER_TO_NPU_RULES, line)
+    if first is None:
         return edits, None
-    first = min((e for e in edits if e.rule in _TRANSFER_TO_NPU_RULES), key=lambda e: ctx.position(e.anchor).start.line)
     where = "this file" if os.path.abspath(ctx.path) == patcher else f"`{os.path.basename(patcher)}`, which this file imports,"
     return kept, FindingRecord(
         NPU_AWARE_RULE, first.anchor,
