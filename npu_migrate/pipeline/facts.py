@@ -10,6 +10,7 @@ key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -312,14 +313,21 @@ class ProjectFacts:
     def blocked_import(self, path: str) -> tuple[str, str] | None:
         """``(imported file, package)`` when the Python file ``path`` cannot be imported on
         Ascend through its module-level imports of the run's modules (:attr:`unimportable_via`)."""
-        absolute = os.path.abspath(path)
-        return next(((step, package) for file, step, package in self.unimportable_via if file == absolute), None)
+        return self._blocked.get(os.path.abspath(path))
 
     def patched_by(self, path: str) -> str | None:
         """The file of the run that imports torch_npu's ``transfer_to_npu`` and that the
         Python file ``path`` imports (or is), if any (:attr:`patched_via`)."""
-        absolute = os.path.abspath(path)
-        return next((patcher for file, patcher in self.patched_via if file == absolute), None)
+        return self._patched.get(os.path.abspath(path))
+
+    # lookups asked once per migrated file: built once, not a scan of the tuples per file
+    @functools.cached_property
+    def _blocked(self) -> dict[str, tuple[str, str]]:
+        return {file: (step, package) for file, step, package in self.unimportable_via}
+
+    @functools.cached_property
+    def _patched(self) -> dict[str, str]:
+        return dict(self.patched_via)
 
     def is_cuda_only_file(self, file: str) -> bool:
         """``file`` (an absolute module path without ``.py``) is CUDA-only code."""
