@@ -329,6 +329,18 @@ class ProjectFacts:
     def _patched(self) -> dict[str, str]:
         return dict(self.patched_via)
 
+    @functools.cached_property
+    def module_tails(self) -> dict[str, tuple[str, ...]]:
+        """Every ``/``-separated tail of every module path of the project (``train``,
+        ``medusa/train``...) -> the ``.py`` files it may name (a launcher's script:
+        :mod:`npu_migrate.shell.targets`)."""
+        tails: dict[str, list[str]] = {}
+        for module in self.local_modules:
+            parts = [p for p in module.split(os.sep) if p]
+            for first in range(len(parts) - 1, -1, -1):
+                tails.setdefault("/".join(parts[first:]), []).append(module + ".py")
+        return {tail: tuple(files) for tail, files in tails.items()}
+
     def is_cuda_only_file(self, file: str) -> bool:
         """``file`` (an absolute module path without ``.py``) is CUDA-only code."""
         return file in self.cuda_only_files

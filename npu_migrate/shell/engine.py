@@ -28,7 +28,7 @@ from npu_migrate.pipeline.model import FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import MARKS, Suppressions
-from npu_migrate.shell import syntax
+from npu_migrate.shell import syntax, targets
 from npu_migrate.shell.parser import parse
 
 if TYPE_CHECKING:
@@ -52,7 +52,25 @@ class ShellFile:
         self.statement_of = statement_of or (lambda node: syntax.statement_start(node, data))
 
     def replace(self, start: int, end: int, new: str, rule: str, message: str, reason: str | None = None) -> None:
+        left = self._left_launch(start, end)
+        if left is not None and (left.rules is None or rule in left.rules):
+            self.recorder.report(start, rule, f"{message}: left, because {left.why}",
+                                 left.suggestion.format(change=f"write `{new}` there" if new else "remove it"),
+                                 self._statement_at(left.start))
+            return
         self.recorder.replace(start, end, new, rule, message, reason=reason)
+
+    def _left_launch(self, start: int, end: int) -> targets.LeftLaunch | None:
+        """The launch command holding ``[start, end)`` whose edits are left
+        (:mod:`npu_migrate.shell.targets`), if any."""
+        node = self.root.descendant_for_byte_range(start, max(start, end - 1))
+        while node is not None and node.type != "command":
+            node = node.parent
+        return targets.left_launch(node, self.facts) if node is not None else None
+
+    def _statement_at(self, offset: int) -> int:
+        node = self.root.descendant_for_byte_range(offset, offset)
+        return self.statement_of(node) if node is not None else offset
 
     def report(self, node: Node, rule: str, message: str, suggestion: str, offset: int | None = None) -> None:
         start = node.start_byte if offset is None else offset

