@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 import time
 
 from . import own_dirs
 
 ENV_DIR = "NPU_RUNTIME_HEARTBEAT_DIR"
+PREFIX = "npu_runtime-heartbeat-"
 _own_dir: str | None = None
 
 
@@ -34,9 +34,9 @@ def create_for_children() -> None:
     global _own_dir
     if _own_dir is not None and os.environ.get(ENV_DIR, "").endswith(_own_dir):
         return
-    _own_dir = tempfile.mkdtemp(prefix="npu_runtime-heartbeat-")
+    # removed at exit, also past os._exit; a SIGKILLed maker's is swept by the next (own_dirs.py)
+    _own_dir = own_dirs.make(PREFIX)
     os.environ[ENV_DIR] = f"{os.getpid()}:{_own_dir}"
-    own_dirs.own(_own_dir)  # removed at exit, also past os._exit (own_dirs.py)
 
 
 def _parent_dir() -> str | None:

@@ -2,14 +2,20 @@
 normal exit by ``atexit``, and before the runtime's own ``os._exit`` calls (the watchdog's
 75, the health monitor's exit class, a hung teardown's 0, a worker's exit class), which
 skip ``atexit``. Each fresh-clone CI run had left some 50 ``npu_runtime-heartbeat-*``
-directories in the temporary directory. Imports nothing of the runtime, so every module
+directories in the temporary directory; after that fix, some 17 were still left by
+processes ended with SIGKILL, which runs no code at all. So the name of such a directory
+carries its maker's pid (:func:`make`), and the next process that makes one removes those
+of makers that are gone (:func:`sweep`). Imports nothing of the runtime, so every module
 that ends the process may use it."""
 
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
+import stat
+import tempfile
 
 #: path -> pid of the process that made it (a forked child inherits the table, not the directory)
 _made: dict[str, int] = {}
@@ -19,6 +25,52 @@ def own(path: str) -> None:
     """``path`` was made by this process: remove it when this process exits."""
     _made[path] = os.getpid()
     atexit.register(_remove, path)
+
+
+def make(prefix: str) -> str:
+    """A private temporary directory ``<prefix><pid>-<random>`` owned by this process,
+    after sweeping the directories of that prefix whose makers are gone."""
+    sweep(prefix)
+    path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
+    own(path)
+    return path
+
+
+def sweep(prefix: str, directory: str | None = None) -> list[str]:
+    """Remove the directories ``<prefix><pid>-*`` of ``directory`` (the temporary one)
+    that this user made and whose maker ``pid`` no longer runs; the paths removed. A
+    directory of a live process, of another user, or a link is never touched; a pid
+    reused by a new process keeps its directory (it is swept once that one is gone)."""
+    directory = directory or tempfile.gettempdir()
+    shape = re.compile(re.escape(prefix) + r"([0-9]+)-[^/]+")
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        found = shape.fullmatch(name)
+        if found is None or _alive(int(found.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's process, or no pid at all: not ours to judge
+    return True
 
 
 def remove_before_exit() -> None:

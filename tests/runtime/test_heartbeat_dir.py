@@ -70,3 +70,40 @@ def test_an_exit_past_atexit_still_removes_the_directory(tmp_path):
     assert os.path.dirname(path) == str(tmp)
     assert not os.path.exists(path)
     assert os.listdir(tmp) == []
+
+
+KILLED = textwrap.dedent(r"""
+    import os, signal
+    from npu_runtime import heartbeat
+
+    heartbeat.create_for_children()
+    print(os.environ[heartbeat.ENV_DIR].partition(":")[2], flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)   # runs no exit code at all
+""")
+
+
+@pytest.mark.timeout(120)
+def test_the_next_parent_sweeps_the_directory_of_one_that_was_killed(tmp_path):
+    """SIGKILL runs nothing: its directory stays until the next installed parent, which
+    removes those of makers that are gone, and nothing else (a live maker's directory, a
+    directory of another shape, a link)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    killed = run_script(work, KILLED, env=child_env(TMPDIR=str(tmp)))
+    assert killed.returncode == -9
+    left = killed.stdout.split()[0]
+    assert os.path.isdir(left)
+    live = tmp / f"npu_runtime-heartbeat-{os.getpid()}-keep"   # this test's process is alive
+    live.mkdir()
+    other = tmp / "npu_runtime-heartbeat-keep"                  # made before the pid was in the name
+    other.mkdir()
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp / "npu_runtime-heartbeat-999999999-link").symlink_to(target)
+    proc = run_script(work, JOB, "exit", env=child_env(TMPDIR=str(tmp)))
+    assert proc.returncode == 0, proc.stderr
+    assert not os.path.exists(left)
+    assert sorted(os.listdir(tmp)) == sorted([live.name, other.name, "npu_runtime-heartbeat-999999999-link"])
+    assert target.is_dir()
