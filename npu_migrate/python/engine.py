@@ -24,7 +24,9 @@ from npu_migrate.pipeline.registry import rule_ids, rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
-from npu_migrate.python import cuda_backend, cuda_only, elision, imports, lossless, npu_aware, walk
+from npu_migrate.python import (
+    cuda_backend, cuda_only, cuda_workarounds, elision, imports, kernel_classes, lossless, npu_aware, quantized, walk,
+)
 from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
@@ -337,6 +339,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
     gate_findings += scope_findings
+    edits = cuda_workarounds.contiguous_only_branches(ctx, edits)
+    edits, subclass_findings = kernel_classes.kernel_classes(ctx, edits, line)
+    gate_findings += subclass_findings
     edits, argument_findings = _device_arguments_of_kernels(ctx, edits, line)
     gate_findings += argument_findings
     edits, sink_findings = _devices_into_kernels(ctx, edits, line)
@@ -390,6 +395,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if KERNEL_GATE_RULE in active:
         findings += [f for f in nccl_findings if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
     edits = _calls_keeping_cuda(ctx, edits, findings, line)
+    if edits and any(f.rule == quantized.QUANTIZE_RULE for f in findings):
+        held, findings = quantized.quantized_scopes(ctx, findings)
+        edits = [e for e in edits if not any(a <= line(e.anchor) <= b for a, b, _ in held)]
     if edits and (blocker := cuda_backend.unimportable_module(ctx)) is not None:
         # a module that cannot be imported on Ascend: its edits serve nothing until that
         # import is ported; the findings that say how to port it stay
