@@ -211,6 +211,10 @@ class ProjectFacts:
     #: calls, device strings and NCCL backend at run time (Open-Sora-Plan's ``npu_config``,
     #: held-out round 15), so the rewrites it covers serve nothing there.
     patched_via: tuple[tuple[str, str], ...] = ()
+    #: Python files (absolute) that name transformers' ``TrainingArguments`` or
+    #: ``HfArgumentParser``: the scripts whose command lines transformers parses (NPU935
+    #: removes ``--tf32 True`` only from launches of those, or of scripts it cannot see).
+    hf_argument_files: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -231,6 +235,7 @@ class ProjectFacts:
         top_imports: dict[str, set[str]] = {}  # the same, of its imports at column 0 (module level)
         training: set[str] = set()
         ascend_torch: set[str] = set()
+        hf_arguments: set[str] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
             if (path is not None and b"torch" in data and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))
@@ -265,6 +270,8 @@ class ProjectFacts:
             if not custom_flash and b"flash_attention_2" in data:
                 custom_flash = any(b"sdpa" not in m.group() or m.group().startswith(b"[")
                                    for m in _FLASH_REGISTRY.finditer(data))
+            if b"TrainingArguments" in data or b"HfArgumentParser" in data:
+                hf_arguments.add(os.path.abspath(path))
             imports[os.path.abspath(path)] = _imported_names(data)
             top_imports[os.path.abspath(path)] = _imported_names(data, top_level=True)
             if may_define_skip_marks(path, data):
@@ -308,6 +315,7 @@ class ProjectFacts:
             ascend_torch_files=frozenset(ascend_torch),
             unimportable_via=_unimportable(top_imports),
             patched_via=_patched(imports),
+            hf_argument_files=frozenset(hf_arguments),
         )
 
     def blocked_import(self, path: str) -> tuple[str, str] | None:
@@ -370,6 +378,7 @@ class ProjectFacts:
                  + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files))
                  + sorted(f"blocked:{f}" for f in _relative(frozenset(f for f, _, _ in self.unimportable_via)))
                  + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
+                 + sorted(f"hf-arguments:{f}" for f in _relative(self.hf_argument_files))
                  + [f"skip:{os.path.basename(path)}:{digest}" for path, digest in self.skip_mark_modules])
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"

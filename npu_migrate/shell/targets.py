@@ -46,8 +46,10 @@ class LeftLaunch:
     suggestion: str
 
 
-def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
-    """The edits of ``command`` that are left (see the module's docstring), or None."""
+def launched_script(command: Node, facts: ProjectFacts) -> tuple[str, tuple[str, ...] | None] | None:
+    """``(the script as written, the project's files it may be)`` for a launch command
+    (None for the files when the project has no such file); None when the tool cannot
+    tell (no ``.py`` word, an expansion, an absolute path, a project without Python files)."""
     if not facts.local_modules:
         return None
     launch = syntax.launch_args(command)
@@ -59,7 +61,26 @@ def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
     written = script.text.strip("\"'")
     if written.startswith(("/", "~")):
         return None  # a path of some machine, not of the project
-    found = facts.module_tails.get(_tail(written))
+    return written, facts.module_tails.get(_tail(written))
+
+
+def not_parsed_by_transformers(command: Node, facts: ProjectFacts) -> str | None:
+    """The script ``command`` runs, when it is the project's and none of its candidates
+    names ``TrainingArguments`` or ``HfArgumentParser`` (LLM-Shearing's ``inference.py``
+    takes its own ``--tf32`` through fire: held-out round 18)."""
+    launched = launched_script(command, facts)
+    if launched is None or launched[1] is None:
+        return None
+    written, found = launched
+    return None if any(f in facts.hf_argument_files for f in found) else written
+
+
+def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
+    """The edits of ``command`` that are left (see the module's docstring), or None."""
+    launched = launched_script(command, facts)
+    if launched is None:
+        return None
+    written, found = launched
     if found is None:
         return LeftLaunch(command.start_byte, command.end_byte, None,
                           f"`{written}`, the script this command runs, is not in the project, so nothing here is "

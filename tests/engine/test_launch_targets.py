@@ -66,3 +66,23 @@ def test_a_second_run_changes_nothing_and_reports_the_same(tmp_path, run_cli):
     left = [line for line in first.output.splitlines() if "left, because" in line]
     assert left and left == [line for line in second.output.splitlines() if "left, because" in line]
     assert "0 would change" in second.output
+
+
+def test_tf32_is_removed_only_where_transformers_parses_the_command_line(tmp_path, run_cli):
+    """LLM-Shearing's fire-based ``inference.py`` takes its own ``--tf32`` (held-out round 18):
+    reported; a script that parses TrainingArguments, or one the tool cannot see, loses it."""
+    write(tmp_path, "pyproject.toml", "[project]\nname = 'p'\n")
+    write(tmp_path, "sft.py", "from transformers import HfArgumentParser, TrainingArguments\n")
+    write(tmp_path, "inference.py", "import fire\n\n\ndef main(tf32=False):\n    pass\n")
+    script = write(tmp_path, "run.sh", (
+        "torchrun sft.py --bf16 True --tf32 True\n"
+        "python inference.py --tf32 True\n"
+        "python $ROOT/train.py --tf32 True\n"
+    ))
+    result = run_cli("--write", "--no-cache", ".")
+    assert script.read_text() == (
+        "torchrun sft.py --bf16 True\n"
+        "python inference.py --tf32 True\n"
+        "python $ROOT/train.py\n"
+    )
+    assert "passed to `inference.py`, which names neither TrainingArguments nor HfArgumentParser" in result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from npu_migrate.pipeline.rulebase import Example
+from npu_migrate.shell.targets import not_parsed_by_transformers
 
 from ._options import OptionsRule, options, removal, words_of
 
@@ -25,7 +26,10 @@ its launchers (`scripts/v1_5/finetune.sh`...), FastChat in its training
 scripts and README, stanford_alpaca in its README command, InternVL in 21
 launcher lines. The option and its value are removed (with the whole
 continuation line when they are all it holds, so `\\` chains stay intact);
-`--tf32 False` is left alone. {HF32}.
+`--tf32 False` is left alone. {HF32}. Where the launched script is the
+project's and names neither `TrainingArguments` nor `HfArgumentParser`, the option
+is its own (LLM-Shearing's fire-based `inference.py` sets torch's TF32 switches
+with it, harmless on Ascend): reported, not removed.
 """
     examples = (
         Example("torchrun --nproc_per_node=8 train.py \\\n    --bf16 True \\\n    --tf32 True \\\n    --output_dir out\n",
@@ -36,6 +40,12 @@ continuation line when they are all it holds, so `\\` chains stay intact);
     def _check(self, node) -> None:
         for option in options(words_of(node) or []):
             if option.name != "--tf32" or not option.truthy:
+                continue
+            own = not_parsed_by_transformers(node, self.file.facts) if node.type == "command" else None
+            if own is not None:
+                self.report(option.word.node, f"`--tf32 True` is passed to `{own}`, which names neither "
+                            "TrainingArguments nor HfArgumentParser: left as its own option",
+                            f"remove it only if it reaches transformers' TrainingArguments; {HF32}")
                 continue
             span = removal(self.file.data, option)
             if span is None:
