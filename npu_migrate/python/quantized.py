@@ -7,8 +7,8 @@ a script's or a notebook's body) in which a loading call quantizes unconditional
 
 * ``from_pretrained(..., load_in_8bit=True)`` (a literal ``True``; alpaca-lora's
   ``finetune.py``), or
-* ``quantization_config=BitsAndBytesConfig(...)`` passed straight to the call, or through
-  a name assigned from that call in the same scope;
+* ``quantization_config=BitsAndBytesConfig(...)`` passed straight to ``from_pretrained``,
+  or through a name assigned from that call in the same scope;
 
 (when that function is a class's ``__init__``, the whole class: every object of it holds
 the quantized model, as llama-cookbook's ``LlamaGuardSafetyChecker``)
@@ -69,13 +69,13 @@ def _loading_call(ctx: FileContext, node: cst.CSTNode) -> cst.Call | None:
     """The call that loads the model quantized, for an NPU925 finding's node."""
     if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value in _KEYWORDS:
         owner = ctx.parent(node)
-        return owner if isinstance(owner, cst.Call) else None
+        return owner if _loads(owner) else None
     if not (isinstance(node, cst.Call) and last_name(node.func) == "BitsAndBytesConfig"):
         return None
     holder = ctx.parent(node)
     if isinstance(holder, cst.Arg):  # quantization_config=BitsAndBytesConfig(...)
         owner = ctx.parent(holder)
-        return owner if isinstance(owner, cst.Call) else None
+        return owner if _loads(owner) else None
     assign = ctx.parent(holder) if isinstance(holder, cst.AssignTarget) else holder
     if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1
             and isinstance(assign.targets[0].target, cst.Name)):
@@ -85,9 +85,18 @@ def _loading_call(ctx: FileContext, node: cst.CSTNode) -> cst.Call | None:
     name = assign.targets[0].target.value
     scope = _scope(ctx, node)
     for call in _calls(scope):  # quantization_config=bnb_config, in the same scope
-        if any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args) and _scope(ctx, call) is scope:
+        if (_loads(call) and any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args)
+                and _scope(ctx, call) is scope):
             return call
     return None
+
+
+def _loads(call: cst.CSTNode | None) -> bool:
+    """A model's loading call: ``X.from_pretrained(...)``. A config dict that names the
+    quantization (xtuner's ``quantization_config=dict(type=BitsAndBytesConfig,
+    load_in_4bit=True)``) is not one: what loads it, and whether, is another program's
+    business (the precision corpus: 427 correct backend edits in xtuner's configs)."""
+    return isinstance(call, cst.Call) and last_name(call.func) == "from_pretrained"
 
 
 def _class_of(ctx: FileContext, scope: cst.CSTNode) -> cst.ClassDef | None:
