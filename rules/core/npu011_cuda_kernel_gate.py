@@ -1,6 +1,5 @@
 """NPU011: a CUDA test in front of CUDA-only code stays a CUDA test."""
 
-from npu_migrate.python.imports import guard_text
 from npu_migrate.python.rule import Example, Rule
 
 
@@ -175,6 +174,14 @@ Two more shapes count as CUDA-only code behind a CUDA test:
   assigns (`self.cuda_config = ...` after `if not torch.cuda.is_available():
   return`) keep their default on NPU, so a later test that picks them
   (`self.cuda_config if q.is_cuda else self.cpu_config`) stays a CUDA test too.
+- **a class that is CUDA-only code as a whole** (`npu_migrate/python/kernel_classes.py`):
+  one that subclasses such a library's class (`class Linear8bitLt(bnb.nn.Linear8bitLt)`:
+  every object runs bitsandbytes' kernels), or the flash-attention variant of a class
+  of the same file, as vendored Hugging Face modeling files have it (`class
+  LlamaFlashAttention2(LlamaAttention)`, named `Flash...` and calling flash-attn;
+  transformers' mapping of `flash_attention_2` onto NPU fusion attention covers its
+  own classes, not a copy). Every edit inside the class is left, reported once; on
+  Ascend the file's other variant (sdpa, eager) is the one to select.
 
 This rule has no visitor: the engine applies it to the device rules' edits
 (`npu_migrate/python/cuda_only.py` holds the classifier). The other device
@@ -202,8 +209,6 @@ rules still rewrite the code inside the branch.
             "    net = nn.DataParallel(net)\n",
             "import npu_runtime\n"
             "import torch.nn as nn\n"
-            "\n"
-            + guard_text() +
             "\n"
             "npu_runtime.init_data_parallel()\n"
             "if device == 'npu':\n"
