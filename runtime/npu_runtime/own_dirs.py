@@ -28,21 +28,24 @@ def own(path: str) -> None:
 
 
 def make(prefix: str) -> str:
-    """A private temporary directory ``<prefix><pid>-<random>`` owned by this process,
-    after sweeping the directories of that prefix whose makers are gone."""
+    """A private temporary directory ``<prefix><pid namespace>.<pid>-<random>`` owned by
+    this process, after sweeping the directories of that prefix whose makers are gone."""
     sweep(prefix)
-    path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
+    path = tempfile.mkdtemp(prefix=f"{prefix}{_pid_namespace()}.{os.getpid()}-")
     own(path)
     return path
 
 
 def sweep(prefix: str, directory: str | None = None) -> list[str]:
-    """Remove the directories ``<prefix><pid>-*`` of ``directory`` (the temporary one)
-    that this user made and whose maker ``pid`` no longer runs; the paths removed. A
-    directory of a live process, of another user, or a link is never touched; a pid
-    reused by a new process keeps its directory (it is swept once that one is gone)."""
+    """Remove the directories ``<prefix><ns>.<pid>-*`` of ``directory`` (the temporary one)
+    that this user made in this pid namespace and whose maker ``pid`` no longer runs; the
+    paths removed. A directory of a live process, of another user, of another pid
+    namespace (a container sharing the temporary directory, whose pids this process
+    cannot see), or a link is never touched; a pid reused by a new process keeps its
+    directory (it is swept once that one is gone)."""
     directory = directory or tempfile.gettempdir()
-    shape = re.compile(re.escape(prefix) + r"([0-9]+)-[^/]+")
+    shape = re.compile(re.escape(prefix) + r"([0-9]+)\.([0-9]+)-[^/]+")
+    here = str(_pid_namespace())
     removed = []
     try:
         names = os.listdir(directory)
@@ -50,7 +53,7 @@ def sweep(prefix: str, directory: str | None = None) -> list[str]:
         return removed
     for name in names:
         found = shape.fullmatch(name)
-        if found is None or _alive(int(found.group(1))):
+        if found is None or found.group(1) != here or _alive(int(found.group(2))):
             continue
         path = os.path.join(directory, name)
         try:
@@ -61,6 +64,14 @@ def sweep(prefix: str, directory: str | None = None) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def _pid_namespace() -> int:
+    """The inode of this process's pid namespace (0 where the system does not say)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
 
 
 def _alive(pid: int) -> bool:

@@ -86,7 +86,7 @@ KILLED = textwrap.dedent(r"""
 def test_the_next_parent_sweeps_the_directory_of_one_that_was_killed(tmp_path):
     """SIGKILL runs nothing: its directory stays until the next installed parent, which
     removes those of makers that are gone, and nothing else (a live maker's directory, a
-    directory of another shape, a link)."""
+    directory of another shape or of another pid namespace, a link)."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     work = tmp_path / "work"
@@ -95,15 +95,21 @@ def test_the_next_parent_sweeps_the_directory_of_one_that_was_killed(tmp_path):
     assert killed.returncode == -9
     left = killed.stdout.split()[0]
     assert os.path.isdir(left)
-    live = tmp / f"npu_runtime-heartbeat-{os.getpid()}-keep"   # this test's process is alive
-    live.mkdir()
-    other = tmp / "npu_runtime-heartbeat-keep"                  # made before the pid was in the name
-    other.mkdir()
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    assert os.path.basename(left).startswith(f"npu_runtime-heartbeat-{namespace}.")
+    keep = [
+        f"npu_runtime-heartbeat-{namespace}.{os.getpid()}-live",   # this test's process is alive
+        "npu_runtime-heartbeat-keep",                              # made before the pid was in the name
+        f"npu_runtime-heartbeat-{namespace + 1}.999999999-other",  # another pid namespace: its pids are not ours
+    ]
+    for name in keep:
+        (tmp / name).mkdir()
     target = tmp_path / "target"
     target.mkdir()
-    (tmp / "npu_runtime-heartbeat-999999999-link").symlink_to(target)
+    link = f"npu_runtime-heartbeat-{namespace}.999999999-link"
+    (tmp / link).symlink_to(target)
     proc = run_script(work, JOB, "exit", env=child_env(TMPDIR=str(tmp)))
     assert proc.returncode == 0, proc.stderr
     assert not os.path.exists(left)
-    assert sorted(os.listdir(tmp)) == sorted([live.name, other.name, "npu_runtime-heartbeat-999999999-link"])
+    assert sorted(os.listdir(tmp)) == sorted([*keep, link])
     assert target.is_dir()
