@@ -27,6 +27,12 @@ comparisons with them (`[ "$DEVICE" = cuda ]`, `case $DEVICE in cuda:*)`).
 Which names hold a device is decided by the table the Python rules use
 (`npu_migrate/tables/devices.py`): `--device_map auto`, `--num-devices 8` and
 `--devices 0,1` are not devices. Prose stays.
+
+A launch command's values reach torch only through the script it runs
+(`npu_migrate/shell/targets.py`): where that script (its first `.py` word) is not
+in the project, what this and the other shell rules would rewrite in the command
+is reported instead; where it runs under the project's `transfer_to_npu`, its
+device (and NPU803's backend) values stay, since torch_npu maps them at run time.
 """
     examples = (
         Example("python train.py --device cuda:0 --epochs 10\n", "python train.py --device npu:0 --epochs 10\n"),

