@@ -25,7 +25,17 @@ from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import (
-    cuda_backend, cuda_only, cuda_workarounds, elision, imports, kernel_classes, lossless, npu_aware, quantized, walk,
+    compared,
+    cuda_backend,
+    cuda_only,
+    cuda_workarounds,
+    elision,
+    imports,
+    kernel_classes,
+    lossless,
+    npu_aware,
+    quantized,
+    walk,
 )
 from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
@@ -1477,7 +1487,7 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
                 continue
         needed.append((request.module, request.obj, request.asname))
     import_fix = None
-    needs_npu = any(e.needs_torch_npu for e in edits) or ctx.uses_npu_unimported is not None
+    needs_npu = any(compared.needs_import(ctx, e) for e in edits) or ctx.uses_npu_unimported is not None
     # A file that imports nothing (an mmcv/mmengine config of plain data such as
     # `dist_params = dict(backend="nccl")`) has only strings changed: whoever reads them
     # imports torch, and torch_npu with it. It gets no import. (A file that imports no
@@ -1491,7 +1501,7 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
         original = _first_torch_import(ctx.module)
         where = ctx.position(ctx.module.body[original]) if original is not None else None
         line, end = (where.start.line, where.end) if where is not None else (1, None)
-        if any(e.needs_torch_npu for e in edits):
+        if any(compared.needs_import(ctx, e) for e in edits):
             message = "added `import torch_npu`, which registers the npu device"
         else:
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"

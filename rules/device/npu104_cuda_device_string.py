@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import libcst as cst
-
 from npu_migrate.python.imports import guard_text, npu_device_type
 from npu_migrate.python.rule import Example
 
@@ -97,25 +95,8 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
                 new = functools.partial(swap, device=self.ctx.target.device)
                 # a file that imports no torch (a config of plain values) only names the device:
                 # no `import torch_npu` there (the code that uses the value imports torch)
-                # a comparison (`x.device.type == 'npu'`) names the device type and makes none:
-                # it needs no torch_npu in this file (where a tensor is on the NPU, torch_npu is
-                # loaded already; without it the test is simply false)
+                # (a comparison counts as NPU work, for npu_runtime.install(), but adds no
+                # import guard of its own: npu_migrate/python/compared.py)
                 self.replace(literal, new, f"device string {text} -> {self.ctx.module.code_for_node(new(literal))}",
-                             reason=device_strings.reason(literal),
-                             needs_torch_npu=imports_torch and not _only_compared(self.ctx, literal))
+                             reason=device_strings.reason(literal), needs_torch_npu=imports_torch)
 
-
-def _only_compared(ctx, literal) -> bool:
-    """The string is an operand of a comparison (``x.device.type == 'cuda'``, ``device.type
-    in ('cuda', 'xpu')``) or the argument of ``.startswith``/``.endswith``."""
-    node = literal
-    parent = ctx.parent(node)
-    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.Set)):
-        node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-        return True
-    if isinstance(parent, cst.Arg):
-        call = ctx.parent(parent)
-        return (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in ("startswith", "endswith"))
-    return False
