@@ -262,7 +262,7 @@ class ProjectFacts:
                 importers.add(path)
             if path is not None and os.path.basename(path) == "__init__.py":
                 packages_seen.add(os.path.dirname(os.path.abspath(path)))
-            calls_set_epoch = calls_set_epoch or (b".set_epoch" in data and _SET_EPOCH.search(data) is not None)
+            calls_set_epoch = calls_set_epoch or (b".set_epoch" in data and _calls_set_epoch(data))
             constructs_data_parallel = constructs_data_parallel or (
                 b"DataParallel" in data and _DATA_PARALLEL_CALL.search(data) is not None)
             if path is None or not path.endswith(".py"):
@@ -386,6 +386,25 @@ class ProjectFacts:
                 f"transformers={self.transformers_specifier or '-'},torch={self.torch_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
+
+
+def _calls_set_epoch(data: bytes) -> bool:
+    """The file calls ``.set_epoch(`` on something other than a DistributedSampler it
+    builds itself (``sampler = DistributedSampler(...)``, ``self.sampler = ...
+    DistributedSampler(...) if ... else None``, then ``sampler.set_epoch(epoch)``). Only
+    such a call hints that another file's sampler is taken care of: one on the file's own
+    sampler says nothing of theirs, and counting it made a second run lose another file's
+    NPU502 finding once the first run had written a ``set_epoch`` (NPU501/502/510/511; the
+    "same findings" property, in CI)."""
+    for found in _SET_EPOCH.finditer(data):
+        start = data.rfind(b"\n", 0, found.start()) + 1
+        receiver = re.fullmatch(rb"\s*([A-Za-z_][\w.]*)", data[start : found.start()])
+        if receiver is None:
+            return True
+        built = rb"^[ \t]*" + re.escape(receiver.group(1)) + rb"[ \t]*(?::[^=\n]*)?=[^=\n][^\n]*\bDistributedSampler\("
+        if re.search(built, data, re.MULTILINE) is None:
+            return True
+    return False
 
 
 def _relative(paths: frozenset[str]) -> list[str]:
