@@ -40,7 +40,9 @@ project.)
 
 Because the epoch loop often lives in another file than the sampler, the
 decision is made per project, from `ProjectFacts.calls_set_epoch` (a text scan
-of every file for `.set_epoch(`, done once before the per-file work):
+of every file for `.set_epoch(` on something other than a DistributedSampler that
+file builds itself, done once before the per-file work: a call on a file's own
+sampler, as NPU501/510/511 write one, says nothing of another file's):
 
 - The file calls `.set_epoch(` somewhere: left alone.
 - The sampler (bound to a name, or passed inline as `sampler=DistributedSampler(...)`)
