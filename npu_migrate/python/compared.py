@@ -10,29 +10,14 @@ counts as the file's NPU work for the rules that depend on other fixes
 
 from __future__ import annotations
 
-import libcst as cst
-
 from npu_migrate.python.context import FileContext
+from npu_migrate.python.npu_aware import in_comparison
 from npu_migrate.python.records import Edit
 
 _RULE = "NPU104"
 
 
 def needs_import(ctx: FileContext, edit: Edit) -> bool:
-    """``edit`` needs torch_npu in its file: it says so and is no device-type comparison."""
-    return edit.needs_torch_npu and not (edit.rule == _RULE and only_compared(ctx, edit.node))
-
-
-def only_compared(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """``node`` is an operand of a comparison (``x.device.type == 'cuda'``, ``device.type
-    in ('cuda', 'xpu')``) or the argument of ``.startswith``/``.endswith``."""
-    parent = ctx.parent(node)
-    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.Set)):
-        parent = ctx.parent(parent)
-    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-        return True
-    if isinstance(parent, cst.Arg):
-        call = ctx.parent(parent)
-        return (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in ("startswith", "endswith"))
-    return False
+    """``edit`` needs torch_npu in its file: it says so and is no device-type comparison
+    (an operand of ``==``/``in``, or of ``.startswith``: :func:`npu_aware.in_comparison`)."""
+    return edit.needs_torch_npu and not (edit.rule == _RULE and in_comparison(ctx, edit.node))

@@ -35,6 +35,7 @@ from npu_migrate.python import (
     lossless,
     npu_aware,
     quantized,
+    set_epoch,
     walk,
 )
 from npu_migrate.python.type_hints import in_annotation
@@ -407,7 +408,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits = _calls_keeping_cuda(ctx, edits, findings, line)
     if edits and any(f.rule == quantized.QUANTIZE_RULE for f in findings):
         held, findings = quantized.quantized_scopes(ctx, findings)
-        edits = [e for e in edits if not any(a <= line(e.anchor) <= b for a, b, _ in held)]
+        edits = [e for e in edits if not any(a <= line(e.anchor) <= b for a, b in held)]
     if edits and (blocker := cuda_backend.unimportable_module(ctx)) is not None:
         # a module that cannot be imported on Ascend: its edits serve nothing until that
         # import is ported; the findings that say how to port it stay
@@ -464,7 +465,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
                         "is the one taken on Ascend",
                     )
                 )
-    if any(f.rule == _SET_EPOCH_RULE for f in findings) and any(_inserts_set_epoch(e) for e in edits):
+    if any(f.rule == _SET_EPOCH_RULE for f in findings) and any(set_epoch.adds_set_epoch(e) for e in edits):
         # The written file will call `.set_epoch(` (NPU510/511 shard a loader in the same
         # run): the next run leaves its samplers to it, so this one says nothing either
         # (NPU502's own rule for its and NPU501's inserts; rules run in id order, so it
@@ -474,12 +475,6 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
 
 
 _SET_EPOCH_RULE = "NPU502"
-_SET_EPOCH_CALL = re.compile(r"\.\s*set_epoch\s*\(")
-
-
-def _inserts_set_epoch(edit: Edit) -> bool:
-    code = cst.Module([]).code_for_node
-    return any(_SET_EPOCH_CALL.search(code(statement)) for statement in (*edit.before, *edit.after))
 
 
 #: findings that leave a CUDA value or call in place (an unproven device string, a

@@ -43,10 +43,9 @@ def kernel_classes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit
     if index is None:
         return edits, []
     classes = []
-    defined = {node.name for node in ast.walk(index.tree) if isinstance(node, ast.ClassDef)}
-    for node in ast.walk(index.tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
+    class_defs = [node for node in ast.walk(index.tree) if isinstance(node, ast.ClassDef)]
+    defined = {node.name for node in class_defs}
+    for node in class_defs:
         base = next((use for use in map(index._use, node.bases)
                      if use is not None and use.kind not in _NOT_A_KERNEL_BASE), None)
         if base is not None:

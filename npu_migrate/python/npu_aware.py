@@ -66,7 +66,7 @@ def _string_text(node: cst.CSTNode) -> str | None:
     return string_value(node)
 
 
-def _in_comparison(ctx: FileContext, node: cst.CSTNode) -> bool:
+def in_comparison(ctx: FileContext, node: cst.CSTNode) -> bool:
     """A string compared with something (``== "npu"``, ``in ("npu", "cuda")``,
     ``.startswith("npu")``): where device-string rewrites put their ``"npu"``."""
     for parent in ctx.ancestors(node):
@@ -114,7 +114,7 @@ def npu_mentions(ctx: FileContext, test: cst.CSTNode) -> tuple[bool, bool]:
             if text is None or not mentions_npu(text):
                 return
             found = True
-            human = human or not (_NPU_DEVICE.fullmatch(text) and _in_comparison(ctx, node))
+            human = human or not (_NPU_DEVICE.fullmatch(text) and in_comparison(ctx, node))
 
     test.visit(_Scan())
     return found, human

@@ -39,11 +39,11 @@ _KEYWORDS = ("load_in_4bit", "load_in_8bit")
 
 
 def quantized_scopes(ctx: FileContext, findings: list[FindingRecord]
-                     ) -> tuple[list[tuple[int, int, str]], list[FindingRecord]]:
-    """``(first line, last line, what)`` of each scope that always quantizes (``what`` is
-    ``def train`` or "this module's top level"; the module's spans leave out its functions
-    and classes), and ``findings`` with those of its quantizing calls saying so."""
-    held: list[tuple[int, int, str]] = []
+                     ) -> tuple[list[tuple[int, int]], list[FindingRecord]]:
+    """``(first line, last line)`` of each scope that always quantizes (a module's spans
+    leave out its functions and classes), and ``findings`` with those of its quantizing
+    calls saying which scope."""
+    held: list[tuple[int, int]] = []
     rewritten = list(findings)
     for index, finding in enumerate(findings):
         if finding.rule != QUANTIZE_RULE:
@@ -57,9 +57,8 @@ def quantized_scopes(ctx: FileContext, findings: list[FindingRecord]
         owner = _class_of(ctx, scope)
         if owner is not None:  # every object of the class holds the quantized model
             scope = owner
-        spans = _spans(ctx, scope)
+        held += _spans(ctx, scope)
         what = "this module's top level" if isinstance(scope, cst.Module) else f"`{scope.name.value}`"
-        held += [(first, last, what) for first, last in spans]
         rewritten[index] = replace(finding, message=f"{finding.message}; {what} always loads the model this way, so its device "
                                    "code is left unchanged (drop the quantization, then run npu-migrate again)")
     return held, rewritten

@@ -37,8 +37,8 @@ PATCHED_RULES = frozenset({"NPU803", "NPU804"})
 
 @dataclass(frozen=True)
 class LeftLaunch:
+    #: where the command starts (its findings go on its statement)
     start: int
-    end: int
     #: None: every rule's edit in the command is left; else only these rules' edits.
     rules: frozenset[str] | None
     why: str
@@ -82,14 +82,14 @@ def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
         return None
     written, found = launched
     if found is None:
-        return LeftLaunch(command.start_byte, command.end_byte, None,
+        return LeftLaunch(command.start_byte, None,
                           f"`{written}`, the script this command runs, is not in the project, so nothing here is "
                           "known to reach torch",
                           "check which script this command should run; {change} by hand if it runs on Ascend")
     patchers = {facts.patched_by(f) for f in found}
     if None in patchers:
         return None
-    return LeftLaunch(command.start_byte, command.end_byte, PATCHED_RULES,
+    return LeftLaunch(command.start_byte, PATCHED_RULES,
                       f"`{written}` runs under torch_npu's transfer_to_npu (it imports "
                       f"`{os.path.basename(min(patchers))}`), which maps this value to the NPU at run time",
                       "nothing to change while that module imports transfer_to_npu; {change} if it stops")

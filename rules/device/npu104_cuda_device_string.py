@@ -99,4 +99,3 @@ accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
                 # import guard of its own: npu_migrate/python/compared.py)
                 self.replace(literal, new, f"device string {text} -> {self.ctx.module.code_for_node(new(literal))}",
                              reason=device_strings.reason(literal), needs_torch_npu=imports_torch)
-

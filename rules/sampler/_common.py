@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from npu_migrate.python.cst_util import call_arg
+from npu_migrate.python.set_epoch import SET_EPOCH
 
 DATALOADERS = frozenset(
     {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
@@ -242,15 +243,6 @@ def is_initialized_call(ctx, at: cst.CSTNode) -> tuple[str, bool] | None:
     return "torch.distributed.is_initialized()", True
 
 
-_SET_EPOCH = re.compile(r"\.\s*set_epoch\s*\(")
-
-
 def calls_set_epoch(text: str) -> bool:
     """The file calls ``.set_epoch(`` somewhere (NPU502 then trusts it)."""
-    return _SET_EPOCH.search(text) is not None
-
-
-def adds_set_epoch(edit) -> bool:
-    """An edit of this run that inserts a ``.set_epoch(`` call (NPU501's or NPU502's)."""
-    code = cst.Module([]).code_for_node
-    return any(_SET_EPOCH.search(code(statement)) for statement in (*edit.before, *edit.after))
+    return SET_EPOCH.search(text) is not None

@@ -16,12 +16,12 @@ from npu_migrate.rules.checkpoint._common import dotted, insert_above, is_pure_r
 
 from npu_migrate.python.cst_util import call_arg, find_all
 from npu_migrate.python.rule import Rule
+from npu_migrate.python.set_epoch import adds_set_epoch
 
 from ._common import (
     NEVER_CALLED,
     SAMPLERS,
     SET_EPOCH_RULE,
-    adds_set_epoch,
     calls_set_epoch,
     find_epoch_loop,
     is_initialized_call,

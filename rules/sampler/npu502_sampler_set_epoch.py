@@ -7,12 +7,12 @@ from npu_migrate.rules.checkpoint._common import dotted
 
 from npu_migrate.python.cst_util import call_arg
 from npu_migrate.python.rule import Example, Rule
+from npu_migrate.python.set_epoch import adds_set_epoch
 
 from ._common import (
     DATALOADERS,
     NEVER_CALLED,
     SAMPLERS,
-    adds_set_epoch,
     calls_set_epoch,
     find_epoch_loop,
     function_of,
