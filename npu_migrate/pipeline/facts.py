@@ -10,6 +10,7 @@ key.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import os
@@ -30,6 +31,13 @@ _CUDA_ONLY_MODULE = re.compile(
 #: ``import npu_runtime`` / ``from npu_runtime import ...`` at the start of a line (what
 #: NPU701 writes, in any block).
 IMPORTS_RUNTIME = re.compile(rb"^[ \t\f]*(?:import[ \t]+npu_runtime\b|from[ \t]+npu_runtime[ \t.])", re.MULTILINE)
+#: What may be named only where it is defined (:attr:`ProjectFacts.unread_names`): a
+#: function defined at column 0, an attribute assigned on ``self``.
+_DEFINED_NAME = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)|\bself\.(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+#: A word, as Python and every text format of the project spell names.
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+#: Files larger than this are data (results, datasets): their words are not counted.
+_COUNTED_BYTES = 4 << 20
 #: ``from .swiglu import ...`` in a package's ``__init__.py``.
 _RELATIVE_IMPORT = re.compile(rb"^from[ \t]+\.(\w+)[ \t]+import\b", re.MULTILINE)
 
@@ -215,6 +223,12 @@ class ProjectFacts:
     #: ``HfArgumentParser``: the scripts whose command lines transformers parses (NPU935
     #: removes ``--tf32 True`` only from launches of those, or of scripts it cannot see).
     hf_argument_files: frozenset[str] = frozenset()
+    #: Names that a Python file of the project defines (a function at column 0, an
+    #: attribute of ``self``) and that are written exactly once
+    #: in all of the project's files (code, notebooks, configuration, launchers, docs): where
+    #: they are defined. Nothing calls or reads them, so nothing their values hold reaches
+    #: torch (:mod:`npu_migrate.python.unread`).
+    unread_names: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -236,8 +250,14 @@ class ProjectFacts:
         training: set[str] = set()
         ascend_torch: set[str] = set()
         hf_arguments: set[str] = set()
+        builds: list[str] = []  # files that JIT-build CUDA sources at module level
+        scripts: list[str] = []  # files with a `__main__` block: run, not only imported
+        words: collections.Counter[bytes] = collections.Counter()
+        defined: set[bytes] = set()
         for source in sources:
             path, data = source if isinstance(source, tuple) else (None, source)
+            if len(data) <= _COUNTED_BYTES:
+                words.update(_WORD.findall(data))
             if (path is not None and b"torch" in data and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))
                     and _ASCEND_NAME.search(os.path.basename(path))):
                 ascend_torch.add(os.path.abspath(path))
@@ -273,7 +293,13 @@ class ProjectFacts:
             if b"TrainingArguments" in data or b"HfArgumentParser" in data:
                 hf_arguments.add(os.path.abspath(path))
             imports[os.path.abspath(path)] = _imported_names(data)
+            for match in _DEFINED_NAME.finditer(data):
+                defined.add(match.group(match.lastindex))
             top_imports[os.path.abspath(path)] = _imported_names(data, top_level=True)
+            if builds_cuda_at_import(data):
+                builds.append(os.path.abspath(path))
+            if b"__main__" in data:
+                scripts.append(os.path.abspath(path))
             if may_define_skip_marks(path, data):
                 mark_modules.append((os.path.abspath(path), hashlib.sha1(data).hexdigest()[:16]))
             if any(word in data for word in _TRAINS_WORDS) and TRAINS.search(data):
@@ -313,9 +339,12 @@ class ProjectFacts:
             imports_training=frozenset(importer for found, importer in edges if found in training),
             local_modules=local,
             ascend_torch_files=frozenset(ascend_torch),
-            unimportable_via=_unimportable(top_imports),
+            unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts)),
             patched_via=_patched(imports),
             hf_argument_files=frozenset(hf_arguments),
+            # a single Python file is not a project: what calls its functions is elsewhere
+            unread_names=frozenset(name.decode("ascii") for name in defined if words[name] == 1)
+            if len(files) >= 2 else frozenset(),
         )
 
     def blocked_import(self, path: str) -> tuple[str, str] | None:
@@ -379,6 +408,7 @@ class ProjectFacts:
                  + sorted(f"blocked:{f}" for f in _relative(frozenset(f for f, _, _ in self.unimportable_via)))
                  + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
                  + sorted(f"hf-arguments:{f}" for f in _relative(self.hf_argument_files))
+                 + sorted(f"unread:{name}" for name in self.unread_names)
                  + [f"skip:{os.path.basename(path)}:{digest}" for path, digest in self.skip_mark_modules])
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
@@ -465,7 +495,27 @@ def _blocking_package(names: Iterable[str]) -> str | None:
     return None
 
 
-def _unimportable(top_imports: dict[str, set[str]]) -> tuple[tuple[str, str, str], ...]:
+#: what a chain leads to when its last module JIT-builds CUDA sources at import
+JIT_BUILD_STEP = "a module that JIT-builds CUDA sources at import (nvcc)"
+#: ``name = load(`` / ``cpp_extension.load_inline(`` at column 0: a module-level build
+_JIT_BUILD = re.compile(rb"^(?:[A-Za-z_][\w.]*[ \t]*=[ \t]*)?(?:[\w.]*\.)?load(?:_inline)?[ \t]*\(", re.MULTILINE)
+_CUDA_SOURCE = re.compile(rb"""\.cuh?['"]|cuda_sources|with_cuda[ \t]*=[ \t]*True""")
+
+
+def builds_cuda_at_import(data: bytes) -> bool:
+    """The file may JIT-build CUDA sources at module level (:func:`npu_migrate.python.cuda_only.jit_build_at_import`
+    decides it from the syntax tree; this text test is the facts' cheap version)."""
+    return (b"cpp_extension" in data and _JIT_BUILD.search(data) is not None
+            and _CUDA_SOURCE.search(data) is not None)
+
+
+#: what a "chain" names for a module that only modules that cannot import import
+ONLY_FROM_BLOCKED = "only-imported-by-blocked"
+
+
+def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
+                  all_imports: dict[str, set[str]] | None = None,
+                  scripts: frozenset[str] = frozenset()) -> tuple[tuple[str, str, str], ...]:
     """``(file, imported file, package)`` for the files whose module-level imports of the
     run's own modules lead to a module-level import of a package with no Ascend build;
     ``imported file`` is the first step of that chain. Files that import such a package
@@ -475,6 +525,8 @@ def _unimportable(top_imports: dict[str, set[str]]) -> tuple[tuple[str, str, str
         package = _blocking_package(names)
         if package is not None:
             blocked[path] = (package,)
+    for path in builds:
+        blocked.setdefault(path, (JIT_BUILD_STEP,))
     if not blocked:
         return ()
     importers: dict[str, list[str]] = {}
@@ -489,6 +541,23 @@ def _unimportable(top_imports: dict[str, set[str]]) -> tuple[tuple[str, str, str
             if importer not in blocked and importer not in via:
                 via[importer] = (imported, package)
                 pending.append(importer)
+    if all_imports is not None:
+        # the other way: a module that only such modules import (at any depth, in functions
+        # too), and that is no script itself, runs nowhere else (RWKV's src/utils.py, only
+        # imported by the train.py that imports the kernel-building model.py: round 19)
+        users: dict[str, set[str]] = {}
+        for imported, importer in _import_edges(all_imports, packages=True):
+            if imported != importer:
+                users.setdefault(imported, set()).add(importer)
+        changed = True
+        while changed:
+            changed = False
+            for path in sorted(users):
+                if path in blocked or path in via or path in scripts:
+                    continue
+                if all(user in blocked or user in via for user in users[path]):
+                    via[path] = (sorted(users[path])[0], ONLY_FROM_BLOCKED)
+                    changed = True
     return tuple(sorted((f, step, package) for f, (step, package) in via.items()))
 
 
@@ -523,7 +592,8 @@ def _import_edges(imports: dict[str, set[str]], packages: bool = False) -> set[t
     ``a.b`` imported by ``dir/x.py`` is ``a.py`` or ``a/b.py`` in ``dir`` (a script's
     own directory is the first entry of ``sys.path``) or in a directory above it, up
     to the run's common root (``tools/train.py`` that puts the repository root on
-    ``sys.path``)."""
+    ``sys.path``), or in the root's ``src`` folder (a project in the src layout, whose
+    tests import ``alpaca_farm`` from ``src/alpaca_farm``: held-out round 16)."""
     if not imports:
         return set()
     root = os.path.commonpath([os.path.dirname(p) for p in imports])
@@ -551,6 +621,8 @@ def _import_edges(imports: dict[str, set[str]], packages: bool = False) -> set[t
         while directory != root and os.path.dirname(directory) != directory:
             directory = os.path.dirname(directory)
             bases.append(directory)
+        if "src" in children.get(root, ()):
+            bases.append(os.path.join(root, "src"))  # the src layout: its packages import from there
         for name in names:
             parts = name.split(".")
             for base in bases:

@@ -201,7 +201,8 @@ def unimportable_module(ctx: FileContext) -> str | None:
     so its device code is left as it is and the import is reported: a script too, whose
     owner ports that import first and runs npu-migrate again (held-out rounds 11, 12 and
     15: 54 needless hunks in such files; docs/decisions.md, "Code that cannot import")."""
-    from npu_migrate.python.cuda_only import import_blocker
+    from npu_migrate.pipeline.facts import ONLY_FROM_BLOCKED
+    from npu_migrate.python.cuda_only import import_blocker, jit_build_at_import
 
     if "import" not in ctx.text:
         return None
@@ -210,14 +211,22 @@ def unimportable_module(ctx: FileContext) -> str | None:
         module, line = found
         return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "
                 "cannot be imported on Ascend; its device code is left unchanged")
+    built = jit_build_at_import(ctx.python_ast()) if "cpp_extension" in ctx.text else None
+    if built is not None:
+        name, line = built
+        return (f"this module JIT-builds CUDA sources at module level (`{name}`, line {line}), which needs nvcc, so "
+                "it cannot be imported on Ascend; its device code is left unchanged")
     chain = ctx.facts.blocked_import(ctx.path)
     if chain is None:
         return None
     step, package = chain
     module = os.path.basename(step).removesuffix(".py")
+    if package == ONLY_FROM_BLOCKED:
+        return (f"this module is imported only by modules that cannot be imported on Ascend (`{module}`, reported "
+                "there), so it runs nowhere else; its device code is left unchanged")
+    reached = package if " " in package else f"`{package}`, which has no Ascend build"
     return (f"this module imports the project's `{module}` at module level, whose module-level imports lead to "
-            f"`{package}`, which has no Ascend build, so it cannot be imported on Ascend; its device code is left "
-            "unchanged")
+            f"{reached}, so it cannot be imported on Ascend; its device code is left unchanged")
 
 
 @functools.lru_cache(maxsize=4096)

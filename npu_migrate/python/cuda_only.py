@@ -146,6 +146,34 @@ def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:
                 return name, statement.lineno
     return None
 
+def jit_build_at_import(tree: ast.Module | None) -> tuple[str, int] | None:
+    """``(name, line)`` of the first module-level statement of ``tree`` (not inside ``try``/
+    ``if``/a function) that JIT-builds CUDA sources with ``torch.utils.cpp_extension.load``
+    or ``load_inline`` (RWKV's ``timex_cuda = load(name="timex", sources=[..."timex_cuda.cu"])``):
+    importing the module runs nvcc, which Ascend does not have, so it cannot be imported
+    there (held-out round 19). ``name`` is what the build is assigned to."""
+    if tree is None:
+        return None
+    loads: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module in ("torch.utils.cpp_extension",):
+            loads.update(alias.asname or alias.name for alias in statement.names
+                         if alias.name in ("load", "load_inline"))
+        elif isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.name == "torch.utils.cpp_extension" and alias.asname:
+                    loads.update({f"{alias.asname}.load", f"{alias.asname}.load_inline"})
+        value = statement.value if isinstance(statement, (ast.Assign, ast.Expr)) else None
+        if not isinstance(value, ast.Call):
+            continue
+        called = ast_dotted_name(value.func) or ""
+        if (called in loads or called in _CPP_LOAD or called.endswith(("cpp_extension.load", "cpp_extension.load_inline"))) \
+                and _cuda_sources(value):
+            target = statement.targets[0] if isinstance(statement, ast.Assign) else None
+            return (target.id if isinstance(target, ast.Name) else "its CUDA extension"), statement.lineno
+    return None
+
+
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
@@ -1220,6 +1248,79 @@ def unconditional_kernel_call(index: FileIndex, function: ast.AST, *, nvml_only:
                     return use
             parts[0:0] = list(ast.iter_child_nodes(node))
     return None
+
+
+#: the project's own kernels: code written for CUDA that a port replaces whole, with the
+#: function that prepares its tensors (not a package of kernels such as flash-attn, whose
+#: call a port swaps for an NPU op inside a function whose device code is migrated)
+_OWN_KERNEL_KINDS = (KIND_JIT_BUILD, KIND_COMPILED, KIND_TRITON, KIND_PROJECT, KIND_CUSTOM_OP, KIND_CUDA_OPERATOR)
+
+
+def always_calls_own_kernel(index: FileIndex, function: ast.AST) -> CudaOnly | None:
+    """The first of the project's own CUDA kernels (:data:`_OWN_KERNEL_KINDS`, or a function or
+    class of the file that wraps one) that ``function`` calls on every run: in its own
+    statements, a ``with`` block, or both sides of an ``if``/``else``. RWKV's ``WKV.forward``
+    allocates ``y = torch.empty(..., device='cuda')`` for ``wkv_cuda.forward(..., y)``, a
+    JIT-built extension; its device code exists for that kernel (held-out round 19: rewritten,
+    it sent NPU tensors into it). A function that tests the device (``x.is_cuda``,
+    ``torch.cuda.is_available()``, a comparison with ``"cuda"``) has a path of its own
+    for other devices, and is not one; its device values (``device="cuda"``) are no test."""
+    for child in _walk_own_code(function):
+        if isinstance(child, ast.Attribute) and child.attr in ("is_cuda", "is_available"):
+            return None
+        if isinstance(child, ast.Compare) and any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str) and _DEVICE_STRING.fullmatch(c.value)
+                for c in ast.walk(child)):
+            return None
+
+    def in_statements(statements: list[ast.stmt]) -> CudaOnly | None:
+        for statement in statements:
+            if isinstance(statement, ast.If):
+                first = in_statements(statement.body)
+                if first is not None and statement.orelse and in_statements(statement.orelse) is not None:
+                    return first
+                continue
+            if isinstance(statement, _MAY_NOT_RUN):
+                continue
+            if isinstance(statement, _ALWAYS_RUN_BODY):
+                found = in_parts(list(statement.items)) or in_statements(statement.body)
+            else:
+                found = in_parts([statement])
+            if found is not None:
+                return found
+        return None
+
+    def in_parts(parts: list[ast.AST]) -> CudaOnly | None:
+        while parts:
+            node = parts.pop(0)
+            if isinstance(node, _MAY_NOT_RUN):
+                continue
+            if isinstance(node, ast.Call):
+                use = index._use(node.func)
+                if (use is not None and any(kind in use.kind for kind in _OWN_KERNEL_KINDS)
+                        and not _named_like_cuda_only(index, use)):
+                    return use
+                use = applied_function(node)
+                if use is not None:
+                    return use
+            parts[0:0] = list(ast.iter_child_nodes(node))
+        return None
+
+    def applied_function(call: ast.Call) -> CudaOnly | None:
+        """``WKV.apply(...)`` of an autograd Function of the file whose ``forward`` runs the kernel."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "apply" and isinstance(func.value, ast.Name)):
+            return None
+        for statement in _module_level(index.tree.body):
+            if isinstance(statement, ast.ClassDef) and statement.name == func.value.id and statement is not function:
+                for method in statement.body:
+                    if isinstance(method, ast.FunctionDef) and method.name == "forward" and method is not function:
+                        inner = always_calls_own_kernel(index, method)
+                        if inner is not None:
+                            return CudaOnly(f"{statement.name}.apply", f"it runs {inner.name}, {inner.kind}", inner.line)
+        return None
+
+    return in_statements(list(getattr(function, "body", [])))
 
 
 def _named_like_cuda_only(index: FileIndex, use: CudaOnly) -> bool:

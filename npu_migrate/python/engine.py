@@ -36,8 +36,10 @@ from npu_migrate.python import (
     npu_aware,
     quantized,
     set_epoch,
+    unread,
     walk,
 )
+from npu_migrate.python.unread import UNREAD_RULE
 from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
@@ -347,7 +349,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits = []
         ctx.uses_npu_unimported = None
     findings += [f for f in backend_findings.pop("found") if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
+    edits, wrapper_findings = _kernel_wrappers(ctx, edits, line)
     edits, gate_findings = _kernel_gates(ctx, edits, line)
+    gate_findings = wrapper_findings + gate_findings
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
     gate_findings += scope_findings
     edits = cuda_workarounds.contiguous_only_branches(ctx, edits)
@@ -425,6 +429,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher, line)
         if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
             findings.append(patched)
+    if UNREAD_RULE in active and (edits or findings):
+        edits, findings = _left_unread(ctx, edits, findings, table, line)
     edits = _device_fstrings(ctx, edits)
     edits = _with_requirements(edits)
     dependent = {rid for rid in {e.rule for e in edits} if rules[rid].only_with_other_fixes}
@@ -933,6 +939,41 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
     return [e for e in edits if id(e) not in dropped], findings
 
 
+def _kernel_wrappers(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Device edits in a function that hands its tensors to the project's own CUDA kernel on
+    every run (``cuda_only.always_calls_own_kernel``: RWKV's autograd ``WKV`` allocating the
+    buffers ``wkv_cuda`` writes, and ``RUN_CUDA`` moving its inputs for it) are dropped and
+    reported once per function (NPU011): on NPU they would feed NPU tensors to a CUDA kernel.
+    Porting the kernel replaces such a function whole. Run before the gates, so that a test
+    in front of the kernel's code (``if os.environ["RUN_DEVICE"] == "cuda":``) sees no
+    device work left behind it and stays a CUDA test."""
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
+    index = cuda_only.file_index(ctx) if candidates else None
+    if index is None:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[int, tuple[Edit, str]] = {}
+    verdicts: dict[int, cuda_only.CudaOnly | None] = {}
+    for edit in sorted(candidates, key=lambda e: line(e.anchor)):
+        functions = cuda_only.enclosing_functions(index.tree, line(edit.anchor))
+        if not functions:
+            continue
+        function = functions[0]
+        if id(function) not in verdicts:
+            verdicts[id(function)] = cuda_only.always_calls_own_kernel(index, function)
+        use = verdicts[id(function)]
+        if use is None:
+            continue
+        dropped.add(id(edit))
+        reported.setdefault(id(function), (edit, f"`{function.name}` hands its tensors to `{use.name}` ({use.kind}) on "
+                                                 "every call; its device code is left as CUDA's"))
+    findings = [FindingRecord(KERNEL_GATE_RULE, edit.anchor, message,
+                              "port that kernel first (torch ops or an Ascend C custom operator), then run npu-migrate "
+                              "again to migrate what it leaves")
+                for edit, message in reported.values()]
+    return [e for e in edits if id(e) not in dropped], findings
+
+
 _RUNTIME_RULE = "NPU701"
 #: kinds whose code is not a kernel: a device value handed to them still matters on NPU
 _NOT_KERNELS = frozenset({cuda_only.KIND_DATA_PARALLEL, cuda_only.KIND_EXTENSION_BUILD, cuda_only.KIND_NAMED_PACKAGE,
@@ -1103,9 +1144,44 @@ def _waiting(edits: list[Edit], rules, line) -> tuple[list[Edit], Edit | None]:
     return kept, (min(left, key=lambda e: line(e.anchor)) if left else None)
 
 
+def _left_unread(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord], table,
+                 line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Drop the edits and findings in code whose value nothing reads
+    (:mod:`npu_migrate.python.unread`); one NPU012 finding per function nothing calls that
+    held one of them, at its name."""
+    functions, values = unread.unread_spans(ctx)
+    spans = values + [(first, last) for first, last, _ in functions]
+    if not spans:
+        return edits, findings
+
+    def outside(node: cst.CSTNode) -> bool:
+        number = line(node)
+        return not any(first <= number <= last for first, last in spans)
+
+    held = {line(e.anchor) for e in edits} | {line(f.node) for f in findings}
+    defined = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    edits = [e for e in edits if outside(e.anchor)]
+    findings = [f for f in findings if outside(f.node)]
+    for first, last, name in functions:
+        node = defined.get(name)
+        if node is None or not any(first <= number <= last for number in held):
+            continue
+        if not is_suppressed(table, line(node), UNREAD_RULE):
+            findings.append(FindingRecord(
+                UNREAD_RULE, node.name,
+                f"`{name}` is never called or named anywhere else in this project; its device code is left unchanged",
+                "nothing to migrate while nothing calls it; if code outside this project calls it, migrate it by "
+                "hand or deselect NPU012 to have npu-migrate migrate unreached code too"))
+    return edits, findings
+
+
 _LIGHTNING_RULE = "NPU960"
-#: what waits for a Lightning accelerator: the device rules, the backend and AMP
+#: what waits for a Lightning accelerator: the device rules, the backend and AMP; and
+#: ``map_location`` where the accelerator is CUDA's by name (``"cuda"``, ``"gpu"``): such a
+#: script does not start on Ascend (lit-llama's finetune scripts, round 16), while one on
+#: ``"auto"`` runs on the CPU there and loads CUDA-saved checkpoints through it
 _LIGHTNING_WAITS = frozenset({*_DEVICE_RULES, "NPU201", "NPU301"})
+_LIGHTNING_PINNED_WAITS = _LIGHTNING_WAITS | {"NPU402"}
 
 
 def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], FindingRecord | None]:
@@ -1116,7 +1192,8 @@ def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[
     accelerator is given, they named an NPU that Lightning never reports and moved a CPU
     run to bf16 (lit-llama's generate and finetune scripts, held-out round 16). The device
     edits wait for that port: dropped and reported once; a second run after it migrates them."""
-    kept, first = _waiting(edits, _LIGHTNING_WAITS, line)
+    pinned = any(f.rule == _LIGHTNING_RULE and ('"cuda"' in f.message or '"gpu"' in f.message) for f in ctx.findings)
+    kept, first = _waiting(edits, _LIGHTNING_PINNED_WAITS if pinned else _LIGHTNING_WAITS, line)
     if first is None:
         return edits, None
     return kept, FindingRecord(

@@ -161,6 +161,12 @@ class Flow(Enum):
 Verdict = Flow
 
 
+#: a value of ``torch.cuda`` itself (``torch.cuda.HalfTensor``), which the migration renames
+_TORCH_CUDA_VALUE = re.compile(r"torch\.cuda\.[A-Za-z_]\w*")
+#: the rule that renames ``torch.cuda.X`` to ``torch.npu.X``
+_RENAMES_TORCH_CUDA = "NPU101"
+
+
 def is_device_word(name: str | None) -> bool:
     return bool(name) and bool(_DEVICE_WORD.search(name)) and not _NOT_A_DEVICE.search(name)
 
@@ -347,6 +353,12 @@ class DeviceAnalysis:
             if isinstance(parent, cst.DictElement):
                 if node is parent.value and is_device_word(string_value(parent.key)):
                     return finish(self._rewrite(f"the value of the {string_value(parent.key)!r} entry of a dict"))
+                if node is parent.key and self._value_migrated(parent.value):
+                    # `{(torch.half, "cuda"): torch.cuda.HalfTensor}`: the entry's value is torch's
+                    # CUDA object, which becomes the NPU's; its key must follow, or the lookup of
+                    # the rewritten device misses (LLaMA2-Accessory's get_tensor_type, round 19)
+                    return self._rewrite(f"the key of the entry whose value is `{self._short(parent.value)}`, "
+                                         "which becomes torch.npu's")
                 dict_key = dict_key or node is parent.key
                 container = ctx.parent(parent)
                 if "npu" in _strings_in(container):
@@ -379,6 +391,15 @@ class DeviceAnalysis:
             if isinstance(parent, cst.FormattedStringExpression):
                 return Verdict.PROSE  # f"running on {'cuda'}"
             return finish(self._fallback(proven))
+
+    def _value_migrated(self, value: cst.CSTNode) -> bool:
+        """``value`` is a ``torch.cuda`` object (``torch.cuda.HalfTensor``) that NPU101, selected,
+        renames to torch.npu's (torch_npu has it)."""
+        from npu_migrate.pipeline.npu_api import load_api
+
+        text = self.ctx.module.code_for_node(value).strip()
+        return (_TORCH_CUDA_VALUE.fullmatch(text) is not None and _RENAMES_TORCH_CUDA in self.ctx.active
+                and load_api().npu_name_for_cuda(text) is not None)
 
     def _about_kernels(self, node: cst.CSTNode) -> bool:
         """``node`` sits in a function or statement about kernels (``_supports_trl_loss_kernel``,

@@ -179,6 +179,7 @@ def test_a_package_module_that_defines_a_kernel_is_left_alone(tmp_path, run_cli)
             "def eligible(x):\n    if not x.is_cuda or x.dim() != 4:\n        return False\n    return True\n")
     (tmp_path / "pkg" / "rope.py").write_text(rope)
     (tmp_path / "pkg" / "plain.py").write_text("import torch\n\n\ndef on_gpu(x):\n    return x.is_cuda\n")
+    (tmp_path / "pkg" / "use.py").write_text("from pkg.plain import on_gpu\nfrom pkg.rope import eligible\n")
     result = run_cli(".", "--no-cache")
     assert "+++ b/pkg/rope.py" not in result.output
     assert "pkg/rope.py:" in result.output and "(it defines a kernel)" in result.output

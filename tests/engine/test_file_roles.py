@@ -122,7 +122,7 @@ def test_data_files_are_skipped_with_one_summary_line(tmp_path, run_cli):
 
 # -- a CUDA module beside the project's own Ascend one ---------------------------------
 
-ENGINE = 'import torch\n\n\ndef send(x):\n    torch.cuda.synchronize()\n    return x.to("cuda")\n'
+ENGINE = 'import torch\n\n__all__ = ["send"]\n\n\ndef send(x):\n    torch.cuda.synchronize()\n    return x.to("cuda")\n'
 
 
 @pytest.mark.parametrize("name,sibling", [

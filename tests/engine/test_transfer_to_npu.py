@@ -13,7 +13,8 @@ CONFIG = ("import torch\n\ntry:\n    import torch_npu\n    from torch_npu.contri
           "except ImportError:\n    torch_npu = None\n")
 TRAIN = ("import torch\n\ntry:\n    from proj.npu_config import npu_config\nexcept ImportError:\n    npu_config = None\n\n\n"
          "def main():\n    torch.cuda.set_device(0)\n    x = torch.zeros(2).cuda()\n"
-         "    torch.backends.cuda.matmul.allow_tf32 = True\n    return torch.load('ckpt.pt')\n")
+         "    torch.backends.cuda.matmul.allow_tf32 = True\n    return torch.load('ckpt.pt')\n\n\n"
+         "if __name__ == '__main__':\n    main()\n")
 
 
 def test_files_under_transfer_to_npu_keep_what_it_maps(tmp_path, run_cli):

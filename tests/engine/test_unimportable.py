@@ -57,3 +57,49 @@ def test_the_chain_is_in_the_facts_and_their_key(tmp_path):
     assert facts.blocked_import(str(alone)) is None
     unblocked = ProjectFacts.scan([(str(p), p.read_bytes()) for p in (middle, top, alone)])
     assert unblocked.key() != facts.key()
+
+
+def test_a_test_of_a_src_layout_package_reaches_its_modules(tmp_path, run_cli):
+    """alpaca_farm's tests/test_flash_opt.py imports ``alpaca_farm.flash_models.flash_opt``
+    (src/alpaca_farm/...), which imports flash-attn (held-out round 16: 10 needless hunks)."""
+    write(tmp_path, "pyproject.toml", '[project]\nname = "pkg"\n')
+    write(tmp_path, "src/pkg/__init__.py", "")
+    write(tmp_path, "src/pkg/models/__init__.py", "")
+    write(tmp_path, "src/pkg/models/flash_opt.py", FLASH)
+    test = write(tmp_path, "tests/test_flash_opt.py",
+                 "import torch\nfrom pkg.models import flash_opt\n\n\ndef test_forward():\n"
+                 "    x = torch.zeros(2).cuda()\n    flash_opt.attention(x)\n")
+    before = test.read_text()
+    result = run_cli("--write", "--no-cache", ".")
+    assert test.read_text() == before
+    assert "`flash_attn`, which has no Ascend build" in result.output
+
+
+MODEL = ('import torch\nfrom torch.utils.cpp_extension import load\n\n'
+         'timex_cuda = load(name="timex", sources=["cuda/timex_op.cpp", "cuda/timex_cuda.cu"])\n\n\n'
+         'def make(n):\n    return torch.zeros(n, device="cuda")\n')
+
+
+def test_a_module_that_builds_cuda_sources_at_import_blocks_its_importers(tmp_path, run_cli):
+    """RWKV-v2's src/model.py builds its CUDA kernel when imported: it, the train.py that
+    imports it and the trainer only that train.py imports are left (held-out round 19);
+    run.py, which does not import it, is migrated."""
+    model = write(tmp_path, "src/model.py", MODEL)
+    write(tmp_path, "src/__init__.py", "")
+    trainer = write(tmp_path, "src/trainer.py", "import torch\n\n\ndef device():\n    return torch.cuda.current_device()\n")
+    train = write(tmp_path, "train.py", "import torch\nfrom src.model import make\nfrom src.trainer import device\n\n"
+                                        "if __name__ == '__main__':\n    torch.cuda.set_device(0)\n    make(device())\n")
+    run = write(tmp_path, "run.py", "import torch\n\nif __name__ == '__main__':\n    torch.cuda.set_device(0)\n")
+    before = {p: p.read_text() for p in (model, trainer, train)}
+    result = run_cli("--write", "--no-cache", ".")
+    assert {p: p.read_text() for p in before} == before
+    assert "torch.npu.set_device(0)" in run.read_text()
+    assert "JIT-builds CUDA sources at module level (`timex_cuda`, line 4)" in result.output
+    assert "imported only by modules that cannot be imported on Ascend (`train`" in result.output
+
+
+def test_a_conditional_build_blocks_nothing(tmp_path, run_cli):
+    model = write(tmp_path, "model.py", MODEL.replace("timex_cuda = load(", "if USE:\n    timex_cuda = load("))
+    write(tmp_path, "train.py", "import model\n\nif __name__ == '__main__':\n    model.make(1)\n")
+    run_cli("--write", "--no-cache", ".")
+    assert 'device="npu"' in model.read_text()

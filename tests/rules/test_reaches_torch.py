@@ -150,7 +150,8 @@ def test_names_assigned_from_themselves_or_each_other_end_the_analysis(assignmen
 
 _EVAL = ("import torch\n\nfrom generate import _load_model, _log\n\n\ndef main(path):\n    device = 'cuda'\n"
          "    model = _load_model(path, device, torch.bfloat16)\n    torch.cuda.synchronize()\n    return model\n\n\n"
-         "def report():\n    target = 'cuda'\n    _log(target)\n")
+         "def report():\n    target = 'cuda'\n    _log(target)\n\n\n"
+         "if __name__ == '__main__':\n    report()\n    main('model.pt')\n")
 
 
 def test_a_device_name_passed_to_a_function_of_another_project_module_moves_with_it(tmp_path, run_cli):
