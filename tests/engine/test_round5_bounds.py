@@ -77,3 +77,18 @@ def test_a_dockerfile_of_run_lines_is_linear():
         docker.migrate("Dockerfile", b"FROM x\n" + unit * n, Settings())
         times.append(time.perf_counter() - started)
     assert times[1] < 8 * times[0] + 1, times  # 4x the lines: was about 15x the time
+
+
+@pytest.mark.timeout(120)
+def test_the_project_facts_scan_is_linear_on_hostile_text():
+    """The facts' patterns (Python versions, JIT builds, relative imports, defined names) on
+    one long line of their own prefixes: 4x the text, not 16x the time."""
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    times = []
+    for n in (10000, 40000):
+        text = b"conda create python " * n + b"x.y.z.load" * n + b"from ." * n + b"self.a" * n
+        started = time.perf_counter()
+        ProjectFacts.scan([("/p/INSTALL.md", text), ("/p/a.py", text), ("/p/b.py", b"\n" * n)])
+        times.append(time.perf_counter() - started)
+    assert times[1] < 8 * times[0] + 1, times

@@ -116,6 +116,22 @@ def test_a_conda_install_into_another_environment_is_reported_not_rewritten(tmp_
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("python,declared", [("3.8", False), ("3.10", True)])
+def test_a_project_that_installs_an_older_python_does_not_get_it_declared(tmp_path, python, declared):
+    """VideoMAEv2 (held-out round 19): docs/INSTALL.md makes a python=3.8 environment and
+    installs requirements.txt into it; npu-runtime needs 3.10, so declaring it there would
+    break that install. The entry point is still told what to install."""
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "requirements_no_torch" / "before", repo)
+    (repo / "docs").mkdir()
+    (repo / "docs" / "INSTALL.md").write_text(f"```\nconda create --name env python={python} -y\n```\n")
+    before = (repo / "requirements.txt").read_bytes()
+    _, report = _run(repo, "--write")
+    assert ((repo / "requirements.txt").read_bytes() != before) is declared
+    assert bool([f for f in _findings(report) if f[1] == "NPU854"]) is not declared
+
+
+@pytest.mark.timeout(120)
 def test_vendored_runtime_is_not_declared(tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "requirements_no_torch" / "before", repo)
