@@ -40,6 +40,8 @@ _PYTHON_VERSION = re.compile(
     rb"""|^[ \t]*-[ \t]*python[ \t]*={1,2}[ \t]*(3\.\d+)"""
     rb"""|conda[ \t]+create\b[^\n]{0,200}?\bpython[ \t]*={1,2}[ \t]*(3\.\d+)"""
     rb"""|^[ \t]*FROM[ \t]+(?:docker\.io/)?(?:library/)?python:(3\.\d+)""", re.MULTILINE | re.IGNORECASE)
+#: ``gpu: true`` in a cog.yaml (under ``build:``)
+_COG_GPU = re.compile(rb"^[ \t]+gpu[ \t]*:[ \t]*(?:true|True|yes)\b", re.MULTILINE)
 #: A word, as Python and every text format of the project spell names.
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 #: Files larger than this are data (results, datasets): their words are not counted.
@@ -240,6 +242,9 @@ class ProjectFacts:
     #: ``FROM python:3.8``, a doc's ``conda create ... python=3.8``; "" when none says.
     #: npu-runtime needs 3.10, so below that it is not declared (npu_migrate/pipeline/declared.py).
     python_floor: str = ""
+    #: A ``cog.yaml`` of the project builds its image for NVIDIA GPUs (``build: gpu: true``):
+    #: its Cog predictors (``from cog import BasePredictor``) are an NVIDIA deployment.
+    cog_gpu: bool = False
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -263,6 +268,7 @@ class ProjectFacts:
         hf_arguments: set[str] = set()
         builds: list[str] = []  # files that JIT-build CUDA sources at module level
         pythons: set[str] = set()  # the Python versions the project says it installs
+        cog_gpu = False
         relative: dict[str, set[str]] = {}  # absolute .py path -> the files its relative imports may name
         top_relative: dict[str, set[str]] = {}  # the same, of its relative imports at column 0
         scripts: list[str] = []  # files with a `__main__` block: run, not only imported
@@ -272,6 +278,8 @@ class ProjectFacts:
             path, data = source if isinstance(source, tuple) else (None, source)
             if len(data) <= _COUNTED_BYTES:
                 words.update(_WORD.findall(data))
+            if path is not None and os.path.basename(path) == "cog.yaml" and _COG_GPU.search(data):
+                cog_gpu = True
             if path is not None and b"ython" in data and not path.endswith((".py", ".ipynb")):
                 for match in _PYTHON_VERSION.finditer(data):
                     pythons.add(next(g for g in match.groups() if g).decode("ascii"))
@@ -365,6 +373,7 @@ class ProjectFacts:
             # a single Python file is not a project: what calls its functions is elsewhere
             unread_names=frozenset(name.decode("ascii") for name in defined if words[name] == 1)
             if len(files) >= 2 else frozenset(),
+            cog_gpu=cog_gpu,
             python_floor=min(pythons, key=lambda v: tuple(int(p) for p in v.split(".")), default=""),
         )
 
@@ -436,7 +445,7 @@ class ProjectFacts:
                 f"cuda_only={digest},timm={self.timm_specifier or '-'},"
                 f"transformers={self.transformers_specifier or '-'},torch={self.torch_specifier or '-'},flash={int(self.custom_flash_attention)},"
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
-                f"python={self.python_floor or '-'},"
+                f"python={self.python_floor or '-'},cog_gpu={int(self.cog_gpu)},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
 
 
@@ -490,7 +499,10 @@ def _imported_names(data: bytes, top_level: bool = False) -> set[str]:
     of the file. ``top_level``: only the imports written at column 0, which run whenever
     the module is imported (not in a ``try``, an ``if`` or a function)."""
     names: set[str] = set()
-    for line in data.split(b"\n"):
+    lines = data.split(b"\n")
+    if top_level and b"__main__" in data:
+        lines += _main_block_imports(lines)
+    for line in lines:
         match = _IMPORT.match(line) if b"import" in line and not (top_level and line[:1] in (b" ", b"\t")) else None
         if match is None:
             continue
@@ -510,6 +522,33 @@ def _imported_names(data: bytes, top_level: bool = False) -> set[str]:
     return names
 
 
+_MAIN_GUARD = re.compile(rb"""if[ \t]+__name__[ \t]*==[ \t]*['"]__main__['"][ \t]*:[ \t]*(?:#.*)?""")
+
+
+def _main_block_imports(lines: list[bytes]) -> list[bytes]:
+    """The import lines of a column-0 ``if __name__ == "__main__":`` block written at its
+    body's own indentation (not deeper, where they may not run), unindented: a script's
+    imports that run whenever it runs (RWKV-v4's ``train.py`` imports its trainer there)."""
+    found: list[bytes] = []
+    inside = False
+    indent = b""
+    for line in lines:
+        if not inside:
+            inside = _MAIN_GUARD.fullmatch(line.rstrip(b"\r")) is not None
+            indent = b""
+            continue
+        if not line.strip() or line.lstrip().startswith(b"#"):
+            continue
+        if line[:1] not in (b" ", b"\t"):
+            inside = _MAIN_GUARD.fullmatch(line.rstrip(b"\r")) is not None
+            continue
+        if not indent:
+            indent = line[: len(line) - len(line.lstrip(b" \t"))]
+        if line.startswith(indent) and line[len(indent):len(indent) + 1] not in (b" ", b"\t") and b"import" in line:
+            found.append(line[len(indent):])
+    return found
+
+
 def _blocking_package(names: Iterable[str]) -> str | None:
     for name in sorted(names):
         if any(name == package or name.startswith(package + ".") for package in NO_ASCEND_IMPORT):
@@ -519,16 +558,26 @@ def _blocking_package(names: Iterable[str]) -> str | None:
 
 #: what a chain leads to when its last module JIT-builds CUDA sources at import
 JIT_BUILD_STEP = "a module that JIT-builds CUDA sources at import (nvcc)"
-#: ``name = load(`` / ``cpp_extension.load_inline(`` at column 0: a module-level build
-_JIT_BUILD = re.compile(rb"^(?:[A-Za-z_][\w.]*[ \t]*=[ \t]*)?(?:[\w.]*\.)?load(?:_inline)?[ \t]*\(", re.MULTILINE)
+#: ``name = load(`` / ``cpp_extension.load_inline(`` at a line's start: a candidate build
+_JIT_BUILD = re.compile(rb"^[ \t]*(?:[A-Za-z_][\w.]*[ \t]*=[ \t]*)?(?:[\w.]*\.)?load(?:_inline)?[ \t]*\(", re.MULTILINE)
 _CUDA_SOURCE = re.compile(rb"""\.cuh?['"]|cuda_sources|with_cuda[ \t]*=[ \t]*True""")
 
 
 def builds_cuda_at_import(data: bytes) -> bool:
-    """The file may JIT-build CUDA sources at module level (:func:`npu_migrate.python.cuda_only.jit_build_at_import`
-    decides it from the syntax tree; this text test is the facts' cheap version)."""
-    return (b"cpp_extension" in data and _JIT_BUILD.search(data) is not None
-            and _CUDA_SOURCE.search(data) is not None)
+    """The file JIT-builds CUDA sources at module level, on every import
+    (:func:`npu_migrate.pipeline.cuda_builds.jit_build_at_import`, from the syntax tree; only
+    files the text test finds a candidate are parsed)."""
+    if not (b"cpp_extension" in data and _JIT_BUILD.search(data) is not None and _CUDA_SOURCE.search(data) is not None):
+        return False
+    import ast
+
+    from npu_migrate.pipeline.cuda_builds import jit_build_at_import
+
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return jit_build_at_import(tree) is not None
 
 
 #: what a "chain" names for a module that only modules that cannot import import
@@ -612,7 +661,7 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
                 if path in blocked or path in via or path in scripts:
                     continue
                 if all(user in blocked or user in via for user in users[path]):
-                    via[path] = (sorted(users[path])[0], ONLY_FROM_BLOCKED)
+                    via[path] = (min(users[path]), ONLY_FROM_BLOCKED)
                     changed = True
     return tuple(sorted((f, step, package) for f, (step, package) in via.items()))
 

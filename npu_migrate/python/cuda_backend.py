@@ -191,6 +191,10 @@ def kernel_module(ctx: FileContext) -> str | None:
     return None
 
 
+#: ``from cog import BasePredictor`` / ``import cog`` (Replicate's Cog predictors)
+_COG_IMPORT = re.compile(r"^(?:from[ \t]+cog[ \t]+import|import[ \t]+cog\b)", re.MULTILINE)
+
+
 def unimportable_module(ctx: FileContext) -> str | None:
     """Why ``ctx`` cannot be imported on Ascend, or None: its module-level code imports a
     package with no Ascend build (:func:`cuda_only.import_blocker`: TinyLlama's
@@ -211,6 +215,9 @@ def unimportable_module(ctx: FileContext) -> str | None:
         module, line = found
         return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "
                 "cannot be imported on Ascend; its device code is left unchanged")
+    if ctx.facts.cog_gpu and _COG_IMPORT.search(ctx.text):
+        return ("this module is a Cog predictor, and the project's cog.yaml builds its image for NVIDIA GPUs "
+                "(`gpu: true`); its device code is left unchanged")
     built = jit_build_at_import(ctx.python_ast()) if "cpp_extension" in ctx.text else None
     if built is not None:
         name, line = built

@@ -70,6 +70,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from npu_migrate.pipeline.cuda_builds import CPP_LOAD as _CPP_LOAD
+from npu_migrate.pipeline.cuda_builds import builds_cuda as _builds_cuda
+from npu_migrate.pipeline.cuda_builds import cuda_sources as _cuda_sources
+from npu_migrate.pipeline.cuda_builds import jit_build_at_import  # noqa: F401 (re-exported)
 from npu_migrate.python.context import FileContext
 from npu_migrate.tables.packages import KERNEL_PACKAGES, NO_ASCEND_IMPORT  # noqa: F401 (re-exported)
 
@@ -146,34 +150,6 @@ def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:
                 return name, statement.lineno
     return None
 
-def jit_build_at_import(tree: ast.Module | None) -> tuple[str, int] | None:
-    """``(name, line)`` of the first module-level statement of ``tree`` (not inside ``try``/
-    ``if``/a function) that JIT-builds CUDA sources with ``torch.utils.cpp_extension.load``
-    or ``load_inline`` (RWKV's ``timex_cuda = load(name="timex", sources=[..."timex_cuda.cu"])``):
-    importing the module runs nvcc, which Ascend does not have, so it cannot be imported
-    there (held-out round 19). ``name`` is what the build is assigned to."""
-    if tree is None:
-        return None
-    loads: set[str] = set()
-    for statement in tree.body:
-        if isinstance(statement, ast.ImportFrom) and statement.module in ("torch.utils.cpp_extension",):
-            loads.update(alias.asname or alias.name for alias in statement.names
-                         if alias.name in ("load", "load_inline"))
-        elif isinstance(statement, ast.Import):
-            for alias in statement.names:
-                if alias.name == "torch.utils.cpp_extension" and alias.asname:
-                    loads.update({f"{alias.asname}.load", f"{alias.asname}.load_inline"})
-        value = statement.value if isinstance(statement, (ast.Assign, ast.Expr)) else None
-        if not isinstance(value, ast.Call):
-            continue
-        called = ast_dotted_name(value.func) or ""
-        if (called in loads or called in _CPP_LOAD or called.endswith(("cpp_extension.load", "cpp_extension.load_inline"))) \
-                and _builds_cuda(value, {}):
-            target = statement.targets[0] if isinstance(statement, ast.Assign) else None
-            return (target.id if isinstance(target, ast.Name) else "its CUDA extension"), statement.lineno
-    return None
-
-
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
 #: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
 CUDA_ONLY_WORDS = re.compile(
@@ -213,7 +189,6 @@ _QUERY = re.compile(r"_(?:available|version|enabled|count|visible|devices?|home|
 _TORCH_CUDA_BINDING = re.compile(r"torch\._C\._(?:cuda|nccl|cudnn|cublas|cufft)\w*")
 _DEVICE_STRING = re.compile(r"cuda(?::.*)?")
 _TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
-_CPP_LOAD = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
 #: Decorators that define an operator with the device types it has kernels for.
 _OP_DEFINITIONS = frozenset({"custom_op", "triton_op"})
 
@@ -319,41 +294,6 @@ def _relative_file(path: str, level: int, module: str | None) -> str:
     for _ in range(level - 1):
         base = os.path.dirname(base)
     return os.path.join(base, *module.split(".")) if module else base
-
-
-def _cuda_sources(call: ast.Call) -> bool:
-    def names_cu(node: ast.AST) -> bool:
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return any(names_cu(e) for e in node.elts)
-        if isinstance(node, ast.JoinedStr):  # f"cuda/wkv7s.cu" (RWKV's demos)
-            node = node.values[-1] if node.values else node
-        return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith((".cu", ".cuh"))
-
-    for keyword in call.keywords:
-        if keyword.arg in ("sources",) and names_cu(keyword.value):
-            return True
-        if keyword.arg == "cuda_sources" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is None):
-            return True
-        if keyword.arg == "with_cuda" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True:
-            return True
-    return len(call.args) > 1 and names_cu(call.args[1])
-
-
-def _builds_cuda(call: ast.Call, lists: dict[str, ast.AST]) -> bool:
-    """``call`` compiles CUDA: nvcc flags (``extra_cuda_cflags``), ``cuda_sources``, or
-    ``sources`` naming ``.cu`` files, literally or through a name assigned a list of them in
-    the same function (``sources = ['bias_act.cpp', 'bias_act.cu']``)."""
-    if _cuda_sources(call):
-        return True
-    for keyword in call.keywords:
-        if keyword.arg == "extra_cuda_cflags":
-            return True
-        if keyword.arg == "sources" and isinstance(keyword.value, ast.Name):
-            listed = lists.get(keyword.value.id)
-            if listed is not None and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
-                                          and c.value.endswith((".cu", ".cuh")) for c in ast.walk(listed)):
-                return True
-    return False
 
 
 def all_nodes(tree: ast.AST) -> list[ast.AST]:

@@ -103,3 +103,32 @@ def test_a_conditional_build_blocks_nothing(tmp_path, run_cli):
     write(tmp_path, "train.py", "import model\n\nif __name__ == '__main__':\n    model.make(1)\n")
     run_cli("--write", "--no-cache", ".")
     assert 'device="npu"' in model.read_text()
+
+
+def test_a_script_whose_main_block_imports_it_and_a_build_on_both_sides_block_too(tmp_path, run_cli):
+    """RWKV-v4's train.py imports its trainer inside `if __name__ == "__main__":`; RWKV-v7's
+    src/model.py builds one CUDA kernel or another, on both sides of an `if`."""
+    model = write(tmp_path, "src/model.py", MODEL.replace(
+        'timex_cuda = load(name="timex", sources=["cuda/timex_op.cpp", "cuda/timex_cuda.cu"])\n',
+        'if H100:\n    load(name="a", sources=["a.cu"])\nelse:\n    load(name="b", sources=[f"b.cu"])\n'))
+    train = write(tmp_path, "train.py", "import torch\n\nif __name__ == '__main__':\n    from src.model import make\n"
+                                        "    torch.cuda.set_device(0)\n")
+    before = {p: p.read_text() for p in (model, train)}
+    run_cli("--write", "--no-cache", ".")
+    assert {p: p.read_text() for p in before} == before
+
+
+def test_a_cog_predictor_of_a_gpu_image_is_left(tmp_path, run_cli):
+    """MGM's and BLIP's predict.py: Replicate's Cog builds them into a CUDA image (cog.yaml
+    `gpu: true`); without it, the same predictor is migrated."""
+    predict = write(tmp_path, "predict.py", "import torch\nfrom cog import BasePredictor\n\n\n"
+                                            "class Predictor(BasePredictor):\n    def setup(self):\n"
+                                            "        self.model = torch.nn.Linear(2, 2).cuda()\n")
+    write(tmp_path, "train.py", "import torch\n")
+    cog = write(tmp_path, "cog.yaml", "build:\n  gpu: true\n  python_version: '3.11'\npredict: predict.py:Predictor\n")
+    before = predict.read_text()
+    result = run_cli("--write", "--no-cache", ".")
+    assert predict.read_text() == before and "is a Cog predictor" in result.output
+    cog.write_text("build:\n  gpu: false\npredict: predict.py:Predictor\n")
+    run_cli("--write", "--no-cache", ".")
+    assert ".npu()" in predict.read_text()
