@@ -28,6 +28,11 @@ _SUBPROCESS_WITH_ENV = re.compile(r"\bsubprocess\.\w+\((?:[^()]|\([^()]*\))*?\be
 _MODULE_RUN = re.compile(r"""["']-m["']\s*,\s*(?:f?["'])([A-Za-z_][\w.]*)["']""")
 
 
+#: GPU runtimes other than torch that read CUDA_VISIBLE_DEVICES themselves, imported by the file
+_OTHER_RUNTIME = re.compile(r"^[ \t]*(?:from|import)[ \t]+(faster_whisper|ctranslate2|onnxruntime|tensorflow|jax|cupy|"
+                            r"tensorrt|tritonclient|paddle)\b", re.MULTILINE)
+
+
 class CudaEnvVars(Rule):
     id = "NPU106"
     name = "cuda-env-vars"
@@ -128,6 +133,15 @@ docstrings are left alone. The edit does not need `import torch_npu`.
                 "project's torch code (audiocraft's FAD runs TensorFlow); left unchanged",
                 "if that program runs torch on the NPU, set `ASCEND_RT_VISIBLE_DEVICES` for it; other frameworks "
                 "(TensorFlow) keep their own device variables",
+            )
+            return
+        if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (other := _OTHER_RUNTIME.search(self.ctx.text)):
+            self.report(
+                node,
+                f"`{name}` here may choose the GPU of `{other.group(1)}`, which this file also runs and which reads "
+                "it itself (F5-TTS's ASR evaluation sets it for faster-whisper); left unchanged",
+                "if this value is for the torch code, set `ASCEND_RT_VISIBLE_DEVICES` beside it; the other "
+                "runtime keeps CUDA's variable (it has no Ascend build)",
             )
             return
         if verdict == "rewrite" and name in CUDA_SAME_MEANING:
