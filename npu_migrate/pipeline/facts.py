@@ -36,7 +36,7 @@ IMPORTS_RUNTIME = re.compile(rb"^[ \t\f]*(?:import[ \t]+npu_runtime\b|from[ \t]+
 _DEFINED_NAME = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)|\bself\.(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
 #: Where a project says which Python it installs (the version is group 1).
 _PYTHON_VERSION = re.compile(
-    rb"""(?:requires-python|python_requires)\s*=\s*['"]\s*(?:>=|~=|==)\s*(3\.\d+)"""
+    rb"""(?:requires-python|python_requires)[ \t]*=[ \t]*['"][ \t]*==[ \t]*(3\.\d+)"""
     rb"""|^[ \t]*-[ \t]*python[ \t]*={1,2}[ \t]*(3\.\d+)"""
     rb"""|conda[ \t]+create\b[^\n]{0,200}?\bpython[ \t]*={1,2}[ \t]*(3\.\d+)"""
     rb"""|^[ \t]*FROM[ \t]+(?:docker\.io/)?(?:library/)?python:(3\.\d+)""", re.MULTILINE | re.IGNORECASE)
@@ -237,8 +237,8 @@ class ProjectFacts:
     #: they are defined. Nothing calls or reads them, so nothing their values hold reaches
     #: torch (:mod:`npu_migrate.python.unread`).
     unread_names: frozenset[str] = frozenset()
-    #: The lowest Python the project says it installs (``"3.8"``): ``requires-python`` /
-    #: ``python_requires`` floors, a conda environment's ``python=3.8``, a Dockerfile's
+    #: The lowest Python the project says it installs (``"3.8"``): an exact ``requires-python`` /
+    #: ``python_requires`` pin (a range such as ``>=3.8`` admits 3.10), a conda environment's ``python=3.8``, a Dockerfile's
     #: ``FROM python:3.8``, a doc's ``conda create ... python=3.8``; "" when none says.
     #: npu-runtime needs 3.10, so below that it is not declared (npu_migrate/pipeline/declared.py).
     python_floor: str = ""
@@ -280,7 +280,8 @@ class ProjectFacts:
                 words.update(_WORD.findall(data))
             if path is not None and os.path.basename(path) == "cog.yaml" and _COG_GPU.search(data):
                 cog_gpu = True
-            if path is not None and b"ython" in data and not path.endswith((".py", ".ipynb")):
+            if (path is not None and b"ython" in data and not path.endswith(".ipynb")
+                    and (not path.endswith(".py") or os.path.basename(path) == "setup.py")):
                 for match in _PYTHON_VERSION.finditer(data):
                     pythons.add(next(g for g in match.groups() if g).decode("ascii"))
             if (path is not None and b"torch" in data and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))

@@ -1283,7 +1283,10 @@ def always_calls_own_kernel(index: FileIndex, function: ast.AST) -> CudaOnly | N
             if isinstance(node, ast.Call):
                 use = index._use(node.func)
                 if (use is not None and any(kind in use.kind for kind in _OWN_KERNEL_KINDS)
-                        and not _named_like_cuda_only(index, use)):
+                        and not _named_like_cuda_only(index, use)
+                        and not (use.kind.startswith("it calls") and KIND_COMPILED in use.kind)):
+                    # (a wrapper of a `*_cuda` name may be the project's own torch code:
+                    # MiniGPT-4's `move_to_cuda`, called by its prefetcher's `preload`)
                     return use
                 use = applied_function(node)
                 if use is not None:

@@ -244,10 +244,10 @@ class DeviceAnalysis:
             self._why = None
             self._pending.add(literal)
             try:
-                platform = self._under_platform_test(literal)
-                if platform is not None:
-                    verdict = self._left(Flow.OTHER, f"only reached where `{self._short(platform)}` holds, a test of "
-                                                     "another system's platform (this path is for its GPUs)")
+                accelerator = self._under_lightning_gpu(literal)
+                if accelerator is not None:
+                    verdict = self._left(Flow.OTHER, f"only reached where `{self._short(accelerator)}` holds, a test of "
+                                                     "Lightning's accelerator name, whose \"gpu\" is CUDA's")
                 else:
                     verdict = self._walk(literal, 0)
             finally:
@@ -486,26 +486,37 @@ class DeviceAnalysis:
         found: list[cst.CSTNode] = []
         analysis = self
 
-        lightning = self._imports_lightning()
-
         class _Find(cst.CSTVisitor):
             def visit_Comparison(self, node: cst.Comparison) -> bool:
-                operands = (node.left, *(t.comparator for t in node.comparisons))
-                for operand in operands:
+                for operand in (node.left, *(t.comparator for t in node.comparisons)):
                     if not isinstance(operand, (cst.SimpleString, cst.FormattedString)) \
                             and analysis.origin(operand) == "other":
                         found.append(operand)
-                if not found and lightning and any((string_value(o) or "").lower() == "gpu" for o in operands):
-                    # `args.accelerator.upper() == "GPU"`: Lightning's accelerator name, whose "gpu"
-                    # is CUDA's (RWKV's v4neo/v5 trainers, held-out round 19)
-                    found.extend(o for o in operands if _ACCELERATOR_NAME.search(analysis._short(o)))
                 return not found
 
         test.visit(_Find())
         return found[0] if found else None
 
-    def _imports_lightning(self) -> bool:
-        return any(self.ctx.imports.imports_module(m) for m in ("lightning", "pytorch_lightning"))
+    def _under_lightning_gpu(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The test of Lightning's accelerator name against ``"gpu"`` whose ``if`` body (or
+        conditional expression's true side) holds ``node``, in a file that imports Lightning:
+        ``if self.args.accelerator.upper() == "GPU": torch.empty(..., device="cuda")`` is
+        Lightning's CUDA path (RWKV's v4neo/v5 models, held-out round 19)."""
+        if "accelerator" not in self.ctx.text or not any(
+                self.ctx.imports.imports_module(m) for m in ("lightning", "pytorch_lightning")):
+            return None
+        child = node
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body and isinstance(
+                    ancestor.test, cst.Comparison):
+                operands = (ancestor.test.left, *(t.comparator for t in ancestor.test.comparisons))
+                if (any((string_value(o) or "").lower() == "gpu" for o in operands)
+                        and any(_ACCELERATOR_NAME.search(self._short(o)) for o in operands)):
+                    return ancestor.test
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return None
+            child = ancestor
+        return None
 
     def _platform_test(self, test: cst.CSTNode, following: frozenset[str] = frozenset()) -> bool:
         """``test`` is a positive test of another system's platform: a comparison with

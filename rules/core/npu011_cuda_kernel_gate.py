@@ -183,6 +183,18 @@ Two more shapes count as CUDA-only code behind a CUDA test:
   own classes, not a copy). Every edit inside the class is left, reported once; on
   Ascend the file's other variant (sdpa, eager) is the one to select.
 
+
+**The project's own kernels** (held-out round 19, RWKV and Latte): a function that hands its
+tensors to a JIT-built extension, a compiled `_C`/`*_cuda` module, Triton code or a custom
+operator of the project on every call (in its own statements, a `with`, or both sides of an
+`if`), and has no device test of its own, keeps its device code, reported once: RWKV's
+autograd `WKV` allocates `torch.empty(..., device='cuda')` for `wkv_cuda.forward`, and
+`RUN_CUDA` moves its inputs with `.cuda()` for `WKV.apply`. A function that builds CUDA
+sources into a module global (`global _plugin` ... `_plugin = custom_ops.get_plugin(...,
+sources=[..., 'bias_act.cu'], extra_cuda_cflags=...)`) is CUDA-only code, so `x.device.type
+== 'cuda' and _init()` in front of it is a gate. A module that builds CUDA sources when
+imported cannot be imported on Ascend at all: it, the modules that import it and those only
+they import are left, one line each.
 This rule has no visitor: the engine applies it to the device rules' edits
 (`npu_migrate/python/cuda_only.py` holds the classifier). The other device
 rules still rewrite the code inside the branch.

@@ -57,6 +57,13 @@ Integer devices (`.to(local_rank)`, `torch.device(0)`, `device=0`) are not
 touched: since torch 2.x an integer device means "index N of the current
 accelerator" (`deviceFromLong` in torch's python_arg_parser.h calls
 `at::getAccelerator`), which is the NPU once torch_npu is imported.
+
+A key of a dict literal whose value is a `torch.cuda` object that NPU101 renames
+(`{(torch.half, "cuda"): torch.cuda.HalfTensor}`, LLaMA2-Accessory's `get_tensor_type`) is
+rewritten with it: otherwise the lookup of the rewritten device misses. Other dicts keyed by
+device type keep their keys. A device string under a test of Lightning's accelerator name
+(`args.accelerator.upper() == "GPU"`, in a file that imports Lightning) is for Lightning's
+CUDA path, and is left and reported (NPU108).
 """
     examples = (
         Example(

@@ -81,6 +81,11 @@ Not rewritten, but reported: the name inside a longer string (a shell command
 such as `f"CUDA_VISIBLE_DEVICES={gpu} python train.py"`), or the bare string in
 a place this rule cannot identify. Messages (print, logging, exceptions) and
 docstrings are left alone. The edit does not need `import torch_npu`.
+
+A file that also imports another GPU runtime that reads `CUDA_VISIBLE_DEVICES` itself
+(faster-whisper, CTranslate2, ONNX Runtime, TensorFlow, JAX, CuPy, TensorRT, Paddle) keeps
+the variable, reported: F5-TTS's ASR evaluation sets it for faster-whisper, which has no
+Ascend build.
 """
     examples = (
         Example(

@@ -197,6 +197,11 @@ the printed line / `else: npu_runtime.install()`), unguarded where other calls n
 A file that already mentions `npu_runtime` is left alone, so the rule is
 idempotent. `npu-migrate --vendor-runtime DIR` copies the package into your tree
 if the training image should not install npu-migrate.
+
+A file that sets up a process group but has no backward pass, no optimizer, and generation
+or inference code (`.generate(`, `torch.inference_mode()`, `torch.no_grad()`) serves a model:
+LLaMA2-Accessory's model-parallel worker waits in a collective between requests, where the
+hang watchdog would end it. It gets no `install()`.
 """
     examples = (
         Example(

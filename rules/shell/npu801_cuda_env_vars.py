@@ -45,6 +45,10 @@ The same words in prose (`echo` text, comments, quoted heredocs) are left alone,
 and so is a variable set for a command that runs JAX or TensorFlow code
 (`CUDA_VISIBLE_DEVICES=-1 python c51_jax.py`, cleanrl's benchmarks): that framework
 reads it on NVIDIA GPUs and has no Ascend counterpart (reported).
+
+A script that runs NVIDIA serving or engine tools (`trtllm-build`, `tritonserver`, `trtexec`,
+`perf_analyzer`, `genai-perf`) is an NVIDIA deployment: its CUDA variables are reported, not
+renamed (F5-TTS's `runtime/triton_trtllm/run.sh`).
 """
     examples = (
         Example(

@@ -296,3 +296,19 @@ def test_the_import_graph_names_the_imported_files_and_the_scripts_that_train_th
     ])
     assert sorted(facts.imported_files) == ["/r/engine.py", "/r/models/convnext.py", "/r/utils.py"]
     assert sorted(facts.imports_training) == ["/r/main.py"]
+
+
+def test_the_python_a_project_installs_is_a_pin_not_a_range():
+    """`requires-python = ">=3.8"` admits 3.10 (llama-cookbook declares npu-runtime); a conda
+    `python=3.8`, a doc's `conda create ... python=3.8`, `python_requires="==3.8"` do not."""
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    def floor(name: str, text: bytes) -> str:
+        return ProjectFacts.scan([(f"/p/{name}", text)]).python_floor
+
+    assert floor("pyproject.toml", b'requires-python = ">=3.8"\n') == ""
+    assert floor("setup.py", b'setup(python_requires=">=3.7")\n') == ""
+    assert floor("setup.py", b'setup(python_requires="==3.8")\n') == "3.8"
+    assert floor("environment.yml", b"dependencies:\n  - python=3.9\n  - pip\n") == "3.9"
+    assert floor("INSTALL.md", b"conda create -n env python=3.8 -y\n") == "3.8"
+    assert floor("Dockerfile", b"FROM python:3.11-slim\n") == "3.11"
