@@ -40,6 +40,11 @@ _PYTHON_VERSION = re.compile(
     rb"""|^[ \t]*-[ \t]*python[ \t]*={1,2}[ \t]*(3\.\d+)"""
     rb"""|conda[ \t]+create\b[^\n]{0,200}?\bpython[ \t]*={1,2}[ \t]*(3\.\d+)"""
     rb"""|^[ \t]*FROM[ \t]+(?:docker\.io/)?(?:library/)?python:(3\.\d+)""", re.MULTILINE | re.IGNORECASE)
+#: A document that installs the project into the environment it creates: ``pip install -r
+#: requirements.txt``, ``pip install -e .``, ``pip install .`` (VideoMAEv2's INSTALL.md; a
+#: chatbot README that installs other packages into its own python=3.8 says nothing of it)
+_INSTALLS_PROJECT = re.compile(rb"pip3?[ \t]+install[ \t]+(?:-r[ \t]+\S*requirements\S*|(?:-e[ \t]+)?\.(?:\[[\w,]+\])?(?=[ \t]*$))",
+                               re.MULTILINE)
 #: ``gpu: true`` in a cog.yaml (under ``build:``)
 _COG_GPU = re.compile(rb"^[ \t]+gpu[ \t]*:[ \t]*(?:true|True|yes)\b", re.MULTILINE)
 #: A word, as Python and every text format of the project spell names.
@@ -282,8 +287,10 @@ class ProjectFacts:
                 cog_gpu = True
             if (path is not None and b"ython" in data and not path.endswith(".ipynb")
                     and (not path.endswith(".py") or os.path.basename(path) == "setup.py")):
+                installs = _INSTALLS_PROJECT.search(data) is not None
                 for match in _PYTHON_VERSION.finditer(data):
-                    pythons.add(next(g for g in match.groups() if g).decode("ascii"))
+                    if match.group(3) is None or installs:  # a doc's environment counts where it installs the project
+                        pythons.add(next(g for g in match.groups() if g).decode("ascii"))
             if (path is not None and b"torch" in data and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))
                     and _ASCEND_NAME.search(os.path.basename(path))):
                 ascend_torch.add(os.path.abspath(path))

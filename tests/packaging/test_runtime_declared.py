@@ -124,7 +124,8 @@ def test_a_project_that_installs_an_older_python_does_not_get_it_declared(tmp_pa
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "requirements_no_torch" / "before", repo)
     (repo / "docs").mkdir()
-    (repo / "docs" / "INSTALL.md").write_text(f"```\nconda create --name env python={python} -y\n```\n")
+    (repo / "docs" / "INSTALL.md").write_text(
+        f"```\nconda create --name env python={python} -y\npip install -r requirements.txt\n```\n")
     before = (repo / "requirements.txt").read_bytes()
     _, report = _run(repo, "--write")
     assert ((repo / "requirements.txt").read_bytes() != before) is declared
@@ -310,5 +311,6 @@ def test_the_python_a_project_installs_is_a_pin_not_a_range():
     assert floor("setup.py", b'setup(python_requires=">=3.7")\n') == ""
     assert floor("setup.py", b'setup(python_requires="==3.8")\n') == "3.8"
     assert floor("environment.yml", b"dependencies:\n  - python=3.9\n  - pip\n") == "3.9"
-    assert floor("INSTALL.md", b"conda create -n env python=3.8 -y\n") == "3.8"
+    assert floor("INSTALL.md", b"conda create -n env python=3.8 -y\npip install -r requirements.txt\n") == "3.8"
+    assert floor("chatbot.md", b"conda create -n bot python=3.8\npip install langchain flask\n") == ""  # not the project
     assert floor("Dockerfile", b"FROM python:3.11-slim\n") == "3.11"
