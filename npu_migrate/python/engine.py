@@ -1182,6 +1182,9 @@ _LIGHTNING_RULE = "NPU960"
 #: ``"auto"`` runs on the CPU there and loads CUDA-saved checkpoints through it
 _LIGHTNING_WAITS = frozenset({*_DEVICE_RULES, "NPU201", "NPU301"})
 _LIGHTNING_PINNED_WAITS = _LIGHTNING_WAITS | {"NPU402"}
+#: NPU960's message for a Fabric/Trainer built with a literal CUDA accelerator (not a value
+#: some other call passes: litgpt's API loads its checkpoints whatever `distribute()` picks)
+_PINNED_ACCELERATOR = re.compile(r'`\w+\(accelerator="(?:cuda|gpu)"\)`')
 
 
 def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], FindingRecord | None]:
@@ -1192,7 +1195,7 @@ def _left_to_lightning(ctx: FileContext, edits: list[Edit], line) -> tuple[list[
     accelerator is given, they named an NPU that Lightning never reports and moved a CPU
     run to bf16 (lit-llama's generate and finetune scripts, held-out round 16). The device
     edits wait for that port: dropped and reported once; a second run after it migrates them."""
-    pinned = any(f.rule == _LIGHTNING_RULE and ('"cuda"' in f.message or '"gpu"' in f.message) for f in ctx.findings)
+    pinned = any(f.rule == _LIGHTNING_RULE and _PINNED_ACCELERATOR.match(f.message) for f in ctx.findings)
     kept, first = _waiting(edits, _LIGHTNING_PINNED_WAITS if pinned else _LIGHTNING_WAITS, line)
     if first is None:
         return edits, None

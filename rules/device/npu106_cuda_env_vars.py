@@ -140,7 +140,8 @@ Ascend build.
                 "(TensorFlow) keep their own device variables",
             )
             return
-        if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (other := _OTHER_RUNTIME.search(self.ctx.text)):
+        if (verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and self._written(node)
+                and (other := _OTHER_RUNTIME.search(self.ctx.text))):
             self.report(
                 node,
                 f"`{name}` here may choose the GPU of `{other.group(1)}`, which this file also runs and which reads "
@@ -170,6 +171,17 @@ Ascend build.
             self.replace(node.keyword, cst.Name(new), f"`{name}=` -> `{new}=`", needs_torch_npu=False)
         else:
             self._report(node.keyword, name)
+
+    def _written(self, node: cst.CSTNode) -> bool:
+        """``node`` names the variable an assignment sets (``os.environ["X"] = ...``): a read
+        of it (``os.environ.get("X")``) tells nothing of who else uses the value."""
+        subscript = node
+        for _ in range(3):  # SimpleString < Index < SubscriptElement < Subscript
+            subscript = self.ctx.parent(subscript)
+            if subscript is None or isinstance(subscript, cst.Subscript):
+                break
+        target = self.ctx.parent(subscript) if isinstance(subscript, cst.Subscript) else None
+        return isinstance(target, cst.AssignTarget) and target.target is subscript
 
     def _render_variable(self, node: cst.CSTNode) -> str | None:
         """A render-device variable named in the function around ``node`` (the module outside

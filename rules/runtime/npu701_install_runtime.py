@@ -44,6 +44,10 @@ _NOT_TRAINING_NAME = re.compile(
     r"eval|evaluate|export|chat|interactive)(?:[_\-.]|$)", re.IGNORECASE)
 #: Generation and inference: what a process group is for when nothing in the file trains.
 _OPTIMIZER = re.compile(r"\boptim(?:izer)?\b|\boptim\.")
+#: an endless loop: a worker that waits for requests (a one-shot generation job under
+#: torchrun, such as torchtune's generate_v2_distributed or verl's converter, ends and is
+#: served by the runtime like any job)
+_SERVES = re.compile(r"\bwhile[ \t]+(?:True|1)[ \t]*:")
 _GENERATES = re.compile(r"\.(?:stream_)?generate\s*\(|\binference_mode\s*\(|\bno_grad\s*\(")
 #: A prompt read from the terminal: an interactive session, idle as long as the user is.
 _PROMPT = re.compile(r"(?<![\w.])input\s*\(")
@@ -222,12 +226,13 @@ hang watchdog would end it. It gets no `install()`.
     )
 
     def _serves_distributed(self, text: str) -> bool:
-        """A process group set up to generate, not to train: no backward pass and no
-        optimizer in the file (a launcher whose loop is in another module builds its
-        optimizer), and generation or inference code in it
+        """A process group set up to serve, not to train: no backward pass and no optimizer
+        in the file (a launcher whose loop is in another module builds its optimizer),
+        generation or inference code, and an endless loop waiting for requests
         (LLaMA2-Accessory's ``multi_gpu_wrapper.py`` worker, held-out round 19: it waits in a
         collective between requests, and the watchdog would end it after half an hour idle)."""
-        return not _BACKWARD.search(text) and not _OPTIMIZER.search(text) and _GENERATES.search(text) is not None
+        return (not _BACKWARD.search(text) and not _OPTIMIZER.search(text) and _GENERATES.search(text) is not None
+                and _SERVES.search(text) is not None)
 
     def leave_file(self) -> None:
         text = self.ctx.text

@@ -85,7 +85,6 @@ def test_a_module_that_builds_cuda_sources_at_import_blocks_its_importers(tmp_pa
     imports it and the trainer only that train.py imports are left (held-out round 19);
     run.py, which does not import it, is migrated."""
     model = write(tmp_path, "src/model.py", MODEL)
-    write(tmp_path, "src/__init__.py", "")
     trainer = write(tmp_path, "src/trainer.py", "import torch\n\n\ndef device():\n    return torch.cuda.current_device()\n")
     train = write(tmp_path, "train.py", "import torch\nfrom src.model import make\nfrom src.trainer import device\n\n"
                                         "if __name__ == '__main__':\n    torch.cuda.set_device(0)\n    make(device())\n")
@@ -96,6 +95,10 @@ def test_a_module_that_builds_cuda_sources_at_import_blocks_its_importers(tmp_pa
     assert "torch.npu.set_device(0)" in run.read_text()
     assert "JIT-builds CUDA sources at module level (`timex_cuda`, line 4)" in result.output
     assert "imported only by modules that cannot be imported on Ascend (`train`" in result.output
+    # in a package, the trainer is a module whoever installs the package may import (nanotron)
+    write(tmp_path, "src/__init__.py", "")
+    run_cli("--write", "--no-cache", ".")
+    assert "torch.npu.current_device()" in trainer.read_text()
 
 
 def test_a_conditional_build_blocks_nothing(tmp_path, run_cli):
