@@ -657,11 +657,11 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
     if all_imports is not None:
         # the other way: a module that only such modules import (at any depth, in functions
         # too), and that is no script itself, runs nowhere else (RWKV's src/utils.py, only
-        # imported by the train.py that imports the kernel-building model.py: round 19). Not
-        # a module of a package: whoever installs the package may import it (nanotron's
-        # dataloader, imported inside the project only by its trainer)
-        package_modules = {p for p in all_imports if os.path.isfile(os.path.join(os.path.dirname(p), "__init__.py"))
-                           or os.path.join(os.path.dirname(p), "__init__.py") in all_imports}
+        # imported by the train.py that imports the kernel-building model.py: round 19). A
+        # package's module too (Open-Reasoner-Zero's replay buffer, moved to the NPU while the
+        # actors that fill it stay CUDA's: wrong); the price is a package module someone
+        # outside the project imports alone (nanotron's dataloader), reported here
+        pass
         users: dict[str, set[str]] = {}
         for imported, importer in _import_edges(all_imports, packages=True) | _relative_edges(relative, all_imports):
             if imported != importer:
@@ -670,7 +670,7 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
         while changed:
             changed = False
             for path in sorted(users):
-                if path in blocked or path in via or path in scripts or path in package_modules:
+                if path in blocked or path in via or path in scripts:
                     continue
                 if all(user in blocked or user in via for user in users[path]):
                     via[path] = (min(users[path]), ONLY_FROM_BLOCKED)

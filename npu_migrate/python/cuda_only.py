@@ -73,6 +73,7 @@ import libcst as cst
 from npu_migrate.pipeline.cuda_builds import CPP_LOAD as _CPP_LOAD
 from npu_migrate.pipeline.cuda_builds import builds_cuda as _builds_cuda
 from npu_migrate.pipeline.cuda_builds import cuda_sources as _cuda_sources
+from npu_migrate.pipeline.cuda_builds import dotted_name as ast_dotted_name  # noqa: F401 (re-exported)
 from npu_migrate.pipeline.cuda_builds import jit_build_at_import  # noqa: F401 (re-exported)
 from npu_migrate.python.context import FileContext
 from npu_migrate.tables.packages import KERNEL_PACKAGES, NO_ASCEND_IMPORT  # noqa: F401 (re-exported)
@@ -273,18 +274,6 @@ class CudaOnly:
 
 
 # -- the file's names ----------------------------------------------------------------
-
-def ast_dotted_name(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of ``ast`` Attribute/Name nodes, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
 
 def _relative_file(path: str, level: int, module: str | None) -> str:
     """The module file (without ``.py``) a relative import names, from ``path``."""

@@ -38,6 +38,7 @@ from collections.abc import Collection, Iterator, Sequence
 import libcst as cst
 import libcst.helpers
 
+from npu_migrate.pipeline.cuda_builds import dotted_name as _ast_dotted
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import string_value
 from npu_migrate.python.cuda_only import all_nodes, enclosing_function
@@ -302,17 +303,6 @@ def _ast_names_npu(test: ast.AST) -> bool:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and mentions_npu(node.value):
             return True
     return False
-
-
-def _ast_dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _lines(node: ast.AST) -> tuple[int, int]:

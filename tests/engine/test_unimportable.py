@@ -95,10 +95,10 @@ def test_a_module_that_builds_cuda_sources_at_import_blocks_its_importers(tmp_pa
     assert "torch.npu.set_device(0)" in run.read_text()
     assert "JIT-builds CUDA sources at module level (`timex_cuda`, line 4)" in result.output
     assert "imported only by modules that cannot be imported on Ascend (`train`" in result.output
-    # in a package, the trainer is a module whoever installs the package may import (nanotron)
+    # in a package too (Open-Reasoner-Zero's replay buffer, held-out round 19)
     write(tmp_path, "src/__init__.py", "")
     run_cli("--write", "--no-cache", ".")
-    assert "torch.npu.current_device()" in trainer.read_text()
+    assert trainer.read_text() == before[trainer]
 
 
 def test_a_conditional_build_blocks_nothing(tmp_path, run_cli):
