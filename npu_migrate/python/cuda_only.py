@@ -1201,28 +1201,43 @@ def unconditional_kernel_call(index: FileIndex, function: ast.AST, *, nvml_only:
     ``torch.cuda.current_device()`` to ``pynvml``): that function manages NVIDIA GPUs.
     Only NVML: a training function that calls flash-attn is ported by replacing that call,
     and its device code is migrated for the port."""
-    pending: list[ast.AST] = list(getattr(function, "body", []))
-    while pending:
-        statement = pending.pop(0)
+    def pick(call: ast.Call) -> CudaOnly | None:
+        use = index._use(call.func)
+        if use is not None and (_is_nvml(index, use) if nvml_only else (
+                use.kind in _TESTED_KINDS and not _named_like_cuda_only(index, use))):
+            return use
+        return None
+
+    return _call_on_every_run(list(getattr(function, "body", [])), pick)
+
+
+def _call_on_every_run(statements: list[ast.stmt], pick, *, both_branches: bool = False):
+    """The first ``pick(call)`` that is not None, in source order, among the calls that
+    ``statements`` make whenever they run: in the statements themselves and ``with`` blocks,
+    not under a ``try``, loop, short-circuit or nested definition; under an ``if`` only with
+    ``both_branches`` and when its ``else`` has one too."""
+    for statement in statements:
+        if isinstance(statement, ast.If):
+            if both_branches and statement.orelse:
+                first = _call_on_every_run(statement.body, pick, both_branches=True)
+                if first is not None and _call_on_every_run(statement.orelse, pick, both_branches=True) is not None:
+                    return first
+            continue
         if isinstance(statement, _MAY_NOT_RUN):
             continue
-        if isinstance(statement, _ALWAYS_RUN_BODY):
-            pending[0:0] = statement.body
-            parts: list[ast.AST] = list(statement.items)
-        else:
-            parts = [statement]
+        parts: list[ast.AST] = list(statement.items) if isinstance(statement, _ALWAYS_RUN_BODY) else [statement]
         while parts:
             node = parts.pop(0)
             if isinstance(node, _MAY_NOT_RUN):
                 continue
-            if isinstance(node, ast.Call):
-                use = index._use(node.func)
-                if use is not None and (_is_nvml(index, use) if nvml_only else (
-                        use.kind in _TESTED_KINDS and not _named_like_cuda_only(index, use))):
-                    return use
+            if isinstance(node, ast.Call) and (found := pick(node)) is not None:
+                return found
             parts[0:0] = list(ast.iter_child_nodes(node))
+        if isinstance(statement, _ALWAYS_RUN_BODY):
+            found = _call_on_every_run(statement.body, pick, both_branches=both_branches)
+            if found is not None:
+                return found
     return None
-
 
 #: the project's own kernels: code written for CUDA that a port replaces whole, with the
 #: function that prepares its tensors (not a package of kernels such as flash-attn, whose
@@ -1247,41 +1262,15 @@ def always_calls_own_kernel(index: FileIndex, function: ast.AST) -> CudaOnly | N
                 for c in ast.walk(child)):
             return None
 
-    def in_statements(statements: list[ast.stmt]) -> CudaOnly | None:
-        for statement in statements:
-            if isinstance(statement, ast.If):
-                first = in_statements(statement.body)
-                if first is not None and statement.orelse and in_statements(statement.orelse) is not None:
-                    return first
-                continue
-            if isinstance(statement, _MAY_NOT_RUN):
-                continue
-            if isinstance(statement, _ALWAYS_RUN_BODY):
-                found = in_parts(list(statement.items)) or in_statements(statement.body)
-            else:
-                found = in_parts([statement])
-            if found is not None:
-                return found
-        return None
-
-    def in_parts(parts: list[ast.AST]) -> CudaOnly | None:
-        while parts:
-            node = parts.pop(0)
-            if isinstance(node, _MAY_NOT_RUN):
-                continue
-            if isinstance(node, ast.Call):
-                use = index._use(node.func)
-                if (use is not None and any(kind in use.kind for kind in _OWN_KERNEL_KINDS)
-                        and not _named_like_cuda_only(index, use)
-                        and not (use.kind.startswith("it calls") and KIND_COMPILED in use.kind)):
-                    # (a wrapper of a `*_cuda` name may be the project's own torch code:
-                    # MiniGPT-4's `move_to_cuda`, called by its prefetcher's `preload`)
-                    return use
-                use = applied_function(node)
-                if use is not None:
-                    return use
-            parts[0:0] = list(ast.iter_child_nodes(node))
-        return None
+    def pick(call: ast.Call) -> CudaOnly | None:
+        use = index._use(call.func)
+        if (use is not None and any(kind in use.kind for kind in _OWN_KERNEL_KINDS)
+                and not _named_like_cuda_only(index, use)
+                and not (use.kind.startswith("it calls") and KIND_COMPILED in use.kind)):
+            # (a wrapper of a `*_cuda` name may be the project's own torch code:
+            # MiniGPT-4's `move_to_cuda`, called by its prefetcher's `preload`)
+            return use
+        return applied_function(call)
 
     def applied_function(call: ast.Call) -> CudaOnly | None:
         """``WKV.apply(...)`` of an autograd Function of the file whose ``forward`` runs the kernel."""
@@ -1297,7 +1286,7 @@ def always_calls_own_kernel(index: FileIndex, function: ast.AST) -> CudaOnly | N
                             return CudaOnly(f"{statement.name}.apply", f"it runs {inner.name}, {inner.kind}", inner.line)
         return None
 
-    return in_statements(list(getattr(function, "body", [])))
+    return _call_on_every_run(list(getattr(function, "body", [])), pick, both_branches=True)
 
 
 def _named_like_cuda_only(index: FileIndex, use: CudaOnly) -> bool:
