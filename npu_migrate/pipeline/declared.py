@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from npu_migrate.pipeline import filetypes
-from npu_migrate.pipeline.facts import IMPORTS_RUNTIME, ProjectFacts
+from npu_migrate.pipeline.facts import IMPORTS_RUNTIME, ProjectFacts, version
 from npu_migrate.pipeline.model import FileResult, Finding
 
 RULE = "NPU854"
@@ -67,7 +67,7 @@ def runtime_requirement(facts: ProjectFacts, code_results: list[FileResult], ven
     is vendored)."""
     if vendored is not None or not runtime_importers(facts, code_results):
         return None
-    if facts.python_floor and tuple(int(p) for p in facts.python_floor.split(".")) < RUNTIME_PYTHON:
+    if facts.python_floor and version(facts.python_floor) < RUNTIME_PYTHON:
         # npu-runtime needs 3.10: declared where the project installs Python 3.8 (VideoMAEv2's
         # docs/INSTALL.md, held-out round 19), `pip install -r requirements.txt` would fail.
         # The migrated entry points import it guarded: they say in one line what is missing.

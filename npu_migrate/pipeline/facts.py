@@ -327,8 +327,8 @@ class ProjectFacts:
                 hf_arguments.add(os.path.abspath(path))
             imports[os.path.abspath(path)] = _imported_names(data)
             if b"from ." in data or b"from\t." in data:
-                relative[os.path.abspath(path)] = _relative_files(os.path.abspath(path), data, top_level=False)
-                top_relative[os.path.abspath(path)] = _relative_files(os.path.abspath(path), data, top_level=True)
+                relative[os.path.abspath(path)], top_relative[os.path.abspath(path)] = _relative_files(
+                    os.path.abspath(path), data)
             for match in _DEFINED_NAME.finditer(data):
                 defined.add(match.group(match.lastindex))
             top_imports[os.path.abspath(path)] = _imported_names(data, top_level=True)
@@ -382,7 +382,7 @@ class ProjectFacts:
             unread_names=frozenset(name.decode("ascii") for name in defined if words[name] == 1)
             if len(files) >= 2 else frozenset(),
             cog_gpu=cog_gpu,
-            python_floor=min(pythons, key=lambda v: tuple(int(p) for p in v.split(".")), default=""),
+            python_floor=min(pythons, key=version, default=""),
         )
 
     def blocked_import(self, path: str) -> tuple[str, str] | None:
@@ -455,6 +455,11 @@ class ProjectFacts:
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
                 f"python={self.python_floor or '-'},cog_gpu={int(self.cog_gpu)},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
+
+
+def version(text: str) -> tuple[int, ...]:
+    """``"3.8"`` as ``(3, 8)``, comparable (:attr:`ProjectFacts.python_floor`)."""
+    return tuple(int(part) for part in text.split("."))
 
 
 def _calls_set_epoch(data: bytes) -> bool:
@@ -592,26 +597,29 @@ def builds_cuda_at_import(data: bytes) -> bool:
 ONLY_FROM_BLOCKED = "only-imported-by-blocked"
 
 
-def _relative_files(path: str, data: bytes, top_level: bool) -> set[str]:
+def _relative_files(path: str, data: bytes) -> tuple[set[str], set[str]]:
     """The ``.py`` files the relative imports of ``path`` may name (``from .model import X``
-    in ``pkg/__init__.py``: ``pkg/model.py``, ``pkg/model/__init__.py``, ``pkg/model/X.py``);
-    ``top_level``: only those at column 0."""
+    in ``pkg/__init__.py``: ``pkg/model.py``, ``pkg/model/__init__.py``, ``pkg/model/X.py``):
+    those of all of them, and those of the imports at column 0."""
     found: set[str] = set()
+    top: set[str] = set()
     for match in _RELATIVE_FROM.finditer(data):
-        if top_level and match.group(1):
-            continue
+        named: set[str] = set()
         dots, module, members = match.group(2).decode(), match.group(3).decode(), match.group(4).decode()
         base = os.path.dirname(path)
         for _ in range(len(dots) - 1):
             base = os.path.dirname(base)
         target = os.path.join(base, *module.split(".")) if module else base
         if module:
-            found.update({target + ".py", os.path.join(target, "__init__.py")})
+            named.update({target + ".py", os.path.join(target, "__init__.py")})
         for member in members.split(","):
             words = member.split()
             if words and words[0].isidentifier():
-                found.add(os.path.join(target, words[0] + ".py"))
-    return found
+                named.add(os.path.join(target, words[0] + ".py"))
+        found |= named
+        if not match.group(1):
+            top |= named
+    return found, top
 
 
 #: ``from .model import X`` / ``from ..utils import y`` (group 1: the indentation)
@@ -661,7 +669,6 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
         # package's module too (Open-Reasoner-Zero's replay buffer, moved to the NPU while the
         # actors that fill it stay CUDA's: wrong); the price is a package module someone
         # outside the project imports alone (nanotron's dataloader), reported here
-        pass
         users: dict[str, set[str]] = {}
         for imported, importer in _import_edges(all_imports, packages=True) | _relative_edges(relative, all_imports):
             if imported != importer:

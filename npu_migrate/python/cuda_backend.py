@@ -205,8 +205,9 @@ def unimportable_module(ctx: FileContext) -> str | None:
     so its device code is left as it is and the import is reported: a script too, whose
     owner ports that import first and runs npu-migrate again (held-out rounds 11, 12 and
     15: 54 needless hunks in such files; docs/decisions.md, "Code that cannot import")."""
-    from npu_migrate.pipeline.facts import ONLY_FROM_BLOCKED
-    from npu_migrate.python.cuda_only import import_blocker, jit_build_at_import
+    from npu_migrate.pipeline.cuda_builds import jit_build_at_import
+    from npu_migrate.pipeline.facts import JIT_BUILD_STEP, ONLY_FROM_BLOCKED
+    from npu_migrate.python.cuda_only import import_blocker
 
     if "import" not in ctx.text:
         return None
@@ -233,7 +234,7 @@ def unimportable_module(ctx: FileContext) -> str | None:
     if package == ONLY_FROM_BLOCKED:
         return (f"this module is imported only by modules that cannot be imported on Ascend (`{module}`, reported "
                 "there), so it runs nowhere else; its device code is left unchanged")
-    reached = package if " " in package else f"`{package}`, which has no Ascend build"
+    reached = JIT_BUILD_STEP if package == JIT_BUILD_STEP else f"`{package}`, which has no Ascend build"
     return (f"this module imports the project's `{module}` at module level, whose module-level imports lead to "
             f"{reached}, so it cannot be imported on Ascend; its device code is left unchanged")
 

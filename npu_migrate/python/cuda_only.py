@@ -74,7 +74,6 @@ from npu_migrate.pipeline.cuda_builds import CPP_LOAD as _CPP_LOAD
 from npu_migrate.pipeline.cuda_builds import builds_cuda as _builds_cuda
 from npu_migrate.pipeline.cuda_builds import cuda_sources as _cuda_sources
 from npu_migrate.pipeline.cuda_builds import dotted_name as ast_dotted_name  # noqa: F401 (re-exported)
-from npu_migrate.pipeline.cuda_builds import jit_build_at_import  # noqa: F401 (re-exported)
 from npu_migrate.python.context import FileContext
 from npu_migrate.tables.packages import KERNEL_PACKAGES, NO_ASCEND_IMPORT  # noqa: F401 (re-exported)
 

@@ -126,8 +126,6 @@ _TRITON_PEERS = frozenset({"xpu", "hip"})
 #: Names of GPU platforms that are no torch device type: a collection that lists one beside
 #: "cuda" names platforms (diffusers' test expectations scored for `device_type in
 #: ["cuda", "rocm"]`), not the device torch is given.
-#: an operand naming Lightning's accelerator (``self.args.accelerator.upper()``)
-_ACCELERATOR_NAME = re.compile(r"\baccelerator\b(?:\.(?:upper|lower|casefold)\(\))?$")
 _PLATFORM_NAMES = frozenset({"rocm", "nvidia", "amd", "intel", "metal", "vulkan", "directml", "opencl"})
 #: Words of code about kernels (a device-type list there is a kernel's supported set).
 _KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
@@ -163,6 +161,8 @@ class Flow(Enum):
 Verdict = Flow
 
 
+#: an operand naming Lightning's accelerator (``self.args.accelerator.upper()``)
+_ACCELERATOR_NAME = re.compile(r"\baccelerator\b(?:\.(?:upper|lower|casefold)\(\))?$")
 #: a value of ``torch.cuda`` itself (``torch.cuda.HalfTensor``), which the migration renames
 _TORCH_CUDA_VALUE = re.compile(r"torch\.cuda\.[A-Za-z_]\w*")
 #: the rule that renames ``torch.cuda.X`` to ``torch.npu.X``

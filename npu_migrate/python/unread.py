@@ -80,33 +80,34 @@ def unread_spans(ctx: FileContext) -> tuple[list[tuple[int, int, str]], list[Spa
     unread = ctx.facts.unread_names
     name = os.path.basename(ctx.path)
     by_name = name in _CALLED_BY_NAME or any(word in ctx.text for word in _DYNAMIC)
-    api = _package_api(ctx.path)
+    api = _package_api(ctx)
     functions: list[tuple[int, int, str]] = []
     values: list[Span] = []
-    module_loads = _loaded(tree)
+    module_loads: set[str] | None = None  # read only where a torch import may be unused
     for statement in tree.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if (not by_name and not statement.decorator_list and statement.name in unread
                     and not _hook(statement.name) and not (api and not statement.name.startswith("_"))):
                 functions.append((statement.lineno, statement.end_lineno or statement.lineno, statement.name))
         elif (isinstance(statement, ast.ImportFrom) and name != "__init__.py" and "__all__" not in ctx.text
-              and (statement.module or "").split(".")[0] == "torch" and statement.level == 0
-              and not any((alias.asname or alias.name) in module_loads or alias.name == "*"
-                          for alias in statement.names)):
-            values.append(_span(statement))
+              and (statement.module or "").split(".")[0] == "torch" and statement.level == 0):
+            module_loads = _loaded(tree) if module_loads is None else module_loads
+            if not any((alias.asname or alias.name) in module_loads or alias.name == "*" for alias in statement.names):
+                values.append(_span(statement))
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             values.extend(_unread_locals(node, unread))
     return functions, values
 
 
-def _package_api(path: str) -> bool:
-    """``path`` is a module of a package (an ``__init__.py`` beside it) and not test code:
-    its public functions are the package's API, which code outside the project may call
-    (Janus's ``janus.utils.io.load_pretrained_model``, held-out round 16)."""
+def _package_api(ctx: FileContext) -> bool:
+    """``ctx`` is a module of a package (its folder is one of the project facts'
+    ``package_dirs``) and not test code: its public functions are the package's API, which
+    code outside the project may call (Janus's ``janus.utils.io.load_pretrained_model``,
+    held-out round 16)."""
     from npu_migrate.pipeline.file_roles import is_test_path
 
-    return os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(path)), "__init__.py")) and not is_test_path(path)
+    return os.path.dirname(os.path.abspath(ctx.path)) in ctx.facts.package_dirs and not is_test_path(ctx.path)
 
 
 def _hook(name: str) -> bool:
@@ -180,8 +181,6 @@ def _unread_locals(function: ast.FunctionDef | ast.AsyncFunctionDef, unread: fro
         if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or not _pure(statement.value):
             continue
         local = _single_name(statement)
-        if local is not None and local not in loads and local not in declared:
-            spans.append(_span(statement))
-        elif _self_attribute(statement) in unread:
+        if (local is not None and local not in loads and local not in declared) or _self_attribute(statement) in unread:
             spans.append(_span(statement))
     return spans

@@ -42,12 +42,13 @@ def trains(text: str) -> bool:
 _NOT_TRAINING_NAME = re.compile(
     r"(?:^|[_\-.])(?:gen|generate|generation|infer|inference|sample|sampling|demo|serve|server|app|predict|"
     r"eval|evaluate|export|chat|interactive)(?:[_\-.]|$)", re.IGNORECASE)
-#: Generation and inference: what a process group is for when nothing in the file trains.
+#: An optimizer: a file that builds one trains (its loop may be in another module).
 _OPTIMIZER = re.compile(r"\boptim(?:izer)?\b|\boptim\.")
 #: an endless loop: a worker that waits for requests (a one-shot generation job under
 #: torchrun, such as torchtune's generate_v2_distributed or verl's converter, ends and is
 #: served by the runtime like any job)
 _SERVES = re.compile(r"\bwhile[ \t]+(?:True|1)[ \t]*:")
+#: Generation and inference: what a process group is for when nothing in the file trains.
 _GENERATES = re.compile(r"\.(?:stream_)?generate\s*\(|\binference_mode\s*\(|\bno_grad\s*\(")
 #: A prompt read from the terminal: an interactive session, idle as long as the user is.
 _PROMPT = re.compile(r"(?<![\w.])input\s*\(")
