@@ -364,6 +364,17 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old
     return lines
 
 
+def is_cpu_path_handler(node: cst.CSTNode) -> bool:
+    """``node`` is the ``except ModuleNotFoundError:  # no torch_npu here...`` handler the
+    tool writes (:func:`_guard`, NPU610's moved profiler imports): what it holds is the
+    migration's own CPU path, not code of the project's to migrate again."""
+    if not (isinstance(node, cst.ExceptHandler) and isinstance(node.type, cst.Name)
+            and node.type.value == GUARD_EXCEPTION and isinstance(node.body, cst.IndentedBlock)):
+        return False
+    comment = node.body.header.comment
+    return comment is not None and comment.value == GUARD_COMMENT
+
+
 def _swallows(handler: cst.ExceptHandler) -> bool:
     """The handler lets the module go on where torch_npu is missing: it does not end
     in ``raise`` and does not bind ``torch.npu`` itself."""

@@ -10,7 +10,12 @@ from npu_migrate.python.cst_util import (
     string_value,
     with_string_value,
 )
-from npu_migrate.python.imports import GUARD_COMMENT, GUARD_EXCEPTION, NPU_ACTIVITY_IS_CUDA
+from npu_migrate.python.imports import (
+    GUARD_COMMENT,
+    GUARD_EXCEPTION,
+    NPU_ACTIVITY_IS_CUDA,
+    is_cpu_path_handler,
+)
 from npu_migrate.python.rule import Example, Rule
 
 from ._common import (
@@ -181,10 +186,20 @@ methods both profilers share.
 
     def _use(self, node: cst.Attribute | cst.Name) -> None:
         qualified = normalize(self.ctx.use_name(node))
-        if qualified is not None:
+        if qualified is not None and not self._on_cpu_path(node):
             self.uses.append((node, qualified))
 
+    def _on_cpu_path(self, node: cst.CSTNode) -> bool:
+        """In the ``except`` body of a guard the tool wrote: torch.profiler's names there
+        (``from torch.profiler import profile``, ``ProfilerActivity.NPU = ...CUDA``) are the
+        migrated file's CPU path, not uses to move again. Without this, a file holding both
+        NPU610's moved import and another rule's guard read its own output as `profile`
+        imported from torch.profiler and from torch_npu.profiler on the next run."""
+        return any(is_cpu_path_handler(ancestor) for ancestor in self.ctx.ancestors(node))
+
     def visit_Import(self, node: cst.Import) -> None:
+        if self._on_cpu_path(node):
+            return
         for alias in node.names:
             full = normalize(cst.helpers.get_full_name_for_node(alias.name))
             if full == SOURCE and alias.asname is not None:
@@ -193,7 +208,7 @@ methods both profilers share.
                 ] = (node, alias)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None:
+        if node.relative or node.module is None or self._on_cpu_path(node):
             return
         module = normalize(cst.helpers.get_full_name_for_node(node.module))
         if module == SOURCE:

@@ -212,6 +212,10 @@ def _bindings(tree: ast.Module) -> set[tuple[str, str]]:
 # NPU502 reports: the second run left that sampler to the written set_epoch (ci14, ci15)
 @example([RULE_FIXTURES / "NPU502/other_sampler.unchanged.py", RULE_FIXTURES / "NPU001/noqa_suppresses.unchanged.py",
           RULE_FIXTURES / "NPU510/checkpoint_directory.before.py"])
+# NPU610's moved import beside another rule's guard: the second run read the guards'
+# `except` bodies (torch.profiler's names, the migration's CPU path) as uses to move again
+@example([RULE_FIXTURES / "NPU001/noqa_suppresses.unchanged.py", RULE_FIXTURES / "NPU610/annotation_kept.before.py",
+          RULE_FIXTURES / "NPU610/from_import.before.py"])
 def test_a_second_run_over_any_mix_reports_the_same_findings(paths):
     data = b"\n".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in paths)
     try:
