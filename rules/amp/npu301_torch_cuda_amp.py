@@ -16,6 +16,7 @@ from npu_migrate.python.imports import (
 )
 from npu_migrate.pipeline.requirements import admits_only_below
 from npu_migrate.python.rule import Example, Rule
+from npu_migrate.python.version_fallback import FALLBACK_MESSAGE, in_version_fallback
 
 from ._common import (
     MODULES,
@@ -144,6 +145,11 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
     def _use(self, node: cst.Attribute | cst.Name) -> None:
         qualified = self.ctx.use_name(node)
         if not in_amp(qualified):
+            return
+        if qualified in TARGETS and in_version_fallback(self.ctx, node, {qualified.rsplit(".", 1)[1]}):
+            self.report(node, f"`{qualified}` {FALLBACK_MESSAGE}",
+                        f"on a torch without `{TARGETS[qualified][1]}`, use torch_npu's "
+                        f"`{qualified.replace('.cuda.', '.npu.')}` (same parameters)")
             return
         root = _root(node)
         binding = self.ctx.imports.bindings.get(root.value) if root is not None else None

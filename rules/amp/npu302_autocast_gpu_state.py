@@ -7,6 +7,7 @@ import libcst as cst
 from npu_migrate.python.cst_util import string_literal
 from npu_migrate.python.imports import guard_text, npu_device_type
 from npu_migrate.python.rule import Example, Rule
+from npu_migrate.python.version_fallback import FALLBACK_MESSAGE, in_version_fallback
 
 from ._common import with_first_arg
 
@@ -49,7 +50,10 @@ torch_npu answers these for its PrivateUse1 device (`torch.npu.get_autocast_dtyp
 and friends wrap the same state; `transfer_to_npu` maps
 `torch.get_autocast_gpu_dtype` to it at run time). Calls that already pass a
 device are left alone; calls through a from-import (`from torch import
-get_autocast_gpu_dtype`) are reported.
+get_autocast_gpu_dtype`) are reported, and so is the argument-less form in the
+`except TypeError:` fallback of a `try` that already passes the device (the fallback
+runs only on a torch before 2.4, where the device argument is what raises:
+`npu_migrate/python/version_fallback.py`).
 
 The loss scalers `torch.amp.GradScaler()` and FSDP's `ShardedGradScaler()`
 (`torch.distributed.fsdp.sharded_grad_scaler`) default to `device="cuda"`; without
@@ -93,6 +97,11 @@ import order.)
         if any(a.star or a.keyword is not None for a in node.args) or len(node.args) != arity:
             return  # already device-explicit (or not a form we know)
         target = f"torch.{new_name}"
+        if in_version_fallback(self.ctx, node, {qualified.rsplit(".", 1)[1], new_name}):
+            self.report(node, f"`{qualified}()` {FALLBACK_MESSAGE}",
+                        f"on a torch without `{target}(device)`, torch_npu's `torch.npu.{new_name}({'...' if arity else ''})` "
+                        "answers for the NPU")
+            return
         if not isinstance(node.func, cst.Attribute):
             self.report(node, f"`{qualified}()` acts on CUDA", f'call `{target}("npu"{", ..." if arity else ""})` instead')
             return
