@@ -91,6 +91,27 @@ def requirement_strings(data: bytes) -> list[tuple[str, str]] | None:
 _LATER_TORCH = tuple(f"2.{minor}.{patch}" for minor in range(0, 20) for patch in range(4)) + ("3.0.0",)
 
 
+#: torch releases before today's, one per minor line (:func:`admits_below`)
+_EARLIER_TORCH = ("1.8.1", "1.9.1", "1.10.2", "1.11.0", "1.12.1", "1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1")
+
+
+def admits_below(specifiers: str, release: str) -> bool:
+    """Some specifier of ``specifiers`` (as :func:`admits_only_below` reads them) admits a
+    torch release older than ``release`` (``==2.3.1``, ``>=2.1``). No specifier: False."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
+    earlier = [v for v in _EARLIER_TORCH if Version(v) < Version(release)]
+    for text in (s.strip() for s in specifiers.split(";") if s.strip()):
+        try:
+            allowed = SpecifierSet(text)
+        except InvalidSpecifier:
+            continue
+        if any(allowed.contains(v, prereleases=True) for v in earlier):
+            return True
+    return False
+
+
 def admits_only_below(specifiers: str, release: str) -> bool:
     """``specifiers`` (``;``-separated, one per dependency file, as the project facts
     keep them) each admit only releases older than ``release`` (``~=2.1.0``, ``==2.2.2.*``,

@@ -190,6 +190,16 @@ IS_NPU_IS_CUDA = "torch.Tensor.is_npu = torch.Tensor.is_cuda"
 #: none here, so ``torch.autocast("npu")`` is off on this machine, as ``torch.autocast("cuda")``
 #: was (torch warns "Disabling autocast" for both), and ``enabled=False`` regions work
 NO_NPU_AMP = "torch.npu.get_amp_supported_dtype = list  # none: autocast stays off"
+#: torch before 2.4 asks the PrivateUse1 backend's module for its autocast state as well, in
+#: ``autocast.__init__`` (an assertion, even with ``enabled=False``) and in ``__enter__`` /
+#: ``__exit__`` (torch 2.3.1's ``torch/amp/autocast_mode.py``); torch.cuda has none of these,
+#: so on a CPU machine with such a torch ``autocast("npu")`` failed where the CUDA original
+#: was a no-op (CosyVoice pins torch==2.3.1: held-out round 20). Off, as :data:`NO_NPU_AMP` says.
+NO_NPU_AMP_BEFORE_2_4 = (
+    "torch.npu.is_autocast_enabled = lambda: False  # torch before 2.4 reads these too",
+    "torch.npu.get_autocast_dtype = lambda: torch.float16",
+    "torch.npu.set_autocast_enabled = torch.npu.set_autocast_dtype = lambda value: None",
+)
 #: where the file's only use of torch_npu is ``torch_npu.profiler.X`` (NPU610): torch's profiler
 PROFILER_IS_TORCHS = "torch_npu = {torch}  # here its profiler is torch's own"
 #: torch's ProfilerActivity has no NPU member: here it means what CUDA meant in the original
@@ -321,7 +331,8 @@ _NPU_AUTOCAST_USE = re.compile(r"""\b(?:autocast|custom_fwd|custom_bwd)\((?:[^()
 _NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|import[ \t]+torch\.npu\b(?!\.))", re.MULTILINE)
 
 
-def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old_torch: bool = False) -> list[str]:
+def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old_torch: bool = False,
+                  amp_before_2_4: bool = False) -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
     NPU names the migrated ``code`` uses mean what their CUDA originals meant on that
     machine (docs/decisions.md, "The CPU path"): ``torch.npu`` is ``torch.cuda``
@@ -332,7 +343,9 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old
     ``torch.device("npu")`` in a default argument and ``torch.is_autocast_enabled("npu")``
     work; where it enters ``torch.autocast`` with ``"npu"`` (:data:`_NPU_AUTOCAST_USE`),
     the stand-in module says the NPU supports no AMP dtype (:data:`NO_NPU_AMP`), so the
-    region runs without autocast, as the CUDA original did on this machine."""
+    region runs without autocast, as the CUDA original did on this machine (and, where the
+    project allows a torch before 2.4, ``amp_before_2_4``, the autocast state that torch
+    asks that module for: :data:`NO_NPU_AMP_BEFORE_2_4`)."""
     name = re.escape(torch)
     lines = []
     if _NPU_MODULE_IMPORT.search(code):
@@ -353,6 +366,8 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old
         lines.append(npu_device_type(quote or preferred_quote(code), old_torch))
     if autocast:
         lines.append(NO_NPU_AMP)
+        if amp_before_2_4:
+            lines += NO_NPU_AMP_BEFORE_2_4
     lines = [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
     uses = re.findall(r"(?<![\w.])torch_npu\.(\w+)", code)
     if uses and set(uses) == {"profiler"} and not re.search(r"^[ \t]*torch_npu[ \t]*=", code, re.M):
@@ -444,7 +459,8 @@ def _where_torch_is_installed(stand_ins: list[str]) -> cst.Try:
             "\n        ", "\n    ")), cst.Try)
 
 
-def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bool = False) -> cst.Module:
+def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bool = False,
+                     amp_before_2_4: bool = False) -> cst.Module:
     """``module`` with the guarded ``import torch_npu`` (:data:`TORCH_NPU_GUARDED`)
     right after the run of top-level imports that holds the file's first torch import
     (a blank line above it, so it never splits an import block: isort's I001), or after
@@ -479,14 +495,14 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
     stand_ins: list[str] = []
     if torch_name is not None:
-        stand_ins = cpu_stand_ins(rest.code, torch_name, quote, old_torch)
+        stand_ins = cpu_stand_ins(rest.code, torch_name, quote, old_torch, amp_before_2_4)
     elif first < end and any(_is_package(name, "torch") for s in body[first:end] if s is not None
                              for name in imported_modules(s)):
         # `from torch.amp import autocast` at the top: torch is imported with the file but not
         # bound, so the stand-ins bind it in the except body
-        stand_ins = cpu_stand_ins(rest.code, "torch", quote, old_torch)
+        stand_ins = cpu_stand_ins(rest.code, "torch", quote, old_torch, amp_before_2_4)
         stand_ins = ["import torch", *stand_ins] if stand_ins else []
-    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote, old_torch)):
+    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote, old_torch, amp_before_2_4)):
         # torch only in functions or in a try of its own (an env report that runs without
         # torch): bound here only where it is installed
         fallback.append(_where_torch_is_installed(stand_ins))
