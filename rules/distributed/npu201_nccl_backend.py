@@ -176,9 +176,16 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 
     def _argparse(self, node: cst.Call) -> None:
         flags = [string_value(a.value) for a in node.args if a.keyword is None and not a.star]
-        if not any(f is not None and f.lstrip("-") in ARGPARSE_BACKEND_OPTIONS for f in flags):
+        dest = call_arg(node, "dest")
+        dest_name = string_value(dest.value) if dest is not None else None
+
+        def names_backend(flag: str | None) -> bool:
+            # `--dist_backend`, or a dotted group's `--ddp.dist_backend` (CosyVoice, round 20)
+            return flag is not None and flag.lstrip("-").rsplit(".", 1)[-1] in ARGPARSE_BACKEND_OPTIONS
+
+        if not any(map(names_backend, flags)) and dest_name not in ARGPARSE_BACKEND_OPTIONS:
             return
-        option = next(f for f in flags if f is not None and f.lstrip("-") in ARGPARSE_BACKEND_OPTIONS)
+        option = next((f for f in flags if names_backend(f)), None) or next((f for f in flags if f is not None), "")
         default = call_arg(node, "default")
         if default is not None:
             self._source(default.value, f"the default of the argparse option `{option}`")
