@@ -39,16 +39,18 @@ class Attention(Enum):
 #: A key or option that turns packing / padding-free batches on, with a true value
 #: (``packing: true``, ``"padding_free": true``, ``--packing True``, ``--padding_free``,
 #: ``packing=True``, ``neat_packing: true``, nanotron's ``_use_doc_masking: true``: packed
-#: documents masked from each other by flash-attn's varlen kernels).
+#: documents masked from each other by flash-attn's varlen kernels; verl's
+#: ``use_remove_padding: True``, ``rmpad``: rows unpadded into one varlen batch, round 20).
 _PACKING_ON = re.compile(
-    rb"""(?:^|[\s{,("'-])-{0,2}["']?(?:\w*_)?(?:packing|padding_free|pack_sequences?|doc_masking|document_masking)["']?"""
+    rb"""(?:^|[\s{,("'-])-{0,2}["']?(?:\w*_)?(?:packing|padding_free|pack_sequences?|doc_masking|document_masking|remove_padding|rmpad)["']?"""
     rb"""(?:(?:[ \t]*[:=][ \t]*|[ \t]+)["']?(?:true|yes|on|1)\b|(?=[ \t]*(?:\\?\r?\n|$|[ \t]--)))""",
     re.IGNORECASE | re.MULTILINE,
 )
-#: Code that builds packed, padding-free batches or picks the attention for them.
+#: Code that builds packed, padding-free batches or picks the attention for them (verl's
+#: ``use_remove_padding`` and flash-attn's ``unpad_input``: round 20).
 _PACKING_CODE = re.compile(
     rb"DataCollatorWithFlattening|\bpadding_free\b|\b\w*packing\w*\b|\bpack_sequences?\b|\bcu_seqlens\w*\b"
-    rb"|\b\w*doc(?:ument)?_masking\b")
+    rb"|\b\w*doc(?:ument)?_masking\b|\b\w*remove_padding\b|\b\w*rmpad\w*\b|\bunpad_input\b")
 
 
 def packing_configured(data: bytes, *, code: bool = False) -> bool:

@@ -10,6 +10,10 @@ from npu_migrate.python.rule import Example, Rule
 
 #: the module itself, not a method of a tensor or module
 _MODULES = ("torch.cuda",)
+#: libraries whose containers define their own ``.cuda()`` and no ``.npu()`` (torch_npu adds
+#: ``npu`` to tensors, modules and storages only): tensordict's ``TensorDict`` (verl's
+#: ``TensorDict(data, batch_size=...).cuda()``, held-out round 20), PyG's ``Data``/``Batch``
+_OWN_CUDA_METHOD = frozenset({"tensordict", "torch_geometric"})
 
 
 class TensorCudaMethod(Rule):
@@ -35,7 +39,10 @@ module method, and the vendor's own runtime patcher aliases exactly these
   `self.cuda = torch.cuda.is_available()`), except `torch.Tensor.cuda` /
   `torch.nn.Module.cuda` named through torch;
 - calls of an `is_cuda()` method (a user-defined helper, not the tensor
-  property): reported.
+  property): reported;
+- `.cuda()` of an object built in the same expression by a library whose
+  containers have their own `.cuda()` and no `.npu()` (tensordict's
+  `TensorDict(...).cuda()`, PyG's `Data(...).cuda()`): reported, with `.to("npu")`.
 
 Each `.is_cuda` read goes through the shared analysis
 (`npu_migrate/python/reaches_torch.py`): a read of another system's object is
@@ -81,6 +88,12 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
         if attr == "cuda":
             if self.qualified_name(func) in _MODULES:
                 return
+            if isinstance(func.value, cst.Call):
+                owner = (self.qualified_name(func.value.func) or "").split(".")[0]
+                if owner in _OWN_CUDA_METHOD:
+                    self.report(node, f"`.cuda()` of a {owner} object built here: {owner} defines its own `.cuda()` and "
+                                "no `.npu()`; left unchanged", 'write `.to("npu")` (its `.to` takes any device)')
+                    return
             self.replace(func, _rename("npu"), "`.cuda(...)` -> `.npu(...)`",
                          reason="a called `.cuda(...)` on any receiver is Tensor.cuda / Module.cuda in training code; "
                                 "torch_npu adds `.npu(...)` with the same arguments")
