@@ -150,10 +150,50 @@ def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:
                 return name, statement.lineno
     return None
 
+#: vLLM's engine: its workers, model runners and loaders, executors, scheduler, attention
+#: backends and engine configuration. A module that imports these at module level extends
+#: the engine (verl's vendored vLLM 0.3-0.6 workers and weight loaders, held-out round 20);
+#: its tensors live on the engine's device, which on Ascend is vllm-ascend's platform's.
+#: Not vLLM's client API (``from vllm import LLM, SamplingParams``, ``vllm.outputs``,
+#: ``vllm.lora.request``, ``vllm.distributed.parallel_state``'s clean-up calls).
+VLLM_ENGINE = ("vllm.worker", "vllm.model_executor", "vllm.executor", "vllm.core", "vllm.attention",
+               "vllm.spec_decode", "vllm.config", "vllm.engine.llm_engine", "vllm.engine.output_processor",
+               "vllm.compilation", "vllm.v1.worker", "vllm.v1.executor", "vllm.v1.attention", "vllm._C",
+               "vllm._custom_ops", "vllm.distributed.device_communicators")
+#: vLLM's parallel state, as the engine's own code uses it: the module itself (verl's copy
+#: sets ``ps._TP_DEVICE_GROUP``), its private names, and its set-up calls. Not the clean-up
+#: calls client code imports (``destroy_model_parallel``, ``destroy_distributed_environment``).
+_VLLM_PARALLEL_STATE = "vllm.distributed.parallel_state"
+_ENGINE_SETUP = re.compile(r"_\w*|init\w*|ensure_\w*|get_\w*group\w*|set_\w*")
+
+
+def engine_import(tree: ast.Module | None, engine: tuple[str, ...] = VLLM_ENGINE) -> tuple[str, int] | None:
+    """``(module, line)`` of the first module-level import (as :func:`import_blocker` reads
+    them) of a module of ``engine``."""
+    for statement in tree.body if tree is not None else ():
+        if isinstance(statement, ast.Import):
+            names = [alias.name for alias in statement.names]
+            if engine is VLLM_ENGINE and _VLLM_PARALLEL_STATE in names:
+                return _VLLM_PARALLEL_STATE, statement.lineno
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            names = [statement.module] + [f"{statement.module}.{alias.name}" for alias in statement.names]
+            if engine is VLLM_ENGINE and statement.module == _VLLM_PARALLEL_STATE and any(
+                    _ENGINE_SETUP.fullmatch(alias.name) for alias in statement.names):
+                return _VLLM_PARALLEL_STATE, statement.lineno
+        else:
+            continue
+        for name in names:
+            if any(_within(name, module) for module in engine):
+                return name, statement.lineno
+    return None
+
+
 #: Words that name a CUDA-only package in a string or an identifier (``'APEX and CUDA
-#: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``).
+#: required'``, ``has_apex``, ``'bitsandbytes requires CUDA'``, ``HAS_BNB``; TensorRT's
+#: ``trt``: CosyVoice's ``torch.cuda.is_available() is False and (... load_trt ...)``
+#: switches TensorRT off where CUDA is missing, held-out round 20).
 CUDA_ONLY_WORDS = re.compile(
-    r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
+    r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|trt|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
     r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
     r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm|exllama(?:v2)?|marlin|"
     # FP8 and FP4 (NVFP4, MXFP4) matmuls: neither on Atlas A2/A3 (docs/llm-stack.md, NPU928)
@@ -789,8 +829,15 @@ _NEGATIVE_OPERATORS = (cst.NotEqual, cst.NotIn, cst.IsNot)
 def _is_negative_comparison(node: cst.CSTNode) -> bool:
     """``device.type != "cuda"``, ``dev.type not in ("cuda", "xpu")``: true where the
     device is *not* CUDA, so the test's own branch is the fallback (one operator only)."""
-    return (isinstance(node, cst.Comparison) and len(node.comparisons) == 1
-            and isinstance(node.comparisons[0].operator, _NEGATIVE_OPERATORS))
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+        return False
+    target = node.comparisons[0]
+    if isinstance(target.operator, _NEGATIVE_OPERATORS):
+        # (`x.is_cuda is not False` says the same as the test itself)
+        return not (isinstance(target.comparator, cst.Name) and target.comparator.value == "False")
+    # `torch.cuda.is_available() is False` / `== False` (CosyVoice, held-out round 20)
+    return isinstance(target.operator, (cst.Is, cst.Equal)) and isinstance(target.comparator, cst.Name) \
+        and target.comparator.value == "False"
 
 
 def _callee(call: cst.Call) -> str | None:
@@ -1085,8 +1132,11 @@ def _negated_in(test: ast.AST, matches) -> bool:
     def walk(node: ast.AST, negated: bool) -> bool | None:
         if matches(node):
             return negated
+        false = isinstance(node, ast.Compare) and len(node.comparators) == 1 and (
+            isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is False)
         flip = (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)) or (
-            isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.NotIn, ast.IsNot)))
+            isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.NotEq, ast.NotIn, ast.IsNot)) != (false and not isinstance(node.ops[0], ast.NotIn)))
         for child in ast.iter_child_nodes(node):
             found = walk(child, negated != flip)
             if found is not None:
@@ -1207,19 +1257,22 @@ def unconditional_kernel_call(index: FileIndex, function: ast.AST, *, nvml_only:
             return use
         return None
 
-    return _call_on_every_run(list(getattr(function, "body", [])), pick)
+    return call_on_every_run(list(getattr(function, "body", [])), pick)
 
 
-def _call_on_every_run(statements: list[ast.stmt], pick, *, both_branches: bool = False):
+def call_on_every_run(statements: list[ast.stmt], pick, *, both_branches: bool = False,
+                       kinds: tuple[type, ...] = (ast.Call,)):
     """The first ``pick(call)`` that is not None, in source order, among the calls that
     ``statements`` make whenever they run: in the statements themselves and ``with`` blocks,
     not under a ``try``, loop, short-circuit or nested definition; under an ``if`` only with
-    ``both_branches`` and when its ``else`` has one too."""
+    ``both_branches`` and when its ``else`` has one too. ``kinds``: the nodes offered to
+    ``pick`` (calls; imports and attribute reads for :mod:`npu_migrate.python.cannot_run`)."""
     for statement in statements:
         if isinstance(statement, ast.If):
             if both_branches and statement.orelse:
-                first = _call_on_every_run(statement.body, pick, both_branches=True)
-                if first is not None and _call_on_every_run(statement.orelse, pick, both_branches=True) is not None:
+                first = call_on_every_run(statement.body, pick, both_branches=True, kinds=kinds)
+                if first is not None and call_on_every_run(statement.orelse, pick, both_branches=True,
+                                                            kinds=kinds) is not None:
                     return first
             continue
         if isinstance(statement, _MAY_NOT_RUN):
@@ -1229,11 +1282,11 @@ def _call_on_every_run(statements: list[ast.stmt], pick, *, both_branches: bool 
             node = parts.pop(0)
             if isinstance(node, _MAY_NOT_RUN):
                 continue
-            if isinstance(node, ast.Call) and (found := pick(node)) is not None:
+            if isinstance(node, kinds) and (found := pick(node)) is not None:
                 return found
             parts[0:0] = list(ast.iter_child_nodes(node))
         if isinstance(statement, _ALWAYS_RUN_BODY):
-            found = _call_on_every_run(statement.body, pick, both_branches=both_branches)
+            found = call_on_every_run(statement.body, pick, both_branches=both_branches, kinds=kinds)
             if found is not None:
                 return found
     return None
@@ -1285,7 +1338,7 @@ def always_calls_own_kernel(index: FileIndex, function: ast.AST) -> CudaOnly | N
                             return CudaOnly(f"{statement.name}.apply", f"it runs {inner.name}, {inner.kind}", inner.line)
         return None
 
-    return _call_on_every_run(list(getattr(function, "body", [])), pick, both_branches=True)
+    return call_on_every_run(list(getattr(function, "body", [])), pick, both_branches=True)
 
 
 def _named_like_cuda_only(index: FileIndex, use: CudaOnly) -> bool:
