@@ -226,6 +226,10 @@ class ProjectFacts:
     #: (:data:`npu_migrate.tables.packages.NO_ASCEND_IMPORT`): LongLoRA's scripts import
     #: ``llama_attn_replace``, which imports flash-attn (held-out round 15).
     unimportable_via: tuple[tuple[str, str, str], ...] = ()
+    #: Python files (absolute) of the run that themselves import, at module level, a package
+    #: with no Ascend build or JIT-build CUDA sources: where the chains of
+    #: :attr:`unimportable_via` end (:meth:`module_cannot_import`).
+    no_ascend_files: frozenset[str] = frozenset()
     #: ``(file, patcher)``: Python files (absolute) of the run that import, at any depth and
     #: through any import of the run's own modules and packages, the file ``patcher`` that
     #: imports ``torch_npu.contrib.transfer_to_npu``: on Ascend torch_npu maps their CUDA
@@ -376,6 +380,8 @@ class ProjectFacts:
             local_modules=local,
             ascend_torch_files=frozenset(ascend_torch),
             unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts), top_relative, relative),
+            no_ascend_files=frozenset(path for path, names in top_imports.items() if _blocking_package(names))
+            | frozenset(builds),
             patched_via=_patched(imports),
             hf_argument_files=frozenset(hf_arguments),
             # a single Python file is not a project: what calls its functions is elsewhere
@@ -389,6 +395,37 @@ class ProjectFacts:
         """``(imported file, package)`` when the Python file ``path`` cannot be imported on
         Ascend through its module-level imports of the run's modules (:attr:`unimportable_via`)."""
         return self._blocked.get(os.path.abspath(path))
+
+    def module_cannot_import(self, importer: str, dotted: str, level: int = 0) -> str | None:
+        """The project file ``import dotted`` (``level`` dots of a relative import) names from
+        the Python file ``importer``, when that file cannot be imported on Ascend: it imports a
+        package with no Ascend build or builds CUDA sources at module level, or its module-level
+        imports lead to one (:meth:`blocked_import`; not a module only imported by such
+        modules, which imports fine). None when ``dotted`` is no module of the run, or imports."""
+        directory = os.path.dirname(os.path.abspath(importer))
+        if level:
+            for _ in range(level - 1):
+                directory = os.path.dirname(directory)
+            bases = [directory]
+        else:
+            bases = []
+            while True:
+                bases.append(directory)
+                parent = os.path.dirname(directory)
+                if parent == directory:
+                    break
+                directory = parent
+        parts = dotted.split(".") if dotted else []
+        for base in bases:
+            stem = os.path.join(base, *parts)
+            if stem not in self.local_modules:
+                continue
+            for file in (stem + ".py", os.path.join(stem, "__init__.py")):
+                chain = self.blocked_import(file)
+                if file in self.no_ascend_files or (chain is not None and chain[1] != ONLY_FROM_BLOCKED):
+                    return file
+            return None  # the module the import finds first (the script's directory comes first)
+        return None
 
     def patched_by(self, path: str) -> str | None:
         """The file of the run that imports torch_npu's ``transfer_to_npu`` and that the
@@ -444,6 +481,7 @@ class ProjectFacts:
                  + sorted(f"local:{f}" for f in _relative(self.local_modules))
                  + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files))
                  + sorted(f"blocked:{f}" for f in _relative(frozenset(f for f, _, _ in self.unimportable_via)))
+                 + sorted(f"no-ascend:{f}" for f in _relative(self.no_ascend_files))
                  + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
                  + sorted(f"hf-arguments:{f}" for f in _relative(self.hf_argument_files))
                  + sorted(f"unread:{name}" for name in self.unread_names)
@@ -632,6 +670,34 @@ def _relative_edges(relative: dict[str, set[str]] | None, files: dict[str, set[s
             if target in files and target != path}
 
 
+def _parent_package_edges(files: dict[str, set[str]], scripts: frozenset[str],
+                          top_relative: dict[str, set[str]] | None) -> set[tuple[str, str]]:
+    """(a package's ``__init__.py``, a module below it): importing ``pkg.sub.mod`` runs
+    ``pkg/__init__.py`` and ``pkg/sub/__init__.py`` first, so a module cannot be imported
+    where a package above it cannot (EasyContext's ``easy_context/__init__.py`` imports
+    ring-flash-attention, so ``easy_context.dist_flash_attn.*`` fails too: round 20). Not a
+    script run by its path (``python pkg/train.py`` imports no package), unless its relative
+    imports need the package (then it runs with ``-m``). Folders without an ``__init__.py``
+    (namespace packages) are passed through to the packages above them."""
+    initializers = {os.path.dirname(path): path for path in files if os.path.basename(path) == "__init__.py"}
+    if not initializers:
+        return set()
+    edges: set[tuple[str, str]] = set()
+    for path in files:
+        if path in scripts and not (top_relative or {}).get(path):
+            continue
+        directory = os.path.dirname(path)
+        if os.path.basename(path) == "__init__.py":
+            directory = os.path.dirname(directory)
+        # (through namespace folders too: `easy_context/dist_flash_attn/` has no __init__.py,
+        # `easy_context/` has one)
+        while directory != os.path.dirname(directory):
+            if directory in initializers:
+                edges.add((initializers[directory], path))
+            directory = os.path.dirname(directory)
+    return edges
+
+
 def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
                   all_imports: dict[str, set[str]] | None = None,
                   scripts: frozenset[str] = frozenset(), top_relative: dict[str, set[str]] | None = None,
@@ -651,7 +717,8 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
         return ()
     importers: dict[str, list[str]] = {}
     # (`import models` runs models/__init__.py, whose `from .model import ...` runs model.py)
-    for imported, importer in _import_edges(top_imports, packages=True) | _relative_edges(top_relative, top_imports):
+    for imported, importer in (_import_edges(top_imports, packages=True) | _relative_edges(top_relative, top_imports)
+                               | _parent_package_edges(top_imports, scripts, top_relative)):
         importers.setdefault(imported, []).append(importer)
     via: dict[str, tuple[str, str]] = {}  # file -> (the imported file, the package at the chain's end)
     pending = sorted(blocked)
@@ -677,7 +744,9 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
         while changed:
             changed = False
             for path in sorted(users):
-                if path in blocked or path in via or path in scripts:
+                # (a script whose module-level relative imports need its package runs with -m,
+                # as one of the package's modules: lightseq_async_attn.py's benchmark, round 20)
+                if path in blocked or path in via or (path in scripts and not (top_relative or {}).get(path)):
                     continue
                 if all(user in blocked or user in via for user in users[path]):
                     via[path] = (min(users[path]), ONLY_FROM_BLOCKED)

@@ -25,6 +25,7 @@ from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import (
+    cannot_run,
     compared,
     cuda_backend,
     cuda_only,
@@ -349,7 +350,9 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits = []
         ctx.uses_npu_unimported = None
     findings += [f for f in backend_findings.pop("found") if f.rule in active and not is_suppressed(table, line(f.node), f.rule)]
+    edits, unrunnable_findings = _functions_that_cannot_run(ctx, edits, line)
     edits, wrapper_findings = _kernel_wrappers(ctx, edits, line)
+    wrapper_findings = unrunnable_findings + wrapper_findings
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     gate_findings = wrapper_findings + gate_findings
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
@@ -413,12 +416,15 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     if edits and any(f.rule == quantized.QUANTIZE_RULE for f in findings):
         held, findings = quantized.quantized_scopes(ctx, findings)
         edits = [e for e in edits if not any(a <= line(e.anchor) <= b for a, b in held)]
-    if edits and (blocker := cuda_backend.unimportable_module(ctx)) is not None:
-        # a module that cannot be imported on Ascend: its edits serve nothing until that
-        # import is ported; the findings that say how to port it stay
+    # a module that cannot be imported on Ascend: its edits serve nothing until that import
+    # is ported (the findings that say how to port it stay); one of vLLM's engine: its
+    # devices are the engine's
+    blocker, advice = (cuda_backend.unimportable_module(ctx) if edits else None), _PORT_IMPORT_FIRST
+    if edits and blocker is None:
+        blocker, advice = cuda_backend.vllm_engine_module(ctx), cuda_backend.VLLM_ENGINE_ADVICE
+    if blocker is not None:
         if KERNEL_GATE_RULE in active and not is_suppressed(table, line(edits[0].anchor), KERNEL_GATE_RULE):
-            findings.append(FindingRecord(KERNEL_GATE_RULE, edits[0].anchor, blocker,
-                                          "port that import first, then run npu-migrate again to migrate the rest"))
+            findings.append(FindingRecord(KERNEL_GATE_RULE, edits[0].anchor, blocker, advice))
         edits = []
         ctx.uses_npu_unimported = None
     if edits and any(f.rule == _LIGHTNING_RULE for f in ctx.findings):
@@ -429,6 +435,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher, line)
         if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
             findings.append(patched)
+    edits = _statements_left_half(ctx, edits, findings)
     if UNREAD_RULE in active and (edits or findings):
         edits, findings = _left_unread(ctx, edits, findings, table, line)
     edits = _device_fstrings(ctx, edits)
@@ -939,6 +946,55 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
     return [e for e in edits if id(e) not in dropped], findings
 
 
+#: the rule that reports a "cuda" string whose use as a device it could not prove
+_UNPROVEN_DEVICE_RULE = "NPU108"
+
+
+def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord]) -> list[Edit]:
+    """A statement that holds a "cuda" the tool leaves unproven (NPU108) keeps its other
+    device edits too: ``devices = ["cuda:" + str(i) for i in range(torch.cuda.device_count())]``
+    half-migrated counted NPUs and named them ``cuda:N`` (llama-moe, held-out round 20).
+    The statement stays as written, and NPU108's finding points at it."""
+    unproven = {id(statement) for f in findings if f.rule == _UNPROVEN_DEVICE_RULE and not _is_dict_key(ctx, f.node)
+                if (statement := ctx.enclosing_statement(f.node)) is not None}
+    if not unproven:
+        return edits
+    return [e for e in edits if e.rule not in _DEVICE_RULES or id(ctx.enclosing_statement(e.anchor)) not in unproven]
+
+
+def _is_dict_key(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """A ``map_location`` table's key (``{"cuda:1": "cuda:0"}``) names where a checkpoint was
+    saved, and stays CUDA's by design beside its rewritten value."""
+    parent = ctx.parent(node)
+    return isinstance(parent, cst.DictElement) and parent.key is node
+
+
+def _functions_that_cannot_run(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Edits in functions that cannot run on Ascend (``npu_migrate/python/cannot_run.py``:
+    verl's ``init_model`` imports an actor module that imports flash-attn, and the methods
+    that use what it builds) are dropped and reported once per function (NPU011): they serve
+    nothing there until that import is ported, and rewritten they moved data to the NPU for
+    code that stays CUDA's. The import of torch_npu and npu_runtime's set-up are not theirs."""
+    candidates = [e for e in edits if e.rule not in _IMPORT_EDITS]
+    index = cuda_only.file_index(ctx) if candidates and "import" in ctx.text else None
+    failing = cannot_run.failing_functions(index) if index is not None else {}
+    if not failing:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[int, tuple[Edit, str]] = {}
+    for edit in sorted(candidates, key=lambda e: line(e.anchor)):
+        function = next((f for f in cuda_only.enclosing_functions(index.tree, line(edit.anchor)) if id(f) in failing),
+                        None)
+        if function is None:
+            continue
+        dropped.add(id(edit))
+        reported.setdefault(id(function), (edit, f"`{function.name}` cannot run on Ascend: {failing[id(function)][1]}; "
+                                                 "its device code is left as it is"))
+    findings = [FindingRecord(KERNEL_GATE_RULE, edit.anchor, message, _PORT_IMPORT_FIRST)
+                for edit, message in reported.values()]
+    return [e for e in edits if id(e) not in dropped], findings
+
+
 def _kernel_wrappers(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
     """Device edits in a function that hands its tensors to the project's own CUDA kernel on
     every run (``cuda_only.always_calls_own_kernel``: RWKV's autograd ``WKV`` allocating the
@@ -974,6 +1030,7 @@ def _kernel_wrappers(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
     return [e for e in edits if id(e) not in dropped], findings
 
 
+_PORT_IMPORT_FIRST = "port that import first, then run npu-migrate again to migrate the rest"
 _RUNTIME_RULE = "NPU701"
 #: kinds whose code is not a kernel: a device value handed to them still matters on NPU
 _NOT_KERNELS = frozenset({cuda_only.KIND_DATA_PARALLEL, cuda_only.KIND_EXTENSION_BUILD, cuda_only.KIND_NAMED_PACKAGE,
@@ -1597,10 +1654,11 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
             message = f"added `import torch_npu`: the file uses {ctx.uses_npu_unimported} without it"
         import_fix = Fix(line, 0, IMPORT_RULE, message, end.line if end else 1, end.column if end else 0)
         # guarded in every file: it still imports where torch_npu is absent (npu_migrate/python/imports.py)
-        from npu_migrate.pipeline.requirements import admits_only_below
+        from npu_migrate.pipeline.requirements import admits_below, admits_only_below
 
         old_torch = admits_only_below(ctx.facts.torch_specifier, "2.0")  # no rename_privateuse1_backend there
-        new_module = imports.insert_torch_npu(new_module, ctx.quote, old_torch)
+        new_module = imports.insert_torch_npu(new_module, ctx.quote, old_torch,
+                                              amp_before_2_4=admits_below(ctx.facts.torch_specifier, "2.4"))
     if runtime_guarded and not imports.imports_plainly(new_module, RUNTIME_MODULE):
         from npu_migrate.pipeline import runtime_bundle
 

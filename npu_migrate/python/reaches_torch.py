@@ -85,6 +85,13 @@ POSITIONAL_DEVICE = {
     "torch.set_default_device": 0,
     "torch.get_device_module": 0,
     "torch.load": 1,
+    # the device type of a mesh (FSDP2, tensor parallel): its collectives run on the
+    # backend of that type; a mesh left "cuda" beside an `init_process_group("hccl")` the
+    # tool wrote asks for CUDA's (held-out round 20, verl's workers)
+    "torch.distributed.device_mesh.init_device_mesh": 0,
+    "torch.distributed.init_device_mesh": 0,
+    "torch.distributed.device_mesh.DeviceMesh": 0,
+    "torch.distributed.DeviceMesh": 0,
     "torch.utils.data.DataLoader": -1,  # no positional device; keywords only
 }
 #: methods whose first positional argument is a device, on any receiver

@@ -17,6 +17,7 @@ Dockerfile.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,11 +63,30 @@ class ShellFile:
 
     def _left_launch(self, start: int, end: int) -> targets.LeftLaunch | None:
         """The launch command holding ``[start, end)`` whose edits are left
-        (:mod:`npu_migrate.shell.targets`), if any."""
+        (:mod:`npu_migrate.shell.targets`), if any; outside a command (``export
+        PYTORCH_CUDA_ALLOC_CONF=...``), the script's launches when every one of them is left
+        whole: what the line sets reaches only those (EasyContext's launchers, round 20)."""
         node = self.root.descendant_for_byte_range(start, max(start, end - 1))
         while node is not None and node.type != "command":
             node = node.parent
-        return targets.left_launch(node, self.facts) if node is not None else None
+        if node is not None:
+            return targets.left_launch(node, self.facts)
+        return self._every_launch_left
+
+    @functools.cached_property
+    def _every_launch_left(self) -> targets.LeftLaunch | None:
+        left = None
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.type == "command" and syntax.launch_args(node) is not None:
+                # (a launch the tool cannot follow, `python -m pkg`, may read what the line sets)
+                found = targets.left_launch(node, self.facts)
+                if found is None or found.rules is not None:
+                    return None
+                left = left or found
+            stack.extend(node.children)
+        return left
 
     def _statement_at(self, offset: int) -> int:
         node = self.root.descendant_for_byte_range(offset, offset)

@@ -8,7 +8,10 @@ that command is reported instead (held-out rounds 15 and 17: 9 needless hunks). 
 the script runs under torch_npu's ``transfer_to_npu`` (it imports, at any depth, the
 project's module that imports it: Open-Sora-Plan's ``examples/rec_video.py``), torch_npu
 maps ``cuda`` and ``nccl`` at run time, so the device and backend values stay as
-written and are reported, as in the script itself (NPU010).
+written and are reported, as in the script itself (NPU010). Where the script cannot be
+imported on Ascend (:meth:`ProjectFacts.module_cannot_import`: it imports flash-attn at
+module level, or a module of the project that does), nothing the command sets reaches
+torch on NPU: its edits are reported too.
 
 The script is the command's first word that ends in ``.py``, written without
 expansions; it is found when some Python file of the project ends with that path (the
@@ -86,6 +89,15 @@ def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
                           f"`{written}`, the script this command runs, is not in the project, so nothing here is "
                           "known to reach torch",
                           "check which script this command should run; {change} by hand if it runs on Ascend")
+    blockers = [facts.module_cannot_import(f, os.path.basename(f).removesuffix(".py")) for f in found]
+    if all(blockers):
+        # the script cannot be imported on Ascend (it imports flash-attn at module level, or a
+        # module of the project that does): it runs nowhere but on CUDA until that import is
+        # ported, so its launcher's settings stay CUDA's (EasyContext's train.py, round 20)
+        return LeftLaunch(command.start_byte, None,
+                          f"`{written}`, the script this command runs, cannot be imported on Ascend (its module-level "
+                          "imports lead to a package with no Ascend build), so nothing here reaches torch on NPU",
+                          "port that script's imports first, then run npu-migrate again; {change} then")
     patchers = {facts.patched_by(f) for f in found}
     if None in patchers:
         return None

@@ -113,4 +113,7 @@ KERNEL_PACKAGES = frozenset({
 NO_ASCEND_IMPORT = frozenset({
     "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "flash_attn_cuda", "transformer_engine",
     "apex.transformer", "apex.contrib", "tensorrt", "tensorrt_llm", "pycuda", "nvidia.dali",
+    # zhuzilin/ring-flash-attention: its modules import flash_attn.flash_attn_interface at
+    # module level (EasyContext's zigzag ring attention, held-out round 20)
+    "ring_flash_attn",
 }) | KERNEL_PACKAGES - {"flashinfer", "tilelang"}
