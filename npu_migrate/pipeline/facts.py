@@ -737,19 +737,41 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
         # actors that fill it stay CUDA's: wrong); the price is a package module someone
         # outside the project imports alone (nanotron's dataloader), reported here
         users: dict[str, set[str]] = {}
+        initializers = {os.path.dirname(path): path for path in all_imports if os.path.basename(path) == "__init__.py"}
         for imported, importer in _import_edges(all_imports, packages=True) | _relative_edges(relative, all_imports):
             if imported != importer:
                 users.setdefault(imported, set()).add(importer)
+                # importing `pkg.sub.mod` runs pkg/sub/__init__.py too: its importer uses them
+                # (verl's reward_model/megatron/__init__.py, used only through megatron_workers)
+                directory = os.path.dirname(imported)
+                if os.path.basename(imported) == "__init__.py":
+                    directory = os.path.dirname(directory)
+                while directory in initializers and initializers[directory] != importer:
+                    if not importer.startswith(directory + os.sep):
+                        users.setdefault(initializers[directory], set()).add(importer)
+                    directory = os.path.dirname(directory)
+        # (a script whose module-level relative imports need its package runs with -m, as
+        # one of the package's modules: lightseq_async_attn.py's benchmark, round 20)
+        candidates = {path for path in users if path not in blocked and path not in via
+                      and not (path in scripts and not (top_relative or {}).get(path))}
+        # the largest set whose users are all blocked or in the set: modules that import each
+        # other and are used only by blocked code (a package's __init__ and its module,
+        # verl's reward_model/megatron, round 20) run nowhere else either
         changed = True
         while changed:
             changed = False
-            for path in sorted(users):
-                # (a script whose module-level relative imports need its package runs with -m,
-                # as one of the package's modules: lightseq_async_attn.py's benchmark, round 20)
-                if path in blocked or path in via or (path in scripts and not (top_relative or {}).get(path)):
-                    continue
-                if all(user in blocked or user in via for user in users[path]):
-                    via[path] = (min(users[path]), ONLY_FROM_BLOCKED)
+            for path in sorted(candidates):
+                if any(user not in blocked and user not in via and user not in candidates for user in users[path]):
+                    candidates.discard(path)
+                    changed = True
+        # of those, the ones a blocked module reaches (not a cycle no blocked code uses)
+        changed = True
+        while changed:
+            changed = False
+            for path in sorted(candidates - via.keys()):
+                reached = sorted(user for user in users[path] if user in blocked or user in via)
+                if reached:
+                    via[path] = (reached[0], ONLY_FROM_BLOCKED)
                     changed = True
     return tuple(sorted((f, step, package) for f, (step, package) in via.items()))
 

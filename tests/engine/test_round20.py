@@ -188,3 +188,21 @@ def test_no_extra_autocast_stand_ins_for_a_newer_torch(tmp_path, run_cli):
     run_cli("--write", "--no-cache", ".")
     text = model.read_text()
     assert "get_amp_supported_dtype = list" in text and "is_autocast_enabled = lambda" not in text
+
+
+def test_modules_that_import_each_other_only_for_blocked_code_are_left(tmp_path):
+    # verl's reward_model/megatron: its __init__ imports reward_model.py, which imports the
+    # package back; only megatron_workers (which cannot import) uses them
+    root = tmp_path
+    sources = [(str(root / "pkg/__init__.py"), b""),
+               (str(root / "pkg/actor.py"), b"import flash_attn\n"),
+               (str(root / "pkg/workers.py"), b"from pkg.actor import A\nfrom pkg.rm.model import RM\n"),
+               (str(root / "pkg/rm/__init__.py"), b"from .model import RM\n"),
+               (str(root / "pkg/rm/model.py"), b"from pkg.rm import helpers\nimport torch\n"),
+               (str(root / "pkg/rm/helpers.py"), b"import torch\n")]
+    facts = ProjectFacts.scan(sources)
+    for rel in ("pkg/rm/model.py", "pkg/rm/__init__.py"):
+        assert facts.blocked_import(str(root / rel)) is not None, rel
+    # a cycle that nothing blocked uses is not left
+    alone = ProjectFacts.scan([(p, d) for p, d in sources if not p.endswith("workers.py")])
+    assert alone.blocked_import(str(root / "pkg/rm/model.py")) is None
