@@ -104,6 +104,13 @@ Ascend build.
         Example('import os\nos.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # reported\n'),
     )
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        #: (node, variable, replacement, message): applied in leave_file
+        self._renames: list[tuple[cst.CSTNode, str, object, str]] = []
+        #: variable -> its first use the rule leaves (reported as unidentified)
+        self._left: dict[str, cst.CSTNode] = {}
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
         if value is None:
@@ -152,8 +159,12 @@ Ascend build.
             return
         if verdict == "rewrite" and name in CUDA_SAME_MEANING:
             new = CUDA_SAME_MEANING[name]
-            self.replace(node, lambda n: _swap(n, name, new), f"`{name}` -> `{new}`", needs_torch_npu=False)
+            self._renames.append((node, name, lambda n: _swap(n, name, new), f"`{name}` -> `{new}`"))
         elif verdict in ("rewrite", "report"):
+            if value == name and name in CUDA_SAME_MEANING:
+                # the variable's name alone, where the rule cannot place it (a list of names
+                # handed on): not a command string, which sets it for another process
+                self._left.setdefault(name, node)
             self._report(node, name)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
@@ -168,9 +179,25 @@ Ascend build.
         name = node.keyword.value
         if name in CUDA_SAME_MEANING:
             new = CUDA_SAME_MEANING[name]
-            self.replace(node.keyword, cst.Name(new), f"`{name}=` -> `{new}=`", needs_torch_npu=False)
+            self._renames.append((node.keyword, name, cst.Name(new), f"`{name}=` -> `{new}=`"))
         else:
             self._report(node.keyword, name)
+
+    def leave_file(self) -> None:
+        """One variable, one name: where the file leaves a use of a variable it cannot place
+        (a key in a list of names handed on: verl's ``WorkerMeta`` keys), its other uses keep
+        CUDA's name too, reported; renaming the read alone split the variable in two (the
+        worker read ``ASCEND_RT_VISIBLE_DEVICES`` and re-exported the value as
+        ``CUDA_VISIBLE_DEVICES``: held-out round 20)."""
+        for node, name, new, message in self._renames:
+            left = self._left.get(name)
+            if left is None:
+                self.replace(node, new, message, needs_torch_npu=False)
+                continue
+            line = self.ctx.position(left).start.line
+            self.report(node, f"`{name}` is also used on line {line} in a way npu-migrate leaves; renaming this use "
+                        "alone would split one variable in two; left unchanged",
+                        f"on Ascend the variable is `{CUDA_SAME_MEANING[name]}`: rename every use together")
 
     def _written(self, node: cst.CSTNode) -> bool:
         """``node`` names the variable an assignment sets (``os.environ["X"] = ...``): a read
