@@ -963,10 +963,14 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
 
 
 def _is_dict_key(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """A ``map_location`` table's key (``{"cuda:1": "cuda:0"}``) names where a checkpoint was
-    saved, and stays CUDA's by design beside its rewritten value."""
+    """A key of a mapping: a ``map_location`` table's (``{"cuda:1": "cuda:0"}``) names where a
+    checkpoint was saved, and a state entry's (``rng_state["cuda"] = torch.cuda.get_rng_state()``,
+    composer's and ms-swift's checkpoints) is a name in a file; both stay CUDA's by design
+    beside the rewritten value."""
     parent = ctx.parent(node)
-    return isinstance(parent, cst.DictElement) and parent.key is node
+    if isinstance(parent, cst.DictElement) and parent.key is node:
+        return True
+    return isinstance(parent, cst.Index) and isinstance(ctx.parent(parent), cst.SubscriptElement)
 
 
 def _functions_that_cannot_run(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:

@@ -206,3 +206,12 @@ def test_modules_that_import_each_other_only_for_blocked_code_are_left(tmp_path)
     # a cycle that nothing blocked uses is not left
     alone = ProjectFacts.scan([(p, d) for p, d in sources if not p.endswith("workers.py")])
     assert alone.blocked_import(str(root / "pkg/rm/model.py")) is None
+
+
+def test_a_state_key_named_cuda_does_not_hold_back_its_value(tmp_path, run_cli):
+    # composer's and ms-swift's RNG checkpoints: the key is a name in a file, the value torch's
+    script = write(tmp_path, "rng.py", "import torch\n\n\ndef state():\n    rng_state = {}\n"
+                                       "    rng_state['cuda'] = torch.cuda.get_rng_state()\n    return rng_state\n\n\n"
+                                       "print(state())\n")
+    run_cli("--write", "--no-cache", ".")
+    assert "rng_state['cuda'] = torch.npu.get_rng_state()" in script.read_text()
