@@ -19,8 +19,12 @@ _NGC = re.compile(r"^(?:nvcr\.io/)?nvidia/", re.IGNORECASE)
 #: a tag naming the CUDA release it is built for, as Ray's images do
 #: (``rayproject/ray:2.40.0-py312-cu121``, ``anyscale/ray:2.57.0-py312-cu130``)
 CUDA_TAG = re.compile(r"(?:^|[-_.])cu1\d{1,2}(?:$|[-_.])", re.IGNORECASE)
+#: a tag naming the CUDA builds of vLLM or Transformer Engine it bundles (verl's
+#: ``verlai/verl:app-verl0.4-vllm0.8.5-mcore0.12.2-te2.2``, held-out round 20's CosyVoice);
+#: not where the tag also names another platform (``-cann``, ``-npu``)
+BUILD_TAG = re.compile(r"(?:^|[-_.])(?:vllm|te)\d", re.IGNORECASE)
 #: prefilter words for the tags above (the rules' ``triggers``)
-CUDA_TAG_WORDS = (b"-cu11", b"-cu12", b"-cu13")
+CUDA_TAG_WORDS = (b"-cu11", b"-cu12", b"-cu13", b"-vllm", b"-te")
 
 
 #: Inference-engine images built for CUDA that have an Ascend counterpart: the image name (on
@@ -70,10 +74,13 @@ def cuda_image(reference: str) -> bool:
     """``nvidia/cuda:12.1.0-devel-ubuntu22.04``, ``nvcr.io/nvidia/pytorch:24.01-py3``,
     ``pytorch/pytorch:2.1.0-cuda11.8-cudnn8-runtime`` (and its ``latest``, a CUDA build),
     any image whose name or tag says ``cuda``, or whose tag names a CUDA release
-    (``rayproject/ray:2.40.0-py312-cu121``)."""
+    (``rayproject/ray:2.40.0-py312-cu121``) or the vLLM / Transformer Engine build it bundles
+    (``verlai/verl:app-verl0.4-vllm0.8.5-mcore0.12.2-te2.2``)."""
     name, _, tag = reference.partition("@")[0].rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
     name = name or reference
     if _NGC.match(name) or "cuda" in name.lower() or "cuda" in tag.lower() or CUDA_TAG.search(tag):
+        return True
+    if BUILD_TAG.search(tag) and not _OTHER_PLATFORM_TAG.search(tag):
         return True
     return name.lower().endswith("pytorch/pytorch") and not tag.lower().startswith(("rocm",)) and "cpu" not in tag.lower()
 
