@@ -756,23 +756,29 @@ def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
                       and not (path in scripts and not (top_relative or {}).get(path))}
         # the largest set whose users are all blocked or in the set: modules that import each
         # other and are used only by blocked code (a package's __init__ and its module,
-        # verl's reward_model/megatron, round 20) run nowhere else either
-        changed = True
-        while changed:
-            changed = False
-            for path in sorted(candidates):
-                if any(user not in blocked and user not in via and user not in candidates for user in users[path]):
-                    candidates.discard(path)
-                    changed = True
+        # verl's reward_model/megatron, round 20) run nowhere else either. Worklists, so a
+        # project of thousands of modules costs one pass over its import edges.
+        uses: dict[str, set[str]] = {}  # importer -> the candidates it imports
+        for imported, importers in users.items():
+            if imported in candidates:
+                for importer in importers:
+                    uses.setdefault(importer, set()).add(imported)
+        pending = [path for path in sorted(candidates)
+                   if any(user not in blocked and user not in via and user not in candidates for user in users[path])]
+        while pending:
+            path = pending.pop()
+            if path not in candidates:
+                continue
+            candidates.discard(path)  # used from outside: so is everything it imports
+            pending.extend(sorted(uses.get(path, ())))
         # of those, the ones a blocked module reaches (not a cycle no blocked code uses)
-        changed = True
-        while changed:
-            changed = False
-            for path in sorted(candidates - via.keys()):
-                reached = sorted(user for user in users[path] if user in blocked or user in via)
-                if reached:
-                    via[path] = (reached[0], ONLY_FROM_BLOCKED)
-                    changed = True
+        pending = sorted(path for path in candidates if any(user in blocked or user in via for user in users[path]))
+        while pending:
+            path = pending.pop(0)
+            if path in via:
+                continue
+            via[path] = (min(user for user in users[path] if user in blocked or user in via), ONLY_FROM_BLOCKED)
+            pending.extend(sorted(q for q in uses.get(path, ()) if q in candidates and q not in via))
     return tuple(sorted((f, step, package) for f, (step, package) in via.items()))
 
 
