@@ -26,7 +26,10 @@ A function cannot run on Ascend when, on every call (in its own statements and
 * it imports a module of the project that cannot be imported there
   (:meth:`ProjectFacts.module_cannot_import`);
 * it reads ``self.X`` where every method of its class that assigns ``self.X``
-  cannot run (and the class body does not bind ``X``): the attribute is never set;
+  cannot run (and neither the class body, a method named ``X`` nor a base class of the
+  same file binds ``X``): the attribute is never set. A base class of another module is
+  not read: where it sets ``X`` itself, the method is reported as unable to run though it
+  may (a finding that overstates, never an edit);
 * it calls ``self.m(...)`` where the method ``m`` cannot run;
 * it is the ``__init__`` of a class whose every other method (two at least) cannot run:
   the object it sets up can do nothing there.
@@ -115,10 +118,19 @@ def _self_targets(method: ast.AST) -> set[str]:
 
 def _through_attributes(classes: list[ast.ClassDef], failing: dict[int, tuple[ast.AST, str]]) -> bool:
     changed = False
+    by_name = {cls.name: cls for cls in classes}
     for cls in classes:
         methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
         bound_in_class = {t.id for s in cls.body if isinstance(s, (ast.Assign, ast.AnnAssign))
                           for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)}
+        # a method of that name (`self.actor` is then the bound method), and what a base class
+        # of the file sets on `self`, are there without the failing method
+        bound_in_class |= {m.name for m in methods}
+        for base in cls.bases:
+            parent = by_name.get(base.id) if isinstance(base, ast.Name) else None
+            if parent is not None and parent is not cls:
+                bound_in_class |= {a for m in parent.body if isinstance(m, _FUNCTIONS) for a in _self_targets(m)}
+                bound_in_class |= {m.name for m in parent.body if isinstance(m, _FUNCTIONS)}
         setters: dict[str, list[ast.AST]] = collections.defaultdict(list)
         for method in methods:
             for attribute in _self_targets(method):

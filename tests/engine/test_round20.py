@@ -215,3 +215,10 @@ def test_a_state_key_named_cuda_does_not_hold_back_its_value(tmp_path, run_cli):
                                        "print(state())\n")
     run_cli("--write", "--no-cache", ".")
     assert "rng_state['cuda'] = torch.npu.get_rng_state()" in script.read_text()
+
+
+def test_an_attribute_a_base_class_of_the_file_sets_is_not_never_set(tmp_path, run_cli):
+    workers = _tree(tmp_path, WORKERS.replace("class Worker:\n", "class Base:\n    def __init__(self):\n"
+                                              "        self.model = torch.nn.Identity()\n\n\nclass Worker(Base):\n"))
+    run_cli("--write", "--no-cache", ".")
+    assert "torch.npu.synchronize()" in workers.read_text()  # evaluate reads self.model, which Base sets
