@@ -194,10 +194,13 @@ Ascend build.
             if left is None:
                 self.replace(node, new, message, needs_torch_npu=False)
                 continue
+            # (the line goes in the suggestion: messages are compared across runs, and a second
+            # run's guard moves the lines)
             line = self.ctx.position(left).start.line
-            self.report(node, f"`{name}` is also used on line {line} in a way npu-migrate leaves; renaming this use "
+            self.report(node, f"`{name}` is also used in this file in a way npu-migrate leaves; renaming this use "
                         "alone would split one variable in two; left unchanged",
-                        f"on Ascend the variable is `{CUDA_SAME_MEANING[name]}`: rename every use together")
+                        f"on Ascend the variable is `{CUDA_SAME_MEANING[name]}`: rename every use together "
+                        f"(the other use: line {line})")
 
     def _written(self, node: cst.CSTNode) -> bool:
         """``node`` names the variable an assignment sets (``os.environ["X"] = ...``): a read
