@@ -130,20 +130,25 @@ KIND_NAMED_PACKAGE = "a CUDA-only package or feature named by the test, its mess
 
 
 
+def _module_level_imports(tree: ast.Module | None) -> Iterator[tuple[ast.Import | ast.ImportFrom, list[str]]]:
+    """The module-level import statements of ``tree`` (not inside ``try``/``if``/a function;
+    relative ones left out) with the dotted names each imports: ``import a.b, c`` gives
+    ``a.b``, ``c``; ``from a.b import c, d`` gives ``a.b`` first, then ``a.b.c``, ``a.b.d``."""
+    for statement in tree.body if tree is not None else ():
+        if isinstance(statement, ast.Import):
+            yield statement, [alias.name for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            yield statement, [statement.module, *(f"{statement.module}.{alias.name}" for alias in statement.names)]
+
+
 def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:
     """``(module, line)`` of the first import, among the module-level statements of
     ``tree`` (not inside ``try``/``if``/a function), of a package in
     :data:`NO_ASCEND_IMPORT` or of a compiled CUDA extension by its module name
     (``xentropy_cuda_lib``, ``fused_layer_norm_cuda``): the module cannot be imported
     on Ascend at all."""
-    for statement in tree.body if tree is not None else ():
-        if isinstance(statement, ast.Import):
-            names = [alias.name for alias in statement.names]
-        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-            names = [statement.module]
-        else:
-            continue
-        for name in names:
+    for statement, names in _module_level_imports(tree):
+        for name in names[:1] if isinstance(statement, ast.ImportFrom) else names:
             parts = name.split(".")
             if (any(_within(name, package) for package in NO_ASCEND_IMPORT)
                     or (len(parts) == 1 and _compiled_part(parts[0], last=False) and parts[0] != "_C")):
@@ -170,18 +175,11 @@ _ENGINE_SETUP = re.compile(r"_\w*|init\w*|ensure_\w*|get_\w*group\w*|set_\w*")
 def engine_import(tree: ast.Module | None, engine: tuple[str, ...] = VLLM_ENGINE) -> tuple[str, int] | None:
     """``(module, line)`` of the first module-level import (as :func:`import_blocker` reads
     them) of a module of ``engine``."""
-    for statement in tree.body if tree is not None else ():
-        if isinstance(statement, ast.Import):
-            names = [alias.name for alias in statement.names]
-            if engine is VLLM_ENGINE and _VLLM_PARALLEL_STATE in names:
-                return _VLLM_PARALLEL_STATE, statement.lineno
-        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-            names = [statement.module] + [f"{statement.module}.{alias.name}" for alias in statement.names]
-            if engine is VLLM_ENGINE and statement.module == _VLLM_PARALLEL_STATE and any(
-                    _ENGINE_SETUP.fullmatch(alias.name) for alias in statement.names):
-                return _VLLM_PARALLEL_STATE, statement.lineno
-        else:
-            continue
+    for statement, names in _module_level_imports(tree):
+        if engine is VLLM_ENGINE and (
+                _VLLM_PARALLEL_STATE in names if isinstance(statement, ast.Import)
+                else names[0] == _VLLM_PARALLEL_STATE and any(_ENGINE_SETUP.fullmatch(a.name) for a in statement.names)):
+            return _VLLM_PARALLEL_STATE, statement.lineno
         for name in names:
             if any(_within(name, module) for module in engine):
                 return name, statement.lineno
