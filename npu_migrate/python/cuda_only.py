@@ -141,16 +141,17 @@ def _module_level_imports(tree: ast.Module | None) -> Iterator[tuple[ast.Import 
             yield statement, [statement.module, *(f"{statement.module}.{alias.name}" for alias in statement.names)]
 
 
-def import_blocker(tree: ast.Module | None) -> tuple[str, int] | None:
+def import_blocker(tree: ast.Module | None, extensions: Collection[str] = ()) -> tuple[str, int] | None:
     """``(module, line)`` of the first import, among the module-level statements of
     ``tree`` (not inside ``try``/``if``/a function), of a package in
     :data:`NO_ASCEND_IMPORT` or of a compiled CUDA extension by its module name
-    (``xentropy_cuda_lib``, ``fused_layer_norm_cuda``): the module cannot be imported
-    on Ascend at all."""
+    (``xentropy_cuda_lib``, ``fused_layer_norm_cuda``) or of one the project builds only as a
+    ``CUDAExtension`` (``extensions``, :attr:`ProjectFacts.cuda_extensions`): the module
+    cannot be imported on Ascend at all."""
     for statement, names in _module_level_imports(tree):
         for name in names[:1] if isinstance(statement, ast.ImportFrom) else names:
             parts = name.split(".")
-            if (any(_within(name, package) for package in NO_ASCEND_IMPORT)
+            if (any(_within(name, package) for package in (*NO_ASCEND_IMPORT, *extensions))
                     or (len(parts) == 1 and _compiled_part(parts[0], last=False) and parts[0] != "_C")):
                 return name, statement.lineno
     return None
@@ -1597,3 +1598,94 @@ def _registered_with(finder: _GateFinder, call: ast.Call, is_predicate) -> tuple
         return None
     callee = ast_dotted_name(call.func) or "the call"
     return use, f"`{callee}(...)` does not use it", _span([call]), True
+
+
+# the regions a kept flag gate leaves CUDA-only
+
+
+def _false_makes(test: ast.AST, is_flag, value: bool) -> bool:
+    """Whether ``test`` is ``value`` whenever the flag is false (``flag``, ``flag and
+    x``, ``not flag``, ``not flag or x``); anything it cannot follow counts as no."""
+    if is_flag(test):
+        return value is False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _false_makes(test.operand, is_flag, not value)
+    if isinstance(test, ast.BoolOp):
+        # `a and b` is false if one operand is; `a or b` is true if one operand is
+        if isinstance(test.op, ast.And) and value is False or isinstance(test.op, ast.Or) and value is True:
+            return any(_false_makes(v, is_flag, value) for v in test.values)
+    return False
+
+
+def _single_flag(ctx: FileContext, tree: ast.Module, test: cst.CSTNode) -> tuple[ast.AST, tuple[str, str], object] | None:
+    """The flag a kept gate's test is assigned to (``self.cuda_available = device.type ==
+    "cuda"``, or the test as an operand of an ``and``), when the file assigns it nowhere
+    else: the scope its tests are read in, their key, and the matcher of its uses."""
+    value, owner = test, ctx.parent(test)
+    while isinstance(owner, cst.BooleanOperation) and isinstance(owner.operator, cst.And):
+        value, owner = owner, ctx.parent(owner)
+    if not isinstance(owner, (cst.Assign, cst.AnnAssign)) or owner.value is not value:
+        return None
+    targets = [t.target for t in owner.targets] if isinstance(owner, cst.Assign) else [owner.target]
+    if len(targets) != 1 or not isinstance(targets[0], (cst.Name, cst.Attribute)):
+        return None
+    text = ctx.module.code_for_node(targets[0])
+    line = _line(ctx, owner)
+    if isinstance(targets[0], cst.Name):
+        scope = enclosing_function(tree, line)
+        key, is_flag = ("name", text), (lambda n, t=text: isinstance(n, ast.Name) and n.id == t)
+    else:
+        scope = tree
+        key, is_flag = ("attr", text), (lambda n, t=text: isinstance(n, ast.Attribute) and ast_dotted_name(n) == t)
+    stores = 0
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            targets_ = node.targets if isinstance(node, ast.Assign) else [node.target]
+            stores += sum(1 for t in targets_ for n in ast.walk(t) if is_flag(n))
+    return (scope, key, is_flag) if stores == 1 else None
+
+
+def regions_behind_flags(ctx: FileContext, index: FileIndex, gates: Collection[Gate]) -> list[tuple[int, int]]:
+    """Line ranges that run only where a kept gate's flag is true, so never on the NPU:
+    every branch the flag opens (``if self.cuda_available:``, ``x if self.cuda_available
+    else None``), not only the one that made the gate, and the functions of the file named
+    for the CUDA path or private whose every mention lies in those ranges (musubi-tuner's
+    offloader: ``self.cuda_available = device.type == "cuda"`` kept in front of
+    ``swap_weight_devices_cuda``, whose streams and events had become ``torch.npu``'s)."""
+    tree = index.tree
+    spans: list[tuple[int, int]] = []
+    for gate in gates:
+        flag = _single_flag(ctx, tree, gate.test)
+        if flag is None:
+            continue
+        scope, key, is_flag = flag
+        for node, _holder in index.tests_by_key(scope).get(key, ()):
+            if _false_makes(node.test, is_flag, False):
+                guarded = node.body if isinstance(node, ast.If) else [node.body]
+            elif _false_makes(node.test, is_flag, True):
+                guarded = node.orelse if isinstance(node, ast.If) else [node.orelse]
+            else:
+                continue
+            spans += [(n.lineno, n.end_lineno or n.lineno) for n in guarded]
+    if not spans:
+        return spans
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and (n.name.startswith("_") and not n.name.startswith("__") or _CUDA_PART.search(n.name))]
+    mentions: dict[str, list[int]] = {}
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name is not None:
+            mentions.setdefault(name, []).append(node.lineno)
+    done: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for function in functions:
+            if id(function) in done:
+                continue
+            lines = mentions.get(function.name, [])
+            if lines and all(any(a <= n <= b for a, b in spans) for n in lines):
+                spans.append((function.lineno, function.end_lineno or function.lineno))
+                done.add(id(function))
+                changed = True
+    return spans

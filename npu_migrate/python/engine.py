@@ -1384,6 +1384,8 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     # under a kept compute-capability probe became torch_npu's HF32 switch, on code the NPU
     # never reaches)
     spans = [(a, b) for gate in all_kept for a, b in gate.guarded]
+    if all_kept and index is not None:
+        spans += cuda_only.regions_behind_flags(ctx, index, all_kept)
     for edit in edits:
         if edit.rule not in _IMPORT_EDITS and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
                                                                              for a, b in spans):
