@@ -15,7 +15,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from npu_migrate.tables.packages import NO_ASCEND_IMPORT
@@ -230,6 +230,16 @@ class ProjectFacts:
     #: with no Ascend build or JIT-build CUDA sources: where the chains of
     #: :attr:`unimportable_via` end (:meth:`module_cannot_import`).
     no_ascend_files: frozenset[str] = frozenset()
+    #: module names the project builds only as ``CUDAExtension`` (Swin-Transformer's
+    #: ``kernels/window_process/setup.py`` builds ``swin_window_process`` from ``.cu``
+    #: sources with nvcc): no Ascend build exists, so a module-level import of one stops
+    #: the importing module as a package in NO_ASCEND_IMPORT does (held-out round 20)
+    cuda_extensions: frozenset[str] = frozenset()
+    #: the libraries among tensordict and PyG that some module of the run imports: their
+    #: containers have their own ``.cuda()`` and no ``.npu()``, and reach code far from
+    #: where they are built (verl's ``data.batch = data.batch.cuda()`` on a ``TensorDict``
+    #: held by its ``DataProto``, held-out round 20)
+    container_libraries: frozenset[str] = frozenset()
     #: ``(file, patcher)``: Python files (absolute) of the run that import, at any depth and
     #: through any import of the run's own modules and packages, the file ``patcher`` that
     #: imports ``torch_npu.contrib.transfer_to_npu``: on Ascend torch_npu maps their CUDA
@@ -276,6 +286,7 @@ class ProjectFacts:
         ascend_torch: set[str] = set()
         hf_arguments: set[str] = set()
         builds: list[str] = []  # files that JIT-build CUDA sources at module level
+        extensions: dict[str, set[str]] = {"cuda": set(), "other": set()}  # setup-built extension modules
         pythons: set[str] = set()  # the Python versions the project says it installs
         cog_gpu = False
         relative: dict[str, set[str]] = {}  # absolute .py path -> the files its relative imports may name
@@ -338,6 +349,9 @@ class ProjectFacts:
             top_imports[os.path.abspath(path)] = _imported_names(data, top_level=True)
             if builds_cuda_at_import(data):
                 builds.append(os.path.abspath(path))
+            if b"Extension" in data:
+                for match in _EXTENSION.finditer(data):
+                    extensions["cuda" if match.group(1) == b"CUDA" else "other"].add(match.group(2).decode("ascii"))
             if b"__main__" in data:
                 scripts.append(os.path.abspath(path))
             if may_define_skip_marks(path, data):
@@ -357,6 +371,8 @@ class ProjectFacts:
                 if package not in cuda_only and any(os.path.join(package, m) in cuda_only for m in imported):
                     cuda_only.add(package)
                     changed = True
+        # (an extension also built for the CPU under the same name, `CppExtension`, imports there)
+        cuda_extensions = frozenset(extensions["cuda"] - extensions["other"])
         edges = _import_edges(imports)
         local = _local_modules(files)
         by_name: dict[str, bool] = {}
@@ -379,9 +395,14 @@ class ProjectFacts:
             imports_training=frozenset(importer for found, importer in edges if found in training),
             local_modules=local,
             ascend_torch_files=frozenset(ascend_torch),
-            unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts), top_relative, relative),
-            no_ascend_files=frozenset(path for path, names in top_imports.items() if _blocking_package(names))
+            unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts), top_relative, relative,
+                                           cuda_extensions),
+            no_ascend_files=frozenset(path for path, names in top_imports.items()
+                                      if _blocking_package(names, cuda_extensions))
             | frozenset(builds),
+            cuda_extensions=cuda_extensions,
+            container_libraries=frozenset(name.split(".")[0] for names in imports.values() for name in names
+                                          if name.split(".")[0] in _CONTAINER_LIBRARIES),
             patched_via=_patched(imports),
             hf_argument_files=frozenset(hf_arguments),
             # a single Python file is not a project: what calls its functions is elsewhere
@@ -482,6 +503,8 @@ class ProjectFacts:
                  + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files))
                  + sorted(f"blocked:{f}" for f in _relative(frozenset(f for f, _, _ in self.unimportable_via)))
                  + sorted(f"no-ascend:{f}" for f in _relative(self.no_ascend_files))
+                 + sorted(f"cuda-extension:{name}" for name in self.cuda_extensions)
+                 + sorted(f"containers:{name}" for name in self.container_libraries)
                  + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
                  + sorted(f"hf-arguments:{f}" for f in _relative(self.hf_argument_files))
                  + sorted(f"unread:{name}" for name in self.unread_names)
@@ -600,11 +623,17 @@ def _main_block_imports(lines: list[bytes]) -> list[bytes]:
     return found
 
 
-def _blocking_package(names: Iterable[str]) -> str | None:
+def _blocking_package(names: Iterable[str], extensions: Collection[str] = ()) -> str | None:
     for name in sorted(names):
-        if any(name == package or name.startswith(package + ".") for package in NO_ASCEND_IMPORT):
+        if any(name == package or name.startswith(package + ".") for package in (*NO_ASCEND_IMPORT, *extensions)):
             return name
     return None
+
+
+#: libraries whose containers define ``.cuda()`` and no ``.npu()`` (see rules/device/npu103)
+_CONTAINER_LIBRARIES = frozenset({"tensordict", "torch_geometric"})
+#: ``CUDAExtension("name", ...)`` / ``CppExtension(name="pkg._C", ...)`` in a build script
+_EXTENSION = re.compile(rb"""\b(CUDA|Cpp|Sycl)Extension\(\s*(?:name\s*=\s*)?['"]([A-Za-z_][\w.]*)['"]""")
 
 
 #: what a chain leads to when its last module JIT-builds CUDA sources at import
@@ -701,14 +730,15 @@ def _parent_package_edges(files: dict[str, set[str]], scripts: frozenset[str],
 def _unimportable(top_imports: dict[str, set[str]], builds: Iterable[str] = (),
                   all_imports: dict[str, set[str]] | None = None,
                   scripts: frozenset[str] = frozenset(), top_relative: dict[str, set[str]] | None = None,
-                  relative: dict[str, set[str]] | None = None) -> tuple[tuple[str, str, str], ...]:
+                  relative: dict[str, set[str]] | None = None,
+                  extensions: Collection[str] = ()) -> tuple[tuple[str, str, str], ...]:
     """``(file, imported file, package)`` for the files whose module-level imports of the
     run's own modules lead to a module-level import of a package with no Ascend build;
     ``imported file`` is the first step of that chain. Files that import such a package
     themselves are not listed (the Python front end sees that import in the file)."""
     blocked: dict[str, tuple[str]] = {}  # file -> (the package it imports,)
     for path, names in top_imports.items():
-        package = _blocking_package(names)
+        package = _blocking_package(names, extensions)
         if package is not None:
             blocked[path] = (package,)
     for path in builds:

@@ -211,7 +211,7 @@ def unimportable_module(ctx: FileContext) -> str | None:
 
     if "import" not in ctx.text:
         return None
-    found = import_blocker(ctx.python_ast())
+    found = import_blocker(ctx.python_ast(), ctx.facts.cuda_extensions)
     if found is not None:
         module, line = found
         return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "

@@ -116,4 +116,8 @@ NO_ASCEND_IMPORT = frozenset({
     # zhuzilin/ring-flash-attention: its modules import flash_attn.flash_attn_interface at
     # module level (EasyContext's zigzag ring attention, held-out round 20)
     "ring_flash_attn",
+    # NVIDIA Triton Inference Server's Python backend: the module exists only inside that
+    # server, which has no Ascend release (CosyVoice's TensorRT-LLM serving models, held-out
+    # round 20; Ascend serves through MindIE)
+    "triton_python_backend_utils",
 }) | KERNEL_PACKAGES - {"flashinfer", "tilelang"}
