@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.python import reaches_torch
+from npu_migrate.python.cst_util import string_literal
 from npu_migrate.python.imports import IS_NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example, Rule
 
@@ -43,6 +44,13 @@ module method, and the vendor's own runtime patcher aliases exactly these
 - `.cuda()` of an object built in the same expression by a library whose
   containers have their own `.cuda()` and no `.npu()` (tensordict's
   `TensorDict(...).cuda()`, PyG's `Data(...).cuda()`): reported, with `.to("npu")`.
+
+In a project that imports tensordict or PyG anywhere, such containers reach code far
+from where they are built (verl's `data.batch = data.batch.cuda()`, the batch a
+`TensorDict` held by its `DataProto`), so there every `.cuda()` becomes
+`.to("npu")`, which tensors, modules and those containers all accept (keywords such
+as `non_blocking` are kept); a `.cuda(N)` or `.cuda(device=...)` with a device
+argument is reported.
 
 Each `.is_cuda` read goes through the shared analysis
 (`npu_migrate/python/reaches_torch.py`): a read of another system's object is
@@ -94,6 +102,20 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
                     self.report(node, f"`.cuda()` of a {owner} object built here: {owner} defines its own `.cuda()` and "
                                 "no `.npu()`; left unchanged", 'write `.to("npu")` (its `.to` takes any device)')
                     return
+            containers = sorted(self.ctx.facts.container_libraries)
+            if containers:
+                # the receiver may be one of those containers (verl's `data.batch.cuda()`):
+                # `.to("npu")` serves tensors, modules and the containers alike
+                shown = " and ".join(containers)
+                if any(arg.keyword is None or arg.keyword.value == "device" for arg in node.args):
+                    self.report(node, f"the project uses {shown}, whose containers have `.cuda()` and no `.npu()`, and "
+                                "this receiver's type is not known here; left unchanged",
+                                'write `.to("npu:N")` (tensors, modules and those containers all take it)')
+                    return
+                self.replace(node, _to_npu(self.ctx.quote), '`.cuda()` -> `.to("npu")`',
+                             reason=f"the project uses {shown}, whose containers have their own `.cuda()` and no "
+                                    "`.npu()`; `.to(\"npu\")` serves tensors, modules and those containers alike")
+                return
             self.replace(func, _rename("npu"), "`.cuda(...)` -> `.npu(...)`",
                          reason="a called `.cuda(...)` on any receiver is Tensor.cuda / Module.cuda in training code; "
                                 "torch_npu adds `.npu(...)` with the same arguments")
@@ -157,6 +179,17 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
             f"this class defines its own `{node.name.value}`; calls rewritten to `.{new}` will not reach it",
             f"add `{new} = {node.name.value}` in the class body (or rename the method to `{new}`)",
         )
+
+
+def _to_npu(quote: str):
+    """``x.cuda(non_blocking=True)`` -> ``x.to("npu", non_blocking=True)``."""
+    def apply(call: cst.Call) -> cst.Call:
+        func = call.func.with_changes(attr=call.func.attr.with_changes(value="to"))
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if call.args else cst.MaybeSentinel.DEFAULT
+        device = cst.Arg(value=string_literal("npu", quote), comma=comma)
+        return call.with_changes(func=func, args=[device, *call.args])
+
+    return apply
 
 
 def _rename(name: str):

@@ -1,0 +1,138 @@
+"""Round 20's needless families (edits in code that never runs on Ascend), one per test.
+Each test fails on the engine before its fix."""
+
+from __future__ import annotations
+
+from ._files import write
+
+OFFLOADER = '''import torch
+
+
+def clean(device):
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+class Offloader:
+    def __init__(self, device):
+        self.device = device
+        self.cuda_available = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device=device) if self.cuda_available else None
+
+    def swap_cuda(self, a, b):
+        torch.cuda.current_stream().synchronize()
+        with torch.cuda.stream(self.stream):
+            event = torch.cuda.Event()
+        return event
+
+    def swap(self, a, b):
+        if self.cuda_available:
+            return self.swap_cuda(a, b)
+        return None
+
+    def wait(self, event):
+        torch.cuda.set_device(self.device.index or 0)
+        if self.cuda_available and event is not None:
+            torch.cuda.current_stream().wait_event(event)
+'''
+
+
+def test_every_branch_of_a_kept_flag_stays_cuda(tmp_path, run_cli):
+    """The flag's gate is kept (it opens the class's CUDA method); the other branches it opens,
+    and the method reached only through them, never run on the NPU and keep their code."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "offload.py", OFFLOADER)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert 'self.cuda_available = device.type == "cuda"' in text, result.output
+    assert "torch.cuda.Stream(device=device) if self.cuda_available" in text
+    assert "torch.cuda.current_stream().synchronize()" in text and "torch.cuda.Event()" in text
+    assert "torch.cuda.current_stream().wait_event(event)" in text
+    # code the NPU does run is still migrated
+    assert 'if device.type == "npu":\n        torch.npu.empty_cache()' in text
+    assert "torch.npu.set_device(self.device.index or 0)" in text
+
+
+def test_a_flag_assigned_twice_opens_only_the_gates_branch(tmp_path, run_cli):
+    """Where the flag is also set elsewhere the tool cannot say it is false on the NPU, so
+    only the gate's own branch is held (as before)."""
+    (tmp_path / ".git").mkdir()
+    twice = OFFLOADER.replace("        self.device = device\n",
+                              "        self.device = device\n        self.cuda_available = False\n")
+    path = write(tmp_path, "offload.py", twice)
+    run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "torch.npu.current_stream().wait_event(event)" in text
+
+
+SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(name="fused_window", ext_modules=[CUDAExtension("fused_window", ["fused_window.cpp", "kernel.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+KERNEL_TEST = "import torch\nimport fused_window\n\nx = torch.ones(2).cuda()\ntorch.cuda.synchronize()\n"
+KERNEL_USER = "import torch\n\ntry:\n    import fused_window\nexcept ImportError:\n    fused_window = None\n\nx = torch.ones(2).cuda()\n"
+
+
+def test_a_module_importing_a_cuda_extension_the_project_builds_is_left(tmp_path, run_cli):
+    """``kernels/setup.py`` builds ``fused_window`` from ``.cu`` sources only: a module that
+    imports it at module level cannot import on Ascend; one that imports it under ``try``
+    still runs (its fallback) and is migrated."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "kernels/setup.py", SETUP)
+    test = write(tmp_path, "kernels/window_bench.py", KERNEL_TEST)
+    user = write(tmp_path, "model.py", KERNEL_USER)
+    result = run_cli("--write", "--no-cache", ".")
+    assert test.read_text() == KERNEL_TEST
+    assert "imports `fused_window` at module level (line 2), which has no Ascend build" in result.output
+    assert "torch.ones(2).npu()" in user.read_text()
+
+
+def test_an_extension_also_built_for_the_cpu_does_not_block(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    both = SETUP.replace('ext_modules=[', 'ext_modules=[CppExtension("fused_window", ["cpu.cpp"]) if cpu else ')
+    write(tmp_path, "kernels/setup.py", both)
+    test = write(tmp_path, "kernels/window_bench.py", KERNEL_TEST)
+    run_cli("--write", "--no-cache", ".")
+    assert "torch.ones(2).npu()" in test.read_text()
+
+
+PROTOCOL = "from tensordict import TensorDict\n\n\nclass Proto:\n    batch: TensorDict = None\n"
+WORKER = """import torch
+
+
+def step(data, model, x, i):
+    data.batch = data.batch.cuda()
+    model = model.cuda(non_blocking=True)
+    y = x.cuda(i)
+    z = x.cuda(device=torch.cuda.current_device())
+    return data, model, y, z
+
+
+if __name__ == "__main__":
+    step(None, None, None, 0)
+"""
+
+
+def test_a_project_using_tensordict_moves_with_to(tmp_path, run_cli):
+    """verl's ``data.batch.cuda()``: the batch is a TensorDict, which has no ``.npu()``;
+    in a project that uses tensordict every ``.cuda()`` becomes ``.to("npu")``, and one
+    with a device argument is reported."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "pkg/protocol.py", PROTOCOL)
+    worker = write(tmp_path, "pkg/worker.py", WORKER)
+    result = run_cli("--write", "--no-cache", ".")
+    text = worker.read_text()
+    assert 'data.batch = data.batch.to("npu")' in text
+    assert 'model = model.to("npu", non_blocking=True)' in text
+    assert "y = x.cuda(i)" in text and "x.cuda(device=torch.npu.current_device())" in text
+    assert "the project uses tensordict" in result.output
+    assert ".npu()" not in text
+
+
+def test_without_tensordict_cuda_becomes_npu(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    worker = write(tmp_path, "pkg/worker.py", WORKER)
+    run_cli("--write", "--no-cache", ".")
+    assert "data.batch = data.batch.npu()" in worker.read_text()
