@@ -420,9 +420,9 @@ def preflight_command(args: tuple[str, ...]) -> None:
     """
     # The runtime copy npu-migrate bundles (npu_migrate/pipeline/runtime_bundle.py): the same
     # program, with no npu-runtime (or torch) installed next to the tool.
-    from npu_migrate._runtime.preflight.cli import main as preflight_main
+    from npu_migrate.cli.extras import runtime_program
 
-    sys.exit(preflight_main(list(args), prog="npu-migrate preflight"))
+    sys.exit(runtime_program("preflight", "preflight")(list(args), prog="npu-migrate preflight"))
 
 
 @main.command("diagnose", add_help_option=False,
@@ -438,16 +438,9 @@ def diagnose_command(args: tuple[str, ...]) -> None:
     """
     # The runtime copy npu-migrate bundles, as for preflight: diagnose needs neither torch nor
     # an installed npu-runtime, so it works after the light install (`pip install npu-migrate`).
-    try:
-        from npu_migrate._runtime.diagnose.cli import main as diagnose_main
-    except ImportError:
-        try:
-            from npu_runtime.diagnose.cli import main as diagnose_main
-        except ImportError:
-            click.echo("npu-migrate diagnose: the runtime's diagnose is not installed here: "
-                       "pip install npu-runtime (or 'python -m pip install ./runtime' from a source checkout)", err=True)
-            sys.exit(2)
-    sys.exit(diagnose_main(list(args), prog="npu-migrate diagnose"))
+    from npu_migrate.cli.extras import runtime_program
+
+    sys.exit(runtime_program("diagnose", "diagnose")(list(args), prog="npu-migrate diagnose"))
 main.add_command(verify_command)  # npu_migrate/verify/cli.py
 
 

@@ -103,6 +103,15 @@ def missing_paths(options: Options) -> list[str]:
     return [f"{path}: no such file or directory" for path in missing]
 
 
+def _exclude_source(pattern: str, options: Options, cfg) -> str:
+    """Where an exclude pattern came from, in the order options.resolve joins them: the
+    option or the configuration key (with its file) that holds it."""
+    table = f"{cfg.path}: [tool.npu-migrate]"
+    sources = [("--exclude", options.exclude)] if options.exclude is not None else [(f"{table} exclude", cfg.exclude)]
+    sources += [(f"{table} extend-exclude", cfg.extend_exclude), ("--extend-exclude", options.extend_exclude)]
+    return next((where for where, patterns in sources if pattern in (patterns or [])), "--exclude")
+
+
 def prepare(options: Options) -> Prepared:
     """Everything that can fail before a file is read; raises :class:`UsageError`."""
     from npu_migrate.pipeline.config import ConfigError, load_config
@@ -140,8 +149,7 @@ def prepare(options: Options) -> Prepared:
     costly = costly_pattern(list(resolved.exclude)) if bad is None else None
     if bad is not None or costly is not None:  # one line, not pathspec's traceback (or a hang) at discovery
         pattern = bad if bad is not None else list(resolved.exclude)[costly[0]]
-        where = (f"{cfg.path}: [tool.npu-migrate] exclude" if cfg.path is not None and pattern in
-                 [*cfg.exclude, *cfg.extend_exclude] else "--exclude")
+        where = _exclude_source(pattern, options, cfg)
         why = f"{bad!r} is not a valid gitignore-style pattern" if bad is not None else costly[1]
         raise UsageError(f"{where}: {why}")
     selection = Selection.create(resolved.select, resolved.ignore, resolved.per_file_ignores)

@@ -126,9 +126,16 @@ def costly_pattern(patterns: list[str]) -> tuple[int, str] | None:
     return None
 
 
+#: Lines git reads as matching nothing (trailing spaces stripped, as git strips them): a
+#: lone ``!`` (pathspec rejects it) and a lone ``/`` or ``!/`` (an empty name; pathspec reads
+#: ``!/`` as un-ignoring every path below a directory).
+_MATCH_NOTHING = frozenset({"!", "/", "!/"})
+
+
 def gitignore_spec(lines: list[str]) -> pathspec.PathSpec:
-    """A ``.gitignore``'s patterns; a line git ignores as invalid (a lone ``!``) is left out,
-    as git does, instead of failing the run."""
+    """A ``.gitignore``'s patterns; a line git ignores as matching nothing or invalid (a lone
+    ``!``, ``!/``) is left out, as git does, instead of failing the run or matching."""
+    lines = [line for line in lines if line.rstrip(" ") not in _MATCH_NOTHING]
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except Exception:  # noqa: BLE001 - see invalid_pattern

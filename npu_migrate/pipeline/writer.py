@@ -83,7 +83,7 @@ def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: in
         mode = new_mode & ~_umask()
     fd, tmp = -1, None
     try:
-        with _interrupt_deferred():  # a signal cannot fall between the temp file's creation and its name
+        with interrupt_deferred():  # a signal cannot fall between the temp file's creation and its name
             fd, tmp = _locked_temp(os.path.dirname(target) or ".")
         with os.fdopen(fd, "wb") as handle:  # closing it releases the lock: after the swap
             handle.write(data)
@@ -94,7 +94,7 @@ def write_atomic(path: str, data: bytes, digest: str | None = None, new_mode: in
                 read_unchanged(path, digest)  # again, as late as possible
             if roots is not None and os.path.realpath(path) != target:  # a link swapped meanwhile
                 raise Refused(f"{path}: its symbolic link changed during the run; not written (skipped)")
-            with _interrupt_deferred():
+            with interrupt_deferred():
                 os.replace(tmp, target)
                 if digest is not None:  # a migrated source, not a report or a new file
                     written.append(path)
@@ -186,7 +186,7 @@ def raise_terminated(signum, frame) -> None:
 
 
 @contextmanager
-def _interrupt_deferred() -> Iterator[None]:
+def interrupt_deferred() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP wait until the block is done, then go to the handler
     they would have gone to."""
     if threading.current_thread() is not threading.main_thread():

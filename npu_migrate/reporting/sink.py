@@ -44,10 +44,13 @@ def check(path: str, option: str) -> None:
         raise fail(f"not a directory: {parent}")
     if target.exists() and not os.access(target, os.W_OK):
         raise fail("permission denied")
+    from npu_migrate.pipeline.writer import interrupt_deferred
+
     try:  # the only sure test that the report can be created there (read-only mounts, /proc, ...)
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=_TEMP_PREFIX, suffix=".tmp")
-        os.close(fd)
-        Path(probe).unlink(missing_ok=True)  # a concurrent run's clean-up may have taken it
+        with interrupt_deferred():  # a SIGTERM/SIGHUP/Ctrl-C waits until the probe is gone again
+            fd, probe = tempfile.mkstemp(dir=parent, prefix=_TEMP_PREFIX, suffix=".tmp")
+            os.close(fd)
+            Path(probe).unlink(missing_ok=True)  # a concurrent run's clean-up may have taken it
     except OSError as exc:
         raise fail(f"cannot create a file in {parent}: {exc.strerror or exc}") from None
 

@@ -70,15 +70,73 @@ def test_a_lone_bang_in_gitignore_is_ignored_as_git_does(tmp_path):
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("where", ["config", "option"])
-def test_an_invalid_exclude_pattern_is_one_error_line(tmp_path, where):
+@pytest.mark.parametrize(("where", "named"), [
+    ("exclude", "pyproject.toml: [tool.npu-migrate] exclude:"),
+    ("extend-exclude", "pyproject.toml: [tool.npu-migrate] extend-exclude:"),
+    ("--exclude", "--exclude:"),
+    ("--extend-exclude", "--extend-exclude:"),
+], ids=["exclude", "extend-exclude", "--exclude", "--extend-exclude"])
+def test_an_invalid_exclude_pattern_is_one_error_line(tmp_path, where, named):
+    """One line naming where the pattern is (the configuration file and its key, or the
+    option), exit 2, no traceback."""
     (tmp_path / "a.py").write_text("import torch\n")
     args = [sys.executable, "-m", "npu_migrate", "--no-cache", "."]
-    if where == "config":
-        (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\nexclude = ["build/", "!"]\n')
+    if where.startswith("--"):
+        args[3:3] = [where, "!"]
     else:
-        args[3:3] = ["--extend-exclude", "!"]
-    result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        (tmp_path / "pyproject.toml").write_text(f'[tool.npu-migrate]\n{where} = ["build/", "!"]\n')
+    result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "'!' is not a valid gitignore-style pattern" in lines[0], result.stderr
+    assert lines[0].startswith(f"error: {tmp_path / named}" if not where.startswith("--") else f"error: {named}")
+
+HIDE = textwrap.dedent("""
+    import sys
+    HIDDEN = {hidden!r}
+
+    def hidden(name):
+        return any(name == h or name.startswith(h + ".") for h in HIDDEN)
+
+    class Hide:
+        # Wraps each finder: a hidden module is not found at all (find_spec answers None,
+        # as for a package that was never installed), not refused with an error.
+        def __init__(self, finder):
+            self.finder = finder
+
+        def find_spec(self, name, path=None, target=None):
+            if hidden(name) or not hasattr(self.finder, "find_spec"):
+                return None
+            return self.finder.find_spec(name, path, target)
+
+    sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]
+    for name in [name for name in sys.modules if hidden(name)]:
+        del sys.modules[name]
+    from npu_migrate.cli.app import main
+    sys.argv = ["npu-migrate", *{args!r}]
+    main()
+""")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("command", [["diagnose", "rank0.log"], ["preflight", "--help"]], ids=["diagnose", "preflight"])
+def test_diagnose_and_preflight_without_any_runtime_copy_say_what_to_install(tmp_path, command):
+    """A broken install without the bundled runtime (npu_migrate._runtime) and without
+    npu-runtime: one line naming what to install, exit 2, no traceback."""
+    (tmp_path / "rank0.log").write_text("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n")
+    code = HIDE.format(hidden=(*BLOCKED, "npu_migrate._runtime"), args=command)
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"npu-migrate {command[0]}: ") and "pip install npu-runtime" in lines[0]
+
+
+@pytest.mark.timeout(180)
+def test_preflight_without_npu_runtime_runs_from_the_bundled_copy(tmp_path):
+    code = HIDE.format(hidden=BLOCKED, args=["preflight", "--help"])
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert "npu-migrate preflight" in result.stdout and "Traceback" not in result.stderr

@@ -211,3 +211,30 @@ def test_a_signal_at_a_random_moment_of_write_jobs_2_leaves_no_temp_file(tmp_pat
         assert code in (0, 128 + signum, -signum), (signum, code, err)
         assert temp_files(src) == [], (trial, signum, code)
         assert all(p.read_bytes() in (CUDA, MIGRATED) for p in src.iterdir())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_probing_the_report_directory_leaves_no_temp_file(tmp_path, monkeypatch, signum):
+    """The --output-file/--report check creates and removes a probe file beside the report;
+    a SIGTERM or SIGHUP that arrives between the two (sent here from inside mkstemp) is
+    taken after the probe is gone, as the run's handler takes it (Terminated)."""
+    import tempfile
+
+    from npu_migrate.pipeline import writer
+    from npu_migrate.reporting import sink
+
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp_then_signal(*args, **kwargs):
+        made = real_mkstemp(*args, **kwargs)
+        signal.raise_signal(signum)  # the terminal closes, or `kill -TERM`, right now
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_signal)
+    previous = signal.signal(signum, writer.raise_terminated)
+    try:
+        with pytest.raises(writer.Terminated):
+            sink.check(str(tmp_path / "report.json"), "--output-file")
+    finally:
+        signal.signal(signum, previous)
+    assert list(tmp_path.iterdir()) == []
