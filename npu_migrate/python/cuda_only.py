@@ -990,6 +990,14 @@ class _GateFinder:
             # branch prints: `warnings.warn("apex FusedAdam requested but CUDA is unavailable")`
             # and an eligibility check's early answer: `return False, "TileLang backend is CUDA-only"`
             texts += [n for n in statement.body if isinstance(n, (ast.Raise, ast.Return)) or _is_message(n)]
+            # and a predicate named for one that answers no without CUDA: a copy of
+            # transformers' `is_flash_attn_2_available()` (`if not torch.cuda.is_available():
+            # return False`, llama-moe's vendored Mistral, held-out round 20)
+            last = statement.body[-1] if statement.body else None
+            function = enclosing_function(self.index.tree, statement.lineno)
+            if (isinstance(last, ast.Return) and (last.value is None or _literal(last.value))
+                    and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                texts.append(ast.Name(id=function.name))
         word = named_package(texts)
         if word is None:
             return None
@@ -1689,3 +1697,38 @@ def regions_behind_flags(ctx: FileContext, index: FileIndex, gates: Collection[G
                 done.add(id(function))
                 changed = True
     return spans
+
+
+#: TensorRT's execution-context calls: ``engine.create_execution_context()``,
+#: ``context.execute_async_v3(stream)`` and their older forms; distinctive names, each
+#: hands the tensors' device pointers and a CUDA stream to TensorRT
+TENSORRT_EXECUTION = frozenset({"create_execution_context", "execute_async_v3", "execute_async_v2", "execute_v2"})
+
+
+def tensorrt_blocks(tree: ast.Module) -> list[tuple[int, int, int, str]]:
+    """``(first, last, line, call)``: the innermost function, or ``if``/``else`` branch of
+    one, that runs a TensorRT execution context (CosyVoice's ``forward_estimator``: its
+    ``else`` branch sets tensor addresses and calls ``execute_async_v3`` on
+    ``torch.cuda.current_stream()``; its ``TrtContextWrapper.__init__`` makes a CUDA
+    stream per context). The streams and tensors there are TensorRT's, which has no
+    Ascend build."""
+    calls = [(node.lineno, node.func.attr) for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr in TENSORRT_EXECUTION]
+    if not calls:
+        return []
+    suites: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            suites.append((node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.If):
+            for suite in (node.body, node.orelse):
+                if suite:
+                    suites.append((suite[0].lineno, suite[-1].end_lineno or suite[-1].lineno))
+    found = []
+    for line, name in calls:
+        around = [(a, b) for a, b in suites if a <= line <= b]
+        if around:
+            first, last = min(around, key=lambda s: s[1] - s[0])
+            found.append((first, last, line, name))
+    return found

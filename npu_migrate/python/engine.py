@@ -356,6 +356,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
     edits, gate_findings = _kernel_gates(ctx, edits, line)
     gate_findings = wrapper_findings + gate_findings
     edits, scope_findings = _cuda_only_scopes(ctx, edits, line)
+    edits, tensorrt_findings = _tensorrt_blocks(ctx, edits, line)
+    scope_findings += tensorrt_findings
     gate_findings += scope_findings
     edits = cuda_workarounds.contiguous_only_branches(ctx, edits)
     edits, subclass_findings = kernel_classes.kernel_classes(ctx, edits, line)
@@ -946,6 +948,35 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
     return [e for e in edits if id(e) not in dropped], findings
 
 
+def _tensorrt_blocks(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Device edits in a function or branch that runs a TensorRT execution context
+    (:func:`cuda_only.tensorrt_blocks`) are dropped and reported once per block (NPU011):
+    that code hands CUDA streams and device pointers to TensorRT, which has no Ascend build."""
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
+    if not candidates or "execut" not in ctx.text:
+        return edits, []
+    tree = ctx.python_ast()
+    blocks = cuda_only.tensorrt_blocks(tree) if tree is not None else []
+    if not blocks:
+        return edits, []
+    dropped: set[int] = set()
+    reported: dict[tuple[int, int], FindingRecord] = {}
+    for edit in sorted(candidates, key=lambda e: line(e.anchor)):
+        number = line(edit.anchor)
+        block = next(((a, b, at, name) for a, b, at, name in blocks if a <= number <= b), None)
+        if block is None:
+            continue
+        first, last, at, name = block
+        dropped.add(id(edit))
+        reported.setdefault((first, last), FindingRecord(
+            KERNEL_GATE_RULE, edit.anchor,
+            f"this code runs a TensorRT execution context (`{name}`, line {at}): its streams and tensors are "
+            "TensorRT's, which has no Ascend build; left unchanged",
+            "port the engine to Ascend (an OM model run by ACL/MindIE, or the PyTorch module itself) and migrate "
+            "this block with it"))
+    return [e for e in edits if id(e) not in dropped], list(reported.values())
+
+
 #: the rule that reports a "cuda" string whose use as a device it could not prove
 _UNPROVEN_DEVICE_RULE = "NPU108"
 
@@ -955,11 +986,21 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
     device edits too: ``devices = ["cuda:" + str(i) for i in range(torch.cuda.device_count())]``
     half-migrated counted NPUs and named them ``cuda:N`` (llama-moe, held-out round 20).
     The statement stays as written, and NPU108's finding points at it."""
-    unproven = {id(statement) for f in findings if f.rule == _UNPROVEN_DEVICE_RULE and not _is_dict_key(ctx, f.node)
+    unproven = {id(statement) for f in findings if (f.rule == _UNPROVEN_DEVICE_RULE and not _is_dict_key(ctx, f.node))
+                or _left_cuda_call(f)
                 if (statement := ctx.enclosing_statement(f.node)) is not None}
     if not unproven:
         return edits
     return [e for e in edits if e.rule not in _DEVICE_RULES or id(ctx.enclosing_statement(e.anchor)) not in unproven]
+
+
+def _left_cuda_call(finding: FindingRecord) -> bool:
+    """NPU103 leaves a ``.cuda(...)`` call (a container's, or one with a device argument in a
+    project whose containers have no ``.npu()``): its arguments stay CUDA's with it (verl's
+    ``model_module.cuda(torch.cuda.current_device())`` had become ``.cuda(torch.npu...)``)."""
+    node = finding.node
+    return (finding.rule == "NPU103" and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "cuda")
 
 
 def _is_dict_key(ctx: FileContext, node: cst.CSTNode) -> bool:

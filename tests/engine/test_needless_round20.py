@@ -126,7 +126,7 @@ def test_a_project_using_tensordict_moves_with_to(tmp_path, run_cli):
     text = worker.read_text()
     assert 'data.batch = data.batch.to("npu")' in text
     assert 'model = model.to("npu", non_blocking=True)' in text
-    assert "y = x.cuda(i)" in text and "x.cuda(device=torch.npu.current_device())" in text
+    assert "y = x.cuda(i)" in text and "x.cuda(device=torch.cuda.current_device())" in text
     assert "the project uses tensordict" in result.output
     assert ".npu()" not in text
 
@@ -136,3 +136,91 @@ def test_without_tensordict_cuda_becomes_npu(tmp_path, run_cli):
     worker = write(tmp_path, "pkg/worker.py", WORKER)
     run_cli("--write", "--no-cache", ".")
     assert "data.batch = data.batch.npu()" in worker.read_text()
+
+
+def test_the_arguments_of_a_left_cuda_call_stay_cuda(tmp_path, run_cli):
+    """verl's ``model_module.cuda(torch.cuda.current_device())`` in a tensordict project: the
+    call is reported and left, and its argument with it (not ``.cuda(torch.npu...)``)."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "pkg/protocol.py", PROTOCOL)
+    source = ("import torch\n\n\ndef place(model):\n    model.cuda(torch.cuda.current_device())\n"
+              "    torch.cuda.empty_cache()\n\n\nif __name__ == '__main__':\n    place(None)\n")
+    path = write(tmp_path, "pkg/place.py", source)
+    run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "model.cuda(torch.cuda.current_device())" in text
+    assert "torch.npu.empty_cache()" in text
+
+
+FLASH_PREDICATE = '''import importlib.metadata
+
+import torch
+
+
+def is_flash_attn_2_available():
+    if not torch.cuda.is_available():
+        return False
+    return bool(torch.version.cuda)
+
+
+def has_accelerator():
+    if not torch.cuda.is_available():
+        return False
+    return True
+'''
+
+
+def test_a_predicate_named_for_a_cuda_only_package_keeps_its_cuda_test(tmp_path, run_cli):
+    """A copy of transformers' ``is_flash_attn_2_available``: its early ``return False``
+    without CUDA is the package's own answer on the NPU; a predicate named for nothing
+    CUDA-only is migrated."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "flash.py", FLASH_PREDICATE)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    first, second = text.split("def has_accelerator")
+    assert "if not torch.cuda.is_available():" in first
+    assert "if not torch.npu.is_available():" in second
+    assert "NPU011" in result.output
+
+
+TENSORRT = '''import torch
+
+
+class Flow(torch.nn.Module):
+    def run(self, x):
+        if isinstance(self.estimator, torch.nn.Module):
+            torch.cuda.synchronize()
+            return self.estimator(x)
+        else:
+            context, engine = self.estimator.acquire()
+            torch.cuda.current_stream().synchronize()
+            context.set_tensor_address(engine.get_tensor_name(0), x.data_ptr())
+            assert context.execute_async_v3(torch.cuda.current_stream().cuda_stream)
+            return x
+
+
+class Contexts:
+    def __init__(self, engine, device="cuda:0"):
+        self.context = engine.create_execution_context()
+        self.stream = torch.cuda.Stream(device)
+
+
+if __name__ == "__main__":
+    Flow().run(torch.ones(1).cuda())
+'''
+
+
+def test_code_that_runs_a_tensorrt_context_keeps_its_cuda(tmp_path, run_cli):
+    """CosyVoice's estimator: the branch that runs a TensorRT execution context, and the
+    constructor that makes one, hand CUDA streams and pointers to TensorRT; the module's
+    own branch is migrated."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "flow.py", TENSORRT)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "            torch.npu.synchronize()\n            return self.estimator(x)" in text
+    assert "assert context.execute_async_v3(torch.cuda.current_stream().cuda_stream)" in text
+    assert "            torch.cuda.current_stream().synchronize()\n            context.set" in text
+    assert 'device="cuda:0"' in text and "torch.cuda.Stream(device)" in text
+    assert result.output.count("runs a TensorRT execution context") == 2
