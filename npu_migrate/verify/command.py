@@ -27,10 +27,10 @@ import shutil
 import signal
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import compare, hook, report, scratch, twins
+from . import compare, hook, removal, report, scratch, twins
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -165,8 +165,8 @@ def _run(req: Request) -> int:
         try:
             if req.keep:
                 _say(req, f"scratch copies kept in {work}")
-            else:
-                shutil.rmtree(work, ignore_errors=True)
+            elif not removal.remove_tree(work):  # said even with --quiet: something is left behind
+                _say(replace(req, quiet=False), f"warning: could not remove the scratch directory {work}")
         finally:
             _release_signals(held)
 

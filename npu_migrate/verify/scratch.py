@@ -261,6 +261,8 @@ def copy_project(root: Path, dest: Path, skip: Path | None = None, notes: list[s
         copier.copy_dir(copier.root, str(dest), "")
     except OSError as exc:  # a name too long, a full disk: one line, never a traceback
         raise ScratchError(f"{exc.filename or dest}: cannot copy the project ({exc.strerror or exc})") from None
+    except RecursionError:  # the copy recurses once per level (a few hundred levels)
+        raise ScratchError(f"{root}: its directories nest too deep to copy (hundreds of levels)") from None
     return dest
 
 
