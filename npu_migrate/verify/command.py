@@ -154,7 +154,7 @@ def _run(req: Request) -> int:
         if report_path.is_relative_to(root):
             _say(req, f"note: the report is written inside the project ({req.report}), as asked")
     cwd_in_root = Path.cwd().resolve().relative_to(root) if Path.cwd().resolve().is_relative_to(root) else Path(".")
-    work = Path(tempfile.mkdtemp(prefix="npu-migrate-verify-")).resolve()
+    work = removal.make_scratch(keep=req.keep)
     try:
         return _verify(req, root, script, cwd_in_root, work)
     except scratch.ScratchError as exc:

@@ -1,4 +1,12 @@
-"""Removing verify's scratch directory, whatever the twins left in it.
+"""verify's scratch directory: made with its maker's pid in its name, removed whatever
+the twins left in it, and swept by the next verify when its maker was killed.
+
+A verify ended by SIGKILL (the OOM killer, a CI job's timeout) runs no code: its scratch
+directory, two copies of the project, stayed in the temporary directory. Its name
+carries the pid namespace and pid of the verify that made it
+(``npu-migrate-verify-<ns>.<pid>-XXXX``), so the next verify removes those of makers
+that are gone (``sweep``); a ``--keep`` directory is named ``npu-migrate-verify-keep-*``
+and never swept.
 
 ``shutil.rmtree`` does the work. What it cannot remove is what a twin can make of its
 copy: on Python < 3.13 it recurses once per directory level, so a tree 3,000
@@ -17,10 +25,69 @@ import contextlib
 import errno
 import itertools
 import os
+import re
 import shutil
 import stat
+import tempfile
+from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+PREFIX = "npu-migrate-verify-"
+
+
+def make_scratch(keep: bool = False) -> Path:
+    """A new private scratch directory in the temporary directory, after sweeping those
+    of verify runs that were killed."""
+    sweep()
+    prefix = f"{PREFIX}keep-" if keep else f"{PREFIX}{_pid_namespace()}.{os.getpid()}-"
+    return Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+
+
+def sweep(directory: str | None = None) -> list[str]:
+    """Remove the scratch directories (``<PREFIX><ns>.<pid>-*``) of ``directory`` (the
+    temporary one) that this user made in this pid namespace and whose maker no longer
+    runs; the paths removed. Another user's, another pid namespace's (a container
+    sharing the directory: its pids are not this one's), a live maker's and a link are
+    never touched."""
+    directory = directory or tempfile.gettempdir()
+    shape = re.compile(re.escape(PREFIX) + r"([0-9]+)\.([0-9]+)-[^/]+")
+    here = str(_pid_namespace())
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        found = shape.fullmatch(name)
+        if found is None or found.group(1) != here or _alive(int(found.group(2))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and remove_tree(path):
+            removed.append(path)
+    return removed
+
+
+def _pid_namespace() -> int:
+    """The inode of this process's pid namespace (0 where the system does not say)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's process has that pid
+        return True
+    return True
 
 
 def remove_tree(path: str | os.PathLike[str]) -> bool:

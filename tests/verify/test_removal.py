@@ -126,3 +126,33 @@ def test_a_project_nested_too_deep_to_copy_is_one_line(tmp_path):
         removal.remove_tree(proj)
         removal.remove_tree(tmp_path / "copy")
 
+
+
+@pytest.mark.timeout(60)
+def test_the_scratch_directory_of_a_killed_verify_is_swept_by_the_next(tmp_path, monkeypatch):
+    """SIGKILL runs no code: the scratch directory (two copies of the project) stayed.
+    The next verify removes it; a live verify's, a --keep one and another pid
+    namespace's stay."""
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", "import time; from npu_migrate.verify import removal; "
+                              "print(removal.make_scratch(), flush=True); time.sleep(300)"],
+                             env=dict(os.environ, TMPDIR=str(tmp_path)), stdout=subprocess.PIPE, text=True)
+    try:
+        killed = Path(child.stdout.readline().strip())
+        (killed / "reference").mkdir()
+        _deep(killed / "reference", 50)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert killed.is_dir() and killed.name.startswith(f"{removal.PREFIX}{removal._pid_namespace()}.{child.pid}-")
+    other_ns = tmp_path / f"{removal.PREFIX}1.{child.pid}-x"
+    other_ns.mkdir()
+    kept = removal.make_scratch(keep=True)  # the next verify
+    assert not os.path.lexists(killed)
+    live = removal.make_scratch()  # this process's: alive
+    removal.make_scratch()
+    assert kept.is_dir() and live.is_dir() and other_ns.is_dir()
