@@ -281,8 +281,10 @@ def _expire(idle: float, timeout_s: float) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-    with contextlib.suppress(Exception):  # what the exit waits for (a worker multiprocessing joins, hung
-        from . import descendants      # holding its GIL) must not outlive the rank, orphaned and spinning
+    # What the exit waits for (a worker that multiprocessing joins, hung holding its GIL)
+    # must not outlive the rank, orphaned and spinning.
+    with contextlib.suppress(Exception):
+        from . import descendants
 
         descendants.kill_descendants()
     with contextlib.suppress(Exception):  # atexit does not run past os._exit

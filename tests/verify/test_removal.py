@@ -7,6 +7,9 @@ made a directory of its copy unreadable (``chmod 000``) left it for any user but
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -133,13 +136,9 @@ def test_the_scratch_directory_of_a_killed_verify_is_swept_by_the_next(tmp_path,
     """SIGKILL runs no code: the scratch directory (two copies of the project) stayed.
     The next verify removes it; a live verify's, a --keep one and another pid
     namespace's stay."""
-    import signal
-    import subprocess
-    import sys
-
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    child = subprocess.Popen([sys.executable, "-c", "import time; from npu_migrate.verify import removal; "
-                              "print(removal.make_scratch(), flush=True); time.sleep(300)"],
+    code = "import time; from npu_migrate.verify import removal; print(removal.make_scratch(), flush=True); time.sleep(300)"
+    child = subprocess.Popen([sys.executable, "-c", code],
                              env=dict(os.environ, TMPDIR=str(tmp_path)), stdout=subprocess.PIPE, text=True)
     try:
         killed = Path(child.stdout.readline().strip())
