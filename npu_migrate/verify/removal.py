@@ -113,8 +113,7 @@ def _flatten_and_remove(path: str) -> None:
             if name is None:
                 _empty(top, top, pending, names)
                 continue
-            with contextlib.suppress(OSError):
-                os.chmod(name, stat.S_IRWXU, dir_fd=top)  # a directory of ``top``, never a link
+            _make_own(name, top)
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=top)
             except OSError:
@@ -147,8 +146,7 @@ def _empty(fd: int, top: int, pending: list[str | None], names: itertools.count)
 
 
 def _move_up(name: str, fd: int, top: int, names: itertools.count) -> str:
-    with contextlib.suppress(OSError):  # a directory moves to another parent only if writable
-        os.chmod(name, stat.S_IRWXU, dir_fd=fd)
+    _make_own(name, fd)  # a directory moves to another parent only if it is writable
     while True:
         new = f".npu-migrate-removing-{next(names)}"
         try:
@@ -157,3 +155,18 @@ def _move_up(name: str, fd: int, top: int, names: itertools.count) -> str:
         except OSError as exc:  # the name is taken (by the twin, or a file): the next one
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                 raise
+
+
+def _make_own(name: str, dir_fd: int) -> None:
+    """Mode 700 for the directory ``name`` of ``dir_fd``, never for what a link there
+    leads to (a name swapped for a link after it was listed): on Linux through an
+    ``O_PATH`` descriptor of the directory itself (``O_DIRECTORY`` refuses a link)."""
+    with contextlib.suppress(OSError):
+        if not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"):
+            os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)
+            return
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY, dir_fd=dir_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IRWXU)
+        finally:
+            os.close(fd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -40,9 +41,16 @@ def test_a_tree_deeper_than_the_recursion_limit_and_longer_than_path_max_is_remo
     (work / "long").mkdir()
     _deep(work / "deep", 1500)
     _deep(work / "long", 40, "n" * 250)  # 10,000 characters of path
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "keep.txt").write_text("keep")
+    os.chmod(outside / "sub", 0o500)
+    (work / "deep" / "a" / "out").symlink_to(outside)  # a link is removed, never followed
     try:
         assert removal.remove_tree(work) is True
         assert not os.path.lexists(work)
+        assert (outside / "sub" / "keep.txt").read_text() == "keep"
+        assert stat.S_IMODE(os.stat(outside / "sub").st_mode) == 0o500
     finally:  # never leave pytest's own cleanup (shutil.rmtree) a tree it cannot remove
         removal.remove_tree(work)
 
