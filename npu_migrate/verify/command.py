@@ -27,10 +27,10 @@ import shutil
 import signal
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import compare, hook, report, scratch, twins
+from . import compare, hook, removal, report, scratch, twins
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -154,7 +154,7 @@ def _run(req: Request) -> int:
         if report_path.is_relative_to(root):
             _say(req, f"note: the report is written inside the project ({req.report}), as asked")
     cwd_in_root = Path.cwd().resolve().relative_to(root) if Path.cwd().resolve().is_relative_to(root) else Path(".")
-    work = Path(tempfile.mkdtemp(prefix="npu-migrate-verify-")).resolve()
+    work = removal.make_scratch(keep=req.keep)
     try:
         return _verify(req, root, script, cwd_in_root, work)
     except scratch.ScratchError as exc:
@@ -165,8 +165,8 @@ def _run(req: Request) -> int:
         try:
             if req.keep:
                 _say(req, f"scratch copies kept in {work}")
-            else:
-                shutil.rmtree(work, ignore_errors=True)
+            elif not removal.remove_tree(work):  # said even with --quiet: something is left behind
+                _say(replace(req, quiet=False), f"warning: could not remove the scratch directory {work}")
         finally:
             _release_signals(held)
 

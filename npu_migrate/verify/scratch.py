@@ -8,7 +8,8 @@ name in it leads out of the scratch directory.
   store``), so ``torch.save("ckpt/model.pt")`` writes into the copy;
 * a link that leaves the project is replaced by a copy of its target (a file's
   bytes, a directory's tree under the same rules), up to ``EXTERNAL_LIMIT`` bytes
-  per copy in all; past that, verify refuses with one line (``ScratchError``);
+  per copy in all (each entry below a directory counts ``ENTRY_COST`` bytes more);
+  past that, verify refuses with one line (``ScratchError``);
 * a dangling link that leaves the project, and special files (FIFOs, sockets,
   devices), are left out with a note: reading a FIFO would block, and writing
   through the link would create a file outside;
@@ -39,6 +40,9 @@ SKIP_DIRS = frozenset({
 
 #: Bytes copied from the targets of links that leave the project, per copy.
 EXTERNAL_LIMIT = 1 << 30
+#: What each file, directory or link below such a target counts against it besides its
+#: bytes (a block): an outside directory of a million empty files took a minute per copy.
+ENTRY_COST = 4096
 
 #: File systems whose files are the kernel's interfaces, not data: never copied.
 PSEUDO_FS = frozenset({
@@ -186,7 +190,8 @@ class _Copier:
     @staticmethod
     def _too_much(shown: str) -> str:
         return (f"{shown}: the symbolic links that leave the project lead to more than "
-                f"{EXTERNAL_LIMIT >> 20} MiB, which verify would copy into the scratch directory (so that "
+                f"{EXTERNAL_LIMIT >> 20} MiB (each file counted {ENTRY_COST >> 10} KiB more), which verify would "
+                "copy into the scratch directory (so that "
                 "the twins cannot write through them); point --project at a directory that contains "
                 "their targets, or make the script take the path as an argument")
 
@@ -230,6 +235,9 @@ class _Copier:
             return
         for entry in entries:
             path, out, name = entry.path, os.path.join(dst, entry.name), os.path.join(shown, entry.name)
+            self.external += ENTRY_COST
+            if self.external > EXTERNAL_LIMIT:
+                raise ScratchError(self._too_much(name))
             if _inside(os.path.realpath(path), self.scratch):
                 self.note(f"{name}: the scratch copy being made; left out of the scratch copies")
                 continue
@@ -261,6 +269,8 @@ def copy_project(root: Path, dest: Path, skip: Path | None = None, notes: list[s
         copier.copy_dir(copier.root, str(dest), "")
     except OSError as exc:  # a name too long, a full disk: one line, never a traceback
         raise ScratchError(f"{exc.filename or dest}: cannot copy the project ({exc.strerror or exc})") from None
+    except RecursionError:  # the copy recurses once per level (a few hundred levels)
+        raise ScratchError(f"{root}: its directories nest too deep to copy (hundreds of levels)") from None
     return dest
 
 

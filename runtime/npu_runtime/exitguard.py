@@ -28,7 +28,9 @@ training completed; the launcher must not restart a finished job), after
 
 - one ``exit_hang`` health event (``NPU_RUNTIME_EVENTS`` and the log: how long, and
   what armed the guard) and every thread's stack on stderr, written by the guard's
-  thread when Python can still run;
+  thread when Python can still run, which then SIGKILLs the rank's descendants (a
+  worker hung holding its GIL that ``multiprocessing`` joins at exit was left spinning,
+  orphaned);
 - or, when the hang holds the GIL (no Python thread can run), by a C timer
   (``timer_create`` with ``SIGEV_THREAD`` calling ``_exit(0)``) armed ``GRACE_S`` later:
   it needs no Python, so nothing is printed there but the process ends.
@@ -279,6 +281,12 @@ def _expire(idle: float, timeout_s: float) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
+    # What the exit waits for (a worker that multiprocessing joins, hung holding its GIL)
+    # must not outlive the rank, orphaned and spinning.
+    with contextlib.suppress(Exception):
+        from . import descendants
+
+        descendants.kill_descendants()
     with contextlib.suppress(Exception):  # atexit does not run past os._exit
         from . import own_dirs
 

@@ -12,8 +12,10 @@
 Every change to what is visible is one ``rename``: a kill at any moment leaves every
 complete checkpoint that was visible before, or its replacement, visible. Deleting is
 a rename to ``.trash-*`` followed by removal on a background thread (removing a large
-checkpoint can take as long as writing one); a removal cut short by exit is finished
-by the next save.
+checkpoint can take as long as writing one). The removals are waited for before a failed
+save raises, and at exit (``EXIT_SETTLE_S`` in all): the threads are daemons and would
+die with the process, leaving ``.trash-*`` behind. One cut short (past that bound, or by
+``os._exit``) is finished by the next save.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Callable
 
 from . import durable
@@ -126,10 +129,22 @@ def _remove_later(path: str) -> None:
     _removals.append(thread)
 
 
-def settle() -> None:
-    """Wait for the background removals started so far."""
+#: At exit, the background removals get this long in all to finish (``settle``).
+EXIT_SETTLE_S = 60.0
+
+
+def settle(timeout: float | None = None) -> bool:
+    """Wait for the background removals started so far, at most ``timeout`` seconds in
+    all (None: for as long as they take); True when none is left running."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     while _removals:
-        _removals.pop().join()
+        thread = _removals[-1]
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            return False
+        with contextlib.suppress(ValueError):  # another thread's settle() took it first
+            _removals.remove(thread)
+    return True
 
 
 def _discard(directory: str, name: str, tag: str) -> None:

@@ -45,6 +45,15 @@ HANG_AT_EXIT = textwrap.dedent(r"""
         torch.save(model.state_dict(), "after.pt")
         print("still working", flush=True)
         threading.Event().wait()
+    elif how == "worker":   # a worker hung holding the GIL, which the exit joins
+        import multiprocessing as mp
+        def hog(path):
+            with open(path, "w") as fh:
+                fh.write(str(os.getpid()))
+            re.match(r"(a+)+$", "a" * 64 + "b")
+        mp.get_context("fork").Process(target=hog, args=("worker.pid",)).start()
+        while not os.path.exists("worker.pid"):
+            time.sleep(0.05)
     elif how == "crash":    # died of an exception: not a finished job
         atexit.register(threading.Event().wait)
         raise ValueError("bad batch")
@@ -123,3 +132,24 @@ def test_bad_timeouts_fall_back_to_the_default(caplog):
     assert exitguard.timeout_from_env({"NPU_RUNTIME_EXIT_TIMEOUT": "0"}) == 0
     assert exitguard.timeout_from_env({}) == exitguard.DEFAULT_TIMEOUT_S
     assert "NPU_RUNTIME_EXIT_TIMEOUT" in caplog.text
+
+
+@pytest.mark.timeout(90)
+def test_a_worker_the_exit_waits_for_is_ended_with_the_rank(tmp_path):
+    """Round 4 follow-up: a forked worker hung holding the GIL after the parent trained,
+    joined by multiprocessing at exit: the guard ended the rank with 0 before the worker's
+    heartbeat budget (the step timeout) ran out, and the worker spun on, orphaned."""
+    import os
+
+    from ._helpers import alive
+
+    pid_file = tmp_path / "worker.pid"
+    try:  # before the fix, the orphan kept the output pipes open: run() timed out
+        proc, took = _run(tmp_path, "worker", timeout=30)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert took < 2 + 8, took  # the timeout, one check interval, the kill; on a loaded machine
+        assert "the training is over (the script returned)" in proc.stderr
+        assert not alive(int(pid_file.read_text()))
+    finally:  # never leave a spinning worker behind
+        if pid_file.exists() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), 9)

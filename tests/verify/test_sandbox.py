@@ -345,3 +345,19 @@ def test_a_run_whose_supervisor_was_killed_leaves_no_orphan_even_without_the_mar
     if alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive and str(pid) in done.stdout
+
+
+@pytest.mark.timeout(60)
+def test_an_outside_directory_of_many_empty_files_is_refused_with_one_line(tmp_path, monkeypatch):
+    """Bytes alone did not bound the copy: an outside directory of a million empty files
+    took about a minute per copy (100,000: 5 s). Each entry counts ENTRY_COST bytes."""
+    monkeypatch.setattr(scratch, "EXTERNAL_LIMIT", 1000 * scratch.ENTRY_COST)
+    proj = _project(tmp_path)
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(1200):
+        (many / str(i)).touch()
+    (proj / "data").symlink_to(many)
+    with pytest.raises(scratch.ScratchError) as info:
+        scratch.copy_project(proj, tmp_path / "copy")
+    assert "\n" not in str(info.value) and "data/" in str(info.value) and "--project" in str(info.value)
