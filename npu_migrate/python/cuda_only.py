@@ -281,7 +281,10 @@ def classify_name(qualified: str) -> str | None:
     for prefix, kind in _package_kinds():
         if _within(qualified, prefix):
             return kind or None
-    if any(_compiled_part(p, last=i == len(parts) - 1) for i, p in enumerate(parts)):
+    # (Megatron's functions named for CUDA, `tensor_parallel.model_parallel_cuda_manual_seed`,
+    # are Python that MindSpeed runs on the NPU: not compiled code; verl's Megatron workers)
+    named = parts[:-1] if parts[0] == "megatron" else parts
+    if any(_compiled_part(p, last=i == len(parts) - 1) for i, p in enumerate(named)):
         return KIND_COMPILED
     if any(p.lower() in ("cuda", "gpu") for p in parts[:-1]):
         return KIND_CUDA_MODULE  # numba.cuda.jit, cv2.cuda.X, lightning's accelerators.cuda, lib.gpu.nms
@@ -1282,11 +1285,19 @@ def call_on_every_run(statements: list[ast.stmt], pick, *, both_branches: bool =
                                                             kinds=kinds) is not None:
                     return first
             continue
-        if isinstance(statement, _MAY_NOT_RUN):
+        if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+            # the loop's body may not run, its iterable (or first test) does: verl's
+            # `for key, val in self.parallel_layer.named_parameters():`
+            parts: list[ast.AST] = [statement.iter if isinstance(statement, (ast.For, ast.AsyncFor)) else statement.test]
+        elif isinstance(statement, _MAY_NOT_RUN):
             continue
-        parts: list[ast.AST] = list(statement.items) if isinstance(statement, _ALWAYS_RUN_BODY) else [statement]
+        else:
+            parts = list(statement.items) if isinstance(statement, _ALWAYS_RUN_BODY) else [statement]
         while parts:
             node = parts.pop(0)
+            if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                parts.insert(0, node.generators[0].iter)  # evaluated at once, whatever it yields
+                continue
             if isinstance(node, _MAY_NOT_RUN):
                 continue
             if isinstance(node, kinds) and (found := pick(node)) is not None:

@@ -224,3 +224,65 @@ def test_code_that_runs_a_tensorrt_context_keeps_its_cuda(tmp_path, run_cli):
     assert "            torch.cuda.current_stream().synchronize()\n            context.set" in text
     assert 'device="cuda:0"' in text and "torch.cuda.Stream(device)" in text
     assert result.output.count("runs a TensorRT execution context") == 2
+
+
+MEGATRON_WORKER = '''import os
+
+import torch
+from megatron.core import parallel_state as mpu
+
+
+class LayerWorker:
+    def __init__(self):
+        torch.distributed.init_process_group(backend="nccl")
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        mpu.initialize_model_parallel(tensor_model_parallel_size=2)
+        from megatron.core import tensor_parallel
+        if torch.cuda.device_count() > 0:
+            tensor_parallel.model_parallel_cuda_manual_seed(10)
+
+    def init_model(self, config):
+        from pkg.layers import ParallelMLP
+        self.layer = ParallelMLP(config)
+
+    def get_weights(self):
+        return {key: val for key, val in self.layer.named_parameters()}
+
+    def weights_by_loop(self):
+        out = {}
+        for key, val in self.layer.named_parameters():
+            out[key] = val.cuda()
+        return out
+
+    def run(self, x):
+        return self.layer(x.to("cuda"))
+
+
+if __name__ == "__main__":
+    LayerWorker()
+'''
+
+
+def test_megatrons_cuda_named_functions_are_no_compiled_code(tmp_path, run_cli):
+    """``model_parallel_cuda_manual_seed`` is Megatron's Python (MindSpeed runs it on the
+    NPU): the device-count test in front of it is migrated with the rest of ``__init__``."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "worker.py", MEGATRON_WORKER.replace("\n    def init_model", "\n    def _unused_init_model"))
+    run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "if torch.npu.device_count() > 0:" in text and 'backend="hccl"' in text
+
+
+def test_a_loops_iterable_runs_on_every_call(tmp_path, run_cli):
+    """verl's tutorial worker: ``get_weights`` and ``weights_by_loop`` read ``self.layer``
+    (in a comprehension's and a loop's iterable), which only ``init_model`` sets, and
+    ``init_model`` imports a module that cannot import; so the whole object can do nothing
+    on Ascend and its ``__init__`` keeps its process group."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/layers.py", "import torch\nimport flash_attn\n\n\nclass ParallelMLP(torch.nn.Module):\n    pass\n")
+    path = write(tmp_path, "worker.py", MEGATRON_WORKER)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert 'backend="nccl"' in text and "val.cuda()" in text, result.output
+    assert "`weights_by_loop` cannot run on Ascend" in result.output
