@@ -33,16 +33,16 @@ EXCERPTS: dict[str, list[str]] = {
         "kernel: [127576.922378] pcieport 0000:80:00.0: PCIe link lost, davinci2 disconnected\n",
         "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.\n",
         # the driver (dmesg), the runtime and HCCL on a device that left: other ids and tenses
-        "[ERROR] RUNTIME(1234,python):2026-03-02-10:11:12.000.002 [device.cc:320]1234 Device 3 was lost, "
-        "device status abnormal\n",
-        "[Mon Mar  2 10:11:12 2026] [ascend] [ERROR] [devdrv] [devdrv_heart_beat_check 412] <kworker/3:2:881> "
-        "dev_id 3 heartbeat lost\n",
+        ("[ERROR] RUNTIME(1234,python):2026-03-02-10:11:12.000.002 [device.cc:320]1234 Device 3 was lost, "
+         "device status abnormal\n"),
+        ("[Mon Mar  2 10:11:12 2026] [ascend] [ERROR] [devdrv] [devdrv_heart_beat_check 412] <kworker/3:2:881> "
+         "dev_id 3 heartbeat lost\n"),
         "[Mon Mar  2 10:11:13 2026] [ascend] [ERROR] [devdrv] [devdrv_manager_remove 95] device(3) is removed\n",
         "[ 8812.123457] pcieport 0000:80:00.0: pciehp: Slot(2): Card not present\n",
-        "[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.003 [transport_p2p.cc:150] [7071] the link to rank 5 "
-        "was disconnected\n",
-        "[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.004 [hccs_link.cc:61] [7071] HCCS link 2 is broken, "
-        "local device 0\n",
+        ("[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.003 [transport_p2p.cc:150] [7071] the link to rank 5 "
+         "was disconnected\n"),
+        ("[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.004 [hccs_link.cc:61] [7071] HCCS link 2 is broken, "
+         "local device 0\n"),
     ],
     "remote-rank-failed": [
         "[rank2]:[E302 10:11:12.1 ProcessGroupHCCL.cpp:900] SUSPECT REMOTE ERROR. rank 5 did not answer.\n",
