@@ -15,12 +15,14 @@ the process exits with it instead of 1:
 Anything else keeps exit 1 (unclassified: the launchers retry a bounded number of
 times).
 
-Classifying never delays the exit by more than about ``BUDGET_S`` (1 s): each line of the
-message is cut to its first and last ``LINE_KEEP`` characters (4 KiB each), only the last
-``TEXT_MAX`` characters (64 KiB) of the whole text are matched, and the matching runs on
-a daemon thread that the dying rank waits for at most ``BUDGET_S``; past it the crash is
-unclassified (exit 1, "unknown") and one line says so. A 1.4 MB exception message is
-classified from its bounded excerpt. One line on the ``npu_runtime`` logger says which signature decided. A
+Classifying never delays the exit by more than about ``BUDGET_S`` (1 s): the text of each
+exception is cut to its first ``LINE_KEEP`` and last ``TEXT_MAX`` characters before it is
+split into lines, each line is cut to its first and last ``LINE_KEEP`` characters (4 KiB
+each), only the last ``TEXT_MAX`` characters (64 KiB) of the whole text are matched, and
+the matching runs on a daemon thread that the dying rank waits for at most ``BUDGET_S``;
+past it the crash is unclassified (exit 1, "unknown") and one line says so. A 50 MB
+exception message is classified from its bounded excerpt in well under a second. One
+line on the ``npu_runtime`` logger says which signature decided. A
 ``KeyboardInterrupt`` and ``SystemExit`` are left alone; workers of
 ``torch.multiprocessing.spawn`` report their exception to the parent, which raises it
 there, so the parent is the one classified.
@@ -73,9 +75,18 @@ def exception_text(exc: BaseException) -> list[str]:
     while current is not None and id(current) not in seen and len(seen) < MAX_CHAIN:
         seen.add(id(current))
         for chunk in traceback.format_exception_only(type(current), current):
-            lines.extend(_cut(line) for line in chunk.splitlines())
+            lines.extend(_cut(line) for line in _excerpt(chunk).splitlines())
         current = current.__cause__ or current.__context__
     return _tail(lines)
+
+
+def _excerpt(chunk: str) -> str:
+    """``chunk`` cut to its first LINE_KEEP and last TEXT_MAX characters before it is split
+    into lines: 50 MB of short lines would otherwise be a list of 25 million strings
+    (about 1 s, the whole budget, spent before any matching)."""
+    if len(chunk) <= LINE_KEEP + TEXT_MAX:
+        return chunk
+    return f"{chunk[:LINE_KEEP]} ...\n... {chunk[-TEXT_MAX:]}"
 
 
 def _cut(line: str) -> str:

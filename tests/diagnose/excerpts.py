@@ -32,6 +32,17 @@ EXCERPTS: dict[str, list[str]] = {
         "[ERROR] DRV(3021,python):2026-03-02-10:11:12.000.001 [devdrv] device 3 has been removed, stop the task\n",
         "kernel: [127576.922378] pcieport 0000:80:00.0: PCIe link lost, davinci2 disconnected\n",
         "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.\n",
+        # the driver (dmesg), the runtime and HCCL on a device that left: other ids and tenses
+        ("[ERROR] RUNTIME(1234,python):2026-03-02-10:11:12.000.002 [device.cc:320]1234 Device 3 was lost, "
+         "device status abnormal\n"),
+        ("[Mon Mar  2 10:11:12 2026] [ascend] [ERROR] [devdrv] [devdrv_heart_beat_check 412] <kworker/3:2:881> "
+         "dev_id 3 heartbeat lost\n"),
+        "[Mon Mar  2 10:11:13 2026] [ascend] [ERROR] [devdrv] [devdrv_manager_remove 95] device(3) is removed\n",
+        "[ 8812.123457] pcieport 0000:80:00.0: pciehp: Slot(2): Card not present\n",
+        ("[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.003 [transport_p2p.cc:150] [7071] the link to rank 5 "
+         "was disconnected\n"),
+        ("[ERROR] HCCL(7071,python):2026-03-02-10:11:12.000.004 [hccs_link.cc:61] [7071] HCCS link 2 is broken, "
+         "local device 0\n"),
     ],
     "remote-rank-failed": [
         "[rank2]:[E302 10:11:12.1 ProcessGroupHCCL.cpp:900] SUSPECT REMOTE ERROR. rank 5 did not answer.\n",
@@ -87,6 +98,9 @@ EXCERPTS: dict[str, list[str]] = {
         "step 320 loss nan lr 3.0e-04\n",  # issue 38.8: free text, no colon or equals sign
         "[2026-03-02 10:11:12] epoch 1 | step 88 | loss inf | tokens/s 5120\n",
         "WARNING: Loss is NaN, stopping training\n",
+        "step 12 loss tensor(nan, device='npu:0', grad_fn=<NllLossBackward0>)\n",  # print(f"step {i} loss {loss}")
+        "Epoch 1: 100%|##########| 50/50 [00:10<00:00, 4.90it/s, v_num=0, train_loss=nan]\n",
+        "step 5 | lm_loss -inf | lr 1e-4\n",
         "  exitcode  : 76 (pid: 14692)\n",
     ],
     "force-stop": [
@@ -144,6 +158,15 @@ HEALTHY = [
     "step 320 loss 2.3104 lr 3.0e-04 grad norm: nan (skipped)\n",  # issue 38.8: the noise around free-text losses
     "step 321 loss scale 65536.0 found inf in gradients, skipping\n",
     "removed checkpoint ckpt/step-20 (keeping 3); symlink lost+found skipped\n",
+    "step 320 loss 2.3104 lr 3.0e-04 grad_norm nan\n",
+    "config: enable loss nan check: True\n",
+    "Best loss: inf (no evaluation yet)\n",  # a best-so-far starts at inf
+    "best_loss = inf\n",
+    "Validation loss decreased (inf --> 0.693147).  Saving model ...\n",
+    "client disconnected from TensorBoard\n",
+    "wandb: Network error (ConnectionError), entering retry loop. connection lost\n",
+    "Removed device_map from the model config\n",
+    "Device 3 is online; link status: UP\n",
     "loss information logged to tb/\n",
     "{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 1e-05, 'epoch': 0.12}\n",
     "INFO: HCCL_CONNECT_TIMEOUT=1800 HCCL_EXEC_TIMEOUT=1836\n",

@@ -199,3 +199,25 @@ def test_a_gzip_bomb_is_read_up_to_a_bound_with_one_note(tmp_path, capsys, monke
     assert main([str(log)]) == 1
     err = capsys.readouterr().err
     assert err.count("only the first 1 MB") == 1
+
+
+def test_every_file_name_diagnose_prints_is_escaped(tmp_path, capsys, monkeypatch):
+    """A plog folder whose files' names retitle and clear the terminal: the names in the
+    report, in its "also in" list and in the note on a capped gzip log are escaped."""
+    import gzip
+
+    from npu_runtime.diagnose import scan
+
+    monkeypatch.setattr(scan, "MAX_GZIP_BYTES", 1 << 10)
+    hostile = "\x1b]0;title\x07\x1b[2J"
+    plog = tmp_path / "plog"
+    plog.mkdir()
+    for rank in (0, 1):
+        (plog / f"plog-{rank}{hostile}.log").write_text(EXCERPTS["hbm-ecc"][0], encoding="utf-8")
+    (plog / f"plog-2{hostile}.log.gz").write_bytes(gzip.compress(EXCERPTS["hbm-ecc"][0].encode() + b"x" * 4096))
+    assert main([str(plog)]) == 1
+    out, err = capsys.readouterr()
+    assert "also in" in out and "only the first" in err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert out.count("\\x1b]0;title\\x07\\x1b[2J") == 3  # the file, then the two in "also in"
+    assert "plog-2\\x1b]0;title\\x07\\x1b[2J.log.gz: only the first" in err

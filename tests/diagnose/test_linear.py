@@ -83,3 +83,35 @@ def test_the_reported_log_is_diagnosed_in_bounded_time():
 ])
 def test_the_rewritten_patterns_still_match(text):
     assert diagnose_lines([("x.log", [text])])
+
+
+#: Seconds a 2 MB line may take through the file reader, per signature (measured: about
+#: 0.1 s; each line is matched on its first MAX_LINE characters, the rest read and dropped).
+PER_2MB_LINE_S = 3.0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signature", SIGNATURES, ids=[s.id for s in SIGNATURES])
+def test_a_2_mb_line_of_each_signatures_first_words_is_read_in_bounded_time(tmp_path, signature):
+    """Per signature, a 2 MB line cycling through the first words of each of its patterns
+    without the last (``torch_npu requires requires ...``: the backtracking shape), then a
+    line of another signature: the whole table reads the file in bounded time and still
+    finds the line after the long one."""
+    from npu_runtime.diagnose import diagnose_paths
+
+    from .excerpts import EXCERPTS
+
+    units = []
+    for pattern in signature.patterns:
+        words = _words(pattern)
+        units.append(" ".join(words[:-1] or words) + " " + " ".join(words[1:-1] or words) + " ")
+    unit = "".join(units)
+    line = (unit * ((2 << 20) // len(unit) + 1))[:2 << 20]
+    log = tmp_path / "rank0.log"
+    after = "hccl-exec-timeout" if signature.id == "npu-oom" else "npu-oom"
+    log.write_text(line + "\n" + EXCERPTS[after][0], encoding="utf-8")
+    start = time.perf_counter()
+    found = {d.signature.id: d.line for d in diagnose_paths([str(log)])}
+    elapsed = time.perf_counter() - start
+    assert found.get(after) == 2, found
+    assert elapsed < PER_2MB_LINE_S, f"{signature.id}: {elapsed:.2f} s"

@@ -53,3 +53,33 @@ def test_fences_are_still_found_in_lists_and_block_quotes():
     text = "# T\n\n[ref]: http://x\n\n- item\n\n  ```bash\n  python train.py --device cuda\n  ```\n\n> ```sh\n> torchrun x.py\n> ```\n"
     blocks = engine.shell_blocks(text)
     assert [(line, indent) for line, indent, _ in blocks] == [(8, 2), (12, 0)]
+
+
+@pytest.mark.timeout(300)
+def test_a_write_over_hostile_readmes_leaves_them_byte_identical_in_bounded_time(tmp_path, run_cli):
+    """The attack of issue 38 through the command line: 2 MB READMEs of `[`, backticks, `![`,
+    `<`, nested list fences and a shell fence before a run of `[`; `--write` reads them all
+    in bounded time and leaves every byte as it was (Markdown is never written)."""
+    shapes = {
+        "README.md": "[" * (2 * MB),
+        "docs/backticks.md": "`" * (2 * MB),
+        "docs/images.md": "![" * MB,
+        "docs/angles.md": "<" * (2 * MB),
+        "docs/nested.md": FENCE + "- ```bash\n" * (engine.MAX_LINES - 10),
+        "docs/fenced.md": FENCE + "[" * (2 * MB),
+        "docs/too_big.md": FENCE + "[\n" * MB,
+    }
+    for name, text in shapes.items():
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(text.encode())
+    (tmp_path / "train.py").write_bytes(b"import torch\nn = torch.cuda.device_count()\n")
+    start = time.perf_counter()
+    result = run_cli("--write", "--no-cache", ".")
+    elapsed = time.perf_counter() - start
+    assert "Traceback" not in result.output
+    for name, text in shapes.items():
+        assert (tmp_path / name).read_bytes() == text.encode(), name
+    assert b"torch.npu" in (tmp_path / "train.py").read_bytes()  # the others are still processed
+    assert "too_big.md:1: a Markdown file of" in result.output and "skipped" in result.output
+    assert elapsed < 3 * BOUND_S, f"{elapsed:.1f} s"

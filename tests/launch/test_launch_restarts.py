@@ -237,3 +237,30 @@ def test_a_runtime_class_is_not_overridden_by_the_diagnosis(project, recorder): 
                                                        "NPU_MAX_RESTARTS": "1"})
     assert proc.returncode == 76 and len(_entries(calls, "torchrun.sh")) == 2, proc.stderr
     assert "diagnosed root cause's class" not in proc.stderr
+
+
+@pytest.mark.timeout(240)
+def test_the_diagnosis_of_a_large_hostile_log_is_bounded(project, recorder, tmp_path):  # noqa: F811
+    """issue 38.3: the launcher's ``diagnose --exit-class`` after a failure, on 8 MB of the
+    shapes that made a signature backtrack (60 KB lines of ``torch_npu`` and ``requires``:
+    3 s each before), long runs of other patterns' first words and terminal escapes,
+    with the OOM at the end: the verdict still comes, in bounded time."""
+    import time
+
+    hostile = ["torch_npu " + "requires " * 6600, "device " * 9000, "step 1 loss " * 5000,
+               "exitcode : 7" * 5000, "\x1b]0;title\x07\x1b[2J" * 5000]
+    log = tmp_path / "hostile.txt"
+    with log.open("w", encoding="utf-8") as fh:
+        for _ in range(28):
+            fh.write("\n".join(hostile) + "\n")
+        fh.write(OOM_TRACEBACK)
+    assert log.stat().st_size > 8 << 20
+    out = _write(project, nodes=1, cards=1)
+    start = time.monotonic()
+    proc, calls = _run(out / "torchrun.sh", recorder, {"EXIT_CODE": "-6", "LOG_FILE": str(log), "REAL_DIAGNOSE": "1",
+                                                        "NPU_MAX_RESTARTS": "2"}, timeout=200)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 78, proc.stderr[-2000:]
+    assert len(_entries(calls, "torchrun.sh")) == 1
+    assert "the diagnosed root cause's class is 78" in proc.stderr
+    assert elapsed < 60, elapsed

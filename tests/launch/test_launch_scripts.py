@@ -32,6 +32,11 @@ RECORDER = textwrap.dedent("""\
     import json, os, sys, time
     with open(os.environ["RECORD"], "a", encoding="utf-8") as fh:
         fh.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in {recorded!r}}}}}) + "\\n")
+    def log_text():  # what the failing run prints: LOG_TEXT, or LOG_FILE's text (too large for the environment)
+        if os.environ.get("LOG_FILE"):
+            with open(os.environ["LOG_FILE"], encoding="utf-8") as fh:
+                return fh.read()
+        return os.environ.get("LOG_TEXT", "")
     if sys.argv[1:2] == ["-c"]:  # the launcher asks whether npu_runtime.diagnose is installed
         sys.exit(1 if os.environ.get("NO_DIAGNOSE") else 0)
     if sys.argv[1:3] == ["-m", "npu_runtime.diagnose"]:
@@ -43,12 +48,12 @@ RECORDER = textwrap.dedent("""\
         sys.exit(1)
     if os.environ.get("EXIT_CODE") is not None:
         if sys.argv[1:3] == ["-m", "torch.distributed.run"]:  # torchrun: its workers' code is in its summary
-            print(os.environ.get("LOG_TEXT", ""), file=sys.stderr)
+            print(log_text(), file=sys.stderr)
             print("Root Cause (first observed failure):\\n[0]:\\n  rank      : 1 (local_rank: 1)\\n"
                   "  exitcode  : " + os.environ["EXIT_CODE"] + " (pid: 4242)", file=sys.stderr)
             sys.exit(1)
         if sys.argv[1:2] == ["train.py"]:
-            print(os.environ.get("LOG_TEXT", ""), file=sys.stderr)
+            print(log_text(), file=sys.stderr)
             sys.exit(int(os.environ["EXIT_CODE"]))
     if os.environ.get("FAIL_RANK") is not None and sys.argv[1:2] == ["train.py"]:
         if os.environ.get("RANK_ID") == os.environ["FAIL_RANK"]:

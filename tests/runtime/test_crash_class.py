@@ -125,3 +125,27 @@ def test_a_dying_rank_with_a_1_4_mb_message_exits_at_once(tmp_path):
     assert len(done.stderr) > 1_390_000  # the whole message is still printed
     # the traceback print and interpreter exit included; classification itself is bounded by 1 s
     assert ended - raised < crash_class.BUDGET_S + 2.0, ended - raised
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", ["short lines", "one line", "hostile words"])
+def test_a_multi_megabyte_message_is_classified_well_within_the_budget(shape):
+    """50 MB messages: 25 million short lines were split before they were cut (about 1 s,
+    the whole budget, so the OOM at their end went unclassified); one line; and the first
+    words of patterns repeated without their last (the shape that backtracks), each with
+    the root cause at the end."""
+    import time
+
+    if shape == "short lines":
+        body = "x\n" * (25 << 20)
+    elif shape == "one line":
+        body = "y" * (50 << 20)
+    else:  # the first parts of patterns without their last (torch_npu ... requires ... but no torch)
+        words = "requires is not compatible with undefined symbol device 3 link is loss exitcode : "
+        body = "torch_npu " + words * ((50 << 20) // len(words))
+    exc = RuntimeError(body + "\n" + OOM)
+    start = time.monotonic()
+    found = crash_class.classify_within(exc)
+    elapsed = time.monotonic() - start
+    assert found is not None and found[0] == exitcodes.FATAL and found[1].signature.id == "npu-oom", shape
+    assert elapsed < crash_class.BUDGET_S, elapsed

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
 from .. import helpstyle
 from .scan import Diagnosis, LogError, diagnose_paths
+from .terminal import safe
 
 EPILOG = """\
   Examples:
@@ -67,17 +67,6 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         if root is not None and root.signature.exit_class is not None:
             print(root.signature.exit_class)
     return 1 if any(d.signature.severity == "error" for d in diagnoses) else 0
-
-
-#: Characters a terminal acts on: C0 controls (ESC, BEL, CR, backspace...), DEL, C1
-#: controls (CSI U+009B...), and the bidirectional overrides that reorder what is shown.
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def safe(text: str) -> str:
-    """``text`` with terminal control characters escaped (``\\x1b``, ``\\u202e``): a log line or
-    a log's file name must not retitle, clear or rewrite the terminal it is shown on."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def _print_text(diagnoses: list[Diagnosis], out: TextIO | None = None) -> None:

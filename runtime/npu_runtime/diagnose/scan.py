@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .signatures import SIGNATURES, Signature
+from .terminal import safe
 
 MAX_LINE = 64 * 1024
 MAX_FILES = 10_000
@@ -376,7 +377,7 @@ class _Capped(io.RawIOBase):
         self.left -= len(data)
         buffer[:len(data)] = data
         if self.left <= 0 and self.inner.read(1):
-            print(f"diagnose: {self.name}: only the first {MAX_GZIP_BYTES >> 20} MB of the decompressed log "
+            print(f"diagnose: {safe(self.name)}: only the first {MAX_GZIP_BYTES >> 20} MB of the decompressed log "
                   "were read", file=sys.stderr)
         return len(data)
 

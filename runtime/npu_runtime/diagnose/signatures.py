@@ -157,6 +157,16 @@ def required_literal(regex: re.Pattern[str]) -> tuple[str, bool] | None:
     return (best.lower() if ignore_case else best), ignore_case
 
 
+#: A device named in a driver or runtime line, with its number if any: "device 3",
+#: "device[3]", "device(3)", "davinci2", "dev_id 3", "NPU id: 3". Written so that no two
+#: parts can take the same blanks (no backtracking over a long run of them).
+_DEVICE = (r"\b(?:device|npu|card|chip|davinci|dev(?=[ _]?id))(?:[ _]?id)?"
+           r"(?:\s*[\[(]\s*\d+\s*[\])]|\s*[:=]\s*\d+|\s+\d+|\d+)?")
+#: "loss", "train_loss", "lm loss", not "best_loss" / "min loss" (a best-so-far that starts at inf)
+_LOSS = r"(?<![a-z0-9])(?<!best[ _])(?<!min[ _])(?<!lowest[ _])loss"
+#: nan / inf as printed: "nan", "-nan", "inf", "Infinity", "tensor(nan, ...)"
+_NAN_VALUE = r"(?:tensor\(\s*)?[-+]?(?:nan|inf(?:inite|inity)?)\b"
+
 # Ranks: 0 hardware, 10 environment/configuration, 20 memory, 30 operator,
 # 40 numerics, 50 hang, 60 rendezvous, 70 collective timeouts (usually a consequence),
 # 90 warnings.
@@ -183,15 +193,20 @@ SIGNATURES: tuple[Signature, ...] = (
         cause="a device or its link was lost (HCCS link error, device heartbeat lost, device dropped)",
         patterns=(r"HCCS LINK ERROR", r"(?i)device\s*(?:\d+\s*)?(?:heartbeat|heart beat)\s*(?:is\s*)?lost",
                   r"(?i)task scheduler loses the heartbeat", r"error code(?: is |:\s*)507010\b",
-                  r"(?i)\bdevice\s+(?:\d+\s+)?(?:is\s+)?(?:lost|offline)\b", r"(?i)\blink\s+(?:is\s+)?down\b",
+                  r"(?i)\blink\s+(?:is\s+)?down\b",
                   r"(?i)\blink status\s*:\s*down\b",
                   # CANN's runtime: "Device[1] lost heartbeat.", "..., reason=lost heartbeat"
                   r"(?i)\bdevice\s*(?:\[\s*\d+\s*\]\s*|\d+\s+)?lost (?:the )?heartbeat", r"(?i)reason=lost heartbeat",
-                  # removed / disconnected / its link lost (driver and kernel phrasings); NVIDIA's
-                  # "GPU has fallen off the bus" (Xid 79) is the same failure on a GPU node
-                  *(r"(?i)\b(?:device|npu|card|chip|davinci)\s*(?:\[\s*\d+\s*\]\s*|\d+\s+)?"
-                    rf"(?:has\s+been\s+|was\s+|is\s+)?{word}\b" for word in ("removed", "disconnected")),
-                  r"(?i)\blink\s+(?:is\s+|was\s+|has\s+been\s+)?lost\b", r"(?i)\bfallen off the bus\b"),
+                  # lost / offline / removed / disconnected, its heartbeat or its link lost (driver, HCCL
+                  # and kernel phrasings: "device(3) is removed", "dev_id 3 heartbeat lost", "the link to
+                  # rank 5 was disconnected", pciehp's "Slot(2): Card not present"); NVIDIA's "GPU has
+                  # fallen off the bus" (Xid 79) is the same failure on a GPU node
+                  *(rf"(?i){_DEVICE}\s+(?:has\s+been\s+|was\s+|is\s+)?{word}\b"
+                    for word in ("lost", "offline", "removed", "disconnected")),
+                  rf"(?i){_DEVICE}\s+(?:heartbeat|heart beat)\s+(?:has\s+been\s+|was\s+|is\s+)?lost\b",
+                  *(r"(?i)\blink\s+(?:(?:to|with)\s+(?:rank|device|npu|peer)\s*\d+\s+|\d+\s+)?"
+                    rf"(?:has\s+been\s+|was\s+|is\s+)?{word}\b" for word in ("lost", "broken", "disconnected")),
+                  r"(?i)\bSlot\(\d+\): Card not present", r"(?i)\bfallen off the bus\b"),
         meaning="An NPU or its interconnect stopped answering. Work on it is lost, and collectives "
                 "that include it cannot complete.",
         action="Restart from the last checkpoint on another node (drain this one); check the card with "
@@ -318,9 +333,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         id="nan-loss",
         cause="the loss became NaN or Inf",
-        patterns=(r'"event":\s*"(?:nan|inf)_loss"', r"(?i)\bloss[\"']?\s*[:=]\s*[\"']?(?:nan|-?inf)\b",
-                  # free text, as custom loops print it: "step 320 loss nan lr 3.0e-04", "Loss is NaN"
-                  r"(?i)\bloss\s+(?:is\s+|was\s+|became\s+)?[-+]?(?:nan|inf(?:inite|inity)?)\b",
+        patterns=(r'"event":\s*"(?:nan|inf)_loss"',
+                  # "'loss': nan", "lm loss: nan", "train_loss=nan", "loss=tensor(nan, device='npu:0')"
+                  rf"(?i){_LOSS}[\"']?\s*[:=]\s*[\"']?{_NAN_VALUE}",
+                  # free text, as custom loops print it: "step 320 loss nan lr 3.0e-04", "Loss is NaN",
+                  # "step 12 loss tensor(nan, device='npu:0')"; not "loss nan check: on" (a setting)
+                  rf"(?i){_LOSS}\s+(?:is\s+|was\s+|became\s+)?{_NAN_VALUE}(?![-_ ]?(?:check|guard|count|filter|skip))",
                   r"(?i)npu_runtime health: (?:nan|inf) loss",
                   r"^\s*exitcode\s*:\s*76 \(pid"),  # torchrun's failure summary of a rank the monitor stopped
         meaning="Training diverged (learning rate, fp16 overflow without loss scaling, bad data) or a device "
