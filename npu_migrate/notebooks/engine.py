@@ -191,12 +191,32 @@ def _ipython_lines(path: str, code: dict[int, str], new: dict[int, str], nb_file
                 command, held = hold_expressions(text[offset:])
                 migrated = _shell(shell, path, command, index, special.first, result, settings, offset, held)
                 if migrated is not None:
-                    nb_file.lines[(index, line.line)] = (text[:offset] + restore_expressions(migrated, held), "", "")
+                    _replace_lines(nb_file, index, special, text[:offset] + restore_expressions(migrated, held))
         for number, old in enumerate(lines, start=1):  # this cell's lines, not every replaced line of the notebook
             replaced = nb_file.lines.get((index, number))
             if replaced is not None:
-                lines[number - 1] = replaced[0] + old[len(old.rstrip("\r\n")):]
+                # (None: a continuation line whose text moved into the line before it)
+                lines[number - 1] = "" if replaced[0] is None else replaced[0] + old[len(old.rstrip("\r\n")):]
         new[index] = "".join(lines)
+
+
+def _replace_lines(nb_file: NotebookFile, cell: int, special, text: str) -> None:
+    """Put the migrated ``text`` of a shell escape in place of the cell lines it spans: a
+    command continued with ``\\`` over several lines keeps one line per line (each keeps
+    its own line end); were the count to change, the first line takes it all and the
+    others are dropped. (Only the first line was replaced once, so the continuation
+    lines followed the migrated command a second time: MedicalGPT's PPO cell, held-out
+    round 21.)"""
+    count = special.last - special.first + 1
+    pieces = [piece.rstrip("\r\n") for piece in text.splitlines(keepends=True)] or [""]
+    if len(pieces) == count:
+        for offset, piece in enumerate(pieces):
+            nb_file.lines[(cell, special.first + 1 + offset)] = (piece, "", "")
+        return
+    last_end = text[len(text.rstrip("\r\n")):]
+    nb_file.lines[(cell, special.first + 1)] = (text[: len(text) - len(last_end)] if last_end else text, "", "")
+    for offset in range(1, count):
+        nb_file.lines[(cell, special.first + 1 + offset)] = (None, "", "")
 
 
 #: IPython expands ``{expression}`` in a ``!`` line before the shell sees it

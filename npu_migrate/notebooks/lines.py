@@ -35,7 +35,7 @@ class NotebookFile:
     """The new text of each cell's IPython lines, and the notebook rules' findings."""
 
     def __init__(self) -> None:
-        self.lines: dict[tuple[int, int], tuple[str, str, str]] = {}
+        self.lines: dict[tuple[int, int], tuple[str | None, str, str]] = {}  # None: a line joined into the one before
         self.fixes: list[Fix] = []
         self.findings: list[Finding] = []
 

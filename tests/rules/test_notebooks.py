@@ -247,6 +247,16 @@ def test_shell_escapes_and_bash_cells_go_through_the_shell_rules():
     assert run(result.new_source).new_source is None
 
 
+@pytest.mark.parametrize("end", ["", "\n"])
+def test_a_shell_escape_continued_over_lines_is_replaced_line_for_line(end):
+    """Held-out round 21 (MedicalGPT's PPO cell): a `!` command continued with `\\` came out
+    migrated and then followed by its own continuation lines again."""
+    cell = "! CUDA_VISIBLE_DEVICES=0 python train.py \\\n    --a 1 \\\n    --b 2" + end
+    result = run(notebook(("code", cell)))
+    assert sources(result.new_source) == [cell.replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")]
+    assert run(result.new_source).new_source is None
+
+
 def test_positions_after_write_are_those_of_the_written_cell(tmp_path, run_cli):
     """The report of a --write run gives positions of the written notebook, cell by
     cell: the guarded `import torch_npu` inserted in cell 2 moves a finding of cell 2
