@@ -74,8 +74,11 @@ backend where it can be identified for sure:
   (`comm_backend: str = "nccl"` ... `init_process_group(backend=cfg.comm_backend)`);
 - keyword arguments and dict entries named `backend`, `dist_backend`,
   `process_group_backend`, `ddp_backend`, `distributed_backend`
-  (Lightning's `DDPStrategy(process_group_backend=...)`, accelerate's
-  `InitProcessGroupKwargs(backend=...)`, config dicts);
+  (Lightning's `DDPStrategy(process_group_backend=...)`, config dicts);
+  not accelerate's `InitProcessGroupKwargs(backend="nccl")`: that is the field's
+  default, which `to_kwargs()` drops so that accelerate picks the backend itself
+  (hccl on Ascend); an explicit "hccl" breaks a single-process run (held-out
+  round 21), so it is reported and left;
 - the argparse default (and `choices`) of `--backend` / `--dist-backend` /
   `--dist_backend` / `--ddp-backend`, so `init_process_group(backend=args.dist_backend)` works;
 - `dist.Backend.NCCL` becomes the string `"hccl"` (the same value that
@@ -96,6 +99,8 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
 `new_group` arguments at run time and leaves such comparisons alone.
 """
     examples = (
+        # accelerate's default: dropped by to_kwargs(), accelerate picks hccl itself (reported)
+        Example('from accelerate.utils import InitProcessGroupKwargs\nkwargs = InitProcessGroupKwargs(backend="nccl")\n'),
         Example(
             "import torch.distributed as dist\ndist.init_process_group('nccl', init_method='env://')\n",
             (
@@ -150,6 +155,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
         self.named: list[tuple[cst.BaseExpression, str]] = []
         self.literals: list[cst.SimpleString] = []
         self.fixed: set[cst.CSTNode] = set()
+        self.accounted: set[cst.CSTNode] = set()  # literals reported on their own (accelerate's default)
         #: ``args.dist_backend = 'nccl'``: attribute (as written) -> values assigned to it
         self.attribute_values: dict[str, list[cst.BaseExpression]] = {}
         #: ``comm_backend: str = "nccl"`` in a class body (a dataclass field, a class
@@ -170,9 +176,34 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
             self._argparse(node)
         if self._other_system(node):
             return  # ray.util.collective's, vLLM's own backend names: reported, never rewritten
+        if (qualified or "").rsplit(".", 1)[-1] == "InitProcessGroupKwargs" and (qualified or "").startswith("accelerate"):
+            self._accelerate_kwargs(node)
+            return
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in BACKEND_KEYWORDS:
                 self._source(arg.value, f"passed as `{arg.keyword.value}=`, a keyword that names a process-group backend")
+
+    def _accelerate_kwargs(self, node: cst.Call) -> None:
+        """accelerate's ``InitProcessGroupKwargs(backend="nccl")``: "nccl" is the field's
+        default, which ``to_kwargs()`` drops, so accelerate chooses the backend itself (hccl
+        on Ascend). Written as "hccl" it is passed on, and a single-process run (no
+        ``LOCAL_RANK``: the default ``accelerate launch`` of one device) then asks for the
+        world size of a process group never started (finetrainers' CogVideoX trainers,
+        held-out round 21). Left as it is and said; another value is reported."""
+        arg = call_arg(node, "backend", 0)
+        if arg is None or (value := string_value(arg.value)) is None:
+            if arg is not None:
+                self.report(arg.value, "this value goes to accelerate's `InitProcessGroupKwargs(backend=...)`: \"nccl\" "
+                            "there is its default, which accelerate replaces with its own choice (hccl on Ascend); "
+                            "left unchanged", "make sure it is \"nccl\" or None on Ascend, not \"hccl\" (a single-process "
+                            "run would then fail) and not another backend")
+            return
+        if value.strip().lower() == "nccl":
+            self.accounted.add(arg.value)
+            self.report(arg.value, "accelerate's `InitProcessGroupKwargs(backend=\"nccl\")` is its default, which "
+                        "accelerate replaces with its own choice (hccl on Ascend); left unchanged",
+                        "nothing to do on Ascend; do not write \"hccl\" here: a single-process run would then ask for a "
+                        "process group that was never started")
 
     def _argparse(self, node: cst.Call) -> None:
         flags = [string_value(a.value) for a in node.args if a.keyword is None and not a.star]
@@ -297,7 +328,7 @@ timm's device-to-backend map) is NPU-aware and neither rewritten nor reported.
                 if isinstance(operand, cst.SimpleString):
                     self._fix(operand, why)
         for literal in self.literals:
-            if literal not in self.fixed and not self._beside_hccl(literal):
+            if literal not in self.fixed and literal not in self.accounted and not self._beside_hccl(literal):
                 self.report(literal, f"{literal.value} names the NCCL backend, which Ascend does not have", SUGGESTION)
 
     def _holds_fixed(self, node: cst.Name | cst.Attribute) -> bool:
