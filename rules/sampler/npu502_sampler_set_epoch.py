@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+
 import libcst as cst
 from npu_migrate.rules.checkpoint._common import dotted
 
@@ -76,7 +79,10 @@ scripts that also run in one process without a process group:
   `DistributedSampler(ds) if ... else None` inline (given None, the loader
   makes its own RandomSampler, which has no set_epoch).
 
-Samplers created with `shuffle=False` are left alone: their order does not
+A sampler name assigned only on some paths to the epoch loop (inside an `if`
+branch, a loop or a `try` of its own, as ml-4m's `sampler_train` in the `else` of
+`if args.use_wds:`) gets no call: it would be a NameError on the other path; the
+finding gives the line to add. Samplers created with `shuffle=False` are left alone: their order does not
 depend on the epoch. The edit uses no NPU API.
 """
     examples = (
@@ -116,6 +122,18 @@ depend on the epoch. The edit uses no NPU API.
         Example(
             "from torch.utils.data import DistributedSampler\n"
             "sampler = DistributedSampler(dataset, shuffle=False)\n"
+        ),
+        # bound only in the `else`: a call in the loop would be a NameError with webdatasets (reported)
+        Example(
+            "from torch.utils.data import DataLoader, DistributedSampler\n"
+            "if args.use_wds:\n"
+            "    loader = build_wds_loader(args)\n"
+            "else:\n"
+            "    sampler = DistributedSampler(dataset)\n"
+            "    loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n"
+            "for epoch in range(epochs):\n"
+            "    for batch in loader:\n"
+            "        train_step(batch)\n"
         ),
     )
 
@@ -182,6 +200,9 @@ depend on the epoch. The edit uses no NPU API.
         why = "it feeds no DataLoader assigned to a name in this file"
         if loader_name is not None and receiver is not None:
             found = find_epoch_loop(self.ctx, self.fors, loader_name, loader_statement)
+            if found.loop is not None and not _bound_before(self.ctx, receiver, found.loop):
+                found = dataclasses.replace(found, loop=None, why=f"`{receiver}` is assigned only on some paths to the epoch loop, "
+                                                       "so a call there could name a variable that does not exist")
             if found.loop is not None:
                 if (id(found.loop), receiver) in self.placed:
                     return
@@ -346,3 +367,52 @@ def _binds_in(target: cst.CSTNode, name: str) -> bool:
     if isinstance(target, cst.StarredElement):
         return _binds_in(target.value, name)
     return dotted(target) == name
+
+
+def _bound_before(ctx, receiver: str, loop: cst.For) -> bool:
+    """Whether a plain name ``receiver`` is assigned on every path to ``loop``: by a
+    statement of the loop's own block, or of a ``with`` in it, before the loop (ml-4m's
+    ``sampler_train`` exists only in the ``else`` of ``if args.use_wds:``, held-out
+    round 21; a call added there raised NameError with webdatasets). Attributes and
+    ``loader.sampler`` are not checked."""
+    if not receiver.isidentifier():
+        return True
+    tree = ctx.python_ast()
+    if tree is None:
+        return True
+    number = ctx.position(loop).start.line
+    holder = None
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and any(isinstance(s, ast.For) and s.lineno == number for s in block):
+                holder = block
+    if holder is None:
+        return True
+    scope = tree
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.lineno <= number <= (node.end_lineno or node.lineno) and node.lineno > getattr(scope, "lineno", 0)):
+            scope = node
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = scope.args
+        if receiver in {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}:
+            return True  # a parameter: bound on entry
+    stores = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == receiver and isinstance(n.ctx, ast.Store)]
+    if not stores:
+        return True  # a global or a closure's name: not this function's to tell
+
+    def binds(statements) -> bool:
+        for statement in statements:
+            if statement.lineno >= number:
+                return False
+            if isinstance(statement, (ast.With, ast.AsyncWith)) and binds(statement.body):
+                return True
+            targets = (statement.targets if isinstance(statement, ast.Assign)
+                       else [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+            if any(isinstance(n, ast.Name) and n.id == receiver for t in targets for n in ast.walk(t)):
+                return True
+        return False
+
+    return binds(holder)
+
