@@ -91,6 +91,10 @@ def data_parallel(module: Any, device_ids: Any = None, output_device: Any = None
       ``isinstance(model, nn.DataParallel)`` behave as before, and inputs are moved to the
       module's device as DataParallel's scatter did.
 
+    * A module with no parameter that requires a gradient (inference) gets the thin wrapper
+      on this process's NPU in a job of several processes too: there is nothing to
+      synchronise, and DDP refuses such a module.
+
     ``device_ids``, ``output_device`` and ``dim`` are accepted and not used: each process
     drives exactly one NPU, and its loader already yields this process's share of the
     batch. ``ddp=False`` keeps the single-process wrapper even in a job of several
@@ -104,6 +108,14 @@ def data_parallel(module: Any, device_ids: Any = None, output_device: Any = None
         if not ddp and _world_now() > 1:
             log.warning("npu_runtime.data_parallel(ddp=False) in a job of %d processes: the wrapped module is "
                         "not synchronised across processes; wrap the whole model instead", _world_now())
+        return mods.SingleProcessDataParallel(module, dim=dim)
+    if not any(p.requires_grad for p in module.parameters()):
+        # nothing to synchronise (inference: MedicalGPT's multi-GPU demo wraps a frozen PEFT
+        # model and unwraps `.module` at once), and DDP raises for a module without a
+        # trainable parameter: the thin wrapper on this process's NPU does the same job
+        log.info("npu_runtime.data_parallel: the module has no parameter that requires a gradient; "
+                 "wrapped for this process's %s without DistributedDataParallel", info.device)
+        module.to(info.device)
         return mods.SingleProcessDataParallel(module, dim=dim)
     return mods.wrap_ddp(None, module, info.device, ddp_kwargs)
 
