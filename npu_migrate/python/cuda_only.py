@@ -194,6 +194,9 @@ def engine_import(tree: ast.Module | None, engine: tuple[str, ...] = VLLM_ENGINE
 CUDA_ONLY_WORDS = re.compile(
     r"(?<![a-z0-9])(apex|bitsandbytes|bnb|xformers|triton|cupy|pycuda|tensorrt|trt[_ -]?llm|trt|(?:cuda|tensorrt)_?execution_?provider|transformer[_ ]engine|"
     r"flash[_ -]?attn|nvidia[_ ]dali|dali|nvml|pynvml|onnxruntime[_ -]gpu|cupy[_ -]cuda\w*|"
+    # torch.compile's inductor: its GPU code is Triton's (on Ascend only with triton-ascend,
+    # docs/torch_npu_api.md); `backend="inductor" if torch.cuda.is_available() else "aot_eager"`
+    r"inductor|"
     r"tile[_ ]?lang|helion|mamba[_ ]ssm|causal[_ ]conv1d|flashinfer|deep[_ ]gemm|exllama(?:v2)?|marlin|"
     # FP8 and FP4 (NVFP4, MXFP4) matmuls: neither on Atlas A2/A3 (docs/llm-stack.md, NPU928)
     r"fp8|float8|nvfp4|mxfp4|fp4|float4)(?![a-z0-9])",
@@ -1667,10 +1670,10 @@ def _single_flag(ctx: FileContext, tree: ast.Module, test: cst.CSTNode) -> tuple
 def regions_behind_flags(ctx: FileContext, index: FileIndex, gates: Collection[Gate]) -> list[tuple[int, int]]:
     """Line ranges that run only where a kept gate's flag is true, so never on the NPU:
     every branch the flag opens (``if self.cuda_available:``, ``x if self.cuda_available
-    else None``), not only the one that made the gate, and the functions of the file named
-    for the CUDA path or private whose every mention lies in those ranges (musubi-tuner's
-    offloader: ``self.cuda_available = device.type == "cuda"`` kept in front of
-    ``swap_weight_devices_cuda``, whose streams and events had become ``torch.npu``'s)."""
+    else None``), not only the one that made the gate (musubi-tuner's offloader:
+    ``self.cuda_available = device.type == "cuda"`` kept in front of
+    ``swap_weight_devices_cuda``, whose streams and events had become ``torch.npu``'s;
+    :func:`functions_only_within` adds that method)."""
     tree = index.tree
     spans: list[tuple[int, int]] = []
     for gate in gates:
@@ -1686,8 +1689,17 @@ def regions_behind_flags(ctx: FileContext, index: FileIndex, gates: Collection[G
             else:
                 continue
             spans += [(n.lineno, n.end_lineno or n.lineno) for n in guarded]
+    return spans
+
+
+def functions_only_within(tree: ast.Module, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The lines of the file's functions named for the CUDA path or private whose every
+    mention in the file lies in ``spans`` (code kept for CUDA) or in such a function:
+    reached only from there, they never run on the NPU either."""
     if not spans:
-        return spans
+        return []
+    spans = list(spans)
+    found: list[tuple[int, int]] = []
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and (n.name.startswith("_") and not n.name.startswith("__") or _CUDA_PART.search(n.name))]
     mentions: dict[str, list[int]] = {}
@@ -1705,9 +1717,10 @@ def regions_behind_flags(ctx: FileContext, index: FileIndex, gates: Collection[G
             lines = mentions.get(function.name, [])
             if lines and all(any(a <= n <= b for a, b in spans) for n in lines):
                 spans.append((function.lineno, function.end_lineno or function.lineno))
+                found.append(spans[-1])
                 done.add(id(function))
                 changed = True
-    return spans
+    return found
 
 
 #: TensorRT's execution-context calls: ``engine.create_execution_context()``,

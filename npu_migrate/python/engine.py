@@ -1415,8 +1415,10 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
             ))
         if not kept or index is None or not index.add_gated_state(kept, lambda g: ' '.join(ctx.module.code_for_node(g.test).split())):
             break
+    condition_spans: list[tuple[int, int]] = []
     if dropped and index is not None:
         findings += _same_tests_as_gates(ctx, index.tree, candidates, dropped, line)
+        findings += _same_conditions_as_gates(ctx, index.tree, candidates, dropped, line, condition_spans)
     # the code a kept gate guards runs only on CUDA: its torch.cuda calls and device values
     # stay CUDA's (kornia's inductor cache key: `(torch.cuda.get_device_name(device),
     # torch.cuda.get_device_capability(device)) if device.type == "cuda" else None` had its
@@ -1424,9 +1426,10 @@ def _kernel_gates(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit]
     # (and so do its other settings: sam2's `torch.backends.cuda.matmul.allow_tf32 = True`
     # under a kept compute-capability probe became torch_npu's HF32 switch, on code the NPU
     # never reaches)
-    spans = [(a, b) for gate in all_kept for a, b in gate.guarded]
+    spans = [(a, b) for gate in all_kept for a, b in gate.guarded] + condition_spans
     if all_kept and index is not None:
         spans += cuda_only.regions_behind_flags(ctx, index, all_kept)
+        spans += cuda_only.functions_only_within(index.tree, spans)
     for edit in edits:
         if edit.rule not in _IMPORT_EDITS and id(edit) not in dropped and any(a <= line(edit.anchor) <= b
                                                                              for a, b in spans):
@@ -1488,6 +1491,85 @@ def _same_tests_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Ed
             "so the function decides the device one way",
             "nothing to do if the CUDA path is right to skip on NPU; to run it there, give the function an NPU "
             "branch as a whole",
+        ))
+    return findings
+
+
+def _whole_condition(ctx: FileContext, node: cst.CSTNode) -> tuple[str, tuple[int, int]] | None:
+    """The whole test of the ``if``/``elif``/conditional expression/``while`` that holds
+    ``node``, as text, with the lines of the code it opens; or None."""
+    current = node
+    while (parent := ctx.parent(current)) is not None:
+        if isinstance(parent, (cst.If, cst.IfExp, cst.While)) and parent.test is current:
+            body = ctx.position(parent.body)
+            return " ".join(ctx.module.code_for_node(current).split()), (body.start.line, body.end.line)
+        if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return None
+        current = parent
+    return None
+
+
+def _enclosing_class(tree: ast.Module, number: int) -> ast.ClassDef | None:
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.lineno <= number <= (node.end_lineno or node.lineno):
+            if found is None or node.lineno > found.lineno:
+                found = node
+    return found
+
+
+_BARE_CUDA_QUERY = re.compile(r"(?:not\s+)?\(?torch\.cuda\.[\w.]+\(\)\)?")
+
+
+def _same_conditions_as_gates(ctx: FileContext, tree: ast.Module, candidates: list[Edit], dropped: set[int],
+                              line, spans: list[tuple[int, int]]) -> list[FindingRecord]:
+    """A class that keeps a whole condition as a CUDA gate (finetrainers' Timer: `if
+    self.data.device == TimerDevice.CUDA and torch.cuda.is_available():` in front of
+    `_start_cuda` and `_end_cuda`) keeps the same condition in its other methods too
+    (`elapsed_time`): rewritten there alone, the timer read CUDA events it never recorded.
+    The same whole condition (its text), within one class, or one function outside
+    classes, decides one path; ``torch.cuda`` queries included, since the condition is
+    the same one. The edits are dropped (added to ``dropped``) and reported, and the code
+    each such condition opens is added to ``spans`` (held like a kept gate's)."""
+    def owner(edit: Edit) -> ast.AST | None:
+        number = line(edit.anchor)
+        found = _enclosing_class(tree, number)
+        if found is None:
+            function = cuda_only.enclosing_function(tree, number)
+            found = None if function is tree else function
+        return found
+
+    kept: dict[tuple[int, str], int] = {}
+    for edit in candidates:
+        if id(edit) in dropped and (scope := owner(edit)) is not None:
+            condition = _whole_condition(ctx, edit.anchor)
+            # (a bare `torch.cuda.is_available()` is asked for many reasons in one scope:
+            # fish-speech keeps the one that picks inductor, not the others)
+            if condition is not None and not _BARE_CUDA_QUERY.fullmatch(condition[0]):
+                kept.setdefault((id(scope), condition[0]), line(edit.anchor))
+    if not kept:
+        return []
+    findings = []
+    reported: set[tuple[int, str, int]] = set()
+    for edit in candidates:
+        if id(edit) in dropped or (scope := owner(edit)) is None:
+            continue
+        found = _whole_condition(ctx, edit.anchor)
+        if found is None or (id(scope), found[0]) not in kept:
+            continue
+        condition, opened = found
+        dropped.add(id(edit))
+        spans.append(opened)
+        if (id(scope), condition, opened[0]) in reported:
+            continue  # one finding per condition
+        reported.add((id(scope), condition, opened[0]))
+        shown = condition if len(condition) <= 80 else condition[:77] + "..."
+        findings.append(FindingRecord(
+            KERNEL_GATE_RULE, edit.anchor,
+            f"`{shown}` is kept as a CUDA test elsewhere in the same "
+            f"{'class' if isinstance(scope, ast.ClassDef) else 'function'}; left alike, so it decides the device one way",
+            f"see line {kept[(id(scope), condition)]} (written before this run); nothing to do if the CUDA path is "
+            "right to skip on NPU; to run it there, give it an NPU branch as a whole",
         ))
     return findings
 

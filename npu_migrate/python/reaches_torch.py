@@ -577,6 +577,21 @@ class DeviceAnalysis:
             values = {string_value(test.left), string_value(test.comparisons[0].comparator)}
             if "cpu" in values:
                 return test
+        # `device_type = _get_available_device_type()` then `if device_type is None:` (or
+        # `if not device_type:`): the detection found no accelerator (finetrainers'
+        # get_device_info, held-out round 21; the `detect() or "cuda"` form's twin)
+        tested = None
+        if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, cst.Is)
+                and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"):
+            tested = test.left
+        elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            tested = test.expression
+        if isinstance(tested, cst.Name) and isinstance(statement, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+            if (any(isinstance(t, cst.Name) and t.value == tested.value for t in targets)
+                    and any(isinstance(v, cst.Call) and self._detects(v) for v in self.ctx.plain_values(tested))):
+                return test
         return None
 
     def _defined_here(self, name: str) -> bool:
