@@ -240,6 +240,11 @@ class ProjectFacts:
     #: where they are built (verl's ``data.batch = data.batch.cuda()`` on a ``TensorDict``
     #: held by its ``DataProto``, held-out round 20)
     container_libraries: frozenset[str] = frozenset()
+    #: some dependency file pins megatron-core below 0.6, the oldest Megatron core a MindSpeed
+    #: branch covers (rules/cluster/_mindspeed.py): its parallel state and CUDA RNG tracker
+    #: (`tensor_parallel.model_parallel_cuda_manual_seed`) have no Ascend path, so a module
+    #: that imports `megatron` at module level cannot run there (CoLLiE pins 0.2.0, round 22)
+    megatron_unported: bool = False
     #: ``(file, patcher)``: Python files (absolute) of the run that import, at any depth and
     #: through any import of the run's own modules and packages, the file ``patcher`` that
     #: imports ``torch_npu.contrib.transfer_to_npu``: on Ascend torch_npu maps their CUDA
@@ -287,6 +292,7 @@ class ProjectFacts:
         hf_arguments: set[str] = set()
         builds: list[str] = []  # files that JIT-build CUDA sources at module level
         extensions: dict[str, set[str]] = {"cuda": set(), "other": set()}  # setup-built extension modules
+        megatron_pins: list[str] = []
         pythons: set[str] = set()  # the Python versions the project says it installs
         cog_gpu = False
         relative: dict[str, set[str]] = {}  # absolute .py path -> the files its relative imports may name
@@ -326,6 +332,9 @@ class ProjectFacts:
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
                 for number, spec in enumerate(_torch_specifiers(path, data)):
                     torch_pins[os.path.abspath(path) + f"#{number}"] = spec
+            if (path is not None and b"megatron" in data
+                    and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
+                megatron_pins += _specifiers(path, data, "megatron-core", _MEGATRON_REQUIREMENT)
             if path is not None and path.endswith(".py") and b"npu_runtime" in data and IMPORTS_RUNTIME.search(data):
                 importers.add(path)
             if path is not None and os.path.basename(path) == "__init__.py":
@@ -373,6 +382,9 @@ class ProjectFacts:
                     changed = True
         # (an extension also built for the CPU under the same name, `CppExtension`, imports there)
         cuda_extensions = frozenset(extensions["cuda"] - extensions["other"])
+        megatron_unported = bool(megatron_pins) and all(_below_mindspeed(spec) for spec in megatron_pins)
+        if megatron_unported:
+            cuda_extensions |= {"megatron"}
         edges = _import_edges(imports)
         local = _local_modules(files)
         by_name: dict[str, bool] = {}
@@ -401,6 +413,7 @@ class ProjectFacts:
                                       if _blocking_package(names, cuda_extensions))
             | frozenset(builds),
             cuda_extensions=cuda_extensions,
+            megatron_unported=megatron_unported,
             container_libraries=frozenset(name.split(".")[0] for names in imports.values() for name in names
                                           if name.split(".")[0] in _CONTAINER_LIBRARIES),
             patched_via=_patched(imports),
@@ -505,6 +518,7 @@ class ProjectFacts:
                  + sorted(f"no-ascend:{f}" for f in _relative(self.no_ascend_files))
                  + sorted(f"cuda-extension:{name}" for name in self.cuda_extensions)
                  + sorted(f"containers:{name}" for name in self.container_libraries)
+                 + (["megatron-unported"] if self.megatron_unported else [])
                  + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
                  + sorted(f"hf-arguments:{f}" for f in _relative(self.hf_argument_files))
                  + sorted(f"unread:{name}" for name in self.unread_names)
@@ -628,6 +642,25 @@ def _blocking_package(names: Iterable[str], extensions: Collection[str] = ()) ->
         if any(name == package or name.startswith(package + ".") for package in (*NO_ASCEND_IMPORT, *extensions)):
             return name
     return None
+
+
+#: ``megatron-core==0.2.0`` / ``megatron_core>=0.4,<0.5`` in a dependency file
+_MEGATRON_REQUIREMENT = re.compile(
+    rb"""(?:^|(?<=[\[,(]))[ \t\-"']*megatron[-_]core(?![\w-])[ \t]*((?:[<>=!~]=?=?[ \t]*[\w.*+!-]+[ \t]*,?[ \t]*)+)""",
+    re.MULTILINE)
+#: Megatron core releases a MindSpeed branch covers, the oldest first (rules/cluster/_mindspeed.py)
+_MINDSPEED_MEGATRON = ("0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.12.1", "0.15.3", "1.0.0")
+
+
+def _below_mindspeed(spec: str) -> bool:
+    """The specifier admits no Megatron core a MindSpeed branch covers (``==0.2.0``)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        allowed = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return False
+    return not any(allowed.contains(v, prereleases=True) for v in _MINDSPEED_MEGATRON)
 
 
 #: libraries whose containers define ``.cuda()`` and no ``.npu()`` (see rules/device/npu103)

@@ -214,6 +214,10 @@ def unimportable_module(ctx: FileContext) -> str | None:
     found = import_blocker(ctx.python_ast(), ctx.facts.cuda_extensions)
     if found is not None:
         module, line = found
+        if ctx.facts.megatron_unported and module.split(".")[0] == "megatron":
+            return (f"this module imports `{module}` at module level (line {line}), and the project pins a "
+                    "megatron-core older than any MindSpeed branch covers (0.6): its CUDA RNG tracker and parallel "
+                    "state have no Ascend path; its device code is left unchanged")
         return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "
                 "cannot be imported on Ascend; its device code is left unchanged")
     if ctx.facts.cog_gpu and _COG_IMPORT.search(ctx.text):

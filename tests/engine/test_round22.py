@@ -93,3 +93,28 @@ def test_a_device_handed_to_a_helper_named_for_cuda_is_not_proof(tmp_path, run_c
     result = run_cli("--write", "--no-cache", ".")
     assert 'def __init__(self, device="cuda")' in path.read_text()
     assert "NPU108" in result.output
+
+
+def test_a_megatron_core_older_than_mindspeed_blocks_its_importers(tmp_path, run_cli):
+    """CoLLiE pins megatron-core==0.2.0, older than any MindSpeed branch covers: its set-up
+    calls Megatron's CUDA RNG tracker, so the modules that import megatron are left and
+    reported; a plain Hugging Face script beside them is migrated."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "requirements.txt", "torch\nmegatron-core==0.2.0\n")
+    dist = write(tmp_path, "pkg/dist.py", "import torch\nfrom megatron.core import tensor_parallel\n\n\n"
+                                          "def setup(rank):\n    torch.cuda.set_device(rank)\n"
+                                          "    tensor_parallel.model_parallel_cuda_manual_seed(1)\n")
+    raw = write(tmp_path, "raw.py", "import torch\n\nx = torch.ones(1).cuda()\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert "torch.cuda.set_device(rank)" in dist.read_text()
+    assert "older than any MindSpeed branch covers" in result.output
+    assert "torch.ones(1).npu()" in raw.read_text()
+
+
+def test_a_megatron_core_mindspeed_covers_is_migrated(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "requirements.txt", "torch\nmegatron-core==0.12.1\n")
+    dist = write(tmp_path, "pkg/dist.py", "import torch\nfrom megatron.core import tensor_parallel\n\n\n"
+                                          "def setup(rank):\n    torch.cuda.set_device(rank)\n")
+    run_cli("--write", "--no-cache", ".")
+    assert "torch.npu.set_device(rank)" in dist.read_text()
