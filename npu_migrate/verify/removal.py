@@ -25,7 +25,6 @@ import contextlib
 import errno
 import itertools
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -40,7 +39,9 @@ def make_scratch(keep: bool = False) -> Path:
     """A new private scratch directory in the temporary directory, after sweeping those
     of verify runs that were killed."""
     sweep()
-    prefix = f"{PREFIX}keep-" if keep else f"{PREFIX}{_pid_namespace()}.{os.getpid()}-"
+    from npu_migrate._runtime.own_dirs import pid_namespace
+
+    prefix = f"{PREFIX}keep-" if keep else f"{PREFIX}{pid_namespace()}.{os.getpid()}-"
     return Path(tempfile.mkdtemp(prefix=prefix)).resolve()
 
 
@@ -49,45 +50,10 @@ def sweep(directory: str | None = None) -> list[str]:
     temporary one) that this user made in this pid namespace and whose maker no longer
     runs; the paths removed. Another user's, another pid namespace's (a container
     sharing the directory: its pids are not this one's), a live maker's and a link are
-    never touched."""
-    directory = directory or tempfile.gettempdir()
-    shape = re.compile(re.escape(PREFIX) + r"([0-9]+)\.([0-9]+)-[^/]+")
-    here = str(_pid_namespace())
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        found = shape.fullmatch(name)
-        if found is None or found.group(1) != here or _alive(int(found.group(2))):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            info = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and remove_tree(path):
-            removed.append(path)
-    return removed
+    never touched (the runtime's own sweep, with :func:`remove_tree`)."""
+    from npu_migrate._runtime.own_dirs import sweep as sweep_own
 
-
-def _pid_namespace() -> int:
-    """The inode of this process's pid namespace (0 where the system does not say)."""
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: another user's process has that pid
-        return True
-    return True
+    return sweep_own(PREFIX, directory, remove=remove_tree)
 
 
 def remove_tree(path: str | os.PathLike[str]) -> bool:

@@ -31,21 +31,23 @@ def make(prefix: str) -> str:
     """A private temporary directory ``<prefix><pid namespace>.<pid>-<random>`` owned by
     this process, after sweeping the directories of that prefix whose makers are gone."""
     sweep(prefix)
-    path = tempfile.mkdtemp(prefix=f"{prefix}{_pid_namespace()}.{os.getpid()}-")
+    path = tempfile.mkdtemp(prefix=f"{prefix}{pid_namespace()}.{os.getpid()}-")
     own(path)
     return path
 
 
-def sweep(prefix: str, directory: str | None = None) -> list[str]:
+def sweep(prefix: str, directory: str | None = None, remove=None) -> list[str]:
     """Remove the directories ``<prefix><ns>.<pid>-*`` of ``directory`` (the temporary one)
     that this user made in this pid namespace and whose maker ``pid`` no longer runs; the
     paths removed. A directory of a live process, of another user, of another pid
     namespace (a container sharing the temporary directory, whose pids this process
     cannot see), or a link is never touched; a pid reused by a new process keeps its
-    directory (it is swept once that one is gone)."""
+    directory (it is swept once that one is gone). ``remove(path) -> bool`` removes one
+    (verify's, which also empties trees its twins made too deep or unreadable); by default
+    ``shutil.rmtree`` with errors ignored."""
     directory = directory or tempfile.gettempdir()
     shape = re.compile(re.escape(prefix) + r"([0-9]+)\.([0-9]+)-[^/]+")
-    here = str(_pid_namespace())
+    here = str(pid_namespace())
     removed = []
     try:
         names = os.listdir(directory)
@@ -60,13 +62,17 @@ def sweep(prefix: str, directory: str | None = None) -> list[str]:
             info = os.lstat(path)
         except OSError:
             continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+        if not (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()):
+            continue
+        if remove is None:
             shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        elif remove(path):
             removed.append(path)
     return removed
 
 
-def _pid_namespace() -> int:
+def pid_namespace() -> int:
     """The inode of this process's pid namespace (0 where the system does not say)."""
     try:
         return os.stat("/proc/self/ns/pid").st_ino

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from npu_migrate._runtime import own_dirs
 
 from npu_migrate.verify import command, removal, scratch
 
@@ -155,7 +156,7 @@ def test_the_scratch_directory_of_a_killed_verify_is_swept_by_the_next(tmp_path,
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    assert killed.is_dir() and killed.name.startswith(f"{removal.PREFIX}{removal._pid_namespace()}.{child.pid}-")
+    assert killed.is_dir() and killed.name.startswith(f"{removal.PREFIX}{own_dirs.pid_namespace()}.{child.pid}-")
     other_ns = tmp_path / f"{removal.PREFIX}1.{child.pid}-x"
     other_ns.mkdir()
     kept = removal.make_scratch(keep=True)  # the next verify
