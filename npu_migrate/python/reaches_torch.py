@@ -156,7 +156,7 @@ _CUDA_HELPER = re.compile(r"(?:^|_)cuda(?:$|_)", re.IGNORECASE)
 #: device runtimes other than torch that take "cuda" device strings themselves (simulators,
 #: array libraries), imported by the file
 _OTHER_DEVICE_RUNTIME = re.compile(r"^[ \t]*(?:from|import)[ \t]+(warp|mjlab|isaacgym|isaaclab|omni\.isaac|genesis|"
-                                   r"jax|taichi|cupy|tensorflow|mujoco_warp|brax)\b", re.MULTILINE)
+                                   r"jax|taichi|mujoco_warp|brax)\b", re.MULTILINE)
 
 
 class Flow(Enum):
@@ -981,7 +981,9 @@ class DeviceAnalysis:
         for other in others:
             if not self.is_device_expr(other):
                 continue
-            runtime = _OTHER_DEVICE_RUNTIME.search(self.ctx.text) if isinstance(other, cst.Attribute) else None
+            # (an object's attribute, `self.device`: not a tensor's `x.device.type`)
+            runtime = (_OTHER_DEVICE_RUNTIME.search(self.ctx.text) if isinstance(other, cst.Attribute)
+                       and isinstance(other.value, cst.Name) and other.value.value == "self" else None)
             if runtime is not None:
                 return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}` in a file that also drives "
                                                 f"`{runtime.group(1)}`, which takes device strings of its own")
