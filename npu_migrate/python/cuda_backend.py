@@ -328,7 +328,7 @@ def _imports_kernels_by_name(ctx: FileContext) -> bool:
     enough (open_lm's attention tests import ``xformers_attn`` beside ``torch_attn``, and
     their tests that reach the kernel only sometimes are migrated, each judged on its own);
     predicates (``is_flash_attn_available``) do not count."""
-    from npu_migrate.python.cuda_only import CUDA_ONLY_WORDS, _PREDICATE
+    from npu_migrate.python.cuda_only import _PREDICATE, CUDA_ONLY_WORDS
 
     tree = ctx.python_ast() if "import" in ctx.text else None
     kernels: set[str] = set()

@@ -1632,10 +1632,10 @@ def _false_makes(test: ast.AST, is_flag, value: bool) -> bool:
         return value is False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _false_makes(test.operand, is_flag, not value)
-    if isinstance(test, ast.BoolOp):
-        # `a and b` is false if one operand is; `a or b` is true if one operand is
-        if isinstance(test.op, ast.And) and value is False or isinstance(test.op, ast.Or) and value is True:
-            return any(_false_makes(v, is_flag, value) for v in test.values)
+    # `a and b` is false if one operand is; `a or b` is true if one operand is
+    if isinstance(test, ast.BoolOp) and (isinstance(test.op, ast.And) and value is False
+                                         or isinstance(test.op, ast.Or) and value is True):
+        return any(_false_makes(v, is_flag, value) for v in test.values)
     return False
 
 

@@ -1512,9 +1512,9 @@ def _whole_condition(ctx: FileContext, node: cst.CSTNode) -> tuple[str, tuple[in
 def _enclosing_class(tree: ast.Module, number: int) -> ast.ClassDef | None:
     found = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.lineno <= number <= (node.end_lineno or node.lineno):
-            if found is None or node.lineno > found.lineno:
-                found = node
+        if (isinstance(node, ast.ClassDef) and node.lineno <= number <= (node.end_lineno or node.lineno)
+                and (found is None or node.lineno > found.lineno)):
+            found = node
     return found
 
 

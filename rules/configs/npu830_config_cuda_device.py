@@ -7,7 +7,6 @@ from npu_migrate.tables.devices import is_device_key, npu_device
 
 from ._values import setting
 
-
 #: sections whose `device` is an environment's or a simulator's, not torch's
 SIMULATOR_SECTIONS = frozenset({"env_config", "env", "environment", "sim", "simulation", "simulator", "physics"})
 

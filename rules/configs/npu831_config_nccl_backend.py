@@ -67,7 +67,9 @@ system's engine (`checkpoint_engine:`, `weight_transfer`, `kv_transfer`,
         """The file's Lightning trainer keeps a CUDA (or automatic) accelerator: on Ascend it
         does not start, and on the GPU an hccl backend would not (fish-speech's base.yaml,
         held-out round 21)."""
-        from npu_migrate.rules.cluster.configs.npu970_config_lightning_accelerator import selects_device
+        from npu_migrate.rules.cluster.configs.npu970_config_lightning_accelerator import (
+            selects_device,
+        )
 
         return any(not s.is_key and s.key == "accelerator" and selects_device(s) is not None
                    for s in self.file.document.scalars)
