@@ -383,8 +383,7 @@ class ProjectFacts:
         # (an extension also built for the CPU under the same name, `CppExtension`, imports there)
         cuda_extensions = frozenset(extensions["cuda"] - extensions["other"])
         megatron_unported = bool(megatron_pins) and all(_below_mindspeed(spec) for spec in megatron_pins)
-        if megatron_unported:
-            cuda_extensions |= {"megatron"}
+        blocking = _project_blockers(cuda_extensions, megatron_unported)
         edges = _import_edges(imports)
         local = _local_modules(files)
         by_name: dict[str, bool] = {}
@@ -408,9 +407,9 @@ class ProjectFacts:
             local_modules=local,
             ascend_torch_files=frozenset(ascend_torch),
             unimportable_via=_unimportable(top_imports, builds, imports, frozenset(scripts), top_relative, relative,
-                                           cuda_extensions),
+                                           blocking),
             no_ascend_files=frozenset(path for path, names in top_imports.items()
-                                      if _blocking_package(names, cuda_extensions))
+                                      if _blocking_package(names, blocking))
             | frozenset(builds),
             cuda_extensions=cuda_extensions,
             megatron_unported=megatron_unported,
@@ -490,6 +489,13 @@ class ProjectFacts:
     def is_cuda_only_file(self, file: str) -> bool:
         """``file`` (an absolute module path without ``.py``) is CUDA-only code."""
         return file in self.cuda_only_files
+
+    @property
+    def blocking_modules(self) -> frozenset[str]:
+        """The project's own reasons a module cannot import on Ascend, beyond
+        NO_ASCEND_IMPORT: its CUDA-only extensions, and ``megatron`` when
+        :attr:`megatron_unported`."""
+        return _project_blockers(self.cuda_extensions, self.megatron_unported)
 
     def is_cuda_only_module(self, dotted: str) -> bool:
         return dotted in self.cuda_only_modules
@@ -650,6 +656,10 @@ _MEGATRON_REQUIREMENT = re.compile(
     re.MULTILINE)
 #: Megatron core releases a MindSpeed branch covers, the oldest first (rules/cluster/_mindspeed.py)
 _MINDSPEED_MEGATRON = ("0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.12.1", "0.15.3", "1.0.0")
+
+
+def _project_blockers(extensions: frozenset[str], megatron_unported: bool) -> frozenset[str]:
+    return extensions | {"megatron"} if megatron_unported else extensions
 
 
 def _below_mindspeed(spec: str) -> bool:

@@ -211,7 +211,7 @@ def unimportable_module(ctx: FileContext) -> str | None:
 
     if "import" not in ctx.text:
         return None
-    found = import_blocker(ctx.python_ast(), ctx.facts.cuda_extensions)
+    found = import_blocker(ctx.python_ast(), ctx.facts.blocking_modules)
     if found is not None:
         module, line = found
         if ctx.facts.megatron_unported and module.split(".")[0] == "megatron":

@@ -146,7 +146,7 @@ def import_blocker(tree: ast.Module | None, extensions: Collection[str] = ()) ->
     ``tree`` (not inside ``try``/``if``/a function), of a package in
     :data:`NO_ASCEND_IMPORT` or of a compiled CUDA extension by its module name
     (``xentropy_cuda_lib``, ``fused_layer_norm_cuda``) or of one the project builds only as a
-    ``CUDAExtension`` (``extensions``, :attr:`ProjectFacts.cuda_extensions`): the module
+    ``CUDAExtension`` (``extensions``, :attr:`ProjectFacts.blocking_modules`): the module
     cannot be imported on Ascend at all."""
     for statement, names in _module_level_imports(tree):
         for name in names[:1] if isinstance(statement, ast.ImportFrom) else names:

@@ -1528,8 +1528,8 @@ def _same_conditions_as_gates(ctx: FileContext, tree: ast.Module, candidates: li
     `_start_cuda` and `_end_cuda`) keeps the same condition in its other methods too
     (`elapsed_time`): rewritten there alone, the timer read CUDA events it never recorded.
     The same whole condition (its text), within one class, or one function outside
-    classes, decides one path; ``torch.cuda`` queries included, since the condition is
-    the same one. The edits are dropped (added to ``dropped``) and reported, and the code
+    classes, decides one path; not a bare ``torch.cuda`` query (``torch.cuda.is_available()``
+    alone), which a scope asks for many reasons. The edits are dropped (added to ``dropped``) and reported, and the code
     each such condition opens is added to ``spans`` (held like a kept gate's)."""
     def owner(edit: Edit) -> ast.AST | None:
         number = line(edit.anchor)

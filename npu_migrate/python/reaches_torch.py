@@ -54,7 +54,7 @@ import libcst as cst
 
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import last_name, string_value
-from npu_migrate.python.cuda_only import all_nodes
+from npu_migrate.python.cuda_only import _CUDA_PART, all_nodes
 from npu_migrate.tables.devices import DEVICE_WORD, NOT_A_DEVICE
 
 #: 'cuda', 'cuda:0', 'cuda:', 'cuda:%d', 'cuda:{}', 'cuda:{0}', 'cuda:{rank}'
@@ -151,8 +151,6 @@ FLAG_KEYWORDS = re.compile(r"(?:use_|enable_|with_|on_|is_)?(?:cuda|gpus?)(?:_en
 #: that adds the NPU to a collection of device types itself
 _ADDS_NPU = re.compile(r"""(?:\.(?:append|add|insert|extend)\(|\+=\s*)[^\n]*?['"]npu['"]""")
 
-#: a helper named for CUDA (`cuda_to_int`, `to_cuda_index`, `get_cuda_id`): its name part
-_CUDA_HELPER = re.compile(r"(?:^|_)cuda(?:$|_)", re.IGNORECASE)
 #: device runtimes other than torch that take "cuda" device strings themselves (simulators,
 #: array libraries), imported by the file
 _OTHER_DEVICE_RUNTIME = re.compile(r"^[ \t]*(?:from|import)[ \t]+(warp|mjlab|isaacgym|isaaclab|omni\.isaac|genesis|"
@@ -248,6 +246,7 @@ class DeviceAnalysis:
         self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
+        self._runtime: tuple[str | None] | None = None  # (name,) once searched
 
     # -- entry point -----------------------------------------------------------------
 
@@ -680,6 +679,14 @@ class DeviceAnalysis:
                        or not is_device_word(last_name(v.func)) for v in values)
         return True
 
+    def _other_runtime(self) -> str | None:
+        """The other device runtime the file imports (:data:`_OTHER_DEVICE_RUNTIME`), searched
+        once per file."""
+        if self._runtime is None:
+            found = _OTHER_DEVICE_RUNTIME.search(self.ctx.text)
+            self._runtime = (found.group(1) if found is not None else None,)
+        return self._runtime[0]
+
     def _fallback(self, proven: bool) -> Verdict:
         if proven:
             return self._rewrite("chosen by a test of `torch.cuda` (`... if torch.cuda.is_available() else ...`)")
@@ -799,7 +806,7 @@ class DeviceAnalysis:
         if callee in ("str", "repr") and depth == 0:
             return self._fallback(proven)
         parameter = self._parameter_of(call, arg)
-        if parameter is not None and _CUDA_HELPER.search(callee or ""):
+        if parameter is not None and _CUDA_PART.search(callee or ""):
             # LatentSync's `cuda_to_int(device)`: a helper named for CUDA turns the value into what
             # a CUDA-only consumer takes (insightface's ctx_id for onnxruntime's CUDA provider),
             # and rejects anything but "cuda" (held-out round 22)
@@ -940,10 +947,10 @@ class DeviceAnalysis:
         keys = [string_value(a.value) for a in positional[:2]]
         if any(is_device_word(k) for k in keys if k):
             key = next(k for k in keys if k and is_device_word(k))
-            runtime = _OTHER_DEVICE_RUNTIME.search(self.ctx.text)
+            runtime = self._other_runtime()
             if runtime is not None and not proven:
                 return self._left(Flow.UNKNOWN, f"the default of a lookup of `{key}` in a file that also drives "
-                                                f"`{runtime.group(1)}`, which takes device strings of its own")
+                                                f"`{runtime}`, which takes device strings of its own")
             return self._rewrite(f"the default of a lookup of `{key}`")
         return self._fallback(proven)
 
@@ -982,11 +989,11 @@ class DeviceAnalysis:
             if not self.is_device_expr(other):
                 continue
             # (an object's attribute, `self.device`: not a tensor's `x.device.type`)
-            runtime = (_OTHER_DEVICE_RUNTIME.search(self.ctx.text) if isinstance(other, cst.Attribute)
+            runtime = (self._other_runtime() if isinstance(other, cst.Attribute)
                        and isinstance(other.value, cst.Name) and other.value.value == "self" else None)
             if runtime is not None:
                 return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}` in a file that also drives "
-                                                f"`{runtime.group(1)}`, which takes device strings of its own")
+                                                f"`{runtime}`, which takes device strings of its own")
             if self._trusted(other):
                 return self._rewrite(f"compared with `{self._short(other)}`")
             return self._left(Flow.UNKNOWN, f"compared with `{self._short(other)}`, whose value comes from code "
@@ -1145,12 +1152,12 @@ class DeviceAnalysis:
         named = [t for t in targets if self.is_device_expr(t)]
         if named and not all(isinstance(t, cst.Name) for t in named):
             shown = self._short(next(t for t in named if not isinstance(t, cst.Name)))
-            runtime = _OTHER_DEVICE_RUNTIME.search(self.ctx.text)
+            runtime = self._other_runtime()
             if runtime is not None and not proven:
                 # rl_games' mjlab wrapper: `self.device = kwargs.pop('device', 'cuda')` goes to
                 # MuJoCo Warp's environment, which knows no "npu" (held-out round 22): in a file
                 # that drives another device runtime, an attribute's name proves nothing
-                return self._left(Flow.UNKNOWN, f"assigned to `{shown}` in a file that also drives `{runtime.group(1)}`, "
+                return self._left(Flow.UNKNOWN, f"assigned to `{shown}` in a file that also drives `{runtime}`, "
                                                 "which takes device strings of its own")
             return self._rewrite(f"assigned to `{shown}`")
         if named:
