@@ -69,9 +69,15 @@ class ShellFile:
         node = self.root.descendant_for_byte_range(start, max(start, end - 1))
         while node is not None and node.type != "command":
             node = node.parent
+        if self._nvidia_cluster is not None:
+            return self._nvidia_cluster
         if node is not None:
             return targets.left_launch(node, self.facts)
         return self._every_launch_left
+
+    @functools.cached_property
+    def _nvidia_cluster(self) -> targets.LeftLaunch | None:
+        return targets.nvidia_cluster(self.root)
 
     @functools.cached_property
     def _every_launch_left(self) -> targets.LeftLaunch | None:

