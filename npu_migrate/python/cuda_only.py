@@ -108,6 +108,10 @@ _ATEN_CUDA_ATTENTION = frozenset({
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_efficient_attention",
     "_convert_weight_to_int4pack", "_weight_int4pack_mm",
 })
+KIND_CAPABILITY_CHOOSER = ("a function of this project that picks the device by CUDA compute capability (its "
+                           "capability test stays CUDA's, so on NPU it answers the CPU)")
+KIND_NVIDIA_TOOL = ("a function of this project that reads NVIDIA's management tools (NVML, nvidia-smi), which "
+                    "find no device on Ascend")
 KIND_NCCL_COMMUNICATOR = "another library's NCCL communicator, which runs on CUDA only"
 #: A module, class, object or attribute of another library's NCCL communicator: vLLM's
 #: ``pynccl`` / ``PyNcclCommunicator`` / ``NCCLWeightTransferEngine``, CuPy's ``nccl``,
@@ -211,7 +215,8 @@ _PROPERTIES_CALL = "torch.cuda.get_device_properties"
 #: assertion left the whole script as CUDA's).
 _GUARDED_ONLY = frozenset({KIND_CUDA_VERSION})
 #: Kinds whose use does not make the enclosing function or class CUDA-only.
-_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE, KIND_CUDA_VERSION})
+_NOT_PROPAGATED = frozenset({KIND_DATA_PARALLEL, KIND_EXTENSION_BUILD, KIND_NAMED_PACKAGE, KIND_CUDA_VERSION,
+                             KIND_CAPABILITY_CHOOSER})
 
 #: Kind -> rules whose surviving edit on the same line means the use is being
 #: migrated: NPU510 turns `nn.DataParallel(m)` into `npu_runtime.data_parallel(m)`,
@@ -357,6 +362,8 @@ class FileIndex:
         #: classes (gpt-neox's ``self.norm_fn = FusedRMSNormAffineFunction``, used in ``forward``)
         self.attributes: dict[str, str] = {}
         self._call_statements: dict[str, list[tuple[ast.stmt, list[ast.stmt]]]] | None = None
+        #: the file's module-level function names
+        self.functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         #: id(scope) -> :meth:`tests_by_key` of that scope (scopes are nodes of ``tree``)
         self._tests: dict[int, dict[tuple[str, str], list[tuple[ast.AST, list | None]]]] = {}
         self._imports(tree)
@@ -607,6 +614,10 @@ class FileIndex:
             return found
         if root in self.local:
             return self.local[root]
+        if dotted in self.ctx.facts.capability_choosers and (root in self.bindings or root in self.functions):
+            return KIND_CAPABILITY_CHOOSER
+        if dotted in self.ctx.facts.nvidia_tool_functions and root in self.bindings:
+            return KIND_NVIDIA_TOOL
         if root in self.bindings:
             resolved = self.resolve(dotted)
             kind = classify_name(resolved)

