@@ -182,6 +182,8 @@ _TORCH_CUDA_VALUE = re.compile(r"torch\.cuda\.[A-Za-z_]\w*")
 _RENAMES_TORCH_CUDA = "NPU101"
 
 
+#: a test of the NPU in a condition's text
+_NPU_TEST = re.compile(r"\btorch\.npu\.|[\"']npu[\"']")
 #: expressions that only combine conditions (from an atom up to an if's test)
 _CONDITION_PARTS = (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation)
 
@@ -252,6 +254,8 @@ class DeviceAnalysis:
         self._why: str | None = None
         self._runtime: tuple[str | None] | None = None  # (name,) once searched
         self._derived: dict[str, str] | None = None  # name -> the capability chooser it holds a result of
+        #: the ``if`` tests of test helpers that skip for their callers (:meth:`_skip_helper`)
+        self.skip_conditions: set[cst.CSTNode] = set()
 
     # -- entry point -----------------------------------------------------------------
 
@@ -908,12 +912,15 @@ class DeviceAnalysis:
             self._derived = _chooser_derived(self.ctx.python_ast(), choosers)
         return self._derived.get(root.value)
 
-    def _skip_helper(self, comparison: cst.Comparison, others: list[cst.CSTNode]) -> str | None:
+    def _skip_helper(self, comparison: cst.Comparison, others: list[cst.CSTNode]) -> cst.CSTNode | None:
         """``def skip_if_unavailable(self, device): if device == "cuda" and not
         torch.cuda.is_available(): self.skipTest(...)``: a test helper that skips what its
-        callers ask for. Its callers are tests across the suite, some of which the tool
-        keeps as CUDA tests (CUDA-only kernels): renamed, the helper stops skipping those on
-        Ascend (dolomite-engine's test_common, held-out round 22). Why it is left, or None."""
+        callers ask for; the ``if`` test, or None. Its callers are tests across the suite,
+        some of which the tool keeps as CUDA tests (CUDA-only kernels) and some it moves to
+        the NPU: renamed alone, the helper stopped skipping the kept ones on Ascend
+        (dolomite-engine's test_common, held-out round 22); left alone, it stopped skipping
+        the NPU ones on a CPU machine. NPU104 keeps the CUDA clause and adds the NPU one
+        (``(... "cuda" ... cuda ...) or (... "npu" ... npu ...)``)."""
         names = {o.value for o in others if isinstance(o, cst.Name)}
         function = next((a for a in self.ctx.ancestors(comparison) if isinstance(a, cst.FunctionDef)), None)
         if not names or function is None or function.name.value.startswith("test"):
@@ -926,9 +933,7 @@ class DeviceAnalysis:
         body = self.ctx.module.code_for_node(statement.body)
         if not re.search(r"\b(?:skipTest|skip|SkipTest)\(", body):
             return None
-        name = min(names & params)
-        return (f"compared with `{name}`, the parameter of the test helper `{function.name.value}`, which skips "
-                "what its callers ask for; callers elsewhere may keep CUDA tests, which renamed it would stop skipping")
+        return statement.test
 
     def _outermost_condition(self, node: cst.CSTNode) -> cst.CSTNode:
         while isinstance(self.ctx.parent(node), _CONDITION_PARTS):
@@ -1158,7 +1163,7 @@ class DeviceAnalysis:
                 return self._rewrite(f"compared with `{self._short(other)}`, the device a mocked `.to` was called with")
         skip = self._skip_helper(comparison, others)
         if skip is not None:
-            return self._left(Flow.UNKNOWN, skip)
+            self.skip_conditions.add(skip)
         for other in others:
             chooser = self._chosen_by_capability(other)
             if chooser is not None:
@@ -1450,6 +1455,10 @@ class DeviceAnalysis:
         if sibling is not None:
             return Flow.AWARE, (f"followed by `if {self._short(sibling.test)}:`, which calls the NPU's own "
                                 "counterpart: the code already handles the NPU here")
+        clause = self._npu_clause(node)
+        if clause is not None:
+            return Flow.AWARE, (f"in a condition whose other clause, `{self._short(clause)}`, tests the NPU: the "
+                                "condition already handles the NPU")
         value = node
         parent = self.ctx.parent(value)
         if isinstance(parent, cst.Call) and parent.func is value:
@@ -1484,6 +1493,21 @@ class DeviceAnalysis:
             return Flow.TORCH, None
         return Flow.OTHER, (f"passed as `{keyword}=` to `{qualified}`: that library's own CUDA switch, "
                             "not a torch device")
+
+    def _npu_clause(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The other side of an ``or`` around ``node`` that tests the NPU (``(device == "cuda"
+        and not torch.cuda.is_available()) or (device == "npu" and not
+        torch.npu.is_available())``, what NPU104 writes for a skip helper), or None."""
+        current = node
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.Or):
+                other = parent.right if current is parent.left else parent.left
+                if _NPU_TEST.search(self.ctx.module.code_for_node(other)):
+                    return other
+            elif not isinstance(parent, (cst.Call, cst.Attribute, cst.Arg, *_CONDITION_PARTS)):
+                return None
+            current = parent
+        return None
 
     def _npu_sibling(self, node: cst.CSTNode) -> cst.If | None:
         """``torch.cuda.empty_cache()`` as a statement of its own, followed within the

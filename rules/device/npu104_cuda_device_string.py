@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+import libcst as cst
+
 from npu_migrate.python.imports import guard_text, npu_device_type
 from npu_migrate.python.rule import Example
 
@@ -64,6 +66,12 @@ rewritten with it: otherwise the lookup of the rewritten device misses. Other di
 device type keep their keys. A device string under a test of Lightning's accelerator name
 (`args.accelerator.upper() == "GPU"`, in a file that imports Lightning) is for Lightning's
 CUDA path, and is left and reported (NPU108).
+A test helper that skips what its callers ask for (`def skip_if_unavailable(self,
+device): if device == "cuda" and not torch.cuda.is_available(): self.skipTest(...)`)
+keeps its CUDA clause and gains the NPU one, `(device == "cuda" and not
+torch.cuda.is_available()) or (device == "npu" and not torch.npu.is_available())`: the
+suite's CUDA-only tests, which the tool keeps, still skip on Ascend, and its NPU tests
+skip on a machine without an NPU, as the CUDA ones did.
 """
     examples = (
         Example(
@@ -93,6 +101,10 @@ CUDA path, and is left and reported (NPU108).
         Example("import torch\nprint('cuda')\nlogger.info(f'moved to cuda:{rank}')\n"),
     )
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._both: set[cst.CSTNode] = set()
+
     def leave_file(self) -> None:
         device_strings = analysis(self.ctx)
         imports_torch = self.ctx.imports.imports_module("torch")
@@ -106,3 +118,21 @@ CUDA path, and is left and reported (NPU108).
                 # import guard of its own: npu_migrate/python/compared.py)
                 self.replace(literal, new, f"device string {text} -> {self.ctx.module.code_for_node(new(literal))}",
                              reason=device_strings.reason(literal), needs_torch_npu=imports_torch)
+                condition = next((c for c in device_strings.skip_conditions
+                                  if any(a is c for a in self.ctx.ancestors(literal))), None)
+                if condition is not None and condition not in self._both:
+                    # a test helper that skips for its callers: it keeps skipping the CUDA tests
+                    # the tool leaves and also skips the NPU ones where no NPU is present
+                    self._both.add(condition)
+                    self.replace(condition, functools.partial(_or_original, condition),
+                                 "skip condition: the CUDA clause kept, the NPU clause added",
+                                 reason="a test helper that skips for its callers, some of which keep CUDA devices",
+                                 needs_torch_npu=imports_torch)
+
+
+def _or_original(original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+    """``(<original condition>) or (<its NPU rewrite>)``."""
+    def wrapped(node: cst.BaseExpression) -> cst.BaseExpression:
+        return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+    return cst.BooleanOperation(left=wrapped(original), operator=cst.Or(), right=wrapped(updated))

@@ -187,13 +187,17 @@ class Commons(TestCase):
 '''
 
 
-def test_a_test_helper_that_skips_for_its_callers_keeps_its_cuda_test(tmp_path, run_cli):
+def test_a_test_helper_that_skips_for_its_callers_keeps_its_cuda_clause_and_gains_the_npus(tmp_path, run_cli):
     """dolomite-engine's test_common: renamed, the helper stopped skipping the suite's
-    CUDA-only tests (kept CUDA's) on Ascend. A helper that only picks a device is migrated."""
+    CUDA-only tests (kept CUDA's) on Ascend; left, it would stop skipping the NPU tests on a
+    CPU machine. It keeps the CUDA clause and gains the NPU one; a second run changes
+    nothing. A helper that only picks a device is migrated as before."""
     (tmp_path / ".git").mkdir()
     path = write(tmp_path, "tests/common.py", SKIP_HELPER)
-    result = run_cli("--write", "--no-cache", ".")
+    run_cli("--write", "--no-cache", ".")
     text = path.read_text()
-    assert 'if device == "cuda" and not torch.cuda.is_available():' in text
+    assert ('if (device == "cuda" and not torch.cuda.is_available()) or '
+            '(device == "npu" and not torch.npu.is_available()):') in text
     assert 'if device == "npu":\n            return torch.device("npu")' in text
-    assert "the parameter of the test helper `skip_if_unavailable`" in result.output
+    run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == text
