@@ -1094,9 +1094,13 @@ class DeviceAnalysis:
         and not torch.cuda.is_available(): device = 'cpu'`` in front of a Triton kernel,
         whose ``--device`` default became ``'npu'`` and so skipped the kept fallback
         (held-out round 22)."""
-        from npu_migrate.python.cuda_only import kernel_gate
+        from npu_migrate.python.cuda_only import MIGRATED_BY, kernel_gate
 
-        if kernel_gate(self.ctx, literal) is not None:
+        def kept(gate) -> bool:
+            # (DataParallel behind the test is CUDA-only only where NPU510 does not rewrite it)
+            return gate is not None and not any(rule in self.ctx.active for rule in MIGRATED_BY.get(gate.kernel.kind, ()))
+
+        if kept(kernel_gate(self.ctx, literal)):
             return True
         # the gate is often another atom of the same condition (`torch.cuda.is_available()`
         # beside the comparison), and the engine keeps the whole condition alike
@@ -1115,7 +1119,7 @@ class DeviceAnalysis:
                 return True
 
         condition.visit(_Atoms())
-        return any(kernel_gate(self.ctx, atom) is not None for atom in atoms)
+        return any(kept(kernel_gate(self.ctx, atom)) for atom in atoms)
 
     def _lookup(self, call: cst.Call, proven: bool) -> Verdict:
         """``cfg.get('device', 'cuda')``, ``os.getenv('DEVICE', 'cuda')``, ``getattr(args, 'device', 'cuda')``."""

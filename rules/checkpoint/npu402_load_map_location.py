@@ -103,12 +103,7 @@ GPU-saved file fails before the `.to` runs.
     def _loaded_model(self, call: cst.Call) -> str | None:
         """The name a whole model is loaded into (``model = torch.load(f)`` and later
         ``model.eval()`` / ``model(x)``, never moved with ``.to(...)``), else None."""
-        name = _assigned_name(self.ctx, call)
-        tree = self.ctx.python_ast() if name is not None else None
-        if tree is None:
-            return None
-        used, moved = _uses(tree, name)
-        return name if used and not moved else None
+        return self._loaded_into(call, _uses)
 
     def _loaded_data(self, call: cst.Call) -> str | None:
         """The name tensors are loaded into (``tokens = torch.load(f)``) when the file uses
@@ -116,12 +111,17 @@ GPU-saved file fails before the `.to` runs.
         never moves them, never reads them like a checkpoint (string keys, ``.items()``,
         ``load_state_dict``): ml-4m's notebook indexes its precomputed tokens and hands them
         to a tokenizer on the device (held-out round 21); "cpu" there mixes devices."""
+        return self._loaded_into(call, _data_uses)
+
+    def _loaded_into(self, call: cst.Call, uses) -> str | None:
+        """The name ``call``'s result is assigned to, where ``uses(tree, name)`` finds it used
+        that way (its first flag) and never the other way (its second), else None."""
         name = _assigned_name(self.ctx, call)
         tree = self.ctx.python_ast() if name is not None else None
         if tree is None:
             return None
-        tensor, safe = _data_uses(tree, name)
-        return name if tensor and not safe else None
+        used, ruled_out = uses(tree, name)
+        return name if used and not ruled_out else None
 
     def _reads_own_cache(self, call: cst.Call) -> bool:
         """The code saves what this call loads, by design on the device it runs on: a

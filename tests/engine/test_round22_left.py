@@ -201,3 +201,17 @@ def test_a_test_helper_that_skips_for_its_callers_keeps_its_cuda_clause_and_gain
     assert 'if device == "npu":\n            return torch.device("npu")' in text
     run_cli("--write", "--no-cache", ".")
     assert path.read_text() == text
+
+
+def test_an_option_default_compared_in_front_of_data_parallel_npu510_rewrites_is_migrated(tmp_path, run_cli):
+    """`if device == 'cuda': net = nn.DataParallel(net)`: NPU510 makes that DataParallel the
+    runtime's, so the test is an ordinary device test and the default moves with it."""
+    (tmp_path / ".git").mkdir()
+    source = ("import argparse\n\nimport torch\nimport torch.nn as nn\n\n"
+              "parser = argparse.ArgumentParser()\nparser.add_argument('--device', default='cuda')\n"
+              "args = parser.parse_args()\ndevice = args.device\nnet = nn.Linear(2, 2).to(device)\n"
+              "if device == 'cuda':\n    net = torch.nn.DataParallel(net)\n")
+    path = write(tmp_path, "train.py", source)
+    run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "default='npu'" in text and "if device == 'npu':" in text
