@@ -171,6 +171,8 @@ def test_two_processes_train_like_one_process_with_the_global_batch():
 
 
 FROZEN = """
+import sys
+
 import torch
 import npu_runtime
 
@@ -178,7 +180,10 @@ model = torch.nn.Linear(2, 2)
 for p in model.parameters():
     p.requires_grad_(False)
 wrapped = npu_runtime.data_parallel(model)
-print("REPORT", type(wrapped).__name__, wrapped.module is model, isinstance(wrapped, torch.nn.DataParallel))
+# one write a line: two ranks share the pipe, and print() writes the text and its end apart
+sys.stdout.write(f"REPORT {type(wrapped).__name__} {wrapped.module is model} "
+                 f"{isinstance(wrapped, torch.nn.DataParallel)}\\n")
+sys.stdout.flush()
 """
 
 
