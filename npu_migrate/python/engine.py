@@ -25,6 +25,7 @@ from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import RULE, describe
 from npu_migrate.pipeline.target import named as named_target
 from npu_migrate.python import (
+    aware_options,
     cannot_run,
     compared,
     cuda_backend,
@@ -51,6 +52,7 @@ from npu_migrate.python.names import (
     ScopeResolver,
     ambiguous_roots,
     build_import_table,
+    star_bound_roots,
 )
 from npu_migrate.python.never_run import never_run_spans
 from npu_migrate.python.positions import Starts
@@ -241,7 +243,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
     parsed = lossless.protect(reduced.data if reduced is not None else data)
     module = cst.parse_module(parsed.data)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    table = build_import_table(module, bool(_NESTED_IMPORT.search(text)))
+    table = build_import_table(module, bool(_NESTED_IMPORT.search(text)), star_bound_roots(tree))
     visitor_ids = [rid for rid in needed if rid not in ENGINE_RULES]
 
     run = functools.partial(_run_rules, path, text, wrapper, table=table, settings=settings,
@@ -250,7 +252,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
                             active=frozenset(active))
     ctx = run(ImportTableResolver(table))
     if ctx is None:  # the import table could not vouch for some name: redo exactly
-        ctx = run(ScopeResolver(wrapper))
+        ctx = run(ScopeResolver(wrapper, table.star_bound))
 
     edits, findings = _filter(ctx, active, text, path)
     if settings.annotate:
@@ -403,6 +405,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         findings = [f for f in findings if outside_flag(f.node)]
     else:
         aware_flag_lines = {}
+    edits, findings = _aware_options(ctx, edits, findings, line)
     rules = rules_for("python")
     device_only = {rid for rid in active if rules[rid].only_in_device_files}
     if device_only and not _DEVICE_FILE.search(text) and not any(e.needs_torch_npu for e in edits if e.rule not in device_only):
@@ -843,6 +846,41 @@ def _partial_chains(ctx: FileContext, kept: list[Edit], line) -> tuple[list[Edit
                 "so left unchanged",
                 "check this test on Ascend: rewrite the whole chain by hand if the NPU should pass it"))
     return [e for e in kept if id(e) not in dropped], found
+
+
+def _aware_options(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord],
+                   line) -> tuple[list[Edit], list[FindingRecord]]:
+    """Statements that set or test, with a CUDA value, an option whose choices already offer
+    the NPU (:mod:`npu_migrate.python.aware_options`) keep their edits out and are reported
+    once each (NPU010)."""
+    if not edits or "choices" not in ctx.text:
+        return edits, findings
+    spans = aware_options.aware_option_spans(ctx.python_ast())
+    if not spans:
+        return edits, findings
+
+    def span_of(node: cst.CSTNode):
+        number = line(node)
+        return next((s for s in spans if s[0] <= number <= s[1]), None)
+
+    held: dict[tuple[int, int, str], Edit] = {}
+    kept = []
+    for edit in edits:
+        span = span_of(edit.anchor)
+        if span is None or edit.rule in _IMPORT_EDITS:
+            kept.append(edit)
+        else:
+            held.setdefault(span, edit)
+    if not held:
+        return edits, findings
+    findings = [f for f in findings if span_of(f.node) is None or f.rule == NPU_AWARE_RULE]
+    for (first, _, option), edit in sorted(held.items()):
+        findings.append(FindingRecord(
+            NPU_AWARE_RULE, edit.anchor,
+            f"the `{option}` option already offers the NPU (its choices name both the NPU and CUDA): this statement "
+            "is its CUDA path; left unchanged",
+            "nothing to migrate here: choose the NPU with that option on Ascend"))
+    return kept, findings
 
 
 def _aware_flags(ctx: FileContext, kept: set[int]) -> dict:

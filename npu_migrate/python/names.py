@@ -21,6 +21,7 @@ two are checked against each other by ``tests/engine/test_names.py``.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 
 import libcst as cst
@@ -48,6 +49,8 @@ class ImportTable:
     def __init__(self) -> None:
         self.bindings: dict[str, str] = {}
         self.conflicting: set[str] = set()
+        #: roots only a star import binds (:func:`star_bound_roots`)
+        self.star_bound: set[str] = set()
 
     def bind(self, local: str, qualified: str) -> None:
         previous = self.bindings.get(local)
@@ -100,7 +103,54 @@ def _statement_imports(statements, table: ImportTable) -> None:
                 _statement_imports(suite.body, table)
 
 
-def build_import_table(module: cst.Module, has_nested_imports: bool) -> ImportTable:
+#: Roots a module may take from a star import (``from finetune.run_classifier import *``,
+#: whose module imports torch): the only one the rules act on by name
+_STAR_ROOTS = ("torch",)
+
+
+def star_bound_roots(tree: ast.Module | None) -> frozenset[str]:
+    """The roots of :data:`_STAR_ROOTS` that ``tree`` reads but never binds itself, in a
+    module that star-imports at its top level: there only the star import can bind them.
+
+    TencentPretrain's finetune scripts read ``torch`` through ``from finetune.run_classifier
+    import *``. Unresolved, ``torch.cuda.is_available()`` stayed while the ``"cuda"`` it
+    chooses (which reaches ``.to()``) was rewritten: ``"npu" if torch.cuda.is_available()``
+    (held-out round 24). A module that binds the name itself in any way (an import, an
+    assignment, a parameter, a loop target, a definition) is not counted: then the name
+    may be that binding, and the exact resolver decides as before."""
+    if tree is None or not any(isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names)
+                               for s in tree.body):
+        return frozenset()
+    read: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".", 1)[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+    return frozenset(root for root in _STAR_ROOTS if root in read and root not in bound)
+
+
+def build_import_table(module: cst.Module, has_nested_imports: bool,
+                       star_roots: frozenset[str] = frozenset()) -> ImportTable:
+    table = _import_table(module, has_nested_imports)
+    for root in star_roots:
+        table.bind(root, root)
+        table.star_bound.add(root)
+    return table
+
+
+def _import_table(module: cst.Module, has_nested_imports: bool) -> ImportTable:
     table = ImportTable()
     if has_nested_imports:
         _statement_imports(module.body, table)
@@ -152,9 +202,10 @@ class ScopeResolver:
 
     exact = True
 
-    def __init__(self, wrapper: MetadataWrapper) -> None:
+    def __init__(self, wrapper: MetadataWrapper, star_bound: Iterable[str] = ()) -> None:
         self._names = wrapper.resolve(QualifiedNameProvider)
         self.roots_used: set[str] = set()
+        self._star_bound = frozenset(star_bound)
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         if not isinstance(node, (cst.Name, cst.Attribute)):
@@ -165,6 +216,11 @@ class ScopeResolver:
         names = {q.name for q in value if q.source is QualifiedNameSource.IMPORT}
         if len(names) == 1:
             return names.pop()
+        if not value and self._star_bound:
+            # a root only a star import binds (nothing in the module binds it otherwise)
+            dotted = dotted_name(node)
+            if dotted is not None and dotted.split(".", 1)[0] in self._star_bound:
+                return dotted
         return None
 
 

@@ -99,7 +99,10 @@ verl's `scripts/` package, torchtitan's `torchtitan/experiments/`) keeps its ins
 `[options] install_requires`, Poetry's, `setup.py`'s via NPU862, and a requirements
 file that `setup.py` reads into `install_requires`, as GaLore's does) as they are:
 `pip install <library>` must not need npu-runtime; the scripts' requirements file
-gets it, or the finding says what to install.
+gets it, or the finding says what to install. The same holds where every import of
+npu_runtime in the project is NPU701's guarded one (`try: import npu_runtime / except
+ImportError`): the package runs without the runtime, so its install requirements stay as
+they are (align-anything, held-out round 24, has an `ascend` extra of its own).
 A file that already names npu-runtime is left alone, whatever the version. An environment
 that pins a Python npu-runtime does not support (`python=3.8.5` in a conda environment;
 npu-runtime needs 3.10 or later) gets a finding instead of the line, since a pip step that

