@@ -1,7 +1,7 @@
 """timm.models.layers.LayerNorm2d, imported by kentaroy47/vision-transformers-cifar10's
 models/dyt.py (not trained by the bench): a LayerNorm over the channels of an NCHW tensor."""
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 class LayerNorm2d(nn.LayerNorm):
