@@ -466,6 +466,9 @@ CASES = {
                       ["--nproc", "2", "--steps", "6", "--resume-arg=--resume=checkpoint_0000.pth.tar"], SIMSIAM_ARGS,
                       "pass", ("self-supervised (facebookresearch/simsiam): mp.spawn, 2 processes, nccl, "
                                "SyncBatchNorm, DDP(device_ids=[gpu]), epoch checkpoint + --resume with map_location")),
+    "simsiam-spawn-NPU201-off": (_simsiam, "main_simsiam.py", ["--nproc", "2", "--steps", "2", "--no-resume",
+                                                                "--ignore", "NPU201"], SIMSIAM_ARGS, "fail",
+                                 "negative control: the --dist-backend default 'nccl' left, 2 spawned processes"),
     "xtransformers-copy-NPU104-off": (_xtransformers_copy, "train_copy.py", ["--steps", "2", "--ignore", "NPU104"],
                                       [], "fail", "negative control: DEVICE = 'cuda' left in the migrated twin"),
     "dino-ddp": (_dino, "main_dino.py", ["--nproc", "2", "--steps", "10"], DINO_ARGS, "pass",
