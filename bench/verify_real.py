@@ -12,6 +12,14 @@ this bench knows, by the directory name it expects under SOURCES):
     facebookresearch/DiT          -> SOURCES/DiT
     lucidrains/denoising-diffusion-pytorch -> SOURCES/denoising-diffusion-pytorch
 
+and, for the held-out cases added on 2026-11-30 (five scripts from five other repositories):
+
+    lucidrains/x-transformers                 -> SOURCES/x-transformers
+    eriklindernoren/PyTorch-GAN               -> SOURCES/PyTorch-GAN
+    kentaroy47/vision-transformers-cifar10    -> SOURCES/vision-transformers-cifar10
+    facebookresearch/simsiam                  -> SOURCES/simsiam
+    facebookresearch/dino                     -> SOURCES/dino
+
     python bench/verify_real.py SOURCES WORK [CASE ...]
 
 Each case copies the files it needs into WORK/<case>, shrinks the run with the script's
@@ -28,7 +36,8 @@ ratio of CPU seconds of all processes, the load average) and writes WORK/results
 
 Python packages beyond the test dependencies: einops and ema-pytorch
 (denoising-diffusion-pytorch), sentencepiece (imported by llama2.c's tinystories.py),
-all from PyPI.
+einx, loguru and torch-einops-utils (x-transformers), tqdm (its train_copy.py), pandas
+(imported by vision-transformers-cifar10's train_cifar10.py), all from PyPI.
 
 Expected verdicts were established independently of verify: for the correct migrations
 of issue 39's six scripts, its hand-checked table (each migration checked by hand against
@@ -36,7 +45,11 @@ a CPU reference written for it); for the others (llama2.c, minGPT, DiT,
 denoising-diffusion-pytorch, imagenet, dcgan, vae, mnist_rnn), the migration's diff read
 hunk by hunk (docs/verify.md, "Real training scripts"); for the negative controls, the
 rule switched off leaves CUDA code that cannot run on an NPU, and the migrated twin must
-fail at the user's own line.
+fail at the user's own line. For the held-out cases (2026-11-30): each diff read hunk by
+hunk and a hand reference run without verify (x-transformers, wgan_gp, the ViT in fp32:
+the original on the CPU against the migrated script under ``npu-migrate emulate``;
+simsiam and dino: the tool's migration against a migration done by hand, both under
+``npu-migrate emulate`` with 2 processes); docs/verify.md, "Real training scripts".
 No CI machine can fetch GitHub, so this is a bench for local runs, not a test.
 """
 
@@ -278,6 +291,85 @@ IMAGENET_ARGS = ["-a", "resnet50", "-j", "0", "-b", "16", "--epochs", "2", "--pr
                  "--dist-url", "tcp://127.0.0.1:23456", "imagenet"]
 
 
+def _xtransformers_copy(src: Path, dest: Path) -> None:
+    """lucidrains/x-transformers train_copy.py (seq2seq: an encoder-decoder XTransformer
+    learns to copy a random sequence; the data is generated) with the x_transformers
+    package next to it; the script has no command line, so its constants are shrunk
+    here (as for the diffusion README example). Held-out case, 2026-11-30."""
+    text = (src / "x-transformers" / "train_copy.py").read_text()
+    for old, new in (("NUM_BATCHES = int(1e5)", "NUM_BATCHES = 6"), ("BATCH_SIZE = 32", "BATCH_SIZE = 4"),
+                     ("ENC_SEQ_LEN = 32", "ENC_SEQ_LEN = 8"), ("DEC_SEQ_LEN = 64 + 1", "DEC_SEQ_LEN = 16 + 1"),
+                     ("dim = 128,", "dim = 32,"), ("enc_depth = 3,", "enc_depth = 1,"),
+                     ("dec_depth = 3,", "dec_depth = 1,"), ("enc_heads = 8,", "enc_heads = 2,"),
+                     ("dec_heads = 8,", "dec_heads = 2,"), ("GENERATE_EVERY  = 100", "GENERATE_EVERY  = 3")):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (dest / "train_copy.py").write_text(text)
+    shutil.copytree(src / "x-transformers" / "x_transformers", dest / "x_transformers")
+
+
+def _wgan_gp(src: Path, dest: Path) -> None:
+    """eriklindernoren/PyTorch-GAN implementations/wgan_gp/wgan_gp.py (a GAN: WGAN with
+    gradient penalty) with the stub torchvision (synthetic MNIST). Held-out case, 2026-11-30."""
+    shutil.copy(src / "PyTorch-GAN" / "implementations" / "wgan_gp" / "wgan_gp.py", dest / "wgan_gp.py")
+    shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+
+
+WGAN_ARGS = ["--n_epochs", "1", "--batch_size", "16", "--latent_dim", "16", "--n_critic", "2",
+             "--sample_interval", "1000"]
+
+
+def _vit_cifar(src: Path, dest: Path) -> None:
+    """kentaroy47/vision-transformers-cifar10 train_cifar10.py (a ViT on CIFAR-10) with its
+    models package, utils.py and randomaug.py; stubs of torchvision (synthetic CIFAR10),
+    wandb (imported whatever --nowandb says: ``usewandb = ~args.nowandb`` is always true)
+    and timm (``LayerNorm2d``, imported by models/dyt.py). pandas is imported, from PyPI.
+    Held-out case, 2026-11-30."""
+    folder = src / "vision-transformers-cifar10"
+    for name in ("train_cifar10.py", "utils.py", "randomaug.py"):
+        shutil.copy(folder / name, dest / name)
+    shutil.copytree(folder / "models", dest / "models")
+    for stub in ("torchvision", "timm", "wandb"):
+        shutil.copytree(STUBS / stub, dest / stub)
+
+
+VIT_CIFAR_ARGS = ["--net", "vit", "--dimhead", "32", "--patch", "8", "--bs", "16", "--n_epochs", "2", "--nowandb",
+                  "--noaug"]
+
+
+def _simsiam(src: Path, dest: Path) -> None:
+    """facebookresearch/simsiam main_simsiam.py (self-supervised: SimSiam, mp.spawn DDP
+    with SyncBatchNorm) with its simsiam package and the stub torchvision (ImageFolder,
+    a tiny resnet50 built with ``num_classes=dim``). Held-out case, 2026-11-30."""
+    shutil.copy(src / "simsiam" / "main_simsiam.py", dest / "main_simsiam.py")
+    shutil.copytree(src / "simsiam" / "simsiam", dest / "simsiam")
+    shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+
+
+SIMSIAM_ARGS = ["-a", "resnet50", "-j", "0", "-b", "16", "--epochs", "2", "--dim", "64", "--pred-dim", "16",
+                "--seed", "0", "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
+                "--dist-url", "tcp://127.0.0.1:23457", "data"]
+
+
+def _dino(src: Path, dest: Path) -> None:
+    """facebookresearch/dino main_dino.py (self-supervised ViT: student and EMA teacher,
+    multi-crop) with its utils.py and vision_transformer.py and the stub torchvision; its
+    argument parser lists XCiT models from torch.hub (network), so that one call is left
+    out. Held-out case, 2026-11-30."""
+    text = (src / "dino" / "main_dino.py").read_text()
+    old = ' + torch.hub.list("facebookresearch/xcit:main"),'
+    assert text.count(old) == 1
+    (dest / "main_dino.py").write_text(text.replace(old, ","))
+    for name in ("utils.py", "vision_transformer.py"):
+        shutil.copy(src / "dino" / name, dest / name)
+    shutil.copytree(STUBS / "torchvision", dest / "torchvision")
+
+
+DINO_ARGS = ["--arch", "vit_tiny", "--patch_size", "16", "--out_dim", "64", "--local_crops_number", "2",
+             "--batch_size_per_gpu", "4", "--epochs", "2", "--warmup_epochs", "1", "--num_workers", "0",
+             "--data_path", "data", "--output_dir", "out"]
+
+
 #: name: (setup, script, verify options, script arguments, expected verdict, what it exercises)
 CASES = {
     "example": (_bundled, "train.py", ["--steps", "17"], ["--epochs", "2"], "pass",
@@ -358,6 +450,31 @@ CASES = {
                   ["--accel", "--epochs", "1", "--batch-size", "32", "--test-batch-size", "64",
                    "--log-interval", "1"], "pass",
                   "pytorch/examples mnist_rnn: LSTM over image rows on the accelerator, Adadelta + StepLR"),
+    # held-out cases (2026-11-30): five scripts from repositories the cases above do not use
+    "xtransformers-copy": (_xtransformers_copy, "train_copy.py", ["--steps", "5"], [], "pass",
+                           ("seq2seq (lucidrains/x-transformers train_copy.py): encoder-decoder, "
+                            "'cuda' if torch.cuda.is_available(), autocast('cuda', enabled=False) in the library, "
+                            "generation every 3 steps")),
+    "wgan-gp": (_wgan_gp, "wgan_gp.py", ["--steps", "6"], WGAN_ARGS, "pass",
+                ("GAN (eriklindernoren/PyTorch-GAN wgan_gp): Tensor = torch.cuda.FloatTensor, imgs.type(Tensor), "
+                 "gradient penalty by autograd.grad(create_graph=True), D and G optimizers, numpy noise")),
+    "vit-cifar-amp": (_vit_cifar, "train_cifar10.py", ["--steps", "6", "--resume-arg=--resume"], VIT_CIFAR_ARGS,
+                      "pass", ("ViT on CIFAR-10 (kentaroy47/vision-transformers-cifar10): torch.cuda.amp.autocast + "
+                               "GradScaler (fp16), 8 loader workers, an unconditional net.cuda(), checkpoint in the "
+                               "epoch's validation + --resume")),
+    "simsiam-spawn": (_simsiam, "main_simsiam.py",
+                      ["--nproc", "2", "--steps", "6", "--resume-arg=--resume=checkpoint_0000.pth.tar"], SIMSIAM_ARGS,
+                      "pass", ("self-supervised (facebookresearch/simsiam): mp.spawn, 2 processes, nccl, "
+                               "SyncBatchNorm, DDP(device_ids=[gpu]), epoch checkpoint + --resume with map_location")),
+    "simsiam-spawn-NPU201-off": (_simsiam, "main_simsiam.py", ["--nproc", "2", "--steps", "2", "--no-resume",
+                                                                "--ignore", "NPU201"], SIMSIAM_ARGS, "fail",
+                                 "negative control: the --dist-backend default 'nccl' left, 2 spawned processes"),
+    "xtransformers-copy-NPU104-off": (_xtransformers_copy, "train_copy.py", ["--steps", "2", "--ignore", "NPU104"],
+                                      [], "fail", "negative control: DEVICE = 'cuda' left in the migrated twin"),
+    "dino-ddp": (_dino, "main_dino.py", ["--nproc", "2", "--steps", "10"], DINO_ARGS, "pass",
+                 ("self-supervised ViT (facebookresearch/dino): torchrun, 2 processes, env:// init with nccl, "
+                  "torch.cuda.amp autocast + GradScaler (fp16), gradient clipping, EMA teacher, epoch checkpoint "
+                  "restarted from automatically")),
 }
 
 

@@ -358,7 +358,8 @@ def _verify_runs(req, root, script, work, records, keep, run_twin, migrate_npu_c
     if req.report:
         report.preload()  # while the round-trip runs
     if resume is None:
-        resume = _resume(req, ref, npu, {"ref": ref_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol)
+        resume = _resume(req, ref, npu, {"ref": ref_copy, "npu": npu_copy}, fresh_copy, run_twin, emulated, tol,
+                         root)
 
     verdict, reason = "pass", None
     if npu.error is not None:
@@ -435,9 +436,10 @@ def _frame_line(result) -> str:
     return f" at {frame}" if frame else ""
 
 
-def _keep_logs(req: Request, work: Path, failed: list) -> dict[str, str]:
+def _keep_logs(req: Request, work: Path | None, failed: list, suffix: str = "") -> dict[str, str]:
     """The run log of each failed twin, copied where it outlives the scratch directory:
-    next to the report (``REPORT.<twin>.log``), else in a directory of its own."""
+    next to the report (``REPORT.<twin>.log``, ``REPORT.<twin>-<suffix>.log`` for the
+    round-trip's restarts), else in a directory of its own."""
     if not failed:
         return {}
     if req.keep:
@@ -449,7 +451,7 @@ def _keep_logs(req: Request, work: Path, failed: list) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     kept = {}
     for r in failed:
-        dest = folder / f"{stem}.{r.name.split()[0]}.log"
+        dest = folder / f"{stem}.{r.name.split()[0]}{'-' + suffix if suffix else ''}.log"
         try:
             shutil.copyfile(r.out / "output.log", dest)
         except OSError:
@@ -466,7 +468,7 @@ def _twin_info(result) -> dict:
 
 
 def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twin, emulated: bool,
-            tol: compare.Tolerance) -> dict:
+            tol: compare.Tolerance, root: Path) -> dict:
     """Stop both twins after step k and restart them; the restarted migrated twin must
     compute what the restarted reference computes. (Whether the script's own resume
     is exact, i.e. each restart equals its uninterrupted run, is reported beside:
@@ -475,7 +477,12 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
     Where a twin's uninterrupted run saved nothing after step k, its copy is already
     what a run stopped after step k leaves on disk (checkpoints are only written by
     torch.save), and the restart runs there; otherwise a fresh copy is stopped after
-    step k first."""
+    step k first.
+
+    A restart that fails is named by the user's own line, and its log is kept (as for
+    the twins' first runs): where the original's own restart fails (facebookresearch/dino's
+    checkpoint holds its argparse Namespace, which torch.load refuses since torch 2.6),
+    the report says so and whether the migrated twin's restart fails at the same line."""
     if npu.error is not None or not npu.ranks:
         return {"status": "not-tried", "detail": ["the migrated twin did not run through"]}
     saves = ref.ranks.get(0, next(iter(ref.ranks.values()))).get("saves", [])
@@ -487,7 +494,7 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
             "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
-    chains, start = {}, {}
+    chains, start, used = {}, {}, {}
     for name, full in (("ref", ref), ("npu", npu)):
         def env(out, steps, align=None, name=name):
             base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
@@ -507,6 +514,8 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
                     raise VerifyError(str(exc)) from None
                 start[name] = f"a fresh copy run to step {k} first ({why})"
 
+        used[name] = copy
+
         def chain(name=name, full=full, env=env, copy=copy, stop_first=stop_first):
             label = "reference twin" if name == "ref" else "migrated twin"
             if stop_first:
@@ -520,12 +529,27 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
     restarted = dict(zip(("ref", "npu"), _both(req, chains["ref"], chains["npu"])))
     result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args],
                     "restarted_from": {"reference": start["ref"], "migrated": start["npu"]}}
+    failed = [restarted[name] for name in ("ref", "npu") if restarted[name].error is not None]
+    for name in ("ref", "npu"):
+        _original_frame(restarted[name], root, used[name])
+    if failed:
+        kept = _keep_logs(req, None, failed, suffix="restart")
+        result["logs"] = {r.name.split()[0]: kept[r.name] for r in failed if r.name in kept}
+    log_of = {r: result.get("logs", {}).get(r, "rerun with --keep to keep it") for r in ("reference", "migrated")}
     if restarted["ref"].error is not None:
+        # the same line of the user's file (each copy's text may differ there: the migration's rewrite)
+        ref_at, npu_at = ((_frame_of(restarted[name]) or "").partition(" ")[0] for name in ("ref", "npu"))
+        same = restarted["npu"].error is not None and ref_at and ref_at == npu_at
         return dict(result, status="reference-failed", detail=[
-            f"the reference twin's stop-and-restart failed ({restarted['ref'].error}): no reference to compare with"])
+            f"the reference twin's stop-and-restart failed{_frame_line(restarted['ref'])} "
+            f"({restarted['ref'].error}): no reference to compare with"
+            + ("; the migrated twin's restart fails there too: the original's own restart fails with these "
+               "arguments (not a migration problem)" if same else "")
+            + f"; log: {log_of['reference']}"])
     if restarted["npu"].error is not None:
-        return dict(result, status="fail", detail=[(f"the migrated twin's stop-and-restart failed: "
-                                                   f"{restarted['npu'].error}")],
+        return dict(result, status="fail", detail=[(f"the migrated twin's stop-and-restart failed"
+                                                   f"{_frame_line(restarted['npu'])}: {restarted['npu'].error}; "
+                                                   f"log: {log_of['migrated']}")],
                     first_divergence={"step": k + 1, "rank": 0, "what": [(f"the restarted migrated twin failed: "
                                                                          f"{restarted['npu'].error}")]})
     if req.reference == "cpu-retarget":

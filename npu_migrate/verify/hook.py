@@ -769,8 +769,11 @@ def _own_port(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 def reason_line(exc: BaseException, limit: int = 300) -> str:
     """One line for a crash: its type and the first line of its message (a dispatcher
-    error's list of backends, or a long chained message, is left to the log)."""
-    text = str(exc).strip()
+    error's list of backends, or a long chained message, is left to the log). Terminal
+    escapes are left out (torch.load's weights-only refusal prints a sentence in bold)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(exc)).strip()
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if len(first) > 160 and ". " in first[:limit]:  # a dispatcher error: its first sentence
         first = first[: first.index(". ") + 1]

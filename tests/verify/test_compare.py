@@ -215,6 +215,18 @@ def test_a_dispatcher_error_is_cut_to_its_first_sentence():
                                      "from the 'CPU' backend.")
 
 
+def test_terminal_escapes_are_left_out_of_the_reason():
+    # torch.load's weights-only refusal (torch >= 2.6) prints part of its message in bold:
+    # facebookresearch/dino's restart from its own checkpoint put ESC[1m ... ESC[0m into the report.
+    from npu_migrate.verify import hook
+
+    exc = RuntimeError("Weights only load failed. This file can still be loaded, to do so you have two options, "
+                       "\x1b[1mdo those steps only if you trust the source of the checkpoint\x1b[0m. \n\t(1) ...")
+    assert hook.reason_line(exc) == ("RuntimeError: Weights only load failed. This file can still be loaded, to do "
+                                     "so you have two options, do those steps only if you trust the source of the "
+                                     "checkpoint.")
+
+
 def test_a_sharded_parameter_is_recorded_by_its_local_shard():
     torch = pytest.importorskip("torch")
     from npu_migrate.verify import hook

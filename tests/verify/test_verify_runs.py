@@ -108,6 +108,27 @@ def test_a_script_that_writes_while_it_unwinds_gets_a_stop_run(tmp_path, emulato
         for twin in ("reference", "migrated")}
 
 
+@pytest.mark.timeout(900)
+def test_a_restart_the_original_itself_cannot_do_names_its_line_and_keeps_the_logs(tmp_path, emulator_build):
+    # facebookresearch/dino saves its argparse Namespace in the checkpoint, and its restart's
+    # torch.load (weights_only by default since torch 2.6) refuses it, in both twins alike:
+    # the verdict stands, and the round-trip says where the original's restart fails, that
+    # the migrated twin's fails there too, and where the restarts' logs are.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "3", "train.py", "--", "--save-args")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert data["verdict"] == "pass"
+    resume = data["resume"]
+    assert resume["status"] == "reference-failed"
+    detail = resume["detail"][0]
+    assert "at train.py:35 (line 35 after the migration) state = torch.load(args.checkpoint" in detail, detail
+    assert "the migrated twin's restart fails there too" in detail and "\x1b" not in detail
+    kept = Path(resume["logs"]["reference"])
+    assert kept.parent == tmp_path / "report" and "UnpicklingError" in kept.read_text()
+    assert str(kept) in detail and Path(resume["logs"]["migrated"]).is_file()
+    assert "train.py:35 (line 35 after the migration)" in (tmp_path / "report" / "verify.txt").read_text()
+
+
 @pytest.mark.timeout(600)
 def test_silent_cpu_work_fails(tmp_path, emulator_build):
     project = _copy("amp_resume", tmp_path)

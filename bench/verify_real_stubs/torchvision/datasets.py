@@ -42,3 +42,24 @@ class FakeData(torch.utils.data.Dataset):
     def __getitem__(self, i):
         g = torch.Generator().manual_seed(i)
         return torch.randn(self.image_size, generator=g), int(torch.randint(0, self.num_classes, (1,), generator=g))
+
+
+class CIFAR10(torch.utils.data.Dataset):
+    """Synthetic 32x32 RGB images in [0, 1] (as ToTensor gives them), 64 for training and
+    100 for testing (kentaroy47/vision-transformers-cifar10)."""
+    def __init__(self, root, train=True, download=False, transform=None, **kwargs):
+        g = torch.Generator().manual_seed(3 if train else 4)
+        n = 64 if train else 100
+        self.x = torch.rand(n, 3, 32, 32, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        return (self.transform(x) if self.transform else x), int(self.y[i])
+
+
+CIFAR100 = CIFAR10

@@ -15,7 +15,7 @@ class Compose(_T):
 
 
 Normalize = RandomResizedCrop = RandomHorizontalFlip = RandomApply = ColorJitter = RandomGrayscale = _T
-GaussianBlur = RandomSolarize = Resize = CenterCrop = Lambda = _T
+GaussianBlur = RandomSolarize = Resize = CenterCrop = Lambda = RandomCrop = _T
 InterpolationMode = type("InterpolationMode", (), {"BICUBIC": 3, "BILINEAR": 2})
 
 

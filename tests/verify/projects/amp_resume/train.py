@@ -17,6 +17,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--checkpoint", default="ckpt/last.pt")
 parser.add_argument("--exit-note", default=None, help="a file written however the run ends (in a finally)")
+parser.add_argument("--save-args", action="store_true",
+                    help="put the argparse Namespace into the checkpoint, as facebookresearch/dino does: "
+                         "torch.load (weights_only, torch >= 2.6) then refuses the restart")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -47,6 +50,8 @@ try:
         os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
                     "rng": torch.get_rng_state()}, args.checkpoint)
+        if args.save_args:
+            torch.save({**torch.load(args.checkpoint), "args": args}, args.checkpoint)
         print(f"epoch {epoch} loss {loss.item():.4f}")
 finally:
     if args.exit_note:
