@@ -340,3 +340,33 @@ def test_a_launcher_beside_its_npu_twin_is_left(tmp_path, run_cli):
     result = run_cli("--write", "--no-cache", ".")
     assert path.read_text() == source
     assert "beside the project's own Ascend one (`run_npu.sh`)" in result.output
+
+
+SAVE_THEN_LOAD = '''import torch
+from mylib.saver import save_model
+
+
+def main(args, model):
+    for epoch in range(args.epochs):
+        if epoch == args.epochs - 1:
+            save_model(model, args.output_model_path)
+    model.load_state_dict(torch.load(args.output_model_path))
+'''
+
+
+def test_a_load_of_what_a_save_helper_just_wrote_gets_no_map_location(tmp_path, run_cli):
+    """TencentPretrain's finetune scripts reload `args.output_model_path`, which
+    `save_model(model, args.output_model_path)` wrote earlier in the same function from the
+    model on the NPU: `map_location="cpu"` there was needless (12 hunks)."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "finetune.py", SAVE_THEN_LOAD)
+    run_cli("--write", "--no-cache", ".")
+    assert "map_location" not in path.read_text()
+
+
+def test_a_load_without_that_save_still_maps_to_the_cpu(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "finetune.py", SAVE_THEN_LOAD.replace("save_model(model, args.output_model_path)",
+                                                                 "save_model(model, args.other_path)"))
+    run_cli("--write", "--no-cache", ".")
+    assert 'torch.load(args.output_model_path, map_location="cpu")' in path.read_text()
