@@ -1753,6 +1753,17 @@ def functions_only_within(tree: ast.Module, spans: list[tuple[int, int]]) -> lis
 TENSORRT_EXECUTION = frozenset({"create_execution_context", "execute_async_v3", "execute_async_v2", "execute_v2"})
 
 
+#: TensorRT's Python packages: the runtime, NVIDIA's torch converter, TensorRT-LLM
+TENSORRT_PACKAGES = frozenset({"tensorrt", "torch2trt", "tensorrt_llm", "torch_tensorrt"})
+
+
+def _imported_root(node: ast.Import | ast.ImportFrom) -> str | None:
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] if not node.level else None
+    return next((alias.name.split(".")[0] for alias in node.names if alias.name.split(".")[0] in TENSORRT_PACKAGES),
+                None)
+
+
 def tensorrt_blocks(tree: ast.Module) -> list[tuple[int, int, int, str]]:
     """``(first, last, line, call)``: the innermost function, or ``if``/``else`` branch of
     one, that runs a TensorRT execution context (CosyVoice's ``forward_estimator``: its
@@ -1763,6 +1774,13 @@ def tensorrt_blocks(tree: ast.Module) -> list[tuple[int, int, int, str]]:
     calls = [(node.lineno, node.func.attr) for node in ast.walk(tree)
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
              and node.func.attr in TENSORRT_EXECUTION]
+    # and a block that imports TensorRT's Python packages itself (YOLOX's `if trt_file is not
+    # None: from torch2trt import TRTModule`, held-out round 24): module-level imports are
+    # the whole module's (cuda_backend.unimportable_module)
+    module_level = {id(s) for s in tree.body}
+    calls += [(node.lineno, root) for node in ast.walk(tree)
+              if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in module_level
+              and (root := _imported_root(node)) in TENSORRT_PACKAGES]
     if not calls:
         return []
     suites: list[tuple[int, int]] = []

@@ -990,8 +990,8 @@ def _tensorrt_blocks(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
     """Device edits in a function or branch that runs a TensorRT execution context
     (:func:`cuda_only.tensorrt_blocks`) are dropped and reported once per block (NPU011):
     that code hands CUDA streams and device pointers to TensorRT, which has no Ascend build."""
-    candidates = [e for e in edits if e.rule in _DEVICE_RULES]
-    if not candidates or "execut" not in ctx.text:
+    candidates = [e for e in edits if e.rule in _DEVICE_RULES or e.rule == "NPU402"]
+    if not candidates or ("execut" not in ctx.text and "trt" not in ctx.text.lower()):
         return edits, []
     tree = ctx.python_ast()
     blocks = cuda_only.tensorrt_blocks(tree) if tree is not None else []
@@ -1008,8 +1008,10 @@ def _tensorrt_blocks(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
         dropped.add(id(edit))
         reported.setdefault((first, last), FindingRecord(
             KERNEL_GATE_RULE, edit.anchor,
-            f"this code runs a TensorRT execution context (`{name}`, line {at}): its streams and tensors are "
-            "TensorRT's, which has no Ascend build; left unchanged",
+            (f"this code uses TensorRT (`{name}`, imported at line {at}): its engines and tensors are TensorRT's, "
+             "which has no Ascend build; left unchanged" if name in cuda_only.TENSORRT_PACKAGES else
+             f"this code runs a TensorRT execution context (`{name}`, line {at}): its streams and tensors are "
+             "TensorRT's, which has no Ascend build; left unchanged"),
             "port the engine to Ascend (an OM model run by ACL/MindIE, or the PyTorch module itself) and migrate "
             "this block with it"))
     return [e for e in edits if id(e) not in dropped], list(reported.values())

@@ -370,3 +370,36 @@ def test_a_load_without_that_save_still_maps_to_the_cpu(tmp_path, run_cli):
                                                                  "save_model(model, args.other_path)"))
     run_cli("--write", "--no-cache", ".")
     assert 'torch.load(args.output_model_path, map_location="cpu")' in path.read_text()
+
+
+TRT_DEMO = '''import torch
+
+
+class Predictor:
+    def __init__(self, model, trt_file=None):
+        self.model = model
+        if trt_file is not None:
+            from torch2trt import TRTModule
+
+            model_trt = TRTModule()
+            model_trt.load_state_dict(torch.load(trt_file))
+            x = torch.ones(1, 3, 64, 64).cuda()
+            self.model(x)
+            self.model = model_trt
+
+    def inference(self, img):
+        return self.model(img.cuda())
+'''
+
+
+def test_a_branch_that_imports_torch2trt_is_left(tmp_path, run_cli):
+    """YOLOX's demo and evaluators: `if trt_file is not None: from torch2trt import TRTModule`
+    builds a TensorRT module (no Ascend build); its `.cuda()` and `torch.load` were edited."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "demo.py", TRT_DEMO)
+    result = run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    assert "x = torch.ones(1, 3, 64, 64).cuda()" in text
+    assert "torch.load(trt_file))" in text
+    assert "self.model(img.npu())" in text
+    assert "this code uses TensorRT (`torch2trt`, imported at line" in result.output
