@@ -133,6 +133,12 @@ def _patch_destroy() -> None:
         return
 
     def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.suppress(Exception):  # the rank an exit_hang event names, while the group says it
+            from . import health
+
+            monitor = health.active()
+            if monitor is not None:
+                monitor.learn_rank()
         result = original(*args, **kwargs)
         if not (args or kwargs.get("group") is not None) or not dist.is_initialized():
             arm("destroy_process_group() returned")  # the default group: the job's collectives are over

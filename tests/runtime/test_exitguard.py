@@ -189,16 +189,17 @@ SPAWN_HANG_AFTER_DESTROY = textwrap.dedent(r"""
     import npu_runtime
 
     def worker(rank, port, hang):
-        init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=1)
+        init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2)
         destroy_process_group()
         print(f"trained {time.time()}", flush=True)
-        if hang == "gil":
-            re.match(r"(a+)+$", "a" * 64 + "b")
-        time.sleep(3600)
+        if rank == 1:  # mp.spawn sets no RANK: the exit_hang event must still say rank 1
+            if hang == "gil":
+                re.match(r"(a+)+$", "a" * 64 + "b")
+            time.sleep(3600)
 
     if __name__ == "__main__":
         npu_runtime.install()
-        mp.spawn(worker, args=(sys.argv[1], sys.argv[2]), nprocs=1)
+        mp.spawn(worker, args=(sys.argv[1], sys.argv[2]), nprocs=2)
 """)
 
 
@@ -209,15 +210,18 @@ def test_an_mp_spawn_worker_hung_after_destroy_is_ended_with_0(tmp_path, hang):
     """Issue 38.6 on the emulator: a two-rank mp.spawn job (pytorch/examples' multigpu.py
     with a hang after ``destroy_process_group()``) ran on for 150 s. The spawn worker
     re-imports the main module through runpy, whose functions keep the namespace runpy
-    copied the module from: re-pointing the module's name alone did not reach them."""
+    copied the module from: re-pointing the module's name alone did not reach them. Its
+    ``exit_hang`` event said rank 0 (``RANK`` is unset under mp.spawn) for rank 1."""
     from ._helpers import free_port
 
     # the watchdog ends a worker the guard misses (30 s, exit 75 or 1): nothing is left behind
-    environ = child_env(NPU_RUNTIME_EXIT_TIMEOUT="2", NPU_RUNTIME_WATCHDOG_TIMEOUT="30")
+    environ = child_env(NPU_RUNTIME_EXIT_TIMEOUT="2", NPU_RUNTIME_WATCHDOG_TIMEOUT="30",
+                        NPU_RUNTIME_EVENTS=str(tmp_path / "events.jsonl"))
     proc = run_script(tmp_path, SPAWN_HANG_AFTER_DESTROY, str(free_port()), hang, env=environ, timeout=100)
     ended = time.time()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    took = ended - float(proc.stdout.split("trained ")[1].split()[0])
+    took = ended - max(float(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("trained "))
     assert took < 2 + exitguard.GRACE_S + 8, took  # + the spawn parent's exit, on a loaded machine
     if hang == "sleep":
         assert "the training is over (destroy_process_group() returned)" in proc.stderr
+        assert [(e["event"], e["rank"]) for e in _events(tmp_path)] == [("exit_hang", 1)]
