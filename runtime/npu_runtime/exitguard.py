@@ -9,7 +9,8 @@ Under ``install()`` the runtime watches that last stretch. The guard is **armed*
 training is over:
 
 - ``torch.distributed.destroy_process_group()`` returned (the script tore its group
-  down: what follows is its teardown), or
+  down: what follows is its teardown; names bound to it before ``install()``, such as a
+  top-level ``from torch.distributed import destroy_process_group``, are re-pointed), or
 - the interpreter starts to exit after the main script (or a ``multiprocessing`` /
   ``torch.multiprocessing.spawn`` worker's target) returned without an uncaught exception.
   A rank that died of one (or a worker that exits non-zero) is not a completed training:
@@ -48,6 +49,7 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -131,6 +133,12 @@ def _patch_destroy() -> None:
         return
 
     def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.suppress(Exception):  # the rank an exit_hang event names, while the group says it
+            from . import health
+
+            monitor = health.active()
+            if monitor is not None:
+                monitor.learn_rank()
         result = original(*args, **kwargs)
         if not (args or kwargs.get("group") is not None) or not dist.is_initialized():
             arm("destroy_process_group() returned")  # the default group: the job's collectives are over
@@ -140,6 +148,45 @@ def _patch_destroy() -> None:
     destroy_process_group.__doc__ = original.__doc__
     destroy_process_group._npu_runtime = True  # type: ignore[attr-defined]
     dist.destroy_process_group = destroy_process_group
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    if c10d is not None and getattr(c10d, "destroy_process_group", None) is original:
+        c10d.destroy_process_group = destroy_process_group
+    _rebind(original, destroy_process_group)
+
+
+#: Packages whose own references to a patched function are left alone (torch's internals,
+#: the emulator's stand-in, this package).
+_NOT_REBOUND = ("torch", "torch_npu", "npu_runtime")
+
+
+def _rebind(original: Any, replacement: Any) -> None:
+    """Point the module-level names already bound to ``original`` at ``replacement``.
+
+    ``from torch.distributed import destroy_process_group`` at the top of a script (as
+    pytorch/examples' multigpu.py writes it) runs before ``install()`` patches the module
+    attribute, and a ``spawn`` worker imports the main module before the runtime is
+    installed in it: the script then called the unpatched function, the guard was never
+    armed, and a rank that hung after it was never ended.
+
+    The functions' own globals are searched too: ``runpy`` (``python -m``, and the main
+    module a ``spawn`` worker re-imports as ``__mp_main__``) runs a module in a temporary
+    namespace and keeps a *copy* of it, so the functions of such a module (the worker's
+    target) read names from a dict that is no module's."""
+    namespaces: dict[int, dict] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".", 1)[0] in _NOT_REBOUND:
+            continue
+        with contextlib.suppress(Exception):  # odd module objects (lazy proxies) are skipped
+            namespace = vars(module)
+            namespaces[id(namespace)] = namespace
+            for value in list(namespace.values()):
+                if isinstance(value, types.FunctionType):
+                    namespaces.setdefault(id(value.__globals__), value.__globals__)
+    for namespace in namespaces.values():
+        with contextlib.suppress(Exception):
+            for key, value in list(namespace.items()):
+                if value is original:
+                    namespace[key] = replacement
 
 
 def _worker_exit_code() -> Any:
@@ -358,6 +405,10 @@ def _reset_for_tests() -> None:
         wrapped = dist.destroy_process_group
         if getattr(wrapped, "_npu_runtime", False):
             dist.destroy_process_group = wrapped.__wrapped__
+            c10d = sys.modules.get("torch.distributed.distributed_c10d")
+            if c10d is not None and getattr(c10d, "destroy_process_group", None) is wrapped:
+                c10d.destroy_process_group = wrapped.__wrapped__
+            _rebind(wrapped, wrapped.__wrapped__)
         import torch
 
         if getattr(torch.save, "_npu_runtime", False):

@@ -156,6 +156,7 @@ class HealthMonitor:
         if self._sink is not None:
             _sinks.append(self._sink)
         self.rank = _rank(environ)
+        self._rank_known = bool((environ.get("RANK") or "").strip())  # else learnt from the group (learn_rank)
         self.clock = clock
         self._exit = exit or _exit_rank
         self.step = 0
@@ -444,7 +445,20 @@ class HealthMonitor:
             return None
 
     # ------------------------------------------------------------------ output
+    def learn_rank(self) -> None:
+        """Without ``RANK`` (``mp.spawn`` workers set none), the rank is the default
+        process group's, while one exists; the exit guard asks before the group is
+        destroyed, so an ``exit_hang`` event after it names the right rank."""
+        if self._rank_known:
+            return
+        with contextlib.suppress(Exception):
+            dist = sys.modules.get("torch.distributed")
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                self.rank = int(dist.get_rank())
+                self._rank_known = True
+
     def emit(self, event: str, value: float, threshold: float | None) -> dict[str, Any]:
+        self.learn_rank()
         record = {
             "event": event, "step": self.step, "rank": self.rank, "value": _json_number(value),
             "threshold": None if threshold is None else _json_number(threshold), "time": round(time.time(), 3),

@@ -18,6 +18,7 @@ from ._helpers import child_env, run_script
 HANG_AT_EXIT = textwrap.dedent(r"""
     import atexit, os, re, sys, threading, time
     import torch
+    from torch.distributed import destroy_process_group  # bound before install(), as pytorch/examples do
     import npu_runtime
     npu_runtime.install()
     model = torch.nn.Linear(2, 1)
@@ -35,6 +36,14 @@ HANG_AT_EXIT = textwrap.dedent(r"""
         dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
         dist.destroy_process_group()
         threading.Event().wait()
+    elif how.startswith("destroy-imported"):  # the name bound before install(), then a hang
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+        destroy_process_group()
+        print(f"trained {time.time()}", flush=True)
+        if how.endswith("gil"):
+            re.match(r"(a+)+$", "a" * 64 + "b")
+        time.sleep(3600)
     elif how == "beat":     # work after destroy that says it is alive is not cut short
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
@@ -105,6 +114,23 @@ def test_after_destroy_process_group_a_hang_is_ended_with_0(tmp_path):
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.parametrize("hang", ["sleep", "gil"])
+def test_destroy_process_group_imported_before_install_arms_the_guard(tmp_path, hang):
+    """Issue 38.6, measured on the emulator: pytorch/examples' multigpu.py binds
+    ``from torch.distributed import destroy_process_group`` at the top, before
+    ``install()`` patches the module attribute; a rank that then slept, or hung holding
+    the GIL, after ``destroy_process_group()`` was never ended (150 s, both hangs)."""
+    how = "destroy-imported" + ("-gil" if hang == "gil" else "")
+    proc, took = _run(tmp_path, how, timeout=30)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the Python guard (sleep) or the C timer GRACE_S later (gil), on a loaded machine
+    assert took < 2 + exitguard.GRACE_S + 5, took
+    if hang == "sleep":
+        assert "the training is over (destroy_process_group() returned)" in proc.stderr
+        assert [e["event"] for e in _events(tmp_path)] == ["exit_hang"]
+
+
+@pytest.mark.timeout(90)
 def test_work_after_destroy_that_beats_is_not_cut_short(tmp_path):
     proc, _ = _run(tmp_path, "beat", NPU_RUNTIME_WATCHDOG="0")  # beat() reaches the guard without a watchdog
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -153,3 +179,49 @@ def test_a_worker_the_exit_waits_for_is_ended_with_the_rank(tmp_path):
     finally:  # never leave a spinning worker behind
         if pid_file.exists() and alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), 9)
+
+
+SPAWN_HANG_AFTER_DESTROY = textwrap.dedent(r"""
+    import os, re, sys, time
+    import torch
+    import torch.multiprocessing as mp
+    from torch.distributed import init_process_group, destroy_process_group
+    import npu_runtime
+
+    def worker(rank, port, hang):
+        init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2)
+        destroy_process_group()
+        print(f"trained {time.time()}", flush=True)
+        if rank == 1:  # mp.spawn sets no RANK: the exit_hang event must still say rank 1
+            if hang == "gil":
+                re.match(r"(a+)+$", "a" * 64 + "b")
+            time.sleep(3600)
+
+    if __name__ == "__main__":
+        npu_runtime.install()
+        mp.spawn(worker, args=(sys.argv[1], sys.argv[2]), nprocs=2)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("hang", ["sleep", "gil"])
+def test_an_mp_spawn_worker_hung_after_destroy_is_ended_with_0(tmp_path, hang):
+    """Issue 38.6 on the emulator: a two-rank mp.spawn job (pytorch/examples' multigpu.py
+    with a hang after ``destroy_process_group()``) ran on for 150 s. The spawn worker
+    re-imports the main module through runpy, whose functions keep the namespace runpy
+    copied the module from: re-pointing the module's name alone did not reach them. Its
+    ``exit_hang`` event said rank 0 (``RANK`` is unset under mp.spawn) for rank 1."""
+    from ._helpers import free_port
+
+    # the watchdog ends a worker the guard misses (30 s, exit 75 or 1): nothing is left behind
+    environ = child_env(NPU_RUNTIME_EXIT_TIMEOUT="2", NPU_RUNTIME_WATCHDOG_TIMEOUT="30",
+                        NPU_RUNTIME_EVENTS=str(tmp_path / "events.jsonl"))
+    proc = run_script(tmp_path, SPAWN_HANG_AFTER_DESTROY, str(free_port()), hang, env=environ, timeout=100)
+    ended = time.time()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    took = ended - max(float(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("trained "))
+    assert took < 2 + exitguard.GRACE_S + 8, took  # + the spawn parent's exit, on a loaded machine
+    if hang == "sleep":
+        assert "the training is over (destroy_process_group() returned)" in proc.stderr
+        assert [(e["event"], e["rank"]) for e in _events(tmp_path)] == [("exit_hang", 1)]
