@@ -361,3 +361,16 @@ def test_an_outside_directory_of_many_empty_files_is_refused_with_one_line(tmp_p
     with pytest.raises(scratch.ScratchError) as info:
         scratch.copy_project(proj, tmp_path / "copy")
     assert "\n" not in str(info.value) and "data/" in str(info.value) and "--project" in str(info.value)
+
+
+def test_a_runs_temporary_files_stay_in_the_scratch_directory(tmp_path):
+    """Held-out round of issue 38: torch made /tmp/torchinductor_<user> at a twin's first
+    optimizer step (torchrun: torchelastic_* directories, pytorch-errorfile-*.pickle of a
+    failed rank, never removed) under the user's TMPDIR, which outlived verify."""
+    out = tmp_path / "scratch" / "records" / "reference"
+    env = twins.base_env(out, steps=2, seed=0)
+    for name in ("TMPDIR", "TMP", "TEMP"):
+        assert Path(env[name]).is_dir() and Path(env[name]).is_relative_to(out)
+    done = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp(prefix='torchelastic_'))"],
+                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert Path(done.stdout.strip()).is_relative_to(out)
