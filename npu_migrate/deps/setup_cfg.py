@@ -10,6 +10,7 @@ not extended (the rule reports instead).
 
 from __future__ import annotations
 
+import collections
 import configparser
 import re
 
@@ -23,8 +24,18 @@ _OPTION = re.compile(rb"^([A-Za-z0-9_.\-]+)\s*[=:]")
 _COMMENT = re.compile(r"\s+#.*$")
 
 
+#: Lines of a setup.cfg read at most: configparser takes about 7 us a line on a loaded
+#: machine, so the 32 MB the ini size limit allows (3.2 million short lines) took over 60 s
+#: before any other bound was reached; real setup.cfg files have hundreds of lines.
+MAX_LINES = 100_000
+
+
 def read(data: bytes) -> DepsDocument:
     limits.check(data, "ini")  # the size limit (LimitError): npu_migrate/pipeline/limits.py
+    lines = data.count(b"\n")
+    if lines > MAX_LINES:
+        raise ReadError(1, f"{lines:,} lines, more than the {MAX_LINES:,} npu-migrate reads in a setup.cfg; skipped "
+                           "(a generated or data file? exclude it)")
     text = decode(data)
     parser = configparser.RawConfigParser(strict=False, interpolation=None)
     try:
@@ -35,12 +46,17 @@ def read(data: bytes) -> DepsDocument:
     if parser.has_section("options.extras_require"):
         for option in parser.options("options.extras_require"):
             wanted[("options.extras_require", option)] = f"[options.extras_require] {option}"
+    from npu_migrate.deps.engine import check_count  # the engine imports this reader
+
     document = DepsDocument("setup.cfg")
+    count = 0
     for (section, option), where in wanted.items():
         if not parser.has_option(section, option):
             continue
         values = [_COMMENT.sub("", v).strip() for v in parser.get(section, option).splitlines()]
         values = [v for v in values if v and not v.startswith("#")]
+        count += len(values)
+        check_count(count)  # before _find walks the whole file once per option
         listed = _find(data, section, option, values, where)
         if listed is not None:
             document.lists.append(listed)
@@ -58,7 +74,7 @@ def _find(data: bytes, section: str, option: str, values: list[str], where: str)
     current = None
     inside = False
     listed = DependencyList(where, add=_adder(data))
-    pending = list(values)
+    pending = collections.deque(values)  # popped from the left once per value: list.pop(0) made this quadratic
     for offset, line in _lines(data):
         body = line.rstrip(b"\r\n")
         match = _SECTION.match(body)
@@ -75,14 +91,14 @@ def _find(data: bytes, section: str, option: str, values: list[str], where: str)
                 if value and pending and value.decode("utf-8", "replace") == pending[0]:
                     start = offset + option_match.end() + rest.index(value)
                     # On the option's own line: found, but nothing is added after it.
-                    listed.entries.append(Entry(pending.pop(0), start, start + len(value), offset))
+                    listed.entries.append(Entry(pending.popleft(), start, start + len(value), offset))
             continue
         if not inside or not pending:
             continue
         value = _COMMENT.sub("", body.decode("utf-8", "replace")).strip().encode()
         if value and value.decode("utf-8", "replace") == pending[0]:
             start = offset + body.index(value)
-            listed.entries.append(Entry(pending.pop(0), start, start + len(value), offset))
+            listed.entries.append(Entry(pending.popleft(), start, start + len(value), offset))
     return listed if listed.entries else None
 
 
