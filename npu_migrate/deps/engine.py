@@ -65,6 +65,20 @@ def check_count(count: int) -> None:
                            "dependency file; skipped (a generated lock or data file? exclude it)")
 
 
+#: Lines of a dependency file read at most (requirements, environment.yml, pyproject.toml,
+#: setup.cfg): the readers and the rules spend several microseconds a line in Python, so the
+#: 32 MB their size limit allows (millions of short lines) took over 80 s; real dependency
+#: files have hundreds of lines, and more than MAX_ENTRIES requirements are refused anyway.
+MAX_LINES = 100_000
+
+
+def check_lines(data: bytes) -> None:
+    lines = data.count(b"\n")
+    if lines > MAX_LINES:
+        raise ReadError(1, f"{lines:,} lines, more than the {MAX_LINES:,} npu-migrate reads in a dependency file; "
+                           "skipped (a generated lock or data file? exclude it)")
+
+
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     """Never raises for bad input: a file its parser refuses gets ``path:line: ...``."""
     result = FileResult(path=path)
@@ -72,6 +86,7 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     suppressions = Suppressions()
     deps_reader, config_reader = readers_for(path)
     try:
+        check_lines(data)
         document = None
         needed = [cls for rid, cls in rules_for("deps").items()
                   if settings.selection.active(rid, path) and (cls.triggered(data) or cls.wanted(settings))]
