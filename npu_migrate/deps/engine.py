@@ -57,6 +57,28 @@ class DepsFile:
         self.settings = settings if settings is not None else Settings()
 
 
+def check_count(count: int) -> None:
+    """A ReadError for a dependency file of more than MAX_ENTRIES requirements (a reader may
+    call it before it places each one: setup.cfg's 1,000,000 took 21 s to place)."""
+    if count > MAX_ENTRIES:
+        raise ReadError(1, f"{count:,} requirements, more than the {MAX_ENTRIES:,} npu-migrate reads from one "
+                           "dependency file; skipped (a generated lock or data file? exclude it)")
+
+
+#: Lines of a dependency file read at most (requirements, environment.yml, pyproject.toml,
+#: setup.cfg): the readers and the rules spend several microseconds a line in Python, so the
+#: 32 MB their size limit allows (millions of short lines) took over 80 s; real dependency
+#: files have hundreds of lines, and more than MAX_ENTRIES requirements are refused anyway.
+MAX_LINES = 100_000
+
+
+def check_lines(data: bytes) -> None:
+    lines = data.count(b"\n")
+    if lines > MAX_LINES:
+        raise ReadError(1, f"{lines:,} lines, more than the {MAX_LINES:,} npu-migrate reads in a dependency file; "
+                           "skipped (a generated lock or data file? exclude it)")
+
+
 def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     """Never raises for bad input: a file its parser refuses gets ``path:line: ...``."""
     result = FileResult(path=path)
@@ -64,15 +86,13 @@ def migrate(path: str, data: bytes, settings: Settings) -> FileResult:
     suppressions = Suppressions()
     deps_reader, config_reader = readers_for(path)
     try:
+        check_lines(data)
         document = None
         needed = [cls for rid, cls in rules_for("deps").items()
                   if settings.selection.active(rid, path) and (cls.triggered(data) or cls.wanted(settings))]
         if needed:
             document = importlib.import_module(f"npu_migrate.deps.{deps_reader}").read(data)
-            count = sum(len(lst.entries) for lst in document.lists)
-            if count > MAX_ENTRIES:
-                raise ReadError(1, f"{count:,} requirements, more than the {MAX_ENTRIES:,} npu-migrate reads from one "
-                                   "dependency file; skipped (a generated lock or data file? exclude it)")
+            check_count(sum(len(lst.entries) for lst in document.lists))
             file = DepsFile(data, recorder, path, settings)
             for cls in needed:
                 cls(file).check(document)

@@ -150,6 +150,9 @@ def _resolve(req: Request) -> tuple[Path, str]:
 def _run(req: Request) -> int:
     root, script = _resolve(req)
     if req.report:
+        problem = report.unwritable(Path(req.report))
+        if problem:  # before the runs: their minutes are not spent on a report that cannot be written
+            raise VerifyError(f"--report {problem}")
         report_path = Path(req.report).resolve()
         if report_path.is_relative_to(root):
             _say(req, f"note: the report is written inside the project ({req.report}), as asked")
@@ -595,8 +598,16 @@ def _both(req: Request, first, second, before_second=None) -> list:
 def _finish(req: Request, result: dict, code: int) -> int:
     text = report.summary(result)
     if req.report:
-        written = report.write(result, Path(req.report))
-        text += "  report: " + ", ".join(str(p) for p in written) + "\n"
+        try:
+            written = report.write(result, Path(req.report))
+        except OSError as exc:
+            from npu_migrate.reporting.printable import printable
+
+            print(f"npu-migrate verify: error: cannot write the report {printable(str(req.report))}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            code = EXIT_ERROR
+        else:
+            text += "  report: " + ", ".join(str(p) for p in written) + "\n"
     if not req.quiet or code != EXIT_PASS:
         sys.stdout.write(text)
     return code

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -21,12 +22,53 @@ def _clean(value):
     return value
 
 
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a link: the rename
+    that writes the report would replace it (as root, ``--report /dev/full`` replaced the
+    device node with a JSON file, and a FIFO with a regular file)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+
+
+def unwritable(json_path: Path) -> str | None:
+    """Why the report (JSON, .txt, .png) cannot be written at ``json_path``, or None."""
+    from npu_migrate.reporting.printable import printable
+
+    json_path = Path(json_path)
+    for path in (json_path, json_path.with_suffix(".txt"), json_path.with_suffix(".png")):
+        what = _not_regular(path)
+        if what:
+            return f"{printable(str(path))}: {what}, not a file verify may replace"
+    parent = json_path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{json_path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"{printable(str(json_path))}: cannot write there: {exc.strerror or exc}"
+    return None
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    what = _not_regular(path)
+    if what:
+        raise OSError(f"{path}: {what}, not replaced")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _num(value) -> str:
@@ -222,6 +264,10 @@ def plot(report: dict, path: Path) -> str | None:
             axis.axvline(first["step"], color="tab:red", linestyle=":", linewidth=1)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
+    what = _not_regular(path)
+    if what:  # savefig opens it: a FIFO would block, a device be written
+        plt.close(fig)
+        return f"{path}: {what}, not replaced"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return None

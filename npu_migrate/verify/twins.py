@@ -180,6 +180,14 @@ def base_env(out: Path, steps: int, seed: int, align: Path | None = None, resume
     env[hook.ENV_STEPS] = str(steps)
     env[hook.ENV_SEED] = str(seed)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The run's temporary files stay in the scratch directory and go with it: torch makes
+    # /tmp/torchinductor_<user> (its compile cache) at the first optimizer step, torchrun
+    # torchelastic_* directories and, for a rank that fails, pytorch-errorfile-*.pickle
+    # files it never removes; under the user's TMPDIR they outlived verify.
+    tmp = Path(out) / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)  # tempfile falls back to /tmp when TMPDIR does not exist
+    for name in ("TMPDIR", "TMP", "TEMP"):
+        env[name] = str(tmp)
     env.pop(hook.ENV_ALIGN, None)
     env.pop(hook.ENV_CPU, None)
     env.pop(hook.ENV_REFERENCE, None)

@@ -25,7 +25,8 @@ pauses the clock: the last checkpoint is durable before the guard may act. Other
 after ``destroy_process_group()`` that shows no sign of life for the whole timeout (a
 long CPU-only computation) is ended too: call ``npu_runtime.beat()`` from it or raise the
 timeout. Past the deadline the rank is ended with **exit 0** (the
-training completed; the launcher must not restart a finished job), after
+training completed; the launcher must not restart a finished job), or with the status the
+script gave ``sys.exit(N)`` (a script that said it failed is not reported finished), after
 
 - one ``exit_hang`` health event (``NPU_RUNTIME_EVENTS`` and the log: how long, and
   what armed the guard) and every thread's stack on stderr, written by the guard's
@@ -33,7 +34,7 @@ training completed; the launcher must not restart a finished job), after
   worker hung holding its GIL that ``multiprocessing`` joins at exit was left spinning,
   orphaned);
 - or, when the hang holds the GIL (no Python thread can run), by a C timer
-  (``timer_create`` with ``SIGEV_THREAD`` calling ``_exit(0)``) armed ``GRACE_S`` later:
+  (``timer_create`` with ``SIGEV_THREAD`` calling ``_exit`` with that status) armed ``GRACE_S`` later:
   it needs no Python, so nothing is printed there but the process ends.
 
 Standard library only (ctypes); imports torch only when ``install()`` patches it.
@@ -63,7 +64,7 @@ MAX_TIMEOUT_S = 1e6
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"armed_by": None, "armed_at": None, "paused": 0, "thread": None, "pid": None,
-                          "timeout_s": DEFAULT_TIMEOUT_S, "patched": False, "hooked": False}
+                          "timeout_s": DEFAULT_TIMEOUT_S, "patched": False, "hooked": False, "exit_code": 0}
 _ctimer: Any = None
 
 
@@ -99,6 +100,34 @@ def install(environ: Mapping[str, str] | None = None) -> None:
             _state["hooked"] = True
             _state["pid"] = os.getpid()
     _patch_destroy()
+    _patch_exit()
+
+
+def _status(code: Any) -> int:
+    """The process status ``sys.exit(code)`` ends with: None 0, an int its low byte, else 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1
+
+
+def _patch_exit() -> None:
+    """Remember the status the script asked for with ``sys.exit(N)``: a rank that hangs on its
+    way out after ``sys.exit(3)`` is ended with 3, not with 0 (a failed job reported as
+    finished, never restarted). A SystemExit raised without ``sys.exit`` is not seen."""
+    current = sys.exit
+    if getattr(current, "_npu_runtime", False):
+        return
+
+    def exit(status: Any = None) -> Any:
+        _state["exit_code"] = _status(status)
+        return current(status)
+
+    exit._npu_runtime = True  # type: ignore[attr-defined]
+    exit.__wrapped__ = current  # type: ignore[attr-defined]
+    exit.__doc__ = current.__doc__
+    sys.exit = exit
 
 
 def _patch_save() -> None:
@@ -233,6 +262,7 @@ def arm(reason: str) -> None:
             return
         if _state["armed_by"] is not None and _state["pid"] == os.getpid() and _state["thread"] is not None:
             _state["armed_at"] = time.monotonic()  # armed again (destroy, then exit): the later start counts
+            _set_ctimer(timeout_s + GRACE_S)  # the C timer too, with the status sys.exit may have given since
             return
         _state["armed_by"] = reason
         _state["armed_at"] = time.monotonic()
@@ -314,11 +344,13 @@ def _expire(idle: float, timeout_s: float) -> None:
     from . import health
 
     reason = _state["armed_by"]
+    code = _state["exit_code"]
+    why = "the job finished" if code == 0 else "the status the script gave sys.exit"
     err = stderr_fd()
     with contextlib.suppress(Exception):
         os.write(err, (f"\nnpu_runtime: the training is over ({reason}) but this process has not exited for "
                        f"{idle:.1f} s ({ENV_TIMEOUT}={timeout_s:g}); every thread's stack follows; ending it with "
-                       "exit 0 (the job finished)\n").encode())
+                       f"exit {code} ({why})\n").encode())
         faulthandler.dump_traceback(file=err, all_threads=True)
     with contextlib.suppress(Exception):
         monitor = health.active()
@@ -338,7 +370,7 @@ def _expire(idle: float, timeout_s: float) -> None:
         from . import own_dirs
 
         own_dirs.remove_before_exit()
-    os._exit(0)
+    os._exit(code)
 
 
 # ----------------------------------------------------------------------------- C backstop
@@ -365,8 +397,9 @@ _CLOCK_MONOTONIC = 1
 
 
 def _set_ctimer(seconds: float | None) -> bool:
-    """Arm (or with None, disarm) a timer whose expiry runs ``_exit(0)`` on a thread of
-    its own, without the GIL. Linux/glibc only; False where it cannot be made."""
+    """Arm (or with None, disarm) a timer whose expiry runs ``_exit(status)`` on a thread of
+    its own, without the GIL (status: what the script gave sys.exit, else 0). Linux/glibc
+    only; False where it cannot be made."""
     global _ctimer
     if not sys.platform.startswith("linux"):
         return False
@@ -374,17 +407,21 @@ def _set_ctimer(seconds: float | None) -> bool:
         return True  # nothing armed in this process
     try:
         libc = ctypes.CDLL(None, use_errno=True)
+        code = _state["exit_code"]
+        if _ctimer is not None and _ctimer[0] == os.getpid() and _ctimer[2] != code and seconds is not None:
+            libc.timer_delete(_ctimer[1])  # made before sys.exit(N): its _exit argument is fixed
+            _ctimer = None
         if _ctimer is None or _ctimer[0] != os.getpid():  # timers are not inherited through fork
             if seconds is None:
                 return True
             event = _SigEvent()
             event.sigev_notify = _SIGEV_THREAD
-            event.sigev_value.sival_ptr = 0  # _exit(0)
+            event.sigev_value.sival_ptr = code  # _exit(code)
             event.sigev_notify_function = ctypes.cast(libc._exit, ctypes.c_void_p).value
             timer = ctypes.c_void_p()
             if libc.timer_create(_CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer)) != 0:
                 return False
-            _ctimer = (os.getpid(), timer)
+            _ctimer = (os.getpid(), timer, code)
         spec = _ITimerSpec()
         if seconds is not None:
             seconds = max(float(seconds), 0.001)
@@ -398,7 +435,9 @@ def _set_ctimer(seconds: float | None) -> bool:
 def _reset_for_tests() -> None:
     _set_ctimer(None)
     with _lock:
-        _state.update(armed_by=None, armed_at=None, paused=0, thread=None)
+        _state.update(armed_by=None, armed_at=None, paused=0, thread=None, exit_code=0)
+    if getattr(sys.exit, "_npu_runtime", False):
+        sys.exit = sys.exit.__wrapped__
     with contextlib.suppress(Exception):
         import torch.distributed as dist
 

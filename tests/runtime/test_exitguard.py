@@ -63,6 +63,21 @@ HANG_AT_EXIT = textwrap.dedent(r"""
         mp.get_context("fork").Process(target=hog, args=("worker.pid",)).start()
         while not os.path.exists("worker.pid"):
             time.sleep(0.05)
+    elif how == "exit3":    # the script says it failed, then an exit handler hangs
+        atexit.register(threading.Event().wait)
+        print(f"trained {time.time()}", flush=True)
+        sys.exit(3)
+    elif how == "exit3-gil":  # the same, the hang holding the GIL: the C timer ends it
+        atexit.register(lambda: re.match(r"(a+)+$", "a" * 64 + "b"))
+        print(f"trained {time.time()}", flush=True)
+        sys.exit(3)
+    elif how == "destroy-exit3":  # armed at destroy (the C timer made then), sys.exit(3) after
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+        dist.destroy_process_group()
+        atexit.register(lambda: re.match(r"(a+)+$", "a" * 64 + "b"))
+        print(f"trained {time.time()}", flush=True)
+        sys.exit(3)
     elif how == "crash":    # died of an exception: not a finished job
         atexit.register(threading.Event().wait)
         raise ValueError("bad batch")
@@ -225,3 +240,13 @@ def test_an_mp_spawn_worker_hung_after_destroy_is_ended_with_0(tmp_path, hang):
     if hang == "sleep":
         assert "the training is over (destroy_process_group() returned)" in proc.stderr
         assert [(e["event"], e["rank"]) for e in _events(tmp_path)] == [("exit_hang", 1)]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("how", ["exit3", "exit3-gil", "destroy-exit3"])
+def test_a_hang_after_sys_exit_n_ends_with_n_not_0(tmp_path, how):
+    """Held-out round of issue 38: a script that called sys.exit(3) (it failed) and then hung
+    on its way out was ended with exit 0, a failed job reported to the launcher as finished."""
+    proc, _took = _run(tmp_path, how)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "trained" in proc.stdout

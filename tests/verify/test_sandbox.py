@@ -361,3 +361,41 @@ def test_an_outside_directory_of_many_empty_files_is_refused_with_one_line(tmp_p
     with pytest.raises(scratch.ScratchError) as info:
         scratch.copy_project(proj, tmp_path / "copy")
     assert "\n" not in str(info.value) and "data/" in str(info.value) and "--project" in str(info.value)
+
+
+def test_a_runs_temporary_files_stay_in_the_scratch_directory(tmp_path):
+    """Held-out round of issue 38: torch made /tmp/torchinductor_<user> at a twin's first
+    optimizer step (torchrun: torchelastic_* directories, pytorch-errorfile-*.pickle of a
+    failed rank, never removed) under the user's TMPDIR, which outlived verify."""
+    out = tmp_path / "scratch" / "records" / "reference"
+    env = twins.base_env(out, steps=2, seed=0)
+    for name in ("TMPDIR", "TMP", "TEMP"):
+        assert Path(env[name]).is_dir() and Path(env[name]).is_relative_to(out)
+    done = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp(prefix='torchelastic_'))"],
+                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert Path(done.stdout.strip()).is_relative_to(out)
+
+
+def test_a_report_path_that_is_not_a_regular_file_is_refused_never_replaced(tmp_path):
+    """Held-out round of issue 38: as root, --report /dev/full replaced the device node with
+    the JSON report (a rename over it), and a FIFO with a regular file."""
+    from npu_migrate.verify import report
+
+    fifo = tmp_path / "r.json"
+    os.mkfifo(fifo)
+    (tmp_path / "s.txt").mkdir()
+    assert report.unwritable(Path("/dev/null"))  # never handed to a write here: on old code it was replaced
+    for path in (fifo, tmp_path / "s.json"):
+        assert report.unwritable(path), path
+        with pytest.raises(OSError):
+            report._atomic_write(path.with_suffix(".txt") if path.name == "s.json" else path, b"{}")
+    assert stat_is_fifo(fifo) and Path("/dev/null").is_char_device()
+    assert report.unwritable(tmp_path / "ok.json") is None
+    assert report.unwritable(Path("/proc/version")) is not None  # no file can be made there
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def stat_is_fifo(path: Path) -> bool:
+    import stat
+
+    return stat.S_ISFIFO(os.lstat(path).st_mode)

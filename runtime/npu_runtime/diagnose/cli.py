@@ -51,17 +51,57 @@ def parser(prog: str | None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args = parser(prog).parse_args(argv)
+    _tolerant_streams()
     try:
         diagnoses = diagnose_paths(args.logs)
     except LogError as exc:
         print(f"{prog or 'diagnose'}: cannot read {safe(str(exc))}", file=sys.stderr)
         return 2
+    try:
+        return _report(args, diagnoses)
+    except OSError as exc:  # `| head` closed the pipe, stdout on a full disk or closed (>&-)
+        import contextlib
+        import os
+
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # Python's flush at exit would fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"{prog or 'diagnose'}: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _tolerant_streams() -> None:
+    """A log's text shown on a terminal or pipe whose encoding cannot hold it (PYTHONIOENCODING=ascii,
+    a Latin-1 locale, CJK driver messages) is escaped (backslashreplace), never a UnicodeEncodeError."""
+    if sys.stderr is None:  # started with stderr closed (2>&-): print(file=None) would write to
+        import os  # stdout, where --exit-class's launcher reads the class alone
+
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot change (closed, or detached)
+                pass
+
+
+def _report(args: argparse.Namespace, diagnoses: list[Diagnosis]) -> int:
+    if sys.stdout is None:  # started with stdout closed (>&-): print() would drop the report silently
+        raise OSError("standard output is closed")
     report = sys.stderr if args.exit_class else sys.stdout
-    if args.output_format == "json":
-        json.dump({"diagnoses": [d.as_dict() for d in diagnoses]}, report, indent=2)
-        report.write("\n")
-    else:
-        _print_text(diagnoses, report)
+    try:
+        if args.output_format == "json":
+            json.dump({"diagnoses": [d.as_dict() for d in diagnoses]}, report, indent=2)
+            report.write("\n")
+        else:
+            _print_text(diagnoses, report)
+        if report is sys.stderr:
+            report.flush()
+    except OSError:
+        if report is not sys.stderr:
+            raise
+        # --exit-class: the report on stderr is for people; the class on stdout is what the launcher reads
     if args.exit_class:
         root = next((d for d in diagnoses if d.signature.severity == "error"), None)
         if root is not None and root.signature.exit_class is not None:
@@ -72,7 +112,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 def _print_text(diagnoses: list[Diagnosis], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     if not diagnoses:
-        print("no known failure signature found", file=sys.stderr)
+        _note("no known failure signature found")
         return
     for index, d in enumerate(diagnoses):
         s = d.signature
@@ -86,4 +126,12 @@ def _print_text(diagnoses: list[Diagnosis], out: TextIO | None = None) -> None:
         if d.also_in:
             print(f"    also in:  {safe(', '.join(d.also_in))}", file=out)
     failures = sum(1 for d in diagnoses if d.signature.severity == "error")
-    print(f"{failures} failure(s), {len(diagnoses) - failures} warning(s)", file=sys.stderr)
+    _note(f"{failures} failure(s), {len(diagnoses) - failures} warning(s)")
+
+
+def _note(text: str) -> None:
+    """A line for people on stderr; a stderr that cannot be written (closed, a full disk) loses it alone."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass

@@ -253,6 +253,8 @@ def _open_all(paths: Sequence[str], stdin: io.TextIOBase | None) -> Iterator[tup
     for path in paths:
         if path == "-":
             stream = stdin if stdin is not None else sys.stdin
+            if stream is None:  # started with standard input closed (<&-)
+                raise LogError("<stdin>: standard input is closed")
             if isinstance(stream, io.TextIOBase) and hasattr(stream, "buffer"):
                 stream = stream.buffer  # decode it ourselves: a log's bytes are not the locale's
             yield "<stdin>", _lines(stream, "<stdin>")
@@ -269,19 +271,36 @@ def _open_all(paths: Sequence[str], stdin: io.TextIOBase | None) -> Iterator[tup
 
 
 def _log_files(directory: str) -> Iterator[str]:
+    """The log files below ``directory``, in os.walk's top-down order with names sorted, walked
+    with a stack rather than recursion (os.walk recurses once per level before Python 3.12:
+    a tree 1,000 directories deep was a RecursionError), links not followed; a directory or
+    entry that cannot be read (gone, unreadable, a path longer than PATH_MAX) is skipped."""
     count = 0
-    for root, dirs, files in os.walk(directory, followlinks=False):
-        dirs.sort()
-        for name in sorted(files):
-            if not name.removesuffix(".gz").endswith(LOG_SUFFIXES):
-                continue
-            path = os.path.join(root, name)
-            if not stat.S_ISREG(os.lstat(path).st_mode):
+    stack = [directory]
+    while stack:
+        root = stack.pop()
+        try:
+            with os.scandir(root) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.path)
+                    continue
+                if not entry.name.removesuffix(".gz").endswith(LOG_SUFFIXES):
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+            except OSError:
                 continue
             count += 1
             if count > MAX_FILES:
                 return
-            yield path
+            yield entry.path
+        stack.extend(reversed(subdirs))
 
 
 def _read(path: str) -> Iterator[tuple[str, Iterable[str]]]:
