@@ -138,13 +138,20 @@ def ascend_sibling(path: str) -> str | None:
     return _twin_folder(folder)
 
 
+#: dependency files, which a platform's own list includes rather than replaces
+_LAYERED_SUFFIXES = (".txt", ".in", ".toml", ".cfg", ".lock")
+_LAYERED_STEMS = ("requirements", "environment", "setup", "constraints")
+
+
 def _suffixed_twins(name: str) -> list[str]:
     """``run_npu.sh``, ``run-npu.sh``, ``run_ascend.sh`` and ``npu_run.sh`` for ``run.sh``, a
     name without a CUDA word: wenet keeps ``run_npu.sh`` beside each recipe's ``run.sh``,
     whose renamed ``nccl`` and visibility list were that recipe's NVIDIA launcher's
     (held-out round 24)."""
     stem, ext = os.path.splitext(name)
-    if not stem or stem.startswith("."):
+    if not stem or stem.startswith(".") or ext in _LAYERED_SUFFIXES or stem.startswith(_LAYERED_STEMS):
+        # dependency lists are layered, not twins: `requirements-npu.txt` adds to the
+        # `requirements.txt` it includes (`-r requirements.txt`), which both platforms install
         return []
     return [f"{stem}_npu{ext}", f"{stem}-npu{ext}", f"{stem}_ascend{ext}", f"npu_{stem}{ext}"]
 
