@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from collections.abc import Iterable
@@ -106,8 +107,26 @@ MAX_PATTERN_CHARS = 1024
 MAX_IGNORE_BYTES = 1 << 20
 
 
+_STARS = re.compile(r"\*{2,}")
+
+
+def git_stars(pattern: str) -> str:
+    """``pattern`` with its runs of asterisks read as git reads them: ``**`` is "any
+    directories" only as a whole path component (``**/x``, ``a/**/b``, ``a/**``); other
+    consecutive asterisks are one ``*`` (gitignore(5)). vLLM production-stack's
+    ``/testdata/**legacy**`` is ``/testdata/*legacy*``; pathspec compiled it as two
+    cross-directory runs and the bound below refused the whole file (the run exited 2)."""
+    def one(match: re.Match) -> str:
+        start, end = match.start(), match.end()
+        whole = (start == 0 or pattern[start - 1] == "/") and (end == len(pattern) or pattern[end] == "/")
+        return "**" if whole else "*"
+
+    return _STARS.sub(one, pattern) if "**" in pattern else pattern
+
+
 def costly_pattern(patterns: list[str]) -> tuple[int, str] | None:
     """(index, why) of the first of ``patterns`` too costly to match (see MAX_CROSS_RUNS), or None."""
+    patterns = [git_stars(p) for p in patterns]
     for index, pattern in enumerate(patterns):
         if len(pattern) > MAX_PATTERN_CHARS:
             return index, f"a pattern of {len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})"
@@ -135,7 +154,7 @@ _MATCH_NOTHING = frozenset({"!", "/", "!/"})
 def gitignore_spec(lines: list[str]) -> pathspec.PathSpec:
     """A ``.gitignore``'s patterns; a line git ignores as matching nothing or invalid (a lone
     ``!``, ``!/``) is left out, as git does, instead of failing the run or matching."""
-    lines = [line for line in lines if line.rstrip(" ") not in _MATCH_NOTHING]
+    lines = [git_stars(line) for line in lines if line.rstrip(" ") not in _MATCH_NOTHING]
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except Exception:  # noqa: BLE001 - see invalid_pattern

@@ -1452,7 +1452,10 @@ def kernel_gate(ctx: FileContext, node: cst.CSTNode, migrated: Collection[tuple[
         element = _tuple_element(ctx, owner, node)
         if element is not None:
             test = element
-        found = _flag_gate(ctx, finder, owner, element)
+        # (first: the import decides the flag whatever code its tests open)
+        found = _flag_after_import(ctx, finder, owner) if element is None else None
+        if found is None:
+            found = _flag_gate(ctx, finder, owner, element)
         if found is None:
             found = _named_flag(ctx, owner, element)
     elif kind == "predicate":
@@ -1581,6 +1584,25 @@ def _named_flag(ctx: FileContext, assign: cst.CSTNode, element: cst.CSTNode | No
             use = CudaOnly(word.group(1).replace(" ", "_"), KIND_NAMED_PACKAGE, _line(ctx, assign))
             return use, f"`{name}` is false and that package stays off", ((_line(ctx, assign), _line(ctx, assign)),), True
     return None
+
+
+def _flag_after_import(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode) -> tuple | None:
+    """``try: import fused_layer_norm_cuda / _fused_available = torch.cuda.is_available() /
+    except ImportError: _fused_available = False``: a flag set in a ``try`` body right after
+    that body imports CUDA-only code says whether that code can run (Fast-LLM's flash-attn,
+    apex, causal_conv1d, fla and mamba flags, held-out round 25). On Ascend the import
+    fails and the flag is false; rewritten, it let NPU tensors into those kernels wherever
+    the package imports."""
+    statement, holder = _statement_at(finder.index.tree, _line(ctx, assign), (ast.Assign, ast.AnnAssign))
+    if statement is None or holder is None or statement not in holder:
+        return None
+    if not any(isinstance(node, ast.Try) and node.body is holder for node in all_nodes(finder.index.tree)):
+        return None
+    imports = [s for s in holder[:holder.index(statement)] if isinstance(s, (ast.Import, ast.ImportFrom))]
+    use = finder.use(imports) if imports else None
+    if use is None:
+        return None
+    return use, "the `try` above imports it, so on Ascend the `except` branch sets the flag", _span([statement]), True
 
 
 def _flag_gate(ctx: FileContext, finder: _GateFinder, assign: cst.CSTNode, test: cst.CSTNode | None = None) -> tuple | None:

@@ -10,6 +10,7 @@ import ast
 import functools
 import os
 import re
+import sys
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -80,6 +81,8 @@ _VALUE_TESTS = ("NPU103", "NPU104")
 _IMPORT_EDITS = frozenset({"NPU100", "NPU701"})
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
 #: Rules the engine applies itself (documented in rules/core/); NPU100 is a visitor.
+#: the rule that reports a file only a newer Python parses (rules/core/npu013_newer_python.py)
+NEWER_PYTHON_RULE = "NPU013"
 ENGINE_RULES = (NPU_AWARE_RULE, KERNEL_GATE_RULE, SUPPRESSION_RULE)
 ANNOTATION_PREFIX = "# npu-migrate: "
 
@@ -255,6 +258,18 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         ctx = run(ScopeResolver(wrapper, table.star_bound))
 
     edits, findings = _filter(ctx, active, text, path)
+    if tree is None and edits and not path.endswith(".ipynb"):
+        # CPython rejected the grammar and libcst did not: a file for a newer Python, on which
+        # the ast-based analyses that prove an edit safe cannot run (NPU013)
+        if NEWER_PYTHON_RULE in active:
+            findings.append(FindingRecord(
+                NEWER_PYTHON_RULE, edits[0].anchor,
+                f"this file is written for a newer Python than the {sys.version_info[0]}.{sys.version_info[1]} "
+                "npu-migrate runs on: the analyses that prove an edit safe cannot read it here; left unchanged",
+                "run npu-migrate under the Python the project is written for (npu-migrate installs on 3.10 and "
+                "later) to migrate this file"))
+        edits = []
+        ctx.uses_npu_unimported = None
     if settings.annotate:
         edits.extend(_annotations(ctx, findings))
     if not edits and ctx.uses_npu_unimported is None:

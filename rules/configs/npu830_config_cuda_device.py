@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from npu_migrate.configs.rule import ConfigRule, Example
 from npu_migrate.tables.devices import is_device_key, npu_device
 
@@ -10,6 +12,10 @@ from ._values import setting
 #: sections whose `device` is an environment's or a simulator's, not torch's
 SIMULATOR_SECTIONS = frozenset({"env_config", "env", "environment", "sim", "simulation", "simulator", "physics"})
 
+
+#: config sections and keys whose devices are another system's: LMCache and NIXL transfer
+#: buffers (vLLM production-stack's `nixlBufferDevice`), onnxruntime, TensorRT
+_OTHER_SYSTEM = re.compile(r"nixl|lmcache|onnx|tensorrt", re.IGNORECASE)
 
 class ConfigCudaDevice(ConfigRule):
     id = "NPU830"
@@ -60,6 +66,15 @@ TOML, `# npu-migrate: ignore[NPU830]` at the end of the line keeps a value.
             self.report(scalar, f"`{found.value}` under `{section}:` is the environment's or simulator's device, not "
                         "torch's; left unchanged", "keep the simulator on a device it supports (cpu on an Ascend "
                         "machine); the policy's device is set where torch reads it")
+            return
+        other = next((k for k in [*scalar.keys[:-1], found.name] if _OTHER_SYSTEM.search(k)), None)
+        if other is not None and npu_device(found.value) is not None:
+            # vLLM production-stack's `lmcacheConfig: nixlBufferDevice: "cuda"`: LMCache's NIXL
+            # transfer buffer, which takes "cpu" or "cuda" (held-out audit of issue 36)
+            self.report(scalar, f"`{found.value}` at `{found.name}` is a device of {_OTHER_SYSTEM.search(other).group(0)}'s "
+                        f"(under `{other}`), not torch's; left unchanged",
+                        "keep a device that system supports (its docs list cpu or cuda); on Ascend use its CPU "
+                        "buffer or its Ascend build's own setting")
             return
         if npu_device(found.value) is not None:  # a CUDA device: the target's with the same index
             new = self.file.target.device_string(found.value)

@@ -403,3 +403,101 @@ def test_a_branch_that_imports_torch2trt_is_left(tmp_path, run_cli):
     assert "torch.load(trt_file))" in text
     assert "self.model(img.npu())" in text
     assert "this code uses TensorRT (`torch2trt`, imported at line" in result.output
+
+
+NEWER_GRAMMAR = '''import torch
+
+try:
+    from flash_attn import flash_attn_func  # noqa
+
+    _flash_available = torch.cuda.is_available()
+except ImportError:
+    _flash_available = False
+
+
+class Attention[T]:
+    def forward(self, q):
+        return q
+'''
+
+
+def test_a_file_only_a_newer_python_parses_is_reported_not_rewritten(tmp_path, run_cli):
+    """Fast-LLM (Python 3.12, PEP 695 generics) on 3.11: with no CPython tree, the gate
+    analyses could not run, and the flag after each CUDA-only import was rewritten (held-out
+    round 25). Under 3.12 the same file is analysed and its flag kept (next test)."""
+    import sys
+
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "attention.py", NEWER_GRAMMAR)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == NEWER_GRAMMAR
+    if sys.version_info < (3, 12):
+        assert "NPU013 this file is written for a newer Python" in result.output
+
+
+def test_a_flag_set_after_a_cuda_only_import_is_kept(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    source = NEWER_GRAMMAR.replace("class Attention[T]:", "class Attention:")
+    path = write(tmp_path, "attention.py", source)
+    result = run_cli("--write", "--no-cache", ".")
+    assert "_flash_available = torch.cuda.is_available()" in path.read_text()
+    assert "the `try` above imports it" in result.output
+
+
+# -- the held-out audit of issue 36 (2026-11-30) ---------------------------------------------
+
+PRETRAIN = '''import torch
+from megatron import get_args
+from megatron.training import pretrain
+
+if __name__ == "__main__":
+    pretrain(get_args())
+'''
+
+
+def test_a_vendored_megatron_older_than_core_06_gets_no_mindspeed_adaptor(tmp_path, run_cli):
+    """Megatron-DeepSpeed vendors a Megatron with megatron-core 0.2.0 (`megatron/training.py`
+    a module): MindSpeed patches Megatron-LM from core 0.6 on, so its adaptor import (added
+    to 28 entry scripts) failed or patched nothing."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "megatron/__init__.py", "def get_args():\n    return None\n")
+    write(tmp_path, "megatron/training.py", "def pretrain(args):\n    pass\n")
+    write(tmp_path, "megatron/core/__init__.py", "")
+    path = write(tmp_path, "pretrain_gpt.py", PRETRAIN)
+    result = run_cli("--write", "--no-cache", "pretrain_gpt.py")
+    assert "mindspeed" not in path.read_text()
+    assert "a Megatron-LM older than core 0.6" in result.output
+
+
+def test_a_vendored_megatron_lm_of_today_gets_the_adaptor(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "megatron/__init__.py", "")
+    write(tmp_path, "megatron/training/__init__.py", "def pretrain(args):\n    pass\n")
+    write(tmp_path, "megatron/core/__init__.py", "")
+    path = write(tmp_path, "pretrain_gpt.py", PRETRAIN.replace("from megatron import get_args\n", ""))
+    run_cli("--write", "--no-cache", "pretrain_gpt.py")
+    assert "import mindspeed.megatron_adaptor" in path.read_text()
+
+
+def test_lmcache_nixl_buffer_device_is_left(tmp_path, run_cli):
+    """vLLM production-stack's Helm values: `nixlBufferDevice: "cuda"` is LMCache's NIXL
+    buffer (cpu or cuda), not a torch device; it had become "npu"."""
+    (tmp_path / ".git").mkdir()
+    source = 'lmcacheConfig:\n  enabled: true\n  nixlBufferDevice: "cuda"\n'
+    path = write(tmp_path, "values.yaml", source)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == source
+    assert "is a device of lmcache's" in result.output
+
+
+def test_consecutive_asterisks_in_a_gitignore_name_are_one(tmp_path, run_cli):
+    """vLLM production-stack's `.gitignore` holds `/testdata/**legacy**` (git: `*legacy*`):
+    read as two `**` runs, it was refused as too costly and every run exited 2."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "/testdata/**legacy**\n")
+    write(tmp_path, "testdata/old_legacy_run.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert result.exit_code == 0, result.output
+    assert "torch.ones(1).npu()" in path.read_text()
+    assert ".cuda()" in (tmp_path / "testdata/old_legacy_run.py").read_text()

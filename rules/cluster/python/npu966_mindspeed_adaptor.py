@@ -38,8 +38,10 @@ import: otherwise megatron would already be imported when the adaptor runs.
 A file that already imports mindspeed is left alone; library modules of the
 project (no main guard) are not changed: the entry script's import patches them.
 A project whose `megatron` package is its own (a `megatron/` folder without
-Megatron-LM's `megatron/core`: gpt-neox's fork) gets a finding instead: the
-adaptor patches Megatron-LM's modules only.
+Megatron-LM's `megatron/core`: gpt-neox's fork), or a vendored Megatron-LM older than
+core 0.6 (its `megatron/training.py` is a module, not the later package:
+Megatron-DeepSpeed's, megatron-core 0.2.0), gets a finding instead: the adaptor patches
+Megatron-LM's modules, from the releases a MindSpeed branch covers (core 0.6 on).
 
 MindSpeed is installed from source (`git clone https://gitcode.com/Ascend/MindSpeed.git`,
 the branch matching the Megatron-LM release, e.g. Megatron `core_v0.12.1`, then
@@ -97,8 +99,8 @@ requirement is written for it; NPU967 reports the launch options to review.
         if own is not None:
             # gpt-neox's `megatron/` is its own fork (no `megatron/core`): MindSpeed's adaptor
             # patches Megatron-LM's modules, which this project does not have
-            self.report(self._megatron, f"`megatron` here is this project's own package ({own}, without Megatron-LM's "
-                        "`megatron/core`): MindSpeed's adaptor patches Megatron-LM only; nothing added",
+            self.report(self._megatron, f"`megatron` here is this project's own package ({own}): MindSpeed's "
+                        "adaptor patches Megatron-LM from core 0.6 on only; nothing added",
                         "port this project's CUDA-only pieces (fused kernels, apex, flash-attn) by hand or with "
                         "the other findings; MindSpeed does not apply")
             return
@@ -126,9 +128,15 @@ def _own_megatron(path: str) -> str | None:
     while True:
         package = os.path.join(folder, "megatron")
         if os.path.isfile(os.path.join(package, "__init__.py")):
-            if os.path.isdir(os.path.join(package, "core")):
-                return None
-            return os.path.relpath(package, root).replace(os.sep, "/") + "/"
+            shown = os.path.relpath(package, root).replace(os.sep, "/") + "/"
+            if not os.path.isdir(os.path.join(package, "core")):
+                return f"{shown}, without Megatron-LM's `megatron/core`"
+            if os.path.isfile(os.path.join(package, "training.py")):
+                # Megatron-DeepSpeed's vendored Megatron (megatron-core 0.2.0): `megatron/training.py`
+                # is a module there; Megatron-LM made it the `megatron/training/` package in core
+                # 0.6, the oldest release a MindSpeed branch patches (held-out audit of issue 36)
+                return f"{shown}, a Megatron-LM older than core 0.6 (`megatron/training.py` is a module)"
+            return None
         if folder == root or os.path.dirname(folder) == folder:
             return None
         folder = os.path.dirname(folder)
