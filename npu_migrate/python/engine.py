@@ -1041,12 +1041,25 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
     device edits too: ``devices = ["cuda:" + str(i) for i in range(torch.cuda.device_count())]``
     half-migrated counted NPUs and named them ``cuda:N`` (llama-moe, held-out round 20).
     The statement stays as written, and NPU108's finding points at it."""
-    unproven = {id(statement) for f in findings if (f.rule == _UNPROVEN_DEVICE_RULE and not _is_dict_key(ctx, f.node))
-                or _left_cuda_call(f)
-                if (statement := ctx.enclosing_statement(f.node)) is not None}
+    left = [f for f in findings if (f.rule == _UNPROVEN_DEVICE_RULE and not _is_dict_key(ctx, f.node))
+            or _left_cuda_call(f)]
+    unproven = {id(statement) for f in left if (statement := ctx.enclosing_statement(f.node)) is not None}
     if not unproven:
         return edits
-    return [e for e in edits if e.rule not in _DEVICE_RULES or id(ctx.enclosing_statement(e.anchor)) not in unproven]
+    # and the test of an `if` whose branch holds such a value: `if torch.cuda.is_available():
+    # devices.append("cuda")` rewritten alone counted NPUs and listed "cuda" (nerfstudio's
+    # get_available_devices, held-out round 25)
+    tests = [branch.test for f in left
+             if (branch := next((a for a in ctx.ancestors(f.node) if isinstance(a, cst.If)), None)) is not None
+             and not any(a is branch.test for a in ctx.ancestors(f.node))]
+    spans = [(ctx.position(t).start, ctx.position(t).end) for t in tests]
+
+    def in_test(node: cst.CSTNode) -> bool:
+        where = ctx.position(node).start
+        return any((a.line, a.column) <= (where.line, where.column) <= (b.line, b.column) for a, b in spans)
+
+    return [e for e in edits if e.rule not in _DEVICE_RULES
+            or (id(ctx.enclosing_statement(e.anchor)) not in unproven and not in_test(e.anchor))]
 
 
 def _left_cuda_call(finding: FindingRecord) -> bool:

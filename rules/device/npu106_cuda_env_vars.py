@@ -151,7 +151,7 @@ Ascend build.
             self.report(
                 node,
                 f"`{name}` here is the one Ray sets for the GPUs {request} holds: that request is computed and left "
-                "(NPU950), so these actors still hold GPUs and Ray still sets CUDA's variable; left unchanged "
+                "(NPU950, NPU953), so these actors still hold GPUs and Ray still sets CUDA's variable; left unchanged "
                 "(align-anything's vLLM engines)",
                 "move the request to `resources={\"NPU\": ...}` and this variable to `ASCEND_RT_VISIBLE_DEVICES` "
                 "together (Ray sets that one for NPU resources)",

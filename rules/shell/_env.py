@@ -130,23 +130,20 @@ def _other_framework(node: Node) -> str | None:
 
 #: ``num_gpus=$(nvidia-smi -L | wc -l)``: a count or list of GPUs read from nvidia-smi
 _NVIDIA_SMI_COUNT = re.compile(rb"^[ \t]*(?:export[ \t]+|local[ \t]+)?([A-Za-z_]\w*)=\$\([ \t]*nvidia-smi\b", re.MULTILINE)
-#: the CUDA visibility variables
-_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
 @functools.lru_cache(maxsize=16)
-def _visibility_from_nvidia_smi(data: bytes) -> tuple[str, int] | None:
-    """``(variable, line)`` where the script reads its GPUs from nvidia-smi and sets a
-    visibility variable from a value it computes (wenet's recipes: ``num_gpus=$(nvidia-smi -L
-    | wc -l)``, ``gpu_list=$(seq -s, 0 $((num_gpus-1)))`` or ``"-1"`` when nvidia-smi is
-    missing, then ``export CUDA_VISIBLE_DEVICES="${gpu_list}"``, held-out round 24). On an
-    Ascend host nvidia-smi is missing, so the value is the script's fallback (``-1``), which
-    ``ASCEND_RT_VISIBLE_DEVICES`` reads as "no NPU"; None otherwise."""
+def _nvidia_smi_value(data: bytes) -> tuple[str, int] | None:
+    """``(variable, line)`` where the script stores what nvidia-smi reports in a variable
+    (``num_gpus=$(nvidia-smi -L | wc -l)``, ``TORCH_CUDA_ARCH_LIST=$(nvidia-smi
+    --query-gpu=compute_cap ...)``): a script that reads the NVIDIA GPUs of the machine it
+    runs on is that machine's. wenet's recipes build `CUDA_VISIBLE_DEVICES` from it, with a
+    `-1` fallback that `ASCEND_RT_VISIBLE_DEVICES` reads as "no NPU" (held-out round 24);
+    ArcticTraining's weekly benchmarks build the CUDA architecture list from it, and their
+    renamed `PYTORCH_CUDA_ALLOC_CONF` dropped the allocator setting there (round 25). None
+    otherwise."""
     found = _NVIDIA_SMI_COUNT.search(data)
     if found is None:
-        return None
-    setting = re.search(rb"(?:^|[\s;])(?:export[ \t]+)?(?:%s)=[\"']?\$" % b"|".join(v.encode() for v in _VISIBILITY), data)
-    if setting is None:
         return None
     return found.group(1).decode("ascii"), data.count(b"\n", 0, found.start()) + 1
 
@@ -189,14 +186,15 @@ class EnvVarRule(ShellRule):
             self._report_once(node, name, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                                           "left unchanged", IFNAME_ADVICE)
             return
-        counted = _visibility_from_nvidia_smi(self.file.data) if new is not None and name in _VISIBILITY else None
+        counted = _nvidia_smi_value(self.file.data) if new is not None else None
         if counted is not None:
             variable, line = counted
-            self._report_once(node, name, f"`{name}` holds the GPUs this script reads from nvidia-smi (`{variable}`, "
-                                          f"line {line}); on an Ascend host nvidia-smi is missing and the script's "
-                                          "fallback value would hide every NPU; left unchanged",
-                              f"count the NPUs another way (`npu-smi info -l`, or torch.npu.device_count()) and set "
-                              f"`{new}` from that count, then rename every use of `{name}` in this script together")
+            self._report_once(node, name, f"`{name}` is set in a script that reads this machine's NVIDIA GPUs from "
+                                          f"nvidia-smi (`{variable}`, line {line}): the script is for NVIDIA machines "
+                                          "(on an Ascend host nvidia-smi is missing, and a fallback such as `-1` in a "
+                                          "device list would hide every NPU); left unchanged",
+                              f"read the NPUs another way (`npu-smi info -l`, or torch.npu.device_count()) and set "
+                              f"`{new}` from that, then rename every use of `{name}` in this script together")
             return
         tool = _nvidia_serving(self.file.data) if new is not None else None
         if tool is not None:

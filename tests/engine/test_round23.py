@@ -157,7 +157,7 @@ def test_ray_totals_stay_beside_a_computed_gpu_request(tmp_path, run_cli):
     path = write(tmp_path, "controller.py", RAY)
     result = run_cli("--write", "--no-cache", ".")
     assert 'ray.available_resources()["GPU"]' in path.read_text()
-    assert "still asks for: that request is computed and left (NPU950)" in result.output
+    assert "still asks for: that request is computed and left (NPU950, NPU953)" in result.output
 
 
 def test_a_setup_script_that_builds_cuda_extensions_keeps_its_queries(tmp_path, run_cli):

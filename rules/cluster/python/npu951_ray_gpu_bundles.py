@@ -218,7 +218,7 @@ same resource, and only one of them would have changed.
             if request is not None:
                 self.report(key, f'`{source}()["GPU"]` counts the resource that {left_request_text(self.ctx, request)} '
                             "still asks for: that request is computed and left "
-                            "(NPU950), and the count must name the same resource; left unchanged",
+                            "(NPU950, NPU953), and the count must name the same resource; left unchanged",
                             'write "NPU" here and `resources={"NPU": ...}` there together')
                 return
             self.replace(key, lambda k: with_string_value(k, _ray.RESOURCE), f'`{source}()["GPU"]` -> `"NPU"`',
@@ -310,7 +310,7 @@ same resource, and only one of them would have changed.
             self._done.add(key)
             if request is not None:
                 self.report(key, f"{where} asks Ray for `\"GPU\"`, as {left_request_text(self.ctx, request)} "
-                                 "does: that request is computed and left (NPU950), and the bundles must name the "
+                                 "does: that request is computed and left (NPU950, NPU953), and the bundles must name the "
                                  "same resource or the actors can never be placed; left unchanged",
                             'write "NPU" here and `resources={"NPU": ...}` there together')
                 continue

@@ -59,7 +59,7 @@ reported with the replacement (`[int(i) for i in ...]` where integers are needed
         request = left_gpu_request(self.ctx)
         if request is not None:
             self.report(node, f"`ray.get_gpu_ids()` reads the GPUs Ray assigns for {left_request_text(self.ctx, request)}: "
-                              "that request is computed and left (NPU950), so these actors still hold GPUs; left unchanged",
+                              "that request is computed and left (NPU950, NPU953), so these actors still hold GPUs; left unchanged",
                         f"move the request and this read to `\"NPU\"` together: `resources={{\"NPU\": ...}}` there, "
                         f"`{text}` here; {_WHY}")
             return
