@@ -20,6 +20,7 @@ from npu_migrate.pipeline.model import FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import Suppressions
+from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES
 
 #: More requirements than this in one file are not migrated (one error line): the rules
 #: compare each torch entry with the others, so a 100 KB requirements.txt of torch pins
@@ -65,11 +66,8 @@ def check_count(count: int) -> None:
                            "dependency file; skipped (a generated lock or data file? exclude it)")
 
 
-#: Lines of a dependency file read at most (requirements, environment.yml, pyproject.toml,
-#: setup.cfg): the readers and the rules spend several microseconds a line in Python, so the
-#: 32 MB their size limit allows (millions of short lines) took over 80 s; real dependency
-#: files have hundreds of lines, and more than MAX_ENTRIES requirements are refused anyway.
-MAX_LINES = 100_000
+#: Lines of a dependency file read at most (npu_migrate/pipeline/limits.py says why)
+MAX_LINES = MAX_DEPENDENCY_LINES
 
 
 def check_lines(data: bytes) -> None:

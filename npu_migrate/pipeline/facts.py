@@ -159,11 +159,11 @@ def _specifiers(path: str, data: bytes, name: str, pattern: re.Pattern[bytes]) -
     requirement (``[project] dependencies``, every ``optional-dependencies`` extra, as
     lerobot's ``transformers-dep = ["transformers>=5.4.0,<5.6.0"]``, ``[dependency-groups]``,
     Poetry's tables); other files, and a pyproject TOML cannot read, line by line. A file
-    the dependency front end refuses for its length (npu_migrate.deps.engine.MAX_LINES) is
+    the dependency front end refuses for its length (npu_migrate.pipeline.limits.MAX_DEPENDENCY_LINES) is
     not read here either: a million torch lines cost a second each abspath and TOML parse."""
-    from npu_migrate.deps.engine import MAX_LINES
+    from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES
 
-    if data.count(b"\n") > MAX_LINES:
+    if data.count(b"\n") > MAX_DEPENDENCY_LINES:
         return []
     if os.path.basename(path) == "pyproject.toml":
         from npu_migrate.pipeline.requirements import requirement_strings

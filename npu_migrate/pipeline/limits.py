@@ -50,6 +50,12 @@ MAX_BYTES = {"json": 32 << 20, "yaml": 32 << 20, "toml": 32 << 20, "shell": 2 <<
 #: loaded machine, so a 3 MB file of ``torch.cuda`` lines (or 100,000 one-line cells)
 #: ran past a minute (round 4, held-out pass). Hand-written modules stay far below.
 MAX_PYTHON_BYTES = 1 << 20
+#: Lines of a dependency file read at most (requirements, environment.yml, pyproject.toml,
+#: setup.cfg): the readers and the rules spend several microseconds a line in Python, so the
+#: 32 MB their size limit allows (millions of short lines) took over 80 s; real dependency
+#: files have hundreds of lines, and more than 2,000 requirements are refused anyway
+#: (npu_migrate.deps.engine.MAX_ENTRIES). The project-facts scan skips such files too.
+MAX_DEPENDENCY_LINES = 100_000
 
 #: Strings and comments unrolled (``"[^"\\]*(?:\\.[^"\\]*)*"``: a run of plain characters at a time,
 #: 3 s per 8 MB string before) and closed by the end of the line or file when their
