@@ -305,6 +305,40 @@ def own_resume(full_run, restarted_run) -> dict:
     return result
 
 
+def identical_runs(ref_run, got_run) -> bool:
+    """Whether two runs recorded the same steps bit for bit: the same ranks, the same
+    step numbers, and at every step the same parameter digests before and after, losses,
+    gradient norms, GradScaler state, autocast and device types (``compare_steps`` with
+    the exact bounds, plus the digest before the step), through the same code paths."""
+    exact = TOLERANCES["fp32"]
+    if set(ref_run.ranks) != set(got_run.ranks) or not ref_run.ranks:
+        return False
+    for rank, data in ref_run.ranks.items():
+        ref_steps, got_steps = data.get("steps", []), got_run.ranks[rank].get("steps", [])
+        if not ref_steps or len(ref_steps) != len(got_steps):
+            return False
+        for ref, got in zip(ref_steps, got_steps):
+            if (ref["step"] != got["step"] or ref.get("digest_before") != got.get("digest_before")
+                    or compare_steps(ref, got, exact)):
+                return False
+    return not path_differences(ref_run, got_run)
+
+
+def resumed_exactly(full_run, restarted_run, k: int) -> bool:
+    """Whether a restarted run resumed after step ``k`` on every rank of its uninterrupted
+    run (its parameters there found among that run's), did every later step that run did
+    and no other, and is bit-identical to it at each (``own_resume``'s ``exact``)."""
+    if set(restarted_run.ranks) != set(full_run.ranks) or not restarted_run.ranks:
+        return False
+    for rank, data in restarted_run.ranks.items():
+        if data.get("offset") != k or not data.get("aligned", True):
+            return False
+        later = [s["step"] for s in full_run.ranks[rank].get("steps", []) if s["step"] > k]
+        if not later or [s["step"] for s in data.get("steps", [])] != later:  # every later step, no other
+            return False
+    return own_resume(full_run, restarted_run)["status"] == "exact"
+
+
 def _quantity(what: str) -> str:
     """``"loss: [..] instead of [..]"`` -> ``"loss"`` (what a divergence is about)."""
     return what.split(":", 1)[0].split(" (", 1)[0].strip()
