@@ -548,9 +548,9 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
     # In every other case the reference restarts too, and the verdict is decided as before.
     if compare.identical_runs(ref, npu):
         restarted = {"npu": prepare("npu")()}
-        why_run = _reference_restart_needed(restarted["npu"], ref, npu, k)
+        why_run, how = _reference_restart_needed(restarted["npu"], ref, npu, k)
         if why_run is None:
-            return _resume_without_reference(result, ref, npu, restarted["npu"], k, start)
+            return _resume_without_reference(result, ref, npu, restarted["npu"], k, start, how)
         restarted["ref"] = prepare("ref")()
     else:
         why_run = "the twins' uninterrupted runs are not bit-identical"
@@ -600,24 +600,31 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
         *detail])
 
 
-#: Why the reference twin's restart is left out (docs/verify.md, "Resume round-trip").
-REFERENCE_RESTART_NOT_NEEDED = "reference restart not needed: the migrated resume is exact and the twins agree exactly"
+#: Why the reference twin's restart is left out (docs/verify.md, "Resume round-trip"),
+#: by how the migrated twin's restart repeats its uninterrupted run.
+REFERENCE_RESTART_NOT_NEEDED = {
+    "exact": "reference restart not needed: the migrated resume is exact and the twins agree exactly",
+    "not-measurable": ("reference restart not needed: the parameters never change in these steps, the migrated "
+                       "restart repeats them bit for bit and the twins agree exactly"),
+}
 
 
-def _reference_restart_needed(restarted, ref, npu, k: int) -> str | None:
-    """Why the reference twin must restart too (None: it need not), given that the twins'
-    uninterrupted runs are bit-identical: the migrated twin's restart must have resumed
-    after step k on every rank and be bit-identical, step for step, to its own
-    uninterrupted run and to the reference's after step k."""
+def _reference_restart_needed(restarted, ref, npu, k: int) -> tuple[str | None, str | None]:
+    """``(why the reference twin must restart too, None)``, or ``(None, how the migrated
+    twin's restart repeats its uninterrupted run)`` where it need not, given bit-identical
+    uninterrupted twins: the migrated restart must repeat its own uninterrupted run bit for
+    bit (``compare.repeats_uninterrupted``), so the reference's too."""
     if restarted.error is not None:
-        return "the migrated twin's restart failed"
-    if not compare.resumed_exactly(npu, restarted, k):
+        return "the migrated twin's restart failed", None
+    how = compare.repeats_uninterrupted(npu, restarted, k)
+    if how is None:
         own = compare.own_resume(npu, restarted)
-        return f"the migrated twin's resume is not exact ({own['status']}: {own['detail']})"
-    _, first, _ = compare.compare_runs(_after(ref, k), restarted, compare.TOLERANCES["fp32"])
-    if first is not None:  # implied by the two checks above; checked all the same
-        return f"the migrated twin's restart differs from the reference's uninterrupted run at step {first['step']}"
-    return None
+        return f"the migrated twin's resume is not exact ({own['status']}: {own['detail']})", None
+    first_step = min((s["step"] for d in restarted.ranks.values() for s in d.get("steps", [])), default=k + 1)
+    _, first, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
+    if first is not None:  # implied by the checks above; checked all the same
+        return f"the migrated twin's restart differs from the reference's uninterrupted run at step {first['step']}", None
+    return None, how
 
 
 def _after(run, k: int):
@@ -626,19 +633,21 @@ def _after(run, k: int):
                                for rank, data in run.ranks.items()})
 
 
-def _resume_without_reference(result: dict, ref, npu, restarted, k: int, start: dict) -> dict:
+def _resume_without_reference(result: dict, ref, npu, restarted, k: int, start: dict, how: str) -> dict:
     """The round-trip's result where the reference's restart was not needed: the restarted
     migrated twin is compared, step by step, with the reference's uninterrupted run."""
     own_npu = compare.own_resume(npu, restarted)
-    rows, _, _ = compare.compare_runs(_after(ref, k), restarted, compare.TOLERANCES["fp32"])
-    not_run = {"status": "not-run", "detail": f"{REFERENCE_RESTART_NOT_NEEDED} (the twins' uninterrupted runs are "
-                                               f"bit-identical at every step, and the migrated twin's restart is "
-                                               f"bit-identical to its own from step {k + 1} on)"}
+    first_step = min(s["step"] for d in restarted.ranks.values() for s in d.get("steps", []))
+    rows, _, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
+    why = REFERENCE_RESTART_NOT_NEEDED[how]
+    facts = ("the twins' uninterrupted runs are bit-identical at every step, and the migrated twin's restart is "
+             + (f"bit-identical to its own from step {k + 1} on" if how == "exact" else
+                "bit-identical to its own at every step it recorded"))
+    not_run = {"status": "not-run", "detail": f"{why} ({facts})"}
     return dict(result, restarted_from={"reference": "not run", "migrated": start["npu"]},
-                reference_restart=REFERENCE_RESTART_NOT_NEEDED, reference=not_run, migrated=own_npu, steps=rows,
-                status="pass", detail=[
-                    (f"the restarted migrated twin computes what the reference's uninterrupted run computes after "
-                     f"step {k}, bit for bit; {REFERENCE_RESTART_NOT_NEEDED}"),
+                reference_restart=why, reference=not_run, migrated=own_npu, steps=rows, status="pass", detail=[
+                    ("the restarted migrated twin computes what the reference's uninterrupted run computes"
+                     + (f" after step {k}" if how == "exact" else "") + f", bit for bit; {why}"),
                     f"reference twin: not-run: {not_run['detail']}",
                     f"migrated twin: {own_npu['status']}: {own_npu['detail']}"])
 

@@ -324,19 +324,38 @@ def identical_runs(ref_run, got_run) -> bool:
     return not path_differences(ref_run, got_run)
 
 
-def resumed_exactly(full_run, restarted_run, k: int) -> bool:
-    """Whether a restarted run resumed after step ``k`` on every rank of its uninterrupted
-    run (its parameters there found among that run's), did every later step that run did
-    and no other, and is bit-identical to it at each (``own_resume``'s ``exact``)."""
+def repeats_uninterrupted(full_run, restarted_run, k: int) -> str | None:
+    """How a run restarted after step ``k`` repeats its uninterrupted run bit for bit on
+    every rank, or None where it does not:
+
+    - ``"exact"``: it resumed right after step k (its parameters found at step k of that
+      run), did every later step that run did and no other, bit-identical at each
+      (``own_resume``'s ``exact``);
+    - ``"not-measurable"``: the uninterrupted run's parameters never change (where the
+      restart began cannot be told, ``own_resume``'s ``not-measurable``), and the
+      restarted run recorded the same steps under the same numbers, bit-identical at
+      each, the digest before each step included."""
+    exact = TOLERANCES["fp32"]
     if set(restarted_run.ranks) != set(full_run.ranks) or not restarted_run.ranks:
-        return False
+        return None
+    status = own_resume(full_run, restarted_run)["status"]
     for rank, data in restarted_run.ranks.items():
-        if data.get("offset") != k or not data.get("aligned", True):
-            return False
-        later = [s["step"] for s in full_run.ranks[rank].get("steps", []) if s["step"] > k]
-        if not later or [s["step"] for s in data.get("steps", [])] != later:  # every later step, no other
-            return False
-    return own_resume(full_run, restarted_run)["status"] == "exact"
+        full, got = full_run.ranks[rank].get("steps", []), data.get("steps", [])
+        if not data.get("aligned", True):
+            return None
+        if status == "exact":
+            later = [s["step"] for s in full if s["step"] > k]
+            if data.get("offset") != k or not later or [s["step"] for s in got] != later:
+                return None  # resumed elsewhere, stopped short, or did other steps
+        elif status == "not-measurable":
+            if (len({s["digest_before"] for s in full}) != 1 or data.get("offset") not in (0, None)
+                    or [s["step"] for s in got] != [s["step"] for s in full]
+                    or any(a.get("digest_before") != b.get("digest_before") or compare_steps(a, b, exact)
+                           for a, b in zip(full, got))):
+                return None
+        else:
+            return None
+    return status
 
 
 def _quantity(what: str) -> str:
