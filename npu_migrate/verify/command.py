@@ -12,7 +12,9 @@
    step N (in their own copies where nothing was saved after it, else in the snapshot
    each uninterrupted run took there, else in fresh copies stopped there first), and
    compare the restarted migrated twin with the restarted reference (and each with its
-   uninterrupted run);
+   uninterrupted run); where the twins agree bit for bit, the migrated twin restarts
+   first, and the reference's restart is left out when the migrated resume is exact
+   (it then computes what the original computes without a stop);
 6. verdict, report (npu_migrate/verify/report.py), exit 0 pass / 1 fail / 2 error.
 
 Nothing is written into the user's tree: the migration, the runs, their
@@ -485,7 +487,12 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
     A restart that fails is named by the user's own line, and its log is kept (as for
     the twins' first runs): where the original's own restart fails (facebookresearch/dino's
     checkpoint holds its argparse Namespace, which torch.load refuses since torch 2.6),
-    the report says so and whether the migrated twin's restart fails at the same line."""
+    the report says so and whether the migrated twin's restart fails at the same line.
+
+    Where the uninterrupted twins are bit-identical, the migrated twin restarts first,
+    alone, and the reference's restart is not run when the migrated one resumed after
+    step k and is bit-identical to its own uninterrupted run (so to the reference's) at
+    every later step: ``resume.reference_restart`` says so, or why the reference restarted."""
     if npu.error is not None or not npu.ranks:
         return {"status": "not-tried", "detail": ["the migrated twin did not run through"]}
     saves = ref.ranks.get(0, next(iter(ref.ranks.values()))).get("saves", [])
@@ -497,9 +504,15 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
             "give more --steps, or make the script checkpoint more often")]}
     k = max(points)
     records = npu.out.parent
-    chains, start, used = {}, {}, {}
-    for name, full in (("ref", ref), ("npu", npu)):
-        def env(out, steps, align=None, name=name):
+    start, used = {}, {}
+
+    def prepare(name: str):
+        """Where twin ``name`` restarts (its own copy, a snapshot, or a fresh copy it is
+        stopped in first), and the runs that restart it. Called in this thread: a fresh
+        copy's migration changes the working directory."""
+        full = ref if name == "ref" else npu
+
+        def env(out, steps, align=None):
             base = twins.base_env(records / f"resume-{name}-{out}", steps, req.seed, align=align, resumed_after=k)
             return _ref_env(req, base, emulated) if name == "ref" else twins.npu_env(base, req.nproc, emulated)
 
@@ -511,7 +524,7 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
             if snap is not None:
                 copy, stop_first, start[name] = snap, False, why
             else:
-                try:  # here, not in the chain: the migration changes the working directory
+                try:
                     copy = fresh_copy(name)
                 except twins.MigrationError as exc:
                     raise VerifyError(str(exc)) from None
@@ -519,7 +532,7 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
 
         used[name] = copy
 
-        def chain(name=name, full=full, env=env, copy=copy, stop_first=stop_first):
+        def chain():
             label = "reference twin" if name == "ref" else "migrated twin"
             if stop_first:
                 first = run_twin(f"{label}, stopped after step {k}", copy, env("stop", k), k, req.args)
@@ -528,10 +541,26 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
             return run_twin(f"{label}, restarted after step {k}", copy, env("restart", req.steps, full.out),
                             req.steps, [*req.args, *req.resume_args])
 
-        chains[name] = chain
-    restarted = dict(zip(("ref", "npu"), _both(req, chains["ref"], chains["npu"])))
-    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args],
-                    "restarted_from": {"reference": start["ref"], "migrated": start["npu"]}}
+        return chain
+
+    result: dict = {"stopped_after": k, "restart_args": [*req.args, *req.resume_args]}
+    # Where the uninterrupted twins are bit-identical, the migrated twin restarts first, alone:
+    # if its restart is bit-identical to its own uninterrupted run at every step after k, it
+    # computes what the original's uninterrupted run computes there, and no restart of the
+    # reference can change the verdict (docs/verify.md, "Resume round-trip"): it is not run.
+    # In every other case the reference restarts too, and the verdict is decided as before.
+    if compare.identical_runs(ref, npu):
+        restarted = {"npu": prepare("npu")()}
+        why_run, how = _reference_restart_needed(restarted["npu"], ref, npu, k)
+        if why_run is None:
+            return _resume_without_reference(result, ref, npu, restarted["npu"], k, start, how)
+        restarted["ref"] = prepare("ref")()
+    else:
+        why_run = "the twins' uninterrupted runs are not bit-identical"
+        chains = {"ref": prepare("ref"), "npu": prepare("npu")}
+        restarted = dict(zip(("ref", "npu"), _both(req, chains["ref"], chains["npu"])))
+    result.update(restarted_from={"reference": start["ref"], "migrated": start["npu"]},
+                  reference_restart=f"run: {why_run}")
     failed = [restarted[name] for name in ("ref", "npu") if restarted[name].error is not None]
     for name in ("ref", "npu"):
         _original_frame(restarted[name], root, used[name])
@@ -572,6 +601,58 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
         "the restarted migrated twin computes what the restarted reference computes"
         + (", except for state the migration restores and the original's checkpoint loses" if better else ""),
         *detail])
+
+
+#: Why the reference twin's restart is left out (docs/verify.md, "Resume round-trip"),
+#: by how the migrated twin's restart repeats its uninterrupted run.
+REFERENCE_RESTART_NOT_NEEDED = {
+    "exact": "reference restart not needed: the migrated resume is exact and the twins agree exactly",
+    "not-measurable": ("reference restart not needed: the parameters never change in these steps, the migrated "
+                       "restart repeats them bit for bit and the twins agree exactly"),
+}
+
+
+def _reference_restart_needed(restarted, ref, npu, k: int) -> tuple[str | None, str | None]:
+    """``(why the reference twin must restart too, None)``, or ``(None, how the migrated
+    twin's restart repeats its uninterrupted run)`` where it need not, given bit-identical
+    uninterrupted twins: the migrated restart must repeat its own uninterrupted run bit for
+    bit (``compare.repeats_uninterrupted``), so the reference's too."""
+    if restarted.error is not None:
+        return "the migrated twin's restart failed", None
+    how = compare.repeats_uninterrupted(npu, restarted, k)
+    if how is None:
+        own = compare.own_resume(npu, restarted)
+        return f"the migrated twin's resume is not exact ({own['status']}: {own['detail']})", None
+    first_step = min((s["step"] for d in restarted.ranks.values() for s in d.get("steps", [])), default=k + 1)
+    _, first, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
+    if first is not None:  # implied by the checks above; checked all the same
+        return f"the migrated twin's restart differs from the reference's uninterrupted run at step {first['step']}", None
+    return None, how
+
+
+def _after(run, k: int):
+    """``run`` with only its steps after step ``k``."""
+    return replace(run, ranks={rank: dict(data, steps=[s for s in data.get("steps", []) if s["step"] > k])
+                               for rank, data in run.ranks.items()})
+
+
+def _resume_without_reference(result: dict, ref, npu, restarted, k: int, start: dict, how: str) -> dict:
+    """The round-trip's result where the reference's restart was not needed: the restarted
+    migrated twin is compared, step by step, with the reference's uninterrupted run."""
+    own_npu = compare.own_resume(npu, restarted)
+    first_step = min(s["step"] for d in restarted.ranks.values() for s in d.get("steps", []))
+    rows, _, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
+    why = REFERENCE_RESTART_NOT_NEEDED[how]
+    facts = ("the twins' uninterrupted runs are bit-identical at every step, and the migrated twin's restart is "
+             + (f"bit-identical to its own from step {k + 1} on" if how == "exact" else
+                "bit-identical to its own at every step it recorded"))
+    not_run = {"status": "not-run", "detail": f"{why} ({facts})"}
+    return dict(result, restarted_from={"reference": "not run", "migrated": start["npu"]},
+                reference_restart=why, reference=not_run, migrated=own_npu, steps=rows, status="pass", detail=[
+                    ("the restarted migrated twin computes what the reference's uninterrupted run computes"
+                     + (f" after step {k}" if how == "exact" else "") + f", bit for bit; {why}"),
+                    f"reference twin: not-run: {not_run['detail']}",
+                    f"migrated twin: {own_npu['status']}: {own_npu['detail']}"])
 
 
 def _both(req: Request, first, second, before_second=None) -> list:

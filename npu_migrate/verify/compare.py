@@ -305,6 +305,59 @@ def own_resume(full_run, restarted_run) -> dict:
     return result
 
 
+def identical_runs(ref_run, got_run) -> bool:
+    """Whether two runs recorded the same steps bit for bit: the same ranks, the same
+    step numbers, and at every step the same parameter digests before and after, losses,
+    gradient norms, GradScaler state, autocast and device types (``compare_steps`` with
+    the exact bounds, plus the digest before the step), through the same code paths."""
+    exact = TOLERANCES["fp32"]
+    if set(ref_run.ranks) != set(got_run.ranks) or not ref_run.ranks:
+        return False
+    for rank, data in ref_run.ranks.items():
+        ref_steps, got_steps = data.get("steps", []), got_run.ranks[rank].get("steps", [])
+        if not ref_steps or len(ref_steps) != len(got_steps):
+            return False
+        for ref, got in zip(ref_steps, got_steps):
+            if (ref["step"] != got["step"] or ref.get("digest_before") != got.get("digest_before")
+                    or compare_steps(ref, got, exact)):
+                return False
+    return not path_differences(ref_run, got_run)
+
+
+def repeats_uninterrupted(full_run, restarted_run, k: int) -> str | None:
+    """How a run restarted after step ``k`` repeats its uninterrupted run bit for bit on
+    every rank, or None where it does not:
+
+    - ``"exact"``: it resumed right after step k (its parameters found at step k of that
+      run), did every later step that run did and no other, bit-identical at each
+      (``own_resume``'s ``exact``);
+    - ``"not-measurable"``: the uninterrupted run's parameters never change (where the
+      restart began cannot be told, ``own_resume``'s ``not-measurable``), and the
+      restarted run recorded the same steps under the same numbers, bit-identical at
+      each, the digest before each step included."""
+    exact = TOLERANCES["fp32"]
+    if set(restarted_run.ranks) != set(full_run.ranks) or not restarted_run.ranks:
+        return None
+    status = own_resume(full_run, restarted_run)["status"]
+    for rank, data in restarted_run.ranks.items():
+        full, got = full_run.ranks[rank].get("steps", []), data.get("steps", [])
+        if not data.get("aligned", True):
+            return None
+        if status == "exact":
+            later = [s["step"] for s in full if s["step"] > k]
+            if data.get("offset") != k or not later or [s["step"] for s in got] != later:
+                return None  # resumed elsewhere, stopped short, or did other steps
+        elif status == "not-measurable":
+            if (len({s["digest_before"] for s in full}) != 1 or data.get("offset") not in (0, None)
+                    or [s["step"] for s in got] != [s["step"] for s in full]
+                    or any(a.get("digest_before") != b.get("digest_before") or compare_steps(a, b, exact)
+                           for a, b in zip(full, got))):
+                return None
+        else:
+            return None
+    return status
+
+
 def _quantity(what: str) -> str:
     """``"loss: [..] instead of [..]"`` -> ``"loss"`` (what a divergence is about)."""
     return what.split(":", 1)[0].split(" (", 1)[0].strip()

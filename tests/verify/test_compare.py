@@ -99,6 +99,44 @@ def test_own_resume_statuses():
     assert tracker and "growth tracker" in tracker[0]
 
 
+def test_what_lets_the_round_trip_leave_out_the_reference_restart():
+    # The reference's restart is left out only for bit-identical twins and a migrated
+    # restart that resumed after step k and repeats every later step bit for bit.
+    def full(digests="abcd"):
+        return _run([_step(n, digest=d) for n, d in zip((1, 2, 3, 4), digests)])
+
+    assert compare.identical_runs(full(), full())
+    assert not compare.identical_runs(full(), full("abcx"))  # one digest differs
+    shorter = _run([_step(n, digest=d) for n, d in zip((1, 2, 3), "abc")])
+    assert not compare.identical_runs(full(), shorter) and not compare.identical_runs(_run([]), _run([]))
+    before = full()
+    before.ranks[0]["steps"][0]["digest_before"] = "other"  # another initialisation
+    assert not compare.identical_runs(full(), before)
+    near = full()
+    near.ranks[0]["steps"][2]["losses"][0]["value"] = 1.0 + 1e-12  # within any bound, but not equal
+    assert not compare.identical_runs(full(), near)
+
+    assert compare.repeats_uninterrupted(full(), _run([_step(3, digest="c"), _step(4, digest="d")], offset=2),
+                                         2) == "exact"
+    assert not compare.repeats_uninterrupted(full(), _run([_step(3, digest="c"), _step(4, digest="x")], offset=2), 2)
+    assert not compare.repeats_uninterrupted(full(), _run([_step(4, digest="d")], offset=3), 2)  # resumed elsewhere
+    assert not compare.repeats_uninterrupted(full(), _run([_step(3, digest="c")], offset=2), 2)  # stopped short
+    assert not compare.repeats_uninterrupted(full(), _run([_step(n, digest=d) for n, d in zip((1, 2, 3, 4), "abcd")]),
+                                       2)  # began again: no resume path
+    unaligned = _run([_step(3, digest="c"), _step(4, digest="d")], offset=2)
+    unaligned.ranks[0]["aligned"] = False
+    assert not compare.repeats_uninterrupted(full(), unaligned, 2)
+    # parameters that never change (a loss of 0: pytorch/examples' DDP tutorial): where the
+    # restart began cannot be told; it repeats the run only if every step is the same
+    still = _run([_step(n, loss=0.0, norm=0.0, digest="s") | {"digest_before": "s"} for n in (1, 2, 3)])
+    again = _run([_step(n, loss=0.0, norm=0.0, digest="s") | {"digest_before": "s"} for n in (1, 2, 3)])
+    assert compare.repeats_uninterrupted(still, again, 2) == "not-measurable"
+    again.ranks[0]["steps"][1]["losses"][0]["value"] = 0.5
+    assert compare.repeats_uninterrupted(still, again, 2) is None
+    short = _run([_step(n, loss=0.0, norm=0.0, digest="s") | {"digest_before": "s"} for n in (1, 2)])
+    assert compare.repeats_uninterrupted(still, short, 2) is None
+
+
 def test_report_files(tmp_path):
     ref = _run([_step(1, loss=1.0), _step(2, loss=0.5)])
     got = _run([_step(1, loss=1.0), _step(2, loss=0.75)])

@@ -83,15 +83,58 @@ def test_scaler_state_not_restored_as_in_the_original_passes(tmp_path, emulator_
 def test_the_restart_runs_in_a_snapshot_instead_of_a_stop_run(tmp_path, emulator_build):
     # 4 steps: checkpoints after steps 2 and 4, so each twin's copy holds step 4's when its
     # run ends; the restart after step 2 runs in the snapshot each run took after step 2,
-    # not in a fresh copy run to step 2 first, and still restarts exactly.
+    # not in a fresh copy run to step 2 first. With NPU401 off neither twin's checkpoint
+    # keeps the GradScaler's scale, so neither resume is exact and both twins restart.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "4", "--ignore", "NPU401", "train.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2
+    assert resume["reference"]["status"] == "not-exact" and resume["migrated"]["status"] == "not-exact"
+    assert resume["restarted_from"] == {twin: "a snapshot its uninterrupted run took after step 2"
+                                        for twin in ("reference", "migrated")}
+
+
+@pytest.mark.timeout(900)
+def test_an_exact_resume_of_agreeing_twins_needs_no_reference_restart(tmp_path, emulator_build):
+    # The twins agree bit for bit and the migrated twin's restart (from its snapshot after
+    # step 2) is bit-identical to its own uninterrupted run at steps 3 and 4: it computes
+    # what the original's uninterrupted run computes there, and the reference's restart,
+    # whatever it computed, could not change the verdict: it is not run.
     project = _copy("amp_resume", tmp_path)
     proc, data = _verify(project, "--steps", "4", "train.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     resume = data["resume"]
+    assert resume["status"] == "pass" and resume["stopped_after"] == 2 and resume["migrated"]["status"] == "exact"
+    assert resume["reference_restart"] == ("reference restart not needed: the migrated resume is exact and the "
+                                           "twins agree exactly")
+    assert resume["reference"]["status"] == "not-run"
+    assert resume["restarted_from"] == {"reference": "not run",
+                                        "migrated": "a snapshot its uninterrupted run took after step 2"}
+    # the restarted migrated twin against the reference's uninterrupted run, bit for bit
+    rows = {row["step"]: row for row in resume["steps"]}
+    assert sorted(rows) == [3, 4] and not any(row["diverged"] for row in rows.values())
+    full = {row["step"]: row["reference"] for row in data["steps"]}
+    assert all(rows[step]["reference"] == full[step] and rows[step]["migrated"]["digest"] == full[step]["digest"]
+               for step in (3, 4))
+    started = [entry for entry in data["fork_server"] if "restarted" in entry]
+    assert started and not any(entry.startswith("reference") for entry in started), data["fork_server"]
+    assert "reference restart not needed" in (tmp_path / "report" / "verify.txt").read_text()
+
+
+@pytest.mark.timeout(900)
+def test_a_resume_that_is_not_exact_still_restarts_the_reference(tmp_path, emulator_build):
+    # The RNG state is not restored (as in nanoGPT and llama2.c): each restart shuffles its
+    # next epoch as the first, so neither resume is exact; the reference restarts, and the
+    # verdict compares the two restarts as before.
+    project = _copy("amp_resume", tmp_path)
+    proc, data = _verify(project, "--steps", "3", "train.py", "--", "--no-rng-state")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    resume = data["resume"]
     assert resume["status"] == "pass" and resume["stopped_after"] == 2
-    assert resume["reference"]["status"] == "exact" and resume["migrated"]["status"] == "exact"
-    assert resume["restarted_from"] == {twin: "a snapshot its uninterrupted run took after step 2"
-                                        for twin in ("reference", "migrated")}
+    assert resume["reference"]["status"] == "not-exact" and resume["migrated"]["status"] == "not-exact"
+    assert resume["reference_restart"].startswith("run: the migrated twin's resume is not exact (not-exact: ")
+    assert [row["step"] for row in resume["steps"]] == [3] and not resume["steps"][0]["diverged"]
 
 
 @pytest.mark.timeout(900)
@@ -99,7 +142,8 @@ def test_a_script_that_writes_while_it_unwinds_gets_a_stop_run(tmp_path, emulato
     # The same with a file written in a `finally:`: a run stopped after step 2 would have
     # it, the snapshot taken at that point does not, so each twin is run to step 2 first.
     project = _copy("amp_resume", tmp_path)
-    proc, data = _verify(project, "--steps", "4", "train.py", "--", "--exit-note", "note.txt")
+    # (NPU401 off: neither resume is exact, so both twins restart)
+    proc, data = _verify(project, "--steps", "4", "--ignore", "NPU401", "train.py", "--", "--exit-note", "note.txt")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     resume = data["resume"]
     assert resume["status"] == "pass" and resume["stopped_after"] == 2
@@ -121,12 +165,12 @@ def test_a_restart_the_original_itself_cannot_do_names_its_line_and_keeps_the_lo
     resume = data["resume"]
     assert resume["status"] == "reference-failed"
     detail = resume["detail"][0]
-    assert "at train.py:35 (line 35 after the migration) state = torch.load(args.checkpoint" in detail, detail
+    assert "at train.py:38 (line 38 after the migration) state = torch.load(args.checkpoint" in detail, detail
     assert "the migrated twin's restart fails there too" in detail and "\x1b" not in detail
     kept = Path(resume["logs"]["reference"])
     assert kept.parent == tmp_path / "report" and "UnpicklingError" in kept.read_text()
     assert str(kept) in detail and Path(resume["logs"]["migrated"]).is_file()
-    assert "train.py:35 (line 35 after the migration)" in (tmp_path / "report" / "verify.txt").read_text()
+    assert "train.py:38 (line 38 after the migration)" in (tmp_path / "report" / "verify.txt").read_text()
 
 
 @pytest.mark.timeout(600)
@@ -179,6 +223,26 @@ def test_spawned_ddp_two_processes_with_resume_pass(tmp_path, emulator_build):
     assert resume["status"] == "pass" and resume["stopped_after"] == 2
     assert resume["migrated"]["status"] == "exact" and {(row["step"], row["rank"]) for row in resume["steps"]} == {
         (3, 0), (3, 1)}
+    # bit-identical twins, an exact migrated resume: the reference's restart (two more
+    # processes) is not needed
+    assert resume["reference_restart"].startswith("reference restart not needed")
+    assert resume["reference"]["status"] == "not-run"
+
+
+@pytest.mark.timeout(900)
+def test_spawned_ddp_whose_checkpoint_is_loaded_onto_cuda_fails_at_the_restart(tmp_path, emulator_build):
+    # Negative control for the round-trip: NPU104 off leaves torch.load's
+    # map_location=f"cuda:{gpu}" in the migrated twin. The uninterrupted twins agree bit
+    # for bit (the first run loads nothing), the migrated twin's restart fails, so the
+    # reference restarts too (it resumes exactly) and the verdict is FAIL at the restart.
+    project = _copy("ddp_spawn", tmp_path)
+    proc, data = _verify(project, "--nproc", "2", "--steps", "3", "--ignore", "NPU104", "train.py")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert data["verdict"] == "fail" and data["reason"].startswith("resume round-trip: ")
+    resume = data["resume"]
+    assert resume["status"] == "fail" and resume["reference_restart"] == "run: the migrated twin's restart failed"
+    assert "map_location" in resume["detail"][0] and data["first_divergence"]["step"] == 3
+    assert not any(row["diverged"] for row in data["steps"])  # the uninterrupted twins agree
 
 
 @pytest.mark.timeout(900)

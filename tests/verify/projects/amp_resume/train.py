@@ -20,6 +20,9 @@ parser.add_argument("--exit-note", default=None, help="a file written however th
 parser.add_argument("--save-args", action="store_true",
                     help="put the argparse Namespace into the checkpoint, as facebookresearch/dino does: "
                          "torch.load (weights_only, torch >= 2.6) then refuses the restart")
+parser.add_argument("--no-rng-state", action="store_true",
+                    help="do not restore the RNG state at a restart, as nanoGPT and llama2.c do not: the "
+                         "restart shuffles its next epoch as the first, and its resume is not exact")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -35,7 +38,8 @@ if os.path.exists(args.checkpoint):
     state = torch.load(args.checkpoint)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["rng"])
+    if not args.no_rng_state:
+        torch.set_rng_state(state["rng"])
     start = state["epoch"] + 1
 try:
     for epoch in range(start, args.epochs):
