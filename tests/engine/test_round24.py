@@ -556,3 +556,33 @@ def test_any_cuda_variable_of_a_script_that_reads_nvidia_smi_is_left(tmp_path, r
     path = write(tmp_path, "bench.sh", source)
     run_cli("--write", "--no-cache", ".")
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in path.read_text()
+
+
+SKYPILOT_JOB = '''name: e2e
+resources:
+  cloud: gcp
+  accelerators: "A100:4"
+envs:
+  PYTORCH_CUDA_ALLOC_CONF: "garbage_collection_threshold:0.8,max_split_size_mb:128"
+run: |
+  torchrun train.py
+'''
+
+
+def test_env_of_a_job_that_asks_for_nvidia_gpus_by_model_is_left(tmp_path, run_cli):
+    """oumi's SkyPilot jobs (`accelerators: "A100:4"`) run on NVIDIA machines: the renamed
+    allocator setting was dropped there (9 wrong hunks in held-out round 25)."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "gcp_job.yaml", SKYPILOT_JOB)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == SKYPILOT_JOB
+    assert "asks for NVIDIA GPUs by model (`A100:4`)" in result.output
+
+
+def test_env_of_a_job_without_a_gpu_model_is_renamed(tmp_path, run_cli):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "job.yaml", SKYPILOT_JOB.replace('  accelerators: "A100:4"\n', ""))
+    run_cli("--write", "--no-cache", ".")
+    assert "PYTORCH_NPU_ALLOC_CONF" in path.read_text()
