@@ -264,8 +264,9 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         if NEWER_PYTHON_RULE in active:
             findings.append(FindingRecord(
                 NEWER_PYTHON_RULE, edits[0].anchor,
-                f"this file is written for a newer Python than the {sys.version_info[0]}.{sys.version_info[1]} "
-                "npu-migrate runs on: the analyses that prove an edit safe cannot read it here; left unchanged",
+                f"the Python {sys.version_info[0]}.{sys.version_info[1]} npu-migrate runs on rejects this file's "
+                "grammar (written for another, usually newer, Python): the analyses that prove an edit safe cannot "
+                "read it here; left unchanged",
                 "run npu-migrate under the Python the project is written for (npu-migrate installs on 3.10 and "
                 "later) to migrate this file"))
         edits = []
