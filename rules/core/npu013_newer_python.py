@@ -40,5 +40,6 @@ rules' edits.
             "    pass\n"
             "\n"
             "x = torch.ones(1).npu()\n",
+            also=("NPU103",),
         ),
     )

@@ -206,7 +206,9 @@ SPAWN_HANG_AFTER_DESTROY = textwrap.dedent(r"""
     def worker(rank, port, hang):
         init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2)
         destroy_process_group()
-        print(f"trained {time.time()}", flush=True)
+        # one write a line: both ranks share the pipe, and print() writes the text and its end apart
+        sys.stdout.write(f"trained {time.time()}\n")
+        sys.stdout.flush()
         if rank == 1:  # mp.spawn sets no RANK: the exit_hang event must still say rank 1
             if hang == "gil":
                 re.match(r"(a+)+$", "a" * 64 + "b")
