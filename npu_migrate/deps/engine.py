@@ -16,11 +16,11 @@ import os
 from npu_migrate.configs import comments
 from npu_migrate.configs.document import ReadError
 from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
+from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES
 from npu_migrate.pipeline.model import FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
 from npu_migrate.pipeline.suppression import Suppressions
-from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES
 
 #: More requirements than this in one file are not migrated (one error line): the rules
 #: compare each torch entry with the others, so a 100 KB requirements.txt of torch pins

@@ -26,7 +26,10 @@ _COMMENT = re.compile(r"\s+#.*$")
 
 def read(data: bytes) -> DepsDocument:
     limits.check(data, "ini")  # the size limit (LimitError): npu_migrate/pipeline/limits.py
-    from npu_migrate.deps.engine import check_count, check_lines  # the engine imports this reader
+    from npu_migrate.deps.engine import (  # the engine imports this reader
+        check_count,
+        check_lines,
+    )
 
     check_lines(data)  # before configparser (7 us a line: 32 MB of short lines took 45 s)
     text = decode(data)

@@ -80,9 +80,9 @@ _VALUE_TESTS = ("NPU103", "NPU104")
 #: rewrites of CUDA device code that another backend's implementation keeps (cuda_backend.py)
 _IMPORT_EDITS = frozenset({"NPU100", "NPU701"})
 SUPPRESSION_RULE = RULE  # suppression comments with codes that name no rule
-#: Rules the engine applies itself (documented in rules/core/); NPU100 is a visitor.
 #: the rule that reports a file only a newer Python parses (rules/core/npu013_newer_python.py)
 NEWER_PYTHON_RULE = "NPU013"
+#: Rules the engine applies itself (documented in rules/core/); NPU100 is a visitor.
 ENGINE_RULES = (NPU_AWARE_RULE, KERNEL_GATE_RULE, SUPPRESSION_RULE)
 ANNOTATION_PREFIX = "# npu-migrate: "
 
@@ -1050,14 +1050,12 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
     # and the test of an `if` whose branch holds such a value: `if torch.cuda.is_available():
     # devices.append("cuda")` rewritten alone counted NPUs and listed "cuda" (nerfstudio's
     # get_available_devices, held-out round 25)
-    tests = [branch.test for f in left
+    tests = {id(branch.test) for f in left
              if (branch := next((a for a in ctx.ancestors(f.node) if isinstance(a, cst.If)), None)) is not None
-             and not any(a is branch.test for a in ctx.ancestors(f.node))]
-    spans = [(ctx.position(t).start, ctx.position(t).end) for t in tests]
+             and not any(a is branch.test for a in ctx.ancestors(f.node))}
 
     def in_test(node: cst.CSTNode) -> bool:
-        where = ctx.position(node).start
-        return any((a.line, a.column) <= (where.line, where.column) <= (b.line, b.column) for a, b in spans)
+        return id(node) in tests or any(id(a) in tests for a in ctx.ancestors(node))
 
     return [e for e in edits if e.rule not in _DEVICE_RULES
             or (id(ctx.enclosing_statement(e.anchor)) not in unproven and not in_test(e.anchor))]

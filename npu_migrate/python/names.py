@@ -134,9 +134,7 @@ def star_bound_roots(tree: ast.Module | None) -> frozenset[str]:
             bound.add((node.asname or node.name).split(".", 1)[0])
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             bound.update(node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
             bound.add(node.name)
     return frozenset(root for root in _STAR_ROOTS if root in read and root not in bound)
 

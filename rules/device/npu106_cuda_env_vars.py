@@ -180,7 +180,10 @@ Ascend build.
     def _ray_gpus(self) -> str | None:
         """``num_gpus=<value>`` (line N) of a Ray GPU request this file leaves (computed), in a
         file that imports Ray; None otherwise."""
-        from npu_migrate.rules.cluster.python._common import left_gpu_request, left_request_text
+        from npu_migrate.rules.cluster.python._common import (
+            left_gpu_request,
+            left_request_text,
+        )
 
         if not self.ctx.imports.imports_module("ray"):
             return None

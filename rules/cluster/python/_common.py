@@ -80,6 +80,9 @@ def compares_resource_name(module: cst.Module) -> bool:
     return finder.found
 
 
+_UNSEARCHED = object()
+
+
 def left_gpu_request(ctx) -> cst.Arg | None:
     """A ``num_gpus=`` request of the file whose value is not a number literal, or a Ray Train
     ``use_gpu=`` that is not ``False`` (found once per file): NPU950 and NPU953 report such a
@@ -89,9 +92,9 @@ def left_gpu_request(ctx) -> cst.Arg | None:
     placed (align-anything's vLLM engines, held-out round 24), ``ray.get_gpu_ids()`` is what
     such an actor reads, and a total counted as ``"NPU"`` counts what nobody asks for
     (ReaLHF's controller, held-out round 23)."""
-    cache = ctx.__dict__.setdefault("_left_gpu_request", [])
-    if not cache:
-        found: list[cst.Arg] = []
+    found = getattr(ctx, "_left_gpu_request", _UNSEARCHED)
+    if found is _UNSEARCHED:
+        found = []
 
         class _Find(cst.CSTVisitor):
             def visit_Arg(self, node: cst.Arg) -> None:
@@ -106,11 +109,12 @@ def left_gpu_request(ctx) -> cst.Arg | None:
                     found.append(node)
 
         ctx.module.visit(_Find())
-        cache.append(found[0] if found else None)
-    return cache[0]
+        found = found[0] if found else None
+        ctx._left_gpu_request = found  # searched once per file; dies with the context
+    return found
 
 
 def left_request_text(ctx, request: cst.Arg) -> str:
-    """``num_gpus=<value>`` (line N) for a message."""
+    """```num_gpus=<value>` (line N)`` (or ``use_gpu=``) for a message."""
     shown = f"{request.keyword.value}=" + " ".join(ctx.module.code_for_node(request.value).split())
     return f"`{shown}` (line {ctx.position(request).start.line})"
