@@ -1002,12 +1002,17 @@ def _cuda_only_scopes(ctx: FileContext, edits: list[Edit], line) -> tuple[list[E
     return [e for e in edits if id(e) not in dropped], findings
 
 
+#: words without which a file runs no TensorRT context and imports no TensorRT package
+#: (`execute_async_v3`, `create_execution_context`; `tensorrt`, `torch_tensorrt`, `torch2trt`)
+_TENSORRT_WORDS = ("execut", "tensorrt", "2trt")
+
+
 def _tensorrt_blocks(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Edit], list[FindingRecord]]:
     """Device edits in a function or branch that runs a TensorRT execution context
     (:func:`cuda_only.tensorrt_blocks`) are dropped and reported once per block (NPU011):
     that code hands CUDA streams and device pointers to TensorRT, which has no Ascend build."""
     candidates = [e for e in edits if e.rule in _DEVICE_RULES or e.rule == "NPU402"]
-    if not candidates or ("execut" not in ctx.text and "trt" not in ctx.text.lower()):
+    if not candidates or not any(word in ctx.text for word in _TENSORRT_WORDS):
         return edits, []
     tree = ctx.python_ast()
     blocks = cuda_only.tensorrt_blocks(tree) if tree is not None else []

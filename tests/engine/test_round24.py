@@ -586,3 +586,14 @@ def test_env_of_a_job_without_a_gpu_model_is_renamed(tmp_path, run_cli):
     path = write(tmp_path, "job.yaml", SKYPILOT_JOB.replace('  accelerators: "A100:4"\n', ""))
     run_cli("--write", "--no-cache", ".")
     assert "PYTORCH_NPU_ALLOC_CONF" in path.read_text()
+
+
+def test_a_branch_that_imports_tensorrt_is_left_too(tmp_path, run_cli):
+    """The prefilter of the torch2trt fix looked for "trt", which `import tensorrt` does not
+    contain: a branch importing TensorRT itself was migrated (found reading the change)."""
+    (tmp_path / ".git").mkdir()
+    source = TRT_DEMO.replace("from torch2trt import TRTModule", "import tensorrt as TRTModule")
+    path = write(tmp_path, "demo.py", source)
+    result = run_cli("--write", "--no-cache", ".")
+    assert "x = torch.ones(1, 3, 64, 64).cuda()" in path.read_text()
+    assert "this code uses TensorRT (`tensorrt`, imported at line" in result.output
