@@ -551,9 +551,9 @@ def _resume(req: Request, ref, npu, copies: dict[str, Path], fresh_copy, run_twi
     # In every other case the reference restarts too, and the verdict is decided as before.
     if compare.identical_runs(ref, npu):
         restarted = {"npu": prepare("npu")()}
-        why_run, how = _reference_restart_needed(restarted["npu"], ref, npu, k)
+        why_run, how, rows = _reference_restart_needed(restarted["npu"], ref, npu, k)
         if why_run is None:
-            return _resume_without_reference(result, ref, npu, restarted["npu"], k, start, how)
+            return _resume_without_reference(result, npu, restarted["npu"], k, start, how, rows)
         restarted["ref"] = prepare("ref")()
     else:
         why_run = "the twins' uninterrupted runs are not bit-identical"
@@ -612,22 +612,24 @@ REFERENCE_RESTART_NOT_NEEDED = {
 }
 
 
-def _reference_restart_needed(restarted, ref, npu, k: int) -> tuple[str | None, str | None]:
-    """``(why the reference twin must restart too, None)``, or ``(None, how the migrated
-    twin's restart repeats its uninterrupted run)`` where it need not, given bit-identical
-    uninterrupted twins: the migrated restart must repeat its own uninterrupted run bit for
-    bit (``compare.repeats_uninterrupted``), so the reference's too."""
+def _reference_restart_needed(restarted, ref, npu, k: int) -> tuple[str | None, str | None, list]:
+    """``(why the reference twin must restart too, None, [])``, or ``(None, how the migrated
+    twin's restart repeats its uninterrupted run, the rows comparing that restart with the
+    reference's uninterrupted steps)`` where it need not, given bit-identical uninterrupted
+    twins: the migrated restart must repeat its own uninterrupted run bit for bit
+    (``compare.repeats_uninterrupted``), so the reference's too."""
     if restarted.error is not None:
-        return "the migrated twin's restart failed", None
+        return "the migrated twin's restart failed", None, []
     how = compare.repeats_uninterrupted(npu, restarted, k)
     if how is None:
         own = compare.own_resume(npu, restarted)
-        return f"the migrated twin's resume is not exact ({own['status']}: {own['detail']})", None
+        return f"the migrated twin's resume is not exact ({own['status']}: {own['detail']})", None, []
     first_step = min((s["step"] for d in restarted.ranks.values() for s in d.get("steps", [])), default=k + 1)
-    _, first, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
+    rows, first, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
     if first is not None:  # implied by the checks above; checked all the same
-        return f"the migrated twin's restart differs from the reference's uninterrupted run at step {first['step']}", None
-    return None, how
+        return (f"the migrated twin's restart differs from the reference's uninterrupted run at step {first['step']}",
+                None, [])
+    return None, how, rows
 
 
 def _after(run, k: int):
@@ -636,12 +638,10 @@ def _after(run, k: int):
                                for rank, data in run.ranks.items()})
 
 
-def _resume_without_reference(result: dict, ref, npu, restarted, k: int, start: dict, how: str) -> dict:
-    """The round-trip's result where the reference's restart was not needed: the restarted
-    migrated twin is compared, step by step, with the reference's uninterrupted run."""
+def _resume_without_reference(result: dict, npu, restarted, k: int, start: dict, how: str, rows: list) -> dict:
+    """The round-trip's result where the reference's restart was not needed: ``rows`` compare
+    the restarted migrated twin, step by step, with the reference's uninterrupted run."""
     own_npu = compare.own_resume(npu, restarted)
-    first_step = min(s["step"] for d in restarted.ranks.values() for s in d.get("steps", []))
-    rows, _, _ = compare.compare_runs(_after(ref, first_step - 1), restarted, compare.TOLERANCES["fp32"])
     why = REFERENCE_RESTART_NOT_NEEDED[how]
     facts = ("the twins' uninterrupted runs are bit-identical at every step, and the migrated twin's restart is "
              + (f"bit-identical to its own from step {k + 1} on" if how == "exact" else
