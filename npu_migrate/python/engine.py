@@ -1052,18 +1052,25 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
     unproven = {id(statement) for f in left if (statement := ctx.enclosing_statement(f.node)) is not None}
     if not unproven:
         return edits
-    # and the test of an `if` whose branch holds such a value: `if torch.cuda.is_available():
-    # devices.append("cuda")` rewritten alone counted NPUs and listed "cuda" (nerfstudio's
-    # get_available_devices, held-out round 25)
-    tests = {id(branch.test) for f in left
-             if (branch := next((a for a in ctx.ancestors(f.node) if isinstance(a, cst.If)), None)) is not None
-             and not any(a is branch.test for a in ctx.ancestors(f.node))}
+    # and the `if` whose branch holds such a value, its test with that branch: `if
+    # torch.cuda.is_available(): devices.append("cuda")` rewritten alone counted NPUs and
+    # listed "cuda" (nerfstudio's get_available_devices, held-out round 25); the test alone
+    # kept, the branch's `torch.cuda.set_device` became the NPU's under a CUDA test (RLinf,
+    # found reading the change side by side)
+    held: set[int] = set()
+    for f in left:
+        branch = next((a for a in ctx.ancestors(f.node) if isinstance(a, cst.If)), None)
+        if branch is None or any(a is branch.test for a in ctx.ancestors(f.node)):
+            continue
+        suite = next((s for s in (branch.body, branch.orelse) if s is not None
+                      and any(a is s for a in ctx.ancestors(f.node))), None)
+        held.update({id(branch.test), id(suite)} if suite is not None else {id(branch.test)})
 
-    def in_test(node: cst.CSTNode) -> bool:
-        return id(node) in tests or any(id(a) in tests for a in ctx.ancestors(node))
+    def in_branch(node: cst.CSTNode) -> bool:
+        return id(node) in held or any(id(a) in held for a in ctx.ancestors(node))
 
     return [e for e in edits if e.rule not in _DEVICE_RULES
-            or (id(ctx.enclosing_statement(e.anchor)) not in unproven and not in_test(e.anchor))]
+            or (id(ctx.enclosing_statement(e.anchor)) not in unproven and not in_branch(e.anchor))]
 
 
 def _left_cuda_call(finding: FindingRecord) -> bool:

@@ -597,3 +597,29 @@ def test_a_branch_that_imports_tensorrt_is_left_too(tmp_path, run_cli):
     result = run_cli("--write", "--no-cache", ".")
     assert "x = torch.ones(1, 3, 64, 64).cuda()" in path.read_text()
     assert "this code uses TensorRT (`tensorrt`, imported at line" in result.output
+
+
+SET_DEVICE = '''import os
+
+import torch
+
+
+def setup():
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    else:
+        device = "cpu"
+    return device
+'''
+
+
+def test_the_branch_of_an_unproven_cuda_stays_with_its_test(tmp_path, run_cli):
+    """RLinf's setup (read side by side before and after this session's change): keeping only
+    the test left `torch.npu.set_device` under `torch.cuda.is_available()`; the branch that
+    names "cuda:N" stays whole with its test."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "dist.py", SET_DEVICE)
+    run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == SET_DEVICE
