@@ -16,10 +16,15 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper
 
+from npu_migrate.configs import templates
 from npu_migrate.pipeline import file_roles, limits
 from npu_migrate.pipeline.entry_points import is_named_entry
-from npu_migrate.configs import templates
-from npu_migrate.pipeline.file_roles import TEMPLATE_SUGGESTION, is_test_path, report_only, template_place
+from npu_migrate.pipeline.file_roles import (
+    TEMPLATE_SUGGESTION,
+    is_test_path,
+    report_only,
+    template_place,
+)
 from npu_migrate.pipeline.model import TEMPLATE, FileResult, Finding, Fix
 from npu_migrate.pipeline.registry import rule_ids, rules_for
 from npu_migrate.pipeline.settings import Settings
@@ -42,8 +47,6 @@ from npu_migrate.python import (
     unread,
     walk,
 )
-from npu_migrate.python.unread import UNREAD_RULE
-from npu_migrate.python.type_hints import in_annotation
 from npu_migrate.python.apply import EditApplier
 from npu_migrate.python.context import FileContext
 from npu_migrate.python.cst_util import last_name
@@ -66,6 +69,8 @@ from npu_migrate.python.suppression import (
     parse,
     suppressions,
 )
+from npu_migrate.python.type_hints import in_annotation
+from npu_migrate.python.unread import UNREAD_RULE
 
 #: ``import torch...`` / ``from torch... import`` anywhere in a file (functions too).
 #: Any import statement (a form feed may stand before one). A file with none is plain
@@ -456,7 +461,7 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher, line)
         if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
             findings.append(patched)
-    edits = _statements_left_half(ctx, edits, findings)
+    edits = _statements_left_half(ctx, edits, findings, table, line)
     if UNREAD_RULE in active and (edits or findings):
         edits, findings = _left_unread(ctx, edits, findings, table, line)
     edits = _device_fstrings(ctx, edits)
@@ -1042,7 +1047,8 @@ def _tensorrt_blocks(ctx: FileContext, edits: list[Edit], line) -> tuple[list[Ed
 _UNPROVEN_DEVICE_RULE = "NPU108"
 
 
-def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord]) -> list[Edit]:
+def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord], table,
+                          line) -> list[Edit]:
     """A statement that holds a "cuda" the tool leaves unproven (NPU108) keeps its other
     device edits too: ``devices = ["cuda:" + str(i) for i in range(torch.cuda.device_count())]``
     half-migrated counted NPUs and named them ``cuda:N`` (llama-moe, held-out round 20).
@@ -1069,8 +1075,23 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
     def in_branch(node: cst.CSTNode) -> bool:
         return id(node) in held or any(id(a) in held for a in ctx.ancestors(node))
 
-    return [e for e in edits if e.rule not in _DEVICE_RULES
-            or (id(ctx.enclosing_statement(e.anchor)) not in unproven and not in_branch(e.anchor))]
+    kept, reported = [], set(unproven)
+    for e in edits:
+        statement = ctx.enclosing_statement(e.anchor)
+        if e.rule not in _DEVICE_RULES or (id(statement) not in unproven and not in_branch(e.anchor)):
+            kept.append(e)
+        elif (statement is not None and id(statement) not in reported
+              and not any(statement is a for f in left for a in ctx.ancestors(f.node))
+              and not is_suppressed(table, line(e.anchor), e.rule)):
+            # a statement of the held branch whose own CUDA is left with it is said so on its
+            # line, never left silent (accelerate's rng_sync_check: the assert over
+            # torch.cuda.get_rng_state() under the branch's `synchronize_rng_states(["cuda"])`)
+            reported.add(id(statement))
+            findings.append(FindingRecord(
+                e.rule, e.anchor, "CUDA code left as written: its branch also holds a \"cuda\" value the tool "
+                "could not prove is a torch device, and the branch is migrated whole or not at all",
+                "settle that value first (see the finding beside it), then migrate the branch by hand or rerun"))
+    return kept
 
 
 def _left_cuda_call(finding: FindingRecord) -> bool:

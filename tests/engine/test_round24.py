@@ -623,3 +623,29 @@ def test_the_branch_of_an_unproven_cuda_stays_with_its_test(tmp_path, run_cli):
     path = write(tmp_path, "dist.py", SET_DEVICE)
     run_cli("--write", "--no-cache", ".")
     assert path.read_text() == SET_DEVICE
+
+
+RNG_CHECK = '''import torch
+from accelerate.utils import synchronize_rng_states
+
+
+def rng_sync_check(state, same):
+    synchronize_rng_states(["torch"])
+    if state.multi_gpu:
+        synchronize_rng_states(["cuda"])
+        assert same(torch.cuda.get_rng_state()), "GPU states differ"
+'''
+
+
+def test_every_statement_of_a_held_branch_is_reported(tmp_path, run_cli):
+    """The held branch's other statements keep their CUDA and must say so on their own line:
+    accelerate's rng_sync_check kept `torch.cuda.get_rng_state()` under its
+    `synchronize_rng_states(["cuda"])` with no finding (the corpus audit's silent leftover)."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "check.py", RNG_CHECK)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == RNG_CHECK
+    assert "check.py:8:" in result.output  # the unproven "cuda"
+    assert "check.py:9:" in result.output and "its branch also holds" in result.output
+    again = run_cli("--write", "--no-cache", ".")
+    assert again.output == result.output
