@@ -139,6 +139,8 @@ _KERNEL_WORDS = re.compile(r"kernel|triton|fused|liger|cutlass", re.IGNORECASE)
 #: Calls that register an operator's implementation for one device type
 #: (``torch.library.custom_op(..., device_types="cuda")``, ``op.register_kernel("cuda")``).
 _REGISTRATIONS = frozenset({"custom_op", "_custom_op", "register_kernel", "triton_op", "register_autograd_kernel"})
+#: the library onnxruntime, whose device names ("cuda", "cpu", "dml") are its own
+ONNXRUNTIME = "onnxruntime"
 #: a call of onnxruntime's IOBinding in a file's text
 _BINDS_ONNXRUNTIME = re.compile(r"\.bind_(?:input|output|ortvalue_input|ortvalue_output)\(")
 #: onnxruntime's calls that take its own device names ("cuda", "cpu", "dml"), on an IOBinding
@@ -259,6 +261,9 @@ class DeviceAnalysis:
         self._positions: dict[int, tuple[cst.CSTNode, dict[int, int]]] = {}
         self.reasons: dict[cst.CSTNode, str] = {}
         self._why: str | None = None
+        #: the library whose own device names the last OTHER verdict was about ("onnxruntime"),
+        #: kept with ``_why`` so that a name read by torch and by that library is left
+        self._consumer: str | None = None
         self._runtime: tuple[str | None] | None = None  # (name,) once searched
         self._derived: dict[str, str] | None = None  # name -> the capability chooser it holds a result of
         #: the ``if`` tests of test helpers that skip for their callers (:meth:`_skip_helper`)
@@ -271,7 +276,7 @@ class DeviceAnalysis:
         if verdict is None:
             if literal in self._pending:
                 return Flow.TORCH  # asked again while deciding it: see _compared_and_left
-            self._why = None
+            self._why = self._consumer = None
             self._pending.add(literal)
             try:
                 accelerator = self._under_lightning_gpu(literal)
@@ -283,7 +288,8 @@ class DeviceAnalysis:
                     # `bind_input(name, x.device.type, ...)` (held-out round 24): in a file that
                     # binds torch tensors to onnxruntime, their device is onnxruntime's too
                     verdict = self._left(Flow.OTHER, "in a file that binds torch tensors to onnxruntime's IOBinding, "
-                                                     "which takes their device type as its own device name (no \"npu\")")
+                                                     "which takes their device type as its own device name (no \"npu\")",
+                                         consumer=ONNXRUNTIME)
                 else:
                     verdict = self._walk(literal, 0)
             finally:
@@ -303,12 +309,13 @@ class DeviceAnalysis:
         return text if len(text) <= 60 else text[:57] + "..."
 
     def _rewrite(self, why: str) -> Verdict:
-        self._why = why
+        self._why, self._consumer = why, None
         return Flow.TORCH
 
-    def _left(self, flow: Flow, why: str) -> Flow:
-        """A verdict other than TORCH, with the evidence NPU108 reports."""
-        self._why = why
+    def _left(self, flow: Flow, why: str, consumer: str | None = None) -> Flow:
+        """A verdict other than TORCH, with the evidence NPU108 reports and, where the value
+        is another library's device name, that library."""
+        self._why, self._consumer = why, consumer
         return flow
 
     # -- walking up --------------------------------------------------------------------
@@ -782,7 +789,7 @@ class DeviceAnalysis:
                                           "CUDA implementation of an operator, not a device for torch to run on")
         if callee in _ONNXRUNTIME_DEVICE_CALLS and (keyword is None or is_device_word(keyword)):
             return self._left(Flow.OTHER, f"passed to onnxruntime's `{callee}`, which takes onnxruntime's own device "
-                                          "names (no \"npu\"), not a torch device")
+                                          "names (no \"npu\"), not a torch device", consumer=ONNXRUNTIME)
         if callee == "add_argument":
             return self._argparse(call, keyword, proven)
         if keyword is not None and is_device_word(keyword) and (callee or "").startswith("register"):
@@ -1227,11 +1234,11 @@ class DeviceAnalysis:
         return self._selectors
 
     def _literal_rewritten(self, literal: cst.CSTNode) -> bool:
-        why = self._why
+        why, consumer = self._why, self._consumer
         try:
             return self.classify(literal) is Flow.TORCH
         finally:
-            self._why = why
+            self._why, self._consumer = why, consumer
 
     def _gpu_resource(self, node: cst.CSTNode) -> str | None:
         """``node`` decides a scheduler's GPU request: ``"num_gpus": 0.2 if
@@ -1446,7 +1453,7 @@ class DeviceAnalysis:
                 verdicts.append(self._walk(access.node, depth + 1))
                 if verdicts[-1] is Flow.TORCH and why is None:
                     why = self._why
-                elif verdicts[-1] is Flow.OTHER and onnx is None and "onnxruntime" in (self._why or ""):
+                elif verdicts[-1] is Flow.OTHER and onnx is None and self._consumer == ONNXRUNTIME:
                     onnx = self._why
         if onnx is not None:
             # read by torch and by onnxruntime (wenet's ONNX benchmark binds its inputs with the

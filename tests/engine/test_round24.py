@@ -649,3 +649,25 @@ def test_every_statement_of_a_held_branch_is_reported(tmp_path, run_cli):
     assert "check.py:9:" in result.output and "its branch also holds" in result.output
     again = run_cli("--write", "--no-cache", ".")
     assert again.output == result.output
+
+
+ORT_VALUE = '''import onnxruntime as ort
+import torch
+
+
+def bench(session, array):
+    device = "cuda"
+    tensor = torch.ones(2).to(device)
+    value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
+    return session.run_with_ort_values(["y"], {"x": value}), tensor
+'''
+
+
+def test_a_device_name_read_by_torch_and_by_onnxruntime_is_left(tmp_path, run_cli):
+    """A name that torch moves tensors to and onnxruntime takes as its own device name (an
+    OrtValue, not an IOBinding) has no one right value: left, and NPU108 says who reads it."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "ort_bench.py", ORT_VALUE)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == ORT_VALUE
+    assert "ort_bench.py:6:" in result.output and "onnxruntime's `ortvalue_from_numpy`" in result.output
