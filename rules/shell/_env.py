@@ -128,24 +128,32 @@ def _other_framework(node: Node) -> str | None:
     return {"tf": "TensorFlow", "tensorflow": "TensorFlow", "keras": "TensorFlow", "flax": "JAX"}.get(word, "JAX")
 
 
-#: ``num_gpus=$(nvidia-smi -L | wc -l)``: a count or list of GPUs read from nvidia-smi
-_NVIDIA_SMI_COUNT = re.compile(rb"^[ \t]*(?:export[ \t]+|local[ \t]+)?([A-Za-z_]\w*)=\$\([ \t]*nvidia-smi\b", re.MULTILINE)
+#: ``num_gpus=$(nvidia-smi -L | wc -l)``, ``echo "GPUs: $(rocm-smi)"``: the script asks the
+#: machine it runs on for its GPUs (a command substitution of an NVIDIA or AMD GPU tool)
+_GPU_QUERY = re.compile(rb"(?:\$\(|`)[ \t]*(nvidia-smi|rocm-smi|amd-smi)\b")
+#: the variables ROCm's runtime reads: a script that sets or echoes them is for AMD GPUs
+_ROCM_VARIABLE = re.compile(rb"\b(ROCR_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)\b")
 
 
 @functools.lru_cache(maxsize=16)
-def _nvidia_smi_value(data: bytes) -> tuple[str, int] | None:
-    """``(variable, line)`` where the script stores what nvidia-smi reports in a variable
-    (``num_gpus=$(nvidia-smi -L | wc -l)``, ``TORCH_CUDA_ARCH_LIST=$(nvidia-smi
-    --query-gpu=compute_cap ...)``): a script that reads the NVIDIA GPUs of the machine it
-    runs on is that machine's. wenet's recipes build `CUDA_VISIBLE_DEVICES` from it, with a
-    `-1` fallback that `ASCEND_RT_VISIBLE_DEVICES` reads as "no NPU" (held-out round 24);
-    ArcticTraining's weekly benchmarks build the CUDA architecture list from it, and their
-    renamed `PYTORCH_CUDA_ALLOC_CONF` dropped the allocator setting there (round 25). None
-    otherwise."""
-    found = _NVIDIA_SMI_COUNT.search(data)
+def _machine_gpus(data: bytes) -> tuple[str, str, int] | None:
+    """``(evidence, vendor, line)`` where the script reads the GPUs of the machine it runs on
+    (``num_gpus=$(nvidia-smi -L | wc -l)``, ``echo "$(nvidia-smi -L)"``, ``TORCH_CUDA_ARCH_LIST=$(nvidia-smi
+    --query-gpu=compute_cap ...)``) or names ROCm's device variables: a script that asks
+    for that machine's GPUs is that machine's. wenet's recipes build `CUDA_VISIBLE_DEVICES`
+    from it, with a `-1` fallback that `ASCEND_RT_VISIBLE_DEVICES` reads as "no NPU"
+    (held-out round 24); ArcticTraining's weekly benchmarks build the CUDA architecture list
+    from it, and their renamed `PYTORCH_CUDA_ALLOC_CONF` dropped the allocator setting there
+    (round 25); oumi's job scripts for the Polaris and Perlmutter A100 nodes log
+    `$(nvidia-smi -L)`, and its Frontier script (AMD MI250X) logs `$(rocm-smi)` and
+    `ROCR_VISIBLE_DEVICES` (round 25). None otherwise."""
+    found = _GPU_QUERY.search(data) or _ROCM_VARIABLE.search(data)
     if found is None:
         return None
-    return found.group(1).decode("ascii"), data.count(b"\n", 0, found.start()) + 1
+    tool = found.group(1).decode("ascii")
+    vendor = "NVIDIA" if tool == "nvidia-smi" else "AMD"
+    evidence = f"`{tool}`" if tool.endswith("smi") else f"ROCm's `{tool}`"
+    return evidence, vendor, data.count(b"\n", 0, found.start()) + 1
 
 
 class EnvVarRule(ShellRule):
@@ -186,12 +194,12 @@ class EnvVarRule(ShellRule):
             self._report_once(node, name, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                                           "left unchanged", IFNAME_ADVICE)
             return
-        counted = _nvidia_smi_value(self.file.data) if new is not None else None
-        if counted is not None:
-            variable, line = counted
-            self._report_once(node, name, f"`{name}` is set in a script that reads this machine's NVIDIA GPUs from "
-                                          f"nvidia-smi (`{variable}`, line {line}): the script is for NVIDIA machines "
-                                          "(on an Ascend host nvidia-smi is missing, and a fallback such as `-1` in a "
+        machine = _machine_gpus(self.file.data) if new is not None else None
+        if machine is not None:
+            evidence, vendor, line = machine
+            self._report_once(node, name, f"`{name}` is set in a script that reads the {vendor} GPUs of the machine it "
+                                          f"runs on ({evidence}, line {line}): the script is for {vendor} machines (on "
+                                          "an Ascend host that tool is missing, and a fallback such as `-1` in a "
                                           "device list would hide every NPU); left unchanged",
                               f"read the NPUs another way (`npu-smi info -l`, or torch.npu.device_count()) and set "
                               f"`{new}` from that, then rename every use of `{name}` in this script together")

@@ -229,7 +229,41 @@ def test_a_visibility_list_read_from_nvidia_smi_is_left(tmp_path, run_cli):
     path = write(tmp_path, "run.sh", RECIPE)
     result = run_cli("--write", "--no-cache", ".")
     assert "export CUDA_VISIBLE_DEVICES=" in path.read_text()
-    assert "reads this machine's NVIDIA GPUs from nvidia-smi (`num_gpus`, line 3)" in result.output
+    assert "reads the NVIDIA GPUs of the machine it runs on (`nvidia-smi`, line 3)" in result.output
+
+
+JOB_SCRIPTS = {
+    # oumi's Polaris job (NVIDIA A100 nodes): it logs the machine's GPUs
+    "polaris.sh": '#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=3,2,1,0\necho "GPUs: $(nvidia-smi -L)"\ntorchrun train.py\n',
+    # oumi's Frontier job (AMD MI250X): ROCm's tool and variables
+    "frontier.sh": '#!/bin/bash\necho "ROCM info: `rocm-smi`"\necho "CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES}"\n'
+                   'torchrun train.py\n',
+    "hip.sh": '#!/bin/bash\nexport HIP_VISIBLE_DEVICES=0,1\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n'
+              'torchrun train.py\n',
+}
+
+
+def test_a_job_script_that_reads_its_machines_gpus_keeps_their_variables(tmp_path, run_cli):
+    """oumi's supercomputer job scripts (held-out round 25): a script that asks the machine it
+    runs on for its NVIDIA or AMD GPUs is that machine's; renaming its CUDA variables dropped
+    the pinning and the allocator setting there and gave Ascend nothing."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    paths = {name: write(tmp_path, name, text) for name, text in JOB_SCRIPTS.items()}
+    result = run_cli("--write", "--no-cache", ".")
+    assert {name: path.read_text() for name, path in paths.items()} == JOB_SCRIPTS
+    assert "polaris.sh:2:" in result.output and "frontier.sh:3:" in result.output and "hip.sh:3:" in result.output
+    assert "reads the AMD GPUs of the machine it runs on (ROCm's `HIP_VISIBLE_DEVICES`, line 2)" in result.output
+
+
+def test_a_script_that_only_runs_nvidia_smi_is_still_migrated(tmp_path, run_cli):
+    """A bare `nvidia-smi` log line is a command for the user to port (NPU805), not a sign
+    that the script is for NVIDIA machines."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "run.sh", "#!/bin/bash\nnvidia-smi\nexport CUDA_VISIBLE_DEVICES=0,1\ntorchrun train.py\n")
+    run_cli("--write", "--no-cache", ".")
+    assert "export ASCEND_RT_VISIBLE_DEVICES=0,1" in path.read_text()
 
 
 def test_a_literal_visibility_list_is_still_renamed(tmp_path, run_cli):
