@@ -43,6 +43,14 @@ def _key(node: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | Non
 _TRAINER_NAME = re.compile(r"(?:\w+_)?trainer_(?:config|cfg|conf|kwargs|args|opts?|params)")
 
 
+def _branches(node: cst.IfExp) -> list[cst.BaseExpression]:
+    """The values a conditional expression can take, nested ones included."""
+    values = []
+    for branch in (node.body, node.orelse):
+        values.extend(_branches(branch) if isinstance(branch, cst.IfExp) else [branch])
+    return values
+
+
 def _trainer_name(node: cst.BaseExpression | None) -> bool:
     return isinstance(node, cst.Name) and _TRAINER_NAME.fullmatch(node.value) is not None
 
@@ -69,7 +77,9 @@ CUDA, MPS and XLA only (`lightning/fabric/accelerators/`). On Ascend a script th
 trained on GPUs therefore trains on the CPU, silently, or fails. Each `Fabric(...)`
 / `Trainer(...)` (`lightning`, `lightning.fabric`, `lightning.pytorch`,
 `pytorch_lightning`) whose `accelerator` is absent or one of those strings is
-reported. Route: {ROUTE}. A name passed as `accelerator=` is followed to the
+reported, and so is each such string a conditional expression passed as
+`accelerator=` can give (`"gpu" if torch.cuda.is_available() else "cpu"`, GPT-SoVITS).
+Route: {ROUTE}. A name passed as `accelerator=` is followed to the
 string literals assigned to it in its scope (`accelerator = "cuda"` after `if
 torch.cuda.is_available():`, as litgpt's API does) and, when it is a parameter
 nothing reassigns, to its default and to the literals the file's own calls pass
@@ -99,6 +109,8 @@ run, but not on the NPU.
     examples = (
         Example('import lightning as L\n\nfabric = L.Fabric(accelerator="cuda", devices=8)  # reported\n'),
         Example("import lightning as L\n\nfabric = L.Fabric(accelerator=NPUAccelerator(), devices=8)\n"),
+        Example('import torch\nfrom pytorch_lightning import Trainer\n\n'
+                'trainer = Trainer(accelerator="gpu" if torch.cuda.is_available() else "cpu")  # reported\n'),
         Example('from omegaconf import open_dict\n\nwith open_dict(cfg):\n    cfg.trainer.accelerator = "gpu"  # reported\n'),
         Example('from omegaconf import open_dict\n\nwith open_dict(cfg):\n    cfg.trainer.accelerator = "cpu"\n'),
     )
@@ -123,6 +135,11 @@ run, but not on the NPU.
             self.report(argument, f'`{short}(accelerator="{value}")` {CUDA_OR_AUTO[value]}', ROUTE)
         elif isinstance(argument.value, cst.Name):
             self._through(argument.value, short)
+        elif isinstance(argument.value, cst.IfExp):
+            # `accelerator="gpu" if torch.cuda.is_available() else "cpu"` (GPT-SoVITS's s1
+            # trainer, held-out round 25): each branch's value is the accelerator's
+            for literal in _branches(argument.value):
+                self._literal(literal, f"`{short}(accelerator=...)` by a conditional expression")
 
     def _through(self, name: cst.Name, short: str) -> None:
         """``accelerator = "cuda"`` (or a parameter default) of the name passed as ``accelerator=``."""
