@@ -335,6 +335,15 @@ def _torch_npu_fallback_lines(ctx: FileContext) -> list[tuple[int, int]]:
             for handler in statement.handlers:
                 where = ctx.position(handler)
                 spans.append((where.start.line, where.end.line))
+    if imports.GUARD_COMMENT in ctx.text:
+        # and the tool's own guard wherever it stands (beside a function-local `import torch`)
+        class _Handlers(cst.CSTVisitor):
+            def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+                if imports.is_cpu_path_handler(node):
+                    where = ctx.position(node)
+                    spans.append((where.start.line, where.end.line))
+
+        ctx.module.visit(_Handlers())
     return spans
 
 

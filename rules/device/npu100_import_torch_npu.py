@@ -76,10 +76,13 @@ torch.Tensor.is_cuda` where it tests `x.is_npu`, and
 that imports torch only through `from torch... import` binds it first with `import
 torch`; a file that imports `torch.npu` as a module below its top-level imports
 (`from torch.npu import is_available` in a `try`) gets `import sys` and
-`sys.modules["torch.npu"] = torch.npu = torch.cuda`; a file that binds torch only in
-functions or in a `try` of its own gets these lines under `try: import torch` /
-`except ModuleNotFoundError: pass` / `else:`, so it still imports without torch;
-else it is `pass`. Only a *missing* torch_npu is
+`sys.modules["torch.npu"] = torch.npu = torch.cuda`; a module whose every binding of
+torch is a plain `import torch` inside functions (a CLI that imports torch only where
+it needs it, so that it starts fast: oumi's, held-out round 25) gets the guard right
+after each of those imports, so torch_npu, which imports torch, comes exactly when
+torch does; a file that binds torch otherwise only in functions or in a `try` of its
+own gets these lines under `try: import torch` / `except ModuleNotFoundError: pass` /
+`else:` at the top, so it still imports without torch; else it is `pass`. Only a *missing* torch_npu is
 caught: one that is installed but cannot load (CANN not set up on an Ascend
 node) fails loudly instead of training on the CPU. The import is used only for its side effect, so linters call it unused
 and `ruff --fix` (F401) would delete it; the `noqa` keeps it, and is left out

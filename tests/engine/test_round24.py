@@ -705,3 +705,42 @@ def test_a_device_name_read_by_torch_and_by_onnxruntime_is_left(tmp_path, run_cl
     result = run_cli("--write", "--no-cache", ".")
     assert path.read_text() == ORT_VALUE
     assert "ort_bench.py:6:" in result.output and "onnxruntime's `ortvalue_from_numpy`" in result.output
+
+
+LAZY_CLI = '''import os
+
+
+def detect(env):
+    import torch  # importing torch takes time: only in this scenario
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no GPUs")
+    return torch.cuda.device_count()
+
+
+def main():
+    print(os.getcwd())
+'''
+
+
+def test_a_module_that_imports_torch_lazily_gets_its_guard_beside_that_import(tmp_path, run_cli):
+    """oumi's CLI imports torch only in the functions that need it (its speed regression test
+    times `import oumi.cli.main`); the guard at the top imported torch_npu, and torch with
+    it, when the CLI was imported (held-out round 25). The guard goes where torch is
+    imported, and a second run changes and reports nothing."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "cli.py", LAZY_CLI)
+    run_cli("--write", "--no-cache", ".")
+    text = path.read_text()
+    head, _, rest = text.partition("def detect(env):")
+    assert "torch_npu" not in head
+    assert rest.startswith('''
+    import torch  # importing torch takes time: only in this scenario
+    try:
+        import torch_npu  # noqa: F401
+    except ModuleNotFoundError:  # no torch_npu here: the CPU path runs as before
+        torch.npu = torch.cuda
+''')
+    assert "if not torch.npu.is_available():" in text
+    again = run_cli("--check", "--no-cache", ".")
+    assert again.exit_code == 0 and "NPU010" not in again.output, again.output
