@@ -528,6 +528,24 @@ def test_consecutive_asterisks_in_a_gitignore_name_are_one(tmp_path, run_cli):
     assert ".cuda()" in (tmp_path / "testdata/old_legacy_run.py").read_text()
 
 
+@pytest.mark.timeout(120)
+def test_an_escaped_asterisk_before_a_star_stays_a_literal_asterisk(tmp_path, run_cli):
+    """Issue 38 round 4: consecutive asterisks were found by a regex over the text, so the
+    escaped ``\\*`` of ``gen\\**b`` joined the wildcard after it: git ignores ``gen*_b.py``
+    (a literal ``*`` then any name), npu-migrate read ``gen\\*b`` and migrated it."""
+    from npu_migrate.pipeline.discovery import git_stars
+
+    assert git_stars("gen\\**b") == "gen\\**b" and git_stars("\\\\**") == "\\\\*"
+    assert git_stars("/testdata/**legacy**") == "/testdata/*legacy*" and git_stars("a/***/b") == "a/**/b"
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "gen\\**b.py\n")
+    ignored = write(tmp_path, "gen*_b.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert result.exit_code == 0, result.output
+    assert "torch.ones(1).npu()" in path.read_text() and ".cuda()" in ignored.read_text()
+
+
 # -- held-out round 25 (2026-11-30) ------------------------------------------------------------
 
 AVAILABLE = '''import torch
