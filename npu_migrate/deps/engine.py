@@ -16,7 +16,7 @@ import os
 from npu_migrate.configs import comments
 from npu_migrate.configs.document import ReadError
 from npu_migrate.pipeline.edits import LineIndex, Recorder, finish
-from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES
+from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES, dependency_lines
 from npu_migrate.pipeline.model import FileResult
 from npu_migrate.pipeline.registry import rules_for
 from npu_migrate.pipeline.settings import Settings
@@ -71,7 +71,7 @@ MAX_LINES = MAX_DEPENDENCY_LINES
 
 
 def check_lines(data: bytes) -> None:
-    lines = data.count(b"\n")
+    lines = dependency_lines(data)
     if lines > MAX_LINES:
         raise ReadError(1, f"{lines:,} lines, more than the {MAX_LINES:,} npu-migrate reads in a dependency file; "
                            "skipped (a generated lock or data file? exclude it)")

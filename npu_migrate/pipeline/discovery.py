@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 import subprocess
 from collections.abc import Iterable
@@ -107,21 +106,39 @@ MAX_PATTERN_CHARS = 1024
 MAX_IGNORE_BYTES = 1 << 20
 
 
-_STARS = re.compile(r"\*{2,}")
-
-
 def git_stars(pattern: str) -> str:
     """``pattern`` with its runs of asterisks read as git reads them: ``**`` is "any
     directories" only as a whole path component (``**/x``, ``a/**/b``, ``a/**``); other
     consecutive asterisks are one ``*`` (gitignore(5)). vLLM production-stack's
     ``/testdata/**legacy**`` is ``/testdata/*legacy*``; pathspec compiled it as two
-    cross-directory runs and the bound below refused the whole file (the run exited 2)."""
-    def one(match: re.Match) -> str:
-        start, end = match.start(), match.end()
-        whole = (start == 0 or pattern[start - 1] == "/") and (end == len(pattern) or pattern[end] == "/")
-        return "**" if whole else "*"
-
-    return _STARS.sub(one, pattern) if "**" in pattern else pattern
+    cross-directory runs and the bound below refused the whole file (the run exited 2).
+    An escaped asterisk (``\\*``) is a literal one and starts no run: ``a\\**b`` is a
+    literal ``*`` then a wildcard (a regex over the text joined the two into one ``*``,
+    and ``a*xb`` that git ignores was migrated)."""
+    if "**" not in pattern:
+        return pattern
+    out: list[str] = []
+    i, size = 0, len(pattern)
+    while i < size:
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if char != "*":
+            out.append(char)
+            i += 1
+            continue
+        end = i
+        while end < size and pattern[end] == "*":
+            end += 1
+        if end - i == 1:
+            out.append("*")
+        else:
+            whole = (i == 0 or pattern[i - 1] == "/") and (end == size or pattern[end] == "/")
+            out.append("**" if whole else "*")
+        i = end
+    return "".join(out)
 
 
 def costly_pattern(patterns: list[str]) -> tuple[int, str] | None:

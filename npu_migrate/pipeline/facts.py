@@ -161,9 +161,9 @@ def _specifiers(path: str, data: bytes, name: str, pattern: re.Pattern[bytes]) -
     Poetry's tables); other files, and a pyproject TOML cannot read, line by line. A file
     the dependency front end refuses for its length (npu_migrate.pipeline.limits.MAX_DEPENDENCY_LINES) is
     not read here either: a million torch lines cost a second each abspath and TOML parse."""
-    from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES
+    from npu_migrate.pipeline.limits import MAX_DEPENDENCY_LINES, dependency_lines
 
-    if data.count(b"\n") > MAX_DEPENDENCY_LINES:
+    if dependency_lines(data) > MAX_DEPENDENCY_LINES:
         return []
     if os.path.basename(path) == "pyproject.toml":
         from npu_migrate.pipeline.requirements import requirement_strings

@@ -263,7 +263,7 @@ def _migrate(result: FileResult, data: bytes, settings: Settings, elide: bool) -
         ctx = run(ScopeResolver(wrapper, table.star_bound))
 
     edits, findings = _filter(ctx, active, text, path)
-    if tree is None and edits and not path.endswith(".ipynb"):
+    if tree is None and edits:
         # CPython rejected the grammar and libcst did not: a file for a newer Python, on which
         # the ast-based analyses that prove an edit safe cannot run (NPU013)
         if NEWER_PYTHON_RULE in active:

@@ -221,3 +221,26 @@ def test_every_file_name_diagnose_prints_is_escaped(tmp_path, capsys, monkeypatc
     assert "\x1b" not in out + err and "\x07" not in out + err
     assert out.count("\\x1b]0;title\\x07\\x1b[2J") == 3  # the file, then the two in "also in"
     assert "plog-2\\x1b]0;title\\x07\\x1b[2J.log.gz: only the first" in err
+
+
+@pytest.mark.timeout(60)
+def test_a_log_of_millions_of_gzip_members_is_one_line_and_exit_2(tmp_path, capsys):
+    """Round 4, issue 38 break (a): 2 million empty gzip members (40 MB) inflate to nothing, so
+    MAX_GZIP_BYTES never stopped them, and each cost a header parse in Python: 16 to 32 s.
+    Past MAX_GZIP_MEMBERS the log is one line naming it, exit 2; a few members still read."""
+    import gzip
+    import time
+
+    log = tmp_path / "bomb.log.gz"
+    log.write_bytes(gzip.compress(b"", mtime=0) * 2_000_000)
+    started = time.monotonic()
+    assert main([str(log)]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(log) in err[0] and "gzip members" in err[0]
+    joined = tmp_path / "rotated.log.gz"  # rotated logs joined with cat, zero padding after
+    joined.write_bytes(b"".join(gzip.compress(f"line {i}\n".encode()) for i in range(200))
+                       + gzip.compress(EXCERPTS["npu-oom"][0].encode()) + b"\0" * 8)
+    assert main(["--output-format", "json", str(joined)]) == 1
+    (d,) = json.loads(capsys.readouterr().out)["diagnoses"]
+    assert d["id"] == "npu-oom" and d["line"] == 201

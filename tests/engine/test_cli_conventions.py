@@ -303,3 +303,32 @@ def test_a_file_gone_before_its_diff_is_one_line(tmp_path, run_cli, monkeypatch)
     assert result.exit_code == 2
     assert "error: a.py: no such file (deleted during the run?)" in result.output
     assert "+++ b/b.py" in result.output
+
+
+@pytest.mark.timeout(120)
+def test_a_report_to_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path):
+    """Issue 38 break (b): -o/--report naming a FIFO with no reader blocked in open() for ever
+    (the run never ended). It is refused before the run with one line, exit 2; a FIFO that is
+    read gets the report (the descriptor checked is the one written: no early EOF for the
+    reader), and a socket is refused too."""
+    import socket
+    import threading
+
+    write(tmp_path, "a.py", CUDA)
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    for flag in ("-o", "--report"):
+        result = cli(tmp_path, "a.py", flag, "out.fifo")
+        err = result.stderr.decode().strip().splitlines()
+        assert result.returncode == 2 and len(err) == 1 and "out.fifo" in err[0] and "nobody reads" in err[0]
+    assert (tmp_path / "a.py").read_bytes() == CUDA
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = cli(tmp_path, "a.py", "-o", "out.fifo", "--output-format", "json")
+    reader.join(30)
+    assert result.returncode == 0 and got and got[0].startswith(b"{")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock"))
+        result = cli(tmp_path, "a.py", "-o", "sock")
+    assert result.returncode == 2 and "a socket" in result.stderr.decode()

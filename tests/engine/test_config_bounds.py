@@ -131,3 +131,20 @@ def test_a_dependency_file_of_a_million_lines_is_one_line_in_bounded_time(tmp_pa
     assert time.perf_counter() - start < 40, done.stderr[-2000:]  # measured 3-7 s; over 100 s before
     assert done.returncode == 2 and "lines, more than the 100,000" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("end", [b"\r", b"\r\n"], ids=["cr", "crlf"])
+def test_dependency_lines_are_counted_by_every_line_end_the_readers_split_on(end):
+    """Issue 38 round 4: the 100,000-line bound counted LF alone, so 3 MB of lone CR line ends
+    (3 million lines to the requirements reader, which splits on CR too) passed it and took
+    11 s; the 32 MB the size limit allows would take minutes. CRLF is one line, not two."""
+    from npu_migrate.deps.engine import migrate as migrate_deps
+    from npu_migrate.pipeline.limits import dependency_lines
+
+    assert dependency_lines(b"a\r\nb\rc\n") == 3
+    data = b"torch==2.1.0" + end + b"x==1" + end * 3_000_000
+    start = time.perf_counter()
+    result = migrate_deps("requirements.txt", data, Settings())
+    assert time.perf_counter() - start < 5  # 11 s before (CR)
+    assert result.error and "3,000,001 lines, more than the 100,000" in result.error

@@ -140,3 +140,34 @@ def test_preflight_without_npu_runtime_runs_from_the_bundled_copy(tmp_path):
                             check=False)
     assert result.returncode == 0, result.stderr
     assert "npu-migrate preflight" in result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.timeout(180)
+def test_python_m_npu_runtime_diagnose_in_the_light_install_is_one_line(tmp_path):
+    """Issue 38 item (c): in the light install (no npu-runtime) `python -m npu_runtime.diagnose`
+    is Python's own one line naming the missing package, exit non-zero, no traceback; the
+    README points such an install at `npu-migrate diagnose`, which runs the bundled copy."""
+    import os
+
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(textwrap.dedent("""
+        import sys
+
+        class Hide:
+            def find_spec(self, name, path=None, target=None):
+                return None if name.split(".")[0] != "npu_runtime" else Hide.missing(name)
+
+            @staticmethod
+            def missing(name):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        sys.meta_path.insert(0, Hide())
+    """), encoding="utf-8")
+    (tmp_path / "rank0.log").write_text("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "npu_runtime.diagnose", "rank0.log"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, env=env, check=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and "npu_runtime" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr

@@ -7,6 +7,10 @@ negative controls."""
 
 from __future__ import annotations
 
+import sys
+
+import pytest
+
 from ._files import write
 
 STAR_SCRIPT = '''import torch.nn as nn
@@ -469,6 +473,27 @@ def test_a_file_only_a_newer_python_parses_is_reported_not_rewritten(tmp_path, r
         assert "rejects this file's grammar (written for another, usually newer, Python)" in result.output
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 parses PEP 695: the cell is analysed and migrated")
+def test_a_notebook_cell_only_a_newer_python_parses_is_reported_not_rewritten(tmp_path, run_cli):
+    """Issue 38 round 4: NPU013 left out notebooks (``not path.endswith(".ipynb")``), so a cell
+    of PEP 695 grammar had its CUDA rewritten with no CPython tree to prove the edits, the very
+    case NPU013 exists for. Magics and shell escapes are Python calls once joined, so a
+    notebook's cells reach CPython's parser as a file's do."""
+    import json
+
+    (tmp_path / ".git").mkdir()
+    cells = [{"cell_type": "code", "id": "a", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": ["import torch\n", "type V = list[int]\n", "x = torch.ones(1).cuda()\n"]},
+             {"cell_type": "code", "id": "b", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": ["files = !ls\n", "y = torch.zeros(1).cuda()\n"]}]
+    notebook = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    path = write(tmp_path, "nb.ipynb", notebook)
+    result = run_cli("--write", "--no-cache", ".")
+    assert path.read_text() == notebook
+    assert "nb.ipynb:cell 1:3:" in result.output and "NPU013" in result.output
+
+
 def test_a_flag_set_after_a_cuda_only_import_is_kept(tmp_path, run_cli):
     (tmp_path / ".git").mkdir()
     source = NEWER_GRAMMAR.replace("class Attention[T]:", "class Attention:")
@@ -535,6 +560,24 @@ def test_consecutive_asterisks_in_a_gitignore_name_are_one(tmp_path, run_cli):
     assert result.exit_code == 0, result.output
     assert "torch.ones(1).npu()" in path.read_text()
     assert ".cuda()" in (tmp_path / "testdata/old_legacy_run.py").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_an_escaped_asterisk_before_a_star_stays_a_literal_asterisk(tmp_path, run_cli):
+    """Issue 38 round 4: consecutive asterisks were found by a regex over the text, so the
+    escaped ``\\*`` of ``gen\\**b`` joined the wildcard after it: git ignores ``gen*_b.py``
+    (a literal ``*`` then any name), npu-migrate read ``gen\\*b`` and migrated it."""
+    from npu_migrate.pipeline.discovery import git_stars
+
+    assert git_stars("gen\\**b") == "gen\\**b" and git_stars("\\\\**") == "\\\\*"
+    assert git_stars("/testdata/**legacy**") == "/testdata/*legacy*" and git_stars("a/***/b") == "a/**/b"
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "gen\\**b.py\n")
+    ignored = write(tmp_path, "gen*_b.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    path = write(tmp_path, "train.py", "import torch\n\ntorch.ones(1).cuda()\n")
+    result = run_cli("--write", "--no-cache", ".")
+    assert result.exit_code == 0, result.output
+    assert "torch.ones(1).npu()" in path.read_text() and ".cuda()" in ignored.read_text()
 
 
 # -- held-out round 25 (2026-11-30) ------------------------------------------------------------
