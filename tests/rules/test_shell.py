@@ -358,3 +358,35 @@ def test_coverage_commands_that_run_no_python_are_not_launches():
     assert launch("coverage report -m\n") is None
     assert launch("coverage run --source x\n") is None
     assert launch("coverage run --omit '*/t/*' -a train.py --lr 1\n") == ("python", ["train.py", "--lr", "1"])
+
+
+# -- options kept in a variable (issue 36: `GPT_ARGS="..."` then `torchrun ... $GPT_ARGS`) ----
+
+_OPTIONS = ("--use-flash-attn --swiglu --normalization RMSNorm --transformer-impl transformer_engine "
+            "--fp8-format hybrid --fp16 --tf32 True --device cuda --backend nccl --attn_implementation "
+            "flash_attention_2 --optim adamw_bnb_8bit")
+
+
+@pytest.mark.parametrize("script", ["pretrain_gpt.py", "train.py"])
+@pytest.mark.parametrize("form", ["string", "array"])
+def test_options_in_a_variable_get_what_they_get_on_the_launch_line(tmp_path, script, form):
+    """What a rule says of an option on the torchrun line it says of the same option in a
+    variable the line expands: `--tf32 True` passed to Megatron's pretrain_gpt.py (which
+    names no TrainingArguments) was reported on the line but removed from `GPT_ARGS`."""
+    from dataclasses import replace
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    megatron = tmp_path / "pretrain_gpt.py"
+    megatron.write_text("import torch\n")
+    hf = tmp_path / "train.py"
+    hf.write_text("from transformers import TrainingArguments\n")
+    settings = replace(ALL, facts=ProjectFacts.scan([(str(f), f.read_bytes()) for f in (megatron, hf)]))
+    inline = run(f"torchrun --nproc_per_node 8 {script} {_OPTIONS}\n", settings)
+    if form == "string":
+        kept = f'GPT_ARGS="{_OPTIONS}"\ntorchrun --nproc_per_node 8 {script} $GPT_ARGS\n'
+    else:
+        kept = f'GPT_ARGS=({_OPTIONS})\ntorchrun --nproc_per_node 8 {script} "${{GPT_ARGS[@]}}"\n'
+    variable = run(kept, settings)
+    assert _rules_and_messages(variable) == _rules_and_messages(inline)
+    assert {f.line for f in variable.findings} == {1}  # at the assignment, not the launch line
