@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from npu_migrate.configs.rule import ConfigRule, Example
 from npu_migrate.rules.cluster.configs._containers import ROUTE
+
+from npu_migrate.configs.rule import ConfigRule, Example
 
 #: devcontainer.json ``runArgs`` that hand the container GPUs
 _GPU_RUN_ARGS = ("--gpus", "--runtime=nvidia")

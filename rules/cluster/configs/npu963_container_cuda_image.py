@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 
-from npu_migrate.configs.rule import ConfigRule, Example
 from npu_migrate.rules.dockerfile.npu821_cuda_base_image import (
     CUDA_TAG_WORDS,
     ENGINE_WORDS,
@@ -14,6 +13,7 @@ from npu_migrate.rules.dockerfile.npu821_cuda_base_image import (
     suggestion,
 )
 
+from npu_migrate.configs.rule import ConfigRule, Example
 
 #: the keys of a Kubernetes pod spec that list containers (``spec.template.spec.containers``)
 _POD_CONTAINERS = frozenset({"containers", "initContainers"})

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
-from npu_migrate.configs.rule import ConfigRule, Example
+import itertools
+
 from npu_migrate.rules.cluster.shell.npu955_ray_start_gpus import ray_start
+
+from npu_migrate.configs.rule import ConfigRule, Example
 from npu_migrate.shell import syntax
 from npu_migrate.shell.parser import parse
 
@@ -84,7 +87,7 @@ as one word per list item (`args: ["ray", "start", "--num-gpus=4"]`) are read to
     @staticmethod
     def _started(words: list[str]) -> bool:
         """``ray start`` among the words before (``["ray", "start", ...]``)."""
-        return any(a.rsplit("/", 1)[-1] == "ray" and b == "start" for a, b in zip(words, words[1:]))
+        return any(a.rsplit("/", 1)[-1] == "ray" and b == "start" for a, b in itertools.pairwise(words))
 
     def _shell(self, scalar, value: str) -> None:
         data = value.encode("utf-8")
