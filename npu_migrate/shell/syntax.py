@@ -141,6 +141,8 @@ def _launch(words: list[Arg]) -> tuple[str, list[Arg]] | None:
         return _launch(entrypoint) if entrypoint else None
     if first == "uv" and len(words) > 2 and words[1].text == "run":
         return _uv_run(words)
+    if first == "coverage" and len(words) > 2 and words[1].text == "run":
+        return _coverage_run(words)
     if first in LAUNCHERS:
         index = 0
     elif first in WRAPPERS:
@@ -184,8 +186,33 @@ def _uv_run(words: list[Arg]) -> tuple[str, list[Arg]] | None:
         if text.startswith("-"):
             index += 2 if text in _UV_VALUE_OPTIONS else 1
             continue
-        if program(words[index]) in LAUNCHERS:
+        if program(words[index]) in LAUNCHERS or program(words[index]) == "coverage":
             return _launch(words[index:])
+        return ("python", words[index:]) if text.endswith(".py") else None
+    return None
+
+
+#: ``coverage run`` options that take the next word as their value (coverage.py's
+#: ``coverage/cmdline.py``, ``Opts``: concurrency, context, data-file, debug, include, omit,
+#: rcfile, save-signal, source; the others are flags)
+_COVERAGE_VALUE_OPTIONS = {"--concurrency", "--context", "--data-file", "--debug", "--include", "--omit",
+                           "--rcfile", "--save-signal", "--source"}
+
+
+def _coverage_run(words: list[Arg]) -> tuple[str, list[Arg]] | None:
+    """``coverage run [options] -m module ...`` and ``coverage run [options] script.py ...``
+    run Python as ``python`` would (coverage.py's docs: "Your program runs just as if it had
+    been invoked with the Python command line"), so ``coverage run -m torch.distributed.run
+    ...`` is a torchrun launch (NeMo-RL's ``uv run coverage run ... run_grpo.py``). The
+    launcher's words start at ``-m`` or the script, as after ``python``."""
+    index = 2
+    while index < len(words):
+        text = words[index].text
+        if text in ("-m", "--module"):
+            return "python", words[index:]
+        if text.startswith("-"):
+            index += 2 if text in _COVERAGE_VALUE_OPTIONS else 1
+            continue
         return ("python", words[index:]) if text.endswith(".py") else None
     return None
 

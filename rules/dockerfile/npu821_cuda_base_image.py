@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 CANN_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/cann"
 _OS = re.compile(r"(ubuntu\d{2}\.\d{2}|openeuler[\d.]*)")
 _TORCH = re.compile(r"^(\d+\.\d+)(?:\.\d+)?")
-_NGC = re.compile(r"^(?:nvcr\.io/)?nvidia/", re.IGNORECASE)
+#: NGC: every image of NVIDIA's registry (``nvcr.io/nvidia/...``, ``nvcr.io/nvidian/...``,
+#: ``nvcr.io/nim/...``: CUDA builds) and Docker Hub's ``nvidia/`` organisation
+_NGC = re.compile(r"^(?:nvcr\.io/|nvidia/)", re.IGNORECASE)
 #: a tag naming the CUDA release it is built for, as Ray's images do
 #: (``rayproject/ray:2.40.0-py312-cu121``, ``anyscale/ray:2.57.0-py312-cu130``)
 CUDA_TAG = re.compile(r"(?:^|[-_.])cu1\d{1,2}(?:$|[-_.])", re.IGNORECASE)
@@ -41,8 +43,12 @@ ENGINE_IMAGES = {
                                    "main-cann<CANN>-<chip> for daily builds); check the server's flags "
                                    "(attention backend, quantization) against SGLang's Ascend documentation")),
 }
+#: Images that repackage vLLM's CUDA server under another organisation keep its name
+#: (LMCache's ``lmcache/vllm-openai``, vLLM with LMCache built in, production-stack's default
+#: serving image): any ``<org>/vllm-openai`` is read as ``vllm/vllm-openai``.
+_VLLM_OPENAI = "/vllm-openai"
 #: prefilter words for ENGINE_IMAGES (the rules' ``triggers``)
-ENGINE_WORDS = (b"vllm/vllm-openai", b"lmsysorg/sglang")
+ENGINE_WORDS = (b"/vllm-openai", b"lmsysorg/sglang")
 #: tags of those images that are not CUDA builds (ROCm, Ascend CANN, CPU, XPU, ...)
 _OTHER_PLATFORM_TAG = re.compile(r"rocm|cann|npu|910b|(?:^|[-_.])a[23](?:$|[-_.])|xeon|cpu|xpu|hpu|gaudi|musa|tpu|"
                                  r"neuron|mi\d{3}", re.IGNORECASE)
@@ -64,6 +70,8 @@ def engine_image(reference: str) -> tuple[str, str] | None:
     for other images and for their ROCm/CANN/CPU tags (``lmsysorg/sglang:v0.5.4-rocm700-mi30x``)."""
     name, tag = _name_and_tag(reference)
     found = ENGINE_IMAGES.get(name)
+    if found is None and name.endswith(_VLLM_OPENAI):
+        found = ENGINE_IMAGES["vllm/vllm-openai"]
     if found is None or _OTHER_PLATFORM_TAG.search(tag):
         return None
     engine, ascend = found
@@ -104,9 +112,10 @@ class CudaBaseImage(DockerfileRule):
     name = "docker-cuda-base-image"
     summary = "Report CUDA base images (`FROM nvidia/cuda...`, `pytorch/pytorch:*cuda*`, NGC) with the Ascend CANN image to use"
     fixable = False
-    triggers = (b"cuda", b"nvidia", b"pytorch/pytorch", *CUDA_TAG_WORDS, *ENGINE_WORDS)
+    triggers = (b"cuda", b"nvidia", b"nvcr.io", b"pytorch/pytorch", *CUDA_TAG_WORDS, *ENGINE_WORDS)
     rationale = """
-An image built `FROM nvidia/cuda`, an NGC image (`nvcr.io/nvidia/pytorch`) or
+An image built `FROM nvidia/cuda`, an NGC image (`nvcr.io/nvidia/pytorch`; any image of
+`nvcr.io`, `nvcr.io/nvidian/...` and `nvcr.io/nim/...` included) or
 `pytorch/pytorch` (whose builds, `latest` included, carry CUDA) holds the CUDA
 runtime and a CUDA build of torch, neither of which runs on Ascend. The base
 has to become one of Ascend's CANN images (published on Huawei's SWR registry
@@ -120,7 +129,8 @@ default that names such an image (`ARG BASE=nvcr.io/nvidia/pytorch:24.01-py3`
 then `FROM ${BASE}`). `ENV` and `RUN` lines are handled by the shell rules
 (NPU801-NPU806).
 
-Inference engines' own images are CUDA builds too: `vllm/vllm-openai` and
+Inference engines' own images are CUDA builds too: `vllm/vllm-openai` (and its
+repackagings under another organisation, LMCache's `lmcache/vllm-openai`) and
 `lmsysorg/sglang` (its ROCm, CANN and CPU tags excepted) are reported with their
 Ascend counterparts, vllm-ascend's `quay.io/ascend/vllm-ascend:v<version>` and
 SGLang's `quay.io/ascend/sglang:<version>-cann<CANN>-<910b|a3>`.

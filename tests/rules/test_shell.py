@@ -308,3 +308,85 @@ def test_a_literal_interface_leaves_every_mention_in_the_script(value):
 def test_an_interface_from_the_environment_is_renamed():
     source = 'export NCCL_SOCKET_IFNAME="${IFNAME}"\necho $NCCL_SOCKET_IFNAME\n'
     assert run(source).new_source == source.replace("NCCL_", "HCCL_").encode()
+
+
+# -- launch prefixes (issue 36: `uv run coverage run -m torch.distributed.run`) -------------
+
+_LAUNCH_TAIL = "--nproc_per_node 8 pretrain_gpt.py --tf32 True --device cuda --backend nccl --optim adamw_bnb_8bit"
+
+
+def _rules_and_messages(result) -> list[tuple[str, str]]:
+    return sorted([(f.rule, f.message) for f in result.findings] + [(f.rule, f.message) for f in result.fixes])
+
+
+@pytest.mark.parametrize("prefix", [
+    "python -m torch.distributed.run",
+    "uv run torchrun",
+    "uv run --extra mcore torchrun",
+    "coverage run -m torch.distributed.run",
+    "coverage run --data-file=/tmp/cov --source nemo_rl -p -m torch.distributed.run",
+    "uv run coverage run -m torch.distributed.run",
+    "uv run --isolated coverage run --rcfile .coveragerc -m torch.distributed.run",
+])
+def test_launch_prefixes_get_what_a_plain_torchrun_line_gets(tmp_path, prefix):
+    """NeMo-RL's functional tests launch `uv run coverage run ... run_grpo.py` and
+    `uv run coverage run -m torch.distributed.run ...`: coverage.py runs a script or
+    `-m` module as python would, so those lines are launches (the held-out audit of
+    2026-11-30 found them silent)."""
+    from dataclasses import replace
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    script = tmp_path / "pretrain_gpt.py"
+    script.write_text("import torch\n")
+    settings = replace(ALL, facts=ProjectFacts.scan([(str(script), script.read_bytes())]))
+    plain = run(f"torchrun {_LAUNCH_TAIL}\n", settings)
+    other = run(f"{prefix} {_LAUNCH_TAIL}\n", settings)
+    assert _rules_and_messages(plain), "the plain torchrun line has findings and fixes to compare with"
+    assert _rules_and_messages(other) == _rules_and_messages(plain)
+
+
+def test_coverage_commands_that_run_no_python_are_not_launches():
+    from npu_migrate.shell import syntax
+    from npu_migrate.shell.parser import parse
+
+    def launch(line: str):
+        command = parse(line.encode()).root_node.children[0]
+        found = syntax.launch_args(command)
+        return found and (found[0], [w.text for w in found[1]])
+
+    assert launch("coverage report -m\n") is None
+    assert launch("coverage run --source x\n") is None
+    assert launch("coverage run --omit '*/t/*' -a train.py --lr 1\n") == ("python", ["train.py", "--lr", "1"])
+
+
+# -- options kept in a variable (issue 36: `GPT_ARGS="..."` then `torchrun ... $GPT_ARGS`) ----
+
+_OPTIONS = ("--use-flash-attn --swiglu --normalization RMSNorm --transformer-impl transformer_engine "
+            "--fp8-format hybrid --fp16 --tf32 True --device cuda --backend nccl --attn_implementation "
+            "flash_attention_2 --optim adamw_bnb_8bit")
+
+
+@pytest.mark.parametrize("script", ["pretrain_gpt.py", "train.py"])
+@pytest.mark.parametrize("form", ["string", "array"])
+def test_options_in_a_variable_get_what_they_get_on_the_launch_line(tmp_path, script, form):
+    """What a rule says of an option on the torchrun line it says of the same option in a
+    variable the line expands: `--tf32 True` passed to Megatron's pretrain_gpt.py (which
+    names no TrainingArguments) was reported on the line but removed from `GPT_ARGS`."""
+    from dataclasses import replace
+
+    from npu_migrate.pipeline.facts import ProjectFacts
+
+    megatron = tmp_path / "pretrain_gpt.py"
+    megatron.write_text("import torch\n")
+    hf = tmp_path / "train.py"
+    hf.write_text("from transformers import TrainingArguments\n")
+    settings = replace(ALL, facts=ProjectFacts.scan([(str(f), f.read_bytes()) for f in (megatron, hf)]))
+    inline = run(f"torchrun --nproc_per_node 8 {script} {_OPTIONS}\n", settings)
+    if form == "string":
+        kept = f'GPT_ARGS="{_OPTIONS}"\ntorchrun --nproc_per_node 8 {script} $GPT_ARGS\n'
+    else:
+        kept = f'GPT_ARGS=({_OPTIONS})\ntorchrun --nproc_per_node 8 {script} "${{GPT_ARGS[@]}}"\n'
+    variable = run(kept, settings)
+    assert _rules_and_messages(variable) == _rules_and_messages(inline)
+    assert {f.line for f in variable.findings} == {1}  # at the assignment, not the launch line
