@@ -7,6 +7,7 @@ import re
 from npu_migrate.configs.rule import ConfigRule, Example
 from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.tables.env_vars import ADVICE, IFNAME_ADVICE, advice, ascend_name, file_text, pinned_interface
+from npu_migrate.tables.nvidia_platform import nvidia_platform
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 #: Inside a value: an assignment ``NAME=...`` at the start or after a shell separator
@@ -19,16 +20,6 @@ def _watched(name: str) -> bool:
     return name in ADVICE or name.startswith(("NCCL_", "TORCH_NCCL_", "CUDA_"))
 
 
-
-#: a job that requests NVIDIA GPUs by model: SkyPilot's `accelerators: A100:4` (or `{H100: 8}`)
-_NVIDIA_ACCELERATORS = re.compile(
-    rb"""^[ \t]*accelerators[ \t]*:[ \t]*[\[{'"]?[ \t]*((?:A100|A10G?|A800|H100|H200|H800|H20|V100|T4|L4|L40S?|B200|"""
-    rb"""GB200|B100|P100|K80|A6000|A5000|A4000|RTX[\w-]*)(?:-\w+)?(?::\d+)?)""", re.MULTILINE | re.IGNORECASE)
-
-
-def _nvidia_job(data: bytes) -> str | None:
-    found = _NVIDIA_ACCELERATORS.search(data) if b"accelerators" in data else None
-    return found.group(1).decode("ascii", "replace") if found is not None else None
 
 class ConfigEnvVars(ConfigRule):
     id = "NPU833"
@@ -56,6 +47,13 @@ template `{{ ... }}`, a k8s `valueFrom`). A literal naming interfaces (`eth0`,
 `ib`, `bond0,eth1`) names the NVIDIA cluster's NICs, which the Ascend hosts may
 not have (HCCL then fails at init): the variable is left as it is in that file
 and reported.
+
+A file that names the NVIDIA platform it runs on (a pod requesting `nvidia.com/gpu`,
+`runtimeClassName: nvidia`, an NGC or CUDA image, SkyPilot's `accelerators: A100:4`;
+`npu_migrate/tables/nvidia_platform.py`) keeps its variables, reported: they are that
+platform's until the file is ported (held-out rounds 25 and 26). The shell and
+Dockerfile rules (NPU801/NPU802) read the same signs, and also a preloaded
+`libnccl.so`, the NVIDIA container runtime's variables and NCCL's EFA plugin.
 
 Prose that mentions a variable without assigning or expanding it is left alone.
 """
@@ -87,13 +85,15 @@ Prose that mentions a variable without assigning or expanding it is left alone.
             if new is not None and pinned_interface(name, file_text(self.file.data)):
                 self.report(scalar, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                             "left unchanged", IFNAME_ADVICE)
-            elif new is not None and (gpu := _nvidia_job(self.file.data)) is not None:
-                # oumi's SkyPilot jobs (`resources: cloud: gcp, accelerators: "A100:4"`): the job
-                # asks for NVIDIA GPUs by model, so it runs on NVIDIA machines, where a renamed
-                # PYTORCH_CUDA_ALLOC_CONF dropped the allocator setting (held-out round 25)
-                self.report(scalar, f"`{name}` is set in a job that asks for NVIDIA GPUs by model (`{gpu}`): it runs "
-                            "on NVIDIA machines; left unchanged",
-                            f"for an Ascend job, request NPUs in a job file of its own and set `{new}` there")
+            elif new is not None and (platform := nvidia_platform(self.file.data)) is not None:
+                # oumi's SkyPilot jobs (`accelerators: "A100:4"`, held-out round 25), pods that
+                # request `nvidia.com/gpu` and NGC images (awsome-distributed-training, round 26):
+                # the file runs on NVIDIA machines, where a renamed variable drops its setting
+                sign, line = platform
+                self.report(scalar, f"`{name}` is set in a file that runs on NVIDIA's platform ({sign}, line {line}): "
+                            "it is that platform's until the file is ported; left unchanged",
+                            f"for an Ascend job, request NPUs (or an Ascend image) in a job file of its own and set "
+                            f"`{new}` there")
             elif new is not None and scalar.editable:
                 renames.append((name, offset, new))
             elif new is not None:

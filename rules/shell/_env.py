@@ -19,6 +19,7 @@ from npu_migrate.pipeline.npu_api import load_api
 from npu_migrate.shell import syntax
 from npu_migrate.shell.rule import ShellRule
 from npu_migrate.tables.env_vars import IFNAME_ADVICE, advice, ascend_name, file_text, pinned_interface
+from npu_migrate.tables.nvidia_platform import nvidia_platform
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -193,6 +194,14 @@ class EnvVarRule(ShellRule):
         if new is not None and pinned_interface(name, file_text(self.file.data)):
             self._report_once(node, name, f"`{name}` is set to a literal naming this cluster's network interfaces; "
                                           "left unchanged", IFNAME_ADVICE)
+            return
+        platform = nvidia_platform(self.file.data) if new is not None else None
+        if platform is not None:
+            sign, line = platform
+            self._report_once(node, name, f"`{name}` is set in a file that runs on NVIDIA's platform ({sign}, line "
+                                          f"{line}): it is that platform's until the file is ported; left unchanged",
+                              f"port the platform first (an Ascend image, NPU resources), then set `{new}` in "
+                              "its place, or run npu-migrate again")
             return
         machine = _machine_gpus(self.file.data) if new is not None else None
         if machine is not None:

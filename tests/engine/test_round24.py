@@ -654,7 +654,7 @@ def test_env_of_a_job_that_asks_for_nvidia_gpus_by_model_is_left(tmp_path, run_c
     path = write(tmp_path, "gcp_job.yaml", SKYPILOT_JOB)
     result = run_cli("--write", "--no-cache", ".")
     assert path.read_text() == SKYPILOT_JOB
-    assert "asks for NVIDIA GPUs by model (`A100:4`)" in result.output
+    assert "a job that asks for NVIDIA GPUs by model (`A100:4`)" in result.output
 
 
 def test_env_of_a_job_without_a_gpu_model_is_renamed(tmp_path, run_cli):

@@ -150,8 +150,8 @@ def test_config_fixtures_with_unrelated_keys(path, extra):
 DEVCONTAINER = """// For format details, see https://aka.ms/devcontainer.json.
 {
 \t"name": "PyTorch",
-\t/* the GPU image */
-\t"image": "nvcr.io/nvidia/pytorch:24.01-py3",
+\t/* an NVIDIA image would keep its CUDA variables (tests/engine/test_round26.py) */
+\t"image": "mcr.microsoft.com/devcontainers/python:3.11",
 \t"runArgs": ["--ipc=host",],
 \t"containerEnv": {
 \t\t"CUDA_VISIBLE_DEVICES": "0", // first card
