@@ -27,7 +27,12 @@ ADVICE = {
         "on NPU use torch.version.cann (the CANN version, set when torch_npu is imported) or importlib.metadata.version('torch-npu')"
     ),
     "torch.backends.cuda.is_built": "False on the CPU torch build torch_npu needs; use torch.npu.is_available()",
-    "torch.backends.cuda.preferred_linalg_library": "CUDA-only (cuSOLVER/MAGMA choice); no NPU counterpart, remove it",
+    "torch.backends.cuda.preferred_linalg_library": (
+        "CUDA-only (cuSOLVER/MAGMA choice); set, it raises on the CPU torch build torch_npu runs on; no NPU "
+        "counterpart, keep it for CUDA runs only"),
+    "torch.backends.cuda.preferred_blas_library": (
+        "CUDA-only (cuBLAS/cuBLASLt choice); set, it raises on the CPU torch build torch_npu runs on (`Cannot set "
+        "preferred backend to cuBLASLt`); no NPU counterpart, keep it for CUDA runs only"),
     "torch.backends.cuda.cufft_plan_cache": "CUDA-only; no NPU counterpart, remove it",
 }
 GENERIC = "cuDNN settings have no effect on NPU; remove the line or keep it for CUDA runs only"
@@ -39,7 +44,8 @@ class CudnnFlags(FlagUseRule):
     name = "cudnn-flags"
     summary = "Report cudnn flags, `torch.version.cuda` and other CUDA backend switches, with what to use on NPU"
     fixable = False
-    triggers = ("cudnn", ("version", "cuda"), "is_built", "preferred_linalg_library", "cufft_plan_cache")
+    triggers = ("cudnn", ("version", "cuda"), "is_built", "preferred_linalg_library", "preferred_blas_library",
+                "cufft_plan_cache")
     rationale = """
 `torch.backends.cudnn.*` and `torch.version.cuda` do not fail on NPU; they just
 stop meaning anything, which is worse: a training script that relied on
@@ -72,4 +78,5 @@ NPU601's (it has a real counterpart).
         if advice is None and (qualified == CUDNN or qualified.startswith(CUDNN + ".")):
             advice = GENERIC
         if advice is not None:
-            self.report(node, f"`{qualified}` has no effect on NPU", advice)
+            effect = "is CUDA-only" if qualified.endswith("_library") else "has no effect on NPU"
+            self.report(node, f"`{qualified}` {effect}", advice)
