@@ -442,6 +442,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits = [e for e in edits if e.rule not in device_only]
         findings = [f for f in findings if f.rule not in device_only]
     edits, held_gates = _gates_over_left_cuda(ctx, edits, findings, line)
+    edits, held_flags = _flags_over_left_crash(ctx, edits, findings)
+    held_gates += held_flags
     if KERNEL_GATE_RULE in active:
         findings += [f for f in held_gates if not is_suppressed(table, line(f.node), KERNEL_GATE_RULE)]
     edits, nccl_findings = _devices_chosen_for_nccl(ctx, edits, line)
@@ -535,6 +537,47 @@ _LEFT_CRASH = frozenset({"NPU102"})
 #: torch's CUDA library choices, which raise when set on a build without that library
 _CUDA_LIBRARY_SETTERS = frozenset({"torch.backends.cuda.preferred_blas_library",
                                    "torch.backends.cuda.preferred_linalg_library"})
+
+
+def _flags_over_left_crash(ctx: FileContext, edits: list[Edit],
+                           findings: list[FindingRecord]) -> tuple[list[Edit], list[FindingRecord]]:
+    """A flag that holds a CUDA test and guards, through ``and``, a torch.cuda call with no
+    NPU counterpart keeps its CUDA test: Qwen's ``SUPPORT_CUDA = torch.cuda.is_available()``
+    then ``SUPPORT_FP16 = SUPPORT_CUDA and torch.cuda.get_device_capability(0)[0] >= 7``
+    (MoE-LLaVA, held-out round 26), rewritten, called CUDA's capability on Ascend when the
+    module was imported, and the import failed. The flag's assignment is left, reported."""
+    crashes = [f for f in findings if _left_kind(ctx, f) in _LEFT_CRASH]
+    if not crashes or not edits:
+        return edits, []
+    held: dict[int, cst.CSTNode] = {}
+    for finding in crashes:
+        child = finding.node
+        for ancestor in ctx.ancestors(finding.node):
+            if isinstance(ancestor, cst.BaseStatement):
+                break
+            if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And) \
+                    and child is ancestor.right and isinstance(ancestor.left, cst.Name):
+                for assignment in ctx.assignments(ancestor.left, ancestor.left.value) or ():
+                    statement = ctx.enclosing_statement(getattr(assignment, "node", None)) \
+                        if isinstance(getattr(assignment, "node", None), cst.Name) else None
+                    if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Assign):
+                        held[id(statement)] = statement
+            child = ancestor
+    if not held:
+        return edits, []
+    kept, reported = [], {}
+    for edit in edits:
+        statement = ctx.enclosing_statement(edit.anchor)
+        if edit.rule in _TEST_REWRITES and statement is not None and id(statement) in held:
+            reported.setdefault(id(statement), edit)
+        else:
+            kept.append(edit)
+    found = [FindingRecord(KERNEL_GATE_RULE, edit.anchor,
+                           "this flag's CUDA test guards a torch.cuda call with no NPU counterpart (reported there, "
+                           "through `and`); left as a CUDA test, so on NPU that call is skipped as before",
+                           "port that call first (branch on the feature it asks for), then rewrite the flag")
+             for edit in reported.values()]
+    return kept, found
 
 
 def _left_kind(ctx: FileContext, finding: FindingRecord) -> str:
