@@ -397,11 +397,14 @@ def test_jinja_templates_are_reported_on_and_left_unchanged(tmp_path, run_cli):
     text = ("resources:\n  limits:\n    nvidia.com/gpu: {{ gpus }}\n"
             "env:\n  - name: CUDA_VISIBLE_DEVICES\n    value: \"0,1\"\n")
     job = write(tmp_path, "job.yaml.j2", text)
+    write(tmp_path, "env.yaml.j2", "env:\n  - name: CUDA_VISIBLE_DEVICES\n    value: \"{{ devices }}\"\n")
     other = write(tmp_path, "notes.txt.j2", "device: cuda\n")
     result = run_cli("--write", "--no-cache", ".")
     assert result.exit_code == 0, result.output
     assert "job.yaml.j2:3:5: NPU962" in result.output
-    assert "job.yaml.j2:5:11: NPU833 template, left unchanged" in result.output
-    assert "1 template file(s) skipped" in result.output
+    # the pod asks for nvidia.com/gpu: its variable is NVIDIA's platform's (round 26)
+    assert "job.yaml.j2:5:11: NPU833 `CUDA_VISIBLE_DEVICES` is set in a file that runs on NVIDIA's" in result.output
+    assert "env.yaml.j2:2:11: NPU833 template, left unchanged" in result.output
+    assert "2 template file(s) skipped" in result.output
     assert "notes.txt.j2" not in result.output
     assert job.read_text() == text and other.read_text() == "device: cuda\n"
