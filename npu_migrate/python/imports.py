@@ -584,12 +584,40 @@ def _lazy_torch_imports(module: cst.Module) -> list[cst.SimpleStatementLine]:
     return found if plain and len(found) <= _MAX_LAZY_IMPORTS else []
 
 
+def _names_npu(module: cst.Module, site: cst.SimpleStatementLine) -> bool:
+    """The function around ``site`` names the NPU (``torch.npu``, ``"npu"``, ``.npu()``) or its
+    backend (``"hccl"``, which torch_npu registers)."""
+
+    class _Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.stack: list[cst.FunctionDef] = []
+            self.found: cst.FunctionDef | None = None
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.stack.append(node)
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.stack.pop()
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            if node is site and self.stack:
+                self.found = self.stack[-1]
+            return False
+
+    finder = _Find()
+    module.visit(finder)
+    return finder.found is not None and re.search(r"\b(?:npu|hccl)\b", module.code_for_node(finder.found)) is not None
+
+
 def _guard_lazy_imports(module: cst.Module, sites: list[cst.SimpleStatementLine], quote, old_torch: bool,
                         amp_before_2_4: bool, other_backend) -> cst.Module:
     """``module`` with the guard right after each of its function-local ``import torch``
     statements (:func:`_lazy_torch_imports`), binding its stand-ins to that import's name."""
     used = _uses_name(module, TORCH_NPU)
-    wanted = {id(site) for site in sites}
+    # the functions whose migrated code names the NPU; where none does (a "npu" string
+    # handed elsewhere), every site, since which function runs first is unknown
+    naming = [site for site in sites if _names_npu(module, site)]
+    wanted = {id(site) for site in (naming or sites)}
 
     class _Insert(cst.CSTTransformer):
         def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:

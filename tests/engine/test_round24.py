@@ -761,6 +761,12 @@ def detect(env):
     return torch.cuda.device_count()
 
 
+def version():
+    import torch
+
+    return torch.__version__
+
+
 def main():
     print(os.getcwd())
 '''
@@ -785,5 +791,6 @@ def test_a_module_that_imports_torch_lazily_gets_its_guard_beside_that_import(tm
         torch.npu = torch.cuda
 ''')
     assert "if not torch.npu.is_available():" in text
+    assert text.count("import torch_npu") == 1  # not in `version()`, which names no NPU
     again = run_cli("--check", "--no-cache", ".")
     assert again.exit_code == 0 and "NPU010" not in again.output, again.output
