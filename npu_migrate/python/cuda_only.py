@@ -485,6 +485,7 @@ class FileIndex:
         for node in definitions:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._plugin_initializer(node)
+                self._global_aliases(node)
         for node in definitions:
             if any(self.resolve(ast_dotted_name(d.func if isinstance(d, ast.Call) else d) or "") in _TRITON_DECORATORS
                    for d in node.decorator_list):
@@ -539,6 +540,27 @@ class FileIndex:
                 for name in names:
                     self.local.setdefault(name, KIND_JIT_BUILD)
                 self.local.setdefault(function.name, KIND_JIT_BUILD)
+
+    def _global_aliases(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A loader that binds a module global to CUDA-only code it imports (Qwen's
+        ``_import_flash_attn``: ``global apply_rotary_emb_func`` ... ``from flash_attn.layers.rotary
+        import apply_rotary_emb_func as __apply_rotary_emb_func; apply_rotary_emb_func =
+        __apply_rotary_emb_func``): the global is that code wherever the module calls it, so
+        ``if apply_rotary_emb_func is not None and t.is_cuda:`` is a gate (MoE-LLaVA, held-out
+        round 26: rewritten, it sent NPU tensors into flash-attn's rotary kernel)."""
+        globals_ = {name for node in ast.walk(function) if isinstance(node, ast.Global) for name in node.names}
+        if not globals_:
+            return
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
+                continue
+            kind = self.local.get(node.value.id)
+            if kind is None:
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in globals_:
+                    self.local.setdefault(target.id, kind)
+                    self.bindings.setdefault(target.id, self.bindings.get(node.value.id, node.value.id))
 
     def _attribute_aliases(self, method: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """``self.X = name`` where ``name`` is CUDA-only code itself (an alias, as
