@@ -2,7 +2,7 @@
 
 A file that names the NVIDIA platform it runs on (an NVIDIA or CUDA container image, a
 Kubernetes ``nvidia.com/gpu`` resource, the NVIDIA container runtime, a preloaded NCCL
-library or the EFA plugin of NCCL, SkyPilot's ``accelerators: A100:4``) keeps running
+library or the EFA plugin of NCCL, NVIDIA's Nsight profiler, SkyPilot's ``accelerators: A100:4``) keeps running
 there until that sign is ported, which the tool reports and never rewrites. Its CUDA and
 NCCL variables are that platform's meanwhile: renamed for Ascend, they drop the setting on
 the NVIDIA machines the file still runs on and give Ascend nothing (held-out round 26:
@@ -26,6 +26,7 @@ _SIGN = re.compile(
     rb"|(?P<preload>\bLD_PRELOAD=\S*libnccl)"
     rb"|(?P<container>\bNVIDIA_(?:VISIBLE_DEVICES|DRIVER_CAPABILITIES)\b)"
     rb"|(?P<plugin>\baws-ofi-nccl\b|/ofi-nccl\b)"
+    rb"|(?P<profiler>\bnsys[ \t]+(?:profile|launch|start)\b|\bncu[ \t]+--)"
     rb"|(?P<accelerators>^[ \t]*accelerators[ \t]*:[ \t]*[\[{'\"]?[ \t]*(?:A100|A10G?|A800|H100|H200|H800|H20|V100|T4|"
     rb"L4|L40S?|B200|GB200|B100|P100|K80|A6000|A5000|A4000|RTX[\w-]*)(?:-\w+)?(?::\d+)?)",
     re.MULTILINE | re.IGNORECASE,
@@ -38,6 +39,7 @@ _WHAT = {
     "preload": "a preloaded NCCL library",
     "container": "the NVIDIA container runtime's variable",
     "plugin": "NCCL's EFA plugin (aws-ofi-nccl)",
+    "profiler": "NVIDIA's Nsight profiler",
     "accelerators": "a job that asks for NVIDIA GPUs by model",
 }
 

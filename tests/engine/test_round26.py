@@ -42,6 +42,9 @@ export CUDA_VISIBLE_DEVICES=0
 export NCCL_ASYNC_ERROR_HANDLING=1
 srun torchrun train.py
 """,
+    "profile.sbatch": """#!/bin/bash
+srun bash -c "CUDA_VISIBLE_DEVICES=0,1 nsys profile -t nvtx,cuda -o prof python train.py"
+""",
 }
 
 
@@ -57,7 +60,8 @@ def test_variables_of_a_file_that_runs_on_nvidias_platform_are_left(tmp_path, ru
                         ("Dockerfile:3:", "an NVIDIA/CUDA container image (`nvcr.io/nvidia/pytorch:24.07-py3`), line 1"),
                         ("dlc.Dockerfile:2:", "an NVIDIA/CUDA container image"),
                         ("train.sbatch:4:", "a preloaded NCCL library (`LD_PRELOAD=/usr/local/lib/libnccl`), line 3"),
-                        ("train.sbatch:5:", "a preloaded NCCL library")):
+                        ("train.sbatch:5:", "a preloaded NCCL library"),
+                        ("profile.sbatch:2:", "NVIDIA's Nsight profiler (`nsys profile`), line 2")):
         assert any(line.startswith(where) and sign in line for line in result.output.splitlines()), (where, result.output)
     again = run_cli("--write", "--no-cache", ".")
     assert _findings(again.output) == _findings(result.output)
