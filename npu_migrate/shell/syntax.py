@@ -178,18 +178,7 @@ def _uv_run(words: list[Arg]) -> tuple[str, list[Arg]] | None:
     (SkyRL's launchers: ``uv run --isolated --extra fsdp -m skyrl.train.entrypoints.main_base
     ...``); ``uv run [options] python|torchrun ...`` is read as that launcher. The
     launcher's words start at ``-m`` or the script, as after ``python``."""
-    index = 2
-    while index < len(words):
-        text = words[index].text
-        if text in ("-m", "--module"):
-            return "python", words[index:]
-        if text.startswith("-"):
-            index += 2 if text in _UV_VALUE_OPTIONS else 1
-            continue
-        if program(words[index]) in LAUNCHERS or program(words[index]) == "coverage":
-            return _launch(words[index:])
-        return ("python", words[index:]) if text.endswith(".py") else None
-    return None
+    return _runner(words, _UV_VALUE_OPTIONS, launchers=True)
 
 
 #: ``coverage run`` options that take the next word as their value (coverage.py's
@@ -205,14 +194,23 @@ def _coverage_run(words: list[Arg]) -> tuple[str, list[Arg]] | None:
     been invoked with the Python command line"), so ``coverage run -m torch.distributed.run
     ...`` is a torchrun launch (NeMo-RL's ``uv run coverage run ... run_grpo.py``). The
     launcher's words start at ``-m`` or the script, as after ``python``."""
+    return _runner(words, _COVERAGE_VALUE_OPTIONS)
+
+
+def _runner(words: list[Arg], value_options: set[str], *, launchers: bool = False) -> tuple[str, list[Arg]] | None:
+    """The Python launch behind a two-word runner (``uv run``, ``coverage run``): its
+    options skipped (``value_options`` take the next word), then ``-m module`` or a
+    ``script.py`` read as after ``python``, or, where ``launchers``, a launcher it runs."""
     index = 2
     while index < len(words):
         text = words[index].text
         if text in ("-m", "--module"):
             return "python", words[index:]
         if text.startswith("-"):
-            index += 2 if text in _COVERAGE_VALUE_OPTIONS else 1
+            index += 2 if text in value_options else 1
             continue
+        if launchers and (program(words[index]) in LAUNCHERS or program(words[index]) == "coverage"):
+            return _launch(words[index:])
         return ("python", words[index:]) if text.endswith(".py") else None
     return None
 
