@@ -729,8 +729,6 @@ def insert_runtime_guard(module: cst.Module, requirement: str) -> cst.Module:
     after its leading imports; never inside an import block."""
     body = list(module.body)
     first = next((i for i, s in enumerate(body) if any(_is_package(n, "torch") for n in imported_modules(s))), None)
-    if first is None and (local := _lazy_torch_imports(module)):
-        return _guard_lazy_imports(module, local, quote, old_torch, amp_before_2_4, other_backend)
     if first is None:
         first = 0
         while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):

@@ -794,3 +794,27 @@ def test_a_module_that_imports_torch_lazily_gets_its_guard_beside_that_import(tm
     assert text.count("import torch_npu") == 1  # not in `version()`, which names no NPU
     again = run_cli("--check", "--no-cache", ".")
     assert again.exit_code == 0 and "NPU010" not in again.output, again.output
+
+
+LAZY_ENTRY = '''def main():
+    import torch
+
+    torch.distributed.init_process_group("nccl")
+    return torch.nn.Linear(2, 2).cuda()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_the_runtime_guard_of_a_lazy_module_without_the_torch_npu_guard(tmp_path, run_cli):
+    """The lazy placement of the torch_npu guard had been pasted into the runtime guard's
+    placement too, with names that function does not have: with NPU100 ignored, an entry
+    script that imports torch only in `main()` ended in an internal NameError (found
+    reading the change). The runtime guard goes after the leading imports, as before."""
+    (tmp_path / ".git").mkdir()
+    path = write(tmp_path, "train.py", LAZY_ENTRY)
+    result = run_cli("--write", "--no-cache", "--ignore", "NPU100", ".")
+    assert result.exit_code == 0 and "internal error" not in result.output, result.output
+    assert path.read_text().startswith("try:\n    import npu_runtime\n")
