@@ -505,8 +505,8 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
     import of ``torch.npu`` in that run, which needs torch_npu, moves into the guard."""
     body = list(module.body)
     first = next((i for i, s in enumerate(body) if any(_is_package(n, "torch") for n in imported_modules(s))), None)
-    if first is None and (local := _lazy_torch_imports(module)):
-        return _guard_lazy_imports(module, local, quote, old_torch, amp_before_2_4, other_backend)
+    if first is None and (local := _lazy_torch_imports(module, code := module.code)):
+        return _guard_lazy_imports(module, code, local, quote, old_torch, amp_before_2_4, other_backend)
     if first is None:
         first = 0
         while first < len(body) and not _is_imports(body[first]) and _is_docstring(body[first], first):
@@ -567,28 +567,33 @@ def insert_torch_npu(module: cst.Module, quote: str | None = None, old_torch: bo
 _MAX_LAZY_IMPORTS = 8
 
 
-def _lazy_torch_imports(module: cst.Module) -> list[cst.SimpleStatementLine]:
+def _lazy_torch_imports(module: cst.Module, code: str) -> list[tuple[cst.SimpleStatementLine, cst.FunctionDef]]:
     """The function-local ``import torch`` statements of a module that imports torch only
-    there (oumi's CLI: "Importing torch takes time so only load it in this scenario"), when
-    every binding of torch in it is such a plain statement in a function: the guard then
-    goes beside each of them, so that torch_npu, which imports torch, is imported exactly
-    when torch is (held-out round 25: the guard at the top imported torch with the CLI).
-    Empty otherwise (a ``from torch import``, ``import torch.x``, an import in a ``try``
-    or at class level, a string naming torch's attributes such as a ``mock.patch``
-    target, or too many sites): the guard goes at the top as before."""
-    found: list[cst.SimpleStatementLine] = []
+    there (oumi's CLI: "Importing torch takes time so only load it in this scenario"), with
+    the function around each, when every binding of torch in it is such a plain statement
+    in a function: the guard then goes beside them, so that torch_npu, which imports torch,
+    is imported exactly when torch is (held-out round 25: the guard at the top imported
+    torch with the CLI). Empty otherwise (a ``from torch import``, ``import torch.x``, an
+    import in a ``try`` or at class level, a string naming torch's attributes such as a
+    ``mock.patch`` target, or too many sites): the guard goes at the top as before.
+    ``code`` is ``module.code``."""
+    if re.search(r"""["']torch\.""", code):
+        # `mock.patch("torch.npu.current_device")` outside those functions needs torch.npu
+        # before any of them runs: the guard goes at the top
+        return []
+    found: list[tuple[cst.SimpleStatementLine, cst.FunctionDef]] = []
     plain = True
 
     class _Find(cst.CSTVisitor):
         def __init__(self) -> None:
-            self.functions = 0
+            self.functions: list[cst.FunctionDef] = []
             self.tries = 0
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.functions += 1
+            self.functions.append(node)
 
         def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.functions -= 1
+            self.functions.pop()
 
         def visit_Try(self, node: cst.Try) -> None:
             self.tries += 1
@@ -604,53 +609,26 @@ def _lazy_torch_imports(module: cst.Module) -> list[cst.SimpleStatementLine]:
             single = _single_import(node)
             if (self.functions and not self.tries and isinstance(single, cst.Import) and len(single.names) == 1
                     and get_full_name_for_node(single.names[0].name) == "torch"):
-                found.append(node)
+                found.append((node, self.functions[-1]))
             else:
                 plain = False
             return False
 
     module.visit(_Find())
-    if re.search(r"""["']torch\.""", module.code):
-        # `mock.patch("torch.npu.current_device")` outside those functions needs torch.npu
-        # before any of them runs: the guard goes at the top
-        return []
     return found if plain and len(found) <= _MAX_LAZY_IMPORTS else []
 
 
-def _names_npu(module: cst.Module, site: cst.SimpleStatementLine) -> bool:
-    """The function around ``site`` names the NPU (``torch.npu``, ``"npu"``, ``.npu()``) or its
-    backend (``"hccl"``, which torch_npu registers)."""
-
-    class _Find(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.stack: list[cst.FunctionDef] = []
-            self.found: cst.FunctionDef | None = None
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.stack.append(node)
-
-        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.stack.pop()
-
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-            if node is site and self.stack:
-                self.found = self.stack[-1]
-            return False
-
-    finder = _Find()
-    module.visit(finder)
-    return finder.found is not None and re.search(r"\b(?:npu|hccl)\b", module.code_for_node(finder.found)) is not None
-
-
-def _guard_lazy_imports(module: cst.Module, sites: list[cst.SimpleStatementLine], quote, old_torch: bool,
-                        amp_before_2_4: bool, other_backend) -> cst.Module:
+def _guard_lazy_imports(module: cst.Module, code: str, sites: list[tuple[cst.SimpleStatementLine, cst.FunctionDef]],
+                        quote, old_torch: bool, amp_before_2_4: bool, other_backend) -> cst.Module:
     """``module`` with the guard right after each of its function-local ``import torch``
     statements (:func:`_lazy_torch_imports`), binding its stand-ins to that import's name."""
     used = _uses_name(module, TORCH_NPU)
-    # the functions whose migrated code names the NPU; where none does (a "npu" string
+    # the functions whose migrated code names the NPU (``torch.npu``, ``"npu"``, ``.npu()``)
+    # or its backend (``"hccl"``, which torch_npu registers); where none does (a "npu" string
     # handed elsewhere), every site, since which function runs first is unknown
-    naming = [site for site in sites if _names_npu(module, site)]
-    wanted = {id(site) for site in (naming or sites)}
+    naming = [site for site, function in sites if re.search(r"\b(?:npu|hccl)\b", module.code_for_node(function))]
+    wanted = {id(site) for site in (naming or [site for site, _ in sites])}
+    stand_ins: dict[str, list[str]] = {}  # by the name the import binds
 
     class _Insert(cst.CSTTransformer):
         def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
@@ -662,8 +640,9 @@ def _guard_lazy_imports(module: cst.Module, sites: list[cst.SimpleStatementLine]
                 if id(before) in wanted:
                     alias = _single_import(before).names[0]
                     name = alias.asname.name.value if alias.asname is not None else "torch"
-                    stand_ins = cpu_stand_ins(module.code, name, quote, old_torch, amp_before_2_4, other_backend)
-                    body.append(_guard([], [cst.parse_statement(line + "\n") for line in stand_ins], used=used))
+                    if name not in stand_ins:
+                        stand_ins[name] = cpu_stand_ins(code, name, quote, old_torch, amp_before_2_4, other_backend)
+                    body.append(_guard([], [cst.parse_statement(line + "\n") for line in stand_ins[name]], used=used))
             return updated.with_changes(body=body)
 
     return module.visit(_Insert())
