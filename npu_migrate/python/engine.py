@@ -472,7 +472,8 @@ def _filter(ctx: FileContext, active, text: str, path: str) -> tuple[list[Edit],
         edits, patched = _left_to_transfer_to_npu(ctx, edits, patcher, line)
         if patched is not None and NPU_AWARE_RULE in active and not is_suppressed(table, line(patched.node), NPU_AWARE_RULE):
             findings.append(patched)
-    edits = _statements_left_half(ctx, edits, findings, table, line)
+    edits, held_statements = _statements_left_half(ctx, edits, findings, table, line)
+    findings += held_statements
     if UNREAD_RULE in active and (edits or findings):
         edits, findings = _left_unread(ctx, edits, findings, table, line)
     edits = _device_fstrings(ctx, edits)
@@ -1110,16 +1111,17 @@ _UNPROVEN_DEVICE_RULE = "NPU108"
 
 
 def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[FindingRecord], table,
-                          line) -> list[Edit]:
+                          line) -> tuple[list[Edit], list[FindingRecord]]:
     """A statement that holds a "cuda" the tool leaves unproven (NPU108) keeps its other
     device edits too: ``devices = ["cuda:" + str(i) for i in range(torch.cuda.device_count())]``
     half-migrated counted NPUs and named them ``cuda:N`` (llama-moe, held-out round 20).
-    The statement stays as written, and NPU108's finding points at it."""
+    The statement stays as written, and NPU108's finding points at it; the other statements of a
+    held branch get findings of their own, returned with the edits kept."""
     left = [f for f in findings if (f.rule == _UNPROVEN_DEVICE_RULE and not _is_dict_key(ctx, f.node))
             or _left_cuda_call(f)]
     unproven = {id(statement) for f in left if (statement := ctx.enclosing_statement(f.node)) is not None}
     if not unproven:
-        return edits
+        return edits, []
     # and the `if` whose branch holds such a value, its test with that branch: `if
     # torch.cuda.is_available(): devices.append("cuda")` rewritten alone counted NPUs and
     # listed "cuda" (nerfstudio's get_available_devices, held-out round 25); the test alone
@@ -1137,7 +1139,7 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
     def in_branch(node: cst.CSTNode) -> bool:
         return id(node) in held or any(id(a) in held for a in ctx.ancestors(node))
 
-    kept, reported = [], set(unproven)
+    kept, reported, found = [], set(unproven), []
     for e in edits:
         statement = ctx.enclosing_statement(e.anchor)
         if e.rule not in _DEVICE_RULES or (id(statement) not in unproven and not in_branch(e.anchor)):
@@ -1149,11 +1151,11 @@ def _statements_left_half(ctx: FileContext, edits: list[Edit], findings: list[Fi
             # line, never left silent (accelerate's rng_sync_check: the assert over
             # torch.cuda.get_rng_state() under the branch's `synchronize_rng_states(["cuda"])`)
             reported.add(id(statement))
-            findings.append(FindingRecord(
+            found.append(FindingRecord(
                 e.rule, e.anchor, "CUDA code left as written: its branch also holds a \"cuda\" value the tool "
                 "could not prove is a torch device, and the branch is migrated whole or not at all",
                 "settle that value first (see the finding beside it), then migrate the branch by hand or rerun"))
-    return kept
+    return kept, found
 
 
 def _left_cuda_call(finding: FindingRecord) -> bool:
